@@ -1,0 +1,191 @@
+//! Errors shared across the agent side. Messages name the server and the tool; they never carry
+//! a secret.
+
+use std::time::Duration;
+
+/// A boxed error for cause chains that cross crate boundaries.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+fn on_server(server: &Option<String>) -> String {
+    server
+        .as_deref()
+        .map(|s| format!(" on server `{s}`"))
+        .unwrap_or_default()
+}
+
+fn suggest(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; did you mean {}?",
+            suggestions
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// Why one tool call did not produce an output.
+///
+/// Every variant names the tool (as the model called it, or the real external tool) and, when
+/// one is involved, the server. `Display` is written for the model to read and act upon.
+///
+/// ```
+/// use agent_core::ToolError;
+/// let err = ToolError::unknown_tool("github__create_isue", vec!["github__create_issue".into()]);
+/// assert_eq!(
+///     err.to_string(),
+///     "unknown tool `github__create_isue`; did you mean `github__create_issue`?"
+/// );
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// No tool has that name.
+    #[error("unknown tool `{tool}`{}", suggest(suggestions))]
+    UnknownTool {
+        /// The name that was asked for.
+        tool: String,
+        /// Close matches, best first.
+        suggestions: Vec<String>,
+    },
+    /// The arguments do not match the tool's input schema.
+    #[error("invalid arguments for tool `{tool}`{}: {message}", on_server(server))]
+    InvalidArguments {
+        /// The server, for an external tool.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// What is wrong, field by field.
+        message: String,
+    },
+    /// Policy or approval refused the call.
+    #[error("call of tool `{tool}`{} denied: {reason}", on_server(server))]
+    Denied {
+        /// The server, for an external tool.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// The tool ran and reported an error of its own (MCP `isError`).
+    #[error("tool `{tool}`{} failed: {message}", on_server(server))]
+    Invocation {
+        /// The server, for an external tool.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// The tool's own error text.
+        message: String,
+    },
+    /// The call did not finish within its timeout.
+    #[error("tool `{tool}`{} timed out after {:.1} s", on_server(server), after.as_secs_f64())]
+    Timeout {
+        /// The server, for an external tool.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The connection to the server failed during the call.
+    #[error("transport error calling tool `{tool}`{}", on_server(server))]
+    Transport {
+        /// The server.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// The runner or a tool is misconfigured.
+    #[error(
+        "configuration error for tool `{tool}`{}: {message}",
+        on_server(server)
+    )]
+    Configuration {
+        /// The server, for an external tool.
+        server: Option<String>,
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ToolError {
+    /// An [`UnknownTool`](Self::UnknownTool) error.
+    pub fn unknown_tool(tool: impl Into<String>, suggestions: Vec<String>) -> Self {
+        Self::UnknownTool {
+            tool: tool.into(),
+            suggestions,
+        }
+    }
+
+    /// The tool this error is about.
+    pub fn tool(&self) -> &str {
+        match self {
+            Self::UnknownTool { tool, .. }
+            | Self::InvalidArguments { tool, .. }
+            | Self::Denied { tool, .. }
+            | Self::Invocation { tool, .. }
+            | Self::Timeout { tool, .. }
+            | Self::Transport { tool, .. }
+            | Self::Configuration { tool, .. } => tool,
+        }
+    }
+
+    /// The server this error is about, if any.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            Self::UnknownTool { .. } => None,
+            Self::InvalidArguments { server, .. }
+            | Self::Denied { server, .. }
+            | Self::Invocation { server, .. }
+            | Self::Timeout { server, .. }
+            | Self::Transport { server, .. }
+            | Self::Configuration { server, .. } => server.as_deref(),
+        }
+    }
+}
+
+/// Why a runner could not be opened.
+///
+/// ```
+/// use agent_core::RunnerError;
+/// let err = RunnerError::Configuration { message: "server `git`: unknown field `comand`".into() };
+/// assert!(err.to_string().contains("comand"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The run's configuration is invalid.
+    #[error("configuration error: {message}")]
+    Configuration {
+        /// Every problem found, already formatted.
+        message: String,
+    },
+    /// A server could not be connected, initialised or listed.
+    #[error("server `{server}` unavailable")]
+    Connect {
+        /// The server.
+        server: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// Anything else, with its cause.
+    #[error("{message}")]
+    Other {
+        /// What failed.
+        message: String,
+        /// The cause.
+        #[source]
+        source: Option<BoxError>,
+    },
+}

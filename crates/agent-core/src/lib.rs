@@ -1,0 +1,31 @@
+//! Agent-side traits and types shared by every other crate of the workspace.
+//!
+//! This crate defines *what* an agent run is made of — tools and their descriptors, a
+//! [`ToolCatalog`] the model sees, a [`ToolDispatcher`] that executes calls, a [`Runner`] scoped
+//! to one run and the [`RunnerFactory`] that opens it, a [`ToolPolicy`], an [`ApprovalGate`],
+//! an [`EventSink`] and a [`Model`] — and nothing about *how* tools are reached.
+//!
+//! # Architecture invariant
+//!
+//! `agent-core` depends on no MCP library, no HTTP stack and no process spawning. A tidy test
+//! (`cargo xtask tidy`) fails if `cargo tree -p agent-core` ever contains `rmcp`, `hyper` or
+//! tokio's `process` feature. Everything MCP-specific implements these traits from elsewhere.
+
+mod approval;
+mod error;
+mod event;
+mod model;
+mod policy;
+mod run;
+mod tool;
+
+pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
+pub use error::{BoxError, RunnerError, ToolError};
+pub use event::{Event, EventKind, EventSink, NoopEventSink};
+pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
+pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
+pub use run::{RunInput, RunScope, Runner, RunnerFactory, with_runner};
+pub use tool::{
+    ContentPart, JsonObject, ResourceContents, ToolAnnotations, ToolCall, ToolCatalog,
+    ToolDescriptor, ToolDispatcher, ToolOutput,
+};

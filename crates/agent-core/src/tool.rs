@@ -1,0 +1,346 @@
+//! Tools: what a model can call, how a call looks, and what comes back.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ToolError;
+
+/// A JSON object (`{"key": value, …}`) whose keys keep the order in which they were received.
+pub type JsonObject = serde_json::Map<String, Value>;
+
+/// Everything a model needs to know to call one tool.
+///
+/// Schemas are kept exactly as received: the workspace builds `serde_json` with
+/// `preserve_order`, so serialising `input_schema` again yields the same keys in the same order.
+///
+/// ```
+/// use agent_core::ToolDescriptor;
+/// use serde_json::json;
+///
+/// let tool = ToolDescriptor::new("echo", json!({"type": "object"}).as_object().unwrap().clone())
+///     .with_description("Echo the input back");
+/// assert_eq!(tool.name, "echo");
+/// assert_eq!(tool.description.as_deref(), Some("Echo the input back"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolDescriptor {
+    /// The name the model uses to call the tool.
+    pub name: String,
+    /// What the tool does, in words a model can match against a task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments, as received.
+    pub input_schema: Arc<JsonObject>,
+    /// The JSON Schema of the tool's structured output, if it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Arc<JsonObject>>,
+    /// Behaviour hints. Hints select which calls need approval; they never grant permission.
+    #[serde(default, skip_serializing_if = "ToolAnnotations::is_empty")]
+    pub annotations: ToolAnnotations,
+}
+
+impl ToolDescriptor {
+    /// A descriptor with a name and an input schema, and nothing else.
+    pub fn new(name: impl Into<String>, input_schema: JsonObject) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            input_schema: Arc::new(input_schema),
+            output_schema: None,
+            annotations: ToolAnnotations::default(),
+        }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the output schema.
+    #[must_use]
+    pub fn with_output_schema(mut self, schema: JsonObject) -> Self {
+        self.output_schema = Some(Arc::new(schema));
+        self
+    }
+
+    /// Sets the annotations.
+    #[must_use]
+    pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = annotations;
+        self
+    }
+}
+
+/// Hints a tool gives about its behaviour (MCP tool annotations). Untrusted: a hint may decide
+/// that a call needs approval, never that it may skip policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolAnnotations {
+    /// A human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The tool claims not to modify its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Calling the tool twice with the same arguments has no further effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool talks to an open world of external entities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// True when no hint is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Annotations that claim the tool is read-only.
+    pub fn read_only() -> Self {
+        Self {
+            read_only_hint: Some(true),
+            ..Self::default()
+        }
+    }
+}
+
+/// One call of a tool, as a model asked for it.
+///
+/// ```
+/// use agent_core::ToolCall;
+/// use serde_json::json;
+///
+/// let call = ToolCall::new("call-1", "echo", json!({"text": "hi"}).as_object().unwrap().clone());
+/// assert_eq!(call.arguments["text"], "hi");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The model's id for this call, echoed back with the result.
+    pub id: String,
+    /// The tool's name as the model saw it.
+    pub name: String,
+    /// The argument object, passed through unchanged.
+    pub arguments: JsonObject,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments`.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: JsonObject) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
+}
+
+/// The contents of an embedded resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum ResourceContents {
+    /// A textual resource.
+    Text {
+        /// The resource's URI.
+        uri: String,
+        /// Its MIME type, if known.
+        #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// The text.
+        text: String,
+    },
+    /// A binary resource, base64-encoded.
+    Blob {
+        /// The resource's URI.
+        uri: String,
+        /// Its MIME type, if known.
+        #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// The base64 data.
+        blob: String,
+    },
+}
+
+/// One part of a tool's result. Nothing a tool returns is dropped: parts that are not text keep
+/// their type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContentPart {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64-encoded.
+    Image {
+        /// The base64 data.
+        data: String,
+        /// Its MIME type.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// Audio, base64-encoded.
+    Audio {
+        /// The base64 data.
+        data: String,
+        /// Its MIME type.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// A resource embedded in the result.
+    Resource {
+        /// The resource.
+        resource: ResourceContents,
+    },
+    /// A link to a resource the client may read.
+    ResourceLink {
+        /// The resource's URI.
+        uri: String,
+        /// Its name.
+        name: String,
+        /// Its MIME type, if known.
+        #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+impl ContentPart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// What a successful tool call returns.
+///
+/// ```
+/// use agent_core::{ContentPart, ToolOutput};
+/// use serde_json::json;
+///
+/// let out = ToolOutput::structured(json!({"sum": 3}));
+/// assert_eq!(out.to_model_text(), r#"{"sum":3}"#);
+/// let out = ToolOutput::text("hello");
+/// assert_eq!(out.to_model_text(), "hello");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolOutput {
+    /// The content parts, in order.
+    #[serde(default)]
+    pub content: Vec<ContentPart>,
+    /// Structured JSON output, when the tool produced it. It takes precedence for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A text-only output.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentPart::text(text)],
+            structured: None,
+        }
+    }
+
+    /// A structured output.
+    pub fn structured(value: Value) -> Self {
+        Self {
+            content: Vec::new(),
+            structured: Some(value),
+        }
+    }
+
+    /// An output from content parts.
+    pub fn from_parts(content: Vec<ContentPart>) -> Self {
+        Self {
+            content,
+            structured: None,
+        }
+    }
+
+    /// The output as the model reads it: structured JSON as is; otherwise the text parts joined
+    /// by newlines, with non-text parts rendered as compact JSON so nothing is lost.
+    pub fn to_model_text(&self) -> String {
+        if let Some(value) = &self.structured {
+            return value.to_string();
+        }
+        let mut out = String::new();
+        for part in &self.content {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            match part {
+                ContentPart::Text { text } => out.push_str(text),
+                other => out.push_str(
+                    &serde_json::to_string(other).unwrap_or_else(|_| String::from("<unprintable>")),
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// The tools a model is shown for one run.
+///
+/// ```
+/// use agent_core::{ToolCatalog, ToolDescriptor};
+///
+/// struct Fixed(Vec<ToolDescriptor>);
+/// impl ToolCatalog for Fixed {
+///     fn tools(&self) -> Vec<ToolDescriptor> {
+///         self.0.clone()
+///     }
+/// }
+/// let catalog = Fixed(vec![ToolDescriptor::new("echo", Default::default())]);
+/// assert_eq!(catalog.tools().len(), 1);
+/// assert!(catalog.tool("echo").is_some());
+/// ```
+pub trait ToolCatalog: Send + Sync {
+    /// The tools to show the model, in a stable order.
+    fn tools(&self) -> Vec<ToolDescriptor>;
+
+    /// One tool by its model-facing name.
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        self.tools().into_iter().find(|t| t.name == name)
+    }
+}
+
+/// Executes tool calls.
+///
+/// ```
+/// use agent_core::{ToolCall, ToolDispatcher, ToolError, ToolOutput};
+/// use async_trait::async_trait;
+///
+/// struct Echo;
+/// #[async_trait]
+/// impl ToolDispatcher for Echo {
+///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+///         match call.name.as_str() {
+///             "echo" => Ok(ToolOutput::structured(call.arguments.into())),
+///             _ => Err(ToolError::unknown_tool(call.name, Vec::new())),
+///         }
+///     }
+/// }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let out = Echo.dispatch(ToolCall::new("1", "echo", Default::default())).await.unwrap();
+/// assert_eq!(out.to_model_text(), "{}");
+/// # });
+/// ```
+#[async_trait]
+pub trait ToolDispatcher: Send + Sync {
+    /// Runs one call to completion.
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError>;
+}

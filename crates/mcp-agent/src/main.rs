@@ -1,0 +1,3 @@
+//! The `mcp-agent` command-line tool.
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! The lazy MCP tool catalog.
+//!
+//! Status: not implemented yet; see `docs/ARCHITECTURE.md`.

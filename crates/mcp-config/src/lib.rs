@@ -1,0 +1,1 @@
+//! MCP server specs: types, validation, loading and per-run selection.

@@ -1,0 +1,92 @@
+//! Project automation, run as `cargo xtask <task>`.
+//!
+//! | task | what it does |
+//! |---|---|
+//! | `test` | installs the test peers, builds every binary, runs the whole test suite (the README's test command) |
+//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied |
+//! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
+//! | `ci` | `lint`, then `test` |
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+mod tidy;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = args.first().map(String::as_str).unwrap_or("help");
+    let rest = &args[args.len().min(1)..];
+    match task {
+        "test" => test(rest),
+        "lint" => lint(),
+        "tidy" => run(cargo().args(["test", "--quiet", "-p", "xtask", "--", "tidy"])),
+        "ci" => {
+            lint()?;
+            test(rest)
+        }
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <test|lint|tidy|ci> [args]");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`; try `cargo xtask help`"),
+    }
+}
+
+/// A `cargo` command, using the same cargo that runs the xtask.
+pub(crate) fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Runs a command to completion, failing with its command line when it fails.
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
+    if !status.success() {
+        bail!("command failed ({status}): {cmd:?}");
+    }
+    Ok(())
+}
+
+fn has_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The README's test command: install what the tests need, then run every test.
+fn test(extra: &[String]) -> Result<()> {
+    run(cargo().args(["build", "--workspace", "--bins"]))?;
+    if has_nextest() {
+        run(cargo()
+            .args(["nextest", "run", "--workspace", "--no-fail-fast"])
+            .args(extra))?;
+        run(cargo().args(["test", "--workspace", "--doc"]))?;
+    } else {
+        run(cargo()
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .args(extra))?;
+    }
+    Ok(())
+}
+
+fn lint() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(cargo()
+        .args(["doc", "--workspace", "--no-deps", "--all-features"])
+        .env(
+            "RUSTDOCFLAGS",
+            "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
+        ))?;
+    Ok(())
+}
