@@ -1,0 +1,298 @@
+//! Server specs: how to reach one MCP server, authenticate to it, and which of its tools to use.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use url::Url;
+
+use crate::Secret;
+
+/// The call timeout when a spec sets none.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The connect timeout when neither the spec nor the environment sets one.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One MCP server, as configured.
+///
+/// Built by the loaders of this crate (which validate it); `Serialize` prints it with every
+/// secret redacted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ServerSpec {
+    /// The server's key: `[A-Za-z0-9_-]+`, without `__`, unique in a run.
+    pub name: String,
+    /// How to reach it.
+    #[serde(flatten)]
+    pub transport: TransportSpec,
+    /// How to authenticate (HTTP only).
+    #[serde(skip_serializing_if = "AuthSpec::is_empty")]
+    pub auth: AuthSpec,
+    /// Time allowed to connect, initialise and list every tool. `None`: the global default.
+    #[serde(
+        with = "opt_secs",
+        skip_serializing_if = "Option::is_none",
+        rename = "connect_timeout_seconds"
+    )]
+    pub connect_timeout: Option<Duration>,
+    /// Time allowed for one tool call.
+    #[serde(with = "secs", rename = "call_timeout_seconds")]
+    pub call_timeout: Duration,
+    /// Which tools to use.
+    #[serde(skip_serializing_if = "ToolFilter::is_empty")]
+    pub tools: ToolFilter,
+    /// Who supplied the spec.
+    pub origin: SpecOrigin,
+}
+
+impl ServerSpec {
+    /// A spec with defaults for everything but the name and the transport. Validate it with
+    /// the crate's loaders before use; this constructor checks nothing.
+    pub fn new(name: impl Into<String>, transport: TransportSpec) -> Self {
+        Self {
+            name: name.into(),
+            transport,
+            auth: AuthSpec::default(),
+            connect_timeout: None,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            tools: ToolFilter::default(),
+            origin: SpecOrigin::Operator,
+        }
+    }
+
+    /// The transport's kind.
+    pub fn kind(&self) -> TransportKind {
+        match self.transport {
+            TransportSpec::Stdio(_) => TransportKind::Stdio,
+            TransportSpec::StreamableHttp(_) => TransportKind::StreamableHttp,
+        }
+    }
+}
+
+/// Who supplied a spec. Caller-supplied (inline) specs get safe defaults (no stdio, no
+/// environment secrets, optional SSRF guard) and are never pooled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SpecOrigin {
+    /// From the operator's environment or files.
+    Operator,
+    /// From the request of one run.
+    Inline,
+}
+
+/// The kind of transport, without its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    StreamableHttp,
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Stdio => "stdio",
+            Self::StreamableHttp => "streamable_http",
+        })
+    }
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TransportSpec {
+    /// Spawn a child process.
+    Stdio(StdioSpec),
+    /// Connect over streamable HTTP.
+    StreamableHttp(HttpSpec),
+}
+
+/// A child process speaking MCP on stdin/stdout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct StdioSpec {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables set for it, on top of a small safe inherited set. Values are
+    /// treated as secrets (they often hold API keys).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Secret>,
+    /// Its working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Inherit the whole parent environment instead of the safe set (operator opt-in).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inherit_env: bool,
+}
+
+impl StdioSpec {
+    /// A spec running `command` with `args`.
+    pub fn new(
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: false,
+        }
+    }
+}
+
+/// A streamable HTTP endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct HttpSpec {
+    /// The endpoint (`http` or `https`).
+    pub url: Url,
+    /// Headers sent with every request. Values are secrets (they often grant access).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Secret>,
+}
+
+impl HttpSpec {
+    /// A spec for `url` with no headers.
+    pub fn new(url: Url) -> Self {
+        Self {
+            url,
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where a secret comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SecretSource {
+    /// Given in the spec.
+    Inline(Secret),
+    /// Read from this environment variable when the session opens (operator specs only,
+    /// unless the operator opts in).
+    Env(String),
+}
+
+impl SecretSource {
+    /// The secret: the inline value, or the variable read from the process environment.
+    /// `None` when the variable is unset or not UTF-8.
+    pub fn resolve(&self) -> Option<Secret> {
+        match self {
+            Self::Inline(s) => Some(s.clone()),
+            Self::Env(var) => std::env::var(var).ok().map(Secret::from),
+        }
+    }
+}
+
+/// How to authenticate to an HTTP server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct AuthSpec {
+    /// Extra headers (secret values).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Secret>,
+    /// A bearer token (`bearer_token` or `bearer_token_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bearer: Option<SecretSource>,
+    /// OAuth2 client credentials.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth_client_credentials: Option<OAuthClientCredentials>,
+}
+
+impl AuthSpec {
+    /// True when no auth is configured.
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty() && self.bearer.is_none() && self.oauth_client_credentials.is_none()
+    }
+}
+
+/// OAuth2 client-credentials grant settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct OAuthClientCredentials {
+    /// The token endpoint. `None`: discover it from the server (RFC 9728, RFC 8414).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<Url>,
+    /// The client id.
+    pub client_id: String,
+    /// The client secret (`client_secret` or `client_secret_env`).
+    pub client_secret: SecretSource,
+    /// Requested scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// RFC 8707 resource indicator (audience).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// How the client authenticates at the token endpoint. `None`: what the metadata supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+}
+
+/// Client authentication at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TokenEndpointAuthMethod {
+    /// HTTP Basic with id and secret.
+    ClientSecretBasic,
+    /// Id and secret in the form body.
+    ClientSecretPost,
+    /// A JWT signed with the client's private key (RFC 7523).
+    PrivateKeyJwt,
+}
+
+/// Which of a server's tools to use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ToolFilter {
+    /// If non-empty, only these tools (globs over the server's tool names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Never these tools (globs); wins over `allow`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// Always exposed to the model as first-class tools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<String>,
+}
+
+impl ToolFilter {
+    /// True when nothing is filtered or pinned.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty() && self.pinned.is_empty()
+    }
+}
+
+mod secs {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+mod opt_secs {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_f64(d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+}
