@@ -1,0 +1,161 @@
+//! The seam between the MCP client and its transports.
+//!
+//! The client (orchestration) opens every session through a [`Connector`]: given a validated
+//! [`ServerSpec`], a connector returns a [`Connection`] — a type-erased rmcp client transport,
+//! ready for the MCP handshake, plus a [`ConnectionHandle`] that owns whatever the transport
+//! holds outside the protocol (a child process, a connection pool) and releases it on
+//! [`ConnectionHandle::shutdown`] or, as a safety net, on drop.
+//!
+//! Transport crates (`mcp-transport-stdio`, `mcp-transport-http`) implement [`Connector`]; the
+//! client depends only on this crate, so a deployment picks transports with features and a
+//! spec whose transport is not built in is refused with [`ConnectError::Unsupported`], which
+//! names the missing feature.
+//!
+//! # Architecture invariant
+//!
+//! This crate knows the protocol layer (rmcp's transport trait) and server specs, nothing else:
+//! no catalog, no process spawning, no HTTP stack.
+
+mod erased;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_config::{ServerSpec, TransportKind};
+
+pub use erased::{BoxTransport, TransportError};
+
+/// A boxed error for cause chains.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Opens transports of one kind.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use mcp_config::{ServerSpec, TransportKind};
+/// use mcp_connector::{ConnectError, Connection, Connector};
+///
+/// /// A connector that refuses everything: a stand-in for a transport that is not built in.
+/// struct Refuse;
+/// #[async_trait]
+/// impl Connector for Refuse {
+///     fn kind(&self) -> TransportKind {
+///         TransportKind::Stdio
+///     }
+///     async fn connect(&self, spec: &ServerSpec) -> Result<Connection, ConnectError> {
+///         Err(ConnectError::Unsupported { server: spec.name.clone(), kind: self.kind(), feature: "stdio" })
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Connector: Send + Sync {
+    /// The transport kind this connector opens.
+    fn kind(&self) -> TransportKind;
+
+    /// Opens a transport to `spec`'s server: spawns the process or prepares the HTTP client.
+    /// The MCP handshake is the caller's job. Must not block longer than the caller's connect
+    /// timeout needs: the caller wraps this future in that timeout and drops it on expiry, so
+    /// dropping it must release anything half-opened.
+    async fn connect(&self, spec: &ServerSpec) -> Result<Connection, ConnectError>;
+}
+
+/// An open transport to one server.
+#[derive(Debug)]
+pub struct Connection {
+    /// The protocol transport, ready for the handshake.
+    pub transport: BoxTransport,
+    /// What the transport holds outside the protocol.
+    pub handle: Box<dyn ConnectionHandle>,
+}
+
+impl Connection {
+    /// A connection from any rmcp client transport and its handle.
+    pub fn new<T>(transport: T, handle: impl ConnectionHandle + 'static) -> Self
+    where
+        T: rmcp::transport::Transport<rmcp::RoleClient> + 'static,
+    {
+        Self {
+            transport: BoxTransport::new(transport),
+            handle: Box::new(handle),
+        }
+    }
+}
+
+/// Owns what a transport holds outside the protocol, for the life of a session.
+///
+/// Dropping the handle must release everything synchronously (kill the process group, drop
+/// the pool); [`shutdown`](Self::shutdown) is the graceful path.
+#[async_trait]
+pub trait ConnectionHandle: Send + Sync + std::fmt::Debug {
+    /// Releases everything gracefully, after the protocol transport was closed. For a child
+    /// process: wait up to `grace` for it to exit, then terminate, then kill its process group.
+    async fn shutdown(&self, grace: Duration);
+
+    /// Recent diagnostic output (a child's stderr tail), for error messages. Never secret
+    /// values from the spec.
+    fn diagnostics(&self) -> Option<String> {
+        None
+    }
+
+    /// The operating-system process id of the server, for a child process.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// A handle that holds nothing (for transports whose protocol close releases everything).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHandle;
+
+#[async_trait]
+impl ConnectionHandle for NoHandle {
+    async fn shutdown(&self, _grace: Duration) {}
+}
+
+/// Why a transport could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The spec needs a transport this build does not include.
+    #[error(
+        "server `{server}` uses the {kind} transport, which this build does not include (enable the `{feature}` feature)"
+    )]
+    Unsupported {
+        /// The server.
+        server: String,
+        /// Its transport kind.
+        kind: TransportKind,
+        /// The cargo feature that adds the transport.
+        feature: &'static str,
+    },
+    /// The spec is not usable by this connector (e.g. an environment secret is missing).
+    #[error("server `{server}`: {message}")]
+    Config {
+        /// The server.
+        server: String,
+        /// What is wrong (never a secret value).
+        message: String,
+    },
+    /// Spawning the process or opening the connection failed.
+    #[error("server `{server}`: could not open the {kind} transport")]
+    Io {
+        /// The server.
+        server: String,
+        /// Its transport kind.
+        kind: TransportKind,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl ConnectError {
+    /// The server this error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            Self::Unsupported { server, .. }
+            | Self::Config { server, .. }
+            | Self::Io { server, .. } => server,
+        }
+    }
+}
