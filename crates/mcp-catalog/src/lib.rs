@@ -1,3 +1,7 @@
 //! The lazy MCP tool catalog.
 //!
-//! Status: not implemented yet; see `docs/ARCHITECTURE.md`.
+//! Work in progress: the session seam ([`ToolSession`]) is stable; the catalog follows.
+
+mod session;
+
+pub use session::{SessionError, ToolSession};
