@@ -1,0 +1,86 @@
+//! Errors of the MCP client.
+
+use std::time::Duration;
+
+use mcp_connector::{BoxError, ConnectError};
+
+fn with_diagnostics(diagnostics: &Option<String>) -> String {
+    match diagnostics {
+        Some(d) if !d.trim().is_empty() => format!("; server stderr (tail):\n{}", d.trim_end()),
+        _ => String::new(),
+    }
+}
+
+/// Why one server could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The transport could not be opened.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The MCP handshake failed.
+    #[error(
+        "server `{server}`: initialize failed{}",
+        with_diagnostics(diagnostics)
+    )]
+    Initialize {
+        /// The server.
+        server: String,
+        /// Recent stderr of a child process.
+        diagnostics: Option<String>,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// Listing the server's tools failed.
+    #[error(
+        "server `{server}`: tools/list failed{}",
+        with_diagnostics(diagnostics)
+    )]
+    Discovery {
+        /// The server.
+        server: String,
+        /// Recent stderr of a child process.
+        diagnostics: Option<String>,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// Connecting, initialising and listing took longer than the connect timeout.
+    #[error("server `{server}`: not ready within the connect timeout of {:.1} s{}", after.as_secs_f64(), with_diagnostics(diagnostics))]
+    ConnectTimeout {
+        /// The server.
+        server: String,
+        /// The timeout.
+        after: Duration,
+        /// Recent stderr of a child process, when known.
+        diagnostics: Option<String>,
+    },
+}
+
+impl SessionError {
+    /// The server this error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            Self::Connect(e) => e.server(),
+            Self::Initialize { server, .. }
+            | Self::Discovery { server, .. }
+            | Self::ConnectTimeout { server, .. } => server,
+        }
+    }
+}
+
+/// Why a runner could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The run's server selection or a spec is invalid.
+    #[error("configuration error: {0}")]
+    Config(#[source] BoxError),
+    /// A server failed and the run's policy is `fail_fast`.
+    #[error("server `{}` unavailable", .0.server())]
+    Server(#[source] SessionError),
+    /// The catalog refused the servers' tools (e.g. a name collision).
+    #[error("catalog error: {0}")]
+    Catalog(#[source] BoxError),
+}
