@@ -9,4 +9,4 @@ mod handler;
 mod session;
 
 pub use error::{ClientError, SessionError};
-pub use session::{CallFailure, Connectors, ServerIdentity, Session};
+pub use session::{Connectors, ServerIdentity, Session};

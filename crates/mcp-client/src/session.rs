@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use mcp_catalog::{SessionError as CallError, ToolSession};
 use mcp_config::ServerSpec;
 use mcp_connector::{BoxError, ConnectError, Connection, ConnectionHandle, Connector};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
@@ -27,19 +29,6 @@ pub struct ServerIdentity {
     pub instructions: Option<String>,
     /// The server's capabilities, as JSON.
     pub capabilities: serde_json::Value,
-}
-
-/// Why one call failed at the session level (before any tool-level error).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CallFailure {
-    /// The call did not complete within the server's call timeout; `notifications/cancelled`
-    /// was sent.
-    #[error("timed out after {:.1} s", .0.as_secs_f64())]
-    Timeout(Duration),
-    /// The session broke.
-    #[error("session failed")]
-    Transport(#[source] BoxError),
 }
 
 /// The ways to reach servers: one connector per transport kind.
@@ -225,14 +214,27 @@ impl Session {
         &self,
         tool: &str,
         arguments: JsonObject,
-    ) -> Result<CallToolResult, CallFailure> {
+    ) -> Result<CallToolResult, CallError> {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let timeout = self.spec.call_timeout;
         match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(ServiceError::Timeout { timeout })) => Err(CallFailure::Timeout(timeout)),
-            Ok(Err(e)) => Err(CallFailure::Transport(self.with_stderr(e))),
-            Err(_) => Err(CallFailure::Timeout(timeout)),
+            Ok(Err(ServiceError::Timeout { timeout })) => {
+                Err(CallError::Timeout { after: timeout })
+            }
+            Ok(Err(ServiceError::McpError(e))) => Err(CallError::Rpc {
+                code: e.code.0,
+                message: e.message.into_owned(),
+            }),
+            Ok(Err(ServiceError::TransportClosed)) => match self.handle.diagnostics() {
+                Some(d) if !d.trim().is_empty() => Err(CallError::transport(format!(
+                    "the session closed; server stderr (tail):\n{}",
+                    d.trim_end()
+                ))),
+                _ => Err(CallError::Closed),
+            },
+            Ok(Err(e)) => Err(CallError::Transport(self.with_stderr(e))),
+            Err(_) => Err(CallError::Timeout { after: timeout }),
         }
     }
 
@@ -268,5 +270,16 @@ fn identity_of(peer: &Peer<RoleClient>) -> ServerIdentity {
         protocol_version: info.protocol_version.to_string(),
         instructions: info.instructions.clone(),
         capabilities: serde_json::to_value(&info.capabilities).unwrap_or_default(),
+    }
+}
+
+#[async_trait]
+impl ToolSession for Session {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, CallError> {
+        Session::call_tool(self, tool, arguments).await
     }
 }
