@@ -272,6 +272,31 @@ impl ToolFilter {
     pub fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && self.pinned.is_empty()
     }
+
+    /// True when the server's tool `name` may be used: it matches an `allow` glob (or `allow`
+    /// is empty) and no `deny` glob. In globs, `*` matches any run of characters and `?` one.
+    ///
+    /// ```
+    /// use mcp_config::ToolFilter;
+    ///
+    /// let mut filter = ToolFilter::default();
+    /// filter.allow = vec!["get_*".into(), "search".into()];
+    /// filter.deny = vec!["get_secret*".into()];
+    /// assert!(filter.allows("get_issue"));
+    /// assert!(filter.allows("search"));
+    /// assert!(!filter.allows("delete_issue"));
+    /// assert!(!filter.allows("get_secret_key"));
+    /// ```
+    pub fn allows(&self, name: &str) -> bool {
+        let allowed =
+            self.allow.is_empty() || self.allow.iter().any(|g| crate::glob::matches(g, name));
+        allowed && !self.deny.iter().any(|g| crate::glob::matches(g, name))
+    }
+
+    /// True when `name` is pinned (always exposed to the model as a first-class tool).
+    pub fn is_pinned(&self, name: &str) -> bool {
+        self.pinned.iter().any(|p| p == name)
+    }
 }
 
 mod secs {

@@ -1,0 +1,496 @@
+//! The operator's configuration: servers plus global settings, merged from the environment and
+//! a config file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::parse::{
+    Dialect, as_bool, as_str, check_name, expect_object, field, is_disabled, parse_http_url,
+    parse_server, parse_timeout, reject_unknown,
+};
+use crate::path::{JsonPath, Problems, did_you_mean, shown};
+use crate::{
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, ServerSpec,
+    SpecOrigin, TransportSpec,
+};
+
+/// The name the server direction announces when none is configured.
+pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
+
+/// The operator's configuration: the configured servers and the global settings.
+///
+/// Load it with [`Config::load`] (environment + optional file), [`Config::from_env`],
+/// [`Config::from_file`] or [`Config::from_json`]; build it in code with [`Config::new`].
+/// Every loader validates everything and reports all problems at once
+/// ([`ConfigError::Invalid`]). `Debug` and `Serialize` redact every secret.
+///
+/// # Schema
+///
+/// The same keys in a config file (TOML or JSON) and, upper-cased after `MCP_AGENT__` with
+/// `__` for nesting, in the environment:
+///
+/// | key | environment | default |
+/// | --- | --- | --- |
+/// | `servers` (array of server objects) | `MCP_AGENT__SERVERS` (JSON array) | `[]` |
+/// | `mcpServers` (object, files only) | — | `{}` |
+/// | `connect_timeout_seconds` | `MCP_AGENT__CONNECT_TIMEOUT_SECONDS` | `30.0` |
+/// | `tool_server.name` | `MCP_AGENT__TOOL_SERVER__NAME` | `mcp-agent` |
+/// | `partial_failure` (`fail_fast` or `skip_unavailable`) | `MCP_AGENT__PARTIAL_FAILURE` | `fail_fast` |
+/// | `require_allow_mcp` | `MCP_AGENT__REQUIRE_ALLOW_MCP` | `false` |
+/// | `allow_inline_stdio` | `MCP_AGENT__ALLOW_INLINE_STDIO` | `false` |
+/// | `allow_inline_env_secrets` | `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` | `false` |
+/// | `ssrf_guard` | `MCP_AGENT__SSRF_GUARD` | `true` |
+///
+/// A server object has `name`, `transport` (`stdio` or `streamable_http`; inferred from
+/// `command` or `url` when omitted), `command`, `args`, `env`, `cwd`, `inherit_env` (stdio),
+/// `url`, `headers`, `auth` {`headers`, `bearer_token`, `bearer_token_env`,
+/// `oauth_client_credentials` {`token_url`, `client_id`, `client_secret`, `client_secret_env`,
+/// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`}} (HTTP),
+/// `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools` {`allow`,
+/// `deny`, `pinned`}. Unknown keys are errors.
+///
+/// # Precedence
+///
+/// [`Config::load`] reads the file first, then the environment: settings set in both take the
+/// environment's value; servers from both are kept (file first), and a server name defined
+/// twice, in one source or across them, is an error naming it.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_config::{Config, PartialFailure};
+///
+/// let config = Config::from_env_vars([
+///     ("MCP_AGENT__SERVERS", r#"[{"name": "weather", "command": "weather-mcp-server"}]"#),
+///     ("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "5"),
+///     ("MCP_AGENT__TOOL_SERVER__NAME", "my-agent"),
+///     ("HOME", "/home/me"), // not ours: ignored
+/// ])?;
+/// assert_eq!(config.servers[0].name, "weather");
+/// assert_eq!(config.connect_timeout, Duration::from_secs(5));
+/// assert_eq!(config.tool_server.name, "my-agent");
+/// assert_eq!(config.partial_failure, PartialFailure::FailFast);
+/// # Ok::<(), mcp_config::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Config {
+    /// The configured servers, validated and uniquely named.
+    pub servers: Vec<ServerSpec>,
+    /// The connect timeout of servers that set none.
+    #[serde(rename = "connect_timeout_seconds", serialize_with = "secs")]
+    pub connect_timeout: Duration,
+    /// The server direction's settings.
+    pub tool_server: ToolServerConfig,
+    /// What a run does when a server cannot be reached; a run may override it.
+    pub partial_failure: PartialFailure,
+    /// Attach MCP servers only to runs whose metadata sets `"allow_mcp": true`.
+    pub require_allow_mcp: bool,
+    /// What caller-supplied (inline) specs may do.
+    #[serde(flatten)]
+    pub inline: InlinePolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tool_server: ToolServerConfig::default(),
+            partial_failure: PartialFailure::default(),
+            require_allow_mcp: false,
+            inline: InlinePolicy::default(),
+        }
+    }
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Config {
+    /// A configuration of `servers` with default settings, after checking the servers as the
+    /// loaders would ([`validate_specs`]).
+    ///
+    /// ```
+    /// use mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
+    ///
+    /// let spec = ServerSpec::new("git", TransportSpec::Stdio(StdioSpec::new("git-mcp", ["--ro"])));
+    /// let config = Config::new(vec![spec.clone(), spec]);
+    /// assert!(config.is_err(), "duplicate names are refused");
+    /// ```
+    pub fn new(servers: Vec<ServerSpec>) -> Result<Self, ConfigError> {
+        validate_specs(&servers)?;
+        Ok(Self {
+            servers,
+            ..Self::default()
+        })
+    }
+
+    /// Parses a configuration document (the schema of a config file) from JSON, without
+    /// `${VAR}` expansion and without reading the environment.
+    ///
+    /// ```
+    /// use mcp_config::{Config, ProblemKind};
+    /// use serde_json::json;
+    ///
+    /// let err = Config::from_json(&json!({"servers": [{"name": "git", "comand": "git-mcp"}]}))
+    ///     .unwrap_err();
+    /// let kinds: Vec<_> = err.problems().iter().map(|p| (p.kind, p.path.as_str())).collect();
+    /// assert!(kinds.contains(&(ProblemKind::UnknownField, "servers[0].comand")));
+    /// assert!(err.to_string().contains("did you mean `command`?"));
+    /// ```
+    pub fn from_json(document: &Value) -> Result<Self, ConfigError> {
+        let mut p = Problems::new();
+        let layer = Layer::from_document(document, None, &mut p);
+        merge(vec![layer], p)
+    }
+
+    /// The configured server called `name`.
+    pub fn server(&self, name: &str) -> Option<&ServerSpec> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Sets the default connect timeout.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the partial-failure policy.
+    #[must_use]
+    pub fn with_partial_failure(mut self, policy: PartialFailure) -> Self {
+        self.partial_failure = policy;
+        self
+    }
+
+    /// Sets what inline specs may do.
+    #[must_use]
+    pub fn with_inline_policy(mut self, policy: InlinePolicy) -> Self {
+        self.inline = policy;
+        self
+    }
+
+    /// Requires runs to opt in with `"allow_mcp": true`.
+    #[must_use]
+    pub fn with_require_allow_mcp(mut self, require: bool) -> Self {
+        self.require_allow_mcp = require;
+        self
+    }
+
+    /// Sets the server direction's name.
+    #[must_use]
+    pub fn with_tool_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tool_server.name = name.into();
+        self
+    }
+}
+
+/// The server direction's settings (exposing the agent's tools as an MCP server).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ToolServerConfig {
+    /// The name announced in `initialize` (`serverInfo.name`). Default `mcp-agent`.
+    pub name: String,
+}
+
+impl Default for ToolServerConfig {
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_TOOL_SERVER_NAME.to_owned(),
+        }
+    }
+}
+
+/// What a run does when one of its servers cannot be connected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PartialFailure {
+    /// The run fails (default).
+    #[default]
+    FailFast,
+    /// The run goes on without it; the skipped server is reported with its cause.
+    SkipUnavailable,
+}
+
+impl PartialFailure {
+    const WORDS: [&'static str; 2] = ["fail_fast", "skip_unavailable"];
+
+    /// Parses `fail_fast` or `skip_unavailable`.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "fail_fast" => Some(Self::FailFast),
+            "skip_unavailable" => Some(Self::SkipUnavailable),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn from_value(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Self> {
+        let word = as_str(value, path, p)?;
+        let parsed = Self::parse(word);
+        if parsed.is_none() {
+            p.push(
+                path,
+                ProblemKind::InvalidValue,
+                format!(
+                    "unknown partial-failure policy {}: use `fail_fast` or `skip_unavailable`{}",
+                    shown(word),
+                    did_you_mean(word, Self::WORDS)
+                ),
+            );
+        }
+        parsed
+    }
+}
+
+/// Checks specs built in code (for instance by a custom [`ServerResolver`](crate::ServerResolver))
+/// as the loaders check parsed ones: names valid and unique, a non-empty command, an
+/// http(s) URL without credentials, non-zero timeouts. Paths are `servers[i].…`.
+///
+/// ```
+/// use mcp_config::{HttpSpec, ProblemKind, ServerSpec, TransportSpec, validate_specs};
+///
+/// let url = "ftp://files.example.com/".parse().unwrap();
+/// let spec = ServerSpec::new("files", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+/// let err = validate_specs(&[spec]).unwrap_err();
+/// assert_eq!(err.problems()[0].kind, ProblemKind::UnsupportedScheme);
+/// assert_eq!(err.problems()[0].path, "servers[0].url");
+/// ```
+pub fn validate_specs(specs: &[ServerSpec]) -> Result<(), ConfigError> {
+    let mut p = Problems::new();
+    let root = JsonPath::root().key("servers");
+    for (i, spec) in specs.iter().enumerate() {
+        let at = root.index(i);
+        check_name(&spec.name, &at.key("name"), &mut p);
+        if let Some(first) = specs[..i].iter().position(|s| s.name == spec.name) {
+            p.push(
+                &at.key("name"),
+                ProblemKind::DuplicateName,
+                format!(
+                    "server `{}` is defined twice (first at {})",
+                    spec.name,
+                    root.index(first)
+                ),
+            );
+        }
+        match &spec.transport {
+            TransportSpec::Stdio(stdio) if stdio.command.trim().is_empty() => {
+                p.push(
+                    &at.key("command"),
+                    ProblemKind::InvalidValue,
+                    "`command` is empty",
+                );
+            }
+            TransportSpec::StreamableHttp(http) => {
+                parse_http_url(http.url.as_str(), &at.key("url"), &mut p);
+            }
+            _ => {}
+        }
+        if spec.call_timeout.is_zero() {
+            p.push(
+                &at.key("call_timeout_seconds"),
+                ProblemKind::InvalidTimeout,
+                "a timeout must be positive",
+            );
+        }
+        if spec.connect_timeout.is_some_and(|d| d.is_zero()) {
+            p.push(
+                &at.key("connect_timeout_seconds"),
+                ProblemKind::InvalidTimeout,
+                "a timeout must be positive",
+            );
+        }
+    }
+    p.finish(())
+}
+
+/// The top-level keys of a config document.
+const DOCUMENT_FIELDS: &[&str] = &[
+    "servers",
+    "mcpServers",
+    "connect_timeout_seconds",
+    "tool_server",
+    "partial_failure",
+    "require_allow_mcp",
+    "allow_inline_stdio",
+    "allow_inline_env_secrets",
+    "ssrf_guard",
+];
+
+/// The settings one source (a file, the environment) gives; unset ones are `None`.
+#[derive(Debug, Default)]
+pub(crate) struct Layer {
+    /// For messages: "the environment" or the file's path.
+    pub(crate) label: String,
+    pub(crate) file: Option<PathBuf>,
+    /// Each server with the path of its entry.
+    pub(crate) servers: Vec<(ServerSpec, JsonPath)>,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) tool_server_name: Option<String>,
+    pub(crate) partial_failure: Option<PartialFailure>,
+    pub(crate) require_allow_mcp: Option<bool>,
+    pub(crate) allow_inline_stdio: Option<bool>,
+    pub(crate) allow_inline_env_secrets: Option<bool>,
+    pub(crate) ssrf_guard: Option<bool>,
+}
+
+impl Layer {
+    /// Reads a config document (already `${VAR}`-expanded).
+    pub(crate) fn from_document(doc: &Value, file: Option<PathBuf>, p: &mut Problems) -> Self {
+        let mut layer = Self {
+            label: file
+                .as_ref()
+                .map_or_else(|| "the document".to_owned(), |f| f.display().to_string()),
+            file,
+            ..Self::default()
+        };
+        let root = JsonPath::root();
+        let Some(obj) = expect_object(doc, &root, "a config document", p) else {
+            return layer;
+        };
+        reject_unknown(obj, DOCUMENT_FIELDS, &root, p);
+        if let Some(v) = field(obj, "servers") {
+            layer.servers_from_array(v, &root.key("servers"), p);
+        }
+        if let Some(v) = field(obj, "mcpServers") {
+            let at = root.key("mcpServers");
+            if let Some(entries) = expect_object(v, &at, "`mcpServers`", p) {
+                for (name, entry) in entries {
+                    if is_disabled(entry) {
+                        continue;
+                    }
+                    let entry_at = at.key(name);
+                    let spec = parse_server(
+                        entry,
+                        &entry_at,
+                        Dialect::McpServers,
+                        Some(name),
+                        SpecOrigin::Operator,
+                        p,
+                    );
+                    if let Some(spec) = spec {
+                        layer.servers.push((spec, entry_at));
+                    }
+                }
+            }
+        }
+        if let Some(v) = field(obj, "connect_timeout_seconds") {
+            layer.connect_timeout = parse_timeout(v, &root.key("connect_timeout_seconds"), p);
+        }
+        if let Some(v) = field(obj, "tool_server") {
+            let at = root.key("tool_server");
+            if let Some(ts) = expect_object(v, &at, "`tool_server`", p) {
+                reject_unknown(ts, &["name"], &at, p);
+                if let Some(v) = field(ts, "name") {
+                    layer.tool_server_name = tool_server_name(v, &at.key("name"), p);
+                }
+            }
+        }
+        if let Some(v) = field(obj, "partial_failure") {
+            layer.partial_failure = PartialFailure::from_value(v, &root.key("partial_failure"), p);
+        }
+        let flag = |key: &str, p: &mut Problems| {
+            field(obj, key).and_then(|v| as_bool(v, &root.key(key), p))
+        };
+        layer.require_allow_mcp = flag("require_allow_mcp", p);
+        layer.allow_inline_stdio = flag("allow_inline_stdio", p);
+        layer.allow_inline_env_secrets = flag("allow_inline_env_secrets", p);
+        layer.ssrf_guard = flag("ssrf_guard", p);
+        layer
+    }
+
+    /// Parses an array of server objects at `path`.
+    pub(crate) fn servers_from_array(&mut self, value: &Value, path: &JsonPath, p: &mut Problems) {
+        let Some(items) = value.as_array() else {
+            p.push(
+                path,
+                ProblemKind::WrongType,
+                format!(
+                    "must be an array of servers, found {}",
+                    crate::parse::type_name(value)
+                ),
+            );
+            return;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let at = path.index(i);
+            if let Some(spec) =
+                parse_server(item, &at, Dialect::Native, None, SpecOrigin::Operator, p)
+            {
+                self.servers.push((spec, at));
+            }
+        }
+    }
+}
+
+pub(crate) fn tool_server_name(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<String> {
+    let s = as_str(value, path, p)?;
+    if s.trim().is_empty() {
+        p.push(
+            path,
+            ProblemKind::EmptyName,
+            "the tool server name is empty",
+        );
+        return None;
+    }
+    Some(s.to_owned())
+}
+
+/// Merges layers in order (later settings win; servers accumulate) into a config, or fails
+/// with every problem: those already in `p` and duplicate server names.
+pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigError> {
+    let mut problems = p.into_vec();
+    let mut config = Config::default();
+    let mut seen: Vec<(String, String)> = Vec::new(); // (name, "where")
+    for layer in layers {
+        for (spec, at) in layer.servers {
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == spec.name) {
+                let mut problem = Problem::new(
+                    at.as_str(),
+                    ProblemKind::DuplicateName,
+                    format!("server `{}` is defined twice (first in {first})", spec.name),
+                );
+                problem.file = layer.file.clone();
+                problems.push(problem);
+                continue;
+            }
+            let place = if layer.file.is_some() {
+                format!("{} at {at}", layer.label)
+            } else {
+                at.to_string()
+            };
+            seen.push((spec.name.clone(), place));
+            config.servers.push(spec);
+        }
+        if let Some(v) = layer.connect_timeout {
+            config.connect_timeout = v;
+        }
+        if let Some(v) = layer.tool_server_name {
+            config.tool_server.name = v;
+        }
+        if let Some(v) = layer.partial_failure {
+            config.partial_failure = v;
+        }
+        if let Some(v) = layer.require_allow_mcp {
+            config.require_allow_mcp = v;
+        }
+        if let Some(v) = layer.allow_inline_stdio {
+            config.inline.allow_stdio = v;
+        }
+        if let Some(v) = layer.allow_inline_env_secrets {
+            config.inline.allow_env_secrets = v;
+        }
+        if let Some(v) = layer.ssrf_guard {
+            config.inline.ssrf_guard = v;
+        }
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::invalid(problems))
+    }
+}

@@ -1,0 +1,413 @@
+//! Loading from config files (SPEC A4): TOML or JSON, this crate's schema or the ecosystem's
+//! `mcpServers` object, with `${VAR}` / `${VAR:-default}` expansion.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::config::{Layer, merge};
+use crate::env::{collect_vars, env_layer, process_env};
+use crate::path::{JsonPath, Problems};
+use crate::{Config, ConfigError, ProblemKind};
+
+/// The syntax of a config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileFormat {
+    /// TOML (`.toml`).
+    Toml,
+    /// JSON (`.json`).
+    Json,
+}
+
+impl FileFormat {
+    /// The format a path's extension names (`.toml`, `.json`; any case).
+    ///
+    /// ```
+    /// use mcp_config::FileFormat;
+    /// use std::path::Path;
+    ///
+    /// assert_eq!(FileFormat::from_path(Path::new("mcp.TOML")), Some(FileFormat::Toml));
+    /// assert_eq!(FileFormat::from_path(Path::new("claude_desktop_config.json")), Some(FileFormat::Json));
+    /// assert_eq!(FileFormat::from_path(Path::new("mcp.yaml")), None);
+    /// ```
+    pub fn from_path(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "toml" => Some(Self::Toml),
+            "json" => Some(Self::Json),
+            _ => None,
+        }
+    }
+}
+
+impl Config {
+    /// Loads the environment and, if given, a config file; `${VAR}` in the file expands from
+    /// the process environment. See [`Config`] for the schema and the precedence.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let (vars, p) = process_env();
+        load_layers(&vars, file, p)
+    }
+
+    /// [`Config::load`] with the environment given as `(name, value)` pairs (used both for
+    /// `MCP_AGENT__…` and for `${VAR}` expansion).
+    ///
+    /// ```
+    /// use mcp_config::Config;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("mcp-config-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let file = dir.join("mcp.toml");
+    /// std::fs::write(&file, r#"
+    ///     connect_timeout_seconds = 10
+    ///     [[servers]]
+    ///     name = "git"
+    ///     command = "${GIT_MCP:-git-mcp-server}"
+    /// "#).unwrap();
+    ///
+    /// let config = Config::load_with_vars(
+    ///     [("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "3")],
+    ///     Some(&file),
+    /// )?;
+    /// assert_eq!(config.servers[0].name, "git");
+    /// assert_eq!(config.connect_timeout.as_secs(), 3, "the environment wins over the file");
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), mcp_config::ConfigError>(())
+    /// ```
+    pub fn load_with_vars<I, K, V>(vars: I, file: Option<&Path>) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        load_layers(&collect_vars(vars), file, Problems::new())
+    }
+
+    /// Loads a config file alone (no `MCP_AGENT__…` variables); `${VAR}` expands from the
+    /// process environment.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let (vars, p) = process_env();
+        let path = path.as_ref();
+        let mut problems = Problems::in_file(path.to_owned());
+        problems.extend(p);
+        let layer = file_layer(path, &vars, &mut problems)?;
+        merge(vec![layer], problems)
+    }
+
+    /// Parses config text in `format`; `${VAR}` expands from `vars`.
+    ///
+    /// Besides this crate's schema (`servers = [...]`, …) a document may hold the ecosystem's
+    /// `mcpServers` object, as written by desktop and IDE MCP hosts: each key is a server's
+    /// name, each value has `command`/`args`/`env`/`cwd` (stdio) or `url`/`headers` (HTTP),
+    /// optionally `type` (`stdio`, `http`) and `disabled`, and any other field of a server
+    /// object. Entries with `"disabled": true` are skipped.
+    ///
+    /// `${VAR}` is replaced by the variable's value and `${VAR:-default}` by the default when
+    /// the variable is unset or empty, in every string value (not in keys); `$${` writes a
+    /// literal `${`. An unset `${VAR}` without a default is an error naming the variable.
+    ///
+    /// ```
+    /// use mcp_config::{Config, FileFormat, ProblemKind, TransportKind};
+    ///
+    /// let text = r#"{"mcpServers": {
+    ///     "github": {"command": "github-mcp-server", "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}},
+    ///     "linear": {"url": "https://mcp.linear.app/mcp", "headers": {"X-Team": "${TEAM:-core}"}}
+    /// }}"#;
+    /// let config = Config::parse(text, FileFormat::Json, [("GITHUB_TOKEN", "ghp_x")])?;
+    /// assert_eq!(config.servers[0].kind(), TransportKind::Stdio);
+    /// assert_eq!(config.servers[1].kind(), TransportKind::StreamableHttp);
+    ///
+    /// let err = Config::parse(text, FileFormat::Json, [("HOME", "/root")]).unwrap_err();
+    /// assert_eq!(err.problems()[0].kind, ProblemKind::UndefinedVariable);
+    /// assert_eq!(err.problems()[0].path, "mcpServers.github.env.GITHUB_TOKEN");
+    /// # Ok::<(), mcp_config::ConfigError>(())
+    /// ```
+    pub fn parse<I, K, V>(text: &str, format: FileFormat, vars: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let vars = collect_vars(vars);
+        let mut p = Problems::new();
+        let layer = text_layer(text, format, None, &vars, &mut p);
+        merge(vec![layer], p)
+    }
+}
+
+/// File first, environment second (its settings win).
+fn load_layers(
+    vars: &BTreeMap<String, String>,
+    file: Option<&Path>,
+    mut p: Problems,
+) -> Result<Config, ConfigError> {
+    let mut layers = Vec::new();
+    if let Some(path) = file {
+        let mut fp = Problems::in_file(path.to_owned());
+        layers.push(file_layer(path, vars, &mut fp)?);
+        p.extend(fp);
+    }
+    layers.push(env_layer(vars, &mut p));
+    merge(layers, p)
+}
+
+fn file_layer(
+    path: &Path,
+    vars: &BTreeMap<String, String>,
+    p: &mut Problems,
+) -> Result<Layer, ConfigError> {
+    let format = FileFormat::from_path(path).ok_or_else(|| ConfigError::UnsupportedFormat {
+        path: path.to_owned(),
+    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(text_layer(&text, format, Some(path.to_owned()), vars, p))
+}
+
+fn text_layer(
+    text: &str,
+    format: FileFormat,
+    file: Option<PathBuf>,
+    vars: &BTreeMap<String, String>,
+    p: &mut Problems,
+) -> Layer {
+    let root = JsonPath::root();
+    let doc = match format {
+        FileFormat::Json => match serde_json::from_str::<Value>(text) {
+            Ok(v) => v,
+            Err(e) => {
+                p.push(&root, ProblemKind::Syntax, format!("not valid JSON: {e}"));
+                return Layer::default();
+            }
+        },
+        FileFormat::Toml => match toml::from_str::<toml::Table>(text) {
+            Ok(table) => toml_to_json(toml::Value::Table(table), &root, p),
+            Err(e) => {
+                // The toml crate's Display quotes the offending line, which may hold a secret:
+                // report only the message and the position.
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let (line, col) = line_col(text, s.start);
+                        format!(" at line {line} column {col}")
+                    })
+                    .unwrap_or_default();
+                p.push(
+                    &root,
+                    ProblemKind::Syntax,
+                    format!("not valid TOML: {}{at}", e.message().trim_end()),
+                );
+                return Layer::default();
+            }
+        },
+    };
+    let mut doc = doc;
+    expand_value(&mut doc, &root, vars, p);
+    Layer::from_document(&doc, file, p)
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// TOML to JSON. Non-finite floats and dates have no JSON form: problems (and `null`).
+fn toml_to_json(value: toml::Value, path: &JsonPath, p: &mut Problems) -> Value {
+    match value {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => match serde_json::Number::from_f64(f) {
+            Some(n) => Value::Number(n),
+            None => {
+                p.push(
+                    path,
+                    ProblemKind::InvalidValue,
+                    "infinite and NaN numbers are not allowed",
+                );
+                Value::Null
+            }
+        },
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(_) => {
+            p.push(
+                path,
+                ProblemKind::WrongType,
+                "a date is not expected here (quote it if it is a string)",
+            );
+            Value::Null
+        }
+        toml::Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| toml_to_json(v, &path.index(i), p))
+                .collect(),
+        ),
+        toml::Value::Table(table) => Value::Object(
+            table
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = toml_to_json(v, &path.key(&k), p);
+                    (k, v)
+                })
+                .collect::<Map<_, _>>(),
+        ),
+    }
+}
+
+/// Expands `${…}` in every string value of `value`.
+fn expand_value(
+    value: &mut Value,
+    path: &JsonPath,
+    vars: &BTreeMap<String, String>,
+    p: &mut Problems,
+) {
+    match value {
+        Value::String(s) if s.contains('$') => match expand(s, vars) {
+            Ok(expanded) => *s = expanded,
+            Err((kind, message)) => p.push(path, kind, message),
+        },
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                expand_value(v, &path.index(i), vars, p);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                expand_value(v, &path.key(k), vars, p);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Expands `${VAR}`, `${VAR:-default}` and the escape `$${` in one string.
+pub(crate) fn expand(
+    s: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<String, (ProblemKind, String)> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let Some(end) = after.find('}') else {
+                return Err((
+                    ProblemKind::InvalidValue,
+                    "unterminated `${` (write `$${` for a literal `${`)".to_owned(),
+                ));
+            };
+            let inner = &after[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (inner, None),
+            };
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err((
+                    ProblemKind::InvalidValue,
+                    format!(
+                        "`${{{}}}` is not a variable reference: use `${{NAME}}` or `${{NAME:-default}}`",
+                        name.chars().take(40).collect::<String>()
+                    ),
+                ));
+            }
+            match (vars.get(name), default) {
+                (Some(v), Some(d)) if v.is_empty() => out.push_str(d),
+                (Some(v), _) => out.push_str(v),
+                (None, Some(d)) => out.push_str(d),
+                (None, None) => {
+                    return Err((
+                        ProblemKind::UndefinedVariable,
+                        format!(
+                            "environment variable `{name}` is not set (use `${{{name}:-default}}` for a default)"
+                        ),
+                    ));
+                }
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> BTreeMap<String, String> {
+        collect_vars([("HOME", "/home/me"), ("EMPTY", ""), ("TOKEN", "t0k")])
+    }
+
+    #[test]
+    fn expansion() {
+        for (input, expected) in [
+            ("plain", "plain"),
+            ("${HOME}/x", "/home/me/x"),
+            ("Bearer ${TOKEN}", "Bearer t0k"),
+            ("${UNSET:-fallback}", "fallback"),
+            ("${EMPTY:-fallback}", "fallback"),
+            ("${EMPTY}", ""),
+            ("${HOME:-}", "/home/me"),
+            ("${UNSET:-}", ""),
+            ("$${HOME}", "${HOME}"),
+            ("cost: $5", "cost: $5"),
+            ("$", "$"),
+            ("${A:-x}${TOKEN}$", "xt0k$"),
+        ] {
+            assert_eq!(expand(input, &vars()).unwrap(), expected, "{input}");
+        }
+        for (input, kind) in [
+            ("${UNSET}", ProblemKind::UndefinedVariable),
+            ("${HOME", ProblemKind::InvalidValue),
+            ("${}", ProblemKind::InvalidValue),
+            ("${1X}", ProblemKind::InvalidValue),
+            ("${A-b}", ProblemKind::InvalidValue),
+        ] {
+            assert_eq!(expand(input, &vars()).unwrap_err().0, kind, "{input}");
+        }
+    }
+
+    #[test]
+    fn toml_errors_do_not_quote_the_file() {
+        let err = Config::parse(
+            "[[servers]]\nname = \"x\"\nbearer = \"sk-live-secret",
+            FileFormat::Toml,
+            [("A", "b")],
+        )
+        .unwrap_err();
+        let problem = &err.problems()[0];
+        assert_eq!(problem.kind, ProblemKind::Syntax);
+        assert!(problem.message.contains("line 3"), "{}", problem.message);
+        assert!(!err.to_string().contains("sk-live-secret"), "{err}");
+    }
+
+    #[test]
+    fn toml_non_finite_numbers_are_problems() {
+        let err = Config::parse(
+            "[[servers]]\nname = \"x\"\ncommand = \"y\"\ncall_timeout_seconds = inf",
+            FileFormat::Toml,
+            [("A", "b")],
+        )
+        .unwrap_err();
+        assert_eq!(err.problems()[0].kind, ProblemKind::InvalidValue);
+        assert_eq!(err.problems()[0].path, "servers[0].call_timeout_seconds");
+    }
+}

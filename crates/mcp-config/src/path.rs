@@ -1,0 +1,205 @@
+//! JSON paths for problems, the problem collector and "did you mean" suggestions.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::{Problem, ProblemKind};
+
+/// A location in a document: `servers[2].command`, `mcpServers.git.url`,
+/// `MCP_AGENT__SERVERS[0].name`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct JsonPath(String);
+
+impl JsonPath {
+    /// The root of a document.
+    pub(crate) fn root() -> Self {
+        Self(String::new())
+    }
+
+    /// A path starting with a label taken as is (an environment variable's name).
+    pub(crate) fn raw(label: impl Into<String>) -> Self {
+        Self(label.into())
+    }
+
+    /// The path of a field of this object. Keys that are not plain identifiers are quoted:
+    /// `headers["X-Api.Key"]`.
+    pub(crate) fn key(&self, key: &str) -> Self {
+        let plain = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let mut s = self.0.clone();
+        if plain {
+            if !s.is_empty() {
+                s.push('.');
+            }
+            s.push_str(key);
+        } else {
+            s.push('[');
+            s.push_str(&serde_json::Value::from(key).to_string());
+            s.push(']');
+        }
+        Self(s)
+    }
+
+    /// The path of an element of this array.
+    pub(crate) fn index(&self, i: usize) -> Self {
+        Self(format!("{}[{i}]", self.0))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JsonPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Collects problems; every check pushes here and goes on, so all problems surface at once.
+#[derive(Debug, Default)]
+pub(crate) struct Problems {
+    list: Vec<Problem>,
+    file: Option<PathBuf>,
+}
+
+impl Problems {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// A collector whose problems are in `file`.
+    pub(crate) fn in_file(file: PathBuf) -> Self {
+        Self {
+            list: Vec::new(),
+            file: Some(file),
+        }
+    }
+
+    pub(crate) fn push(&mut self, path: &JsonPath, kind: ProblemKind, message: impl Into<String>) {
+        let mut p = Problem::new(path.as_str(), kind, message);
+        p.file = self.file.clone();
+        self.list.push(p);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(crate) fn extend(&mut self, other: Problems) {
+        self.list.extend(other.list);
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<Problem> {
+        self.list
+    }
+
+    /// `Ok(value)` when nothing was found, else every problem.
+    pub(crate) fn finish<T>(self, value: T) -> Result<T, crate::ConfigError> {
+        if self.list.is_empty() {
+            Ok(value)
+        } else {
+            Err(crate::ConfigError::invalid(self.list))
+        }
+    }
+}
+
+/// The candidate closest to `word`, if it is close enough to be a likely typo.
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let word_l = word.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&word_l, &c.to_ascii_lowercase()), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// ` (did you mean `x`?)` or nothing.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    match closest(word, candidates) {
+        Some(c) => format!("; did you mean `{c}`?"),
+        None => String::new(),
+    }
+}
+
+/// Edit distance over chars counting insertions, deletions, substitutions and swaps of two
+/// neighbours (optimal string alignment), so `gti` is one edit from `git`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// A short, printable rendering of a user-supplied word for messages (never used for values
+/// that may be secrets).
+pub(crate) fn shown(word: &str) -> String {
+    const MAX: usize = 64;
+    if word.chars().count() <= MAX {
+        format!("`{word}`")
+    } else {
+        let cut: String = word.chars().take(MAX).collect();
+        format!("`{cut}…`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_render_like_json_paths() {
+        let p = JsonPath::root().key("servers").index(2).key("command");
+        assert_eq!(p.as_str(), "servers[2].command");
+        let p = JsonPath::root()
+            .key("mcpServers")
+            .key("my server")
+            .key("url");
+        assert_eq!(p.as_str(), r#"mcpServers["my server"].url"#);
+        let p = JsonPath::raw("MCP_AGENT__SERVERS").index(0).key("name");
+        assert_eq!(p.as_str(), "MCP_AGENT__SERVERS[0].name");
+    }
+
+    #[test]
+    fn suggestions_catch_typos_only() {
+        let fields = ["command", "args", "env", "cwd", "url"];
+        assert_eq!(closest("comand", fields), Some("command"));
+        assert_eq!(closest("ur", fields), Some("url"));
+        assert_eq!(closest("Command", fields), Some("command"));
+        assert_eq!(closest("timeout", fields), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("gti", "git"), 1);
+        assert_eq!(closest("gti", ["git", "web"]), Some("git"));
+    }
+}
