@@ -1,0 +1,54 @@
+//! MCP servers for tests, built with rmcp: usable in memory, as a stdio binary
+//! (`mcp-test-server`) and over streamable HTTP on 127.0.0.1.
+//!
+//! - [`TestServer`]: one server whose tools exercise every client path — `echo`, `add`,
+//!   `slow` (cancellable; cancellations are recorded in [`Observations`]), `fail` (`isError`),
+//!   `env`, `stderr`, `content` (image, audio, embedded resource, resource link), `huge`,
+//!   `crash`, `add_tool` / `remove_tool` (with `notifications/tools/list_changed`),
+//!   `spawn_child` (a grandchild process) and `observations`; plus, by option, many
+//!   synthetic tools served in pages and a slow `initialize`.
+//! - [`demo`]: a small useful server (`echo`, `add`, `current_time`, `word_count`) for the
+//!   CLI's demo; its tools are plain functions other crates can call.
+//! - Serving: [`serve_in_memory`] (a duplex pipe), [`serve_http`] (a URL and a shutdown
+//!   handle), and the `mcp-test-server` binary ([`stdio`]: modes such as
+//!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
+//!   from another crate's tests).
+//!
+//! ```
+//! use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
+//! use rmcp::model::CallToolRequestParams;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let seen = Observations::new();
+//! let server = TestServer::new(TestServerOptions::default().observations(seen.clone()));
+//! let client = rmcp::serve_client((), serve_in_memory(server)).await?;
+//! let args = json!({ "greeting": "hi" }).as_object().cloned().unwrap();
+//! let result = client
+//!     .call_tool(CallToolRequestParams::new("echo").with_arguments(args))
+//!     .await?;
+//! assert_eq!(result.structured_content, Some(json!({ "greeting": "hi" })));
+//! assert_eq!(seen.snapshot().calls_of("echo"), 1);
+//! client.cancel().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Architecture invariant
+//!
+//! A test double: depends on rmcp and the HTTP server stack only, never on this workspace's
+//! product crates, so any of them can use it as a dev-dependency.
+
+pub mod demo;
+mod http;
+mod memory;
+mod observe;
+mod schema;
+mod server;
+pub mod stdio;
+
+pub use http::{HttpServer, serve_handler_http, serve_http};
+pub use memory::{serve_handler_in_memory, serve_in_memory};
+pub use observe::{Event, Observations, RecordFile, Snapshot};
+pub use server::{CrashAction, TestServer, TestServerOptions};

@@ -1,0 +1,642 @@
+//! The test server: every fault and feature a client must handle, as tools of one MCP server.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ContentBlock, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::demo::structured;
+use crate::observe::{Event, Observations};
+use crate::schema::object;
+
+/// What the `crash` tool does.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CrashAction {
+    /// Exit the whole process with this code (the stdio binary).
+    ExitProcess(i32),
+    /// Cancel this token, which the serving code passed to rmcp, so the connection drops
+    /// (in memory and over HTTP: the test process must survive).
+    Disconnect(CancellationToken),
+}
+
+/// How a [`TestServer`] behaves.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_test_kit::TestServerOptions;
+///
+/// let options = TestServerOptions::default()
+///     .extra_tools(1_000)
+///     .page_size(100)
+///     .init_delay(Duration::from_millis(50));
+/// assert_eq!(options.extra_tools, 1_000);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TestServerOptions {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// How long `initialize` waits before answering.
+    pub init_delay: Duration,
+    /// How many synthetic tools (`tool_0000`, …) to list after the built-in ones.
+    pub extra_tools: usize,
+    /// Tools per `tools/list` page; `None`: one page.
+    pub page_size: Option<usize>,
+    /// Where calls and cancellations are recorded.
+    pub observations: Observations,
+    /// What the `crash` tool does.
+    pub crash: CrashAction,
+}
+
+impl Default for TestServerOptions {
+    fn default() -> Self {
+        Self {
+            name: "mcp-test-kit".into(),
+            init_delay: Duration::ZERO,
+            extra_tools: 0,
+            page_size: None,
+            observations: Observations::new(),
+            crash: CrashAction::Disconnect(CancellationToken::new()),
+        }
+    }
+}
+
+impl TestServerOptions {
+    /// Sets `serverInfo.name`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Delays the `initialize` response.
+    pub fn init_delay(mut self, delay: Duration) -> Self {
+        self.init_delay = delay;
+        self
+    }
+
+    /// Adds `count` synthetic tools.
+    pub fn extra_tools(mut self, count: usize) -> Self {
+        self.extra_tools = count;
+        self
+    }
+
+    /// Serves `tools/list` in pages of `size` (at least 1).
+    pub fn page_size(mut self, size: usize) -> Self {
+        self.page_size = Some(size.max(1));
+        self
+    }
+
+    /// Records into `observations` (keep a clone to assert on).
+    pub fn observations(mut self, observations: Observations) -> Self {
+        self.observations = observations;
+        self
+    }
+
+    /// Sets what the `crash` tool does.
+    pub fn crash(mut self, crash: CrashAction) -> Self {
+        self.crash = crash;
+        self
+    }
+}
+
+/// The built-in tools. Each row: name, description, input schema, output schema.
+const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
+    (
+        "echo",
+        "Returns its arguments as structured content and as JSON text.",
+        r#"{"type":"object","additionalProperties":true}"#,
+        None,
+    ),
+    (
+        "add",
+        "Adds two numbers.",
+        r#"{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}"#,
+        Some(r#"{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}"#),
+    ),
+    (
+        "slow",
+        "Sleeps for `ms` milliseconds; stops early when the call is cancelled.",
+        r#"{"type":"object","properties":{"ms":{"type":"integer","minimum":0}},"required":["ms"]}"#,
+        None,
+    ),
+    (
+        "fail",
+        "Always fails with a tool-level error (isError) carrying `message`.",
+        r#"{"type":"object","properties":{"message":{"type":"string"}}}"#,
+        None,
+    ),
+    (
+        "env",
+        "Returns the server's environment variables (only `names` if given).",
+        r#"{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"}}}}"#,
+        None,
+    ),
+    (
+        "stderr",
+        "Writes `text` as one line to the server's stderr.",
+        r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+        None,
+    ),
+    (
+        "content",
+        "Returns one block of each content type: text, image, audio, embedded resource, resource link.",
+        r#"{"type":"object","properties":{}}"#,
+        None,
+    ),
+    (
+        "huge",
+        "Returns a text block of `bytes` bytes (default 8 MiB).",
+        r#"{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}}}"#,
+        None,
+    ),
+    (
+        "crash",
+        "Crashes the server during the call (the process exits, or the connection drops in memory).",
+        r#"{"type":"object","properties":{"code":{"type":"integer"}}}"#,
+        None,
+    ),
+    (
+        "add_tool",
+        "Adds an echo tool called `name` and sends notifications/tools/list_changed.",
+        r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#,
+        None,
+    ),
+    (
+        "remove_tool",
+        "Removes the tool called `name` and sends notifications/tools/list_changed.",
+        r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#,
+        None,
+    ),
+    (
+        "spawn_child",
+        "Starts a long `sleep` child process (stdio server only) and returns its pid.",
+        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1}}}"#,
+        Some(r#"{"type":"object","properties":{"pid":{"type":"integer"}},"required":["pid"]}"#),
+    ),
+    (
+        "observations",
+        "What the server saw: calls and cancellations. Waits up to `timeout_ms` for `cancelled` cancellations first.",
+        r#"{"type":"object","properties":{"cancelled":{"type":"integer"},"timeout_ms":{"type":"integer"}}}"#,
+        None,
+    ),
+];
+
+/// Words for the descriptions of synthetic tools, so searches over 1,000 tools have something
+/// to rank.
+const VERBS: &[&str] = &[
+    "create", "list", "delete", "update", "search", "export", "import", "archive",
+];
+const NOUNS: &[&str] = &[
+    "invoice",
+    "ticket",
+    "user",
+    "repository",
+    "calendar event",
+    "document",
+    "payment",
+    "report",
+    "message",
+    "dataset",
+    "deployment",
+];
+
+/// An MCP server whose tools exercise every path of a client: echo, add, slow (cancellable),
+/// fail, env, stderr, content types, huge output, crash, list changes, a grandchild process,
+/// and an `observations` tool; optionally many synthetic tools served in pages, and a slow
+/// `initialize`.
+///
+/// ```
+/// use mcp_test_kit::{TestServer, TestServerOptions};
+///
+/// let server = TestServer::new(TestServerOptions::default().extra_tools(10));
+/// assert!(server.tool_names().contains(&"echo".to_string()));
+/// assert!(server.tool_names().contains(&"tool_0009".to_string()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    options: TestServerOptions,
+    built_in: Arc<Vec<Tool>>,
+    added: Arc<Mutex<BTreeMap<String, Tool>>>,
+}
+
+impl TestServer {
+    /// A server with `options`.
+    pub fn new(options: TestServerOptions) -> Self {
+        let built_in = BUILT_IN
+            .iter()
+            .map(|(name, description, input, output)| {
+                let tool = Tool::new(*name, *description, parse_schema(input));
+                match output {
+                    Some(output) => tool.with_raw_output_schema(parse_schema(output)),
+                    None => tool,
+                }
+            })
+            .collect();
+        Self {
+            options,
+            built_in: Arc::new(built_in),
+            added: Arc::default(),
+        }
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &TestServerOptions {
+        &self.options
+    }
+
+    /// The token the `crash` tool cancels, if it disconnects rather than exits. Serving code
+    /// passes it to rmcp's `serve_with_ct`.
+    pub fn crash_token(&self) -> Option<CancellationToken> {
+        match &self.options.crash {
+            CrashAction::Disconnect(token) => Some(token.clone()),
+            CrashAction::ExitProcess(_) => None,
+        }
+    }
+
+    /// Every tool it lists now, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.all_tools()
+            .into_iter()
+            .map(|t| t.name.into_owned())
+            .collect()
+    }
+
+    fn all_tools(&self) -> Vec<Tool> {
+        let mut tools: Vec<Tool> = self.built_in.as_ref().clone();
+        tools.extend(lock(&self.added).values().cloned());
+        tools.extend((0..self.options.extra_tools).map(synthetic_tool));
+        tools
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let result = match name {
+            "echo" => structured(Value::Object(args)),
+            "add" => {
+                let (Some(a), Some(b)) = (number(&args, "a"), number(&args, "b")) else {
+                    return Ok(tool_error("`a` and `b` must be numbers"));
+                };
+                structured(json!({ "sum": a + b }))
+            }
+            "slow" => {
+                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1_000);
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => structured(json!({ "slept_ms": ms })),
+                    () = context.ct.cancelled() => tool_error("cancelled"),
+                }
+            }
+            "fail" => {
+                let message = args
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("it failed");
+                tool_error(&format!("the failing tool failed: {message}"))
+            }
+            "env" => {
+                let names: Option<Vec<&str>> = args
+                    .get("names")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect());
+                let env: serde_json::Map<String, Value> = std::env::vars_os()
+                    .map(|(k, v)| {
+                        (
+                            k.to_string_lossy().into_owned(),
+                            v.to_string_lossy().into_owned(),
+                        )
+                    })
+                    .filter(|(k, _)| names.as_ref().is_none_or(|n| n.contains(&k.as_str())))
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect();
+                structured(json!({ "env": env }))
+            }
+            "stderr" => {
+                let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                eprintln!("{text}");
+                structured(json!({ "written": text.len() }))
+            }
+            "content" => CallToolResult::success(content_blocks()),
+            "huge" => {
+                let bytes = args.get("bytes").and_then(Value::as_u64).unwrap_or(8 << 20);
+                let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+                CallToolResult::success(vec![ContentBlock::text(huge_text(bytes))])
+            }
+            "crash" => {
+                let code = args.get("code").and_then(Value::as_i64).unwrap_or(3);
+                eprintln!("mcp-test-kit: crashing during a call, as asked");
+                match &self.options.crash {
+                    CrashAction::ExitProcess(default) => {
+                        std::process::exit(i32::try_from(code).unwrap_or(*default))
+                    }
+                    CrashAction::Disconnect(token) => {
+                        token.cancel();
+                        // Never answer: the connection is going away.
+                        std::future::pending::<()>().await;
+                        unreachable!("pending never completes")
+                    }
+                }
+            }
+            "add_tool" | "remove_tool" => {
+                let Some(tool) = args.get("name").and_then(Value::as_str) else {
+                    return Ok(tool_error("`name` must be a string"));
+                };
+                let changed = {
+                    let mut added = lock(&self.added);
+                    if name == "add_tool" {
+                        let t = Tool::new(
+                            tool.to_owned(),
+                            "A tool added at run time; echoes its arguments.",
+                            parse_schema(BUILT_IN[0].2),
+                        );
+                        added.insert(tool.to_owned(), t).is_none()
+                    } else {
+                        added.remove(tool).is_some()
+                    }
+                };
+                if changed {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                structured(json!({ "changed": changed }))
+            }
+            "spawn_child" => return Ok(self.spawn_child(&args)),
+            "observations" => {
+                let want = args.get("cancelled").and_then(Value::as_u64).unwrap_or(0);
+                let timeout = args.get("timeout_ms").and_then(Value::as_u64).unwrap_or(0);
+                let seen = &self.options.observations;
+                let snapshot = seen
+                    .wait_for_cancelled(
+                        usize::try_from(want).unwrap_or(usize::MAX),
+                        Duration::from_millis(timeout),
+                    )
+                    .await
+                    .unwrap_or_else(|| seen.snapshot());
+                structured(serde_json::to_value(&snapshot).unwrap_or_default())
+            }
+            other if self.is_echo_like(other) => structured(Value::Object(args)),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        Ok(result)
+    }
+
+    fn is_echo_like(&self, name: &str) -> bool {
+        lock(&self.added).contains_key(name)
+            || name
+                .strip_prefix("tool_")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n < self.options.extra_tools)
+    }
+
+    fn spawn_child(&self, args: &JsonObject) -> CallToolResult {
+        if matches!(self.options.crash, CrashAction::Disconnect(_)) {
+            return tool_error("spawn_child works only in the stdio server process");
+        }
+        let seconds = args.get("seconds").and_then(Value::as_u64).unwrap_or(600);
+        let spawned = std::process::Command::new("sleep")
+            .arg(seconds.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match spawned {
+            Ok(child) => {
+                let pid = child.id();
+                // Deliberately not waited for: the child outlives this call, as a careless
+                // server's helper would.
+                drop(child);
+                structured(json!({ "pid": pid }))
+            }
+            Err(e) => tool_error(&format!("cannot spawn sleep: {e}")),
+        }
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            self.options.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("A test server: every tool exercises one client path.")
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if !self.options.init_delay.is_zero() {
+            tokio::time::sleep(self.options.init_delay).await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.all_tools();
+        let Some(page) = self.options.page_size else {
+            return Ok(ListToolsResult::with_all_items(tools));
+        };
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n <= tools.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("bad cursor `{cursor}`"), None))?,
+        };
+        let end = (start + page).min(tools.len());
+        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        result.next_cursor = (end < tools.len()).then(|| end.to_string());
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.options.observations.record(Event::Call {
+            tool: request.name.to_string(),
+            request_id: context.id.to_string(),
+        });
+        let args = request.arguments.unwrap_or_default();
+        self.call(&request.name, args, &context)
+            .await
+            .map(Into::into)
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        self.options.observations.record(Event::Cancelled {
+            request_id: notification
+                .request_id
+                .map(|id| id.to_string())
+                .unwrap_or_default(),
+            reason: notification.reason,
+        });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn parse_schema(text: &str) -> Arc<JsonObject> {
+    object(serde_json::from_str(text).unwrap_or_else(|e| panic!("bad schema {text}: {e}")))
+}
+
+fn number(args: &JsonObject, key: &str) -> Option<f64> {
+    args.get(key).and_then(Value::as_f64)
+}
+
+fn tool_error(message: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.to_owned())])
+}
+
+fn synthetic_tool(i: usize) -> Tool {
+    let verb = VERBS[i % VERBS.len()];
+    let noun = NOUNS[(i / VERBS.len()) % NOUNS.len()];
+    Tool::new(
+        Cow::Owned(format!("tool_{i:04}")),
+        Cow::Owned(format!(
+            "Synthetic tool {i}: {verb} a {noun}. Echoes its arguments."
+        )),
+        parse_schema(BUILT_IN[0].2),
+    )
+}
+
+fn huge_text(bytes: usize) -> String {
+    const LINE: &str = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_\n";
+    let mut text = LINE.repeat(bytes / LINE.len() + 1);
+    text.truncate(bytes);
+    text
+}
+
+/// A 1×1 transparent PNG.
+const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+fn content_blocks() -> Vec<ContentBlock> {
+    vec![
+        ContentBlock::text("one block of each content type follows"),
+        ContentBlock::image(PNG_1X1, "image/png"),
+        ContentBlock::audio(base64(&silent_wav()), "audio/wav"),
+        ContentBlock::resource(ResourceContents::text(
+            "embedded resource text",
+            "test://resources/embedded.txt",
+        )),
+        ContentBlock::resource_link(
+            Resource::new("test://resources/linked.txt", "linked.txt")
+                .with_mime_type("text/plain")
+                .with_description("A resource the result links to"),
+        ),
+    ]
+}
+
+/// A WAV file of eight silent 8-bit mono samples at 8 kHz.
+fn silent_wav() -> Vec<u8> {
+    let samples = [128u8; 8];
+    let data_len = u32::try_from(samples.len()).unwrap_or(0);
+    let mut wav = Vec::with_capacity(44 + samples.len());
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data_len).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&8_000u32.to_le_bytes()); // sample rate
+    wav.extend_from_slice(&8_000u32.to_le_bytes()); // byte rate
+    wav.extend_from_slice(&1u16.to_le_bytes()); // block align
+    wav.extend_from_slice(&8u16.to_le_bytes()); // bits per sample
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&data_len.to_le_bytes());
+    wav.extend_from_slice(&samples);
+    wav
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+    }
+
+    #[test]
+    fn huge_text_has_the_asked_size() {
+        assert_eq!(huge_text(0).len(), 0);
+        assert_eq!(huge_text(1_000_003).len(), 1_000_003);
+    }
+
+    #[test]
+    fn synthetic_tools_are_distinct() {
+        let names: std::collections::BTreeSet<_> =
+            (0..1_000).map(|i| synthetic_tool(i).name).collect();
+        assert_eq!(names.len(), 1_000);
+    }
+}

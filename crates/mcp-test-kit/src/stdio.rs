@@ -1,0 +1,324 @@
+//! The stdio server binary, `mcp-test-server`: its arguments, its main loop, and how tests in
+//! other crates find it.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use rmcp::{ServerHandler, ServiceExt};
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::{CrashAction, Observations, TestServer, TestServerOptions, demo::DemoServer};
+
+/// The environment variable that overrides where [`binary`] looks for `mcp-test-server`.
+pub const BINARY_ENV: &str = "MCP_TEST_SERVER_BIN";
+
+/// The personality of the stdio server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The [`TestServer`] with all its tools.
+    #[default]
+    Test,
+    /// The demo server ([`crate::demo`]).
+    Demo,
+    /// The test server plus 1,000 synthetic tools, served 100 a page (both adjustable).
+    Paginated,
+    /// The test server, answering `initialize` after 30 s (adjustable with `--init-delay-ms`).
+    SlowInitialize,
+    /// The test server, staying up after stdin closes and ignoring SIGTERM.
+    IgnoresStdinClose,
+    /// Answers the first line it reads with non-JSON lines on stdout, then exits with status 2.
+    GarbageOnStdout,
+}
+
+/// Arguments of `mcp-test-server`, and a builder for them in tests.
+///
+/// ```
+/// use mcp_test_kit::stdio::{Mode, StdioServerArgs};
+///
+/// let args = StdioServerArgs::new(Mode::Paginated).page_size(50).to_args();
+/// assert_eq!(args, ["--mode", "paginated", "--page-size", "50"]);
+/// ```
+#[derive(Debug, Clone, Default, Parser)]
+#[command(
+    name = "mcp-test-server",
+    version,
+    about = "MCP servers for tests, over stdio"
+)]
+#[non_exhaustive]
+pub struct StdioServerArgs {
+    /// The personality.
+    #[arg(long, value_enum, default_value_t)]
+    pub mode: Mode,
+    /// Delay before answering `initialize`, in milliseconds.
+    #[arg(long)]
+    pub init_delay_ms: Option<u64>,
+    /// How many synthetic tools to add.
+    #[arg(long)]
+    pub extra_tools: Option<usize>,
+    /// Tools per `tools/list` page.
+    #[arg(long)]
+    pub page_size: Option<usize>,
+    /// Keep running after stdin closes.
+    #[arg(long)]
+    pub ignore_stdin_close: bool,
+    /// Ignore SIGTERM.
+    #[arg(long)]
+    pub ignore_sigterm: bool,
+    /// Print a few non-JSON lines on stdout before speaking MCP.
+    #[arg(long)]
+    pub stdout_noise: bool,
+    /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Serve over streamable HTTP on 127.0.0.1 (ephemeral port) instead of stdio; prints the
+    /// URL as the first line of stdout and runs until stdin closes.
+    #[arg(long)]
+    pub http: bool,
+}
+
+impl StdioServerArgs {
+    /// Arguments for `mode` with its defaults.
+    pub fn new(mode: Mode) -> Self {
+        Self {
+            mode,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the `initialize` delay.
+    pub fn init_delay(mut self, delay: Duration) -> Self {
+        self.init_delay_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Sets the number of synthetic tools.
+    pub fn extra_tools(mut self, count: usize) -> Self {
+        self.extra_tools = Some(count);
+        self
+    }
+
+    /// Sets the page size of `tools/list`.
+    pub fn page_size(mut self, size: usize) -> Self {
+        self.page_size = Some(size);
+        self
+    }
+
+    /// Records calls and cancellations into `path`.
+    pub fn record(mut self, path: impl Into<PathBuf>) -> Self {
+        self.record = Some(path.into());
+        self
+    }
+
+    /// Prints non-JSON lines on stdout before speaking MCP.
+    pub fn stdout_noise(mut self) -> Self {
+        self.stdout_noise = true;
+        self
+    }
+
+    /// The command-line arguments that parse back into `self`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.mode != Mode::Test {
+            let mode = self
+                .mode
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned());
+            args.extend(["--mode".to_owned(), mode.unwrap_or_default()]);
+        }
+        let numbers = [
+            ("--init-delay-ms", self.init_delay_ms),
+            ("--extra-tools", self.extra_tools.map(|n| n as u64)),
+            ("--page-size", self.page_size.map(|n| n as u64)),
+        ];
+        for (flag, value) in numbers {
+            if let Some(value) = value {
+                args.extend([flag.to_owned(), value.to_string()]);
+            }
+        }
+        let flags = [
+            ("--ignore-stdin-close", self.ignore_stdin_close),
+            ("--ignore-sigterm", self.ignore_sigterm),
+            ("--stdout-noise", self.stdout_noise),
+            ("--http", self.http),
+        ];
+        args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
+        if let Some(path) = &self.record {
+            args.extend(["--record".to_owned(), path.display().to_string()]);
+        }
+        args
+    }
+
+    /// The test-server options these arguments describe (mode presets applied).
+    pub fn server_options(&self) -> TestServerOptions {
+        let (extra, page, delay) = match self.mode {
+            Mode::Paginated => (1_000, Some(100), 0),
+            Mode::SlowInitialize => (0, None, 30_000),
+            _ => (0, None, 0),
+        };
+        let observations = match &self.record {
+            Some(path) => Observations::with_record_file(path),
+            None => Observations::new(),
+        };
+        let mut options = TestServerOptions::default()
+            .extra_tools(self.extra_tools.unwrap_or(extra))
+            .init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
+            .observations(observations)
+            .crash(CrashAction::ExitProcess(3));
+        options.page_size = self.page_size.or(page).map(|n| n.max(1));
+        options
+    }
+
+    fn ignores_stdin_close(&self) -> bool {
+        self.ignore_stdin_close || self.mode == Mode::IgnoresStdinClose
+    }
+
+    fn ignores_sigterm(&self) -> bool {
+        self.ignore_sigterm || self.mode == Mode::IgnoresStdinClose
+    }
+}
+
+/// Runs the stdio server until stdin closes (or forever, if it ignores that); returns the
+/// process exit code. The body of `mcp-test-server`.
+pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
+    // Holding the signal stream keeps tokio's handler installed, which replaces the default
+    // action (terminate): SIGTERM is then ignored.
+    let _sigterm = if args.ignores_sigterm() {
+        Some(tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        )?)
+    } else {
+        None
+    };
+    eprintln!(
+        "mcp-test-server: mode {:?}, pid {}",
+        args.mode,
+        std::process::id()
+    );
+
+    if args.mode == Mode::GarbageOnStdout {
+        return garbage().await;
+    }
+    if args.stdout_noise {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "mcp-test-server starting (this line is not JSON)")?;
+        writeln!(out, "{{\"log\": \"nor is this a JSON-RPC message\"}}")?;
+        out.flush()?;
+    }
+
+    if args.http {
+        let server = crate::serve_http(args.server_options()).await?;
+        println!("{}", server.url());
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while lines.next_line().await?.is_some() {}
+        server.shutdown().await;
+    } else if args.mode == Mode::Demo {
+        serve_stdio(DemoServer).await;
+    } else {
+        serve_stdio(TestServer::new(args.server_options())).await;
+    }
+
+    if args.ignores_stdin_close() {
+        eprintln!("mcp-test-server: stdin closed; staying up anyway");
+        std::future::pending::<()>().await;
+    }
+    Ok(0)
+}
+
+async fn serve_stdio<S: ServerHandler>(server: S) {
+    match server
+        .serve((tokio::io::stdin(), tokio::io::stdout()))
+        .await
+    {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(e) => eprintln!("mcp-test-server: handshake failed: {e}"),
+    }
+}
+
+/// Reads one line, answers it with lines that are not JSON-RPC, and gives up.
+async fn garbage() -> std::io::Result<i32> {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let _ = lines.next_line().await?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(b"this is not JSON\n")?;
+    out.write_all(b"{\"truncated\": \n")?;
+    out.write_all(b"\xff\xfe invalid UTF-8 \x00\n")?;
+    out.write_all(b"[1, 2, 3]\n")?;
+    out.write_all(&vec![b'g'; 100_000])?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    eprintln!("mcp-test-server: wrote garbage on stdout; exiting with status 2");
+    Ok(2)
+}
+
+/// The path of the `mcp-test-server` binary, for tests of other crates.
+///
+/// Looks at `$MCP_TEST_SERVER_BIN`, then beside the running test executable (cargo puts test
+/// executables in `target/<profile>/deps/` and binaries in `target/<profile>/`). The binary
+/// must be built first: `cargo build --workspace --bins` (which `cargo xtask test` runs).
+///
+/// # Panics
+///
+/// When the binary is not found, with a message saying how to build it.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os(BINARY_ENV) {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the path of the running executable");
+    let name = format!("mcp-test-server{}", std::env::consts::EXE_SUFFIX);
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(&name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "`{name}` not found beside {}: run `cargo build --workspace --bins` (or \
+                 `cargo xtask test`), or set {BINARY_ENV}",
+                exe.display()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_round_trip() {
+        let args = StdioServerArgs {
+            mode: Mode::SlowInitialize,
+            init_delay_ms: Some(5),
+            extra_tools: Some(3),
+            page_size: Some(2),
+            ignore_stdin_close: true,
+            ignore_sigterm: true,
+            stdout_noise: true,
+            record: Some(PathBuf::from("/tmp/r.jsonl")),
+            http: true,
+        };
+        let parsed = StdioServerArgs::try_parse_from(
+            std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),
+        )
+        .unwrap();
+        assert_eq!(parsed.to_args(), args.to_args());
+        assert_eq!(parsed.mode, Mode::SlowInitialize);
+        assert_eq!(parsed.record, args.record);
+    }
+
+    #[test]
+    fn presets_fill_what_is_not_given() {
+        let options = StdioServerArgs::new(Mode::Paginated).server_options();
+        assert_eq!((options.extra_tools, options.page_size), (1_000, Some(100)));
+        let options = StdioServerArgs::new(Mode::Paginated)
+            .extra_tools(5)
+            .server_options();
+        assert_eq!(options.extra_tools, 5);
+        let options = StdioServerArgs::new(Mode::SlowInitialize).server_options();
+        assert_eq!(options.init_delay, Duration::from_secs(30));
+    }
+}
