@@ -1,6 +1,370 @@
-//! Authentication for MCP HTTP transports: static headers, bearer tokens and OAuth2 client
-//! credentials.
+//! Authentication for MCP HTTP transports: the per-request auth hook and its static
+//! implementations.
 //!
-//! Status: not implemented yet. The secret type it builds on is
-//! [`mcp_config::Secret`]; the auth forms are configured through
-//! [`mcp_config::AuthSpec`].
+//! An HTTP transport asks an [`AuthProvider`] for [`Credentials`] (a few headers, values
+//! marked sensitive) before **every** request, so a provider can rotate or refresh them. When
+//! the server answers `401 Unauthorized`, the transport calls
+//! [`AuthProvider::on_unauthorized`] with the credentials it sent and the `WWW-Authenticate`
+//! challenge; on [`OnUnauthorized::Retry`] it asks for credentials again and resends the
+//! request **once**. A second 401 is an error: the hook is never asked twice for one request,
+//! so a misbehaving server or provider cannot make the transport loop.
+//!
+//! The providers here are static: [`StaticHeaders`] (configured headers), [`BearerToken`]
+//! (`bearer_token` or `bearer_token_env`) and [`Chain`] (several providers in order).
+//! [`from_spec`] builds the provider an [`AuthSpec`] asks for.
+//!
+//! # Writing a refreshing provider
+//!
+//! A provider whose credentials expire (OAuth2 client credentials) keeps its current token
+//! behind a lock. In `on_unauthorized` it compares the rejected `Authorization` value with its
+//! current one: if they differ, another request already refreshed it, so it answers
+//! [`OnUnauthorized::Retry`] without a new refresh; otherwise it refreshes once (one refresh
+//! in flight per credential) and answers `Retry`, or `Fail` when the refresh fails.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use mcp_auth::{AuthProvider, BearerToken, Chain, StaticHeaders};
+//! use mcp_config::Secret;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), mcp_auth::AuthError> {
+//! let headers = [("X-Tenant".to_owned(), Secret::from("acme"))].into_iter().collect();
+//! let auth = Chain::new(vec![
+//!     Arc::new(StaticHeaders::new("docs", &headers)?) as Arc<dyn AuthProvider>,
+//!     Arc::new(BearerToken::new("docs", &Secret::from("tok-123"))?),
+//! ]);
+//! let credentials = auth.credentials().await?;
+//! assert_eq!(credentials.get("authorization").unwrap(), "Bearer tok-123");
+//! // Debug output names the headers, never their values.
+//! assert!(!format!("{credentials:?}").contains("tok-123"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Architecture invariant
+//!
+//! No HTTP client here (no reqwest, no hyper): providers speak in header names and values
+//! (the `http` crate's types) and the transport sends them.
+
+mod error;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use mcp_config::{AuthSpec, Secret, SecretSource};
+
+pub use error::{AuthError, BoxError};
+
+/// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
+/// only the header names.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Credentials {
+    /// No headers.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a header; the value is marked sensitive.
+    pub fn with_header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value));
+        self
+    }
+
+    /// An `Authorization: Bearer <token>` credential.
+    pub fn bearer(server: &str, token: &Secret) -> Result<Self, AuthError> {
+        let value = HeaderValue::try_from(format!("Bearer {}", token.expose())).map_err(|_| {
+            AuthError::InvalidHeaderValue {
+                server: server.to_owned(),
+                name: AUTHORIZATION.as_str().to_owned(),
+            }
+        })?;
+        Ok(Self::none().with_header(AUTHORIZATION, value))
+    }
+
+    /// The value of header `name` (case-insensitive), if set.
+    pub fn get(&self, name: &str) -> Option<&HeaderValue> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// The headers, in the order they were added.
+    pub fn headers(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+        self.headers.iter().map(|(n, v)| (n, v))
+    }
+
+    /// True when there is no header.
+    pub fn is_empty(&self) -> bool {
+        self.headers.is_empty()
+    }
+
+    /// Sets every header on `map`, replacing values of the same name.
+    pub fn apply_to(&self, map: &mut http::HeaderMap) {
+        for (name, value) in &self.headers {
+            map.insert(name.clone(), value.clone());
+        }
+    }
+
+    /// `other`'s headers added after these; a name present in both is an error.
+    fn merge_strict(mut self, server: &str, other: Credentials) -> Result<Self, AuthError> {
+        for (name, value) in other.headers {
+            if self.get(name.as_str()).is_some() {
+                return Err(AuthError::DuplicateHeader {
+                    server: server.to_owned(),
+                    name: name.as_str().to_owned(),
+                });
+            }
+            self.headers.push((name, value));
+        }
+        Ok(self)
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// What the transport should do after a `401 Unauthorized`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnUnauthorized {
+    /// Credentials changed: ask for them again and resend the request once.
+    Retry,
+    /// Nothing to do: the request fails with the 401.
+    Fail,
+}
+
+/// The per-request auth hook of HTTP transports.
+///
+/// Implementations must be cheap to call on every request (cache what they fetch) and must
+/// never put a secret into an error or a `Debug` output.
+#[async_trait]
+pub trait AuthProvider: Send + Sync + fmt::Debug {
+    /// The credentials for the next request.
+    async fn credentials(&self) -> Result<Credentials, AuthError>;
+
+    /// The server answered 401 to a request sent with `rejected`; `www_authenticate` is the
+    /// challenge, if the server sent one. Called at most once per request.
+    ///
+    /// The default answers [`OnUnauthorized::Fail`]: static credentials do not get better by
+    /// resending them.
+    async fn on_unauthorized(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: Option<&str>,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let _ = (rejected, www_authenticate);
+        Ok(OnUnauthorized::Fail)
+    }
+}
+
+/// No credentials at all.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoAuth;
+
+#[async_trait]
+impl AuthProvider for NoAuth {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        Ok(Credentials::none())
+    }
+}
+
+/// Fixed headers from the configuration (values are secrets).
+#[derive(Debug, Clone)]
+pub struct StaticHeaders {
+    credentials: Credentials,
+}
+
+impl StaticHeaders {
+    /// Validates `headers` for `server`: every name must be an HTTP header name and every
+    /// value an HTTP header value. Errors name the header, never the value.
+    pub fn new(server: &str, headers: &BTreeMap<String, Secret>) -> Result<Self, AuthError> {
+        let mut credentials = Credentials::none();
+        for (name, value) in headers {
+            let header_name =
+                HeaderName::try_from(name.as_str()).map_err(|_| AuthError::InvalidHeaderName {
+                    server: server.to_owned(),
+                    name: name.clone(),
+                })?;
+            let header_value = HeaderValue::try_from(value.expose()).map_err(|_| {
+                AuthError::InvalidHeaderValue {
+                    server: server.to_owned(),
+                    name: name.clone(),
+                }
+            })?;
+            credentials = credentials.merge_strict(
+                server,
+                Credentials::none().with_header(header_name, header_value),
+            )?;
+        }
+        Ok(Self { credentials })
+    }
+
+    /// The header names, for checks against reserved names.
+    pub fn names(&self) -> impl Iterator<Item = &HeaderName> {
+        self.credentials.headers.iter().map(|(n, _)| n)
+    }
+}
+
+#[async_trait]
+impl AuthProvider for StaticHeaders {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        Ok(self.credentials.clone())
+    }
+}
+
+/// A static bearer token: `Authorization: Bearer <token>`.
+#[derive(Debug, Clone)]
+pub struct BearerToken {
+    credentials: Credentials,
+}
+
+impl BearerToken {
+    /// The token given in the configuration (`bearer_token`).
+    pub fn new(server: &str, token: &Secret) -> Result<Self, AuthError> {
+        Ok(Self {
+            credentials: Credentials::bearer(server, token)?,
+        })
+    }
+
+    /// The token read from environment variable `variable` now (`bearer_token_env`; call it
+    /// when the session opens). An unset variable is [`AuthError::MissingEnv`], naming the
+    /// server and the variable.
+    pub fn from_env(server: &str, variable: &str) -> Result<Self, AuthError> {
+        let token = SecretSource::Env(variable.to_owned())
+            .resolve()
+            .ok_or_else(|| AuthError::MissingEnv {
+                server: server.to_owned(),
+                variable: variable.to_owned(),
+            })?;
+        Self::new(server, &token)
+    }
+
+    /// The token from either source.
+    pub fn from_source(server: &str, source: &SecretSource) -> Result<Self, AuthError> {
+        match source {
+            SecretSource::Env(variable) => Self::from_env(server, variable),
+            other => {
+                let token = other.resolve().ok_or_else(|| AuthError::Provider {
+                    server: server.to_owned(),
+                    message: "the bearer token could not be resolved".to_owned(),
+                    source: None,
+                })?;
+                Self::new(server, &token)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl AuthProvider for BearerToken {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        Ok(self.credentials.clone())
+    }
+}
+
+/// Several providers, asked in order; a later provider's header replaces an earlier one of the
+/// same name.
+///
+/// `on_unauthorized` asks every provider (each at most once) and retries when any of them
+/// answers [`OnUnauthorized::Retry`].
+#[derive(Debug, Clone, Default)]
+pub struct Chain {
+    providers: Vec<Arc<dyn AuthProvider>>,
+}
+
+impl Chain {
+    /// A chain of `providers`.
+    pub fn new(providers: Vec<Arc<dyn AuthProvider>>) -> Self {
+        Self { providers }
+    }
+}
+
+#[async_trait]
+impl AuthProvider for Chain {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        let mut all = Credentials::none();
+        for provider in &self.providers {
+            for (name, value) in provider.credentials().await?.headers {
+                all = all.with_header(name, value);
+            }
+        }
+        Ok(all)
+    }
+
+    async fn on_unauthorized(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: Option<&str>,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let mut decision = OnUnauthorized::Fail;
+        for provider in &self.providers {
+            if provider.on_unauthorized(rejected, www_authenticate).await? == OnUnauthorized::Retry
+            {
+                decision = OnUnauthorized::Retry;
+            }
+        }
+        Ok(decision)
+    }
+}
+
+/// The provider `auth` asks for, for server `server`: its `headers` and its bearer token
+/// (`bearer_token_env` is read now). A header set twice (say `Authorization` in `headers`
+/// and a bearer token) is [`AuthError::DuplicateHeader`]; OAuth2 client credentials are
+/// [`AuthError::Unsupported`] in this build.
+///
+/// ```
+/// use mcp_auth::{AuthError, from_spec};
+/// use mcp_config::{AuthSpec, SecretSource};
+///
+/// let mut spec = AuthSpec::default();
+/// spec.bearer = Some(SecretSource::Env("MCP_AUTH_DOC_UNSET_TOKEN".into()));
+/// let err = from_spec("docs", &spec).unwrap_err();
+/// assert!(matches!(err, AuthError::MissingEnv { .. }));
+/// assert!(err.to_string().contains("MCP_AUTH_DOC_UNSET_TOKEN"));
+/// assert!(err.to_string().contains("docs"));
+/// ```
+pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
+    if auth.oauth_client_credentials.is_some() {
+        return Err(AuthError::Unsupported {
+            server: server.to_owned(),
+            method: "OAuth2 client credentials",
+        });
+    }
+    let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;
+    if let Some(source) = &auth.bearer {
+        credentials = credentials.merge_strict(
+            server,
+            BearerToken::from_source(server, source)?.credentials,
+        )?;
+    }
+    if credentials.is_empty() {
+        return Ok(Arc::new(NoAuth));
+    }
+    Ok(Arc::new(StaticHeaders { credentials }))
+}
+
+#[cfg(test)]
+mod tests;
