@@ -11,7 +11,7 @@ use crate::parse::{
     Dialect, as_bool, as_str, check_name, expect_object, field, is_disabled, parse_http_url,
     parse_server, parse_timeout, reject_unknown,
 };
-use crate::path::{JsonPath, Problems, did_you_mean, shown};
+use crate::path::{JsonPath, Problems, did_you_mean};
 use crate::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, ServerSpec,
     SpecOrigin, TransportSpec,
@@ -237,8 +237,7 @@ impl PartialFailure {
                 path,
                 ProblemKind::InvalidValue,
                 format!(
-                    "unknown partial-failure policy {}: use `fail_fast` or `skip_unavailable`{}",
-                    shown(word),
+                    "unknown partial-failure policy: use `fail_fast` or `skip_unavailable`{}",
                     did_you_mean(word, Self::WORDS)
                 ),
             );
@@ -327,7 +326,7 @@ pub(crate) struct Layer {
     /// For messages: "the environment" or the file's path.
     pub(crate) label: String,
     pub(crate) file: Option<PathBuf>,
-    /// Each server with the path of its entry.
+    /// Each server with the path of its name (`servers[0].name`, or the key `mcpServers.git`).
     pub(crate) servers: Vec<(ServerSpec, JsonPath)>,
     pub(crate) connect_timeout: Option<Duration>,
     pub(crate) tool_server_name: Option<String>,
@@ -421,7 +420,7 @@ impl Layer {
             if let Some(spec) =
                 parse_server(item, &at, Dialect::Native, None, SpecOrigin::Operator, p)
             {
-                self.servers.push((spec, at));
+                self.servers.push((spec, at.key("name")));
             }
         }
     }
@@ -452,14 +451,14 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
                 let mut problem = Problem::new(
                     at.as_str(),
                     ProblemKind::DuplicateName,
-                    format!("server `{}` is defined twice (first in {first})", spec.name),
+                    format!("server `{}` is defined twice (first at {first})", spec.name),
                 );
                 problem.file = layer.file.clone();
                 problems.push(problem);
                 continue;
             }
             let place = if layer.file.is_some() {
-                format!("{} at {at}", layer.label)
+                format!("{at} in {}", layer.label)
             } else {
                 at.to_string()
             };

@@ -18,7 +18,7 @@ pub enum ConfigError {
     /// One or more problems in the configuration or in a run's selection, all reported at once.
     #[error("invalid MCP configuration: {}", ProblemList(problems))]
     Invalid {
-        /// Every problem found, in document order.
+        /// Every problem found, grouped by source (the file, then the environment).
         problems: Vec<Problem>,
     },
     /// A config file could not be read.

@@ -319,10 +319,8 @@ pub(crate) fn expand(
             if !valid {
                 return Err((
                     ProblemKind::InvalidValue,
-                    format!(
-                        "`${{{}}}` is not a variable reference: use `${{NAME}}` or `${{NAME:-default}}`",
-                        name.chars().take(40).collect::<String>()
-                    ),
+                    "bad variable reference: use `${NAME}` or `${NAME:-default}` (and `$${` for a literal `${`)"
+                        .to_owned(),
                 ));
             }
             match (vars.get(name), default) {

@@ -211,8 +211,7 @@ fn transport_kind(
                     &at,
                     InvalidTransport,
                     format!(
-                        "unknown transport {}: use `stdio` or `streamable_http`{}",
-                        shown(other),
+                        "unknown transport: use `stdio` or `streamable_http`{}",
                         did_you_mean(other, ["stdio", "streamable_http"])
                     ),
                 );
@@ -239,7 +238,10 @@ fn transport_kind(
                 p.push(
                     &at,
                     InvalidTransport,
-                    format!("unknown type {}: use `stdio` or `http`", shown(other)),
+                    format!(
+                        "unknown type: use `stdio` or `http`{}",
+                        did_you_mean(other, ["stdio", "http"])
+                    ),
                 );
                 None
             }
@@ -424,8 +426,7 @@ fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuth
                     &at,
                     InvalidValue,
                     format!(
-                        "unknown token endpoint auth method {}: use one of {}{}",
-                        shown(other),
+                        "unknown token endpoint auth method: use one of {}{}",
                         METHODS.join(", "),
                         did_you_mean(other, METHODS)
                     ),

@@ -1,0 +1,392 @@
+//! Valid configurations load as expected: environment, files (own schema and `mcpServers`),
+//! precedence, per-run selection, the resolver, the boundary adapters and redaction.
+
+use std::time::Duration;
+
+use agent_core::RunInput;
+use mcp_config::{
+    Config, DefaultResolver, FileFormat, PartialFailure, SecretSource, ServerResolver, SpecOrigin,
+    TokenEndpointAuthMethod, TransportKind, TransportSpec, adapters,
+};
+use serde_json::{Value, json};
+
+const BEARER: &str = "bearer-SECRET-1f9a";
+const CLIENT_SECRET: &str = "client-SECRET-7c2e";
+const ENV_VALUE: &str = "ghp_SECRET-0b3d";
+const HEADER_VALUE: &str = "header-SECRET-55aa";
+
+fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn metadata(value: Value) -> RunInput {
+    RunInput::new("state", "instruction").with_metadata(value.as_object().unwrap().clone())
+}
+
+#[test]
+fn toml_file_in_the_own_schema() {
+    let (_dir, path) = write(
+        "mcp.toml",
+        r#"
+connect_timeout_seconds = 12
+partial_failure = "skip_unavailable"
+ssrf_guard = false
+
+[tool_server]
+name = "support-agent"
+
+[[servers]]
+name = "github"
+command = "github-mcp-server"
+args = ["stdio", "--read-only"]
+env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
+cwd = "${HOME}/work"
+call_timeout_seconds = 120
+
+[[servers]]
+name = "linear"
+url = "https://mcp.example.com/linear"
+headers = { X-Team = "${TEAM:-core}" }
+connect_timeout_seconds = 3.5
+
+[servers.auth.oauth_client_credentials]
+token_url = "https://auth.example.com/token"
+client_id = "agent"
+client_secret_env = "LINEAR_CLIENT_SECRET"
+scope = "read write"
+resource = "https://mcp.example.com"
+token_endpoint_auth_method = "client_secret_basic"
+
+[servers.tools]
+deny = ["delete_*"]
+pinned = ["search_issues"]
+"#,
+    );
+    let config = Config::load_with_vars(
+        [("GITHUB_TOKEN", ENV_VALUE), ("HOME", "/home/me")],
+        Some(&path),
+    )
+    .unwrap();
+    assert_eq!(config.connect_timeout, Duration::from_secs(12));
+    assert_eq!(config.partial_failure, PartialFailure::SkipUnavailable);
+    assert!(!config.inline.ssrf_guard);
+    assert_eq!(config.tool_server.name, "support-agent");
+
+    let github = config.server("github").unwrap();
+    let TransportSpec::Stdio(stdio) = &github.transport else {
+        panic!("github is stdio")
+    };
+    assert_eq!(stdio.command, "github-mcp-server");
+    assert_eq!(stdio.args, ["stdio", "--read-only"]);
+    assert_eq!(stdio.env["GITHUB_TOKEN"].expose(), ENV_VALUE);
+    assert_eq!(
+        stdio.cwd.as_deref(),
+        Some(std::path::Path::new("/home/me/work"))
+    );
+    assert_eq!(github.call_timeout, Duration::from_secs(120));
+    assert_eq!(github.origin, SpecOrigin::Operator);
+
+    let linear = config.server("linear").unwrap();
+    let TransportSpec::StreamableHttp(http) = &linear.transport else {
+        panic!("linear is HTTP")
+    };
+    assert_eq!(http.url.as_str(), "https://mcp.example.com/linear");
+    assert_eq!(http.headers["X-Team"].expose(), "core");
+    assert_eq!(linear.connect_timeout, Some(Duration::from_millis(3500)));
+    let oauth = linear.auth.oauth_client_credentials.as_ref().unwrap();
+    assert_eq!(
+        oauth.client_secret,
+        SecretSource::Env("LINEAR_CLIENT_SECRET".into())
+    );
+    assert_eq!(oauth.scope.as_deref(), Some("read write"));
+    assert_eq!(
+        oauth.token_endpoint_auth_method,
+        Some(TokenEndpointAuthMethod::ClientSecretBasic)
+    );
+    assert!(!linear.tools.allows("delete_issue"));
+    assert!(linear.tools.allows("search_issues"));
+    assert!(linear.tools.is_pinned("search_issues"));
+}
+
+#[test]
+fn json_file_with_mcp_servers() {
+    let (_dir, path) = write(
+        "claude_desktop_config.json",
+        r#"{"mcpServers": {
+            "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+            "remote": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "off": {"command": "whatever", "disabled": true, "unknown_but_skipped": 1}
+        }}"#,
+    );
+    let config = Config::load_with_vars([("TOKEN", BEARER)], Some(&path)).unwrap();
+    let names: Vec<_> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["filesystem", "remote"]);
+    assert_eq!(config.servers[0].kind(), TransportKind::Stdio);
+    assert_eq!(config.servers[1].kind(), TransportKind::StreamableHttp);
+    let TransportSpec::StreamableHttp(http) = &config.servers[1].transport else {
+        unreachable!()
+    };
+    assert_eq!(
+        http.headers["Authorization"].expose(),
+        format!("Bearer {BEARER}")
+    );
+}
+
+#[test]
+fn environment_wins_over_the_file_and_servers_accumulate() {
+    let (_dir, path) = write(
+        "mcp.json",
+        r#"{"servers": [{"name": "a", "command": "a-mcp"}],
+            "connect_timeout_seconds": 10, "partial_failure": "skip_unavailable"}"#,
+    );
+    let config = Config::load_with_vars(
+        [
+            (
+                "MCP_AGENT__SERVERS",
+                r#"[{"name": "b", "url": "https://b.example.com"}]"#,
+            ),
+            ("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "4"),
+        ],
+        Some(&path),
+    )
+    .unwrap();
+    let names: Vec<_> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(config.connect_timeout, Duration::from_secs(4));
+    assert_eq!(config.partial_failure, PartialFailure::SkipUnavailable);
+}
+
+#[test]
+fn selection_semantics() {
+    let config = Config::from_env_vars([
+        (
+            "MCP_AGENT__SERVERS",
+            r#"[{"name": "git", "command": "git-mcp", "connect_timeout_seconds": 2},
+                {"name": "web", "url": "https://web.example.com/mcp"}]"#,
+        ),
+        ("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "9"),
+    ])
+    .unwrap();
+    let names = |input: RunInput| -> Vec<String> {
+        config
+            .resolve(&input)
+            .unwrap()
+            .servers
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    };
+    assert_eq!(
+        names(RunInput::new("s", "i")),
+        ["git", "web"],
+        "omitted: all"
+    );
+    assert_eq!(
+        names(metadata(json!({"mcp": {}}))),
+        ["git", "web"],
+        "no servers key: all"
+    );
+    assert!(
+        names(metadata(json!({"mcp": {"servers": []}}))).is_empty(),
+        "[]: none"
+    );
+    assert_eq!(
+        names(metadata(json!({"mcp": {"servers": ["web", "git"]}}))),
+        ["web", "git"]
+    );
+    assert!(names(metadata(json!({"mcp": {"allow_mcp": false}}))).is_empty());
+
+    let run = config
+        .resolve(&metadata(json!({"mcp": {"servers": [
+            "git",
+            {"name": "tenant", "url": "https://tenant.example.com/mcp",
+             "auth": {"bearer_token": BEARER}, "origin": null}
+        ]}})))
+        .unwrap_err();
+    // `origin` is not a field a caller can set.
+    assert_eq!(run.problems()[0].path, "metadata.mcp.servers[1].origin");
+
+    let run = config
+        .resolve(&metadata(json!({"mcp": {"servers": [
+            "git",
+            {"name": "tenant", "url": "https://tenant.example.com/mcp", "auth": {"bearer_token": BEARER}}
+        ]}})))
+        .unwrap();
+    assert_eq!(run.servers[0].origin, SpecOrigin::Operator);
+    assert_eq!(run.servers[1].origin, SpecOrigin::Inline);
+    assert_eq!(run.servers[0].connect_timeout, Some(Duration::from_secs(2)));
+    assert_eq!(
+        run.servers[1].connect_timeout,
+        Some(Duration::from_secs(9)),
+        "the global default is filled in"
+    );
+    assert_eq!(run.options.connect_timeout, Duration::from_secs(9));
+
+    let by_name = config.select_names(["web"]).unwrap();
+    assert_eq!(by_name[0].name, "web");
+    assert!(config.select_names(["nope"]).is_err());
+}
+
+#[test]
+fn allow_mcp_and_partial_failure_per_run() {
+    let config = Config::from_env_vars([
+        (
+            "MCP_AGENT__SERVERS",
+            r#"[{"name": "git", "command": "git-mcp"}]"#,
+        ),
+        ("MCP_AGENT__REQUIRE_ALLOW_MCP", "true"),
+    ])
+    .unwrap();
+    let run = config.resolve(&RunInput::new("s", "i")).unwrap();
+    assert!(
+        !run.options.allow_mcp && run.servers.is_empty(),
+        "opt-in required"
+    );
+    let run = config
+        .resolve(&metadata(
+            json!({"mcp": {"allow_mcp": true, "partial_failure": "skip_unavailable"}}),
+        ))
+        .unwrap();
+    assert!(run.options.allow_mcp);
+    assert_eq!(run.servers.len(), 1);
+    assert_eq!(run.options.partial_failure, PartialFailure::SkipUnavailable);
+    assert_eq!(
+        config
+            .resolve(&RunInput::new("s", "i"))
+            .unwrap()
+            .options
+            .partial_failure,
+        PartialFailure::FailFast
+    );
+}
+
+#[tokio::test]
+async fn the_default_resolver_is_replaceable() {
+    let config = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        r#"[{"name": "git", "command": "git-mcp"}]"#,
+    )])
+    .unwrap();
+    let resolver: Box<dyn ServerResolver> = Box::new(DefaultResolver::new(config));
+    let run = resolver
+        .resolve("agent", &metadata(json!({"mcp": {"servers": ["git"]}})))
+        .await
+        .unwrap();
+    assert_eq!(run.servers[0].name, "git");
+    let err = resolver
+        .resolve("agent", &metadata(json!({"mcp": {"servers": ["nope"]}})))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("`nope`"), "{err}");
+}
+
+#[test]
+fn boundary_adapters_give_the_same_metadata() {
+    let mcp = json!({"servers": ["git", {"name": "t", "url": "https://t.example.com/mcp"}],
+                     "partial_failure": "skip_unavailable"});
+    let from_ag_ui =
+        adapters::from_ag_ui_forwarded_props(&json!({"mcp": mcp.clone(), "other": 1})).unwrap();
+    let from_a2a = adapters::from_a2a_parts(&[
+        json!({"kind": "text", "text": "hello"}),
+        json!({"kind": "data", "data": {"mcp": mcp.clone()}}),
+    ])
+    .unwrap();
+    assert_eq!(from_ag_ui, from_a2a);
+    assert_eq!(Value::Object(from_ag_ui.clone()), json!({ "mcp": mcp }));
+
+    let config = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        r#"[{"name": "git", "command": "git-mcp"}]"#,
+    )])
+    .unwrap();
+    let mut input = RunInput::new("s", "i");
+    input.metadata.insert("trace".into(), json!("abc"));
+    input.metadata.extend(from_ag_ui);
+    let run = config.resolve(&input).unwrap();
+    assert_eq!(run.servers.len(), 2);
+    assert_eq!(run.options.partial_failure, PartialFailure::SkipUnavailable);
+}
+
+#[test]
+fn parse_from_text() {
+    let config = Config::parse(
+        "[[servers]]\nname = \"x\"\nurl = \"https://x.example.com\"\n",
+        FileFormat::Toml,
+        std::iter::empty::<(String, String)>(),
+    )
+    .unwrap();
+    assert_eq!(config.servers[0].name, "x");
+    let config = Config::from_json(&json!({"servers": [], "require_allow_mcp": true})).unwrap();
+    assert!(config.require_allow_mcp);
+}
+
+// ---- redaction -----------------------------------------------------------------------------
+
+fn config_with_secrets() -> Config {
+    let (_dir, path) = write(
+        "mcp.json",
+        &json!({"servers": [
+            {"name": "bearer", "url": "https://a.example.com/mcp",
+             "headers": {"X-Api-Key": HEADER_VALUE},
+             "auth": {"bearer_token": BEARER, "headers": {"X-Other": HEADER_VALUE}}},
+            {"name": "oauth", "url": "https://b.example.com/mcp",
+             "auth": {"oauth_client_credentials": {"client_id": "c", "client_secret": "${CLIENT_SECRET}"}}},
+            {"name": "stdio", "command": "x", "env": {"TOKEN": ENV_VALUE}}
+        ]})
+        .to_string(),
+    );
+    Config::load_with_vars([("CLIENT_SECRET", CLIENT_SECRET)], Some(&path)).unwrap()
+}
+
+fn assert_no_secret(text: &str) {
+    for secret in [BEARER, CLIENT_SECRET, ENV_VALUE, HEADER_VALUE] {
+        assert!(!text.contains(secret), "{secret} leaked in: {text}");
+    }
+}
+
+#[test]
+fn debug_and_serialize_never_show_secrets() {
+    let config = config_with_secrets();
+    // The secrets are there…
+    let oauth = config
+        .server("oauth")
+        .unwrap()
+        .auth
+        .oauth_client_credentials
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        oauth.client_secret,
+        SecretSource::Inline(CLIENT_SECRET.into())
+    );
+    // …and never printed.
+    assert_no_secret(&format!("{config:?}"));
+    assert_no_secret(&format!("{config:#?}"));
+    let json = serde_json::to_string(&config).unwrap();
+    assert_no_secret(&json);
+    assert!(json.contains("[REDACTED]"));
+    let run = config.resolve(&RunInput::new("s", "i")).unwrap();
+    assert_no_secret(&format!("{run:?}"));
+}
+
+#[test]
+fn error_messages_never_show_secrets() {
+    let err = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        json!([
+            {"name": "a b", "url": format!("https://x.example.com/?k={BEARER}"),
+             "headers": {"X-Key": format!("{HEADER_VALUE}\r\nInjected: 1")},
+             "auth": {"bearer_token": BEARER, "bearer_token_env": "T"}},
+            {"name": "c", "url": format!("ftp://{CLIENT_SECRET}@x.example.com/")},
+            {"name": "d", "command": "x", "env": {"TOKEN": ENV_VALUE}, "transport": ENV_VALUE}
+        ])
+        .to_string(),
+    )])
+    .unwrap_err();
+    assert!(err.problems().len() >= 4, "{err}");
+    assert_no_secret(&err.to_string());
+    assert_no_secret(&format!("{err:?}"));
+}

@@ -1,0 +1,565 @@
+//! Every bad input is refused with the right kind of problem at the right path.
+//!
+//! One data-driven helper, [`check`]: each test gives an input (environment, a config file, or
+//! a run against a configuration) beside the exact list of `(kind, path)` it must produce.
+
+use agent_core::RunInput;
+use mcp_config::{Config, ConfigError, ProblemKind, ProblemKind::*};
+use serde_json::{Value, json};
+
+/// Where the bad input comes from.
+enum Input {
+    /// `MCP_AGENT__…` variables.
+    Env(Vec<(&'static str, &'static str)>),
+    /// A config file with this name and text (`HOME` is the only variable set).
+    File(&'static str, &'static str),
+    /// A run with this metadata, against servers configured by `MCP_AGENT__SERVERS` plus
+    /// extra variables.
+    Run {
+        env: &'static [(&'static str, &'static str)],
+        metadata: Value,
+    },
+}
+
+const CONFIGURED: &str = r#"[{"name": "git", "command": "git-mcp"},
+                            {"name": "web", "url": "https://web.example.com/mcp"}]"#;
+
+fn run(metadata: Value) -> Input {
+    Input::Run { env: &[], metadata }
+}
+
+fn load(input: &Input) -> Result<(), ConfigError> {
+    match input {
+        Input::Env(vars) => Config::from_env_vars(vars.iter().copied()).map(drop),
+        Input::File(name, text) => {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let result = Config::load_with_vars([("HOME", "/home/test")], Some(&path));
+            if let Err(ConfigError::Invalid { problems }) = &result {
+                for p in problems {
+                    assert_eq!(p.file.as_deref(), Some(path.as_path()), "{p}");
+                }
+            }
+            result.map(drop)
+        }
+        Input::Run { env, metadata } => {
+            let vars = env
+                .iter()
+                .copied()
+                .chain([("MCP_AGENT__SERVERS", CONFIGURED)]);
+            let config = Config::from_env_vars(vars).expect("the configured servers are valid");
+            let input = RunInput::new("state", "instruction")
+                .with_metadata(json!({ "mcp": metadata }).as_object().unwrap().clone());
+            config.resolve(&input).map(drop)
+        }
+    }
+}
+
+/// Loads `input` and asserts it fails with exactly `expected`, in order.
+#[track_caller]
+fn check(input: Input, expected: &[(ProblemKind, &str)]) {
+    let err = load(&input).expect_err("the input should be refused");
+    let problems = err.problems();
+    let got: Vec<(ProblemKind, &str)> =
+        problems.iter().map(|p| (p.kind, p.path.as_str())).collect();
+    assert_eq!(got, expected, "all problems: {err}");
+    let text = err.to_string();
+    for p in problems {
+        assert!(!p.message.is_empty());
+        assert!(text.contains(&p.path), "`{text}` does not name {}", p.path);
+    }
+}
+
+fn env_servers(json: &'static str) -> Input {
+    Input::Env(vec![("MCP_AGENT__SERVERS", json)])
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+#[test]
+fn empty_name() {
+    check(
+        env_servers(r#"[{"name": "", "command": "x"}]"#),
+        &[(EmptyName, "MCP_AGENT__SERVERS[0].name")],
+    );
+}
+
+#[test]
+fn name_with_a_space() {
+    check(
+        env_servers(r#"[{"name": "my server", "command": "x"}]"#),
+        &[(InvalidName, "MCP_AGENT__SERVERS[0].name")],
+    );
+}
+
+#[test]
+fn name_with_double_underscore() {
+    check(
+        env_servers(r#"[{"name": "git__hub", "command": "x"}]"#),
+        &[(DoubleUnderscore, "MCP_AGENT__SERVERS[0].name")],
+    );
+}
+
+#[test]
+fn missing_name() {
+    check(
+        env_servers(r#"[{"command": "x"}]"#),
+        &[(MissingField, "MCP_AGENT__SERVERS[0].name")],
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    check(
+        env_servers(
+            r#"[{"name": "git", "command": "a"}, {"name": "web", "url": "https://x.example"},
+                {"name": "git", "command": "b"}]"#,
+        ),
+        &[(DuplicateName, "MCP_AGENT__SERVERS[2].name")],
+    );
+}
+
+#[test]
+fn duplicate_names_across_file_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(&path, "[[servers]]\nname = \"git\"\ncommand = \"a\"\n").unwrap();
+    let err = Config::load_with_vars(
+        [("MCP_AGENT__SERVERS", r#"[{"name": "git", "command": "b"}]"#)],
+        Some(&path),
+    )
+    .unwrap_err();
+    let p = &err.problems()[0];
+    assert_eq!(
+        (p.kind, p.path.as_str()),
+        (DuplicateName, "MCP_AGENT__SERVERS[0].name")
+    );
+    assert!(
+        p.message.contains("`git`") && p.message.contains("mcp.toml"),
+        "{p}"
+    );
+}
+
+// ---- transports ----------------------------------------------------------------------------
+
+#[test]
+fn stdio_without_command() {
+    check(
+        env_servers(r#"[{"name": "git", "transport": "stdio", "args": ["x"]}]"#),
+        &[(MissingField, "MCP_AGENT__SERVERS[0].command")],
+    );
+}
+
+#[test]
+fn neither_command_nor_url() {
+    check(
+        env_servers(r#"[{"name": "git"}]"#),
+        &[(MissingField, "MCP_AGENT__SERVERS[0]")],
+    );
+}
+
+#[test]
+fn http_without_url() {
+    check(
+        env_servers(
+            r#"[{"name": "web", "transport": "streamable_http", "headers": {"X-A": "b"}}]"#,
+        ),
+        &[(MissingField, "MCP_AGENT__SERVERS[0].url")],
+    );
+}
+
+#[test]
+fn ftp_url() {
+    check(
+        env_servers(r#"[{"name": "web", "url": "ftp://files.example.com/mcp"}]"#),
+        &[(UnsupportedScheme, "MCP_AGENT__SERVERS[0].url")],
+    );
+}
+
+#[test]
+fn unknown_transport() {
+    check(
+        env_servers(r#"[{"name": "web", "transport": "sse", "url": "https://x.example"}]"#),
+        &[(InvalidTransport, "MCP_AGENT__SERVERS[0].transport")],
+    );
+}
+
+#[test]
+fn fields_of_the_other_transport() {
+    check(
+        env_servers(
+            r#"[{"name": "git", "transport": "stdio", "command": "x", "url": "https://x.example"}]"#,
+        ),
+        &[(NotApplicable, "MCP_AGENT__SERVERS[0].url")],
+    );
+}
+
+#[test]
+fn unknown_field_comand() {
+    let input = env_servers(r#"[{"name": "git", "transport": "stdio", "comand": "git-mcp"}]"#);
+    let err = load(&input).unwrap_err();
+    assert!(err.to_string().contains("did you mean `command`?"), "{err}");
+    check(
+        input,
+        &[
+            (UnknownField, "MCP_AGENT__SERVERS[0].comand"),
+            (MissingField, "MCP_AGENT__SERVERS[0].command"),
+        ],
+    );
+}
+
+#[test]
+fn unknown_fields_at_every_level() {
+    check(
+        env_servers(
+            r#"[{"name": "web", "url": "https://x.example",
+                 "auth": {"bearer_tokn": "t", "oauth_client_credentials":
+                          {"client_id": "c", "client_secret": "s", "scopes": "a"}},
+                 "tools": {"allowed": ["x"]}}]"#,
+        ),
+        &[
+            (UnknownField, "MCP_AGENT__SERVERS[0].auth.bearer_tokn"),
+            (
+                UnknownField,
+                "MCP_AGENT__SERVERS[0].auth.oauth_client_credentials.scopes",
+            ),
+            (UnknownField, "MCP_AGENT__SERVERS[0].tools.allowed"),
+        ],
+    );
+}
+
+// ---- timeouts ------------------------------------------------------------------------------
+
+#[test]
+fn negative_timeout() {
+    check(
+        env_servers(r#"[{"name": "git", "command": "x", "call_timeout_seconds": -5}]"#),
+        &[(InvalidTimeout, "MCP_AGENT__SERVERS[0].call_timeout_seconds")],
+    );
+}
+
+#[test]
+fn zero_timeout() {
+    check(
+        env_servers(r#"[{"name": "git", "command": "x", "connect_timeout_seconds": 0}]"#),
+        &[(
+            InvalidTimeout,
+            "MCP_AGENT__SERVERS[0].connect_timeout_seconds",
+        )],
+    );
+    check(
+        Input::Env(vec![("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "0")]),
+        &[(InvalidTimeout, "MCP_AGENT__CONNECT_TIMEOUT_SECONDS")],
+    );
+}
+
+#[test]
+fn timeout_that_is_not_a_number() {
+    check(
+        env_servers(r#"[{"name": "git", "command": "x", "call_timeout_seconds": "60"}]"#),
+        &[(WrongType, "MCP_AGENT__SERVERS[0].call_timeout_seconds")],
+    );
+}
+
+// ---- the environment -----------------------------------------------------------------------
+
+#[test]
+fn servers_variable_not_json() {
+    let input = Input::Env(vec![("MCP_AGENT__SERVERS", "[{name: git}]")]);
+    let err = load(&input).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("MCP_AGENT__SERVERS is not valid JSON"),
+        "{err}"
+    );
+    check(input, &[(Syntax, "MCP_AGENT__SERVERS")]);
+}
+
+#[test]
+fn servers_variable_not_an_array() {
+    check(
+        Input::Env(vec![(
+            "MCP_AGENT__SERVERS",
+            r#"{"name": "git", "command": "x"}"#,
+        )]),
+        &[(WrongType, "MCP_AGENT__SERVERS")],
+    );
+}
+
+#[test]
+fn unknown_variable_with_the_prefix() {
+    check(
+        Input::Env(vec![("MCP_AGENT__CONECT_TIMEOUT_SECONDS", "3")]),
+        &[(UnknownField, "MCP_AGENT__CONECT_TIMEOUT_SECONDS")],
+    );
+}
+
+// ---- files ---------------------------------------------------------------------------------
+
+#[test]
+fn unset_variable_without_default() {
+    check(
+        Input::File(
+            "mcp.toml",
+            "[[servers]]\nname = \"git\"\ncommand = \"${UNSET}/bin/git-mcp\"\n",
+        ),
+        &[(UndefinedVariable, "servers[0].command")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.json");
+    std::fs::write(
+        &path,
+        r#"{"servers": [{"name": "git", "command": "${UNSET}"}]}"#,
+    )
+    .unwrap();
+    let err = Config::load_with_vars([("HOME", "/")], Some(&path)).unwrap_err();
+    assert!(err.to_string().contains("`UNSET`"), "{err}");
+}
+
+#[test]
+fn mcp_servers_entry_with_command_and_url() {
+    check(
+        Input::File(
+            "claude_desktop_config.json",
+            r#"{"mcpServers": {
+                "ok": {"command": "ok-mcp"},
+                "git": {"command": "git-mcp", "url": "https://git.example.com/mcp"}
+            }}"#,
+        ),
+        &[(ConflictingFields, "mcpServers.git")],
+    );
+}
+
+#[test]
+fn mcp_servers_bad_key_and_legacy_sse() {
+    check(
+        Input::File(
+            "mcp.json",
+            r#"{"mcpServers": {
+                "my server": {"command": "x"},
+                "old": {"type": "sse", "url": "https://old.example.com/sse"}
+            }}"#,
+        ),
+        &[
+            (InvalidName, r#"mcpServers["my server"]"#),
+            (InvalidTransport, "mcpServers.old.type"),
+        ],
+    );
+}
+
+#[test]
+fn file_syntax_errors() {
+    check(
+        Input::File("mcp.json", r#"{"servers": [}"#),
+        &[(Syntax, "")],
+    );
+    check(Input::File("mcp.toml", "servers = [\n"), &[(Syntax, "")]);
+}
+
+#[test]
+fn unknown_top_level_key_in_a_file() {
+    check(
+        Input::File("mcp.toml", "server = []\n"),
+        &[(UnknownField, "server")],
+    );
+}
+
+#[test]
+fn unsupported_file_format_and_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("mcp.yaml");
+    std::fs::write(&yaml, "servers: []").unwrap();
+    let err = Config::load_with_vars([("A", "b")], Some(&yaml)).unwrap_err();
+    assert!(
+        matches!(err, ConfigError::UnsupportedFormat { .. }),
+        "{err}"
+    );
+    let missing = dir.path().join("missing.toml");
+    let err = Config::load_with_vars([("A", "b")], Some(&missing)).unwrap_err();
+    assert!(matches!(err, ConfigError::Io { .. }), "{err}");
+}
+
+// ---- per-run selection ---------------------------------------------------------------------
+
+#[test]
+fn unknown_server_name_in_a_run() {
+    check(
+        run(json!({"servers": ["git", "github"]})),
+        &[(UnknownServer, "metadata.mcp.servers[1]")],
+    );
+}
+
+#[test]
+fn inline_spec_shadowing_a_configured_name() {
+    check(
+        run(json!({"servers": [{"name": "web", "url": "https://evil.example.com/mcp"}]})),
+        &[(ShadowsConfigured, "metadata.mcp.servers[0].name")],
+    );
+}
+
+#[test]
+fn same_name_twice_in_one_run() {
+    check(
+        run(json!({"servers": ["git", "web", "git"]})),
+        &[(DuplicateName, "metadata.mcp.servers[2]")],
+    );
+    check(
+        run(json!({"servers": [
+            {"name": "t", "url": "https://a.example.com/mcp"},
+            {"name": "t", "url": "https://b.example.com/mcp"}
+        ]})),
+        &[(DuplicateName, "metadata.mcp.servers[1].name")],
+    );
+}
+
+#[test]
+fn bad_run_metadata_shapes() {
+    check(
+        run(json!({"servers": "git", "partial_failure": "skip", "allow_mcp": "yes", "sever": 1})),
+        &[
+            (UnknownField, "metadata.mcp.sever"),
+            (WrongType, "metadata.mcp.servers"),
+            (InvalidValue, "metadata.mcp.partial_failure"),
+            (WrongType, "metadata.mcp.allow_mcp"),
+        ],
+    );
+    check(
+        run(json!({"servers": [42]})),
+        &[(WrongType, "metadata.mcp.servers[0]")],
+    );
+    check(run(json!(["git"])), &[(WrongType, "metadata.mcp")]);
+}
+
+#[test]
+fn inline_spec_problems_have_run_paths() {
+    check(
+        run(json!({"servers": [{"name": "t", "url": "https://t.example.com", "comand": "x"}]})),
+        &[(UnknownField, "metadata.mcp.servers[0].comand")],
+    );
+}
+
+// ---- safe defaults for inline specs (A7) ---------------------------------------------------
+
+#[test]
+fn inline_stdio_without_opt_in() {
+    check(
+        run(json!({"servers": [{"name": "sh", "command": "sh", "args": ["-c", "id"]}]})),
+        &[(InlineStdio, "metadata.mcp.servers[0].transport")],
+    );
+    let err = load(&run(json!({"servers": [{"name": "sh", "command": "sh"}]}))).unwrap_err();
+    assert!(err.to_string().contains("server `sh`"), "{err}");
+}
+
+#[test]
+fn inline_bearer_token_env_without_opt_in() {
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"bearer_token_env": "OPERATOR_TOKEN"}
+        }]})),
+        &[(
+            InlineEnvSecret,
+            "metadata.mcp.servers[0].auth.bearer_token_env",
+        )],
+    );
+}
+
+#[test]
+fn inline_client_secret_env_without_opt_in() {
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"oauth_client_credentials": {"client_id": "c", "client_secret_env": "OPERATOR_SECRET"}}
+        }]})),
+        &[(
+            InlineEnvSecret,
+            "metadata.mcp.servers[0].auth.oauth_client_credentials.client_secret_env",
+        )],
+    );
+}
+
+#[test]
+fn inline_urls_to_internal_addresses_with_the_ssrf_guard() {
+    for url in [
+        "http://127.0.0.1:8080/mcp",
+        "http://10.0.0.5/mcp",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:3000/mcp",
+        "http://[fe80::1]/mcp",
+        "http://[fd12:3456::1]/mcp",
+        "http://[::ffff:192.168.0.1]/mcp",
+        "http://localhost:3000/mcp",
+        "http://0.0.0.0/mcp",
+    ] {
+        check(
+            run(json!({"servers": [{"name": "t", "url": url}]})),
+            &[(BlockedAddress, "metadata.mcp.servers[0].url")],
+        );
+    }
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"oauth_client_credentials": {
+                "client_id": "c", "client_secret": "s", "token_url": "http://169.254.169.254/token"
+            }}
+        }]})),
+        &[(
+            BlockedAddress,
+            "metadata.mcp.servers[0].auth.oauth_client_credentials.token_url",
+        )],
+    );
+}
+
+#[test]
+fn several_inline_problems_at_once() {
+    check(
+        run(json!({"servers": [
+            {"name": "a", "command": "sh"},
+            {"name": "b", "url": "http://127.0.0.1/", "auth": {"bearer_token_env": "X"}},
+            "nope"
+        ]})),
+        &[
+            (InlineStdio, "metadata.mcp.servers[0].transport"),
+            (BlockedAddress, "metadata.mcp.servers[1].url"),
+            (
+                InlineEnvSecret,
+                "metadata.mcp.servers[1].auth.bearer_token_env",
+            ),
+            (UnknownServer, "metadata.mcp.servers[2]"),
+        ],
+    );
+}
+
+#[test]
+fn opt_ins_lift_the_inline_restrictions() {
+    let config = Config::from_env_vars([
+        ("MCP_AGENT__ALLOW_INLINE_STDIO", "true"),
+        ("MCP_AGENT__ALLOW_INLINE_ENV_SECRETS", "true"),
+        ("MCP_AGENT__SSRF_GUARD", "false"),
+    ])
+    .unwrap();
+    let input = RunInput::new("s", "i").with_metadata(
+        json!({"mcp": {"servers": [
+            {"name": "a", "command": "sh"},
+            {"name": "b", "url": "http://127.0.0.1:9/mcp", "auth": {"bearer_token_env": "X"}}
+        ]}})
+        .as_object()
+        .unwrap()
+        .clone(),
+    );
+    let run = config.resolve(&input).unwrap();
+    assert_eq!(run.servers.len(), 2);
+}
+
+#[test]
+fn operator_specs_are_not_restricted() {
+    let config = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        r#"[{"name": "local", "url": "http://127.0.0.1:8080/mcp", "auth": {"bearer_token_env": "T"}},
+            {"name": "git", "command": "git-mcp"}]"#,
+    )])
+    .unwrap();
+    let run = config.resolve(&RunInput::new("s", "i")).unwrap();
+    assert_eq!(run.servers.len(), 2);
+}
