@@ -1,3 +1,7 @@
 //! The `mcp-agent` command-line tool.
 
-fn main() {}
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::run()
+}

@@ -1,0 +1,73 @@
+//! `mcp-agent config …`: inspect the configuration.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use mcp_config::{Config, ConfigError};
+
+use super::EXIT_INVALID_CONFIG;
+
+/// The `config` commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Load the environment (and a config file), check everything, and print the resolved
+    /// configuration as JSON with every secret redacted. Exits 2 listing every problem with
+    /// its path when the configuration is invalid.
+    Check {
+        /// A config file: `.toml` or `.json` (this tool's schema, or an `mcpServers` file).
+        /// `MCP_AGENT__…` variables are read too and win over the file's settings.
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// Runs a `config` command.
+pub(crate) fn run(cmd: ConfigCommand) -> ExitCode {
+    match cmd {
+        ConfigCommand::Check { file } => check(file),
+    }
+}
+
+fn check(file: Option<PathBuf>) -> ExitCode {
+    match Config::load(file.as_deref()) {
+        Ok(config) => {
+            // `Serialize` of the config redacts every secret.
+            match serde_json::to_string_pretty(&config) {
+                Ok(json) => {
+                    println!("{json}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: cannot print the configuration: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(err) => {
+            report(&err);
+            ExitCode::from(EXIT_INVALID_CONFIG)
+        }
+    }
+}
+
+/// Prints every problem on its own line: `[file: ]path: message [kind]`.
+fn report(err: &ConfigError) {
+    match err {
+        ConfigError::Invalid { problems } => {
+            let n = problems.len();
+            eprintln!(
+                "error: invalid MCP configuration ({n} problem{}):",
+                if n == 1 { "" } else { "s" }
+            );
+            for problem in problems {
+                let kind = serde_json::to_value(problem.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                eprintln!("  {problem} [{kind}]");
+            }
+        }
+        other => eprintln!("error: {other}"),
+    }
+}
