@@ -1,3 +1,71 @@
-//! Streamable HTTP transport for MCP sessions, on hyper + hyper-util.
+//! Streamable HTTP transport for MCP sessions (SPEC B2), on hyper + hyper-util with rustls.
 //!
-//! Status: not implemented yet; see `docs/ARCHITECTURE.md`.
+//! [`HttpConnector`] implements the client's [`Connector`](mcp_connector::Connector) trait:
+//! for each streamable HTTP [`ServerSpec`](mcp_config::ServerSpec) it builds an
+//! [`HttpClient`] — rmcp's `StreamableHttpClient` trait implemented on a pooled hyper-util
+//! client — and wraps it in rmcp's `StreamableHttpClientTransport`.
+//!
+//! # What happens where
+//!
+//! - **This crate** sends the requests: connection pooling (HTTP/1.1 keep-alive, HTTP/2 via
+//!   ALPN over TLS), `http` and `https` (rustls with the ring provider, Mozilla roots plus
+//!   [`HttpOptions::extra_root_certificates`]), per-request credentials from the
+//!   [`mcp_auth::AuthProvider`] hook with one retry after `401` when the hook asks for it,
+//!   JSON and SSE response bodies bounded by [`HttpOptions::max_response_bytes`] and
+//!   [`HttpOptions::max_sse_event_bytes`] (an error, never an unbounded buffer), and the
+//!   mapping of statuses onto rmcp's errors (404 on a session → `SessionExpired`).
+//! - **rmcp's worker** runs the protocol over it: `Mcp-Session-Id` and `MCP-Protocol-Version`
+//!   headers, the standalone GET stream, SSE resumption with `Last-Event-ID` honouring the
+//!   server's `retry` field, `DELETE` of the session when the transport closes (or is dropped),
+//!   and the **re-initialisation after HTTP 404**: it waits for the session's other requests,
+//!   replays the original `initialize` request and `notifications/initialized` without a
+//!   session id, adopts the new session id and protocol version, and resends every request
+//!   that failed with 404, once.
+//!
+//! # Limits of the 404 recovery
+//!
+//! - Each failed request is retried once; a 404 on the retry is returned as an error.
+//! - Control messages (cancellations, replies to server requests) are not retried.
+//! - A request of the old session still running when the recovery starts gets up to
+//!   [`HttpOptions::session_recovery_timeout`] to finish; if it does not, it fails (the server
+//!   may have processed it) rather than being sent twice.
+//! - Server-side state of the old session (subscriptions, pending server requests, events not
+//!   yet delivered on the GET stream) is lost; the new `initialize` result is not shown to the
+//!   client handler, so capability changes of the server go unnoticed until the next
+//!   `tools/list`. [`HttpClient::initializations`] counts the handshakes.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+//! use mcp_connector::Connector;
+//! use mcp_transport_http::{HttpConnector, HttpOptions};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let connector = HttpConnector::new(HttpOptions::default().with_max_response_bytes(1 << 20))?;
+//! let mut spec = ServerSpec::new(
+//!     "search",
+//!     TransportSpec::StreamableHttp(HttpSpec::new("http://127.0.0.1:8080/mcp".parse()?)),
+//! );
+//! spec.auth.bearer = Some(mcp_config::SecretSource::Env("SEARCH_TOKEN".into()));
+//! let connection = connector.connect(&spec).await?; // reads SEARCH_TOKEN now
+//! # drop(connection);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Architecture invariant
+//!
+//! Knows server specs, the auth hook and the connector seam; never the catalog or the
+//! orchestration. No reqwest anywhere in the dependency tree.
+
+mod client;
+mod connector;
+mod error;
+mod options;
+mod sse;
+
+pub use client::HttpClient;
+pub use connector::{AuthFactory, HttpConnector, HttpHandle};
+pub use error::{BoxError, HttpError};
+pub use options::{DEFAULT_MAX_RESPONSE_BYTES, HttpOptions};

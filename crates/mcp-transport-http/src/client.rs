@@ -1,0 +1,693 @@
+//! rmcp's `StreamableHttpClient` on a pooled hyper-util client with rustls.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use http::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use mcp_auth::{AuthProvider, Credentials, OnUnauthorized};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, ServerJsonRpcMessage,
+};
+use rmcp::transport::common::http_header::{
+    EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
+};
+use rmcp::transport::streamable_http_client::{
+    AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
+    StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::{Error as SseError, Sse};
+
+use crate::error::HttpError;
+use crate::sse::bounded_sse;
+
+/// The pooled hyper client every session of a connector shares.
+pub(crate) type Pool = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+type Error = StreamableHttpError<HttpError>;
+
+/// The HTTP client of one server's session: rmcp's [`StreamableHttpClient`] over a pooled
+/// hyper-util client with rustls.
+///
+/// Built by [`HttpConnector::client`](crate::HttpConnector::client). Every request carries
+/// the credentials of its [`AuthProvider`] (asked anew for each request; the spec's static
+/// headers come first in that provider), then rmcp's protocol headers (`Mcp-Session-Id`, `MCP-Protocol-Version`,
+/// `Last-Event-ID`). A `401` asks the provider once and, on
+/// [`OnUnauthorized::Retry`], resends the request once. Response bodies are bounded: JSON by
+/// the transport's `max_json_response_size`, SSE per event by `max_sse_event_size`.
+///
+/// `Debug` shows the server and the auth hook's `Debug` (header names), never a header value.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: Arc<str>,
+    pool: Pool,
+    auth: Arc<dyn AuthProvider>,
+    default_limits: StreamableHttpResponseLimits,
+    initializations: AtomicUsize,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("server", &self.inner.server)
+            .field("auth", &self.inner.auth)
+            .field("limits", &self.inner.default_limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request, ready to be built again for a retry with fresh credentials.
+struct Template {
+    method: Method,
+    uri: Arc<str>,
+    /// Protocol headers; they win over static headers and credentials.
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl HttpClient {
+    pub(crate) fn new(
+        server: &str,
+        pool: Pool,
+        auth: Arc<dyn AuthProvider>,
+        default_limits: StreamableHttpResponseLimits,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                server: Arc::from(server),
+                pool,
+                auth,
+                default_limits,
+                initializations: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The server this client talks to.
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// How many `initialize` requests this client has sent: 1 after the handshake, one more
+    /// for each transparent re-initialisation after an HTTP 404.
+    pub fn initializations(&self) -> usize {
+        self.inner.initializations.load(Ordering::Relaxed)
+    }
+
+    fn server_name(&self) -> String {
+        self.inner.server.to_string()
+    }
+
+    fn client_error(&self, error: HttpError) -> Error {
+        StreamableHttpError::Client(error)
+    }
+
+    async fn credentials(&self) -> Result<Credentials, Error> {
+        self.inner.auth.credentials().await.map_err(|source| {
+            self.client_error(HttpError::Auth {
+                server: self.server_name(),
+                source,
+            })
+        })
+    }
+
+    fn build(
+        &self,
+        template: &Template,
+        credentials: &Credentials,
+    ) -> Result<Request<Full<Bytes>>, Error> {
+        let mut request = Request::builder()
+            .method(template.method.clone())
+            .uri(template.uri.as_ref())
+            .body(Full::new(template.body.clone()))
+            .map_err(|source| {
+                self.client_error(HttpError::BuildRequest {
+                    server: self.server_name(),
+                    source,
+                })
+            })?;
+        let headers = request.headers_mut();
+        credentials.apply_to(headers);
+        for (name, value) in &template.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        Ok(request)
+    }
+
+    async fn execute(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, Error> {
+        self.inner.pool.request(request).await.map_err(|source| {
+            self.client_error(HttpError::Request {
+                server: self.server_name(),
+                source: Box::new(source),
+            })
+        })
+    }
+
+    /// Sends `template` with the provider's credentials. On 401: asks the provider once and,
+    /// if it says so, resends once with fresh credentials. A final 401 is
+    /// [`StreamableHttpError::AuthRequired`] (whose challenge may be empty).
+    async fn send(&self, template: &Template) -> Result<Response<Incoming>, Error> {
+        let credentials = self.credentials().await?;
+        let response = self.execute(self.build(template, &credentials)?).await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let challenge = header_text(response.headers(), &WWW_AUTHENTICATE);
+        // The body of a 401 is not needed; dropping it only costs the connection's reuse.
+        drop(response);
+        let decision = self
+            .inner
+            .auth
+            .on_unauthorized(&credentials, challenge.as_deref())
+            .await
+            .map_err(|source| {
+                self.client_error(HttpError::Auth {
+                    server: self.server_name(),
+                    source,
+                })
+            })?;
+        if decision != OnUnauthorized::Retry {
+            return Err(auth_required(challenge));
+        }
+        tracing::debug!(server = %self.inner.server, "HTTP 401: retrying once with fresh credentials");
+        let credentials = self.credentials().await?;
+        let response = self.execute(self.build(template, &credentials)?).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            return Err(auth_required(header_text(
+                response.headers(),
+                &WWW_AUTHENTICATE,
+            )));
+        }
+        Ok(response)
+    }
+
+    /// Reads a whole body of at most `max` bytes; a larger body is an error, not a buffer.
+    async fn read_bounded(&self, response: Response<Incoming>, max: usize) -> Result<Bytes, Error> {
+        let too_large = || {
+            self.client_error(HttpError::BodyTooLarge {
+                server: self.server_name(),
+                limit: max,
+            })
+        };
+        if content_length(response.headers()).is_some_and(|len| len > max as u64) {
+            return Err(too_large());
+        }
+        match Limited::new(response.into_body(), max).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
+            Err(source) => Err(self.client_error(HttpError::Body {
+                server: self.server_name(),
+                source,
+            })),
+        }
+    }
+
+    /// The first `max` bytes of a body, for an error message; the rest is not read.
+    async fn read_prefix(response: Response<Incoming>, max: usize) -> Vec<u8> {
+        let mut body = response.into_body();
+        let mut prefix = Vec::new();
+        while prefix.len() < max {
+            let Some(Ok(frame)) = body.frame().await else {
+                break;
+            };
+            if let Ok(data) = frame.into_data() {
+                let take = data.len().min(max - prefix.len());
+                prefix.extend_from_slice(&data[..take]);
+            }
+        }
+        prefix
+    }
+
+    fn unexpected(&self, what: String) -> Error {
+        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+            "server `{}`: {what}",
+            self.inner.server
+        )))
+    }
+
+    /// A non-success answer to a POST.
+    async fn failed_post(
+        &self,
+        message: &ClientJsonRpcMessage,
+        session_was_attached: bool,
+        response: Response<Incoming>,
+        limits: &StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let status = response.status();
+        let session_id = header_text(
+            response.headers(),
+            &HeaderName::from_static("mcp-session-id"),
+        );
+        if is_media_type(response.headers(), JSON_MIME_TYPE) && status != StatusCode::FORBIDDEN {
+            let body = self
+                .read_bounded(response, limits.max_json_response_size)
+                .await?;
+            let text = String::from_utf8_lossy(&body);
+            if let Ok(error @ JsonRpcMessage::Error(_)) =
+                serde_json::from_str::<ServerJsonRpcMessage>(&text)
+            {
+                return Ok(
+                    discover_rejection(message, session_was_attached, status, &text)
+                        .unwrap_or(StreamableHttpPostResponse::Json(error, session_id)),
+                );
+            }
+            return self.status_error(message, session_was_attached, status, None, &text);
+        }
+        let retry_after = header_text(response.headers(), &RETRY_AFTER);
+        let prefix = Self::read_prefix(response, limits.max_error_response_size).await;
+        self.status_error(
+            message,
+            session_was_attached,
+            status,
+            retry_after,
+            &String::from_utf8_lossy(&prefix),
+        )
+    }
+
+    fn status_error(
+        &self,
+        message: &ClientJsonRpcMessage,
+        session_was_attached: bool,
+        status: StatusCode,
+        retry_after: Option<String>,
+        body: &str,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        if let Some(response) = discover_rejection(message, session_was_attached, status, body) {
+            return Ok(response);
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
+                status.as_u16(),
+                retry_after,
+            )));
+        }
+        Err(self.unexpected(format!("HTTP {status}: {}", body.trim())))
+    }
+}
+
+fn auth_required(challenge: Option<String>) -> Error {
+    StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge.unwrap_or_default()))
+}
+
+fn insufficient_scope(challenge: String) -> Error {
+    let scope = scope_of(&challenge);
+    StreamableHttpError::InsufficientScope(InsufficientScopeError::new(challenge, scope))
+}
+
+/// The `scope` parameter of a `WWW-Authenticate` challenge (quoted or bare).
+fn scope_of(challenge: &str) -> Option<String> {
+    let start = challenge.find("scope=")? + "scope=".len();
+    let rest = &challenge[start..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next()?,
+        None => rest.split([',', ' ']).next()?,
+    };
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+fn header_text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Whether `Content-Type` is `expected`, ignoring case and parameters.
+fn is_media_type(headers: &HeaderMap, expected: &str) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(expected))
+}
+
+/// A sessionless `server/discover` refused with a 4xx: turned into a JSON-RPC error answering
+/// the request, so rmcp's lifecycle can fall back to `initialize`.
+fn discover_rejection(
+    message: &ClientJsonRpcMessage,
+    session_was_attached: bool,
+    status: StatusCode,
+    body: &str,
+) -> Option<StreamableHttpPostResponse> {
+    if session_was_attached
+        || !status.is_client_error()
+        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+    {
+        return None;
+    }
+    let JsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    if !matches!(request.request, ClientRequest::DiscoverRequest(_)) {
+        return None;
+    }
+    let error = match serde_json::from_str::<ServerJsonRpcMessage>(body) {
+        Ok(JsonRpcMessage::Error(error)) => error.error,
+        _ => ErrorData::invalid_request(format!("server/discover answered HTTP {status}"), None),
+    };
+    Some(StreamableHttpPostResponse::Json(
+        ServerJsonRpcMessage::error(error, Some(request.id.clone())),
+        None,
+    ))
+}
+
+fn protocol_headers(
+    accept: &'static str,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+    session_id: Option<&str>,
+    last_event_id: Option<&str>,
+    auth_header: Option<String>,
+) -> Result<HeaderMap, InvalidHeader> {
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    for (name, value) in custom_headers {
+        headers.insert(name, value);
+    }
+    if let Some(session_id) = session_id {
+        headers.insert(
+            HeaderName::from_static("mcp-session-id"),
+            HeaderValue::try_from(session_id).map_err(|_| InvalidHeader(HEADER_SESSION_ID))?,
+        );
+    }
+    if let Some(last_event_id) = last_event_id {
+        headers.insert(
+            HeaderName::from_static("last-event-id"),
+            HeaderValue::try_from(last_event_id)
+                .map_err(|_| InvalidHeader(HEADER_LAST_EVENT_ID))?,
+        );
+    }
+    if let Some(token) = auth_header {
+        let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+            .map_err(|_| InvalidHeader("Authorization"))?;
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+    }
+    Ok(headers)
+}
+
+/// A protocol header value that cannot be sent (named; the value is not kept).
+struct InvalidHeader(&'static str);
+
+impl HttpClient {
+    fn invalid_header(&self, InvalidHeader(name): InvalidHeader) -> Error {
+        self.unexpected(format!("the {name} value cannot be sent as an HTTP header"))
+    }
+
+    fn limits(&self) -> StreamableHttpResponseLimits {
+        self.inner.default_limits
+    }
+}
+
+fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_)))
+}
+
+fn awaits_no_response(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        JsonRpcMessage::Notification(_) | JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
+    )
+}
+
+impl StreamableHttpClient for HttpClient {
+    type Error = HttpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            self.limits(),
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut limits = self.limits();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let body = serde_json::to_vec(&message).map_err(|source| {
+            self.client_error(HttpError::Encode {
+                server: self.server_name(),
+                source,
+            })
+        })?;
+        let mut headers = protocol_headers(
+            "application/json, text/event-stream",
+            custom_headers,
+            session_id.as_deref(),
+            None,
+            auth_header,
+        )
+        .map_err(|e| self.invalid_header(e))?;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+        if is_initialize(&message) {
+            self.inner.initializations.fetch_add(1, Ordering::Relaxed);
+        }
+        let template = Template {
+            method: Method::POST,
+            uri,
+            headers,
+            body: Bytes::from(body),
+        };
+        let response = self.send(&template).await?;
+        let status = response.status();
+        let session_was_attached = session_id.is_some();
+
+        if status == StatusCode::FORBIDDEN
+            && let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE)
+        {
+            return Err(insufficient_scope(challenge));
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_was_attached {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        if !status.is_success() {
+            return self
+                .failed_post(&message, session_was_attached, response, &limits)
+                .await;
+        }
+
+        let new_session_id = header_text(
+            response.headers(),
+            &HeaderName::from_static("mcp-session-id"),
+        );
+        // Some servers answer a notification with an empty 200 instead of 202.
+        if awaits_no_response(&message) && content_length(response.headers()) == Some(0) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if is_media_type(response.headers(), EVENT_STREAM_MIME_TYPE) {
+            let events = bounded_sse(
+                response.into_body().into_data_stream(),
+                limits.max_sse_event_size,
+                self.inner.server.clone(),
+            );
+            return Ok(StreamableHttpPostResponse::Sse(events, new_session_id));
+        }
+        if is_media_type(response.headers(), JSON_MIME_TYPE) {
+            let body = self
+                .read_bounded(response, limits.max_json_response_size)
+                .await?;
+            return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session_id)),
+                Err(_) if awaits_no_response(&message) => Ok(StreamableHttpPostResponse::Accepted),
+                Err(source) => Err(StreamableHttpError::Deserialize(source)),
+            };
+        }
+        if awaits_no_response(&message) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        Err(StreamableHttpError::UnexpectedContentType(header_text(
+            response.headers(),
+            &CONTENT_TYPE,
+        )))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        let mut headers = protocol_headers(
+            "application/json, text/event-stream",
+            custom_headers,
+            Some(&session_id),
+            None,
+            auth_header,
+        )
+        .map_err(|e| self.invalid_header(e))?;
+        headers.remove(ACCEPT);
+        let template = Template {
+            method: Method::DELETE,
+            uri,
+            headers,
+            body: Bytes::new(),
+        };
+        let response = self.send(&template).await?;
+        match response.status() {
+            StatusCode::METHOD_NOT_ALLOWED => {
+                Err(StreamableHttpError::ServerDoesNotSupportDeleteSession)
+            }
+            // The server already forgot the session: nothing left to delete.
+            StatusCode::NOT_FOUND => Ok(()),
+            status if status.is_success() => Ok(()),
+            status => Err(self.unexpected(format!("DELETE of the session answered HTTP {status}"))),
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        let max = self.limits().max_sse_event_size;
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            max,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        let headers = protocol_headers(
+            EVENT_STREAM_MIME_TYPE,
+            custom_headers,
+            session_id.as_deref(),
+            last_event_id.as_deref(),
+            auth_header,
+        )
+        .map_err(|e| self.invalid_header(e))?;
+        let template = Template {
+            method: Method::GET,
+            uri,
+            headers,
+            body: Bytes::new(),
+        };
+        let response = self.send(&template).await?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if status == StatusCode::FORBIDDEN
+            && let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE)
+        {
+            return Err(insufficient_scope(challenge));
+        }
+        if status == StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        if !status.is_success() {
+            return Err(self.unexpected(format!("GET of the event stream answered HTTP {status}")));
+        }
+        if !is_media_type(response.headers(), EVENT_STREAM_MIME_TYPE) {
+            return Err(StreamableHttpError::UnexpectedContentType(header_text(
+                response.headers(),
+                &CONTENT_TYPE,
+            )));
+        }
+        Ok(bounded_sse(
+            response.into_body().into_data_stream(),
+            max_sse_event_size,
+            self.inner.server.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_is_read_from_challenges() {
+        for (challenge, expected) in [
+            (
+                r#"Bearer scope="files:read files:write", error="insufficient_scope""#,
+                Some("files:read files:write"),
+            ),
+            ("Bearer scope=read:data, error=x", Some("read:data")),
+            ("Bearer error=insufficient_scope", None),
+            (r#"Bearer scope="""#, None),
+        ] {
+            assert_eq!(scope_of(challenge).as_deref(), expected, "{challenge}");
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! A small HTTP server on 127.0.0.1 for the transport's tests: an rmcp streamable HTTP server
+//! (or a scripted handler) behind a layer that records every request.
+#![allow(dead_code, unreachable_pub)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::request::Parts;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+/// The bound on every test.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `f` under [`TEST_TIMEOUT`].
+pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(TEST_TIMEOUT, f)
+        .await
+        .expect("the test finished within its timeout")
+}
+
+/// Response bodies of the test server.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Answers one request (head and whole body).
+pub type Handler = Arc<dyn Fn(Parts, Bytes) -> BoxFuture<'static, Response<Body>> + Send + Sync>;
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// HTTP method.
+    pub method: Method,
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// The JSON-RPC method of a POST body, if any.
+    pub rpc: Option<String>,
+    /// The status of the response.
+    pub status: StatusCode,
+    /// The `Content-Type` of the response.
+    pub response_type: Option<String>,
+}
+
+impl Seen {
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A running server; dropped, it stops (the accept loop and every connection).
+pub struct Server {
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: url::Url,
+    log: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Server {
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// POSTs whose JSON-RPC method is `rpc`.
+    pub fn count_rpc(&self, rpc: &str) -> usize {
+        self.seen()
+            .iter()
+            .filter(|s| s.rpc.as_deref() == Some(rpc))
+            .count()
+    }
+
+    /// Requests with HTTP method `method`.
+    pub fn count_method(&self, method: &Method) -> usize {
+        self.seen().iter().filter(|s| s.method == *method).count()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// A spec for this server.
+    pub fn spec(&self, name: &str) -> ServerSpec {
+        ServerSpec::new(
+            name,
+            TransportSpec::StreamableHttp(HttpSpec::new(self.url.clone())),
+        )
+    }
+}
+
+/// Serves `handler` on an ephemeral port of 127.0.0.1 (HTTP/1.1 and h2c).
+pub async fn serve(handler: Handler) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let (task_log, task_connections) = (log.clone(), connections.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            task_connections.fetch_add(1, Ordering::SeqCst);
+            let (handler, log) = (handler.clone(), task_log.clone());
+            conns.spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let (handler, log) = (handler.clone(), log.clone());
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let rpc = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
+                                v.get("method").and_then(Value::as_str).map(str::to_owned)
+                            });
+                            let (method, headers) = (parts.method.clone(), parts.headers.clone());
+                            let response = handler(parts, body).await;
+                            log.lock().unwrap().push(Seen {
+                                method,
+                                headers,
+                                rpc,
+                                status: response.status(),
+                                response_type: response
+                                    .headers()
+                                    .get("content-type")
+                                    .and_then(|v| v.to_str().ok())
+                                    .map(str::to_owned),
+                            });
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Server {
+        url: format!("http://{addr}/mcp").parse().unwrap(),
+        log,
+        connections,
+        task,
+    }
+}
+
+/// A body of `text`.
+pub fn body(text: impl Into<Bytes>) -> Body {
+    Full::new(text.into()).boxed()
+}
+
+/// A response with `status`, `content_type` and `text`.
+pub fn respond(status: StatusCode, content_type: &str, text: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(body(text))
+        .unwrap()
+}
+
+/// How the rmcp server answers POSTs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Sessions (`Mcp-Session-Id`), responses as SSE streams.
+    SessionSse,
+    /// No sessions, plain JSON responses.
+    StatelessJson,
+}
+
+/// An rmcp streamable HTTP server of [`Echo`], with its session manager (to forget sessions).
+pub struct RmcpServer {
+    /// The rmcp service.
+    pub service: Arc<StreamableHttpService<Echo, LocalSessionManager>>,
+    /// Its sessions.
+    pub sessions: Arc<LocalSessionManager>,
+}
+
+impl RmcpServer {
+    /// A server in `mode`.
+    pub fn new(mode: Mode) -> Self {
+        let sessions = Arc::new(LocalSessionManager::default());
+        let mut config = StreamableHttpServerConfig::default()
+            .with_sse_keep_alive(None)
+            .with_legacy_session_mode(mode == Mode::SessionSse)
+            .with_json_response(mode == Mode::StatelessJson);
+        config.sse_retry = None;
+        let service = StreamableHttpService::new(|| Ok(Echo), sessions.clone(), config);
+        Self {
+            service: Arc::new(service),
+            sessions,
+        }
+    }
+
+    /// Answers one request through rmcp.
+    pub fn handle(&self, parts: Parts, body: Bytes) -> BoxFuture<'static, Response<Body>> {
+        let service = self.service.clone();
+        Box::pin(async move {
+            service
+                .handle(Request::from_parts(parts, Full::new(body)))
+                .await
+        })
+    }
+
+    /// A handler answering every request through rmcp.
+    pub fn handler(self: &Arc<Self>) -> Handler {
+        let this = self.clone();
+        Arc::new(move |parts, body| this.handle(parts, body))
+    }
+
+    /// Forgets every session, as a restarted server would.
+    pub async fn forget_sessions(&self) {
+        self.sessions.sessions.write().await.clear();
+    }
+}
+
+/// A server with two tools: `echo {text}` and `big {bytes}` (a text of that many bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct Echo;
+
+fn object(value: Value) -> JsonObject {
+    value.as_object().cloned().unwrap()
+}
+
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = |prop: &str, ty: &str| {
+            object(json!({
+                "type": "object",
+                "properties": { prop: { "type": ty } },
+                "required": [prop]
+            }))
+        };
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("echo", "Returns the text.", schema("text", "string")),
+            Tool::new(
+                "big",
+                "Returns that many bytes.",
+                schema("bytes", "integer"),
+            ),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let text = match request.name.as_ref() {
+            "echo" => args
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            "big" => "x".repeat(args.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// `echo` call parameters.
+pub fn echo(text: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new("echo").with_arguments(object(json!({ "text": text })))
+}
+
+/// `big` call parameters.
+pub fn big(bytes: usize) -> CallToolRequestParams {
+    CallToolRequestParams::new("big").with_arguments(object(json!({ "bytes": bytes })))
+}
+
+/// The text of a tool result.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
