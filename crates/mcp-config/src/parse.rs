@@ -175,6 +175,42 @@ pub(crate) fn parse_server(
     Some(spec)
 }
 
+impl ServerSpec {
+    /// Parses and validates one server object of this crate's schema (see
+    /// [`Config`](crate::Config)); problem paths are relative to the object (`command`,
+    /// `auth.bearer_token_env`). The spec gets `origin`; for [`SpecOrigin::Inline`] check the
+    /// operator's policy with [`Config::select`](crate::Config::select) rather than using the
+    /// spec directly. Useful for specs kept as JSON in a store read by a custom
+    /// [`ServerResolver`](crate::ServerResolver).
+    ///
+    /// ```
+    /// use mcp_config::{ProblemKind, ServerSpec, SpecOrigin};
+    /// use serde_json::json;
+    ///
+    /// let spec = ServerSpec::from_json(&json!({"name": "web", "url": "https://web.example/mcp"}), SpecOrigin::Operator)?;
+    /// assert_eq!(spec.name, "web");
+    ///
+    /// let err = ServerSpec::from_json(&json!({"name": "web", "url": "ftp://x"}), SpecOrigin::Operator).unwrap_err();
+    /// assert_eq!((err.problems()[0].kind, err.problems()[0].path.as_str()), (ProblemKind::UnsupportedScheme, "url"));
+    /// # Ok::<(), mcp_config::ConfigError>(())
+    /// ```
+    pub fn from_json(value: &Value, origin: SpecOrigin) -> Result<Self, crate::ConfigError> {
+        let mut p = Problems::new();
+        let spec = parse_server(
+            value,
+            &JsonPath::root(),
+            Dialect::Native,
+            None,
+            origin,
+            &mut p,
+        );
+        match spec {
+            Some(spec) if p.is_empty() => Ok(spec),
+            _ => Err(crate::ConfigError::invalid(p.into_vec())),
+        }
+    }
+}
+
 /// True when an `mcpServers` entry says `"disabled": true` (it is then skipped unchecked, as
 /// desktop hosts do).
 pub(crate) fn is_disabled(value: &Value) -> bool {
