@@ -40,7 +40,7 @@ impl Config {
     /// (default `mcp-agent`), `MCP_AGENT__PARTIAL_FAILURE`, and the boolean switches
     /// `MCP_AGENT__REQUIRE_ALLOW_MCP`, `MCP_AGENT__ALLOW_INLINE_STDIO`,
     /// `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` and `MCP_AGENT__SSRF_GUARD` (`true`/`false`,
-    /// `1`/`0`, `yes`/`no`). A variable set to the empty string counts as unset. Other
+    /// `1`/`0`, `yes`/`no`, `on`/`off`). A variable set to the empty string counts as unset. Other
     /// variables with the prefix are errors (a typo must not be ignored); variables without
     /// it are ignored. Problem paths start with the variable's name:
     /// `MCP_AGENT__SERVERS[1].url`.
