@@ -1,0 +1,791 @@
+//! The BM25F index.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+
+use foldhash::fast::{FixedState, RandomState};
+
+use agent_core::JsonObject;
+use serde_json::Value;
+
+use super::text::{is_stopword, split_words, stem_into};
+
+/// The fields of a document, in the order of [`RankingConfig::field_weights`].
+const NAME: usize = 0;
+const SERVER: usize = 1;
+const DESCRIPTION: usize = 2;
+const PARAM_NAME: usize = 3;
+const PARAM_TEXT: usize = 4;
+const FIELDS: usize = 5;
+
+/// How deep the index looks into nested parameter schemas.
+const MAX_SCHEMA_DEPTH: usize = 4;
+
+/// Tunable constants of the ranking. The defaults are what the catalog uses; they were chosen to
+/// be sane for any catalog (see the crate docs for how they are measured), not fitted to one.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RankingConfig {
+    /// BM25 term-frequency saturation.
+    pub k1: f32,
+    /// Weight of each field: name, server, description, parameter names, parameter texts.
+    pub field_weights: [f32; FIELDS],
+    /// Length normalisation of each field (BM25 `b`), same order.
+    pub field_b: [f32; FIELDS],
+    /// Multiplier for the share of the query's IDF mass a document matches.
+    pub coverage_weight: f32,
+    /// Exponent applied to that share before weighting.
+    pub coverage_power: f32,
+    /// Bonus per matched query bigram, times the bigram's mean IDF.
+    pub phrase_weight: f32,
+    /// Bonus when the query contains the tool's whole name.
+    pub exact_name_boost: f32,
+    /// Weight of a document word that abbreviates a query word (`calc` for `calculate`,
+    /// `hypot` for `hypotenuse`), relative to an exact match. Zero turns prefix matching off.
+    pub prefix_weight: f32,
+    /// The shortest document word taken as an abbreviation.
+    pub prefix_min_len: usize,
+}
+
+impl Default for RankingConfig {
+    fn default() -> Self {
+        Self {
+            k1: 0.8,
+            field_weights: [3.0, 1.0, 1.5, 1.5, 0.5],
+            field_b: [0.3, 0.0, 0.75, 0.5, 0.4],
+            coverage_weight: 1.0,
+            coverage_power: 1.0,
+            phrase_weight: 0.1,
+            exact_name_boost: 10.0,
+            prefix_weight: 0.5,
+            prefix_min_len: 4,
+        }
+    }
+}
+
+/// The searchable text of one tool, borrowed from wherever the tool lives.
+///
+/// ```
+/// use mcp_catalog::search::ToolText;
+/// use serde_json::json;
+///
+/// let schema = json!({"type": "object", "properties": {"repo": {"type": "string"}}});
+/// let text = ToolText::new("github__create_issue", "github", "create_issue")
+///     .with_description(Some("Create a new issue in a repository"))
+///     .with_input_schema(schema.as_object());
+/// assert_eq!(text.id, "github__create_issue");
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ToolText<'a> {
+    /// The tool's unique id in the catalog (`server__tool`); ties are broken by it.
+    pub id: &'a str,
+    /// The server key.
+    pub server: &'a str,
+    /// The tool's name on its server.
+    pub name: &'a str,
+    /// A human-readable title, if any.
+    pub title: Option<&'a str>,
+    /// What the tool does.
+    pub description: Option<&'a str>,
+    /// The tool's input JSON Schema: parameter names, descriptions and enum values are indexed.
+    pub input_schema: Option<&'a JsonObject>,
+}
+
+impl<'a> ToolText<'a> {
+    /// Text with an id, a server and a name, and nothing else.
+    pub fn new(id: &'a str, server: &'a str, name: &'a str) -> Self {
+        Self {
+            id,
+            server,
+            name,
+            title: None,
+            description: None,
+            input_schema: None,
+        }
+    }
+
+    /// Sets the title.
+    #[must_use]
+    pub fn with_title(mut self, title: Option<&'a str>) -> Self {
+        self.title = title;
+        self
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn with_description(mut self, description: Option<&'a str>) -> Self {
+        self.description = description;
+        self
+    }
+
+    /// Sets the input schema.
+    #[must_use]
+    pub fn with_input_schema(mut self, schema: Option<&'a JsonObject>) -> Self {
+        self.input_schema = schema;
+        self
+    }
+}
+
+/// One ranked tool.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Hit {
+    /// The tool's id (`server__tool`).
+    pub id: Arc<str>,
+    /// Its server key.
+    pub server: Arc<str>,
+    /// Its relevance; higher is better. Only comparable within one query.
+    pub score: f32,
+}
+
+/// The answer to one search.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SearchResults {
+    /// The best hits, best first, at most `limit` of them.
+    pub hits: Vec<Hit>,
+    /// How many tools matched before the limit was applied.
+    pub total: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    /// The saturated BM25F term frequency `t / (k1 + t)`, where `t` sums the field frequencies
+    /// times their weight over their length norm. Refreshed whenever the average lengths move.
+    sat: f32,
+    /// The term's frequency in each field, six bits per field (saturating at 63).
+    tf: u32,
+}
+
+const TF_BITS: u32 = 6;
+const TF_MAX: u32 = (1 << TF_BITS) - 1;
+
+fn field_tf(packed: u32, field: usize) -> u32 {
+    (packed >> (TF_BITS * field as u32)) & TF_MAX
+}
+
+#[derive(Debug)]
+struct Doc {
+    id: Arc<str>,
+    server: Arc<str>,
+    /// The tool's name in lower case, for the exact-name boost.
+    name_lower: String,
+    lens: [u16; FIELDS],
+    /// Distinct terms of the name.
+    name_terms: Vec<u32>,
+    /// Sorted adjacent term pairs of the name and description.
+    bigrams: Vec<u64>,
+}
+
+type FastMap<K, V> = HashMap<K, V, RandomState>;
+
+/// The vocabulary's key for a stem: a fixed-seed 64-bit hash of its bytes.
+///
+/// Keying by hash keeps the vocabulary table compact and free of pointers to chase, which is
+/// what makes a 10k-tool build fast. Two stems share a key only by a 64-bit collision (odds
+/// around 10^-8 for a million distinct stems), whose effect would be that of a stemming
+/// conflation: two words treated as one.
+fn term_key(stem: &str) -> u64 {
+    FixedState::with_seed(0x6d63_705f_6361_7461).hash_one(stem)
+}
+
+/// A hasher for keys that already are hashes.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A fielded BM25 index of tools, updated one server at a time.
+///
+/// ```
+/// use mcp_catalog::search::{SearchIndex, ToolText};
+///
+/// let mut index = SearchIndex::default();
+/// index.replace_server(
+///     "github",
+///     [
+///         ToolText::new("github__create_issue", "github", "create_issue")
+///             .with_description(Some("Create a new issue in a repository")),
+///         ToolText::new("github__list_pull_requests", "github", "list_pull_requests")
+///             .with_description(Some("List the pull requests of a repository")),
+///     ],
+/// );
+/// let found = index.search("issue github", None, 10);
+/// assert_eq!(&*found.hits[0].id, "github__create_issue");
+/// assert_eq!(found.total, 2); // both mention github, through the server name
+/// ```
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    config: RankingConfig,
+    /// Term ids by the 64-bit hash of their stem (see [`term_key`]).
+    vocabulary: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Option<Doc>>,
+    /// Per document slot: how many distinct words its name has (0 for a free slot).
+    name_len: Vec<u8>,
+    free: Vec<u32>,
+    by_server: FastMap<Arc<str>, Vec<u32>>,
+    live: usize,
+    len_sum: [u64; FIELDS],
+}
+
+/// Per-document scratch while indexing, reused across documents.
+#[derive(Default)]
+struct Builder {
+    /// `(term, field)` for every word, in order.
+    tokens: Vec<(u32, u8)>,
+    name_terms: Vec<u32>,
+    bigrams: Vec<u64>,
+    words: Vec<(usize, usize)>,
+    text: String,
+    stem: String,
+}
+
+impl Builder {
+    fn clear(&mut self) {
+        self.tokens.clear();
+        self.name_terms.clear();
+        self.bigrams.clear();
+    }
+}
+
+/// True when `needle` occurs in `haystack` with no letter or digit right before or after it.
+fn contains_word(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let mut from = 0;
+    while let Some(at) = haystack[from..].find(needle) {
+        let start = from + at;
+        let end = start + needle.len();
+        let before = haystack[..start].chars().next_back();
+        let after = haystack[end..].chars().next();
+        if !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric) {
+            return true;
+        }
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+fn pair(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32) | u64::from(b)
+}
+
+/// Analyses `text` into stems, without stopwords, calling `emit` with each stem.
+fn analyse(text: &str, stem_buf: &mut String, mut emit: impl FnMut(&str)) {
+    split_words(text, |w| {
+        if !is_stopword(w) {
+            stem_into(w, stem_buf);
+            emit(stem_buf);
+        }
+    });
+}
+
+impl SearchIndex {
+    /// An empty index with the given ranking constants.
+    pub fn new(config: RankingConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The ranking constants.
+    pub fn config(&self) -> &RankingConfig {
+        &self.config
+    }
+
+    /// How many tools are indexed.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The servers that have tools in the index, sorted.
+    pub fn servers(&self) -> Vec<Arc<str>> {
+        let mut out: Vec<_> = self.by_server.keys().cloned().collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Replaces every document of `server` with `tools`, leaving other servers untouched.
+    ///
+    /// Each tool is indexed under `server`, whatever its own `server` field says.
+    pub fn replace_server<'a>(
+        &mut self,
+        server: &str,
+        tools: impl IntoIterator<Item = ToolText<'a>>,
+    ) {
+        self.replace_servers([(server, tools)]);
+    }
+
+    /// [`replace_server`](Self::replace_server) for several servers at once, refreshing the
+    /// length statistics once at the end.
+    pub fn replace_servers<'s, 'a, T>(&mut self, servers: impl IntoIterator<Item = (&'s str, T)>)
+    where
+        T: IntoIterator<Item = ToolText<'a>>,
+    {
+        let mut builder = Builder::default();
+        for (server, tools) in servers {
+            self.remove_docs(server);
+            let server: Arc<str> = Arc::from(server);
+            let mut slots = Vec::new();
+            for tool in tools {
+                slots.push(self.add(&server, tool, &mut builder));
+            }
+            if !slots.is_empty() {
+                self.by_server.insert(server, slots);
+            }
+        }
+        self.refresh_factors();
+    }
+
+    /// Removes every document of `server`.
+    pub fn remove_server(&mut self, server: &str) {
+        self.remove_docs(server);
+        self.refresh_factors();
+    }
+
+    fn remove_docs(&mut self, server: &str) {
+        let Some(slots) = self.by_server.remove(server) else {
+            return;
+        };
+        for &slot in &slots {
+            let Some(doc) = self.docs[slot as usize].take() else {
+                continue;
+            };
+            for (sum, &len) in self.len_sum.iter_mut().zip(&doc.lens) {
+                *sum -= u64::from(len);
+            }
+            self.live -= 1;
+            self.free.push(slot);
+        }
+        // One pass over the postings: cheaper than remembering every document's terms.
+        let docs = &self.docs;
+        for postings in &mut self.postings {
+            postings.retain(|p| docs[p.doc as usize].is_some());
+        }
+        // Reuse low slots first, so the layout does not depend on removal order.
+        self.free.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// Recomputes every posting's saturated frequency after the average lengths moved: a pass
+    /// over the postings, so that a query only adds up precomputed numbers.
+    fn refresh_factors(&mut self) {
+        let cfg = &self.config;
+        let mut avg = [1f32; FIELDS];
+        if self.live > 0 {
+            for (a, &sum) in avg.iter_mut().zip(&self.len_sum) {
+                *a = (sum as f32 / self.live as f32).max(1.0);
+            }
+        }
+        let factors: Vec<[f32; FIELDS]> = self
+            .docs
+            .iter()
+            .map(|doc| {
+                let mut factors = [0f32; FIELDS];
+                if let Some(doc) = doc {
+                    for f in 0..FIELDS {
+                        let norm =
+                            1.0 - cfg.field_b[f] + cfg.field_b[f] * f32::from(doc.lens[f]) / avg[f];
+                        factors[f] = cfg.field_weights[f] / norm;
+                    }
+                }
+                factors
+            })
+            .collect();
+        for postings in &mut self.postings {
+            for p in postings {
+                let factors = &factors[p.doc as usize];
+                let mut t = 0f32;
+                for (f, factor) in factors.iter().enumerate() {
+                    t += factor * field_tf(p.tf, f) as f32;
+                }
+                p.sat = t / (cfg.k1 + t);
+            }
+        }
+        self.name_len.clear();
+        self.name_len.extend(self.docs.iter().map(|d| {
+            d.as_ref()
+                .map_or(0, |d| u8::try_from(d.name_terms.len()).unwrap_or(u8::MAX))
+        }));
+    }
+
+    fn term_id(&mut self, stem: &str) -> u32 {
+        let key = term_key(stem);
+        if let Some(&id) = self.vocabulary.get(&key) {
+            return id;
+        }
+        let id = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
+        self.vocabulary.insert(key, id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    fn add_text(&mut self, b: &mut Builder, field: usize, text: &str, bigrams: bool) {
+        // Collect stems first (into one buffer), then map them to term ids.
+        b.text.clear();
+        b.words.clear();
+        let (buf, words, stem_buf) = (&mut b.text, &mut b.words, &mut b.stem);
+        analyse(text, stem_buf, |s| {
+            let start = buf.len();
+            buf.push_str(s);
+            words.push((start, buf.len()));
+        });
+        let mut prev: Option<u32> = None;
+        for i in 0..b.words.len() {
+            let (start, end) = b.words[i];
+            let id = self.term_id(&b.text[start..end]);
+            b.tokens.push((id, field as u8));
+            if field == NAME && !b.name_terms.contains(&id) {
+                b.name_terms.push(id);
+            }
+            if bigrams {
+                if let Some(p) = prev {
+                    b.bigrams.push(pair(p, id));
+                }
+                prev = Some(id);
+            }
+        }
+    }
+
+    fn add_schema(&mut self, b: &mut Builder, schema: &JsonObject, depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH {
+            return;
+        }
+        // One pass over the keys: lookups in a schema object hash every key they ask for.
+        for (key, value) in schema {
+            match (key.as_str(), value) {
+                ("properties", Value::Object(props)) => {
+                    for (name, prop) in props {
+                        self.add_text(b, PARAM_NAME, name, false);
+                        if let Value::Object(prop) = prop {
+                            self.add_schema(b, prop, depth + 1);
+                        }
+                    }
+                }
+                ("items", Value::Object(items)) => self.add_schema(b, items, depth + 1),
+                ("anyOf" | "oneOf" | "allOf", Value::Array(variants)) => {
+                    for v in variants {
+                        if let Value::Object(v) = v {
+                            self.add_schema(b, v, depth + 1);
+                        }
+                    }
+                }
+                // Texts of the parameters, not of the tool itself (depth 0).
+                ("description" | "title", Value::String(text)) if depth > 0 => {
+                    self.add_text(b, PARAM_TEXT, text, false);
+                }
+                ("enum", Value::Array(values)) => {
+                    for v in values {
+                        if let Value::String(text) = v {
+                            self.add_text(b, PARAM_TEXT, text, false);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn add(&mut self, server: &Arc<str>, tool: ToolText<'_>, b: &mut Builder) -> u32 {
+        b.clear();
+        self.add_text(b, NAME, tool.name, true);
+        self.add_text(b, SERVER, server, false);
+        if let Some(title) = tool.title {
+            self.add_text(b, DESCRIPTION, title, true);
+        }
+        if let Some(description) = tool.description {
+            self.add_text(b, DESCRIPTION, description, true);
+        }
+        if let Some(schema) = tool.input_schema {
+            self.add_schema(b, schema, 0);
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.docs.push(None);
+                u32::try_from(self.docs.len() - 1).expect("fewer than 2^32 tools")
+            }
+        };
+        let mut lens = [0u16; FIELDS];
+        b.tokens.sort_unstable();
+        let mut i = 0;
+        while i < b.tokens.len() {
+            let term = b.tokens[i].0;
+            let mut tf = [0u32; FIELDS];
+            while i < b.tokens.len() && b.tokens[i].0 == term {
+                let f = usize::from(b.tokens[i].1);
+                tf[f] += 1;
+                lens[f] = lens[f].saturating_add(1);
+                i += 1;
+            }
+            let packed = tf.iter().enumerate().fold(0, |acc, (f, &n)| {
+                acc | (n.min(TF_MAX) << (TF_BITS * f as u32))
+            });
+            self.postings[term as usize].push(Posting {
+                doc: slot,
+                sat: 0.0,
+                tf: packed,
+            });
+        }
+        b.bigrams.sort_unstable();
+        b.bigrams.dedup();
+        for (sum, &len) in self.len_sum.iter_mut().zip(&lens) {
+            *sum += u64::from(len);
+        }
+        self.live += 1;
+        self.docs[slot as usize] = Some(Doc {
+            id: Arc::from(tool.id),
+            server: Arc::clone(server),
+            name_lower: tool.name.to_lowercase(),
+            lens,
+            name_terms: b.name_terms.clone(),
+            bigrams: b.bigrams.clone(),
+        });
+        slot
+    }
+
+    fn idf(&self, df: usize) -> f32 {
+        let n = self.live as f32;
+        let df = df as f32;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// Ranks the tools for `query`, best first, keeping at most `limit` hits.
+    ///
+    /// `server` keeps only that server's tools. An empty query (or one made only of stopwords)
+    /// matches every tool, listed by id. Ties are broken by id.
+    pub fn search(&self, query: &str, server: Option<&str>, limit: usize) -> SearchResults {
+        let cfg = &self.config;
+        // The query's words in order (`None` for a word no document has), and its distinct
+        // terms: (term, weight × IDF, IDF). Abbreviation matches carry a reduced weight.
+        let mut sequence: Vec<Option<u32>> = Vec::new();
+        let mut terms: Vec<(u32, f32, f32)> = Vec::new();
+        let mut words = 0usize;
+        let mut stem_buf = String::new();
+        analyse(query, &mut stem_buf, |s| {
+            words += 1;
+            let known = |t: &u32| !self.postings[*t as usize].is_empty();
+            let exact = self.vocabulary.get(&term_key(s)).copied().filter(known);
+            sequence.push(exact);
+            if let Some(t) = exact
+                && !terms.iter().any(|&(id, _, _)| id == t)
+            {
+                let idf = self.idf(self.postings[t as usize].len());
+                terms.push((t, idf, idf));
+            }
+            if cfg.prefix_weight > 0.0 && s.is_ascii() {
+                for len in cfg.prefix_min_len..s.len().saturating_sub(1) {
+                    let prefix = self.vocabulary.get(&term_key(&s[..len])).copied();
+                    let Some(t) = prefix.filter(known) else {
+                        continue;
+                    };
+                    if terms.iter().any(|&(id, _, _)| id == t) {
+                        continue;
+                    }
+                    let idf = self.idf(self.postings[t as usize].len());
+                    terms.push((t, cfg.prefix_weight * idf, idf));
+                }
+            }
+        });
+        if words == 0 {
+            return self.list_all(server, limit);
+        }
+        let is_exact = |t: u32| terms.iter().any(|&(id, w, idf)| id == t && w == idf);
+        let query_idf: f32 = terms
+            .iter()
+            .filter(|&&(_, w, idf)| w == idf)
+            .map(|&(_, _, idf)| idf)
+            .sum();
+        let mut bigrams: Vec<(u64, f32)> = Vec::new();
+        for w in sequence.windows(2) {
+            if let [Some(a), Some(b)] = *w {
+                let idf = |t: u32| {
+                    terms
+                        .iter()
+                        .find(|&&(id, _, _)| id == t)
+                        .map_or(0.0, |&(_, _, idf)| idf)
+                };
+                bigrams.push((pair(a, b), (idf(a) + idf(b)) / 2.0));
+            }
+        }
+        let query_lower = query.to_lowercase();
+
+        // Query terms beyond the 32nd still score; they just take no part in the bitmask tests.
+        let bit = |i: usize| if i < 32 { 1u32 << i } else { 0 };
+        let exact_mask: u32 = terms
+            .iter()
+            .enumerate()
+            .filter(|&(_, &(_, w, idf))| w == idf)
+            .fold(0, |m, (i, _)| m | bit(i));
+        let bigrams: Vec<(u64, u32, f32)> = bigrams
+            .into_iter()
+            .map(|(bg, idf)| {
+                let a = (bg >> 32) as u32;
+                let b = bg as u32;
+                let pos = |t: u32| terms.iter().position(|&(id, _, _)| id == t).map_or(0, bit);
+                (bg, pos(a) | pos(b), idf)
+            })
+            .collect();
+
+        let mut bm25 = vec![0f32; self.docs.len()];
+        let mut matched_idf = vec![0f32; self.docs.len()];
+        let mut mask = vec![0u32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for (i, &(term, weight, _)) in terms.iter().enumerate() {
+            for p in &self.postings[term as usize] {
+                let d = p.doc as usize;
+                if matched_idf[d] == 0.0 {
+                    touched.push(p.doc);
+                }
+                bm25[d] += weight * p.sat;
+                matched_idf[d] += weight;
+                mask[d] |= bit(i);
+            }
+        }
+
+        let mut scored: Vec<(f32, u32)> = Vec::with_capacity(touched.len());
+        for &slot in &touched {
+            let d = slot as usize;
+            if let Some(server) = server {
+                let doc = self.docs[d].as_ref().expect("live document");
+                if *doc.server != *server {
+                    continue;
+                }
+            }
+            let mut score = bm25[d];
+            if query_idf > 0.0 && cfg.coverage_weight != 0.0 {
+                let share = (matched_idf[d] / query_idf).min(1.0);
+                let share = if cfg.coverage_power == 1.0 {
+                    share
+                } else {
+                    share.powf(cfg.coverage_power)
+                };
+                score *= 1.0 + cfg.coverage_weight * share;
+            }
+            if cfg.phrase_weight != 0.0 {
+                for &(bg, need, idf) in &bigrams {
+                    if mask[d] & need == need
+                        && self.docs[d]
+                            .as_ref()
+                            .is_some_and(|doc| doc.bigrams.binary_search(&bg).is_ok())
+                    {
+                        score += cfg.phrase_weight * idf;
+                    }
+                }
+            }
+            // The whole name in the query: cheap tests on counts and terms first, then the text.
+            let name_len = u32::from(self.name_len[d]);
+            if cfg.exact_name_boost != 0.0
+                && name_len > 0
+                && (mask[d] & exact_mask).count_ones() >= name_len.min(32)
+            {
+                let doc = self.docs[d].as_ref().expect("live document");
+                if doc.name_terms.iter().all(|&t| is_exact(t))
+                    && (name_len > 1 || query_lower.trim() == doc.name_lower)
+                    && contains_word(&query_lower, &doc.name_lower)
+                {
+                    score += cfg.exact_name_boost;
+                }
+            }
+            scored.push((score, slot));
+        }
+        let total = scored.len();
+        let id = |slot: u32| &self.docs[slot as usize].as_ref().expect("live document").id;
+        let order =
+            |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then_with(|| id(a.1).cmp(id(b.1)));
+        if limit < scored.len() {
+            scored.select_nth_unstable_by(limit, order);
+            scored.truncate(limit);
+        }
+        scored.sort_unstable_by(order);
+        let hits = scored
+            .into_iter()
+            .map(|(score, slot)| {
+                let doc = self.docs[slot as usize].as_ref().expect("live document");
+                Hit {
+                    id: Arc::clone(&doc.id),
+                    server: Arc::clone(&doc.server),
+                    score,
+                }
+            })
+            .collect();
+        SearchResults { hits, total }
+    }
+
+    fn list_all(&self, server: Option<&str>, limit: usize) -> SearchResults {
+        let mut docs: Vec<&Doc> = self
+            .docs
+            .iter()
+            .flatten()
+            .filter(|d| server.is_none_or(|s| *d.server == *s))
+            .collect();
+        let total = docs.len();
+        docs.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        docs.truncate(limit);
+        let hits = docs
+            .into_iter()
+            .map(|d| Hit {
+                id: Arc::clone(&d.id),
+                server: Arc::clone(&d.server),
+                score: 0.0,
+            })
+            .collect();
+        SearchResults { hits, total }
+    }
+
+    /// An estimate of the heap memory the index holds, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        // A hash table slot per entry plus its control byte, at the table's capacity.
+        let vocab = self.vocabulary.capacity() * (size_of::<(u64, u32)>() + 1);
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(|p| p.capacity() * size_of::<Posting>() + size_of::<Vec<Posting>>())
+            .sum();
+        let docs: usize = self
+            .docs
+            .iter()
+            .map(|d| {
+                size_of::<Option<Doc>>()
+                    + d.as_ref().map_or(0, |d| {
+                        d.id.len()
+                            + d.name_lower.capacity()
+                            + d.name_terms.capacity() * 4
+                            + d.bigrams.capacity() * 8
+                    })
+            })
+            .sum();
+        let servers: usize = self
+            .by_server
+            .iter()
+            .map(|(k, v)| k.len() + v.capacity() * 4 + 48)
+            .sum();
+        vocab + postings + docs + servers + self.name_len.capacity() + self.free.capacity() * 4
+    }
+}

@@ -1,0 +1,25 @@
+//! The ranked search index behind `mcp_search_tools` (SPEC D3).
+//!
+//! A fielded BM25 index (BM25F): every tool is one document with five fields — name words,
+//! server name, description, parameter names and parameter texts (descriptions, titles, enum
+//! values) — each with its own weight and length normalisation. On top of the BM25F score:
+//!
+//! - **query coverage**: a document's score is multiplied by `1 + coverage_weight × share`, where
+//!   `share` is the part of the query's IDF mass it matches, so documents matching more of the
+//!   query win over documents matching one word many times;
+//! - **phrases**: adjacent query words that are adjacent in the name or description as well add
+//!   a small IDF-weighted bonus;
+//! - **abbreviations**: a document word of four letters or more that starts a query word
+//!   (`calc` in `calculate`, `hypot` in `hypotenuse`) matches with half weight.
+//!
+//! A query that contains a tool's full name (`math.factorial`) gets an exact-name boost.
+//! Ties are broken by the tool's id, never by insertion order, so results do not depend on the
+//! order servers connected in.
+//!
+//! The index updates per server: [`SearchIndex::replace_server`] swaps one server's documents
+//! without touching the others.
+
+mod index;
+mod text;
+
+pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};

@@ -1,0 +1,448 @@
+//! Text analysis for the search index: splitting identifiers and prose into words, dropping
+//! stopwords and reducing words to a light stem.
+//!
+//! The same analysis runs on tool documents and on queries, so a query word and a document word
+//! match when their stems are equal.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use foldhash::fast::FixedState;
+
+/// Splits `text` into lower-case words.
+///
+/// Identifiers are split at every boundary a naming convention uses: `snake_case`, `kebab-case`,
+/// `dotted.names`, `camelCase`, `HTTPServer` (an acronym followed by a word), and letter/digit
+/// changes (`log2` → `log`, `2`). Non-ASCII letters and digits are kept as word characters.
+///
+/// `emit` is called once per word, in order.
+///
+/// When a run of letters and digits was split (`GitHub` → `git`, `hub`), the whole run is
+/// emitted too, after its parts (`github`), so a query that writes the word whole still matches.
+pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
+    if text.is_ascii() {
+        split_ascii(text.as_bytes(), &mut emit);
+        return;
+    }
+    let mut word = String::new();
+    let mut run = String::new();
+    let mut parts = 0usize;
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_alphanumeric() {
+            end_run(&mut word, &mut run, &mut parts, &mut emit);
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev {
+            let next = chars.peek().copied();
+            let boundary = (p.is_lowercase() && c.is_uppercase())
+                || (p.is_uppercase() && c.is_uppercase() && next.is_some_and(|n| n.is_lowercase()))
+                || (p.is_numeric() != c.is_numeric());
+            if boundary && !word.is_empty() {
+                emit(&word);
+                word.clear();
+                parts += 1;
+            }
+        }
+        for l in c.to_lowercase() {
+            word.push(l);
+            run.push(l);
+        }
+        prev = Some(c);
+    }
+    end_run(&mut word, &mut run, &mut parts, &mut emit);
+}
+
+/// [`split_words`] for ASCII text, on bytes: the same rules, several times faster.
+fn split_ascii(text: &[u8], emit: &mut impl FnMut(&str)) {
+    let mut buf = [0u8; 64];
+    let mut i = 0;
+    while i < text.len() {
+        if !text[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < text.len() && text[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        let run = &text[start..i];
+        if run.len() > buf.len() {
+            // Too long to be a word anyone searches for part by part: keep it whole.
+            emit(&String::from_utf8_lossy(run).to_ascii_lowercase());
+            continue;
+        }
+        for (b, &c) in buf.iter_mut().zip(run) {
+            *b = c.to_ascii_lowercase();
+        }
+        let lower = std::str::from_utf8(&buf[..run.len()]).expect("ASCII");
+        let mut parts = 0;
+        let mut part_start = 0;
+        for j in 1..run.len() {
+            let (p, c) = (run[j - 1], run[j]);
+            let next = run.get(j + 1).copied();
+            let boundary = (p.is_ascii_lowercase() && c.is_ascii_uppercase())
+                || (p.is_ascii_uppercase()
+                    && c.is_ascii_uppercase()
+                    && next.is_some_and(|n| n.is_ascii_lowercase()))
+                || (p.is_ascii_digit() != c.is_ascii_digit());
+            if boundary {
+                emit(&lower[part_start..j]);
+                part_start = j;
+                parts += 1;
+            }
+        }
+        emit(&lower[part_start..]);
+        if parts > 0 {
+            emit(lower);
+        }
+    }
+}
+
+fn end_run(word: &mut String, run: &mut String, parts: &mut usize, emit: &mut impl FnMut(&str)) {
+    if !word.is_empty() {
+        emit(word);
+        word.clear();
+        *parts += 1;
+    }
+    if *parts > 1 {
+        emit(run);
+    }
+    run.clear();
+    *parts = 0;
+}
+
+/// English function words and request filler that carry no meaning for tool search.
+///
+/// Kept short on purpose: words that name an action (`get`, `find`, `list`, `search`) are *not*
+/// stopwords; inverse document frequency already discounts them where they are common.
+const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "been",
+    "before",
+    "being",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "done",
+    "during",
+    "each",
+    "either",
+    "etc",
+    "e",
+    "eg",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "him",
+    "his",
+    "how",
+    "i",
+    "ie",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "kindly",
+    "let",
+    "me",
+    "might",
+    "mine",
+    "more",
+    "most",
+    "must",
+    "my",
+    "myself",
+    "need",
+    "needs",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "please",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "very",
+    "want",
+    "wants",
+    "was",
+    "we",
+    "were",
+    "what",
+    "whats",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+];
+
+/// True for a word that is dropped from documents and queries.
+pub(crate) fn is_stopword(word: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str, FixedState>> = OnceLock::new();
+    // Most words are longer than any stopword: skip the lookup for them.
+    word.len() <= MAX_STOPWORD_LEN
+        && SET
+            .get_or_init(|| STOPWORDS.iter().copied().collect())
+            .contains(word)
+}
+
+const MAX_STOPWORD_LEN: usize = 10;
+
+fn is_vowel(b: u8) -> bool {
+    matches!(b, b'a' | b'e' | b'i' | b'o' | b'u')
+}
+
+fn has_vowel(s: &[u8]) -> bool {
+    s.iter().any(|&b| is_vowel(b) || b == b'y')
+}
+
+/// Reduces an English word to a light stem, so that `issues`, `issue` and `issued`, or
+/// `creating`, `creates` and `created`, share one.
+///
+/// A small, conservative suffix stripper rather than a full Porter stemmer: plural `-s`/`-es`/
+/// `-ies`, `-ing`, `-ed`, `-ation`, `-ator`, a final silent `-e`, and doubled final consonants.
+/// Words of three letters or fewer, words with non-ASCII letters and numbers are left as they
+/// are. Writes the stem into `out`, replacing its contents.
+pub(crate) fn stem_into(word: &str, out: &mut String) {
+    out.clear();
+    out.push_str(word);
+    let b = word.as_bytes();
+    if b.len() <= 3 || !word.is_ascii() || !b[0].is_ascii_alphabetic() {
+        return;
+    }
+    // The word is ASCII, so every truncation below falls on a character boundary.
+    let s = out;
+    let cut = |s: &mut String, n: usize| s.truncate(s.len() - n);
+    // Plurals.
+    if s.ends_with("ies") && s.len() > 4 {
+        cut(s, 3);
+        s.push('y');
+    } else if s.ends_with("sses")
+        || s.ends_with("xes")
+        || s.ends_with("ches")
+        || s.ends_with("shes")
+        || s.ends_with("zes")
+    {
+        cut(s, 2);
+    } else if s.ends_with('s') && !s.ends_with("ss") && !s.ends_with("us") && !s.ends_with("is") {
+        cut(s, 1);
+    }
+    // Verb and noun endings; `-ation` and `-ator` keep their `at` (`calculat`).
+    let mut stripped = false;
+    for (suffix, keep) in [
+        ("ations", 2usize),
+        ("ation", 2),
+        ("ators", 2),
+        ("ator", 2),
+        ("ing", 0),
+        ("ed", 0),
+    ] {
+        if s.ends_with(suffix)
+            && s.len() - suffix.len() >= 3
+            && has_vowel(&s.as_bytes()[..s.len() - suffix.len()])
+        {
+            cut(s, suffix.len() - keep);
+            stripped = true;
+            break;
+        }
+    }
+    let b = s.as_bytes();
+    let n = b.len();
+    // `stopped` → `stopp` → `stop`; but keep `ll`, `ss`, `zz` (`installed` → `install`).
+    if stripped
+        && n >= 3
+        && b[n - 1] == b[n - 2]
+        && !is_vowel(b[n - 1])
+        && !matches!(b[n - 1], b'l' | b's' | b'z')
+    {
+        s.pop();
+    }
+    // A final silent `e`: `create` and `creat(ing)` meet at `creat`.
+    if s.len() > 4 && s.ends_with('e') && !s.ends_with("ee") {
+        s.pop();
+    }
+}
+
+/// [`stem_into`] returning a new string.
+#[cfg(test)]
+pub(crate) fn stem(word: &str) -> String {
+    let mut out = String::new();
+    stem_into(word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        split_words(text, |w| out.push(w.to_owned()));
+        out
+    }
+
+    #[test]
+    fn stopwords_are_distinct_and_short() {
+        assert!(STOPWORDS.iter().all(|w| w.len() <= MAX_STOPWORD_LEN));
+        let mut sorted = STOPWORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), STOPWORDS.len());
+        assert!(is_stopword("the") && !is_stopword("weather"));
+    }
+
+    #[test]
+    fn splits_every_naming_convention() {
+        for (input, expected) in [
+            ("create_issue", &["create", "issue"][..]),
+            ("createIssue", &["create", "issue", "createissue"]),
+            ("CreateIssue", &["create", "issue", "createissue"]),
+            ("create-issue", &["create", "issue"]),
+            ("math.factorial", &["math", "factorial"]),
+            ("HTTPServer", &["http", "server", "httpserver"]),
+            (
+                "getHTTPResponseCode",
+                &["get", "http", "response", "code", "gethttpresponsecode"],
+            ),
+            ("log2", &["log", "2", "log2"]),
+            ("sha256sum", &["sha", "256", "sum", "sha256sum"]),
+            (
+                "Find a GitHub issue!",
+                &["find", "a", "git", "hub", "github", "issue"],
+            ),
+            ("données_météo", &["données", "météo"]),
+        ] {
+            assert_eq!(words(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn ascii_and_unicode_paths_agree() {
+        for input in [
+            "getHTTPResponseCode v2",
+            "math.factorial",
+            "ABC",
+            "a1b2",
+            "x_Y-z.W",
+        ] {
+            let mut slow = Vec::new();
+            // A non-ASCII character that is not alphanumeric forces the general path.
+            split_words(&format!("{input}\u{2014}"), |w| slow.push(w.to_owned()));
+            assert_eq!(words(input), slow, "{input}");
+        }
+    }
+
+    #[test]
+    fn stems_meet() {
+        for group in [
+            &["issue", "issues", "issued"][..],
+            &["create", "creates", "created", "creating", "creation"],
+            &[
+                "calculate",
+                "calculates",
+                "calculated",
+                "calculating",
+                "calculation",
+                "calculator",
+            ],
+            &["stop", "stopped", "stopping", "stops"],
+            &["category", "categories"],
+            &["install", "installed", "installing"],
+            &["search", "searches", "searching"],
+            &["file", "files"],
+        ] {
+            let stems: Vec<_> = group.iter().map(|w| stem(w)).collect();
+            assert!(
+                stems.iter().all(|s| *s == stems[0]),
+                "{group:?} -> {stems:?}"
+            );
+        }
+        assert_eq!(stem("status"), "status");
+        assert_eq!(stem("bus"), "bus");
+        assert_eq!(stem("analysis"), "analysis");
+        assert_eq!(stem("2024"), "2024");
+    }
+}
