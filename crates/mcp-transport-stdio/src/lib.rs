@@ -1,3 +1,269 @@
 //! Child-process (stdio) transport for MCP sessions.
 //!
-//! Status: not implemented yet; see `docs/ARCHITECTURE.md`.
+//! [`StdioConnector`] implements [`mcp_connector::Connector`] for
+//! [`TransportKind::Stdio`] specs. It spawns `command args` in `cwd` as the leader of a new
+//! process group, with an environment of a small safe set inherited from the parent
+//! ([`SAFE_ENV_VARS`]) plus the spec's declared `env` (the whole parent environment only with
+//! `inherit_env`). The child's stderr is kept as a bounded tail (64 KiB by default) for
+//! [`ConnectionHandle::diagnostics`] and for error messages, with declared environment values
+//! redacted.
+//!
+//! The protocol runs over the child's stdin/stdout with rmcp's own framing
+//! ([`StdioTransport`]). The process side is owned by a [`StdioHandle`]: closing the transport
+//! closes stdin, then [`ConnectionHandle::shutdown`] waits a grace period, sends SIGTERM to the
+//! group, waits again and sends SIGKILL; dropping the handle (a cancelled run, a panic, a
+//! timeout) kills the group at once. The server is always reaped, and whatever it left in its
+//! group is killed.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use mcp_config::{ServerSpec, StdioSpec, TransportSpec};
+//! use mcp_connector::Connector as _;
+//! use mcp_transport_stdio::StdioConnector;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let spec = ServerSpec::new(
+//!     "everything",
+//!     TransportSpec::Stdio(StdioSpec::new("npx", ["-y", "@modelcontextprotocol/server-everything"])),
+//! );
+//! let connection = StdioConnector::new().connect(&spec).await?;
+//! let client = rmcp::serve_client((), connection.transport).await?;
+//! println!("{} tools", client.list_all_tools().await?.len());
+//! client.cancel().await?; // closes the transport, so the child's stdin
+//! connection.handle.shutdown(Duration::from_secs(2)).await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Unix only: process groups and signals are POSIX.
+//!
+//! # Architecture invariant
+//!
+//! Knows specs (`mcp-config`), the connector seam (`mcp-connector`) and rmcp's transport;
+//! never the catalog, the orchestration or HTTP.
+
+#[cfg(not(unix))]
+compile_error!(
+    "mcp-transport-stdio supports Unix only: it manages process groups with POSIX signals"
+);
+
+mod env;
+mod error;
+mod handle;
+mod process;
+mod stderr;
+mod transport;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_config::{ServerSpec, TransportKind, TransportSpec};
+use mcp_connector::{ConnectError, Connection, ConnectionHandle, Connector};
+
+pub use env::SAFE_ENV_VARS;
+pub use error::StdioError;
+pub use handle::StdioHandle;
+pub use transport::StdioTransport;
+
+use crate::handle::Shared;
+use crate::process::Leader;
+use crate::stderr::StderrTail;
+
+/// Settings of a [`StdioConnector`].
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_transport_stdio::StdioOptions;
+///
+/// let options = StdioOptions::default()
+///     .stderr_capacity(16 * 1024)
+///     .terminate_grace(Duration::from_millis(500))
+///     .inherit_var("SSL_CERT_FILE");
+/// assert!(options.inherited_env.iter().any(|v| v == "PATH"));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StdioOptions {
+    /// How many bytes of the child's stderr to keep (the most recent). Default 64 KiB.
+    pub stderr_capacity: usize,
+    /// How long shutdown waits after SIGTERM before SIGKILL. Default 2 s.
+    pub terminate_grace: Duration,
+    /// The variables inherited from the parent when a spec does not set `inherit_env`.
+    /// Default [`SAFE_ENV_VARS`].
+    pub inherited_env: Vec<String>,
+    /// The longest message line accepted from the child; longer ones are dropped by rmcp.
+    /// Default 16 MiB (rmcp's).
+    pub max_line_length: usize,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self {
+            stderr_capacity: 64 * 1024,
+            terminate_grace: Duration::from_secs(2),
+            inherited_env: SAFE_ENV_VARS.iter().map(|v| (*v).to_owned()).collect(),
+            max_line_length: rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH,
+        }
+    }
+}
+
+impl StdioOptions {
+    /// Sets how many bytes of stderr to keep.
+    pub fn stderr_capacity(mut self, bytes: usize) -> Self {
+        self.stderr_capacity = bytes;
+        self
+    }
+
+    /// Sets the wait between SIGTERM and SIGKILL.
+    pub fn terminate_grace(mut self, grace: Duration) -> Self {
+        self.terminate_grace = grace;
+        self
+    }
+
+    /// Adds a variable to the inherited set.
+    pub fn inherit_var(mut self, name: impl Into<String>) -> Self {
+        self.inherited_env.push(name.into());
+        self
+    }
+
+    /// Sets the longest accepted message line.
+    pub fn max_line_length(mut self, bytes: usize) -> Self {
+        self.max_line_length = bytes;
+        self
+    }
+}
+
+/// Opens stdio MCP servers: spawns the process and returns its transport and handle.
+///
+/// ```
+/// use mcp_config::TransportKind;
+/// use mcp_connector::Connector as _;
+/// use mcp_transport_stdio::{StdioConnector, StdioOptions};
+///
+/// let connector = StdioConnector::with_options(StdioOptions::default());
+/// assert_eq!(connector.kind(), TransportKind::Stdio);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StdioConnector {
+    options: StdioOptions,
+}
+
+impl StdioConnector {
+    /// A connector with default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A connector with `options`.
+    pub fn with_options(options: StdioOptions) -> Self {
+        Self { options }
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &StdioOptions {
+        &self.options
+    }
+
+    /// Spawns `spec`'s server and returns its transport (for the MCP handshake) and the
+    /// handle that owns its process group. Must run inside a Tokio runtime.
+    ///
+    /// ```no_run
+    /// use mcp_config::{ServerSpec, StdioSpec, TransportSpec};
+    /// use mcp_transport_stdio::StdioConnector;
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spec = ServerSpec::new("files", TransportSpec::Stdio(StdioSpec::new("my-server", ["--stdio"])));
+    /// let (transport, handle) = StdioConnector::new().spawn(&spec).await?;
+    /// println!("server pid {}", handle.process_id());
+    /// let client = rmcp::serve_client((), transport).await?;
+    /// # drop(client);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn spawn(
+        &self,
+        spec: &ServerSpec,
+    ) -> Result<(StdioTransport, StdioHandle), StdioError> {
+        let server = spec.name.clone();
+        let TransportSpec::Stdio(stdio) = &spec.transport else {
+            return Err(StdioError::NotStdio { server });
+        };
+        let mut command = std::process::Command::new(&stdio.command);
+        command.args(&stdio.args);
+        if let Some(cwd) = &stdio.cwd {
+            match std::fs::metadata(cwd) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(StdioError::Cwd {
+                        server,
+                        cwd: cwd.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotADirectory,
+                            "not a directory",
+                        ),
+                    });
+                }
+                Err(source) => {
+                    return Err(StdioError::Cwd {
+                        server,
+                        cwd: cwd.clone(),
+                        source,
+                    });
+                }
+            }
+            command.current_dir(cwd);
+        }
+        let env = env::plan(stdio, &self.options.inherited_env, |name| {
+            std::env::var_os(name)
+        });
+        if env.clear {
+            command.env_clear();
+        }
+        command.envs(env.vars);
+
+        let (leader, pipes) = Leader::spawn(&mut command).map_err(|source| StdioError::Spawn {
+            server: server.clone(),
+            command: stdio.command.clone(),
+            source,
+        })?;
+        tracing::debug!(server = %server, pid = leader.pid(), command = %stdio.command, "spawned stdio server");
+        let secrets = stdio.env.values().map(|s| s.expose().to_owned()).collect();
+        let tail = Arc::new(StderrTail::new(self.options.stderr_capacity));
+        // The reader holds only the tail: it must not keep the process group alive.
+        let reader = tail.clone();
+        tokio::spawn(async move { stderr::copy_into(pipes.stderr, &reader).await });
+        let shared = Arc::new(Shared::new(server, leader, tail, secrets));
+        let transport = StdioTransport::new(
+            pipes.stdout,
+            pipes.stdin,
+            self.options.max_line_length,
+            shared.clone(),
+        );
+        Ok((
+            transport,
+            StdioHandle::new(shared, self.options.terminate_grace),
+        ))
+    }
+}
+
+#[async_trait]
+impl Connector for StdioConnector {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Stdio
+    }
+
+    async fn connect(&self, spec: &ServerSpec) -> Result<Connection, ConnectError> {
+        let (transport, handle) = self.spawn(spec).await?;
+        Ok(Connection::new(transport, handle))
+    }
+}
+
+/// `StdioHandle` is what [`Connector::connect`] puts in a [`Connection`].
+const _: fn() = || {
+    fn is_handle<T: ConnectionHandle>() {}
+    is_handle::<StdioHandle>();
+};

@@ -1,0 +1,161 @@
+//! The connection handle: owns the child's process group for the life of a session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_config::REDACTED;
+use mcp_connector::ConnectionHandle;
+use nix::sys::signal::Signal;
+
+use crate::StdioError;
+use crate::process::Leader;
+use crate::stderr::StderrTail;
+
+/// How long SIGKILL may take to end the leader before shutdown stops waiting (it is still
+/// reaped later, on a reaper thread).
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// How long shutdown waits, after the group is gone, for the last stderr bytes to arrive.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
+/// Declared environment values shorter than this are not redacted from diagnostics: they are
+/// too likely to occur by chance (`1`, `on`) and too short to be a credential.
+const MIN_REDACTED_LEN: usize = 4;
+
+/// What the transport and the handle share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) server: String,
+    pub(crate) leader: Leader,
+    pub(crate) stderr: Arc<StderrTail>,
+    /// Declared environment values, removed from diagnostics.
+    secrets: Vec<String>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        server: String,
+        leader: Leader,
+        stderr: Arc<StderrTail>,
+        secrets: Vec<String>,
+    ) -> Self {
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .filter(|s| s.len() >= MIN_REDACTED_LEN)
+            .collect();
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        Self {
+            server,
+            leader,
+            stderr,
+            secrets,
+        }
+    }
+
+    /// The stderr tail and, once known, how the process ended; secrets redacted.
+    pub(crate) fn diagnostics(&self) -> Option<String> {
+        let mut text = self.stderr.text().unwrap_or_default();
+        if let Some(exit) = self.leader.exit() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("[process {} {exit}]", self.leader.pid()));
+        }
+        if text.is_empty() {
+            return None;
+        }
+        for secret in &self.secrets {
+            text = text.replace(secret.as_str(), REDACTED);
+        }
+        Some(text)
+    }
+
+    pub(crate) fn write_error(&self, source: std::io::Error) -> StdioError {
+        StdioError::Write {
+            server: self.server.clone(),
+            diagnostics: self.diagnostics(),
+            source,
+        }
+    }
+}
+
+/// Owns a stdio server's process group: [`shutdown`](ConnectionHandle::shutdown) ends it
+/// gracefully, dropping the handle kills it at once.
+///
+/// Shutdown, after the transport was closed (which closes the child's stdin): wait up to
+/// `grace` for the server to exit → SIGTERM to its group → wait up to the connector's
+/// `terminate_grace` → SIGKILL to the group. Whatever the server left in its group is killed
+/// once the server has exited, and the server is always reaped.
+pub struct StdioHandle {
+    shared: Arc<Shared>,
+    terminate_grace: Duration,
+}
+
+impl std::fmt::Debug for StdioHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioHandle")
+            .field("server", &self.shared.server)
+            .field("pid", &self.shared.leader.pid())
+            .field("terminate_grace", &self.terminate_grace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdioHandle {
+    pub(crate) fn new(shared: Arc<Shared>, terminate_grace: Duration) -> Self {
+        Self {
+            shared,
+            terminate_grace,
+        }
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.shared.server
+    }
+
+    /// The server's pid, which is also its process group id.
+    pub fn process_id(&self) -> u32 {
+        self.shared.leader.pid()
+    }
+
+    /// Kills the process group now and reaps the server without waiting (what dropping the
+    /// handle does).
+    pub fn kill(&self) {
+        self.shared.leader.kill_group_and_reap();
+    }
+}
+
+#[async_trait]
+impl ConnectionHandle for StdioHandle {
+    async fn shutdown(&self, grace: Duration) {
+        let leader = &self.shared.leader;
+        if leader.wait_exit(grace).await.is_none() {
+            tracing::debug!(server = %self.shared.server, "no exit within the grace period; SIGTERM");
+            leader.signal_group(Signal::SIGTERM);
+            if leader.wait_exit(self.terminate_grace).await.is_none() {
+                tracing::warn!(server = %self.shared.server, "SIGTERM ignored; SIGKILL");
+                leader.signal_group(Signal::SIGKILL);
+                leader.wait_exit(KILL_WAIT).await;
+            }
+        }
+        leader.kill_group_and_reap();
+        self.shared.stderr.wait_closed(STDERR_DRAIN).await;
+    }
+
+    fn diagnostics(&self) -> Option<String> {
+        self.shared.diagnostics()
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.shared.leader.pid())
+    }
+}
+
+impl Drop for StdioHandle {
+    fn drop(&mut self) {
+        self.shared.leader.kill_group_and_reap();
+    }
+}

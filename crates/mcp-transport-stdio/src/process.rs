@@ -1,0 +1,276 @@
+//! Process groups: the child leads a group of its own; its exit is observed without reaping it,
+//! so the group id stays reserved until every member is killed; then the leader is reaped.
+//!
+//! Why not reap at once: a process group id is the pid of its leader. While the leader is an
+//! unreaped zombie, the kernel cannot hand that number to a new process, so `killpg` can never
+//! hit an unrelated group. The watcher therefore waits with `WNOWAIT` (on Linux, Android and
+//! FreeBSD; elsewhere it reaps, a small window documented here), and reaping happens only
+//! in [`Leader::kill_group_and_reap`], after the group's last signal.
+//!
+//! The watcher is a plain thread, not a runtime task, so a session outlives neither its
+//! runtime's shutdown nor blocks it.
+
+use std::fmt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::sync::watch;
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal killed it.
+    Signal(Signal),
+    /// It is gone, but how it ended is not known.
+    Unknown,
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Code(code) => write!(f, "exited with status {code}"),
+            Self::Signal(signal) => write!(f, "was killed by {signal}"),
+            Self::Unknown => f.write_str("exited"),
+        }
+    }
+}
+
+/// The pipes of a spawned child, ready for Tokio.
+pub(crate) struct Pipes {
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: ChildStdout,
+    pub(crate) stderr: ChildStderr,
+}
+
+/// A child process that leads its own process group.
+pub(crate) struct Leader {
+    pid: Pid,
+    /// `None` once reaped (or, where `WNOWAIT` is missing, owned by the watcher).
+    child: Mutex<Option<Child>>,
+    exit: watch::Receiver<Option<Exit>>,
+    /// Set once the group was killed for good and the leader reaped or handed to a reaper.
+    finished: AtomicBool,
+}
+
+impl fmt::Debug for Leader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leader")
+            .field("pid", &self.pid)
+            .field("exit", &*self.exit.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Leader {
+    /// Spawns `command` as the leader of a new process group, with piped stdio. Must run
+    /// inside a Tokio runtime (the pipes register with its reactor).
+    pub(crate) fn spawn(command: &mut Command) -> std::io::Result<(Self, Pipes)> {
+        use std::os::unix::process::CommandExt as _;
+
+        let mut child = command
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (tx, exit) = watch::channel(None);
+        let leader = Self {
+            pid,
+            child: Mutex::new(Some(child)),
+            exit,
+            finished: AtomicBool::new(false),
+        };
+        // From here on, an early return drops `leader`, which kills the group.
+        leader.start_watcher(tx)?;
+        let missing = || std::io::Error::other("a pipe of the child is missing");
+        let pipes = Pipes {
+            stdin: ChildStdin::from_std(stdin.ok_or_else(missing)?)?,
+            stdout: ChildStdout::from_std(stdout.ok_or_else(missing)?)?,
+            stderr: ChildStderr::from_std(stderr.ok_or_else(missing)?)?,
+        };
+        Ok((leader, pipes))
+    }
+
+    /// The leader's pid, which is also the group id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid.as_raw().unsigned_abs()
+    }
+
+    /// How the leader ended, once it has.
+    pub(crate) fn exit(&self) -> Option<Exit> {
+        *self.exit.borrow()
+    }
+
+    /// Waits up to `timeout` for the leader to end.
+    pub(crate) async fn wait_exit(&self, timeout: Duration) -> Option<Exit> {
+        let mut exit = self.exit.clone();
+        match tokio::time::timeout(timeout, exit.wait_for(Option::is_some)).await {
+            Ok(Ok(status)) => *status,
+            // The watcher always reports before it ends; a closed channel means it could not.
+            Ok(Err(_)) | Err(_) => self.exit(),
+        }
+    }
+
+    /// Sends `signal` to every process of the group, unless it was already finished.
+    pub(crate) fn signal_group(&self, signal: Signal) {
+        if self.finished.load(Ordering::Acquire) {
+            return;
+        }
+        match killpg(self.pid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => {
+                tracing::warn!(pgid = %self.pid, %signal, "cannot signal the process group: {e}")
+            }
+        }
+    }
+
+    /// Kills every process left in the group and reaps the leader: at once if it has ended,
+    /// otherwise on a reaper thread as soon as SIGKILL takes effect. Idempotent; never blocks.
+    pub(crate) fn kill_group_and_reap(&self) {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match killpg(self.pid, Signal::SIGKILL) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => tracing::warn!(pgid = %self.pid, "cannot kill the process group: {e}"),
+        }
+        let child = self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut child) = child else { return };
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        let reaper = std::thread::Builder::new()
+            .name(format!("mcp-stdio-reap-{}", self.pid))
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = child.wait();
+            });
+        if let Err(e) = reaper {
+            tracing::warn!(pid = %self.pid, "cannot start a reaper thread: {e}");
+        }
+    }
+
+    fn start_watcher(&self, tx: watch::Sender<Option<Exit>>) -> std::io::Result<()> {
+        let pid = self.pid;
+        #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+        let mut child = self
+            .child
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        std::thread::Builder::new()
+            .name(format!("mcp-stdio-wait-{pid}"))
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+                let exit = wait_without_reaping(pid);
+                #[cfg(not(any(
+                    target_os = "linux",
+                    target_os = "android",
+                    target_os = "freebsd"
+                )))]
+                let exit = wait_and_reap(child.as_mut());
+                let _ = tx.send(Some(exit));
+            })
+            .map(drop)
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        self.kill_group_and_reap();
+    }
+}
+
+/// Blocks until `pid` ends, leaving it a zombie (so its group id stays reserved).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+fn wait_without_reaping(pid: Pid) -> Exit {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+
+    loop {
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Ok(WaitStatus::Exited(_, code)) => return Exit::Code(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Exit::Signal(signal),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            // ECHILD: already reaped by `kill_group_and_reap`.
+            Err(_) => return Exit::Unknown,
+        }
+    }
+}
+
+/// Blocks until the child ends, reaping it (platforms without `WNOWAIT` for one pid).
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+fn wait_and_reap(child: Option<&mut Child>) -> Exit {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    let Some(child) = child else {
+        return Exit::Unknown;
+    };
+    match child.wait() {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Signal::try_from(signal).map_or(Exit::Unknown, Exit::Signal),
+            (None, None) => Exit::Unknown,
+        },
+        Err(_) => Exit::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `true` while `pid` is a process that has not been reaped (a zombie counts).
+    fn exists(pid: u32) -> bool {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[tokio::test]
+    async fn exit_is_seen_and_the_leader_reaped() {
+        let (leader, _pipes) = Leader::spawn(Command::new("sh").args(["-c", "exit 7"])).unwrap();
+        let pid = leader.pid();
+        assert_eq!(
+            leader.wait_exit(Duration::from_secs(10)).await,
+            Some(Exit::Code(7))
+        );
+        if cfg!(target_os = "linux") {
+            assert!(
+                exists(pid),
+                "the leader was reaped before its group was killed"
+            );
+        }
+        leader.kill_group_and_reap();
+        assert!(!exists(pid), "the leader was not reaped");
+    }
+
+    #[tokio::test]
+    async fn drop_kills_the_group() {
+        let (leader, _pipes) = Leader::spawn(Command::new("sleep").arg("600")).unwrap();
+        let mut exit = leader.exit.clone();
+        drop(leader);
+        let status = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some))
+            .await
+            .expect("the child outlived the drop")
+            .map(|s| *s)
+            .unwrap_or(Some(Exit::Unknown));
+        assert!(
+            matches!(status, Some(Exit::Signal(Signal::SIGKILL) | Exit::Unknown)),
+            "{status:?}"
+        );
+    }
+}
