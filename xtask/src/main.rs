@@ -6,11 +6,15 @@
 //! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied |
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
+//! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
+//! | `conformance` | the official MCP conformance suite's client scenarios vs `peers/conformance-baseline.txt` (`--scenario S` for one) |
 
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod conformance;
+mod peers;
 mod tidy;
 
 fn main() -> Result<()> {
@@ -25,8 +29,10 @@ fn main() -> Result<()> {
             lint()?;
             test(rest)
         }
+        "peers" => peers::task(rest),
+        "conformance" => conformance::task(rest),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <test|lint|tidy|ci> [args]");
+            println!("usage: cargo xtask <test|lint|tidy|ci|peers|conformance> [args]");
             Ok(())
         }
         other => bail!("unknown task `{other}`; try `cargo xtask help`"),
@@ -55,20 +61,34 @@ fn has_nextest() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// The README's test command: install what the tests need, then run every test.
+/// The README's test command: install what the tests need, then run every test, then the
+/// conformance check. Tests find the peers through the `MCP_AGENT_PEER_*` variables.
 fn test(extra: &[String]) -> Result<()> {
+    let peers = peers::install()?;
     run(cargo().args(["build", "--workspace", "--bins"]))?;
     if has_nextest() {
-        run(cargo()
-            .args(["nextest", "run", "--workspace", "--no-fail-fast"])
-            .args(extra))?;
-        run(cargo().args(["test", "--workspace", "--doc"]))?;
+        run(with_peers(
+            cargo().args(["nextest", "run", "--workspace", "--no-fail-fast"]),
+            &peers,
+        )
+        .args(extra))?;
+        run(with_peers(
+            cargo().args(["test", "--workspace", "--doc"]),
+            &peers,
+        ))?;
     } else {
-        run(cargo()
-            .args(["test", "--workspace", "--no-fail-fast"])
-            .args(extra))?;
+        run(with_peers(
+            cargo().args(["test", "--workspace", "--no-fail-fast"]),
+            &peers,
+        )
+        .args(extra))?;
     }
-    Ok(())
+    conformance::check(&peers, &[])
+}
+
+fn with_peers<'a>(cmd: &'a mut Command, peers: &peers::Peers) -> &'a mut Command {
+    peers.apply(cmd);
+    cmd
 }
 
 fn lint() -> Result<()> {

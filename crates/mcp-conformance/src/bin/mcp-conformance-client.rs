@@ -1,0 +1,89 @@
+//! `mcp-conformance-client <server URL>`: the client the MCP conformance suite drives.
+//!
+//! Reads the scenario from `MCP_CONFORMANCE_SCENARIO` and its context from
+//! `MCP_CONFORMANCE_CONTEXT`, connects over streamable HTTP through `mcp-transport-http`'s
+//! `HttpConnector`, does what the scenario needs (see [`mcp_conformance::plan`]) and exits 0,
+//! or prints the error chain and exits 1 (2 for a usage error).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcp_conformance::{CONTEXT_ENV, SCENARIO_ENV, plan, run, server_spec};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+
+/// Bound on the whole run, under the suite's own client timeout.
+const RUN_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (Some(url), None) = (args.next(), args.next()) else {
+        eprintln!("usage: {SCENARIO_ENV}=<scenario> mcp-conformance-client <server URL>");
+        return ExitCode::from(2);
+    };
+    let Ok(url) = url.parse::<url::Url>() else {
+        eprintln!("not a URL: {url}");
+        return ExitCode::from(2);
+    };
+    let Ok(scenario) = std::env::var(SCENARIO_ENV) else {
+        eprintln!("{SCENARIO_ENV} is not set");
+        return ExitCode::from(2);
+    };
+    let context = match std::env::var(CONTEXT_ENV) {
+        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                eprintln!("{CONTEXT_ENV} is not JSON: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Err(_) => None,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("scenario {scenario}: {url}");
+    let result = runtime.block_on(async {
+        let spec = server_spec(&url, context.as_ref())?;
+        let connector = HttpConnector::new(HttpOptions::default())
+            .map_err(|e| mcp_conformance::Error::Config(Box::new(e)))?;
+        let mut log = |line: String| eprintln!("  {line}");
+        match tokio::time::timeout(
+            RUN_TIMEOUT,
+            run(&connector, &spec, &plan(&scenario), &mut log),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(mcp_conformance::Error::Timeout {
+                what: format!("scenario {scenario}"),
+                after: RUN_TIMEOUT,
+            }),
+        }
+    });
+    // Background tasks (an SSE stream still reconnecting) must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => {
+            eprintln!("scenario {scenario}: done");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("scenario {scenario}: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

