@@ -539,10 +539,15 @@ impl StreamableHttpClient for HttpClient {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if is_media_type(response.headers(), EVENT_STREAM_MIME_TYPE) {
+            let request = match &message {
+                JsonRpcMessage::Request(request) => Some(&request.id),
+                _ => None,
+            };
             let events = bounded_sse(
                 response.into_body().into_data_stream(),
                 limits.max_sse_event_size,
                 self.inner.server.clone(),
+                request,
             );
             return Ok(StreamableHttpPostResponse::Sse(events, new_session_id));
         }
@@ -668,6 +673,7 @@ impl StreamableHttpClient for HttpClient {
             response.into_body().into_data_stream(),
             max_sse_event_size,
             self.inner.server.clone(),
+            None,
         ))
     }
 }

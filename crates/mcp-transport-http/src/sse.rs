@@ -1,9 +1,19 @@
 //! Server-sent events with a bound on the size of one event.
 //!
-//! The SSE parser buffers an event until its terminating blank line, so a server that never
-//! ends an event could make it buffer without limit. [`EventSizeLimit`] counts the bytes of
-//! the event in progress as they stream by, before the parser sees them, and fails the stream
-//! once an event grows past the limit.
+//! The SSE parser buffers an event until its terminating blank line, so a server that sends
+//! an endless event could make it buffer without limit. [`EventLimiter`] sits before the
+//! parser: it holds back the event in progress (up to the limit) and forwards only complete
+//! events. An event that grows past the limit is dropped as it streams by and replaced:
+//!
+//! - its `id:` and `retry:` lines are kept, so the stream's position still advances and a
+//!   resumption (`Last-Event-ID`) does not ask for the same oversized event again;
+//! - on the response stream of a request, a JSON-RPC error answering that request takes its
+//!   place, so the call fails at once with a message naming the server and the limit (rather
+//!   than waiting for a response that will never be delivered);
+//! - on other streams it simply disappears (with a warning in the log).
+//!
+//! Failing the stream instead would not do: rmcp resumes a failed stream from the last event
+//! id, the server replays the same event, and the stream would fail again, forever.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,71 +22,187 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
+use rmcp::model::RequestId;
 use sse_stream::{Error as SseError, Sse, SseStream};
 
 use crate::error::HttpError;
 
-/// Tracks the size of the SSE event in progress across chunk boundaries.
-///
-/// Line ends are `\n`, `\r\n` or `\r`; a blank line ends the event. Line-end bytes are not
-/// counted; everything else (field names, values, comments) is.
-#[derive(Debug, Clone)]
-pub(crate) struct EventSizeCounter {
+/// Longest `id:` / `retry:` line kept from a dropped event.
+const KEEP_LINE_MAX: usize = 1024;
+
+/// Splits a byte stream into SSE events, holding back each event until it is complete and
+/// replacing those larger than the limit. Line ends are `\n`, `\r\n` or `\r`; a blank line
+/// ends an event; line-end bytes do not count towards the limit.
+#[derive(Debug)]
+pub(crate) struct EventLimiter {
     max: usize,
-    event_bytes: usize,
+    /// The event in progress, when it is within the limit.
+    event: Vec<u8>,
+    /// Its bytes so far, line ends excluded.
+    size: usize,
+    /// The event in progress is over the limit: its bytes are being dropped.
+    dropping: bool,
+    /// While dropping: the start of the line in progress.
+    line: Vec<u8>,
+    /// While dropping: the `id:` / `retry:` lines kept.
+    kept: Vec<u8>,
     at_line_start: bool,
     after_cr: bool,
+    /// The `data` of the event that replaces a dropped one, if any.
+    replacement: Option<String>,
+    server: Arc<str>,
 }
 
-impl EventSizeCounter {
-    pub(crate) fn new(max: usize) -> Self {
+impl EventLimiter {
+    /// A limiter for the response stream of request `request` (or of no request).
+    pub(crate) fn new(max: usize, server: Arc<str>, request: Option<&RequestId>) -> Self {
+        let replacement = request.map(|id| {
+            let message = HttpError::SseEventTooLarge {
+                server: server.to_string(),
+                limit: max,
+            }
+            .to_string();
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": { "code": -32603, "message": message },
+            })
+            .to_string()
+        });
         Self {
             max,
-            event_bytes: 0,
+            event: Vec::new(),
+            size: 0,
+            dropping: false,
+            line: Vec::new(),
+            kept: Vec::new(),
             at_line_start: true,
             after_cr: false,
+            replacement,
+            server,
         }
     }
 
-    /// Feeds one chunk; `false` once the event in progress exceeds the limit.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
+    /// Feeds one chunk; appends what may go to the parser to `out`.
+    pub(crate) fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         for &byte in chunk {
-            let after_cr = std::mem::replace(&mut self.after_cr, false);
-            match byte {
+            if std::mem::replace(&mut self.after_cr, false) && byte == b'\n' {
                 // The `\n` of a `\r\n`: the line already ended at the `\r`.
-                b'\n' if after_cr => {}
-                b'\r' | b'\n' => {
-                    if self.at_line_start {
-                        self.event_bytes = 0;
-                    }
-                    self.at_line_start = true;
-                    self.after_cr = byte == b'\r';
+                if !self.dropping {
+                    let target = if self.event.is_empty() {
+                        &mut *out
+                    } else {
+                        &mut self.event
+                    };
+                    target.push(byte);
                 }
-                _ => {
-                    self.at_line_start = false;
-                    self.event_bytes += 1;
-                    if self.event_bytes > self.max {
-                        return false;
+                continue;
+            }
+            if byte == b'\r' || byte == b'\n' {
+                let blank = self.at_line_start;
+                self.at_line_start = true;
+                self.after_cr = byte == b'\r';
+                if self.dropping {
+                    self.keep_line();
+                    if blank {
+                        self.finish_dropped(out);
+                    }
+                } else {
+                    self.event.push(byte);
+                    if blank {
+                        out.append(&mut self.event);
+                        self.size = 0;
                     }
                 }
+                continue;
+            }
+            self.at_line_start = false;
+            if self.dropping {
+                if self.line.len() <= KEEP_LINE_MAX {
+                    self.line.push(byte);
+                }
+                continue;
+            }
+            self.event.push(byte);
+            self.size += 1;
+            if self.size > self.max {
+                self.start_dropping();
             }
         }
-        true
+    }
+
+    /// Flushes an unterminated event at the end of the stream (the parser drops it).
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
+        if !self.dropping {
+            out.append(&mut self.event);
+        }
+    }
+
+    fn start_dropping(&mut self) {
+        tracing::warn!(
+            server = %self.server,
+            limit = self.max,
+            "dropping a server-sent event over the size limit"
+        );
+        self.dropping = true;
+        let event = std::mem::take(&mut self.event);
+        let mut lines = event.split(|b| *b == b'\n' || *b == b'\r').peekable();
+        while let Some(line) = lines.next() {
+            if lines.peek().is_some() {
+                self.line.clear();
+                self.line
+                    .extend_from_slice(&line[..line.len().min(KEEP_LINE_MAX + 1)]);
+                self.keep_line();
+            } else {
+                // The line in progress.
+                self.line.clear();
+                self.line
+                    .extend_from_slice(&line[..line.len().min(KEEP_LINE_MAX + 1)]);
+            }
+        }
+        self.event = Vec::new();
+    }
+
+    /// At the end of a line of a dropped event: keeps it if it is a short `id:` / `retry:`.
+    fn keep_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        let wanted = line.starts_with(b"id:") || line.starts_with(b"retry:");
+        if wanted && line.len() <= KEEP_LINE_MAX {
+            self.kept.extend_from_slice(&line);
+            self.kept.push(b'\n');
+        }
+        self.line = line;
+        self.line.clear();
+    }
+
+    fn finish_dropped(&mut self, out: &mut Vec<u8>) {
+        let kept = std::mem::take(&mut self.kept);
+        let replaced = self.replacement.is_some() || !kept.is_empty();
+        out.extend_from_slice(&kept);
+        if let Some(data) = &self.replacement {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(data.as_bytes());
+            out.push(b'\n');
+        }
+        if replaced {
+            out.push(b'\n');
+        }
+        self.dropping = false;
+        self.size = 0;
     }
 }
 
 pin_project_lite::pin_project! {
-    /// A byte stream that fails once one SSE event grows past the limit.
-    pub(crate) struct EventSizeLimit<S> {
+    /// A byte stream of complete SSE events, none larger than the limit.
+    pub(crate) struct LimitedEvents<S> {
         #[pin]
         inner: S,
-        counter: EventSizeCounter,
-        server: Arc<str>,
+        limiter: EventLimiter,
         done: bool,
     }
 }
 
-impl<S, E> Stream for EventSizeLimit<S>
+impl<S, E> Stream for LimitedEvents<S>
 where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::error::Error + Send + Sync + 'static,
@@ -84,49 +210,55 @@ where
     type Item = Result<Bytes, HttpError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.project();
+        let mut this = self.project();
         if *this.done {
             return Poll::Ready(None);
         }
-        let item = match this.inner.poll_next(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(item) => item,
-        };
-        Poll::Ready(match item {
-            None => None,
-            Some(Ok(chunk)) if this.counter.feed(&chunk) => Some(Ok(chunk)),
-            Some(Ok(_)) => {
-                *this.done = true;
-                Some(Err(HttpError::SseEventTooLarge {
-                    server: this.server.to_string(),
-                    limit: this.counter.max,
-                }))
+        loop {
+            let item = match this.inner.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(item) => item,
+            };
+            let mut out = Vec::new();
+            match item {
+                Some(Ok(chunk)) => this.limiter.feed(&chunk, &mut out),
+                Some(Err(e)) => {
+                    *this.done = true;
+                    return Poll::Ready(Some(Err(HttpError::Body {
+                        server: this.limiter.server.to_string(),
+                        source: Box::new(e),
+                    })));
+                }
+                None => {
+                    *this.done = true;
+                    this.limiter.finish(&mut out);
+                    if out.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                }
             }
-            Some(Err(e)) => {
-                *this.done = true;
-                Some(Err(HttpError::Body {
-                    server: this.server.to_string(),
-                    source: Box::new(e),
-                }))
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Bytes::from(out))));
             }
-        })
+        }
     }
 }
 
-/// Parses `bytes` as SSE, failing when one event exceeds `max_event_bytes`.
+/// Parses `bytes` as SSE, no event larger than `max_event_bytes` (see the module docs for
+/// what replaces a larger one; `request` is the request whose response stream this is).
 pub(crate) fn bounded_sse<S, E>(
     bytes: S,
     max_event_bytes: usize,
     server: Arc<str>,
+    request: Option<&RequestId>,
 ) -> BoxStream<'static, Result<Sse, SseError>>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
-    SseStream::from_bytes_stream(EventSizeLimit {
+    SseStream::from_bytes_stream(LimitedEvents {
         inner: bytes,
-        counter: EventSizeCounter::new(max_event_bytes),
-        server,
+        limiter: EventLimiter::new(max_event_bytes, server, request),
         done: false,
     })
     .boxed()
@@ -136,41 +268,120 @@ where
 mod tests {
     use super::*;
 
-    /// Feeds `chunks` to a counter with limit `max`; returns the index of the chunk that broke
-    /// the limit, if any.
-    fn check(max: usize, chunks: &[&str], expected: Option<usize>) {
-        let mut counter = EventSizeCounter::new(max);
-        let broke = chunks.iter().position(|c| !counter.feed(c.as_bytes()));
-        assert_eq!(broke, expected, "max {max}, chunks {chunks:?}");
+    /// Feeds `chunks` to a limiter (limit `max`, response stream of request 7 when
+    /// `for_request`); compares what reaches the parser, chunk by chunk, with `expected`.
+    fn check(max: usize, for_request: bool, chunks: &[&str], expected: &[&str]) {
+        let id = RequestId::Number(7);
+        let mut limiter = EventLimiter::new(max, Arc::from("srv"), for_request.then_some(&id));
+        let mut got = Vec::new();
+        for chunk in chunks {
+            let mut out = Vec::new();
+            limiter.feed(chunk.as_bytes(), &mut out);
+            got.push(String::from_utf8(out).unwrap());
+        }
+        let mut out = Vec::new();
+        limiter.finish(&mut out);
+        got.push(String::from_utf8(out).unwrap());
+        assert_eq!(got, expected, "max {max}, chunks {chunks:?}");
+    }
+
+    const ERR: &str = r#"data: {"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"server `srv`: a server-sent event exceeds the limit of 8 bytes"}}"#;
+
+    #[test]
+    fn events_within_the_limit_pass_whole() {
+        check(
+            8,
+            false,
+            &["data: a\n\n", "data: b\n\n"],
+            &["data: a\n\n", "data: b\n\n", ""],
+        );
+        // Held back until complete, across chunks and line-end styles.
+        check(
+            9,
+            false,
+            &["data:", " abc\n", "\n", "data: xyz\r\n\r\n"],
+            &["", "", "data: abc\n\n", "data: xyz\r\n\r\n", ""],
+        );
+        check(
+            8,
+            false,
+            &["data: a\r\rdata: b\r\r"],
+            &["data: a\r\rdata: b\r\r", ""],
+        );
+        // A `\r\n` split after the `\r` of the blank line.
+        check(
+            8,
+            false,
+            &["data: a\r\n\r", "\ndata: b\n\n"],
+            &["data: a\r\n\r", "\ndata: b\n\n", ""],
+        );
+        // An unterminated event is flushed at the end (the parser discards it).
+        check(8, false, &["data: a"], &["", "data: a"]);
     }
 
     #[test]
-    fn event_size_is_counted_per_event_across_chunks() {
-        // Each event is within the limit.
-        check(8, &["data: a\n\n", "data: b\n\n"], None);
-        check(9, &["data:", " abc\n", "\n", "data: xyz\r\n\r\n"], None);
-        // CR-only line ends also end events.
-        check(8, &["data: a\r\rdata: b\r\r"], None);
-        // One event split over chunks grows past the limit.
-        check(8, &["data: ab", "c\n", "\n"], Some(1));
+    fn oversized_events_are_replaced() {
+        // On a request's stream: the id is kept and an error answers the request.
+        check(
+            8,
+            true,
+            &["data: ok\n\n", "data: abc", "def\nid: 5\n\n", "data: b\n\n"],
+            &[
+                "data: ok\n\n",
+                "",
+                &format!("id: 5\n{ERR}\n\n"),
+                "data: b\n\n",
+                "",
+            ],
+        );
+        // An id before the oversized data is kept too.
+        check(
+            8,
+            true,
+            &["id: 4\ndata: abcdef\n\n"],
+            &[&format!("id: 4\n{ERR}\n\n"), ""],
+        );
+        // On another stream: only the id survives, or nothing at all.
+        check(8, false, &["data: abcdef\nid: 5\n\n"], &["id: 5\n\n", ""]);
+        check(
+            8,
+            false,
+            &["data: abcdef\n\ndata: b\n\n"],
+            &["data: b\n\n", ""],
+        );
         // Two data lines of one event add up (line ends excluded).
-        check(16, &["data: abc\ndata: d\n\n"], None);
-        check(16, &["data: abc\ndata: def\n\n"], Some(0));
-        // Without a blank line the counter never resets.
-        check(10, &["data: a\n", "data: b\n"], Some(1));
+        check(
+            16,
+            false,
+            &["data: abc\ndata: d\n\n"],
+            &["data: abc\ndata: d\n\n", ""],
+        );
+        check(16, false, &["data: abc\ndata: def\n\n"], &["", ""]);
     }
 
     #[tokio::test]
-    async fn oversized_event_fails_the_stream_and_names_the_server() {
+    async fn oversized_response_event_becomes_an_error_naming_the_server() {
         let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
-            Ok(Bytes::from_static(b"data: ok\n\n")),
-            Ok(Bytes::from(format!("data: {}\n\n", "x".repeat(64)))),
+            Ok(Bytes::from_static(b"id: 1\ndata:\n\n")),
+            Ok(Bytes::from(format!("data: {}\nid: 2\n\n", "x".repeat(64)))),
         ];
-        let mut events = bounded_sse(futures::stream::iter(chunks), 32, Arc::from("srv"));
+        let id = RequestId::Number(3);
+        let mut events = bounded_sse(
+            futures::stream::iter(chunks),
+            32,
+            Arc::from("srv"),
+            Some(&id),
+        );
         let first = events.next().await.unwrap().unwrap();
-        assert_eq!(first.data.as_deref(), Some("ok"));
-        let err = events.next().await.unwrap().unwrap_err();
-        assert!(err.to_string().contains("server `srv`"), "{err}");
-        assert!(err.to_string().contains("32 bytes"), "{err}");
+        assert_eq!(first.id.as_deref(), Some("1"));
+        let second = events.next().await.unwrap().unwrap();
+        assert_eq!(second.id.as_deref(), Some("2"));
+        let data = second.data.unwrap();
+        assert!(data.contains(r#""id":3"#), "{data}");
+        assert!(
+            data.contains("server `srv`: a server-sent event exceeds the limit of 32 bytes"),
+            "{data}"
+        );
+        assert!(events.next().await.is_none());
     }
 }

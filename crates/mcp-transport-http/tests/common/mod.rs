@@ -47,6 +47,8 @@ pub type Handler = Arc<dyn Fn(Parts, Bytes) -> BoxFuture<'static, Response<Body>
 pub struct Seen {
     /// HTTP method.
     pub method: Method,
+    /// HTTP version.
+    pub version: http::Version,
     /// Request headers.
     pub headers: HeaderMap,
     /// The JSON-RPC method of a POST body, if any.
@@ -114,11 +116,21 @@ impl Server {
 
 /// Serves `handler` on an ephemeral port of 127.0.0.1 (HTTP/1.1 and h2c).
 pub async fn serve(handler: Handler) -> Server {
+    serve_with(handler, None).await
+}
+
+/// Serves `handler` over TLS (HTTP/1.1 and HTTP/2 by ALPN) with `tls`.
+pub async fn serve_tls(handler: Handler, tls: tokio_rustls::TlsAcceptor) -> Server {
+    serve_with(handler, Some(tls)).await
+}
+
+async fn serve_with(handler: Handler, tls: Option<tokio_rustls::TlsAcceptor>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let connections = Arc::new(AtomicUsize::new(0));
     let (task_log, task_connections) = (log.clone(), connections.clone());
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let task = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
         loop {
@@ -126,7 +138,7 @@ pub async fn serve(handler: Handler) -> Server {
                 return;
             };
             task_connections.fetch_add(1, Ordering::SeqCst);
-            let (handler, log) = (handler.clone(), task_log.clone());
+            let (handler, log, tls) = (handler.clone(), task_log.clone(), tls.clone());
             conns.spawn(async move {
                 let service =
                     hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
@@ -141,10 +153,12 @@ pub async fn serve(handler: Handler) -> Server {
                             let rpc = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
                                 v.get("method").and_then(Value::as_str).map(str::to_owned)
                             });
-                            let (method, headers) = (parts.method.clone(), parts.headers.clone());
+                            let (method, headers, version) =
+                                (parts.method.clone(), parts.headers.clone(), parts.version);
                             let response = handler(parts, body).await;
                             log.lock().unwrap().push(Seen {
                                 method,
+                                version,
                                 headers,
                                 rpc,
                                 status: response.status(),
@@ -157,14 +171,27 @@ pub async fn serve(handler: Handler) -> Server {
                             Ok::<_, Infallible>(response)
                         }
                     });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                match tls {
+                    None => {
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                    Some(tls) => {
+                        let Ok(stream) = tls.accept(stream).await else {
+                            return;
+                        };
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                }
             });
         }
     });
     Server {
-        url: format!("http://{addr}/mcp").parse().unwrap(),
+        url: format!("{scheme}://{addr}/mcp").parse().unwrap(),
         log,
         connections,
         task,
