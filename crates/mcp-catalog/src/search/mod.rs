@@ -23,3 +23,10 @@ mod index;
 mod text;
 
 pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};
+
+/// The lower-cased words of `text`, split the way the index splits names.
+pub(crate) fn split_words_lower(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    text::split_words(text, |w| out.push(w.to_owned()));
+    out
+}

@@ -1,0 +1,107 @@
+//! How the catalog shows tools to the model (SPEC D5, D6).
+
+use serde::{Deserialize, Serialize};
+
+use crate::search::RankingConfig;
+
+/// Which MCP tools the model sees as first-class tools.
+///
+/// ```
+/// use mcp_catalog::Exposure;
+/// let auto: Exposure = serde_json::from_str(r#"{"auto": {"max_tools": 20, "max_schema_bytes": 16384}}"#).unwrap();
+/// assert_eq!(auto, Exposure::Auto { max_tools: 20, max_schema_bytes: 16384 });
+/// assert_eq!(serde_json::from_str::<Exposure>(r#""eager""#).unwrap(), Exposure::Eager);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Exposure {
+    /// Only `mcp_search_tools` and `mcp_call_tool` (plus pinned and promoted tools). The default:
+    /// the model's context holds two small schemas instead of hundreds.
+    #[default]
+    Lazy,
+    /// Every tool first-class, with its input schema exactly as the server sent it.
+    Eager,
+    /// Eager while the catalog is small, lazy once it has more than `max_tools` tools or their
+    /// input schemas add up to more than `max_schema_bytes` bytes of JSON.
+    Auto {
+        /// The most tools still shown eagerly.
+        max_tools: usize,
+        /// The most schema bytes still shown eagerly.
+        max_schema_bytes: usize,
+    },
+}
+
+impl Exposure {
+    /// [`Exposure::Auto`] with the default thresholds: 32 tools, 32 KiB of schemas.
+    pub fn auto() -> Self {
+        Self::Auto {
+            max_tools: 32,
+            max_schema_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// The catalog's settings.
+///
+/// ```
+/// use mcp_catalog::{CatalogConfig, Exposure};
+/// let config = CatalogConfig::default()
+///     .with_exposure(Exposure::auto())
+///     .with_pinned(["github__create_issue"]);
+/// assert_eq!(config.default_limit, 10);
+/// assert_eq!(config.max_limit, 50);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CatalogConfig {
+    /// Lazy, eager or automatic exposure.
+    pub exposure: Exposure,
+    /// Tools always shown first-class, by external (`server__tool`) or model-facing name.
+    /// Names that match no tool are ignored (a server may be unavailable for a run).
+    pub pinned: Vec<String>,
+    /// How many tools a run may promote to first-class (0 turns promotion off).
+    pub max_promoted: usize,
+    /// Results of `mcp_search_tools` when the model gives no `limit`.
+    pub default_limit: usize,
+    /// The most results one search returns, whatever `limit` says.
+    pub max_limit: usize,
+    /// The ranking constants.
+    pub ranking: RankingConfig,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self {
+            exposure: Exposure::Lazy,
+            pinned: Vec::new(),
+            max_promoted: 16,
+            default_limit: 10,
+            max_limit: 50,
+            ranking: RankingConfig::default(),
+        }
+    }
+}
+
+impl CatalogConfig {
+    /// Sets the exposure mode.
+    #[must_use]
+    pub fn with_exposure(mut self, exposure: Exposure) -> Self {
+        self.exposure = exposure;
+        self
+    }
+
+    /// Sets the pinned tools.
+    #[must_use]
+    pub fn with_pinned<S: Into<String>>(mut self, pinned: impl IntoIterator<Item = S>) -> Self {
+        self.pinned = pinned.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets how many tools a run may promote.
+    #[must_use]
+    pub fn with_max_promoted(mut self, max: usize) -> Self {
+        self.max_promoted = max;
+        self
+    }
+}

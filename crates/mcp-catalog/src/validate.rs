@@ -1,0 +1,133 @@
+//! Argument validation against a tool's input JSON Schema (SPEC D4).
+
+use std::sync::Arc;
+
+use agent_core::JsonObject;
+use serde_json::Value;
+
+/// At most this many problems are listed in one error.
+const MAX_PROBLEMS: usize = 5;
+/// A problem's message is cut to this many characters (it may quote a large value).
+const MAX_MESSAGE: usize = 200;
+
+/// A compiled input schema, or the reason it could not be compiled.
+pub(crate) type Compiled = Result<Arc<jsonschema::Validator>, String>;
+
+/// Compiles a tool's input schema. Remote `$ref`s are not fetched (the crate is built without
+/// network retrieval): a schema that needs one fails to compile, and its tool is then called
+/// without validation rather than not at all.
+pub(crate) fn compile(schema: &JsonObject) -> Compiled {
+    jsonschema::validator_for(&Value::Object(schema.clone()))
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
+/// Checks `arguments`; on failure, says which fields are wrong and why, one
+/// `` `/json/pointer`: message `` per problem, `(root)` for the object itself.
+pub(crate) fn check(
+    validator: &jsonschema::Validator,
+    arguments: &JsonObject,
+) -> Result<(), String> {
+    let instance = Value::Object(arguments.clone());
+    let mut problems = Vec::new();
+    let mut more = 0usize;
+    for error in validator.iter_errors(&instance) {
+        if problems.len() == MAX_PROBLEMS {
+            more += 1;
+            continue;
+        }
+        let path = error.instance_path().as_str();
+        let path = if path.is_empty() { "(root)" } else { path };
+        let mut message = error.to_string();
+        if message.chars().count() > MAX_MESSAGE {
+            message = message.chars().take(MAX_MESSAGE).collect::<String>() + "…";
+        }
+        problems.push(format!("`{path}`: {message}"));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut out = problems.join("; ");
+    if more > 0 {
+        out.push_str(&format!("; and {more} more"));
+    }
+    Err(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn obj(v: Value) -> JsonObject {
+        v.as_object().unwrap().clone()
+    }
+
+    fn schema() -> JsonObject {
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "repo": {"type": "string"},
+                "count": {"type": "integer", "minimum": 1},
+                "labels": {"type": "array", "items": {"type": "string"}},
+                "state": {"enum": ["open", "closed"]}
+            },
+            "required": ["repo"],
+            "additionalProperties": false
+        }))
+    }
+
+    fn problems(args: Value) -> String {
+        let v = compile(&schema()).unwrap();
+        check(&v, &obj(args)).unwrap_err()
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        let v = compile(&schema()).unwrap();
+        assert_eq!(check(&v, &obj(json!({"repo": "a/b", "count": 2}))), Ok(()));
+    }
+
+    #[test]
+    fn each_problem_names_its_field_and_why() {
+        for (args, expected) in [
+            (json!({}), r#"`(root)`: "repo" is a required property"#),
+            (json!({"repo": 5}), r#"`/repo`: 5 is not of type "string""#),
+            (
+                json!({"repo": "a", "count": 0}),
+                "`/count`: 0 is less than the minimum of 1",
+            ),
+            (
+                json!({"repo": "a", "labels": ["x", 3]}),
+                r#"`/labels/1`: 3 is not of type "string""#,
+            ),
+            (
+                json!({"repo": "a", "state": "merged"}),
+                r#"`/state`: "merged" is not one of "open" or "closed""#,
+            ),
+            (
+                json!({"repo": "a", "extra": 1}),
+                "`(root)`: Additional properties are not allowed ('extra' was unexpected)",
+            ),
+        ] {
+            assert_eq!(problems(args.clone()), expected, "{args}");
+        }
+    }
+
+    #[test]
+    fn several_problems_are_listed_together() {
+        let msg = problems(json!({"count": "x", "labels": 1}));
+        assert!(
+            msg.contains("`(root)`: \"repo\" is a required property"),
+            "{msg}"
+        );
+        assert!(msg.contains("`/count`"), "{msg}");
+        assert!(msg.contains("`/labels`"), "{msg}");
+    }
+
+    #[test]
+    fn a_broken_schema_does_not_compile() {
+        assert!(compile(&obj(json!({"type": 12}))).is_err());
+    }
+}
