@@ -181,8 +181,8 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "spawn_child",
-        "Starts a long `sleep` child process (stdio server only) and returns its pid.",
-        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1}}}"#,
+        "Starts a long `sleep` child process (stdio server only) and returns its pid; with `inherit_stdio` it shares the server's stdout and stderr.",
+        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1},"inherit_stdio":{"type":"boolean"}}}"#,
         Some(r#"{"type":"object","properties":{"pid":{"type":"integer"}},"required":["pid"]}"#),
     ),
     (
@@ -411,11 +411,19 @@ impl TestServer {
             return tool_error("spawn_child works only in the stdio server process");
         }
         let seconds = args.get("seconds").and_then(Value::as_u64).unwrap_or(600);
+        let inherit = args.get("inherit_stdio").and_then(Value::as_bool) == Some(true);
+        let stdio = || {
+            if inherit {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            }
+        };
         let spawned = std::process::Command::new("sleep")
             .arg(seconds.to_string())
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(stdio())
+            .stderr(stdio())
             .spawn();
         match spawned {
             Ok(child) => {

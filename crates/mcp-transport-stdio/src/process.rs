@@ -7,13 +7,17 @@
 //! FreeBSD; elsewhere it reaps, a small window documented here), and reaping happens only
 //! in [`Leader::kill_group_and_reap`], after the group's last signal.
 //!
+//! When the leader exits, the watcher kills what is left of its group at once: the server is
+//! gone, its helpers are orphans, and one of them holding the stdout pipe open would otherwise
+//! hide the server's death from the client (no end of file) until shutdown.
+//!
 //! The watcher is a plain thread, not a runtime task, so a session outlives neither its
 //! runtime's shutdown nor blocks it.
 
 use std::fmt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -53,8 +57,10 @@ pub(crate) struct Pipes {
 /// A child process that leads its own process group.
 pub(crate) struct Leader {
     pid: Pid,
-    /// `None` once reaped (or, where `WNOWAIT` is missing, owned by the watcher).
-    child: Mutex<Option<Child>>,
+    /// `None` once reaped (or, where `WNOWAIT` is missing, owned by the watcher). Whoever
+    /// signals the group after the leader may have exited holds this lock, so the leader
+    /// cannot be reaped (and its group id freed) in between.
+    child: Arc<Mutex<Option<Child>>>,
     exit: watch::Receiver<Option<Exit>>,
     /// Set once the group was killed for good and the leader reaped or handed to a reaper.
     finished: AtomicBool,
@@ -87,7 +93,7 @@ impl Leader {
         let (tx, exit) = watch::channel(None);
         let leader = Self {
             pid,
-            child: Mutex::new(Some(child)),
+            child: Arc::new(Mutex::new(Some(child))),
             exit,
             finished: AtomicBool::new(false),
         };
@@ -124,6 +130,8 @@ impl Leader {
 
     /// Sends `signal` to every process of the group, unless it was already finished.
     pub(crate) fn signal_group(&self, signal: Signal) {
+        // Under the lock, so the leader cannot be reaped (freeing the group id) meanwhile.
+        let _unreaped = self.child.lock().unwrap_or_else(PoisonError::into_inner);
         if self.finished.load(Ordering::Acquire) {
             return;
         }
@@ -141,15 +149,14 @@ impl Leader {
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
-        match killpg(self.pid, Signal::SIGKILL) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => tracing::warn!(pgid = %self.pid, "cannot kill the process group: {e}"),
-        }
-        let child = self
-            .child
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let child = {
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            match killpg(self.pid, Signal::SIGKILL) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => tracing::warn!(pgid = %self.pid, "cannot kill the process group: {e}"),
+            }
+            child.take()
+        };
         let Some(mut child) = child else { return };
         if let Ok(Some(_)) = child.try_wait() {
             return;
@@ -167,6 +174,8 @@ impl Leader {
 
     fn start_watcher(&self, tx: watch::Sender<Option<Exit>>) -> std::io::Result<()> {
         let pid = self.pid;
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        let child = self.child.clone();
         #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
         let mut child = self
             .child
@@ -178,7 +187,15 @@ impl Leader {
             .stack_size(64 * 1024)
             .spawn(move || {
                 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-                let exit = wait_without_reaping(pid);
+                let exit = {
+                    let exit = wait_without_reaping(pid);
+                    // Still unreaped (checked under the lock): the group id is still ours.
+                    let unreaped = child.lock().unwrap_or_else(PoisonError::into_inner);
+                    if unreaped.is_some() {
+                        let _ = killpg(pid, Signal::SIGKILL);
+                    }
+                    exit
+                };
                 #[cfg(not(any(
                     target_os = "linux",
                     target_os = "android",

@@ -36,6 +36,30 @@ async fn a_crash_mid_call_is_a_transport_error() {
 }
 
 #[tokio::test]
+async fn a_crash_is_seen_even_when_a_helper_holds_stdout_open() {
+    let connection =
+        bounded(connector().connect(&spec("leaky", &StdioServerArgs::new(Mode::Test))))
+            .await
+            .unwrap();
+    let pid = connection.handle.pid().unwrap();
+    let client = bounded(rmcp::serve_client((), connection.transport))
+        .await
+        .unwrap();
+    let spawned = call(&client, "spawn_child", json!({"inherit_stdio": true}))
+        .await
+        .unwrap();
+    let helper = spawned.structured_content.unwrap()["pid"].as_u64().unwrap() as u32;
+
+    // The helper keeps the pipes open; the crash must still end the call (`call` is bounded).
+    let crashed = call(&client, "crash", json!({})).await;
+    assert!(crashed.is_err(), "{crashed:?}");
+    assert_not_running(helper).await;
+
+    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
+    assert_all_gone(pid).await;
+}
+
+#[tokio::test]
 async fn garbage_on_stdout_is_an_error() {
     let args = StdioServerArgs::new(Mode::GarbageOnStdout);
     let connection = bounded(connector().connect(&spec("garbled", &args)))
