@@ -145,6 +145,22 @@ impl HttpConnector {
 
     /// rmcp's streamable HTTP transport for `spec`, on [`client`](Self::client). Must be
     /// called inside a tokio runtime (the transport spawns its worker).
+    ///
+    /// ```no_run
+    /// use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+    /// use mcp_transport_http::{HttpConnector, HttpOptions};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let connector = HttpConnector::new(HttpOptions::default())?;
+    /// let url = "http://127.0.0.1:8080/mcp".parse()?;
+    /// let spec = ServerSpec::new("local", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+    /// let client = rmcp::serve_client((), connector.transport(&spec)?).await?;
+    /// let tools = client.peer().list_all_tools().await?;
+    /// client.cancel().await?; // sends DELETE for the session
+    /// # drop(tools);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn transport(
         &self,
         spec: &ServerSpec,
