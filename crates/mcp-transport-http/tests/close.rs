@@ -37,3 +37,34 @@ async fn close_sends_delete_with_the_session_id() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn dropping_the_client_also_deletes_the_session() {
+    bounded(async {
+        let rmcp = Arc::new(RmcpServer::new(Mode::SessionSse));
+        let inner = rmcp.handler();
+        let deleted = Arc::new(tokio::sync::Notify::new());
+        let signal = deleted.clone();
+        let server = serve(Arc::new(move |parts: http::request::Parts, body| {
+            let is_delete = parts.method == Method::DELETE;
+            let (response, signal) = (inner(parts, body), signal.clone());
+            Box::pin(async move {
+                let response = response.await;
+                if is_delete {
+                    signal.notify_one();
+                }
+                response
+            })
+        }))
+        .await;
+        let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+        let connection = connector.connect(&server.spec("dropped")).await.unwrap();
+        let client = rmcp::serve_client((), connection.transport).await.unwrap();
+        client.peer().call_tool(echo("x")).await.unwrap();
+
+        drop(client);
+        deleted.notified().await;
+        assert!(rmcp.sessions.sessions.read().await.is_empty());
+    })
+    .await;
+}
