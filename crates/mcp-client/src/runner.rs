@@ -1,0 +1,184 @@
+//! The runner of one run: the catalog over the run's sessions, kept current, closed at the end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agent_core::{
+    Event, EventKind, EventSink, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
+    ToolError, ToolOutput,
+};
+use async_trait::async_trait;
+use mcp_catalog::{Catalog, ServerTools};
+use rmcp::model::Tool;
+use tokio::task::JoinHandle;
+
+use crate::{Session, SkippedServer};
+
+/// The tools of one run's MCP servers, behind the catalog's lazy surface.
+///
+/// Valid until [`Runner::close`]; dropping it without closing still releases every session
+/// (child process groups are killed, HTTP sessions deleted on a best-effort basis).
+pub struct McpRunner {
+    catalog: Arc<Catalog>,
+    sessions: Vec<Arc<Session>>,
+    skipped: Vec<SkippedServer>,
+    watchers: Vec<JoinHandle<()>>,
+    closed: AtomicBool,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for McpRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpRunner")
+            .field(
+                "servers",
+                &self.sessions.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            )
+            .field(
+                "skipped",
+                &self.skipped.iter().map(|s| &s.server).collect::<Vec<_>>(),
+            )
+            .field("tools", &self.catalog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keeps only the tools the spec's filter allows.
+pub(crate) fn filtered(session: &Session, tools: Vec<Tool>) -> Vec<Tool> {
+    let filter = &session.spec().tools;
+    tools
+        .into_iter()
+        .filter(|t| filter.allows(&t.name))
+        .collect()
+}
+
+impl McpRunner {
+    pub(crate) fn new(
+        catalog: Arc<Catalog>,
+        sessions: Vec<(Arc<Session>, Vec<Tool>)>,
+        skipped: Vec<SkippedServer>,
+        grace: Duration,
+        events: Arc<dyn EventSink>,
+    ) -> Result<Self, (mcp_catalog::CatalogError, Vec<Arc<Session>>)> {
+        let mut added = Vec::with_capacity(sessions.len());
+        let mut failure = None;
+        for (session, tools) in sessions {
+            if failure.is_none() {
+                let mut server =
+                    ServerTools::new(session.name(), session.clone(), filtered(&session, tools));
+                if let Some(identity) = &session.identity().name {
+                    server = server.with_identity(identity.clone());
+                }
+                if let Err(e) = catalog.add_server(server) {
+                    failure = Some(e);
+                }
+            }
+            added.push(session);
+        }
+        if let Some(e) = failure {
+            return Err((e, added));
+        }
+        let watchers = added
+            .iter()
+            .map(|s| watch_tools(s.clone(), catalog.clone(), events.clone()))
+            .collect();
+        Ok(Self {
+            catalog,
+            sessions: added,
+            skipped,
+            watchers,
+            closed: AtomicBool::new(false),
+            grace,
+        })
+    }
+
+    /// The catalog behind this runner (search, resolve, promote).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The run's open sessions, in the order of its server list.
+    pub fn sessions(&self) -> &[Arc<Session>] {
+        &self.sessions
+    }
+
+    /// The servers skipped under `skip_unavailable`, with their causes.
+    pub fn skipped(&self) -> &[SkippedServer] {
+        &self.skipped
+    }
+}
+
+/// Re-lists a server's tools whenever it announces a change, and updates the catalog.
+fn watch_tools(
+    session: Arc<Session>,
+    catalog: Arc<Catalog>,
+    events: Arc<dyn EventSink>,
+) -> JoinHandle<()> {
+    let mut changed = session.tools_changed();
+    tokio::spawn(async move {
+        while changed.changed().await.is_ok() {
+            let outcome = match session.list_tools().await {
+                Ok(tools) => {
+                    let tools = filtered(&session, tools);
+                    let count = tools.len();
+                    catalog
+                        .replace_tools(session.name(), &tools)
+                        .map(|()| count)
+                        .map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            let event = Event::new(EventKind::ToolsChanged).with_server(session.name());
+            events.emit(match outcome {
+                Ok(count) => event.with_message(format!("{count} tools")),
+                Err(message) => event.with_message(format!("re-listing failed: {message}")),
+            });
+        }
+    })
+}
+
+impl ToolCatalog for McpRunner {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        self.catalog.tools()
+    }
+
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        self.catalog.tool(name)
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for McpRunner {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ToolError::Configuration {
+                server: None,
+                tool: call.name,
+                message: "the run has ended; its MCP sessions are closed".into(),
+            });
+        }
+        self.catalog.dispatch(call).await
+    }
+}
+
+#[async_trait]
+impl Runner for McpRunner {
+    async fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+        futures::future::join_all(self.sessions.iter().map(|s| s.close(self.grace))).await;
+    }
+}
+
+impl Drop for McpRunner {
+    fn drop(&mut self) {
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+    }
+}
