@@ -292,9 +292,7 @@ fn run_one(peers: &Peers, client: &Path, scenario: &str, out_root: &Path) -> Res
     let status = match rx.recv_timeout(SCENARIO_TIMEOUT) {
         Ok(status) => Some(status?),
         Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{pid}")])
-                .status();
+            kill_group(pid);
             None
         }
     };
@@ -314,6 +312,20 @@ fn run_one(peers: &Peers, client: &Path, scenario: &str, out_root: &Path) -> Res
             log,
         },
     })
+}
+
+/// SIGKILL to the process group `pgid` (a suite run started with its own group). Never signals
+/// group 0 or 1 (our own group, every process).
+fn kill_group(pgid: u32) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+
+    match i32::try_from(pgid) {
+        Ok(pgid) if pgid > 1 => {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        _ => {}
+    }
 }
 
 /// Summarises the `checks.json` the suite wrote somewhere under `dir`.
