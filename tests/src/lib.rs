@@ -4,6 +4,10 @@
 
 use std::path::PathBuf;
 
+pub mod harness;
+pub mod peers;
+pub mod procs;
+
 /// A binary of this workspace (`cargo xtask test` builds them all before running tests).
 ///
 /// Located next to the test executable's `deps/` directory, so it works for any target dir.

@@ -1,0 +1,394 @@
+//! Third-party MCP peers (SPEC J1): where `cargo xtask peers` installed them, and how to run
+//! them.
+//!
+//! `cargo xtask test` installs the peers (`peers/` at the workspace root) and hands their
+//! absolute paths to the tests in `MCP_AGENT_PEER_*` variables. A test that needs a peer asks
+//! for it here:
+//!
+//! - with `CI=true` or `MCP_AGENT_REQUIRE_PEERS=1` (which `cargo xtask test` sets), a missing
+//!   variable **fails** the test: CI must never pass by skipping;
+//! - otherwise (a plain `cargo test` by hand) the helper prints a note on stderr and returns
+//!   `None`, and the test returns early. Run `eval "$(cargo xtask peers --env)"` first to run
+//!   them by hand.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use integration_tests::peers;
+//!
+//! let Some(spec) = peers::everything_stdio_spec() else { return };
+//! let Some(server) = peers::HttpPeer::python().await else { return };
+//! println!("{} at {}", spec.name, server.url());
+//! server.stop().await;
+//! # }
+//! ```
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_config::{HttpSpec, ServerSpec, StdioSpec, TransportSpec};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use url::Url;
+
+/// The Node 22 binary.
+pub const NODE22: &str = "MCP_AGENT_PEER_NODE22";
+/// server-everything's entry script.
+pub const EVERYTHING: &str = "MCP_AGENT_PEER_EVERYTHING";
+/// The venv python with the official `mcp` SDK.
+pub const PYTHON: &str = "MCP_AGENT_PEER_PYTHON";
+/// `peers/python/server.py`.
+pub const PY_SERVER: &str = "MCP_AGENT_PEER_PY_SERVER";
+
+/// How long a peer may take to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// True when a missing peer must fail the test: `CI` is `true`/`1`, or
+/// `MCP_AGENT_REQUIRE_PEERS=1`.
+pub fn required() -> bool {
+    let on = |var: &str| {
+        std::env::var(var).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
+    };
+    on("CI") || on("MCP_AGENT_REQUIRE_PEERS")
+}
+
+/// The path in `var`, which must exist. Missing: panics when [`required`], else prints a
+/// note and returns `None`.
+#[track_caller]
+pub fn path(var: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var).map(PathBuf::from);
+    match found {
+        Some(path) if path.exists() => Some(path),
+        other => {
+            let why = match other {
+                Some(path) => format!("{var}={} does not exist", path.display()),
+                None => format!("{var} is not set"),
+            };
+            assert!(
+                !required(),
+                "{why}; run `cargo xtask peers` (the test command installs the peers)"
+            );
+            eprintln!(
+                "note: skipping: {why} (run `eval \"$(cargo xtask peers --env)\"` to run peer tests by hand)"
+            );
+            None
+        }
+    }
+}
+
+/// server-everything over stdio, on the Node 22 binary.
+pub fn everything_stdio_spec() -> Option<ServerSpec> {
+    let node = path(NODE22)?;
+    let entry = path(EVERYTHING)?;
+    Some(stdio_spec(
+        "everything",
+        node,
+        vec![entry.to_string_lossy().into_owned(), "stdio".into()],
+    ))
+}
+
+/// `peers/python/server.py` over stdio, on the venv's python.
+pub fn python_stdio_spec() -> Option<ServerSpec> {
+    let python = path(PYTHON)?;
+    let script = path(PY_SERVER)?;
+    Some(stdio_spec(
+        "pysdk",
+        python,
+        vec![script.to_string_lossy().into_owned(), "stdio".into()],
+    ))
+}
+
+fn stdio_spec(name: &str, command: PathBuf, args: Vec<String>) -> ServerSpec {
+    ServerSpec::new(
+        name,
+        TransportSpec::Stdio(StdioSpec::new(command.to_string_lossy(), args)),
+    )
+}
+
+/// A peer serving streamable HTTP on 127.0.0.1, in its own process group, killed by
+/// [`stop`](Self::stop) or, as a safety net, on drop.
+#[derive(Debug)]
+pub struct HttpPeer {
+    name: &'static str,
+    url: Url,
+    child: Option<Child>,
+    pgid: u32,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl HttpPeer {
+    /// server-everything with `streamableHttp` on a free port (`PORT`). It announces its port
+    /// only as configured, so the port is picked here; a lost race for it is retried.
+    pub async fn everything() -> Option<Self> {
+        let node = path(NODE22)?;
+        let entry = path(EVERYTHING)?;
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let mut cmd = Command::new(&node);
+            cmd.arg(&entry)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string());
+            match Self::start("everything", cmd, "listening on port").await {
+                Ok(mut peer) => {
+                    peer.url = format!("http://127.0.0.1:{port}/mcp").parse().expect("URL");
+                    return Some(peer);
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("server-everything did not start over HTTP: {last_error}");
+    }
+
+    /// `server.py http 0`: the server binds a free port and names it.
+    pub async fn python() -> Option<Self> {
+        let python = path(PYTHON)?;
+        let script = path(PY_SERVER)?;
+        let mut cmd = Command::new(python);
+        cmd.arg(script).args(["http", "0"]);
+        match Self::start("pysdk", cmd, "listening on http://").await {
+            Ok(peer) => Some(peer),
+            Err(e) => panic!("the Python SDK server did not start over HTTP: {e}"),
+        }
+    }
+
+    /// Spawns `cmd` and waits (bounded) for a stderr line containing `ready`. The URL is the
+    /// first `http://…` word of that line, if any.
+    async fn start(name: &'static str, mut cmd: Command, ready: &str) -> Result<Self, String> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+        let pgid = child.id().ok_or("no pid")?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut lines = BufReader::new(stderr).lines();
+        let wait_ready = async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                log.lock().unwrap().push_str(&format!("{line}\n"));
+                if line.contains(ready) {
+                    return Some(line);
+                }
+            }
+            None
+        };
+        let line = match tokio::time::timeout(START_TIMEOUT, wait_ready).await {
+            Ok(Some(line)) => line,
+            outcome => {
+                kill_group(pgid);
+                let _ = child.wait().await;
+                let why = if outcome.is_err() {
+                    "timed out"
+                } else {
+                    "exited"
+                };
+                return Err(format!(
+                    "{name} {why} before `{ready}`; stderr:\n{}",
+                    log.lock().unwrap()
+                ));
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        let sink = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = sink.lock().unwrap();
+                if log.len() < 64 * 1024 {
+                    log.push_str(&format!("{line}\n"));
+                }
+            }
+        });
+        let url = line
+            .split_whitespace()
+            .find_map(|w| w.parse::<Url>().ok().filter(|u| u.scheme() == "http"))
+            .unwrap_or_else(|| "http://127.0.0.1/".parse().expect("URL"));
+        Ok(Self {
+            name,
+            url,
+            child: Some(child),
+            pgid,
+            stderr: log,
+        })
+    }
+
+    /// The MCP endpoint.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// A spec for this peer's endpoint.
+    pub fn spec(&self) -> ServerSpec {
+        ServerSpec::new(
+            self.name,
+            TransportSpec::StreamableHttp(HttpSpec::new(self.url.clone())),
+        )
+    }
+
+    /// The peer's pid (its process group id).
+    pub fn pid(&self) -> u32 {
+        self.pgid
+    }
+
+    /// What the peer wrote on stderr so far (bounded).
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Kills the peer's process group and reaps it.
+    pub async fn stop(mut self) {
+        kill_group(self.pgid);
+        if let Some(mut child) = self.child.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        }
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            kill_group(self.pgid);
+        }
+    }
+}
+
+/// True while a process with `pid` exists (and is not a zombie).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// SIGKILL to the process group `pgid` (a peer started with its own group). Never signals
+/// group 0 or 1 (the caller's group, every process).
+fn kill_group(pgid: u32) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+
+    match i32::try_from(pgid) {
+        Ok(pgid) if pgid > 1 => {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        _ => {}
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// A live MCP session with a peer, opened through one of the workspace's connectors.
+///
+/// A stand-in for `mcp_client::Session` until the client has a public way to open one: the
+/// same handshake (rmcp's client with `mcp-client`'s identity and no capabilities) over the
+/// same [`Connector`](mcp_connector::Connector) seam.
+pub struct PeerSession {
+    service: rmcp::service::RunningService<rmcp::RoleClient, ClientIdentity>,
+    handle: Box<dyn mcp_connector::ConnectionHandle>,
+}
+
+/// What the session says about the client in `initialize`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIdentity;
+
+impl rmcp::ClientHandler for ClientIdentity {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("mcp-agent", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+impl PeerSession {
+    /// Connects through `connector` and runs the handshake, within `timeout`.
+    pub async fn open(
+        connector: &dyn mcp_connector::Connector,
+        spec: &ServerSpec,
+        timeout: Duration,
+    ) -> Self {
+        let open = async {
+            let connection = connector
+                .connect(spec)
+                .await
+                .unwrap_or_else(|e| panic!("connect to {}: {e}", spec.name));
+            let service = rmcp::serve_client(ClientIdentity, connection.transport)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "initialize {}: {e}; stderr: {:?}",
+                        spec.name,
+                        connection.handle.diagnostics()
+                    )
+                });
+            Self {
+                service,
+                handle: connection.handle,
+            }
+        };
+        tokio::time::timeout(timeout, open)
+            .await
+            .unwrap_or_else(|_| panic!("{} not open within {timeout:?}", spec.name))
+    }
+
+    /// The server's initialize result.
+    pub fn server_info(&self) -> std::sync::Arc<rmcp::model::ServerPeerInfo> {
+        self.service.peer().peer_info().expect("initialized")
+    }
+
+    /// The server's process id, for a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.handle.pid()
+    }
+
+    /// Every tool, across pages.
+    pub async fn list_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.service
+            .peer()
+            .list_all_tools()
+            .await
+            .expect("tools/list")
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object).
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> rmcp::model::CallToolResult {
+        let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(arguments.as_object().cloned().expect("arguments object"));
+        self.service
+            .peer()
+            .call_tool(params)
+            .await
+            .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
+    }
+
+    /// Closes the session (stdin close or HTTP `DELETE`), then releases the transport's
+    /// resources with `grace` for a child to exit.
+    pub async fn close(self, grace: Duration) {
+        let _ = tokio::time::timeout(grace, self.service.cancel()).await;
+        self.handle.shutdown(grace).await;
+    }
+}
+
+/// The text of every text content block of `result`, joined by newlines.
+pub fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

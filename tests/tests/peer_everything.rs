@@ -1,0 +1,109 @@
+//! The reference server `@modelcontextprotocol/server-everything` (SPEC J1), over stdio and over
+//! streamable HTTP, through the workspace's connectors: connect, list, call, structured content.
+//!
+//! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them
+//! under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`, skips with a note otherwise.
+
+use std::time::Duration;
+
+use integration_tests::peers::{self, HttpPeer, PeerSession, text_of};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+use mcp_transport_stdio::StdioConnector;
+use serde_json::json;
+
+const OPEN: Duration = Duration::from_secs(30);
+const TEST: Duration = Duration::from_secs(90);
+const GRACE: Duration = Duration::from_secs(2);
+
+/// What every transport must show of server-everything.
+async fn check(session: &PeerSession) {
+    let info = session.server_info();
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("mcp-servers/everything")
+    );
+
+    let tools = session.list_tools().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for expected in ["echo", "get-sum", "get-structured-content"] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let structured = tools
+        .iter()
+        .find(|t| t.name == "get-structured-content")
+        .unwrap();
+    assert!(
+        structured.output_schema.is_some(),
+        "get-structured-content has no outputSchema"
+    );
+
+    let echo = session
+        .call("echo", json!({"message": "héllo peers"}))
+        .await;
+    assert_ne!(echo.is_error, Some(true));
+    assert_eq!(text_of(&echo), "Echo: héllo peers");
+
+    let sum = session.call("get-sum", json!({"a": 2, "b": 40})).await;
+    assert_eq!(text_of(&sum), "The sum of 2 and 40 is 42.");
+
+    let weather = session
+        .call("get-structured-content", json!({"location": "Chicago"}))
+        .await;
+    assert_eq!(
+        weather.structured_content,
+        Some(json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}))
+    );
+    // The text block carries the same object, for clients without structured content.
+    let text: serde_json::Value = serde_json::from_str(&text_of(&weather)).unwrap();
+    assert_eq!(Some(text), weather.structured_content);
+
+    // Bad arguments are the server's business: an error result or a JSON-RPC error, never a
+    // hang. rmcp surfaces both; the session stays usable.
+    let again = session.call("echo", json!({"message": "still here"})).await;
+    assert_eq!(text_of(&again), "Echo: still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_stdio() {
+    let Some(spec) = peers::everything_stdio_spec() else {
+        return;
+    };
+    tokio::time::timeout(TEST, async {
+        let session = PeerSession::open(&StdioConnector::new(), &spec, OPEN).await;
+        let pid = session.pid().expect("a stdio server has a pid");
+        check(&session).await;
+        session.close(GRACE).await;
+        assert!(
+            !peers::process_alive(pid),
+            "server-everything (pid {pid}) outlived its session"
+        );
+    })
+    .await
+    .expect("test within its time limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_streamable_http() {
+    let Some(server) = HttpPeer::everything().await else {
+        return;
+    };
+    let spec = server.spec();
+    let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+    let outcome = tokio::time::timeout(TEST, async {
+        let session = PeerSession::open(&connector, &spec, OPEN).await;
+        check(&session).await;
+        session.close(GRACE).await;
+    })
+    .await;
+    let log = server.stderr();
+    let pid = server.pid();
+    server.stop().await;
+    outcome.unwrap_or_else(|_| panic!("test within its time limit; server stderr:\n{log}"));
+    assert!(
+        !peers::process_alive(pid),
+        "server-everything (pid {pid}) survived"
+    );
+}

@@ -1,0 +1,105 @@
+//! A server on the official Python MCP SDK (`peers/python/server.py`, SPEC J1), over stdio and
+//! over streamable HTTP, through the workspace's connectors: connect, list, call, structured
+//! content, tool errors.
+//!
+//! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them
+//! under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`, skips with a note otherwise.
+
+use std::time::Duration;
+
+use integration_tests::peers::{self, HttpPeer, PeerSession, text_of};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+use mcp_transport_stdio::StdioConnector;
+use serde_json::json;
+
+const OPEN: Duration = Duration::from_secs(30);
+const TEST: Duration = Duration::from_secs(90);
+const GRACE: Duration = Duration::from_secs(2);
+
+/// What every transport must show of the Python SDK server.
+async fn check(session: &PeerSession) {
+    let info = session.server_info();
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("py-peer")
+    );
+    assert_eq!(
+        info.instructions.as_deref(),
+        Some("A test peer on the official Python MCP SDK.")
+    );
+
+    let tools = session.list_tools().await;
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["add", "echo", "fail", "weather"]);
+    let weather_tool = tools.iter().find(|t| t.name == "weather").unwrap();
+    let schema = weather_tool.output_schema.as_ref().expect("outputSchema");
+    assert_eq!(
+        schema.get("required"),
+        Some(&json!(["city", "temperature", "conditions"]))
+    );
+
+    let echo = session.call("echo", json!({"message": "héllo"})).await;
+    assert_eq!(text_of(&echo), "Echo: héllo");
+
+    let add = session.call("add", json!({"a": 40, "b": 2})).await;
+    assert_eq!(add.structured_content, Some(json!({"result": 42})));
+    assert_eq!(text_of(&add), "42");
+
+    let weather = session.call("weather", json!({"city": "Oslo"})).await;
+    assert_ne!(weather.is_error, Some(true));
+    assert_eq!(
+        weather.structured_content,
+        Some(json!({"city": "Oslo", "temperature": 7.0, "conditions": "Light rain"}))
+    );
+
+    let failed = session.call("fail", json!({"message": "boom"})).await;
+    assert_eq!(failed.is_error, Some(true));
+    assert!(
+        text_of(&failed).contains("boom"),
+        "tool error text: {}",
+        text_of(&failed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_stdio() {
+    let Some(spec) = peers::python_stdio_spec() else {
+        return;
+    };
+    tokio::time::timeout(TEST, async {
+        let session = PeerSession::open(&StdioConnector::new(), &spec, OPEN).await;
+        let pid = session.pid().expect("a stdio server has a pid");
+        check(&session).await;
+        session.close(GRACE).await;
+        assert!(
+            !peers::process_alive(pid),
+            "the Python server (pid {pid}) outlived its session"
+        );
+    })
+    .await
+    .expect("test within its time limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_streamable_http() {
+    let Some(server) = HttpPeer::python().await else {
+        return;
+    };
+    let spec = server.spec();
+    let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+    let outcome = tokio::time::timeout(TEST, async {
+        let session = PeerSession::open(&connector, &spec, OPEN).await;
+        check(&session).await;
+        session.close(GRACE).await;
+    })
+    .await;
+    let log = server.stderr();
+    let pid = server.pid();
+    server.stop().await;
+    outcome.unwrap_or_else(|_| panic!("test within its time limit; server stderr:\n{log}"));
+    assert!(
+        !peers::process_alive(pid),
+        "the Python server (pid {pid}) survived"
+    );
+}
