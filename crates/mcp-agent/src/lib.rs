@@ -26,6 +26,8 @@
 //! A spec whose transport is not compiled in is refused when its session opens, with an error
 //! naming the missing feature ([`mcp_connector::ConnectError::Unsupported`]).
 
+pub mod demo;
+
 pub use agent_core;
 pub use mcp_catalog;
 pub use mcp_client;

@@ -162,14 +162,3 @@ fn no_configuration_is_valid_and_empty() {
     assert_eq!(json["tool_server"]["name"], "mcp-agent");
     assert_eq!(json["partial_failure"], "fail_fast");
 }
-
-#[test]
-fn no_command_prints_help_and_exits_0() {
-    let output = mcp_agent(&[], &[]);
-    assert_eq!(output.status.code(), Some(0));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        stdout.contains("Usage:") && stdout.contains("config"),
-        "{stdout}"
-    );
-}

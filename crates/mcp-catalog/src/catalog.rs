@@ -637,6 +637,13 @@ impl Catalog {
         self.read().find(name).cloned()
     }
 
+    /// Every MCP tool, sorted by external name (for listings; the model sees [`Catalog::search`]).
+    pub fn entries(&self) -> Vec<Arc<CatalogTool>> {
+        let mut all: Vec<_> = self.read().tools.values().cloned().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
     /// Whether the model currently sees every tool first-class.
     pub fn is_eager(&self) -> bool {
         let state = self.read();

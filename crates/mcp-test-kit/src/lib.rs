@@ -7,8 +7,6 @@
 //!   `crash`, `add_tool` / `remove_tool` (with `notifications/tools/list_changed`),
 //!   `spawn_child` (a grandchild process) and `observations`; plus, by option, many
 //!   synthetic tools served in pages and a slow `initialize`.
-//! - [`demo`]: a small useful server (`echo`, `add`, `current_time`, `word_count`) for the
-//!   CLI's demo; its tools are plain functions other crates can call.
 //! - Serving: [`serve_in_memory`] (a duplex pipe), [`serve_http`] (a URL and a shutdown
 //!   handle), and the `mcp-test-server` binary ([`stdio`]: modes such as
 //!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
@@ -40,7 +38,6 @@
 //! A test double: depends on rmcp and the HTTP server stack only, never on this workspace's
 //! product crates, so any of them can use it as a dev-dependency.
 
-pub mod demo;
 mod http;
 mod memory;
 mod observe;

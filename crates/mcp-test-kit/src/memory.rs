@@ -31,7 +31,7 @@ pub fn serve_in_memory(server: TestServer) -> DuplexStream {
     serve_handler_in_memory(server, token)
 }
 
-/// Serves any rmcp server handler (for example [`crate::demo::DemoServer`]) over an
+/// Serves any rmcp server handler (any `rmcp::ServerHandler`) over an
 /// in-memory pipe, until the client's end is dropped or `stop` is cancelled.
 pub fn serve_handler_in_memory<S: ServerHandler>(
     server: S,

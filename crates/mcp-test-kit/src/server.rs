@@ -16,9 +16,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::demo::structured;
 use crate::observe::{Event, Observations};
 use crate::schema::object;
+use crate::schema::structured;
 
 /// What the `crash` tool does.
 #[derive(Debug, Clone)]

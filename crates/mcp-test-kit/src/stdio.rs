@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use rmcp::{ServerHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::{CrashAction, Observations, TestServer, TestServerOptions, demo::DemoServer};
+use crate::{CrashAction, Observations, TestServer, TestServerOptions};
 
 /// The environment variable that overrides where [`binary`] looks for `mcp-test-server`.
 pub const BINARY_ENV: &str = "MCP_TEST_SERVER_BIN";
@@ -21,8 +21,6 @@ pub enum Mode {
     /// The [`TestServer`] with all its tools.
     #[default]
     Test,
-    /// The demo server ([`crate::demo`]).
-    Demo,
     /// The test server plus 1,000 synthetic tools, served 100 a page (both adjustable).
     Paginated,
     /// The test server, answering `initialize` after 30 s (adjustable with `--init-delay-ms`).
@@ -214,8 +212,6 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while lines.next_line().await?.is_some() {}
         server.shutdown().await;
-    } else if args.mode == Mode::Demo {
-        serve_stdio(DemoServer).await;
     } else {
         serve_stdio(TestServer::new(args.server_options())).await;
     }

@@ -345,29 +345,6 @@ mod stdio {
     }
 
     #[tokio::test]
-    async fn demo_mode_lists_the_demo_tools() {
-        let mut child = command(&StdioServerArgs::new(Mode::Demo)).spawn().unwrap();
-        let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
-        let names: Vec<_> = bounded(client.list_all_tools())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.into_owned())
-            .collect();
-        assert_eq!(names, ["echo", "add", "current_time", "word_count"]);
-        let counted = call(&client, "word_count", json!({"text": "a b\nc"})).await;
-        check(
-            &counted,
-            Some(json!({"words": 3, "lines": 2, "characters": 5})),
-            false,
-            None,
-        );
-        bounded(client.cancel()).await.unwrap();
-        assert!(bounded(child.wait()).await.unwrap().success());
-    }
-
-    #[tokio::test]
     async fn garbage_mode_writes_garbage_and_exits() {
         let mut child = command(&StdioServerArgs::new(Mode::GarbageOnStdout))
             .spawn()

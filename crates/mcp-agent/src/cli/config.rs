@@ -13,19 +13,15 @@ use super::EXIT_INVALID_CONFIG;
 pub(crate) enum ConfigCommand {
     /// Load the environment (and a config file), check everything, and print the resolved
     /// configuration as JSON with every secret redacted. Exits 2 listing every problem with
-    /// its path when the configuration is invalid.
-    Check {
-        /// A config file: `.toml` or `.json` (this tool's schema, or an `mcpServers` file).
-        /// `MCP_AGENT__…` variables are read too and win over the file's settings.
-        #[arg(long, short = 'f', value_name = "FILE")]
-        file: Option<PathBuf>,
-    },
+    /// its path when the configuration is invalid. `MCP_AGENT__…` variables win over the
+    /// `--file` settings.
+    Check,
 }
 
 /// Runs a `config` command.
-pub(crate) fn run(cmd: ConfigCommand) -> ExitCode {
+pub(crate) fn run(cmd: ConfigCommand, file: Option<PathBuf>) -> ExitCode {
     match cmd {
-        ConfigCommand::Check { file } => check(file),
+        ConfigCommand::Check => check(file),
     }
 }
 
@@ -52,7 +48,7 @@ fn check(file: Option<PathBuf>) -> ExitCode {
 }
 
 /// Prints every problem on its own line: `[file: ]path: message [kind]`.
-fn report(err: &ConfigError) {
+pub(crate) fn report(err: &ConfigError) {
     match err {
         ConfigError::Invalid { problems } => {
             let n = problems.len();

@@ -6,9 +6,13 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 mod config;
+mod demo;
+mod open;
+mod servers;
+mod tools;
 
 /// Exit code for a configuration that is invalid or cannot be read.
 pub(crate) const EXIT_INVALID_CONFIG: u8 = 2;
@@ -20,9 +24,15 @@ pub(crate) const EXIT_INVALID_CONFIG: u8 = 2;
 #[derive(Debug, Parser)]
 #[command(name = "mcp-agent", version)]
 pub(crate) struct Cli {
-    /// What to do; without a command, print this help.
+    /// What to do. Without a command: connect to the configured servers, or — with no
+    /// configuration — to the embedded demo server, and show a search and a call end to end.
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
+
+    /// A config file (`.toml` or `.json`, this tool's schema or an `mcpServers` file) for the
+    /// main job; `MCP_AGENT__…` variables are read too.
+    #[arg(long, short = 'f', value_name = "FILE", global = true)]
+    pub(crate) file: Option<std::path::PathBuf>,
 }
 
 /// The command groups.
@@ -31,19 +41,26 @@ pub(crate) enum Command {
     /// Inspect the MCP server configuration.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Connect to the configured servers and report what each one is.
+    #[command(subcommand)]
+    Servers(servers::ServersCommand),
+    /// List, search and call the configured servers' tools.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+    /// Serve the embedded demo MCP server on stdin/stdout (what the main job spawns).
+    #[command(hide = true)]
+    DemoServer,
 }
 
 /// Parses the command line and runs the command.
 pub(crate) fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        None => {
-            // Printing help can only fail on a closed stdout, where nothing is left to tell.
-            let _ = Cli::command().print_help();
-            println!();
-            ExitCode::SUCCESS
-        }
-        Some(Command::Config(cmd)) => config::run(cmd),
+        None => demo::main_job(cli.file.as_deref()),
+        Some(Command::Config(cmd)) => config::run(cmd, cli.file),
+        Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
+        Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref()),
+        Some(Command::DemoServer) => demo::serve(),
     }
 }
 

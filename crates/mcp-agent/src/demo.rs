@@ -1,17 +1,18 @@
-//! The demo server: a few small, useful tools (`echo`, `add`, `current_time`, `word_count`).
+//! The embedded demo MCP server: a few small, useful tools (`echo`, `add`, `current_time`,
+//! `word_count`).
 //!
-//! The CLI's no-configuration demo spawns it over stdio (`mcp-test-server --mode demo`); the
-//! tool implementations are plain functions ([`tools`], [`call`]) so another crate can serve
-//! them through its own server too.
+//! With no configuration, the CLI's main job runs this server as a child process over stdio
+//! (`mcp-agent demo-server`, a hidden command of the same binary) and drives it end to end
+//! through the library: spawn, initialize, list, search, call, close.
 //!
 //! ```
 //! use serde_json::json;
 //!
-//! let names: Vec<_> = mcp_test_kit::demo::tools().into_iter().map(|t| t.name).collect();
+//! let names: Vec<_> = mcp_agent::demo::tools().into_iter().map(|t| t.name).collect();
 //! assert_eq!(names, ["echo", "add", "current_time", "word_count"]);
 //!
 //! let args = json!({ "text": "two words" }).as_object().unwrap().clone();
-//! let result = mcp_test_kit::demo::call("word_count", &args).unwrap();
+//! let result = mcp_agent::demo::call("word_count", &args).unwrap();
 //! assert_eq!(result.structured_content.unwrap()["words"], 2);
 //! ```
 
@@ -25,7 +26,15 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::schema::object;
+use std::sync::Arc;
+
+/// A schema literal as the object rmcp wants. The literals are this module's own objects.
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::default(),
+    }
+}
 
 /// The demo tools, in a stable order.
 pub fn tools() -> Vec<Tool> {
@@ -120,7 +129,7 @@ pub fn call(name: &str, args: &JsonObject) -> Option<CallToolResult> {
 }
 
 /// A structured result with the same JSON as text, for clients that read only text.
-pub(crate) fn structured(value: Value) -> CallToolResult {
+fn structured(value: Value) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
     result.structured_content = Some(value);
     result
@@ -171,7 +180,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 /// ```
 /// use rmcp::ServerHandler;
 ///
-/// let info = mcp_test_kit::demo::DemoServer.get_info();
+/// let info = mcp_agent::demo::DemoServer.get_info();
 /// assert_eq!(info.server_info.name, "mcp-demo");
 /// ```
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,0 +1,119 @@
+//! The main job (`mcp-agent` with no command) and the embedded demo server it falls back to.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
+use mcp_catalog::{CALL_TOOL, SEARCH_TOOL};
+use mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use super::open::{EXIT_FAILED, chain, load, runtime, with_runner};
+
+/// The name of the demo server in the catalog (its tools are `demo__…`).
+const DEMO: &str = "demo";
+
+/// Connects to the configured servers — or, with none configured, to the embedded demo
+/// server — shows what the model sees, and runs a search and a call end to end.
+pub(crate) fn main_job(file: Option<&Path>) -> ExitCode {
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let demo = config.servers.is_empty();
+    let config = if demo {
+        match demo_config(config) {
+            Ok(config) => config,
+            Err(code) => return code,
+        }
+    } else {
+        config
+    };
+    runtime().block_on(with_runner(config, async |runner| {
+        for session in runner.sessions() {
+            let id = session.identity();
+            println!(
+                "connected: {} ({} {}, protocol {})",
+                session.name(),
+                id.name.as_deref().unwrap_or("?"),
+                id.version.as_deref().unwrap_or("?"),
+                id.protocol_version
+            );
+        }
+        let surface: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
+        println!(
+            "the model sees {} tools: {} ({} MCP tools behind them)",
+            surface.len(),
+            surface.join(", "),
+            runner.catalog().len()
+        );
+        if !demo {
+            println!("try: mcp-agent tools search \"<what you need>\"");
+            return ExitCode::SUCCESS;
+        }
+        let steps = [
+            (SEARCH_TOOL, json!({ "query": "add two numbers", "limit": 3 })),
+            (CALL_TOOL, json!({ "tool_name": "demo__add", "arguments": { "a": 2, "b": 3 } })),
+            (
+                CALL_TOOL,
+                json!({ "tool_name": "demo__word_count", "arguments": { "text": "the quick brown fox" } }),
+            ),
+        ];
+        for (i, (tool, arguments)) in steps.into_iter().enumerate() {
+            println!("> {tool} {arguments}");
+            let call =
+                ToolCall::new(format!("demo-{i}"), tool, arguments.as_object().cloned().unwrap_or_default());
+            match runner.dispatch(call).await {
+                Ok(output) => println!("< {}", output.to_model_text()),
+                Err(e) => {
+                    eprintln!("error: {}", chain(&e));
+                    return ExitCode::from(EXIT_FAILED);
+                }
+            }
+        }
+        ExitCode::SUCCESS
+    }))
+}
+
+/// The configuration with the demo server, spawned from this very binary.
+fn demo_config(config: Config) -> Result<Config, ExitCode> {
+    let exe = std::env::current_exe().map_err(|e| {
+        eprintln!("error: cannot locate the mcp-agent binary to spawn the demo server: {e}");
+        ExitCode::from(EXIT_FAILED)
+    })?;
+    let spec = ServerSpec::new(
+        DEMO,
+        TransportSpec::Stdio(StdioSpec::new(exe.to_string_lossy(), ["demo-server"])),
+    );
+    let connect_timeout = config.connect_timeout;
+    Config::new(vec![spec])
+        .map(|c| c.with_connect_timeout(connect_timeout))
+        .map_err(|e| {
+            super::config::report(&e);
+            ExitCode::from(super::EXIT_INVALID_CONFIG)
+        })
+}
+
+/// Serves the demo server on stdin/stdout until stdin closes.
+pub(crate) fn serve() -> ExitCode {
+    runtime().block_on(async {
+        let service = match mcp_agent::demo::DemoServer
+            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .await
+        {
+            Ok(service) => service,
+            Err(e) => {
+                eprintln!("demo server: {e}");
+                return ExitCode::from(EXIT_FAILED);
+            }
+        };
+        match service.waiting().await {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("demo server: {e}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        }
+    })
+}

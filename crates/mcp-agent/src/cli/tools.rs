@@ -1,0 +1,182 @@
+//! `mcp-agent tools …`: list, search and call the configured servers' tools.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use agent_core::{ToolCall, ToolDispatcher};
+use clap::Subcommand;
+use mcp_catalog::{CALL_TOOL, SearchRequest};
+use serde_json::{Value, json};
+
+use super::open::{EXIT_FAILED, chain, load, print_json, runtime, with_runner};
+
+/// The `tools` commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ToolsCommand {
+    /// List every tool of every configured server, as `server__tool`.
+    List {
+        /// Print JSON (name, server, remote name, description, input schema).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rank the tools for a query, as the model's `mcp_search_tools` does.
+    Search {
+        /// What to look for, in words (or `select:server__tool,…`).
+        query: String,
+        /// How many results (default 10, at most 50).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only this server's tools.
+        #[arg(long)]
+        server: Option<String>,
+        /// Print the search result JSON exactly as the model sees it.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool, validating the arguments against its schema first.
+    Call {
+        /// The tool: `server__tool`.
+        name: String,
+        /// The arguments, a JSON object (default `{}`).
+        #[arg(default_value = "{}")]
+        arguments: String,
+        /// Print the whole result as JSON (content parts and structured content).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a `tools` command.
+pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>) -> ExitCode {
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if let ToolsCommand::Call { arguments, .. } = &cmd
+        && let Err(message) = parse_arguments(arguments)
+    {
+        eprintln!("error: {message}");
+        return ExitCode::from(super::EXIT_INVALID_CONFIG);
+    }
+    runtime().block_on(with_runner(config, async |runner| match cmd {
+        ToolsCommand::List { json } => {
+            let tools = runner.catalog().entries();
+            if json {
+                let list: Vec<Value> = tools
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "name": t.id,
+                            "model_name": t.model_name(),
+                            "server": t.server,
+                            "remote_name": t.remote_name,
+                            "description": t.descriptor.description,
+                            "input_schema": *t.descriptor.input_schema,
+                        })
+                    })
+                    .collect();
+                print_json(&Value::Array(list));
+            } else {
+                for t in &tools {
+                    println!(
+                        "{}\t{}",
+                        t.id,
+                        first_line(t.descriptor.description.as_deref())
+                    );
+                }
+                eprintln!(
+                    "{} tools from {} servers",
+                    tools.len(),
+                    runner.sessions().len()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        ToolsCommand::Search {
+            query,
+            limit,
+            server,
+            json,
+        } => {
+            let mut request = SearchRequest::new(query);
+            if let Some(limit) = limit {
+                request = request.with_limit(limit);
+            }
+            if let Some(server) = server {
+                request = request.with_server(server);
+            }
+            match runner.catalog().search(&request) {
+                Ok(response) => {
+                    let value = response.to_json();
+                    if json {
+                        print_json(&value);
+                    } else {
+                        print_ranked(&value);
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {}", chain(&e));
+                    ExitCode::from(EXIT_FAILED)
+                }
+            }
+        }
+        ToolsCommand::Call {
+            name,
+            arguments,
+            json,
+        } => {
+            let arguments = parse_arguments(&arguments).unwrap_or_default();
+            let call = ToolCall::new(
+                "cli-1",
+                CALL_TOOL,
+                json!({ "tool_name": name, "arguments": arguments })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            match runner.dispatch(call).await {
+                Ok(output) => {
+                    if json {
+                        print_json(&serde_json::to_value(&output).unwrap_or_default());
+                    } else {
+                        println!("{}", output.to_model_text());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {}", chain(&e));
+                    ExitCode::from(EXIT_FAILED)
+                }
+            }
+        }
+    }))
+}
+
+fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("the arguments must be a JSON object, like '{\"text\": \"hi\"}'".into()),
+        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+    }
+}
+
+fn first_line(text: Option<&str>) -> &str {
+    text.and_then(|t| t.lines().next()).unwrap_or("")
+}
+
+fn print_ranked(response: &Value) {
+    let tools = response["tools"].as_array().cloned().unwrap_or_default();
+    for (rank, tool) in tools.iter().enumerate() {
+        println!(
+            "{:>2}. {}\t{}",
+            rank + 1,
+            tool["name"].as_str().unwrap_or(""),
+            first_line(tool["description"].as_str())
+        );
+    }
+    eprintln!(
+        "{} of {} matching tools",
+        response["count"], response["total"]
+    );
+}
