@@ -65,3 +65,8 @@ pub fn connectors() -> Result<Connectors, SetupError> {
     }
     Ok(connectors)
 }
+
+/// The README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
