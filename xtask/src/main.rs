@@ -7,6 +7,8 @@
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
+//! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `../shared/datasets/bfcl`) |
+//! | `bench` | benchmarks: catalog search latency on 1k/10k tools, index build time and memory |
 //! | `conformance` | the official MCP conformance suite's client scenarios vs `peers/conformance-baseline.txt` (`--scenario S` for one) |
 
 use std::process::Command;
@@ -15,6 +17,7 @@ use anyhow::{Context, Result, bail};
 
 mod conformance;
 mod peers;
+mod search_eval;
 mod tidy;
 
 fn main() -> Result<()> {
@@ -31,8 +34,12 @@ fn main() -> Result<()> {
         }
         "peers" => peers::task(rest),
         "conformance" => conformance::task(rest),
+        "search-eval" => search_eval::search_eval(rest),
+        "bench" => search_eval::bench(rest),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <test|lint|tidy|ci|peers|conformance> [args]");
+            println!(
+                "usage: cargo xtask <test|lint|tidy|ci|peers|conformance|search-eval|bench> [args]"
+            );
             Ok(())
         }
         other => bail!("unknown task `{other}`; try `cargo xtask help`"),

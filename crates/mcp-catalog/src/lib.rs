@@ -1,6 +1,83 @@
-//! The lazy MCP tool catalog.
+//! The lazy MCP tool catalog: what the model sees of the tools of a run's MCP servers.
 //!
-//! Work in progress.
+//! A [`Catalog`] holds the tools of every server of one run under model-safe `server__tool`
+//! names (SPEC D1), shows the model a small lazy surface — `mcp_search_tools` and
+//! `mcp_call_tool` plus native tools — instead of every schema (D2, D5), ranks tools with a
+//! fielded BM25 index (D3, [`search`]), validates arguments against each tool's JSON Schema
+//! before forwarding them unchanged (D4), and turns MCP results into typed
+//! [`agent_core::ToolOutput`]s and [`agent_core::ToolError`]s (D7, D8).
+//!
+//! # Architecture invariant
+//!
+//! The catalog knows nothing about transports: its call path goes through the small
+//! [`ToolSession`] trait, which the orchestration implements over rmcp client sessions and
+//! tests implement with in-memory fakes ([`testing`]). `cargo tree -p mcp-catalog` holds no
+//! transport crate, no hyper and no tokio `process` (tidy test `tidy_catalog_knows_no_transport`).
+//! From rmcp it uses the model types only (`Tool`, `CallToolResult`, `ContentBlock`).
+//!
+//! # Entry points
+//!
+//! - [`Catalog::new`] / [`Catalog::with_native_tools`], then [`Catalog::add_server`] with a
+//!   [`ServerTools`] per server (key, identity, session, listed tools);
+//!   [`Catalog::replace_tools`] after `notifications/tools/list_changed` (re-indexes that server
+//!   only); [`Catalog::remove_server`].
+//! - [`agent_core::ToolCatalog::tools`] — what the model sees; [`agent_core::ToolDispatcher::dispatch`] —
+//!   runs `mcp_search_tools`, `mcp_call_tool`, first-class MCP tools and native tools.
+//! - For a policy/approval layer: [`Catalog::resolve`] tells which real tool a call will run
+//!   ([`CallTarget`], [`ResolvedTool::call_info`], [`ResolvedTool::approval_request`]) and
+//!   [`Catalog::call`] runs a resolved call.
+//! - [`Catalog::search`] — the search itself, for a CLI (`tools search`) or a UI.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_core::{ToolCall, ToolDispatcher};
+//! use mcp_catalog::{CallTarget, Catalog, CatalogConfig};
+//! use mcp_catalog::testing::FakeServer;
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let catalog = Catalog::new(CatalogConfig::default());
+//! catalog.add_server(Arc::new(FakeServer::everything()).into_server("demo")).unwrap();
+//!
+//! let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
+//! let call = ToolCall::new("1", "mcp_call_tool", args.as_object().unwrap().clone());
+//! // A policy layer learns the real tool first…
+//! let CallTarget::Mcp(resolved) = catalog.resolve(&call).unwrap() else { unreachable!() };
+//! assert_eq!(resolved.call_info().tool, "demo__echo");
+//! // …then runs the call.
+//! let out = catalog.call(resolved).await.unwrap();
+//! assert_eq!(out.structured, Some(json!({"text": "hi"})));
+//! # });
+//! ```
+//!
+//! # Search quality and speed
+//!
+//! ```text
+//! cargo xtask search-eval --dataset ../shared/datasets/bfcl [--json] [--subset even|odd]
+//! cargo xtask bench
+//! ```
+//!
+//! `search-eval` ranks the whole catalog for every query of a dataset (format in
+//! `../shared/datasets/README.md`) and prints hit@1/5/10, recall@1/5/10, MRR and p50/p99 query
+//! latency (release build). The test `tests/dataset.rs` checks the bfcl targets (hit@5 ≥ 0.88,
+//! MRR ≥ 0.77) whenever the dataset is present. `bench` measures query latency on 1k and 10k
+//! synthetic tools, index build time and index memory.
+//!
+//! # Feature flags
+//!
+//! - `testing` (off by default): the [`testing`] module, in-memory fake servers for tests of
+//!   crates built on the catalog.
+//!
+//! # Fuzzing
+//!
+//! Result normalisation has a cargo-fuzz target in `crates/mcp-catalog/fuzz` (its own workspace,
+//! so ordinary builds and CI never need nightly):
+//!
+//! ```text
+//! cd crates/mcp-catalog/fuzz && cargo +nightly fuzz run normalize -- -max_total_time=60
+//! ```
+//!
+//! A deterministic random-input test of the same property runs with the unit tests.
 
 mod catalog;
 mod config;

@@ -119,7 +119,7 @@ fn unknown(part: &impl serde::Serialize) -> ContentPart {
 #[cfg(test)]
 mod tests {
     use rmcp::model::{Resource, ResourceContents as RmcpResource};
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -228,6 +228,67 @@ mod tests {
         assert!(err.to_string().ends_with(r#"failed: {"code":7}"#), "{err}");
         let err = normalize_result("s", "s__t", CallToolResult::error(Vec::new())).unwrap_err();
         assert!(err.to_string().contains("without a message"), "{err}");
+    }
+
+    /// A cheap, deterministic stand-in for the cargo-fuzz target (which needs nightly):
+    /// thousands of random result-shaped JSON documents, none of which may panic.
+    #[test]
+    fn random_results_never_panic() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let strings = [
+            "",
+            "x",
+            "text",
+            "image",
+            "audio",
+            "resource",
+            "resource_link",
+            "\u{0}",
+        ];
+        for _ in 0..3000 {
+            let mut content = Vec::new();
+            for _ in 0..next(4) {
+                let kind = strings[next(strings.len() as u64) as usize];
+                let mut part = serde_json::Map::new();
+                part.insert("type".into(), json!(kind));
+                for key in [
+                    "text", "data", "mimeType", "uri", "name", "blob", "resource",
+                ] {
+                    match next(4) {
+                        0 => {}
+                        1 => {
+                            part.insert(key.into(), json!(strings[next(8) as usize]));
+                        }
+                        2 => {
+                            part.insert(key.into(), json!({"uri": "u", "text": "t"}));
+                        }
+                        _ => {
+                            part.insert(key.into(), json!(next(100)));
+                        }
+                    }
+                }
+                content.push(Value::Object(part));
+            }
+            let mut doc = json!({"content": content});
+            if next(3) == 0 {
+                doc["isError"] = json!(next(2) == 0);
+            }
+            if next(3) == 0 {
+                doc["structuredContent"] = json!({"k": next(10)});
+            }
+            if let Ok(result) = serde_json::from_value::<CallToolResult>(doc) {
+                match normalize_result("s", "s__t", result) {
+                    Ok(out) => drop(out.to_model_text()),
+                    Err(e) => drop(e.to_string()),
+                }
+            }
+        }
     }
 
     #[test]

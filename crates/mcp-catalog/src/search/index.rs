@@ -10,7 +10,7 @@ use foldhash::fast::{FixedState, RandomState};
 use agent_core::JsonObject;
 use serde_json::Value;
 
-use super::text::{is_stopword, split_words, stem_into};
+use super::text::{is_stopword, split_words, stem};
 
 /// The fields of a document, in the order of [`RankingConfig::field_weights`].
 const NAME: usize = 0;
@@ -151,7 +151,7 @@ pub struct SearchResults {
     pub total: usize,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Posting {
     doc: u32,
     /// The saturated BM25F term frequency `t / (k1 + t)`, where `t` sums the field frequencies
@@ -237,7 +237,17 @@ pub struct SearchIndex {
     config: RankingConfig,
     /// Term ids by the 64-bit hash of their stem (see [`term_key`]).
     vocabulary: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
-    postings: Vec<Vec<Posting>>,
+    /// How many term ids the vocabulary has handed out.
+    terms: u32,
+    /// Every term's postings, contiguous (compressed sparse rows): the postings of term `t`
+    /// are `entries[offsets[t]..offsets[t + 1]]`. Rebuilt once per update batch.
+    offsets: Vec<u32>,
+    entries: Vec<Posting>,
+    /// Postings of documents added in the current batch, `(term, posting)`.
+    pending: Vec<(u32, Posting)>,
+    /// Slots emptied in the current batch: their old postings are dropped at the rebuild,
+    /// even if a new document took the slot.
+    stale: Vec<u32>,
     docs: Vec<Option<Doc>>,
     /// Per document slot: how many distinct words its name has (0 for a free slot).
     name_len: Vec<u8>,
@@ -254,8 +264,6 @@ struct Builder {
     tokens: Vec<(u32, u8)>,
     name_terms: Vec<u32>,
     bigrams: Vec<u64>,
-    words: Vec<(usize, usize)>,
-    text: String,
     stem: String,
 }
 
@@ -294,8 +302,7 @@ fn pair(a: u32, b: u32) -> u64 {
 fn analyse(text: &str, stem_buf: &mut String, mut emit: impl FnMut(&str)) {
     split_words(text, |w| {
         if !is_stopword(w) {
-            stem_into(w, stem_buf);
-            emit(stem_buf);
+            emit(stem(w, stem_buf));
         }
     });
 }
@@ -349,6 +356,8 @@ impl SearchIndex {
         T: IntoIterator<Item = ToolText<'a>>,
     {
         let mut builder = Builder::default();
+        self.pending.clear();
+        self.stale.clear();
         for (server, tools) in servers {
             self.remove_docs(server);
             let server: Arc<str> = Arc::from(server);
@@ -360,13 +369,73 @@ impl SearchIndex {
                 self.by_server.insert(server, slots);
             }
         }
+        self.rebuild_postings();
         self.refresh_factors();
     }
 
     /// Removes every document of `server`.
     pub fn remove_server(&mut self, server: &str) {
+        self.pending.clear();
+        self.stale.clear();
         self.remove_docs(server);
+        self.rebuild_postings();
         self.refresh_factors();
+    }
+
+    /// The postings of `term`.
+    fn postings(&self, term: u32) -> &[Posting] {
+        let t = term as usize;
+        match (self.offsets.get(t), self.offsets.get(t + 1)) {
+            (Some(&start), Some(&end)) => &self.entries[start as usize..end as usize],
+            _ => &[],
+        }
+    }
+
+    /// Merges the surviving postings with the batch's new ones into fresh contiguous arrays:
+    /// two sequential passes over the old postings and one over the new, instead of growing
+    /// one vector per term.
+    fn rebuild_postings(&mut self) {
+        let mut stale = vec![false; self.docs.len()];
+        for &slot in &self.stale {
+            stale[slot as usize] = true;
+        }
+        let terms = self.terms as usize;
+        let mut counts = vec![0u32; terms + 1];
+        for (t, count) in counts.iter_mut().take(terms).enumerate() {
+            *count = self
+                .postings(t as u32)
+                .iter()
+                .filter(|p| !stale[p.doc as usize])
+                .count() as u32;
+        }
+        for &(t, _) in &self.pending {
+            counts[t as usize] += 1;
+        }
+        let mut offsets = Vec::with_capacity(terms + 1);
+        let mut total = 0u32;
+        for &c in &counts[..terms] {
+            offsets.push(total);
+            total += c;
+        }
+        offsets.push(total);
+        let mut entries = vec![Posting::default(); total as usize];
+        let mut cursor = offsets.clone();
+        for t in 0..terms {
+            for p in self.postings(t as u32) {
+                if !stale[p.doc as usize] {
+                    entries[cursor[t] as usize] = *p;
+                    cursor[t] += 1;
+                }
+            }
+        }
+        for &(t, p) in &self.pending {
+            entries[cursor[t as usize] as usize] = p;
+            cursor[t as usize] += 1;
+        }
+        self.offsets = offsets;
+        self.entries = entries;
+        self.pending = Vec::new();
+        self.stale.clear();
     }
 
     fn remove_docs(&mut self, server: &str) {
@@ -382,11 +451,7 @@ impl SearchIndex {
             }
             self.live -= 1;
             self.free.push(slot);
-        }
-        // One pass over the postings: cheaper than remembering every document's terms.
-        let docs = &self.docs;
-        for postings in &mut self.postings {
-            postings.retain(|p| docs[p.doc as usize].is_some());
+            self.stale.push(slot);
         }
         // Reuse low slots first, so the layout does not depend on removal order.
         self.free.sort_unstable_by(|a, b| b.cmp(a));
@@ -417,8 +482,8 @@ impl SearchIndex {
                 factors
             })
             .collect();
-        for postings in &mut self.postings {
-            for p in postings {
+        {
+            for p in &mut self.entries {
                 let factors = &factors[p.doc as usize];
                 let mut t = 0f32;
                 for (f, factor) in factors.iter().enumerate() {
@@ -439,37 +504,33 @@ impl SearchIndex {
         if let Some(&id) = self.vocabulary.get(&key) {
             return id;
         }
-        let id = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
+        let id = self.terms;
+        self.terms = self.terms.checked_add(1).expect("fewer than 2^32 terms");
         self.vocabulary.insert(key, id);
-        self.postings.push(Vec::new());
         id
     }
 
     fn add_text(&mut self, b: &mut Builder, field: usize, text: &str, bigrams: bool) {
-        // Collect stems first (into one buffer), then map them to term ids.
-        b.text.clear();
-        b.words.clear();
-        let (buf, words, stem_buf) = (&mut b.text, &mut b.words, &mut b.stem);
-        analyse(text, stem_buf, |s| {
-            let start = buf.len();
-            buf.push_str(s);
-            words.push((start, buf.len()));
-        });
+        let Builder {
+            tokens,
+            name_terms,
+            bigrams: pairs,
+            stem: stem_buf,
+        } = b;
         let mut prev: Option<u32> = None;
-        for i in 0..b.words.len() {
-            let (start, end) = b.words[i];
-            let id = self.term_id(&b.text[start..end]);
-            b.tokens.push((id, field as u8));
-            if field == NAME && !b.name_terms.contains(&id) {
-                b.name_terms.push(id);
+        analyse(text, stem_buf, |s| {
+            let id = self.term_id(s);
+            tokens.push((id, field as u8));
+            if field == NAME && !name_terms.contains(&id) {
+                name_terms.push(id);
             }
             if bigrams {
                 if let Some(p) = prev {
-                    b.bigrams.push(pair(p, id));
+                    pairs.push(pair(p, id));
                 }
                 prev = Some(id);
             }
-        }
+        });
     }
 
     fn add_schema(&mut self, b: &mut Builder, schema: &JsonObject, depth: usize) {
@@ -546,11 +607,14 @@ impl SearchIndex {
             let packed = tf.iter().enumerate().fold(0, |acc, (f, &n)| {
                 acc | (n.min(TF_MAX) << (TF_BITS * f as u32))
             });
-            self.postings[term as usize].push(Posting {
-                doc: slot,
-                sat: 0.0,
-                tf: packed,
-            });
+            self.pending.push((
+                term,
+                Posting {
+                    doc: slot,
+                    sat: 0.0,
+                    tf: packed,
+                },
+            ));
         }
         b.bigrams.sort_unstable();
         b.bigrams.dedup();
@@ -563,8 +627,8 @@ impl SearchIndex {
             server: Arc::clone(server),
             name_lower: tool.name.to_lowercase(),
             lens,
-            name_terms: b.name_terms.clone(),
-            bigrams: b.bigrams.clone(),
+            name_terms: std::mem::take(&mut b.name_terms),
+            bigrams: std::mem::take(&mut b.bigrams),
         });
         slot
     }
@@ -589,13 +653,13 @@ impl SearchIndex {
         let mut stem_buf = String::new();
         analyse(query, &mut stem_buf, |s| {
             words += 1;
-            let known = |t: &u32| !self.postings[*t as usize].is_empty();
+            let known = |t: &u32| !self.postings(*t).is_empty();
             let exact = self.vocabulary.get(&term_key(s)).copied().filter(known);
             sequence.push(exact);
             if let Some(t) = exact
                 && !terms.iter().any(|&(id, _, _)| id == t)
             {
-                let idf = self.idf(self.postings[t as usize].len());
+                let idf = self.idf(self.postings(t).len());
                 terms.push((t, idf, idf));
             }
             if cfg.prefix_weight > 0.0 && s.is_ascii() {
@@ -607,7 +671,7 @@ impl SearchIndex {
                     if terms.iter().any(|&(id, _, _)| id == t) {
                         continue;
                     }
-                    let idf = self.idf(self.postings[t as usize].len());
+                    let idf = self.idf(self.postings(t).len());
                     terms.push((t, cfg.prefix_weight * idf, idf));
                 }
             }
@@ -657,7 +721,7 @@ impl SearchIndex {
         let mut mask = vec![0u32; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
         for (i, &(term, weight, _)) in terms.iter().enumerate() {
-            for p in &self.postings[term as usize] {
+            for p in self.postings(term) {
                 let d = p.doc as usize;
                 if matched_idf[d] == 0.0 {
                     touched.push(p.doc);
@@ -763,11 +827,7 @@ impl SearchIndex {
         use std::mem::size_of;
         // A hash table slot per entry plus its control byte, at the table's capacity.
         let vocab = self.vocabulary.capacity() * (size_of::<(u64, u32)>() + 1);
-        let postings: usize = self
-            .postings
-            .iter()
-            .map(|p| p.capacity() * size_of::<Posting>() + size_of::<Vec<Posting>>())
-            .sum();
+        let postings = self.entries.capacity() * size_of::<Posting>() + self.offsets.capacity() * 4;
         let docs: usize = self
             .docs
             .iter()
@@ -787,5 +847,110 @@ impl SearchIndex {
             .map(|(k, v)| k.len() + v.capacity() * 4 + 48)
             .sum();
         vocab + postings + docs + servers + self.name_len.capacity() + self.free.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{DatasetTool, synthetic_queries, synthetic_tools};
+
+    fn texts<'a>(tools: &'a [DatasetTool], ids: &'a [String]) -> Vec<ToolText<'a>> {
+        tools
+            .iter()
+            .zip(ids)
+            .map(|(t, id)| {
+                ToolText::new(id, &t.server, &t.name)
+                    .with_description(t.description.as_deref())
+                    .with_input_schema(t.input_schema.as_ref())
+            })
+            .collect()
+    }
+
+    fn ranking(index: &SearchIndex, query: &str) -> Vec<(String, u32)> {
+        index
+            .search(query, None, usize::MAX)
+            .hits
+            .iter()
+            .map(|h| (h.id.to_string(), h.score.to_bits()))
+            .collect()
+    }
+
+    /// Replacing one server's tools gives exactly the index built from scratch with the new
+    /// tools: same hits, same scores to the bit.
+    #[test]
+    fn incremental_updates_equal_a_fresh_build() {
+        let all = synthetic_tools(300, 3);
+        let ids: Vec<String> = all.iter().map(DatasetTool::id).collect();
+        let (first, rest) = all.split_at(100);
+        let (first_ids, rest_ids) = ids.split_at(100);
+        let replacement = synthetic_tools(40, 99);
+        let replacement_ids: Vec<String> = replacement
+            .iter()
+            .map(|t| format!("a__{}", t.name))
+            .collect();
+
+        let mut incremental = SearchIndex::default();
+        incremental.replace_server("a", texts(first, first_ids));
+        incremental.replace_server("b", texts(rest, rest_ids));
+        incremental.replace_server("a", texts(&replacement, &replacement_ids));
+        incremental.replace_server("c", texts(first, first_ids));
+        incremental.remove_server("c");
+
+        let mut fresh = SearchIndex::default();
+        fresh.replace_servers([
+            ("b", texts(rest, rest_ids)),
+            ("a", texts(&replacement, &replacement_ids)),
+        ]);
+
+        assert_eq!(incremental.len(), fresh.len());
+        assert_eq!(incremental.servers(), fresh.servers());
+        for query in synthetic_queries(&all, 50, 5)
+            .iter()
+            .chain(synthetic_queries(&replacement, 20, 6).iter())
+        {
+            assert_eq!(
+                ranking(&incremental, query),
+                ranking(&fresh, query),
+                "{query}"
+            );
+        }
+        // The replaced tools are gone.
+        let gone = &first_ids[0];
+        assert!(
+            incremental
+                .search(&first[0].name, None, usize::MAX)
+                .hits
+                .iter()
+                .all(|h| &*h.id != gone)
+        );
+    }
+
+    #[test]
+    fn exact_names_and_abbreviations() {
+        let mut index = SearchIndex::default();
+        index.replace_server(
+            "m",
+            [
+                ToolText::new("m__math.hypot", "m", "math.hypot")
+                    .with_description(Some("Euclidean norm of a vector")),
+                ToolText::new("m__triangle_area", "m", "triangle_area")
+                    .with_description(Some("Area of a right triangle from its sides")),
+                ToolText::new("m__calc_tax", "m", "calc_tax")
+                    .with_description(Some("Income tax owed")),
+            ],
+        );
+        // `hypot` abbreviates `hypotenuse`; `calc` abbreviates `calculate`.
+        assert_eq!(
+            &*index.search("hypotenuse", None, 1).hits[0].id,
+            "m__math.hypot"
+        );
+        assert_eq!(
+            &*index.search("calculate my taxes", None, 1).hits[0].id,
+            "m__calc_tax"
+        );
+        // The whole name in the query wins over description words.
+        let found = index.search("use math.hypot for the right triangle area", None, 3);
+        assert_eq!(&*found.hits[0].id, "m__math.hypot");
     }
 }

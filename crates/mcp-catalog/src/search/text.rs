@@ -21,7 +21,7 @@ use foldhash::fast::FixedState;
 /// emitted too, after its parts (`github`), so a query that writes the word whole still matches.
 pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
     if text.is_ascii() {
-        split_ascii(text.as_bytes(), &mut emit);
+        split_ascii(text, &mut emit);
         return;
     }
     let mut word = String::new();
@@ -56,33 +56,24 @@ pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
 }
 
 /// [`split_words`] for ASCII text, on bytes: the same rules, several times faster.
-fn split_ascii(text: &[u8], emit: &mut impl FnMut(&str)) {
-    let mut buf = [0u8; 64];
+fn split_ascii(text: &str, emit: &mut impl FnMut(&str)) {
+    let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
     let mut i = 0;
-    while i < text.len() {
-        if !text[i].is_ascii_alphanumeric() {
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_alphanumeric() {
             i += 1;
             continue;
         }
         let start = i;
-        while i < text.len() && text[i].is_ascii_alphanumeric() {
+        while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
             i += 1;
         }
-        let run = &text[start..i];
-        if run.len() > buf.len() {
-            // Too long to be a word anyone searches for part by part: keep it whole.
-            emit(&String::from_utf8_lossy(run).to_ascii_lowercase());
-            continue;
-        }
-        for (b, &c) in buf.iter_mut().zip(run) {
-            *b = c.to_ascii_lowercase();
-        }
-        let lower = std::str::from_utf8(&buf[..run.len()]).expect("ASCII");
         let mut parts = 0;
-        let mut part_start = 0;
-        for j in 1..run.len() {
-            let (p, c) = (run[j - 1], run[j]);
-            let next = run.get(j + 1).copied();
+        let mut part_start = start;
+        for j in start + 1..i {
+            let (p, c) = (bytes[j - 1], bytes[j]);
+            let next = if j + 1 < i { Some(bytes[j + 1]) } else { None };
             let boundary = (p.is_ascii_lowercase() && c.is_ascii_uppercase())
                 || (p.is_ascii_uppercase()
                     && c.is_ascii_uppercase()
@@ -94,9 +85,9 @@ fn split_ascii(text: &[u8], emit: &mut impl FnMut(&str)) {
                 parts += 1;
             }
         }
-        emit(&lower[part_start..]);
+        emit(&lower[part_start..i]);
         if parts > 0 {
-            emit(lower);
+            emit(&lower[start..i]);
         }
     }
 }
@@ -261,12 +252,27 @@ const STOPWORDS: &[&str] = &[
 
 /// True for a word that is dropped from documents and queries.
 pub(crate) fn is_stopword(word: &str) -> bool {
-    static SET: OnceLock<HashSet<&'static str, FixedState>> = OnceLock::new();
+    static SHORT: OnceLock<HashSet<u64, FixedState>> = OnceLock::new();
     // Most words are longer than any stopword: skip the lookup for them.
-    word.len() <= MAX_STOPWORD_LEN
-        && SET
-            .get_or_init(|| STOPWORDS.iter().copied().collect())
-            .contains(word)
+    if word.len() > MAX_STOPWORD_LEN {
+        return false;
+    }
+    match pack(word) {
+        Some(key) => SHORT
+            .get_or_init(|| STOPWORDS.iter().filter_map(|w| pack(w)).collect())
+            .contains(&key),
+        None => STOPWORDS
+            .iter()
+            .any(|w| w.len() == word.len() && *w == word),
+    }
+}
+
+/// A word of at most seven bytes as one integer (its length in the top byte), so stopword lookups compare integers.
+fn pack(word: &str) -> Option<u64> {
+    let bytes = word.as_bytes();
+    (bytes.len() <= 7).then(|| {
+        bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)) | ((bytes.len() as u64) << 56)
+    })
 }
 
 const MAX_STOPWORD_LEN: usize = 10;
@@ -285,30 +291,34 @@ fn has_vowel(s: &[u8]) -> bool {
 /// A small, conservative suffix stripper rather than a full Porter stemmer: plural `-s`/`-es`/
 /// `-ies`, `-ing`, `-ed`, `-ation`, `-ator`, a final silent `-e`, and doubled final consonants.
 /// Words of three letters or fewer, words with non-ASCII letters and numbers are left as they
-/// are. Writes the stem into `out`, replacing its contents.
-pub(crate) fn stem_into(word: &str, out: &mut String) {
-    out.clear();
-    out.push_str(word);
+/// are. The stem is a prefix of the word (returned without copying) except for `-ies` → `-y`,
+/// which is written into `buf`.
+pub(crate) fn stem<'a>(word: &'a str, buf: &'a mut String) -> &'a str {
     let b = word.as_bytes();
     if b.len() <= 3 || !word.is_ascii() || !b[0].is_ascii_alphabetic() {
-        return;
+        return word;
     }
-    // The word is ASCII, so every truncation below falls on a character boundary.
-    let s = out;
-    let cut = |s: &mut String, n: usize| s.truncate(s.len() - n);
-    // Plurals.
-    if s.ends_with("ies") && s.len() > 4 {
-        cut(s, 3);
-        s.push('y');
-    } else if s.ends_with("sses")
-        || s.ends_with("xes")
-        || s.ends_with("ches")
-        || s.ends_with("shes")
-        || s.ends_with("zes")
+    let ends = |n: usize, suffix: &str| b[..n].ends_with(suffix.as_bytes());
+    let mut n = b.len();
+    // Plurals; `-ies` becomes `-y` (`categories` → `category`).
+    let y = ends(n, "ies") && n > 4;
+    if y {
+        n -= 3;
+    } else if ends(n, "sses")
+        || ends(n, "xes")
+        || ends(n, "ches")
+        || ends(n, "shes")
+        || ends(n, "zes")
     {
-        cut(s, 2);
-    } else if s.ends_with('s') && !s.ends_with("ss") && !s.ends_with("us") && !s.ends_with("is") {
-        cut(s, 1);
+        n -= 2;
+    } else if ends(n, "s") && !ends(n, "ss") && !ends(n, "us") && !ends(n, "is") {
+        n -= 1;
+    }
+    if y {
+        buf.clear();
+        buf.push_str(&word[..n]);
+        buf.push('y');
+        return buf;
     }
     // Verb and noun endings; `-ation` and `-ator` keep their `at` (`calculat`).
     let mut stripped = false;
@@ -320,17 +330,12 @@ pub(crate) fn stem_into(word: &str, out: &mut String) {
         ("ing", 0),
         ("ed", 0),
     ] {
-        if s.ends_with(suffix)
-            && s.len() - suffix.len() >= 3
-            && has_vowel(&s.as_bytes()[..s.len() - suffix.len()])
-        {
-            cut(s, suffix.len() - keep);
+        if ends(n, suffix) && n - suffix.len() >= 3 && has_vowel(&b[..n - suffix.len()]) {
+            n -= suffix.len() - keep;
             stripped = true;
             break;
         }
     }
-    let b = s.as_bytes();
-    let n = b.len();
     // `stopped` → `stopp` → `stop`; but keep `ll`, `ss`, `zz` (`installed` → `install`).
     if stripped
         && n >= 3
@@ -338,25 +343,23 @@ pub(crate) fn stem_into(word: &str, out: &mut String) {
         && !is_vowel(b[n - 1])
         && !matches!(b[n - 1], b'l' | b's' | b'z')
     {
-        s.pop();
+        n -= 1;
     }
     // A final silent `e`: `create` and `creat(ing)` meet at `creat`.
-    if s.len() > 4 && s.ends_with('e') && !s.ends_with("ee") {
-        s.pop();
+    if n > 4 && b[n - 1] == b'e' && b[n - 2] != b'e' {
+        n -= 1;
     }
-}
-
-/// [`stem_into`] returning a new string.
-#[cfg(test)]
-pub(crate) fn stem(word: &str) -> String {
-    let mut out = String::new();
-    stem_into(word, &mut out);
-    out
+    &word[..n]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stem_of(word: &str) -> String {
+        let mut buf = String::new();
+        stem(word, &mut buf).to_owned()
+    }
 
     fn words(text: &str) -> Vec<String> {
         let mut out = Vec::new();
@@ -434,15 +437,15 @@ mod tests {
             &["search", "searches", "searching"],
             &["file", "files"],
         ] {
-            let stems: Vec<_> = group.iter().map(|w| stem(w)).collect();
+            let stems: Vec<_> = group.iter().map(|w| stem_of(w)).collect();
             assert!(
                 stems.iter().all(|s| *s == stems[0]),
                 "{group:?} -> {stems:?}"
             );
         }
-        assert_eq!(stem("status"), "status");
-        assert_eq!(stem("bus"), "bus");
-        assert_eq!(stem("analysis"), "analysis");
-        assert_eq!(stem("2024"), "2024");
+        assert_eq!(stem_of("status"), "status");
+        assert_eq!(stem_of("bus"), "bus");
+        assert_eq!(stem_of("analysis"), "analysis");
+        assert_eq!(stem_of("2024"), "2024");
     }
 }

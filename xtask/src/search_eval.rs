@@ -1,0 +1,55 @@
+//! `cargo xtask search-eval` and `cargo xtask bench`: search quality and speed of the catalog.
+//!
+//! Both run release builds of `mcp-catalog` targets, so latencies are those of optimised code:
+//! `search-eval` runs the `search_eval` example, `bench` the criterion benchmarks.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::{cargo, run};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// `cargo xtask search-eval --dataset DIR [--json] [--subset all|even|odd]`: ranks the whole
+/// catalog of `DIR/tools.jsonl` for each query of `DIR/queries.jsonl` and prints hit@1/5/10,
+/// recall@1/5/10, MRR and p50/p99 query latency (`--json`: one JSON object with those keys).
+/// Without `--dataset`, uses `../shared/datasets/bfcl` beside the workspace.
+pub(crate) fn search_eval(args: &[String]) -> Result<()> {
+    let mut args = args.to_vec();
+    if !args.iter().any(|a| a == "--dataset") {
+        let default = root().join("../shared/datasets/bfcl");
+        args.push("--dataset".into());
+        args.push(default.to_string_lossy().into_owned());
+    }
+    run(cargo()
+        .arg("run")
+        .arg("--manifest-path")
+        .arg(root().join("Cargo.toml"))
+        .args([
+            "--quiet",
+            "--release",
+            "-p",
+            "mcp-catalog",
+            "--example",
+            "search_eval",
+            "--",
+        ])
+        .args(&args))
+}
+
+/// `cargo xtask bench [criterion args]`: the catalog's search benchmarks (latency on 1k and 10k
+/// tools, index build time, index memory).
+pub(crate) fn bench(args: &[String]) -> Result<()> {
+    run(cargo()
+        .arg("bench")
+        .arg("--manifest-path")
+        .arg(root().join("Cargo.toml"))
+        .args(["-p", "mcp-catalog", "--bench", "search", "--"])
+        .args(args))
+}
