@@ -287,99 +287,81 @@ fn free_port() -> u16 {
         .expect("a free port on 127.0.0.1")
 }
 
-/// A live MCP session with a peer, opened through one of the workspace's connectors.
-///
-/// A stand-in for `mcp_client::Session` until the client has a public way to open one: the
-/// same handshake (rmcp's client with `mcp-client`'s identity and no capabilities) over the
-/// same [`Connector`](mcp_connector::Connector) seam.
+/// A live MCP session with a peer, opened the way an application opens one: an
+/// [`McpClient`](mcp_client::McpClient) with the workspace's connectors opens a runner for
+/// this one server, and the test talks to the runner's [`Session`](mcp_client::Session).
 pub struct PeerSession {
-    service: rmcp::service::RunningService<rmcp::RoleClient, ClientIdentity>,
-    handle: Box<dyn mcp_connector::ConnectionHandle>,
-}
-
-/// What the session says about the client in `initialize`.
-#[derive(Debug, Clone, Copy)]
-pub struct ClientIdentity;
-
-impl rmcp::ClientHandler for ClientIdentity {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::default(),
-            rmcp::model::Implementation::new("mcp-agent", env!("CARGO_PKG_VERSION")),
-        )
-    }
+    runner: mcp_client::McpRunner,
 }
 
 impl PeerSession {
-    /// Connects through `connector` and runs the handshake, within `timeout`.
+    /// Opens a runner for `spec` through `connectors` (connect, initialise, list every tool),
+    /// with `timeout` as the connect timeout.
     pub async fn open(
-        connector: &dyn mcp_connector::Connector,
-        spec: &ServerSpec,
+        connectors: mcp_client::Connectors,
+        mut spec: ServerSpec,
         timeout: Duration,
     ) -> Self {
-        let open = async {
-            let connection = connector
-                .connect(spec)
+        spec.connect_timeout = Some(timeout);
+        let config = mcp_config::Config::new(vec![spec.clone()]).expect("a valid spec");
+        let client = mcp_client::McpClient::builder(config)
+            .connectors(connectors)
+            .build();
+        let mut options = mcp_config::RunOptions::default();
+        options.connect_timeout = timeout;
+        let run = mcp_config::ResolvedRun::new(vec![spec.clone()], options);
+        // Bounded by the connect timeout inside; the outer bound only guards against a bug.
+        let runner =
+            tokio::time::timeout(timeout + Duration::from_secs(5), client.open_resolved(run))
                 .await
-                .unwrap_or_else(|e| panic!("connect to {}: {e}", spec.name));
-            let service = rmcp::serve_client(ClientIdentity, connection.transport)
-                .await
+                .unwrap_or_else(|_| panic!("{} not open within {timeout:?}", spec.name))
                 .unwrap_or_else(|e| {
                     panic!(
-                        "initialize {}: {e}; stderr: {:?}",
+                        "open {}: {e}: {:?}",
                         spec.name,
-                        connection.handle.diagnostics()
+                        std::error::Error::source(&e)
                     )
                 });
-            Self {
-                service,
-                handle: connection.handle,
-            }
-        };
-        tokio::time::timeout(timeout, open)
-            .await
-            .unwrap_or_else(|_| panic!("{} not open within {timeout:?}", spec.name))
+        Self { runner }
     }
 
-    /// The server's initialize result.
-    pub fn server_info(&self) -> std::sync::Arc<rmcp::model::ServerPeerInfo> {
-        self.service.peer().peer_info().expect("initialized")
+    fn session(&self) -> &mcp_client::Session {
+        self.runner.sessions().first().expect("one session")
+    }
+
+    /// What the server said about itself in its initialize result.
+    pub fn identity(&self) -> &mcp_client::ServerIdentity {
+        self.session().identity()
     }
 
     /// The server's process id, for a stdio server.
     pub fn pid(&self) -> Option<u32> {
-        self.handle.pid()
+        self.session().pid()
     }
 
-    /// Every tool, across pages.
+    /// Every tool, across pages (listed again, not the runner's cached list).
     pub async fn list_tools(&self) -> Vec<rmcp::model::Tool> {
-        self.service
-            .peer()
-            .list_all_tools()
-            .await
-            .expect("tools/list")
+        self.session().list_tools().await.expect("tools/list")
     }
 
-    /// Calls `tool` with `arguments` (a JSON object).
+    /// Calls `tool` with `arguments` (a JSON object) through the session's call path (with
+    /// the spec's call timeout).
     pub async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Value,
     ) -> rmcp::model::CallToolResult {
-        let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
-            .with_arguments(arguments.as_object().cloned().expect("arguments object"));
-        self.service
-            .peer()
-            .call_tool(params)
+        let arguments = arguments.as_object().cloned().expect("arguments object");
+        self.session()
+            .call_tool(tool, arguments)
             .await
             .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
     }
 
-    /// Closes the session (stdin close or HTTP `DELETE`), then releases the transport's
-    /// resources with `grace` for a child to exit.
-    pub async fn close(self, grace: Duration) {
-        let _ = tokio::time::timeout(grace, self.service.cancel()).await;
-        self.handle.shutdown(grace).await;
+    /// Closes the runner: the session ends (stdin close or HTTP `DELETE`) and a child process
+    /// gets the client's grace period before it is terminated.
+    pub async fn close(self) {
+        agent_core::Runner::close(&self.runner).await;
     }
 }
 

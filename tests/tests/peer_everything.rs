@@ -1,5 +1,5 @@
 //! The reference server `@modelcontextprotocol/server-everything` (SPEC J1), over stdio and over
-//! streamable HTTP, through the workspace's connectors: connect, list, call, structured content.
+//! streamable HTTP, through the workspace's connectors and `mcp-client`'s runner and session layer: connect, list, call, structured content.
 //!
 //! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them
 //! under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`, skips with a note otherwise.
@@ -7,21 +7,21 @@
 use std::time::Duration;
 
 use integration_tests::peers::{self, HttpPeer, PeerSession, text_of};
+use mcp_client::Connectors;
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use mcp_transport_stdio::StdioConnector;
 use serde_json::json;
 
 const OPEN: Duration = Duration::from_secs(30);
 const TEST: Duration = Duration::from_secs(90);
-const GRACE: Duration = Duration::from_secs(2);
 
 /// What every transport must show of server-everything.
 async fn check(session: &PeerSession) {
-    let info = session.server_info();
-    assert_eq!(
-        info.server_info.as_ref().map(|i| i.name.as_str()),
-        Some("mcp-servers/everything")
-    );
+    let identity = session.identity();
+    assert_eq!(identity.name.as_deref(), Some("mcp-servers/everything"));
+
+    // The peers negotiate down to the newest revision they know with a handshake.
+    assert_eq!(identity.protocol_version, "2025-11-25");
 
     let tools = session.list_tools().await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -72,10 +72,11 @@ async fn everything_over_stdio() {
         return;
     };
     tokio::time::timeout(TEST, async {
-        let session = PeerSession::open(&StdioConnector::new(), &spec, OPEN).await;
+        let session =
+            PeerSession::open(Connectors::new().with(StdioConnector::new()), spec, OPEN).await;
         let pid = session.pid().expect("a stdio server has a pid");
         check(&session).await;
-        session.close(GRACE).await;
+        session.close().await;
         assert!(
             !peers::process_alive(pid),
             "server-everything (pid {pid}) outlived its session"
@@ -91,11 +92,11 @@ async fn everything_over_streamable_http() {
         return;
     };
     let spec = server.spec();
-    let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+    let connectors = Connectors::new().with(HttpConnector::new(HttpOptions::default()).unwrap());
     let outcome = tokio::time::timeout(TEST, async {
-        let session = PeerSession::open(&connector, &spec, OPEN).await;
+        let session = PeerSession::open(connectors, spec, OPEN).await;
         check(&session).await;
-        session.close(GRACE).await;
+        session.close().await;
     })
     .await;
     let log = server.stderr();

@@ -1,5 +1,5 @@
 //! A server on the official Python MCP SDK (`peers/python/server.py`, SPEC J1), over stdio and
-//! over streamable HTTP, through the workspace's connectors: connect, list, call, structured
+//! over streamable HTTP, through the workspace's connectors and `mcp-client`'s runner and session layer: connect, list, call, structured
 //! content, tool errors.
 //!
 //! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them
@@ -8,25 +8,25 @@
 use std::time::Duration;
 
 use integration_tests::peers::{self, HttpPeer, PeerSession, text_of};
+use mcp_client::Connectors;
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use mcp_transport_stdio::StdioConnector;
 use serde_json::json;
 
 const OPEN: Duration = Duration::from_secs(30);
 const TEST: Duration = Duration::from_secs(90);
-const GRACE: Duration = Duration::from_secs(2);
 
 /// What every transport must show of the Python SDK server.
 async fn check(session: &PeerSession) {
-    let info = session.server_info();
+    let identity = session.identity();
+    assert_eq!(identity.name.as_deref(), Some("py-peer"));
     assert_eq!(
-        info.server_info.as_ref().map(|i| i.name.as_str()),
-        Some("py-peer")
-    );
-    assert_eq!(
-        info.instructions.as_deref(),
+        identity.instructions.as_deref(),
         Some("A test peer on the official Python MCP SDK.")
     );
+
+    // The peers negotiate down to the newest revision they know with a handshake.
+    assert_eq!(identity.protocol_version, "2025-11-25");
 
     let tools = session.list_tools().await;
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -68,10 +68,11 @@ async fn python_sdk_over_stdio() {
         return;
     };
     tokio::time::timeout(TEST, async {
-        let session = PeerSession::open(&StdioConnector::new(), &spec, OPEN).await;
+        let session =
+            PeerSession::open(Connectors::new().with(StdioConnector::new()), spec, OPEN).await;
         let pid = session.pid().expect("a stdio server has a pid");
         check(&session).await;
-        session.close(GRACE).await;
+        session.close().await;
         assert!(
             !peers::process_alive(pid),
             "the Python server (pid {pid}) outlived its session"
@@ -87,11 +88,11 @@ async fn python_sdk_over_streamable_http() {
         return;
     };
     let spec = server.spec();
-    let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+    let connectors = Connectors::new().with(HttpConnector::new(HttpOptions::default()).unwrap());
     let outcome = tokio::time::timeout(TEST, async {
-        let session = PeerSession::open(&connector, &spec, OPEN).await;
+        let session = PeerSession::open(connectors, spec, OPEN).await;
         check(&session).await;
-        session.close(GRACE).await;
+        session.close().await;
     })
     .await;
     let log = server.stderr();
