@@ -2,7 +2,7 @@
 //! notifications into signals for the runner.
 
 use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RoleClient};
 use tokio::sync::watch;
 
@@ -22,10 +22,14 @@ impl SessionHandler {
 
 impl ClientHandler for SessionHandler {
     fn get_info(&self) -> ClientConfig {
+        // The newest protocol version that still has the `initialize` handshake: servers in
+        // the wild (and the conformance suite) negotiate down from it; a version without the
+        // handshake would skip the identity and capabilities this client keeps (SPEC C3).
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("mcp-agent", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
