@@ -134,24 +134,27 @@ impl Session {
         let (handler, tools_changed) = SessionHandler::new();
         let (service, tools) = {
             let _diag = DiagOnDrop(&*handle, diag);
-            let service = rmcp::serve_client(handler, transport).await.map_err(|e| {
-                SessionError::Initialize {
-                    server: spec.name.clone(),
-                    diagnostics: handle.diagnostics(),
-                    source: Box::new(e),
-                }
-            })?;
-            let tools =
-                service
-                    .peer()
-                    .list_all_tools()
-                    .await
-                    .map_err(|e| SessionError::Discovery {
+            let service = match rmcp::serve_client(handler, transport).await {
+                Ok(service) => service,
+                Err(e) => {
+                    return Err(SessionError::Initialize {
                         server: spec.name.clone(),
-                        diagnostics: handle.diagnostics(),
+                        diagnostics: release(&*handle).await,
                         source: Box::new(e),
-                    })?;
-            (service, tools)
+                    });
+                }
+            };
+            match service.peer().list_all_tools().await {
+                Ok(tools) => (service, tools),
+                Err(e) => {
+                    drop(service);
+                    return Err(SessionError::Discovery {
+                        server: spec.name.clone(),
+                        diagnostics: release(&*handle).await,
+                        source: Box::new(e),
+                    });
+                }
+            }
         };
         let peer = service.peer().clone();
         let identity = identity_of(&peer);
@@ -258,6 +261,17 @@ impl Session {
         }
         self.handle.shutdown(grace).await;
     }
+}
+
+/// Releases the connection of a session that failed to open, then reads its diagnostics.
+///
+/// A server that fails the handshake has often just written why on stderr and exited; its
+/// stdout closing reaches the client before the last stderr lines do, so diagnostics read at
+/// once would miss them. Shutting the handle down first (the server already lost its stdin:
+/// no grace, straight to SIGTERM if it still runs) waits for the exit and drains stderr.
+async fn release(handle: &dyn ConnectionHandle) -> Option<String> {
+    handle.shutdown(Duration::ZERO).await;
+    handle.diagnostics()
 }
 
 fn identity_of(peer: &Peer<RoleClient>) -> ServerIdentity {
