@@ -10,15 +10,18 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
-    /// `bearer_token_env` names a variable that is unset (or not UTF-8) when the session opens.
+    /// `bearer_token_env` or `client_secret_env` names a variable that is unset (or not
+    /// UTF-8) when the session opens.
     #[error(
-        "server `{server}`: environment variable `{variable}` (bearer_token_env) is not set or not valid UTF-8"
+        "server `{server}`: environment variable `{variable}` ({setting}) is not set or not valid UTF-8"
     )]
     MissingEnv {
         /// The server.
         server: String,
         /// The environment variable.
         variable: String,
+        /// The setting that names it (`bearer_token_env`, `client_secret_env`).
+        setting: &'static str,
     },
     /// A configured header name is not a valid HTTP header name.
     #[error("server `{server}`: `{name}` is not a valid HTTP header name")]
@@ -54,6 +57,73 @@ pub enum AuthError {
         /// The auth method.
         method: &'static str,
     },
+    /// The token endpoint answered with an OAuth error (RFC 6749 §5.2), e.g. `invalid_client`
+    /// for a wrong client secret.
+    #[error(
+        "server `{server}`: the token endpoint refused the client credentials (HTTP {status}): {error}{}",
+        description.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
+    )]
+    TokenRejected {
+        /// The server.
+        server: String,
+        /// The HTTP status of the answer.
+        status: u16,
+        /// The OAuth `error` code (`invalid_client`, `invalid_scope`, …), or `http_error` when the
+        /// answer carried none.
+        error: String,
+        /// The OAuth `error_description`, if any (with any occurrence of the client secret
+        /// removed).
+        description: Option<String>,
+    },
+    /// OAuth discovery (RFC 9728 protected-resource metadata, RFC 8414 / OpenID
+    /// authorization-server metadata) found no usable token endpoint.
+    #[error("server `{server}`: OAuth discovery failed: {message}")]
+    Discovery {
+        /// The server.
+        server: String,
+        /// What was missing or wrong (URLs and field names only).
+        message: String,
+    },
+    /// Authorization-server metadata names another issuer than the one it was fetched for
+    /// (RFC 8414 §3.3): the metadata is refused.
+    #[error(
+        "server `{server}`: the authorization server metadata at {metadata_url} names issuer `{found}`, not `{expected}`; refused (RFC 8414 §3.3)"
+    )]
+    IssuerMismatch {
+        /// The server.
+        server: String,
+        /// Where the metadata came from.
+        metadata_url: String,
+        /// The issuer the metadata was fetched for.
+        expected: String,
+        /// The issuer the metadata names.
+        found: String,
+    },
+    /// A token endpoint or metadata request failed before an answer arrived (connect, TLS,
+    /// I/O, an oversized body) or took too long.
+    #[error("server `{server}`: {what} failed: {detail}")]
+    OAuthRequest {
+        /// The server.
+        server: String,
+        /// Which request, with its URL (e.g. `token request to https://as.example/token`).
+        what: String,
+        /// The cause chain as one line (transports often show only an error's own message).
+        detail: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+    /// A token endpoint or metadata answer could not be used (not JSON, no `access_token`, a
+    /// token type other than `Bearer`, …).
+    #[error("server `{server}`: {what}: {message}")]
+    InvalidResponse {
+        /// The server.
+        server: String,
+        /// Which answer, with its URL.
+        what: String,
+        /// What is wrong with it (never a token).
+        message: String,
+    },
     /// A provider failed to obtain credentials (e.g. a token endpoint refused them).
     #[error("server `{server}`: {message}")]
     Provider {
@@ -76,7 +146,20 @@ impl AuthError {
             | Self::InvalidHeaderValue { server, .. }
             | Self::DuplicateHeader { server, .. }
             | Self::Unsupported { server, .. }
+            | Self::TokenRejected { server, .. }
+            | Self::Discovery { server, .. }
+            | Self::IssuerMismatch { server, .. }
+            | Self::OAuthRequest { server, .. }
+            | Self::InvalidResponse { server, .. }
             | Self::Provider { server, .. } => server,
+        }
+    }
+
+    /// The OAuth `error` code of a token endpoint's refusal (`invalid_client`, …).
+    pub fn oauth_error(&self) -> Option<&str> {
+        match self {
+            Self::TokenRejected { error, .. } => Some(error),
+            _ => None,
         }
     }
 

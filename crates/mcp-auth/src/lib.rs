@@ -48,6 +48,8 @@
 //! (the `http` crate's types) and the transport sends them.
 
 mod error;
+mod fetch;
+mod oauth;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,6 +60,8 @@ use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
 pub use error::{AuthError, BoxError};
+pub use fetch::{FetchError, HttpFetch};
+pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
 /// only the header names.
@@ -258,6 +262,7 @@ impl BearerToken {
             .ok_or_else(|| AuthError::MissingEnv {
                 server: server.to_owned(),
                 variable: variable.to_owned(),
+                setting: "bearer_token_env",
             })?;
         Self::new(server, &token)
     }
@@ -330,10 +335,13 @@ impl AuthProvider for Chain {
     }
 }
 
-/// The provider `auth` asks for, for server `server`: its `headers` and its bearer token
-/// (`bearer_token_env` is read now). A header set twice (say `Authorization` in `headers`
-/// and a bearer token) is [`AuthError::DuplicateHeader`]; OAuth2 client credentials are
-/// [`AuthError::Unsupported`] in this build.
+/// The static provider `auth` asks for, for server `server`: its `headers` and its bearer
+/// token (`bearer_token_env` is read now). A header set twice (say `Authorization` in
+/// `headers` and a bearer token) is [`AuthError::DuplicateHeader`].
+///
+/// OAuth2 client credentials need an HTTP client and a token cache shared across sessions:
+/// build them with [`AuthRegistry::provider`] (the HTTP transport does). Here they are
+/// [`AuthError::Unsupported`].
 ///
 /// ```
 /// use mcp_auth::{AuthError, from_spec};
@@ -350,7 +358,7 @@ pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>,
     if auth.oauth_client_credentials.is_some() {
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
-            method: "OAuth2 client credentials",
+            method: "OAuth2 client credentials without an HTTP client (use AuthRegistry::provider)",
         });
     }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;

@@ -1,0 +1,135 @@
+//! What went wrong while obtaining a token, kept cloneable so every caller waiting on the same
+//! attempt gets the same answer, and rendered as an [`AuthError`] naming the caller's server.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::AuthError;
+use crate::fetch::FetchError;
+
+/// A failed attempt, without the server name (the attempt may serve several servers).
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    /// The token endpoint answered with an OAuth error.
+    Rejected {
+        status: u16,
+        error: String,
+        description: Option<String>,
+    },
+    /// Discovery found no usable token endpoint.
+    Discovery(String),
+    /// Authorization-server metadata names another issuer.
+    IssuerMismatch {
+        metadata_url: String,
+        expected: String,
+        found: String,
+    },
+    /// A request failed before an answer arrived, or took too long.
+    Request {
+        what: String,
+        source: Arc<dyn StdError + Send + Sync>,
+    },
+    /// An answer could not be used.
+    Invalid { what: String, message: String },
+}
+
+impl Failure {
+    pub(crate) fn fetch(what: String, error: FetchError) -> Self {
+        Self::Request {
+            what,
+            source: Arc::new(error),
+        }
+    }
+
+    pub(crate) fn timeout(what: String, after: Duration) -> Self {
+        Self::Request {
+            what,
+            source: Arc::new(TimedOut(after)),
+        }
+    }
+
+    pub(crate) fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The error as seen by `server`.
+    pub(crate) fn to_error(&self, server: &str) -> AuthError {
+        let server = server.to_owned();
+        match self.clone() {
+            Self::Rejected {
+                status,
+                error,
+                description,
+            } => AuthError::TokenRejected {
+                server,
+                status,
+                error,
+                description,
+            },
+            Self::Discovery(message) => AuthError::Discovery { server, message },
+            Self::IssuerMismatch {
+                metadata_url,
+                expected,
+                found,
+            } => AuthError::IssuerMismatch {
+                server,
+                metadata_url,
+                expected,
+                found,
+            },
+            Self::Request { what, source } => {
+                let mut detail = source.to_string();
+                let mut cause = source.source();
+                while let Some(inner) = cause {
+                    detail.push_str(": ");
+                    detail.push_str(&inner.to_string());
+                    cause = inner.source();
+                }
+                AuthError::OAuthRequest {
+                    server,
+                    what,
+                    detail,
+                    source: Box::new(Shared(source)),
+                }
+            }
+            Self::Invalid { what, message } => AuthError::InvalidResponse {
+                server,
+                what,
+                message,
+            },
+        }
+    }
+}
+
+/// An exchange that did not finish in time.
+#[derive(Debug)]
+pub(crate) struct TimedOut(pub(crate) Duration);
+
+impl fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no answer within {:.1} s", self.0.as_secs_f64())
+    }
+}
+
+impl StdError for TimedOut {}
+
+/// A shared cause, shown as itself.
+#[derive(Debug)]
+struct Shared(Arc<dyn StdError + Send + Sync>);
+
+impl fmt::Display for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl StdError for Shared {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}

@@ -1,0 +1,866 @@
+//! OAuth2 client credentials (RFC 6749 §4.4) with discovery, a shared token cache and
+//! single-flight refresh.
+
+mod discovery;
+mod failure;
+mod token;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, HeaderValue};
+use mcp_config::{
+    OAuthClientCredentials, Secret, SecretSource, ServerSpec, SpecOrigin, TokenEndpointAuthMethod,
+    TransportSpec,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use url::{Host, Url};
+
+use self::discovery::{
+    Challenge, authorization_server_urls, parse_challenge, protected_resource_urls,
+    resource_covers, same_issuer,
+};
+use self::failure::Failure;
+use self::token::{ClientAuth, TokenRequest};
+use crate::fetch::HttpFetch;
+use crate::{AuthError, AuthProvider, Credentials, OnUnauthorized};
+
+/// Tunables of OAuth2 client credentials, shared by every credential of an [`AuthRegistry`].
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_auth::OAuthOptions;
+///
+/// let options = OAuthOptions::default().with_expiry_skew(Duration::from_secs(10));
+/// assert_eq!(options.expiry_skew, Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OAuthOptions {
+    /// A token is renewed this long before it expires (at most half its lifetime earlier).
+    /// Default 30 s.
+    pub expiry_skew: Duration,
+    /// Longest wait for one token or metadata answer. Default 10 s.
+    pub request_timeout: Duration,
+    /// Bound on obtaining one token (discovery included) when the spec sets no connect
+    /// timeout; otherwise the spec's connect timeout bounds it. Default
+    /// [`mcp_config::DEFAULT_CONNECT_TIMEOUT`].
+    pub default_deadline: Duration,
+    /// Largest token or metadata answer read. Default 64 KiB.
+    pub max_response_bytes: usize,
+    /// After a failed renewal, how long a still-valid token is used before the next attempt.
+    /// Default 5 s.
+    pub retry_delay: Duration,
+}
+
+impl Default for OAuthOptions {
+    fn default() -> Self {
+        Self {
+            expiry_skew: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(10),
+            default_deadline: mcp_config::DEFAULT_CONNECT_TIMEOUT,
+            max_response_bytes: 64 * 1024,
+            retry_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl OAuthOptions {
+    /// Sets [`expiry_skew`](Self::expiry_skew).
+    pub fn with_expiry_skew(mut self, skew: Duration) -> Self {
+        self.expiry_skew = skew;
+        self
+    }
+
+    /// Sets [`request_timeout`](Self::request_timeout).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`default_deadline`](Self::default_deadline).
+    pub fn with_default_deadline(mut self, deadline: Duration) -> Self {
+        self.default_deadline = deadline;
+        self
+    }
+
+    /// Sets [`max_response_bytes`](Self::max_response_bytes).
+    pub fn with_max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
+        self
+    }
+}
+
+/// Builds the auth hook of each server spec, and keeps one token cache per OAuth2 credential
+/// so every session and every concurrent request of the same credential shares one token and
+/// one refresh.
+///
+/// A credential is the token endpoint (or, when it is discovered, the MCP URL it is
+/// discovered from), the client id and secret, the scope, the resource, the client
+/// authentication method and the spec's origin. Two sessions with the same credential share
+/// a cache; anything else gets its own. Entries no session uses are dropped once their token
+/// has expired.
+///
+/// The HTTP transport holds one registry per connector (`HttpConnector::auth_registry`); a
+/// custom transport builds one on its own [`HttpFetch`]:
+///
+/// ```
+/// use std::sync::Arc;
+/// use async_trait::async_trait;
+/// use bytes::Bytes;
+/// use mcp_auth::{AuthRegistry, FetchError, HttpFetch};
+/// use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+///
+/// #[derive(Debug)]
+/// struct Offline;
+///
+/// #[async_trait]
+/// impl HttpFetch for Offline {
+///     async fn fetch(&self, _: http::Request<Bytes>, _: usize)
+///         -> Result<http::Response<Bytes>, FetchError> {
+///         Err(FetchError::Request("offline".into()))
+///     }
+/// }
+///
+/// let registry = AuthRegistry::new(Arc::new(Offline));
+/// let url = "https://mcp.example.com/mcp".parse().unwrap();
+/// let mut spec = ServerSpec::new("docs", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+/// spec.auth.bearer = Some(mcp_config::SecretSource::Inline("tok".into()));
+/// let provider = registry.provider(&spec).unwrap(); // static forms need no request
+/// # drop(provider);
+/// ```
+pub struct AuthRegistry {
+    http: Arc<dyn HttpFetch>,
+    options: OAuthOptions,
+    entries: Mutex<HashMap<CredentialKey, Arc<Shared>>>,
+}
+
+impl fmt::Debug for AuthRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthRegistry")
+            .field("options", &self.options)
+            .field("credentials", &lock(&self.entries).len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What identifies one credential's cache. The secret is part of it (compared, never shown),
+/// so a wrong secret never reuses a token obtained with the right one.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CredentialKey {
+    endpoint: String,
+    client_id: String,
+    secret: Secret,
+    scope: Option<String>,
+    resource: Option<String>,
+    method: Option<&'static str>,
+    inline: bool,
+}
+
+impl AuthRegistry {
+    /// A registry sending its token and metadata requests through `http`, with default
+    /// [`OAuthOptions`].
+    pub fn new(http: Arc<dyn HttpFetch>) -> Self {
+        Self {
+            http,
+            options: OAuthOptions::default(),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Replaces the options (for credentials built from now on).
+    pub fn with_options(mut self, options: OAuthOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &OAuthOptions {
+        &self.options
+    }
+
+    /// The auth hook of `spec`: its headers, its bearer token (`bearer_token_env` is read
+    /// now) and its OAuth2 client credentials (`client_secret_env` is read now; no request is
+    /// sent until the first MCP request needs a token). See [`crate::from_spec`] for the
+    /// static forms and their errors.
+    pub fn provider(&self, spec: &ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
+        let Some(oauth) = &spec.auth.oauth_client_credentials else {
+            return crate::from_spec(&spec.name, &spec.auth);
+        };
+        let mut static_auth = spec.auth.clone();
+        static_auth.oauth_client_credentials = None;
+        let client = Arc::new(self.client_credentials(spec, oauth)?) as Arc<dyn AuthProvider>;
+        if static_auth.is_empty() {
+            return Ok(client);
+        }
+        let headers = crate::from_spec(&spec.name, &static_auth)?;
+        Ok(Arc::new(crate::Chain::new(vec![headers, client])))
+    }
+
+    /// The OAuth2 client-credentials provider of `spec` (whose `auth` must hold `oauth`),
+    /// sharing its cache with every other provider of the same credential.
+    pub fn client_credentials(
+        &self,
+        spec: &ServerSpec,
+        oauth: &OAuthClientCredentials,
+    ) -> Result<ClientCredentials, AuthError> {
+        let server = spec.name.clone();
+        let TransportSpec::StreamableHttp(http) = &spec.transport else {
+            return Err(AuthError::Unsupported {
+                server,
+                method: "OAuth2 client credentials over a transport other than HTTP",
+            });
+        };
+        let secret = match &oauth.client_secret {
+            SecretSource::Env(variable) => SecretSource::Env(variable.clone())
+                .resolve()
+                .ok_or_else(|| AuthError::MissingEnv {
+                    server: server.clone(),
+                    variable: variable.clone(),
+                    setting: "client_secret_env",
+                })?,
+            other => other.resolve().ok_or_else(|| AuthError::Provider {
+                server: server.clone(),
+                message: "the client secret could not be resolved".to_owned(),
+                source: None,
+            })?,
+        };
+        let method = match oauth.token_endpoint_auth_method {
+            None => None,
+            Some(TokenEndpointAuthMethod::ClientSecretBasic) => Some(ClientAuth::Basic),
+            Some(TokenEndpointAuthMethod::ClientSecretPost) => Some(ClientAuth::Post),
+            Some(_) => {
+                return Err(AuthError::Unsupported {
+                    server,
+                    method: "the private_key_jwt token endpoint auth method",
+                });
+            }
+        };
+        let key = CredentialKey {
+            endpoint: oauth
+                .token_url
+                .as_ref()
+                .map_or_else(|| format!("discover:{}", http.url), |u| u.to_string()),
+            client_id: oauth.client_id.clone(),
+            secret: secret.clone(),
+            scope: oauth.scope.clone(),
+            resource: oauth.resource.clone(),
+            method: method.map(ClientAuth::name),
+            inline: spec.origin == SpecOrigin::Inline,
+        };
+        let deadline = spec
+            .connect_timeout
+            .unwrap_or(self.options.default_deadline);
+        let mut entries = lock(&self.entries);
+        let now = Instant::now();
+        entries.retain(|_, shared| Arc::strong_count(shared) > 1 || shared.has_valid_token(now));
+        let shared = entries
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Shared::new(
+                    Config {
+                        client_id: oauth.client_id.clone(),
+                        secret,
+                        method,
+                        scope: oauth.scope.clone(),
+                        resource: oauth.resource.clone(),
+                        token_url: oauth.token_url.clone(),
+                        mcp_url: http.url.clone(),
+                        inline: spec.origin == SpecOrigin::Inline,
+                    },
+                    self.http.clone(),
+                    self.options.clone(),
+                    deadline,
+                ))
+            })
+            .clone();
+        Ok(ClientCredentials { server, shared })
+    }
+}
+
+/// The OAuth2 client-credentials auth hook of one server (session), sharing its token cache
+/// with every other hook of the same credential (see [`AuthRegistry`]).
+///
+/// - **Before a request**: the cached token while it is fresh (until its expiry minus
+///   [`OAuthOptions::expiry_skew`]); otherwise one token request, shared by every caller
+///   waiting at that moment (single-flight). Without a configured `token_url`, the first
+///   request goes without a token, and the server's 401 starts discovery.
+/// - **After a 401**: if the request carried an older token than the current one, another
+///   request already renewed it: retry. Otherwise drop the token and obtain a new one (once,
+///   for every request rejected with that token), then retry. The transport resends at most
+///   once, so a server answering 401 forever costs one renewal per request, never a loop.
+/// - **Errors** are [`AuthError`]s naming the server, with the endpoint's OAuth `error` and
+///   `error_description` when it refused; never the secret or a token.
+#[derive(Clone)]
+pub struct ClientCredentials {
+    server: String,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCredentials")
+            .field("server", &self.server)
+            .field("client_id", &self.shared.config.client_id)
+            .field("token_url", &self.token_url().map(String::from))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientCredentials {
+    /// The token endpoint: configured, or discovered (once discovery ran).
+    pub fn token_url(&self) -> Option<Url> {
+        lock(&self.shared.state)
+            .endpoint
+            .as_ref()
+            .map(|e| e.token_url.clone())
+    }
+
+    /// How many token requests this credential has sent (every session of it included).
+    pub fn token_requests(&self) -> u64 {
+        lock(&self.shared.state).token_requests
+    }
+}
+
+#[async_trait]
+impl AuthProvider for ClientCredentials {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        let now = Instant::now();
+        let seen = {
+            let state = lock(&self.shared.state);
+            match &state.token {
+                Some(token) if token.is_fresh(now) => return Ok(token.credentials()),
+                Some(token)
+                    if token.is_valid(now) && state.retry_after.is_some_and(|at| now < at) =>
+                {
+                    return Ok(token.credentials());
+                }
+                _ => {}
+            }
+            if state.endpoint.is_none() && !state.challenged {
+                // Nothing to discover from yet: the server's 401 names its metadata.
+                return Ok(Credentials::none());
+            }
+            state.generation
+        };
+        match self.shared.renew(seen).await {
+            Ok(token) => Ok(token.credentials()),
+            Err(failure) => {
+                // A renewal ahead of expiry failed: the current token is still good.
+                let state = lock(&self.shared.state);
+                match &state.token {
+                    Some(token) if token.is_valid(Instant::now()) => {
+                        tracing::warn!(
+                            server = %self.server,
+                            error = %failure.to_error(&self.server),
+                            "OAuth token renewal failed; using the current token until it expires"
+                        );
+                        Ok(token.credentials())
+                    }
+                    _ => Err(failure.to_error(&self.server)),
+                }
+            }
+        }
+    }
+
+    async fn on_unauthorized(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: Option<&str>,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let challenge = www_authenticate.map(parse_challenge).unwrap_or_default();
+        let sent = rejected.get(AUTHORIZATION.as_str());
+        let seen = {
+            let mut state = lock(&self.shared.state);
+            state.challenged = true;
+            state.challenge = Some(challenge);
+            match (&state.token, sent) {
+                // Someone renewed the token since this request was sent.
+                (Some(current), Some(sent)) if current.header != sent => {
+                    return Ok(OnUnauthorized::Retry);
+                }
+                (Some(_), None) => return Ok(OnUnauthorized::Retry),
+                // The current token was refused: it is of no use to anyone any more.
+                (Some(_), Some(_)) => {
+                    state.token = None;
+                    state.retry_after = None;
+                }
+                (None, _) => {}
+            }
+            state.generation
+        };
+        tracing::debug!(server = %self.server, "HTTP 401: obtaining a new OAuth token");
+        match self.shared.renew(seen).await {
+            Ok(_) => Ok(OnUnauthorized::Retry),
+            Err(failure) => Err(failure.to_error(&self.server)),
+        }
+    }
+}
+
+/// One credential's settings.
+struct Config {
+    client_id: String,
+    secret: Secret,
+    method: Option<ClientAuth>,
+    scope: Option<String>,
+    resource: Option<String>,
+    token_url: Option<Url>,
+    mcp_url: Url,
+    inline: bool,
+}
+
+/// The token endpoint and what the metadata says about it.
+#[derive(Debug)]
+struct Endpoint {
+    token_url: Url,
+    /// `token_endpoint_auth_methods_supported`, when metadata gave it.
+    methods: Option<Vec<String>>,
+    /// The protected resource's identifier, when its metadata gave it (the default RFC 8707
+    /// `resource`).
+    resource: Option<String>,
+}
+
+/// A token in the cache.
+#[derive(Clone)]
+struct Token {
+    header: HeaderValue,
+    /// From then on, renew before use.
+    refresh_at: Option<Instant>,
+    /// From then on, never use.
+    expires_at: Option<Instant>,
+}
+
+impl Token {
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.refresh_at.is_none_or(|at| now < at)
+    }
+
+    fn is_valid(&self, now: Instant) -> bool {
+        self.expires_at.is_none_or(|at| now < at)
+    }
+
+    fn credentials(&self) -> Credentials {
+        Credentials::none().with_header(AUTHORIZATION, self.header.clone())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    token: Option<Token>,
+    /// Completed attempts: a caller that saw generation `g` and finds `g + 1` takes that
+    /// attempt's outcome instead of starting another.
+    generation: u64,
+    /// The outcome of the latest attempt, when it failed.
+    failure: Option<Failure>,
+    /// No renewal ahead of expiry before then (after a failed one).
+    retry_after: Option<Instant>,
+    endpoint: Option<Arc<Endpoint>>,
+    /// A 401 was seen (discovery may start).
+    challenged: bool,
+    /// The latest 401 challenge.
+    challenge: Option<Challenge>,
+    token_requests: u64,
+}
+
+/// The cache of one credential, shared by its providers.
+struct Shared {
+    config: Config,
+    http: Arc<dyn HttpFetch>,
+    options: OAuthOptions,
+    /// Bound on one attempt (discovery + token request).
+    deadline: Duration,
+    state: Mutex<State>,
+    /// Held by the one attempt in flight.
+    flight: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn new(
+        config: Config,
+        http: Arc<dyn HttpFetch>,
+        options: OAuthOptions,
+        deadline: Duration,
+    ) -> Self {
+        let endpoint = config.token_url.clone().map(|token_url| {
+            Arc::new(Endpoint {
+                token_url,
+                methods: None,
+                resource: None,
+            })
+        });
+        Self {
+            config,
+            http,
+            options,
+            deadline,
+            state: Mutex::new(State {
+                endpoint,
+                ..State::default()
+            }),
+            flight: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn has_valid_token(&self, now: Instant) -> bool {
+        lock(&self.state)
+            .token
+            .as_ref()
+            .is_some_and(|t| t.is_valid(now))
+    }
+
+    /// Obtains a new token unless an attempt completed since the caller looked at generation
+    /// `seen`, in which case that attempt's outcome is the answer. One attempt at a time.
+    async fn renew(&self, seen: u64) -> Result<Token, Failure> {
+        let _flight = self.flight.lock().await;
+        {
+            let state = lock(&self.state);
+            if state.generation != seen {
+                if let Some(failure) = &state.failure {
+                    return Err(failure.clone());
+                }
+                if let Some(token) = &state.token {
+                    return Ok(token.clone());
+                }
+            }
+        }
+        let outcome = match tokio::time::timeout(self.deadline, self.obtain()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::timeout(
+                "obtaining an OAuth token".to_owned(),
+                self.deadline,
+            )),
+        };
+        let mut state = lock(&self.state);
+        state.generation += 1;
+        match &outcome {
+            Ok(token) => {
+                state.token = Some(token.clone());
+                state.failure = None;
+                state.retry_after = None;
+            }
+            Err(failure) => {
+                state.failure = Some(failure.clone());
+                state.retry_after = Some(Instant::now() + self.options.retry_delay);
+            }
+        }
+        outcome
+    }
+
+    /// Discovery (once per credential), then a token request.
+    async fn obtain(&self) -> Result<Token, Failure> {
+        let (endpoint, challenge) = {
+            let state = lock(&self.state);
+            (state.endpoint.clone(), state.challenge.clone())
+        };
+        let challenge = challenge.unwrap_or_default();
+        let endpoint = match endpoint {
+            Some(endpoint) => endpoint,
+            None => {
+                let endpoint = Arc::new(self.discover(&challenge).await?);
+                lock(&self.state).endpoint = Some(endpoint.clone());
+                endpoint
+            }
+        };
+        self.request_token(&endpoint, &challenge).await
+    }
+
+    async fn request_token(
+        &self,
+        endpoint: &Endpoint,
+        challenge: &Challenge,
+    ) -> Result<Token, Failure> {
+        let config = &self.config;
+        let auth = config
+            .method
+            .unwrap_or_else(|| choose_auth(endpoint.methods.as_deref()));
+        let resource = config.resource.as_deref().or(endpoint.resource.as_deref());
+        let scope = config.scope.as_deref().or(challenge.scope.as_deref());
+        let what = format!("token request to {}", endpoint.token_url);
+        let request = TokenRequest {
+            client_id: &config.client_id,
+            secret: &config.secret,
+            auth,
+            scope,
+            resource,
+        }
+        .build(&endpoint.token_url)
+        .map_err(|_| {
+            Failure::invalid(
+                &what,
+                "the client id or secret cannot be sent in an HTTP header",
+            )
+        })?;
+        tracing::debug!(
+            token_url = %endpoint.token_url,
+            client_id = %config.client_id,
+            auth = auth.name(),
+            "requesting an OAuth token (client credentials)"
+        );
+        lock(&self.state).token_requests += 1;
+        let started = Instant::now();
+        let response = self.exchange(&what, request).await?;
+        let issued = token::parse_answer(
+            &what,
+            response.status().as_u16(),
+            response.body(),
+            &config.secret,
+        )?;
+        let (refresh_at, expires_at) = match issued.expires_in {
+            Some(lifetime) => {
+                let skew = self.options.expiry_skew.min(lifetime / 2);
+                (
+                    Some(started + lifetime.saturating_sub(skew)),
+                    Some(started + lifetime),
+                )
+            }
+            None => (None, None),
+        };
+        tracing::debug!(
+            token_url = %endpoint.token_url,
+            expires_in = ?issued.expires_in,
+            "obtained an OAuth token"
+        );
+        Ok(Token {
+            header: issued.header,
+            refresh_at,
+            expires_at,
+        })
+    }
+
+    /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
+    /// the MCP URL), then the authorization server's RFC 8414 / OpenID metadata.
+    async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
+        let mcp_url = &self.config.mcp_url;
+        let mut candidates = Vec::new();
+        if let Some(hint) = &challenge.resource_metadata {
+            let url = Url::parse(hint).map_err(|_| {
+                Failure::Discovery(format!(
+                    "the server's WWW-Authenticate names `resource_metadata` {hint:?}, which is not a URL"
+                ))
+            })?;
+            candidates.push(url);
+        }
+        for url in protected_resource_urls(mcp_url) {
+            if !candidates.contains(&url) {
+                candidates.push(url);
+            }
+        }
+        let mut tried = Vec::new();
+        let mut resource_metadata = None;
+        for url in candidates {
+            self.check_url(&url, "protected resource metadata")?;
+            match self.get_json(&url, "protected resource metadata").await? {
+                Ok(doc) => {
+                    resource_metadata = Some((url, doc));
+                    break;
+                }
+                Err(status) => tried.push(format!("{url} (HTTP {status})")),
+            }
+        }
+        let (issuer, resource) = match resource_metadata {
+            Some((url, doc)) => {
+                let resource = doc.get("resource").and_then(Value::as_str).ok_or_else(|| {
+                    Failure::Discovery(format!(
+                        "the protected resource metadata at {url} has no `resource`"
+                    ))
+                })?;
+                if !resource_covers(resource, mcp_url) {
+                    return Err(Failure::Discovery(format!(
+                        "the protected resource metadata at {url} is for resource `{resource}`, not for {mcp_url}; refused (RFC 9728 §3.3)"
+                    )));
+                }
+                let issuer = doc
+                    .get("authorization_servers")
+                    .and_then(Value::as_array)
+                    .and_then(|list| list.iter().find_map(Value::as_str))
+                    .ok_or_else(|| {
+                        Failure::Discovery(format!(
+                            "the protected resource metadata at {url} lists no `authorization_servers`"
+                        ))
+                    })?;
+                (issuer.to_owned(), Some(resource.to_owned()))
+            }
+            None => {
+                // No protected-resource metadata: the MCP server's origin is the
+                // authorization server (the 2025-03-26 MCP authorization spec).
+                tracing::debug!(
+                    tried = %tried.join(", "),
+                    "no protected resource metadata; trying the MCP server's origin as the authorization server"
+                );
+                (mcp_url.origin().ascii_serialization(), None)
+            }
+        };
+        let issuer_url = Url::parse(&issuer)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                Failure::Discovery(format!(
+                    "the authorization server `{issuer}` is not an http(s) URL"
+                ))
+            })?;
+        for url in authorization_server_urls(&issuer_url) {
+            self.check_url(&url, "authorization server metadata")?;
+            let doc = match self.get_json(&url, "authorization server metadata").await? {
+                Ok(doc) => doc,
+                Err(status) => {
+                    tried.push(format!("{url} (HTTP {status})"));
+                    continue;
+                }
+            };
+            let found = doc.get("issuer").and_then(Value::as_str).unwrap_or("");
+            if !same_issuer(&issuer, found) {
+                return Err(Failure::IssuerMismatch {
+                    metadata_url: url.to_string(),
+                    expected: issuer,
+                    found: found.to_owned(),
+                });
+            }
+            if let Some(grants) = doc.get("grant_types_supported").and_then(Value::as_array)
+                && !grants.iter().any(|g| g == "client_credentials")
+            {
+                return Err(Failure::Discovery(format!(
+                    "the authorization server `{issuer}` does not offer the client_credentials grant (grant_types_supported at {url})"
+                )));
+            }
+            let token_url = doc
+                .get("token_endpoint")
+                .and_then(Value::as_str)
+                .and_then(|t| Url::parse(t).ok())
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| {
+                    Failure::Discovery(format!(
+                        "the authorization server metadata at {url} has no http(s) `token_endpoint`"
+                    ))
+                })?;
+            self.check_url(&token_url, "token endpoint")?;
+            let methods = doc
+                .get("token_endpoint_auth_methods_supported")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                });
+            tracing::debug!(
+                server_url = %mcp_url,
+                issuer = %issuer,
+                token_url = %token_url,
+                "discovered the OAuth token endpoint"
+            );
+            return Ok(Endpoint {
+                token_url,
+                methods,
+                resource,
+            });
+        }
+        Err(Failure::Discovery(format!(
+            "no authorization server metadata found for `{issuer}` (tried {})",
+            tried.join(", ")
+        )))
+    }
+
+    /// A discovered URL must not lower the transport's security (https → http), and a
+    /// caller-supplied (inline) spec for a public host must not lead to an internal address
+    /// (SSRF through discovery).
+    fn check_url(&self, url: &Url, what: &str) -> Result<(), Failure> {
+        let mcp_url = &self.config.mcp_url;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {url} is not http(s)"
+            )));
+        }
+        if mcp_url.scheme() == "https" && url.scheme() != "https" {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {url} is not https while the server is; refused"
+            )));
+        }
+        if self.config.inline && !is_internal_host(mcp_url) && is_internal_host(url) {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {url} targets an internal address, which a caller-supplied server may not lead to (SSRF guard)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// GETs a JSON metadata document: `Ok(Ok(doc))` for a 200 JSON object, `Ok(Err(status))`
+    /// for another status (the next candidate is tried).
+    async fn get_json(&self, url: &Url, what: &str) -> Result<Result<Value, u16>, Failure> {
+        let what = format!("{what} request to {url}");
+        let request = http::Request::get(url.as_str())
+            .header(ACCEPT, "application/json")
+            .body(Bytes::new())
+            .map_err(|_| Failure::invalid(&what, "the URL cannot be requested"))?;
+        let response = self.exchange(&what, request).await?;
+        if response.status() != http::StatusCode::OK {
+            return Ok(Err(response.status().as_u16()));
+        }
+        match serde_json::from_slice::<Value>(response.body()) {
+            Ok(doc) if doc.is_object() => Ok(Ok(doc)),
+            _ => Err(Failure::invalid(what, "the answer is not a JSON object")),
+        }
+    }
+
+    /// One bounded exchange.
+    async fn exchange(
+        &self,
+        what: &str,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, Failure> {
+        let limit = self.options.request_timeout.min(self.deadline);
+        match tokio::time::timeout(
+            limit,
+            self.http.fetch(request, self.options.max_response_bytes),
+        )
+        .await
+        {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) => Err(Failure::fetch(what.to_owned(), error)),
+            Err(_) => Err(Failure::timeout(what.to_owned(), limit)),
+        }
+    }
+}
+
+/// The client authentication to use when none is configured: `client_secret_basic` if the
+/// metadata lists it (or lists nothing: it is RFC 8414's default), else `client_secret_post`
+/// if listed, else `client_secret_basic`.
+fn choose_auth(supported: Option<&[String]>) -> ClientAuth {
+    let Some(supported) = supported else {
+        return ClientAuth::Basic;
+    };
+    let listed = |name: &str| supported.iter().any(|m| m == name);
+    if listed(ClientAuth::Basic.name()) {
+        ClientAuth::Basic
+    } else if listed(ClientAuth::Post.name()) {
+        ClientAuth::Post
+    } else {
+        ClientAuth::Basic
+    }
+}
+
+/// `localhost` or an internal IP literal (see [`mcp_config::is_internal_ip`]).
+fn is_internal_host(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(Host::Ipv4(ip)) => mcp_config::is_internal_ip(ip.into()),
+        Some(Host::Ipv6(ip)) => mcp_config::is_internal_ip(ip.into()),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The client-credentials token request (RFC 6749 §4.4) and its answer.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use mcp_config::Secret;
+use serde_json::Value;
+use url::Url;
+
+use super::failure::Failure;
+
+/// How the client proves its identity at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ClientAuth {
+    /// `Authorization: Basic` with the form-encoded id and secret (RFC 6749 §2.3.1).
+    Basic,
+    /// `client_id` and `client_secret` in the form body.
+    Post,
+}
+
+impl ClientAuth {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Basic => "client_secret_basic",
+            Self::Post => "client_secret_post",
+        }
+    }
+}
+
+/// What goes into one token request.
+pub(crate) struct TokenRequest<'a> {
+    pub(crate) client_id: &'a str,
+    pub(crate) secret: &'a Secret,
+    pub(crate) auth: ClientAuth,
+    pub(crate) scope: Option<&'a str>,
+    pub(crate) resource: Option<&'a str>,
+}
+
+impl TokenRequest<'_> {
+    /// The `POST` to `endpoint`.
+    pub(crate) fn build(&self, endpoint: &Url) -> Result<http::Request<Bytes>, http::Error> {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        form.append_pair("grant_type", "client_credentials");
+        if let Some(scope) = self.scope {
+            form.append_pair("scope", scope);
+        }
+        if let Some(resource) = self.resource {
+            form.append_pair("resource", resource);
+        }
+        let mut request = http::Request::post(endpoint.as_str())
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(ACCEPT, "application/json");
+        match self.auth {
+            ClientAuth::Basic => {
+                let pair = format!(
+                    "{}:{}",
+                    form_encode(self.client_id),
+                    form_encode(self.secret.expose())
+                );
+                let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+                let mut value = HeaderValue::try_from(format!("Basic {encoded}"))?;
+                value.set_sensitive(true);
+                request = request.header(AUTHORIZATION, value);
+            }
+            ClientAuth::Post => {
+                form.append_pair("client_id", self.client_id);
+                form.append_pair("client_secret", self.secret.expose());
+            }
+        }
+        request.body(Bytes::from(form.finish()))
+    }
+}
+
+fn form_encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// A token the endpoint issued.
+#[derive(Debug)]
+pub(crate) struct Issued {
+    /// `Bearer <token>`, marked sensitive.
+    pub(crate) header: HeaderValue,
+    /// `expires_in`, if given.
+    pub(crate) expires_in: Option<Duration>,
+}
+
+/// Longest OAuth `error_description` kept in an error.
+const MAX_DESCRIPTION: usize = 512;
+
+/// Reads the token endpoint's answer. `what` names the request in errors; `secret` is removed
+/// from any text kept from the answer.
+pub(crate) fn parse_answer(
+    what: &str,
+    status: u16,
+    body: &[u8],
+    secret: &Secret,
+) -> Result<Issued, Failure> {
+    let json = serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object);
+    if !(200..300).contains(&status) {
+        let Some(json) = json else {
+            return Err(Failure::invalid(
+                what,
+                format!("HTTP {status} without an OAuth error response"),
+            ));
+        };
+        let error = json
+            .get("error")
+            .and_then(Value::as_str)
+            .filter(|e| is_error_code(e))
+            .unwrap_or("invalid_response")
+            .to_owned();
+        let description = json
+            .get("error_description")
+            .and_then(Value::as_str)
+            .map(|d| scrub(d, secret));
+        return Err(Failure::Rejected {
+            status,
+            error,
+            description,
+        });
+    }
+    let Some(json) = json else {
+        return Err(Failure::invalid(what, "the answer is not a JSON object"));
+    };
+    let token = json
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Failure::invalid(what, "the answer has no `access_token`"))?;
+    match json.get("token_type").and_then(Value::as_str) {
+        None => {}
+        Some(kind) if kind.eq_ignore_ascii_case("bearer") => {}
+        Some(kind) => {
+            return Err(Failure::invalid(
+                what,
+                format!(
+                    "token type `{}` is not supported (only Bearer)",
+                    scrub(kind, secret)
+                ),
+            ));
+        }
+    }
+    let expires_in = match json.get("expires_in") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+        Some(_) => None,
+    }
+    .filter(|s| s.is_finite())
+    .map(|s| Duration::from_secs_f64(s.clamp(0.0, 10.0 * 365.0 * 86_400.0)));
+    let mut header = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+        Failure::invalid(
+            what,
+            "the access token cannot be sent in an HTTP header (control characters or non-visible bytes)",
+        )
+    })?;
+    header.set_sensitive(true);
+    Ok(Issued { header, expires_in })
+}
+
+/// RFC 6749 §5.2: `error` is one or more of %x20-21 / %x23-5B / %x5D-7E; short codes only.
+fn is_error_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.len() <= 64
+        && code
+            .bytes()
+            .all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+}
+
+/// `text` cut to a bounded length, without the client secret and without control characters.
+fn scrub(text: &str, secret: &Secret) -> String {
+    let mut text = text.to_owned();
+    if !secret.expose().is_empty() {
+        text = text.replace(secret.expose(), mcp_config::REDACTED);
+    }
+    let mut kept: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_DESCRIPTION)
+        .collect();
+    if text.chars().count() > MAX_DESCRIPTION {
+        kept.push('…');
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret() -> Secret {
+        Secret::from("s3cr3t+/ :x")
+    }
+
+    fn request(auth: ClientAuth) -> http::Request<Bytes> {
+        let secret = secret();
+        TokenRequest {
+            client_id: "client one",
+            secret: &secret,
+            auth,
+            scope: Some("read write"),
+            resource: Some("https://mcp.example/mcp"),
+        }
+        .build(&"https://as.example/token".parse().unwrap())
+        .unwrap()
+    }
+
+    #[test]
+    fn basic_puts_form_encoded_credentials_in_the_header() {
+        let r = request(ClientAuth::Basic);
+        assert_eq!(r.method(), http::Method::POST);
+        assert_eq!(r.uri(), "https://as.example/token");
+        let auth = r.headers()[AUTHORIZATION].to_str().unwrap();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.strip_prefix("Basic ").unwrap())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(decoded).unwrap(),
+            "client+one:s3cr3t%2B%2F+%3Ax"
+        );
+        assert!(r.headers()[AUTHORIZATION].is_sensitive());
+        assert_eq!(
+            std::str::from_utf8(r.body()).unwrap(),
+            "grant_type=client_credentials&scope=read+write&resource=https%3A%2F%2Fmcp.example%2Fmcp"
+        );
+        assert_eq!(
+            r.headers()[CONTENT_TYPE],
+            "application/x-www-form-urlencoded"
+        );
+    }
+
+    #[test]
+    fn post_puts_credentials_in_the_body() {
+        let r = request(ClientAuth::Post);
+        assert!(r.headers().get(AUTHORIZATION).is_none());
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(r.body())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        assert!(pairs.contains(&("client_id".into(), "client one".into())));
+        assert!(pairs.contains(&("client_secret".into(), "s3cr3t+/ :x".into())));
+        assert!(pairs.contains(&("grant_type".into(), "client_credentials".into())));
+    }
+
+    fn answer(status: u16, body: &str) -> String {
+        match parse_answer("token request", status, body.as_bytes(), &secret()) {
+            Ok(issued) => format!(
+                "ok {} {:?}",
+                issued.header.to_str().unwrap(),
+                issued.expires_in.map(|d| d.as_secs())
+            ),
+            Err(Failure::Rejected {
+                status,
+                error,
+                description,
+            }) => format!("rejected {status} {error} {description:?}"),
+            Err(other) => format!("{}", other.to_error("srv")),
+        }
+    }
+
+    #[test]
+    fn answers() {
+        let cases = [
+            (
+                200,
+                r#"{"access_token":"a1","token_type":"Bearer","expires_in":3600}"#,
+                "ok Bearer a1 Some(3600)",
+            ),
+            (
+                200,
+                r#"{"access_token":"a1","token_type":"bearer","expires_in":"60"}"#,
+                "ok Bearer a1 Some(60)",
+            ),
+            (200, r#"{"access_token":"a1"}"#, "ok Bearer a1 None"),
+            (
+                200,
+                r#"{"access_token":"a1","expires_in":-5}"#,
+                "ok Bearer a1 Some(0)",
+            ),
+            (
+                200,
+                r#"{"token_type":"Bearer"}"#,
+                "server `srv`: token request: the answer has no `access_token`",
+            ),
+            (
+                200,
+                r#"{"access_token":"a1","token_type":"DPoP"}"#,
+                "server `srv`: token request: token type `DPoP` is not supported (only Bearer)",
+            ),
+            (
+                200,
+                "<html>",
+                "server `srv`: token request: the answer is not a JSON object",
+            ),
+            (
+                401,
+                r#"{"error":"invalid_client","error_description":"bad secret s3cr3t+/ :x"}"#,
+                r#"rejected 401 invalid_client Some("bad secret [REDACTED]")"#,
+            ),
+            (
+                400,
+                r#"{"error":"invalid_scope"}"#,
+                "rejected 400 invalid_scope None",
+            ),
+            (
+                400,
+                r#"{"error":"bad\"code"}"#,
+                "rejected 400 invalid_response None",
+            ),
+            (
+                502,
+                "gateway",
+                "server `srv`: token request: HTTP 502 without an OAuth error response",
+            ),
+            (
+                200,
+                r#"{"access_token":"a\nb"}"#,
+                "server `srv`: token request: the access token cannot be sent in an HTTP header (control characters or non-visible bytes)",
+            ),
+        ];
+        for (status, body, expected) in cases {
+            assert_eq!(answer(status, body), expected, "{status} {body}");
+        }
+    }
+}
