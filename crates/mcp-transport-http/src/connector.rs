@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use http::HeaderName;
 use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use mcp_auth::{AuthError, AuthProvider, Chain, StaticHeaders};
+use mcp_auth::{AuthError, AuthProvider, AuthRegistry, Chain, OAuthOptions, StaticHeaders};
 use mcp_config::{ServerSpec, TransportKind, TransportSpec};
 use mcp_connector::{ConnectError, Connection, ConnectionHandle, Connector};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::client::{HttpClient, Pool};
 use crate::error::HttpError;
+use crate::fetch::PoolFetch;
 use crate::options::HttpOptions;
 
 /// Builds the auth hook of one server from its spec.
@@ -65,6 +66,7 @@ const RESERVED_HEADERS: &[&str] = &[
 pub struct HttpConnector {
     pool: Pool,
     options: HttpOptions,
+    registry: Arc<AuthRegistry>,
     auth: Arc<AuthFactory>,
 }
 
@@ -78,18 +80,43 @@ impl fmt::Debug for HttpConnector {
 
 impl HttpConnector {
     /// A connector with `options`; fails only when an extra root certificate is unusable.
-    /// Auth comes from each spec's `auth` section ([`mcp_auth::from_spec`]).
+    ///
+    /// Auth comes from each spec's `auth` section through the connector's
+    /// [`AuthRegistry`] ([`auth_registry`](Self::auth_registry)): static headers, bearer
+    /// tokens, and OAuth2 client credentials whose token and metadata requests go through
+    /// this connector's pool, with one token cache per credential shared by every session
+    /// the connector opens.
     pub fn new(options: HttpOptions) -> Result<Self, HttpError> {
+        Self::with_oauth_options(options, OAuthOptions::default())
+    }
+
+    /// [`new`](Self::new) with OAuth2 tunables (token renewal skew, request timeout, answer
+    /// size bound).
+    pub fn with_oauth_options(
+        options: HttpOptions,
+        oauth: OAuthOptions,
+    ) -> Result<Self, HttpError> {
         let pool = build_pool(&options)?;
+        let registry =
+            Arc::new(AuthRegistry::new(Arc::new(PoolFetch::new(pool.clone()))).with_options(oauth));
+        let factory = registry.clone();
         Ok(Self {
             pool,
             options,
-            auth: Arc::new(|spec: &ServerSpec| mcp_auth::from_spec(&spec.name, &spec.auth)),
+            registry,
+            auth: Arc::new(move |spec: &ServerSpec| factory.provider(spec)),
         })
     }
 
-    /// Replaces how a spec's auth hook is built (e.g. to add an OAuth2 provider). The
-    /// factory runs when each session opens.
+    /// The registry that builds each spec's auth hook by default and holds the OAuth2 token
+    /// caches. A custom [`with_auth_factory`](Self::with_auth_factory) can wrap it.
+    pub fn auth_registry(&self) -> &Arc<AuthRegistry> {
+        &self.registry
+    }
+
+    /// Replaces how a spec's auth hook is built (e.g. a provider of your own, possibly
+    /// chained with [`auth_registry`](Self::auth_registry)'s). The factory runs when each
+    /// session opens.
     pub fn with_auth_factory(
         mut self,
         factory: impl Fn(&ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError>

@@ -44,8 +44,10 @@ pub enum HttpError {
         /// The limit, in bytes.
         limit: usize,
     },
-    /// The auth hook could not produce credentials.
-    #[error("server `{server}`: could not obtain credentials")]
+    /// The auth hook could not produce credentials. The message includes the auth error's
+    /// (which names the server and, for OAuth, the endpoint's `error`), because rmcp shows
+    /// only the top of the chain.
+    #[error("could not obtain credentials: {source}")]
     Auth {
         /// The server.
         server: String,

@@ -62,6 +62,7 @@
 mod client;
 mod connector;
 mod error;
+mod fetch;
 mod options;
 mod sse;
 
