@@ -19,19 +19,23 @@ fn main() {
     let generation = start.elapsed().as_secs_f64() * 1000.0;
     if std::env::args().nth(2).as_deref() == Some("--build-only") {
         let mut build = 0.0;
+        let mut fastest = f64::MAX;
         let mut drop = 0.0;
         for _ in 0..10 {
             let start = Instant::now();
             let mut index = SearchIndex::default();
             index_tools(&mut index, &tools);
             std::hint::black_box(&index);
-            build += start.elapsed().as_secs_f64() * 100.0;
+            let took = start.elapsed().as_secs_f64() * 1000.0;
+            fastest = fastest.min(took);
+            build += took / 10.0;
             let start = Instant::now();
             std::mem::drop(index);
             drop += start.elapsed().as_secs_f64() * 100.0;
         }
         println!(
-            "build {build:.1} ms, drop {drop:.1} ms (mean of 10; generating the tools took {generation:.1} ms)"
+            "build {build:.1} ms mean, {fastest:.1} ms fastest of 10; drop {drop:.1} ms; \
+             generating the tools took {generation:.1} ms"
         );
         return;
     }

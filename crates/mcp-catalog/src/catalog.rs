@@ -842,7 +842,7 @@ impl Catalog {
         let session = {
             let state = self.read();
             match state.servers.get(&tool.server) {
-                Some(server) if server.tool_ids.contains(&tool.id) => Arc::clone(&server.session),
+                Some(server) if state.tools.contains_key(&tool.id) => Arc::clone(&server.session),
                 _ => {
                     return Err(ToolError::unknown_tool(tool.id.clone(), Vec::new()));
                 }

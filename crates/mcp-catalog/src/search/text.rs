@@ -253,8 +253,20 @@ const STOPWORDS: &[&str] = &[
 /// True for a word that is dropped from documents and queries.
 pub(crate) fn is_stopword(word: &str) -> bool {
     static SHORT: OnceLock<HashSet<u64, FixedState>> = OnceLock::new();
-    // Most words are longer than any stopword: skip the lookup for them.
-    if word.len() > MAX_STOPWORD_LEN {
+    static FIRST: OnceLock<[u16; 128]> = OnceLock::new();
+    // Most words are no stopword: rule them out by length and first letter before hashing.
+    let len = word.len();
+    if len == 0 || len > MAX_STOPWORD_LEN {
+        return false;
+    }
+    let first = FIRST.get_or_init(|| {
+        let mut table = [0u16; 128];
+        for w in STOPWORDS {
+            table[usize::from(w.as_bytes()[0] & 0x7f)] |= 1 << w.len();
+        }
+        table
+    });
+    if first[usize::from(word.as_bytes()[0] & 0x7f)] & (1 << len) == 0 {
         return false;
     }
     match pack(word) {
@@ -298,7 +310,15 @@ pub(crate) fn stem<'a>(word: &'a str, buf: &'a mut String) -> &'a str {
     if b.len() <= 3 || !word.is_ascii() || !b[0].is_ascii_alphabetic() {
         return word;
     }
-    let ends = |n: usize, suffix: &str| b[..n].ends_with(suffix.as_bytes());
+    // Byte by byte: suffixes are a few bytes, too short to be worth a call to `memcmp`.
+    let ends = |n: usize, suffix: &str| {
+        let suffix = suffix.as_bytes();
+        n >= suffix.len()
+            && b[n - suffix.len()..n]
+                .iter()
+                .zip(suffix)
+                .all(|(x, y)| x == y)
+    };
     let mut n = b.len();
     // Plurals; `-ies` becomes `-y` (`categories` → `category`).
     let y = ends(n, "ies") && n > 4;
