@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
+pub mod harness;
 pub mod peers;
+pub mod procs;
 
 /// A binary of this workspace (`cargo xtask test` builds them all before running tests).
 ///
