@@ -9,17 +9,27 @@
 //! request **once**. A second 401 is an error: the hook is never asked twice for one request,
 //! so a misbehaving server or provider cannot make the transport loop.
 //!
-//! The providers here are static: [`StaticHeaders`] (configured headers), [`BearerToken`]
-//! (`bearer_token` or `bearer_token_env`) and [`Chain`] (several providers in order).
-//! [`from_spec`] builds the provider an [`AuthSpec`] asks for.
+//! Static providers: [`StaticHeaders`] (configured headers), [`BearerToken`]
+//! (`bearer_token` or `bearer_token_env`) and [`Chain`] (several providers in order);
+//! [`from_spec`] builds the static provider an [`AuthSpec`] asks for.
 //!
-//! # Writing a refreshing provider
+//! OAuth2 client credentials: [`ClientCredentials`], built by an [`AuthRegistry`], which keeps
+//! one token cache per credential shared by every session. The token endpoint is configured
+//! (`token_url`) or discovered from the server's 401 (`WWW-Authenticate` `resource_metadata`,
+//! RFC 9728 protected-resource metadata, then RFC 8414 / OpenID authorization-server metadata
+//! with path-aware issuers and an issuer check); the client authenticates with
+//! `client_secret_basic` or `client_secret_post`; `scope` and the RFC 8707 `resource` are
+//! sent. Tokens are reused until their expiry minus a skew, one renewal is in flight per
+//! credential, and every exchange is bounded (time, body size). The requests go through
+//! [`HttpFetch`], which the transport implements: this crate has no HTTP client.
 //!
-//! A provider whose credentials expire (OAuth2 client credentials) keeps its current token
-//! behind a lock. In `on_unauthorized` it compares the rejected `Authorization` value with its
-//! current one: if they differ, another request already refreshed it, so it answers
-//! [`OnUnauthorized::Retry`] without a new refresh; otherwise it refreshes once (one refresh
-//! in flight per credential) and answers `Retry`, or `Fail` when the refresh fails.
+//! # How a refreshing provider answers a 401
+//!
+//! [`ClientCredentials`] keeps its current token behind a lock. In `on_unauthorized` it
+//! compares the rejected `Authorization` value with its current one: if they differ, another
+//! request already renewed it, so it answers [`OnUnauthorized::Retry`] without a new request;
+//! otherwise it drops the token and renews it once (one renewal in flight per credential, its
+//! outcome shared by every waiting caller), then answers `Retry`, or returns the error.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -45,7 +55,8 @@
 //! # Architecture invariant
 //!
 //! No HTTP client here (no reqwest, no hyper): providers speak in header names and values
-//! (the `http` crate's types) and the transport sends them.
+//! (the `http` crate's types) and the transport sends them; OAuth requests go through the
+//! [`HttpFetch`] seam the transport implements.
 
 mod error;
 mod fetch;
