@@ -356,6 +356,8 @@ impl SearchIndex {
         T: IntoIterator<Item = ToolText<'a>>,
     {
         let mut builder = Builder::default();
+        // Room for a few new words per tool, so the vocabulary rarely rehashes mid-batch.
+        self.vocabulary.reserve(self.live.max(1024));
         self.pending.clear();
         self.stale.clear();
         for (server, tools) in servers {
