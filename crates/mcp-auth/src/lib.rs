@@ -18,8 +18,8 @@
 //! (`token_url`) or discovered from the server's 401 (`WWW-Authenticate` `resource_metadata`,
 //! RFC 9728 protected-resource metadata, then RFC 8414 / OpenID authorization-server metadata
 //! with path-aware issuers and an issuer check); the client authenticates with
-//! `client_secret_basic` or `client_secret_post`; `scope` and the RFC 8707 `resource` are
-//! sent. Tokens are reused until their expiry minus a skew, one renewal is in flight per
+//! `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC 7523, ES256 / RS256,
+//! the PEM key given where the secret goes); `scope` and the RFC 8707 `resource` are sent. Tokens are reused until their expiry minus a skew, one renewal is in flight per
 //! credential, and every exchange is bounded (time, body size). The requests go through
 //! [`HttpFetch`], which the transport implements: this crate has no HTTP client.
 //!

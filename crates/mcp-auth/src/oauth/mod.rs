@@ -3,6 +3,7 @@
 
 mod discovery;
 mod failure;
+mod jwt;
 mod token;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use self::discovery::{
     resource_covers, same_issuer,
 };
 use self::failure::Failure;
+use self::jwt::SigningKey;
 use self::token::{ClientAuth, TokenRequest};
 use crate::fetch::HttpFetch;
 use crate::{AuthError, AuthProvider, Credentials, OnUnauthorized};
@@ -234,12 +236,27 @@ impl AuthRegistry {
             None => None,
             Some(TokenEndpointAuthMethod::ClientSecretBasic) => Some(ClientAuth::Basic),
             Some(TokenEndpointAuthMethod::ClientSecretPost) => Some(ClientAuth::Post),
+            Some(TokenEndpointAuthMethod::PrivateKeyJwt) => Some(ClientAuth::PrivateKeyJwt),
             Some(_) => {
                 return Err(AuthError::Unsupported {
                     server,
-                    method: "the private_key_jwt token endpoint auth method",
+                    method: "this token endpoint auth method",
                 });
             }
+        };
+        // With private_key_jwt the client's credential is its private key, given where the
+        // secret goes (`client_secret` / `client_secret_env`, PEM).
+        let signing_key = match method {
+            Some(ClientAuth::PrivateKeyJwt) => Some(Arc::new(
+                SigningKey::from_pem(&secret).map_err(|message| AuthError::Provider {
+                    server: server.clone(),
+                    message: format!(
+                        "private_key_jwt: {message} (the client secret setting holds the PEM private key)"
+                    ),
+                    source: None,
+                })?,
+            )),
+            _ => None,
         };
         let key = CredentialKey {
             endpoint: oauth
@@ -266,6 +283,7 @@ impl AuthRegistry {
                     Config {
                         client_id: oauth.client_id.clone(),
                         secret,
+                        key: signing_key,
                         method,
                         scope: oauth.scope.clone(),
                         resource: oauth.resource.clone(),
@@ -406,6 +424,8 @@ impl AuthProvider for ClientCredentials {
 struct Config {
     client_id: String,
     secret: Secret,
+    /// The signing key, for `private_key_jwt`.
+    key: Option<Arc<SigningKey>>,
     method: Option<ClientAuth>,
     scope: Option<String>,
     resource: Option<String>,
@@ -418,6 +438,9 @@ struct Config {
 #[derive(Debug)]
 struct Endpoint {
     token_url: Url,
+    /// The authorization server's issuer, when metadata gave it (the audience of
+    /// `private_key_jwt` assertions; else the token endpoint is).
+    issuer: Option<String>,
     /// `token_endpoint_auth_methods_supported`, when metadata gave it.
     methods: Option<Vec<String>>,
     /// The protected resource's identifier, when its metadata gave it (the default RFC 8707
@@ -495,6 +518,7 @@ impl Shared {
         let endpoint = config.token_url.clone().map(|token_url| {
             Arc::new(Endpoint {
                 token_url,
+                issuer: None,
                 methods: None,
                 resource: None,
             })
@@ -587,12 +611,26 @@ impl Shared {
         let resource = config.resource.as_deref().or(endpoint.resource.as_deref());
         let scope = config.scope.as_deref().or(challenge.scope.as_deref());
         let what = format!("token request to {}", endpoint.token_url);
+        let assertion = match (auth, &config.key) {
+            (ClientAuth::PrivateKeyJwt, Some(key)) => {
+                let audience = endpoint
+                    .issuer
+                    .clone()
+                    .unwrap_or_else(|| endpoint.token_url.to_string());
+                Some(
+                    key.assertion(&config.client_id, &audience)
+                        .map_err(|message| Failure::invalid(&what, message))?,
+                )
+            }
+            _ => None,
+        };
         let request = TokenRequest {
             client_id: &config.client_id,
             secret: &config.secret,
             auth,
             scope,
             resource,
+            assertion: assertion.as_deref(),
         }
         .build(&endpoint.token_url)
         .map_err(|_| {
@@ -761,6 +799,7 @@ impl Shared {
             );
             return Ok(Endpoint {
                 token_url,
+                issuer: Some(found.to_owned()),
                 methods,
                 resource,
             });

@@ -576,3 +576,64 @@ fn secrets_never_show() {
         "server `srv`: environment variable `MCP_AUTH_TEST_SURELY_UNSET_SECRET` (client_secret_env) is not set or not valid UTF-8"
     );
 }
+
+#[tokio::test]
+async fn private_key_jwt_signs_an_assertion_for_the_issuer() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(
+        &ECDSA_P256_SHA256_FIXED_SIGNING,
+        &ring::rand::SystemRandom::new(),
+    )
+    .unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        STANDARD.encode(pkcs8.as_ref())
+    );
+    let fake = Arc::new(Fake::default());
+    discovery_routes(
+        &fake,
+        "/tenant1",
+        "https://as.example/tenant1",
+        json!(["private_key_jwt"]),
+    );
+    let registry = registry(&fake);
+    let mut spec = spec(None, &pem);
+    spec.auth
+        .oauth_client_credentials
+        .as_mut()
+        .unwrap()
+        .token_endpoint_auth_method = Some(TokenEndpointAuthMethod::PrivateKeyJwt);
+    let auth = provider(&registry, &spec);
+    assert!(!format!("{auth:?}").contains("PRIVATE KEY"));
+    auth.on_unauthorized(&Credentials::none(), Some("Bearer"))
+        .await
+        .unwrap();
+    let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
+        .into_owned()
+        .collect();
+    assert!(!body.contains_key("client_secret"));
+    assert_eq!(
+        body["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    let claims = body["client_assertion"].split('.').nth(1).unwrap();
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+    assert_eq!(claims["aud"], "https://as.example/tenant1");
+    assert_eq!(claims["iss"], "cid");
+
+    // A key that is not one is refused when the provider is built, without showing it.
+    let mut bad = spec.clone();
+    bad.auth
+        .oauth_client_credentials
+        .as_mut()
+        .unwrap()
+        .client_secret = SecretSource::Inline(Secret::from("not-a-key-7731"));
+    let err = registry.provider(&bad).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: private_key_jwt: the private key is not PEM (`-----BEGIN … KEY-----`) (the client secret setting holds the PEM private key)"
+    );
+}

@@ -18,6 +18,8 @@ pub(crate) enum ClientAuth {
     Basic,
     /// `client_id` and `client_secret` in the form body.
     Post,
+    /// `client_id` and a signed JWT `client_assertion` in the form body (RFC 7523 §2.2).
+    PrivateKeyJwt,
 }
 
 impl ClientAuth {
@@ -25,9 +27,13 @@ impl ClientAuth {
         match self {
             Self::Basic => "client_secret_basic",
             Self::Post => "client_secret_post",
+            Self::PrivateKeyJwt => "private_key_jwt",
         }
     }
 }
+
+/// RFC 7523 §2.2's `client_assertion_type`.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// What goes into one token request.
 pub(crate) struct TokenRequest<'a> {
@@ -36,6 +42,8 @@ pub(crate) struct TokenRequest<'a> {
     pub(crate) auth: ClientAuth,
     pub(crate) scope: Option<&'a str>,
     pub(crate) resource: Option<&'a str>,
+    /// The signed client assertion, for [`ClientAuth::PrivateKeyJwt`].
+    pub(crate) assertion: Option<&'a str>,
 }
 
 impl TokenRequest<'_> {
@@ -67,6 +75,11 @@ impl TokenRequest<'_> {
             ClientAuth::Post => {
                 form.append_pair("client_id", self.client_id);
                 form.append_pair("client_secret", self.secret.expose());
+            }
+            ClientAuth::PrivateKeyJwt => {
+                form.append_pair("client_id", self.client_id);
+                form.append_pair("client_assertion_type", JWT_BEARER);
+                form.append_pair("client_assertion", self.assertion.unwrap_or_default());
             }
         }
         request.body(Bytes::from(form.finish()))
@@ -204,6 +217,7 @@ mod tests {
             auth,
             scope: Some("read write"),
             resource: Some("https://mcp.example/mcp"),
+            assertion: Some("h.c.s"),
         }
         .build(&"https://as.example/token".parse().unwrap())
         .unwrap()
@@ -243,6 +257,20 @@ mod tests {
         assert!(pairs.contains(&("client_id".into(), "client one".into())));
         assert!(pairs.contains(&("client_secret".into(), "s3cr3t+/ :x".into())));
         assert!(pairs.contains(&("grant_type".into(), "client_credentials".into())));
+    }
+
+    #[test]
+    fn private_key_jwt_sends_the_assertion_and_no_secret() {
+        let r = request(ClientAuth::PrivateKeyJwt);
+        assert!(r.headers().get(AUTHORIZATION).is_none());
+        let body = std::str::from_utf8(r.body()).unwrap();
+        assert!(!body.contains("s3cr3t"), "{body}");
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(r.body())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        assert!(pairs.contains(&("client_assertion".into(), "h.c.s".into())));
+        assert!(pairs.contains(&("client_assertion_type".into(), JWT_BEARER.into())));
+        assert!(pairs.contains(&("client_id".into(), "client one".into())));
     }
 
     fn answer(status: u16, body: &str) -> String {
