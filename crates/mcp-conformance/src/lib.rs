@@ -74,13 +74,21 @@ pub fn plan(scenario: &str) -> Vec<Step> {
 }
 
 /// The spec of the suite's mock server at `url`, through `mcp-config`'s own parser, with the
-/// credentials of `context` (`client_id` and `client_secret`) as OAuth2 client credentials.
+/// credentials of `context` as OAuth2 client credentials: `client_id` and `client_secret`, or
+/// `client_id` and `private_key_pem` (`private_key_jwt`, the key where the secret goes).
 pub fn server_spec(url: &Url, context: Option<&Value>) -> Result<ServerSpec, Error> {
     let mut spec = json!({"name": "conformance", "url": url.as_str()});
     if let Some((id, secret)) = context.and_then(|c| c.get("client_id").zip(c.get("client_secret")))
     {
         spec["auth"] = json!({"oauth_client_credentials": {
             "client_id": id, "client_secret": secret,
+        }});
+    } else if let Some((id, key)) =
+        context.and_then(|c| c.get("client_id").zip(c.get("private_key_pem")))
+    {
+        spec["auth"] = json!({"oauth_client_credentials": {
+            "client_id": id, "client_secret": key,
+            "token_endpoint_auth_method": "private_key_jwt",
         }});
     }
     ServerSpec::from_json(&spec, SpecOrigin::Operator).map_err(|e| Error::Config(Box::new(e)))
