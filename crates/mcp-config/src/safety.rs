@@ -89,6 +89,11 @@ pub(crate) fn check_inline(
                  the operator can allow it with `allow_inline_stdio`"
             ),
         ),
+        // The whole parent environment holds the operator's secrets: a caller may have it
+        // only where the operator allows environment secrets for callers too.
+        TransportSpec::Stdio(stdio) if stdio.inherit_env && !policy.allow_env_secrets => {
+            env_secret(name, "inherit_env", &path.key("inherit_env"), p);
+        }
         TransportSpec::StreamableHttp(http) if policy.ssrf_guard => {
             check_url(name, &http.url, &path.key("url"), p);
         }

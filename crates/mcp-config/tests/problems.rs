@@ -452,6 +452,26 @@ fn inline_stdio_without_opt_in() {
 }
 
 #[test]
+fn inline_stdio_inheriting_the_environment_without_the_secrets_opt_in() {
+    // Allowing callers to start stdio servers does not hand them the operator's environment.
+    check(
+        Input::Run {
+            env: &[("MCP_AGENT__ALLOW_INLINE_STDIO", "true")],
+            metadata: json!({"servers": [{"name": "sh", "command": "sh", "inherit_env": true}]}),
+        },
+        &[(InlineEnvSecret, "metadata.mcp.servers[0].inherit_env")],
+    );
+    let allowed = Input::Run {
+        env: &[
+            ("MCP_AGENT__ALLOW_INLINE_STDIO", "true"),
+            ("MCP_AGENT__ALLOW_INLINE_ENV_SECRETS", "true"),
+        ],
+        metadata: json!({"servers": [{"name": "sh", "command": "sh", "inherit_env": true}]}),
+    };
+    load(&allowed).expect("both opt-ins allow it");
+}
+
+#[test]
 fn inline_bearer_token_env_without_opt_in() {
     check(
         run(json!({"servers": [{
