@@ -101,6 +101,14 @@ pub trait ConnectionHandle: Send + Sync + std::fmt::Debug {
     fn pid(&self) -> Option<u32> {
         None
     }
+
+    /// A signal that changes each time the transport renews the protocol session on its own
+    /// (an HTTP session re-initialised after a 404, or a reconnect). Notifications sent while
+    /// the session was down — `tools/list_changed` among them — may be lost, so the client
+    /// re-lists the server's tools when it changes. `None`: this transport never renews.
+    fn renewals(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// A handle that holds nothing (for transports whose protocol close releases everything).
