@@ -182,17 +182,12 @@ impl McpClient {
             catalog,
             opened.sessions,
             opened.skipped,
+            run.options.partial_failure,
             inner.grace,
             inner.events.clone(),
         )
-        .map_err(|(e, sessions)| {
-            // Close what was opened before reporting; spawn so the error returns promptly.
-            let grace = inner.grace;
-            tokio::spawn(async move {
-                futures::future::join_all(sessions.iter().map(|s| s.close(grace))).await;
-            });
-            ClientError::Catalog(Box::new(e))
-        })
+        .await
+        .map_err(ClientError::Server)
     }
 }
 
@@ -207,10 +202,6 @@ impl RunnerFactory for McpClient {
             Err(ClientError::Server(e)) => Err(RunnerError::Connect {
                 server: e.server().to_owned(),
                 source: Box::new(e),
-            }),
-            Err(e) => Err(RunnerError::Other {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
             }),
         }
     }

@@ -4,11 +4,17 @@ use std::time::Duration;
 
 use mcp_connector::{BoxError, ConnectError};
 
-fn with_diagnostics(diagnostics: &Option<String>) -> String {
+/// `"; server stderr (tail):\n…"` for a non-empty stderr tail, else nothing: the one way this
+/// crate attaches a server's diagnostics to a message.
+pub(crate) fn stderr_suffix(diagnostics: Option<&str>) -> String {
     match diagnostics {
         Some(d) if !d.trim().is_empty() => format!("; server stderr (tail):\n{}", d.trim_end()),
         _ => String::new(),
     }
+}
+
+fn with_diagnostics(diagnostics: &Option<String>) -> String {
+    stderr_suffix(diagnostics.as_deref())
 }
 
 /// Why one server could not be opened or used.
@@ -46,6 +52,16 @@ pub enum SessionError {
         #[source]
         source: BoxError,
     },
+    /// The server's tools could not join the run's catalog (e.g. a name collides with another
+    /// server's tool or a native tool).
+    #[error("server `{server}`: its tools cannot join the catalog")]
+    Catalog {
+        /// The server.
+        server: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
     /// Connecting, initialising and listing took longer than the connect timeout.
     #[error("server `{server}`: not ready within the connect timeout of {:.1} s{}", after.as_secs_f64(), with_diagnostics(diagnostics))]
     ConnectTimeout {
@@ -65,6 +81,7 @@ impl SessionError {
             Self::Connect(e) => e.server(),
             Self::Initialize { server, .. }
             | Self::Discovery { server, .. }
+            | Self::Catalog { server, .. }
             | Self::ConnectTimeout { server, .. } => server,
         }
     }
@@ -80,7 +97,4 @@ pub enum ClientError {
     /// A server failed and the run's policy is `fail_fast`.
     #[error("server `{}` unavailable", .0.server())]
     Server(#[source] SessionError),
-    /// The catalog refused the servers' tools (e.g. a name collision).
-    #[error("catalog error: {0}")]
-    Catalog(#[source] BoxError),
 }

@@ -13,7 +13,9 @@ use mcp_catalog::{Catalog, ServerTools};
 use rmcp::model::Tool;
 use tokio::task::JoinHandle;
 
-use crate::{Session, SkippedServer};
+use mcp_config::PartialFailure;
+
+use crate::{Session, SessionError, SkippedServer};
 
 /// The tools of one run's MCP servers, behind the catalog's lazy surface.
 ///
@@ -54,30 +56,53 @@ pub(crate) fn filtered(session: &Session, tools: Vec<Tool>) -> Vec<Tool> {
 }
 
 impl McpRunner {
-    pub(crate) fn new(
+    /// Adds each opened server to the catalog. A server whose tools cannot join (a name
+    /// collision) is closed and, under `skip_unavailable`, reported as skipped; under
+    /// `fail_fast` every session is closed and the error returned.
+    pub(crate) async fn new(
         catalog: Arc<Catalog>,
         sessions: Vec<(Arc<Session>, Vec<Tool>)>,
-        skipped: Vec<SkippedServer>,
+        mut skipped: Vec<SkippedServer>,
+        policy: PartialFailure,
         grace: Duration,
         events: Arc<dyn EventSink>,
-    ) -> Result<Self, (mcp_catalog::CatalogError, Vec<Arc<Session>>)> {
-        let mut added = Vec::with_capacity(sessions.len());
-        let mut failure = None;
-        for (session, tools) in sessions {
-            if failure.is_none() {
-                let mut server =
-                    ServerTools::new(session.name(), session.clone(), filtered(&session, tools));
-                if let Some(identity) = &session.identity().name {
-                    server = server.with_identity(identity.clone());
-                }
-                if let Err(e) = catalog.add_server(server) {
-                    failure = Some(e);
-                }
+    ) -> Result<Self, SessionError> {
+        let mut added: Vec<Arc<Session>> = Vec::with_capacity(sessions.len());
+        let mut rest = sessions.into_iter();
+        while let Some((session, tools)) = rest.next() {
+            let mut server =
+                ServerTools::new(session.name(), session.clone(), filtered(&session, tools));
+            if let Some(identity) = &session.identity().name {
+                server = server.with_identity(identity.clone());
             }
-            added.push(session);
-        }
-        if let Some(e) = failure {
-            return Err((e, added));
+            let Err(e) = catalog.add_server(server) else {
+                added.push(session);
+                continue;
+            };
+            let error = SessionError::Catalog {
+                server: session.name().to_owned(),
+                source: Box::new(e),
+            };
+            events.emit(
+                Event::new(EventKind::ServerFailed)
+                    .with_server(session.name())
+                    .with_message(error.to_string()),
+            );
+            session.close(grace).await;
+            if matches!(policy, PartialFailure::SkipUnavailable) {
+                skipped.push(SkippedServer {
+                    server: session.name().to_owned(),
+                    error,
+                });
+                continue;
+            }
+            let others = added
+                .iter()
+                .cloned()
+                .chain(rest.map(|(s, _)| s))
+                .collect::<Vec<_>>();
+            futures::future::join_all(others.iter().map(|s| s.close(grace))).await;
+            return Err(error);
         }
         let watchers = added
             .iter()
@@ -109,15 +134,36 @@ impl McpRunner {
     }
 }
 
-/// Re-lists a server's tools whenever it announces a change, and updates the catalog.
+/// Re-lists a server's tools whenever it announces a change, or whenever its transport renewed
+/// the session (a change announced while the session was down may be lost), and updates the
+/// catalog.
 fn watch_tools(
     session: Arc<Session>,
     catalog: Arc<Catalog>,
     events: Arc<dyn EventSink>,
 ) -> JoinHandle<()> {
     let mut changed = session.tools_changed();
+    let mut renewed = session.renewals();
     tokio::spawn(async move {
-        while changed.changed().await.is_ok() {
+        loop {
+            let signal = async {
+                match renewed.as_mut() {
+                    Some(renewed) => renewed.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let alive = tokio::select! {
+                r = changed.changed() => r.is_ok(),
+                r = signal => {
+                    if r.is_err() {
+                        renewed = None;
+                    }
+                    true
+                }
+            };
+            if !alive {
+                return;
+            }
             let outcome = match session.list_tools().await {
                 Ok(tools) => {
                     let tools = filtered(&session, tools);
@@ -139,11 +185,18 @@ fn watch_tools(
 }
 
 impl ToolCatalog for McpRunner {
+    /// The tools to show the model; none once the runner is closed.
     fn tools(&self) -> Vec<ToolDescriptor> {
+        if self.closed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         self.catalog.tools()
     }
 
     fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
         self.catalog.tool(name)
     }
 }
@@ -152,10 +205,10 @@ impl ToolCatalog for McpRunner {
 impl ToolDispatcher for McpRunner {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(ToolError::Configuration {
+            return Err(ToolError::Transport {
                 server: None,
                 tool: call.name,
-                message: "the run has ended; its MCP sessions are closed".into(),
+                source: "the run has ended and its MCP sessions are closed".into(),
             });
         }
         self.catalog.dispatch(call).await

@@ -12,6 +12,7 @@ use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
 
 use crate::SessionError;
+use crate::error::stderr_suffix;
 use crate::handler::SessionHandler;
 
 /// What a server said about itself in its initialize result.
@@ -199,16 +200,31 @@ impl Session {
         self.tools_changed.clone()
     }
 
-    /// Lists every tool again, across all pages.
+    /// A receiver that changes whenever the transport renewed the protocol session on its own
+    /// (see [`ConnectionHandle::renewals`]); `None` for transports that never do.
+    pub fn renewals(&self) -> Option<watch::Receiver<u64>> {
+        self.handle.renewals()
+    }
+
+    /// Lists every tool again, across all pages, within the server's connect timeout.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
-        self.peer
-            .list_all_tools()
-            .await
-            .map_err(|e| SessionError::Discovery {
+        let timeout = self
+            .spec
+            .connect_timeout
+            .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT);
+        match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(SessionError::Discovery {
                 server: self.spec.name.clone(),
                 diagnostics: self.handle.diagnostics(),
                 source: Box::new(e),
-            })
+            }),
+            Err(_) => Err(SessionError::ConnectTimeout {
+                server: self.spec.name.clone(),
+                after: timeout,
+                diagnostics: self.handle.diagnostics(),
+            }),
+        }
     }
 
     /// Calls a tool with the server's call timeout. On expiry the request is abandoned, which
@@ -229,24 +245,21 @@ impl Session {
                 code: e.code.0,
                 message: e.message.into_owned(),
             }),
-            Ok(Err(ServiceError::TransportClosed)) => match self.handle.diagnostics() {
-                Some(d) if !d.trim().is_empty() => Err(CallError::transport(format!(
-                    "the session closed; server stderr (tail):\n{}",
-                    d.trim_end()
-                ))),
-                _ => Err(CallError::Closed),
-            },
+            Ok(Err(ServiceError::TransportClosed)) => {
+                match stderr_suffix(self.handle.diagnostics().as_deref()) {
+                    suffix if suffix.is_empty() => Err(CallError::Closed),
+                    suffix => Err(CallError::transport(format!("the session closed{suffix}"))),
+                }
+            }
             Ok(Err(e)) => Err(CallError::Transport(self.with_stderr(e))),
             Err(_) => Err(CallError::Timeout { after: timeout }),
         }
     }
 
     fn with_stderr(&self, e: ServiceError) -> BoxError {
-        match self.handle.diagnostics() {
-            Some(d) if !d.trim().is_empty() => {
-                format!("{e}; server stderr (tail):\n{}", d.trim_end()).into()
-            }
-            _ => Box::new(e),
+        match stderr_suffix(self.handle.diagnostics().as_deref()) {
+            suffix if suffix.is_empty() => Box::new(e),
+            suffix => format!("{e}{suffix}").into(),
         }
     }
 
