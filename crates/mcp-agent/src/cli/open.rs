@@ -51,18 +51,45 @@ pub(crate) async fn open(config: Config) -> Result<McpRunner, ExitCode> {
     Ok(runner)
 }
 
-/// Runs `body` with the runner and always closes it.
+/// Runs `body` with the runner and always closes it — also when the process is interrupted
+/// (Ctrl-C) or asked to terminate: the servers run in their own process groups, so a
+/// terminal's signal never reaches them, and an exit without closing would orphan them.
 pub(crate) async fn with_runner<F>(config: Config, body: F) -> ExitCode
 where
     F: AsyncFnOnce(&McpRunner) -> ExitCode,
 {
-    let runner = match open(config).await {
+    let opening = tokio::select! {
+        opened = open(config) => opened,
+        code = interrupted() => Err(code),
+    };
+    let runner = match opening {
         Ok(runner) => runner,
         Err(code) => return code,
     };
-    let code = body(&runner).await;
+    let code = tokio::select! {
+        code = body(&runner) => code,
+        code = interrupted() => code,
+    };
     runner.close().await;
     code
+}
+
+/// Resolves when the process receives SIGINT or SIGTERM, with the conventional exit code
+/// (128 + signal number). Never resolves if the handlers cannot be installed.
+async fn interrupted() -> ExitCode {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    let code = tokio::select! {
+        _ = int.recv() => 130,
+        _ = term.recv() => 143,
+    };
+    eprintln!("interrupted: closing the MCP sessions");
+    ExitCode::from(code)
 }
 
 /// Prints an error with its whole cause chain and returns the failure exit code.
