@@ -48,48 +48,100 @@ fn crate_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// Rule: `agent-core` is the agent-side vocabulary and must stay free of MCP, HTTP and process
-/// spawning, so that any agent can depend on it and MCP stays one pluggable source of tools.
-#[test]
-fn tidy_agent_core_knows_no_mcp() {
-    let tree = cargo_tree("agent-core");
+/// One dependency rule: `package`'s normal dependency tree holds none of `forbidden` (crate
+/// name prefixes; `tokio/process` stands for tokio's `process` feature).
+fn check_forbidden(package: &str, forbidden: &[&str], why: &str) {
+    let tree = cargo_tree(package);
     for line in tree.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
-        assert!(!name.starts_with("rmcp"), "agent-core depends on {line}");
-        assert!(!name.starts_with("hyper"), "agent-core depends on {line}");
-        assert!(
-            !line.contains("tokio feature \"process\""),
-            "agent-core enables {line}"
-        );
+        for rule in forbidden {
+            let hit = match *rule {
+                "tokio/process" => line.contains("tokio feature \"process\""),
+                prefix => name == prefix || name.starts_with(&format!("{prefix}-")),
+            };
+            assert!(
+                !hit,
+                "{package} must not depend on {rule} ({why}); found `{line}`"
+            );
+        }
     }
 }
 
-/// Rule: the catalog is usable and testable alone; it never knows how a session is transported.
+/// Rule: the layering of docs/ARCHITECTURE.md, one line per crate. Each names what the crate
+/// must not know, so that a backend or a layer can be swapped without touching the others.
 #[test]
-fn tidy_catalog_knows_no_transport() {
-    let tree = cargo_tree("mcp-catalog");
-    for line in tree.lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        assert!(
-            !name.starts_with("mcp-transport"),
-            "mcp-catalog depends on {line}"
-        );
-        assert!(!name.starts_with("hyper"), "mcp-catalog depends on {line}");
-        assert!(
-            !line.contains("tokio feature \"process\""),
-            "mcp-catalog enables {line}"
-        );
+fn tidy_dependency_rules() {
+    let transports = ["mcp-transport-stdio", "mcp-transport-http"];
+    let rules: &[(&str, &[&str], &str)] = &[
+        (
+            "agent-core",
+            &[
+                "rmcp",
+                "hyper",
+                "tokio/process",
+                "mcp-config",
+                "mcp-catalog",
+            ],
+            "the agent-side vocabulary knows no MCP, HTTP or processes",
+        ),
+        (
+            "mcp-config",
+            &["rmcp", "hyper", "tokio/process"],
+            "configuration is pure data",
+        ),
+        (
+            "mcp-catalog",
+            &[
+                transports[0],
+                transports[1],
+                "mcp-connector",
+                "mcp-client",
+                "hyper",
+                "tokio/process",
+            ],
+            "the catalog is testable alone and never knows how a session is transported",
+        ),
+        (
+            "mcp-connector",
+            &[
+                transports[0],
+                transports[1],
+                "mcp-catalog",
+                "mcp-client",
+                "hyper",
+                "tokio/process",
+            ],
+            "the seam knows specs and rmcp's transport trait only",
+        ),
+        (
+            "mcp-client",
+            &[transports[0], transports[1], "hyper", "tokio/process"],
+            "orchestration reaches transports only through the connector trait",
+        ),
+        (
+            "mcp-transport-stdio",
+            &["mcp-catalog", "mcp-client", "hyper"],
+            "transports never depend on the catalog or the orchestration",
+        ),
+        (
+            "mcp-transport-http",
+            &["mcp-catalog", "mcp-client", "tokio/process"],
+            "transports never depend on the catalog or the orchestration",
+        ),
+        (
+            "mcp-auth",
+            &["mcp-catalog", "mcp-client", "rmcp"],
+            "auth is a hook of the HTTP transport",
+        ),
+        (
+            "mcp-agent",
+            &["reqwest"],
+            "HTTP goes through hyper, so TLS and pooling are ours",
+        ),
+    ];
+    for (package, forbidden, why) in rules {
+        check_forbidden(package, forbidden, why);
     }
-}
-
-/// Rule: no crate of the tree pulls reqwest; HTTP goes through hyper so TLS and pooling are ours.
-#[test]
-fn tidy_no_reqwest() {
-    let tree = cargo_tree("mcp-agent");
-    assert!(
-        !tree.lines().any(|l| l.starts_with("reqwest")),
-        "reqwest in the tree of mcp-agent"
-    );
 }
 
 /// Rule: lints are set once for the workspace; a crate that opts out loses `missing_docs` and
