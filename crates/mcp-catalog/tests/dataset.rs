@@ -1,7 +1,9 @@
 //! Search quality on the shared tool-search dataset, when it is present.
 //!
 //! The dataset lives outside the repository, at `../shared/datasets/bfcl` relative to the
-//! workspace root (see its README); CI has it. Without it this test prints a note and passes.
+//! workspace root (see its README); CI has it. Run by hand without it, this test prints a note
+//! and passes; under CI (`CI=true`) or `cargo xtask test` (`MCP_AGENT_REQUIRE_PEERS=1`) a
+//! missing dataset fails it, so the targets can never pass unchecked there.
 
 use std::path::PathBuf;
 
@@ -16,6 +18,9 @@ fn dataset() -> Option<PathBuf> {
 #[test]
 fn bfcl_ranking_meets_the_targets() {
     let Some(dir) = dataset() else {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var("MCP_AGENT_REQUIRE_PEERS").is_ok_and(|v| v == "1");
+        assert!(!required, "../shared/datasets/bfcl is absent, and this run requires it");
         println!("note: ../shared/datasets/bfcl is absent; ranking targets not checked");
         return;
     };
