@@ -5,8 +5,10 @@
 //! parser: it holds back the event in progress (up to the limit) and forwards only complete
 //! events. An event that grows past the limit is dropped as it streams by and replaced:
 //!
-//! - its `id:` and `retry:` lines are kept, so the stream's position still advances and a
-//!   resumption (`Last-Event-ID`) does not ask for the same oversized event again;
+//! - its last `id:` line and its last valid `retry:` line are kept (at most
+//!   1 KiB each, however many the event repeats), so the stream's position
+//!   still advances and a resumption (`Last-Event-ID`) does not ask for the same oversized
+//!   event again;
 //! - on the response stream of a request, a JSON-RPC error answering that request takes its
 //!   place, so the call fails at once with a message naming the server and the limit (rather
 //!   than waiting for a response that will never be delivered);
@@ -44,8 +46,10 @@ pub(crate) struct EventLimiter {
     dropping: bool,
     /// While dropping: the start of the line in progress.
     line: Vec<u8>,
-    /// While dropping: the `id:` / `retry:` lines kept.
-    kept: Vec<u8>,
+    /// While dropping: the event's last `id:` line (the one that counts).
+    kept_id: Vec<u8>,
+    /// While dropping: the event's last valid `retry:` line (the one that counts).
+    kept_retry: Vec<u8>,
     at_line_start: bool,
     after_cr: bool,
     /// The `data` of the event that replaces a dropped one, if any.
@@ -75,7 +79,8 @@ impl EventLimiter {
             size: 0,
             dropping: false,
             line: Vec::new(),
-            kept: Vec::new(),
+            kept_id: Vec::new(),
+            kept_retry: Vec::new(),
             at_line_start: true,
             after_cr: false,
             replacement,
@@ -163,20 +168,43 @@ impl EventLimiter {
         self.event = Vec::new();
     }
 
-    /// At the end of a line of a dropped event: keeps it if it is a short `id:` / `retry:`.
+    /// At the end of a line of a dropped event: remembers it if it is a short `id:` line, or
+    /// a short `retry:` line the parser would apply. A later one replaces an earlier one, as
+    /// it would in the parser, so what is kept never exceeds two lines.
     fn keep_line(&mut self) {
-        let line = std::mem::take(&mut self.line);
-        let wanted = line.starts_with(b"id:") || line.starts_with(b"retry:");
-        if wanted && line.len() <= KEEP_LINE_MAX {
-            self.kept.extend_from_slice(&line);
-            self.kept.push(b'\n');
+        let line = &self.line;
+        if line.len() <= KEEP_LINE_MAX {
+            if let Some(value) = line.strip_prefix(b"id:") {
+                // The SSE parser ignores an id containing NUL.
+                if !value.contains(&0) {
+                    self.kept_id.clear();
+                    self.kept_id.extend_from_slice(line);
+                }
+            } else if let Some(value) = line.strip_prefix(b"retry:") {
+                let value = value.strip_prefix(b" ").unwrap_or(value);
+                // The SSE parser ignores a retry that is not all ASCII digits.
+                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                    self.kept_retry.clear();
+                    self.kept_retry.extend_from_slice(line);
+                }
+            }
         }
-        self.line = line;
         self.line.clear();
     }
 
+    #[cfg(test)]
+    fn kept_len(&self) -> usize {
+        self.kept_id.len() + self.kept_retry.len()
+    }
+
     fn finish_dropped(&mut self, out: &mut Vec<u8>) {
-        let kept = std::mem::take(&mut self.kept);
+        let mut kept = Vec::new();
+        for line in [&mut self.kept_id, &mut self.kept_retry] {
+            if !line.is_empty() {
+                kept.append(line);
+                kept.push(b'\n');
+            }
+        }
         let replaced = self.replacement.is_some() || !kept.is_empty();
         out.extend_from_slice(&kept);
         if let Some(data) = &self.replacement {
@@ -357,6 +385,31 @@ mod tests {
             &["data: abc\ndata: d\n\n", ""],
         );
         check(16, false, &["data: abc\ndata: def\n\n"], &["", ""]);
+    }
+
+    /// Everything the limiter holds between chunks.
+    fn held(limiter: &EventLimiter) -> usize {
+        limiter.event.len() + limiter.line.len() + limiter.kept_len()
+    }
+
+    #[test]
+    fn a_dropped_event_keeps_only_its_last_id_and_retry() {
+        let mut limiter = EventLimiter::new(8, Arc::from("srv"), None);
+        let mut out = Vec::new();
+        limiter.feed(b"data: far too long for the limit\n", &mut out);
+        let mut most = 0;
+        for i in 0..100_000 {
+            limiter.feed(format!("id: {i}\nretry: {i}\n").as_bytes(), &mut out);
+            most = most.max(held(&limiter));
+        }
+        assert!(out.is_empty());
+        assert!(most <= 64, "the limiter held {most} bytes");
+        limiter.feed(b"retry: x\n\n", &mut out);
+        // The last id and the last valid retry, as the parser would have seen them.
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "id: 99999\nretry: 99999\n\n"
+        );
     }
 
     #[tokio::test]
