@@ -48,9 +48,9 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `command` or `url` when omitted), `command`, `args`, `env`, `cwd`, `inherit_env` (stdio),
 /// `url`, `headers`, `auth` {`headers`, `bearer_token`, `bearer_token_env`,
 /// `oauth_client_credentials` {`token_url`, `client_id`, `client_secret`, `client_secret_env`,
-/// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`}} (HTTP),
-/// `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools` {`allow`,
-/// `deny`, `pinned`}. Unknown keys are errors.
+/// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`, `allowed_issuers`}}
+/// (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
+/// {`allow`, `deny`, `pinned`}. Unknown keys are errors.
 ///
 /// # Precedence
 ///

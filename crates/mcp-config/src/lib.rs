@@ -69,7 +69,7 @@ pub use env::ENV_PREFIX;
 pub use error::{BoxError, ConfigError, Problem, ProblemKind};
 pub use file::FileFormat;
 pub use resolver::{DefaultResolver, ServerResolver};
-pub use safety::{InlinePolicy, is_internal_ip};
+pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
 pub use secret::{REDACTED, Secret};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{

@@ -72,6 +72,7 @@ const OAUTH_FIELDS: &[&str] = &[
     "resource",
     "audience",
     "token_endpoint_auth_method",
+    "allowed_issuers",
 ];
 const TOOLS_FIELDS: &[&str] = &["allow", "deny", "pinned"];
 
@@ -471,6 +472,16 @@ fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuth
             }
         }
     });
+    let allowed_issuers = field(obj, "allowed_issuers")
+        .map(|v| {
+            let at = path.key("allowed_issuers");
+            string_list(v, &at, p)
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| parse_http_url(s, &at.index(i), p))
+                .collect()
+        })
+        .unwrap_or_default();
     if p.len() > before {
         return None;
     }
@@ -481,6 +492,7 @@ fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuth
         scope,
         resource,
         token_endpoint_auth_method: method,
+        allowed_issuers,
     })
 }
 

@@ -32,10 +32,12 @@ pub struct InlinePolicy {
     /// the operator, and a caller could send any of its secrets to a URL of its choice.
     #[serde(rename = "allow_inline_env_secrets")]
     pub allow_env_secrets: bool,
-    /// Refuse inline URLs (server and token endpoint) whose host is `localhost` or an IP
-    /// literal in a loopback, private, link-local, unspecified or otherwise internal range
-    /// (see [`is_internal_ip`]). On by default. Host names are not resolved here: the HTTP
-    /// transport should check resolved addresses with [`is_internal_ip`] too.
+    /// Refuse inline URLs (server, token endpoint, allowed issuers) whose host is `localhost`
+    /// or an IP literal in a loopback, private, link-local, unspecified or otherwise internal
+    /// range (see [`is_internal_host`]). On by default. Host names are not resolved here: the
+    /// selection marks each inline spec (see [`ServerSpec::ssrf_guarded`]) and the HTTP
+    /// transport checks the *resolved* addresses of guarded specs, for MCP and OAuth requests
+    /// alike.
     pub ssrf_guard: bool,
 }
 
@@ -110,8 +112,13 @@ pub(crate) fn check_inline(
         if matches!(oauth.client_secret, SecretSource::Env(_)) && !policy.allow_env_secrets {
             env_secret(name, "client_secret_env", &at.key("client_secret_env"), p);
         }
-        if let (Some(url), true) = (&oauth.token_url, policy.ssrf_guard) {
-            check_url(name, url, &at.key("token_url"), p);
+        if policy.ssrf_guard {
+            if let Some(url) = &oauth.token_url {
+                check_url(name, url, &at.key("token_url"), p);
+            }
+            for (i, url) in oauth.allowed_issuers.iter().enumerate() {
+                check_url(name, url, &at.key("allowed_issuers").index(i), p);
+            }
         }
     }
 }
@@ -142,13 +149,64 @@ fn check_url(server: &str, url: &Url, path: &JsonPath, p: &mut Problems) {
 
 /// Why `url`'s host is internal, if it is.
 fn internal_host(url: &Url) -> Option<&'static str> {
-    match url.host()? {
-        Host::Domain(d) => {
-            let d = d.trim_end_matches('.').to_ascii_lowercase();
-            (d == "localhost" || d.ends_with(".localhost")).then_some("`localhost`")
+    let host = url.host()?;
+    if !is_internal_host(&host) {
+        return None;
+    }
+    Some(match host {
+        Host::Domain(_) => "`localhost`",
+        Host::Ipv4(_) | Host::Ipv6(_) => "an internal IP address",
+    })
+}
+
+/// True for a `localhost` name (`localhost`, `*.localhost`, with or without the final dot, in
+/// any case: RFC 6761 reserves them for loopback).
+fn is_localhost_name(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
+}
+
+/// True when a URL host is internal without resolving it: a `localhost` name, or an IP
+/// literal that [`is_internal_ip`] refuses. Other names are not resolved (this crate does no
+/// I/O): the HTTP transport checks what they resolve to.
+///
+/// ```
+/// use mcp_config::is_internal_host;
+/// use url::Url;
+///
+/// let host = |u: &str| Url::parse(u).unwrap().host().unwrap().to_owned();
+/// assert!(is_internal_host(&host("http://LOCALHOST./mcp")));
+/// assert!(is_internal_host(&host("http://[::ffff:169.254.169.254]/")));
+/// assert!(!is_internal_host(&host("https://mcp.example.com/")));
+/// ```
+pub fn is_internal_host<S: AsRef<str>>(host: &Host<S>) -> bool {
+    match host {
+        Host::Domain(name) => is_localhost_name(name.as_ref()),
+        Host::Ipv4(ip) => is_internal_ip(IpAddr::V4(*ip)),
+        Host::Ipv6(ip) => is_internal_ip(IpAddr::V6(*ip)),
+    }
+}
+
+/// True when a URL host is this machine without resolving it: a `localhost` name or a
+/// loopback IP literal (`127.0.0.0/8`, `::1`, and IPv4-mapped loopback). Plain `http` to such
+/// a host never crosses a network.
+///
+/// ```
+/// use mcp_config::is_loopback_host;
+/// use url::Url;
+///
+/// let host = |u: &str| Url::parse(u).unwrap().host().unwrap().to_owned();
+/// assert!(is_loopback_host(&host("http://127.0.0.1:8080/mcp")));
+/// assert!(is_loopback_host(&host("http://localhost:3000/")));
+/// assert!(!is_loopback_host(&host("http://10.0.0.5/")));
+/// ```
+pub fn is_loopback_host<S: AsRef<str>>(host: &Host<S>) -> bool {
+    match host {
+        Host::Domain(name) => is_localhost_name(name.as_ref()),
+        Host::Ipv4(ip) => ip.is_loopback(),
+        Host::Ipv6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
-        Host::Ipv4(ip) => is_internal_ip(IpAddr::V4(ip)).then_some("an internal IP address"),
-        Host::Ipv6(ip) => is_internal_ip(IpAddr::V6(ip)).then_some("an internal IP address"),
     }
 }
 

@@ -256,6 +256,7 @@ impl Config {
                     let name_at = at.key("name");
                     let mut spec = (**spec).clone();
                     spec.origin = SpecOrigin::Inline;
+                    spec.allow_internal_addresses = !self.inline.ssrf_guard;
                     if self.server(&spec.name).is_some() {
                         p.push(
                             &name_at,

@@ -45,6 +45,16 @@ pub struct ServerSpec {
     pub tools: ToolFilter,
     /// Who supplied the spec.
     pub origin: SpecOrigin,
+    /// For a caller-supplied ([`SpecOrigin::Inline`]) spec: the operator turned the SSRF guard
+    /// off (`ssrf_guard = false`), so its connections may reach internal addresses. `false`
+    /// (the default): they may not — see [`ServerSpec::ssrf_guarded`].
+    ///
+    /// Set by the run's selection from the operator's [`InlinePolicy`](crate::InlinePolicy);
+    /// never read from a spec document, so a caller cannot set it. A custom resolver that
+    /// builds inline specs gets the guard unless it sets this. Operator specs are never
+    /// guarded, whatever it says.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_internal_addresses: bool,
 }
 
 impl ServerSpec {
@@ -59,7 +69,31 @@ impl ServerSpec {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             origin: SpecOrigin::Operator,
+            allow_internal_addresses: false,
         }
+    }
+
+    /// True when connections for this spec must not reach internal addresses (SSRF guard,
+    /// SPEC A7): a caller-supplied ([`SpecOrigin::Inline`]) spec, unless the operator turned
+    /// the guard off ([`allow_internal_addresses`](Self::allow_internal_addresses)).
+    ///
+    /// The HTTP transport then connects only to addresses that [`is_internal_ip`](crate::is_internal_ip)
+    /// accepts — after DNS resolution, so a public name pointing at `127.0.0.1` is refused
+    /// too — for MCP requests and for the spec's OAuth requests alike.
+    ///
+    /// ```
+    /// use mcp_config::{HttpSpec, ServerSpec, SpecOrigin, TransportSpec};
+    ///
+    /// let url = "https://mcp.example.com/mcp".parse().unwrap();
+    /// let mut spec = ServerSpec::new("s", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+    /// assert!(!spec.ssrf_guarded(), "the operator's own specs are not guarded");
+    /// spec.origin = SpecOrigin::Inline;
+    /// assert!(spec.ssrf_guarded(), "caller-supplied specs are, by default");
+    /// spec.allow_internal_addresses = true;
+    /// assert!(!spec.ssrf_guarded());
+    /// ```
+    pub fn ssrf_guarded(&self) -> bool {
+        self.origin == SpecOrigin::Inline && !self.allow_internal_addresses
     }
 
     /// The transport's kind.
@@ -237,6 +271,12 @@ pub struct OAuthClientCredentials {
     /// How the client authenticates at the token endpoint. `None`: what the metadata supports.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+    /// Authorization servers (issuer URLs) that discovery may use besides one on the MCP
+    /// server's own host. Without `token_url`, the token endpoint is discovered from what the
+    /// MCP server names; the client credential is sent only to an issuer on the MCP server's
+    /// host or listed here (and only to a token endpoint on that issuer's host).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_issuers: Vec<Url>,
 }
 
 /// Client authentication at the token endpoint.

@@ -570,6 +570,73 @@ fn opt_ins_lift_the_inline_restrictions() {
     );
     let run = config.resolve(&input).unwrap();
     assert_eq!(run.servers.len(), 2);
+    // The transport learns of the opt-out through the spec.
+    assert!(run.servers[1].allow_internal_addresses);
+    assert!(!run.servers[1].ssrf_guarded());
+}
+
+#[test]
+fn inline_specs_carry_the_ssrf_guard_to_the_transport() {
+    let metadata = json!({"mcp": {"servers": [
+        "configured",
+        {"name": "inline", "url": "https://tenant.example.com/mcp"}
+    ]}});
+    let input = RunInput::new("s", "i").with_metadata(metadata.as_object().unwrap().clone());
+    let servers = r#"[{"name": "configured", "url": "https://ops.example.com/mcp"}]"#;
+    let config = Config::from_env_vars([("MCP_AGENT__SERVERS", servers)]).unwrap();
+    let run = config.resolve(&input).unwrap();
+    let guarded: Vec<bool> = run.servers.iter().map(|s| s.ssrf_guarded()).collect();
+    assert_eq!(guarded, [false, true]);
+
+    // A caller cannot turn it off in its spec.
+    let sneaky = json!({"mcp": {"servers": [
+        {"name": "inline", "url": "https://tenant.example.com/mcp", "allow_internal_addresses": true}
+    ]}});
+    let input = RunInput::new("s", "i").with_metadata(sneaky.as_object().unwrap().clone());
+    let err = config.resolve(&input).unwrap_err();
+    assert_eq!(err.problems()[0].kind, UnknownField, "{err}");
+}
+
+#[test]
+fn allowed_issuers_are_urls_and_guarded_for_inline_specs() {
+    let config = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        r#"[{"name": "crm", "url": "https://crm.example.com/mcp",
+             "auth": {"oauth_client_credentials": {"client_id": "c", "client_secret": "s",
+                      "allowed_issuers": ["https://login.example.com/tenant"]}}}]"#,
+    )])
+    .unwrap();
+    let oauth = config.servers[0]
+        .auth
+        .oauth_client_credentials
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        oauth.allowed_issuers[0].as_str(),
+        "https://login.example.com/tenant"
+    );
+    let inline = |issuers: Value| {
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"oauth_client_credentials": {
+                "client_id": "c", "client_secret": "s", "allowed_issuers": issuers
+            }}
+        }]}))
+    };
+    check(
+        inline(json!(["https://login.example.com", "ftp://x"])),
+        &[(
+            UnsupportedScheme,
+            "metadata.mcp.servers[0].auth.oauth_client_credentials.allowed_issuers[1]",
+        )],
+    );
+    check(
+        inline(json!(["https://login.example.com", "http://10.1.2.3/"])),
+        &[(
+            BlockedAddress,
+            "metadata.mcp.servers[0].auth.oauth_client_credentials.allowed_issuers[1]",
+        )],
+    );
 }
 
 #[test]

@@ -31,6 +31,7 @@ const KEYS: &[&str] = &[
     "resource",
     "audience",
     "token_endpoint_auth_method",
+    "allowed_issuers",
     "connect_timeout_seconds",
     "call_timeout_seconds",
     "tools",
