@@ -56,11 +56,17 @@ pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
 }
 
 /// [`split_words`] for ASCII text, on bytes: the same rules, several times faster.
+///
+/// Each run of letters and digits is scanned once to find its end and which classes of bytes
+/// it holds, lower-case letters eight at a time ([`lowercase_prefix`]). A run of one class only (`weather`, `2024`: most words of prose) has no boundary
+/// inside and is emitted as it stands. Only a mixed run is scanned again for boundaries, and
+/// only a run with capitals is copied, into one lower-case buffer reused for the whole text.
 fn split_ascii(text: &str, emit: &mut impl FnMut(&str)) {
+    // Classes are bit flags, so that OR-ing them over a run tells which classes it holds.
     const OTHER: u8 = 0;
     const LOWER: u8 = 1;
     const UPPER: u8 = 2;
-    const DIGIT: u8 = 3;
+    const DIGIT: u8 = 4;
     const CLASS: [u8; 256] = {
         let mut table = [OTHER; 256];
         let mut b = 0;
@@ -75,40 +81,80 @@ fn split_ascii(text: &str, emit: &mut impl FnMut(&str)) {
         }
         table
     };
-    let lower = text.to_ascii_lowercase();
+    let class = |b: u8| CLASS[usize::from(b)];
     let bytes = text.as_bytes();
-    let class = |i: usize| CLASS[usize::from(bytes[i])];
+    let mut lowered = String::new();
     let mut i = 0;
     while i < bytes.len() {
-        if class(i) == OTHER {
+        if class(bytes[i]) == OTHER {
             i += 1;
             continue;
         }
         let start = i;
-        let mut part_start = start;
-        let mut parts = 0;
-        i += 1;
+        // Lower-case letters eight at a time first: most runs are lower-case words.
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let lower = lowercase_prefix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            i += lower;
+            if lower < 8 {
+                break;
+            }
+        }
+        let mut classes = if i > start { LOWER } else { OTHER };
         while i < bytes.len() {
-            let c = class(i);
+            let c = class(bytes[i]);
             if c == OTHER {
                 break;
             }
-            let p = class(i - 1);
-            let boundary = (p == LOWER && c == UPPER)
-                || (p == UPPER && c == UPPER && i + 1 < bytes.len() && class(i + 1) == LOWER)
-                || ((p == DIGIT) != (c == DIGIT));
-            if boundary {
-                emit(&lower[part_start..i]);
-                part_start = i;
-                parts += 1;
-            }
+            classes |= c;
             i += 1;
         }
-        emit(&lower[part_start..i]);
-        if parts > 0 {
-            emit(&lower[start..i]);
+        let run = &text[start..i];
+        if classes == LOWER || classes == DIGIT {
+            emit(run);
+            continue;
+        }
+        let lower: &str = if classes & UPPER == 0 {
+            run
+        } else {
+            lowered.clear();
+            lowered.push_str(run);
+            lowered.make_ascii_lowercase();
+            &lowered
+        };
+        let run = run.as_bytes();
+        let mut part_start = 0;
+        for j in 1..run.len() {
+            let p = class(run[j - 1]);
+            let c = class(run[j]);
+            let boundary = (p == LOWER && c == UPPER)
+                || (p == UPPER && c == UPPER && run.get(j + 1).is_some_and(|&n| class(n) == LOWER))
+                || ((p == DIGIT) != (c == DIGIT));
+            if boundary {
+                emit(&lower[part_start..j]);
+                part_start = j;
+            }
+        }
+        emit(&lower[part_start..]);
+        if part_start > 0 {
+            emit(lower);
         }
     }
+}
+
+/// How many of the eight ASCII bytes of `chunk` (first byte lowest) are lower-case letters
+/// before the first that is not, with no loop over the bytes.
+///
+/// Adding `0x1f` to a byte sets its top bit exactly when the byte is at least `a` (0x61), and
+/// adding `0x05` exactly when it is past `z` (0x7a); ASCII bytes are below 0x80, so no sum
+/// carries into the next byte.
+fn lowercase_prefix(chunk: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOP: u64 = 0x80 * ONES;
+    let at_least_a = chunk + 0x1f * ONES;
+    let past_z = chunk + 0x05 * ONES;
+    let not_lower = !(at_least_a & !past_z) & TOP;
+    // No such byte: `trailing_zeros` is 64, so eight.
+    (not_lower.trailing_zeros() / 8) as usize
 }
 
 fn end_run(word: &mut String, run: &mut String, parts: &mut usize, emit: &mut impl FnMut(&str)) {
@@ -442,6 +488,25 @@ mod tests {
     }
 
     #[test]
+    fn lowercase_prefix_counts_letters() {
+        let prefix = |s: &[u8; 8]| lowercase_prefix(u64::from_le_bytes(*s));
+        assert_eq!(prefix(b"abcdefgh"), 8);
+        assert_eq!(prefix(b"weather "), 7);
+        assert_eq!(prefix(b"az{`AZ09"), 2);
+        assert_eq!(prefix(b"Abcdefgh"), 0);
+        assert_eq!(prefix(b"abc1defg"), 3);
+        // Every ASCII byte, at every position.
+        for b in 0u8..128 {
+            for at in 0..8 {
+                let mut chunk = *b"zzzzzzzz";
+                chunk[at] = b;
+                let expected = if b.is_ascii_lowercase() { 8 } else { at };
+                assert_eq!(prefix(&chunk), expected, "{b:#x} at {at}");
+            }
+        }
+    }
+
+    #[test]
     fn ascii_and_unicode_paths_agree() {
         for input in [
             "getHTTPResponseCode v2",
@@ -454,6 +519,23 @@ mod tests {
             // A non-ASCII character that is not alphanumeric forces the general path.
             split_words(&format!("{input}\u{2014}"), |w| slow.push(w.to_owned()));
             assert_eq!(words(input), slow, "{input}");
+        }
+        // Pseudo-random identifiers and prose, long enough to cross eight-byte chunks.
+        const ALPHABET: &[u8] = b"abcxyzABCXYZ0189 _-.";
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5_000 {
+            let mut input = String::new();
+            for _ in 0..state % 40 {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                input.push(char::from(
+                    ALPHABET[(state >> 33) as usize % ALPHABET.len()],
+                ));
+            }
+            let mut slow = Vec::new();
+            split_words(&format!("{input}\u{2014}"), |w| slow.push(w.to_owned()));
+            assert_eq!(words(&input), slow, "{input}");
         }
     }
 
