@@ -176,9 +176,9 @@ struct Doc {
     name_lower: String,
     lens: [u16; FIELDS],
     /// Distinct terms of the name.
-    name_terms: Vec<u32>,
+    name_terms: Box<[u32]>,
     /// Sorted adjacent term pairs of the name and description.
-    bigrams: Vec<u64>,
+    bigrams: Box<[u64]>,
 }
 
 type FastMap<K, V> = HashMap<K, V, RandomState>;
@@ -243,8 +243,9 @@ pub struct SearchIndex {
     /// are `entries[offsets[t]..offsets[t + 1]]`. Rebuilt once per update batch.
     offsets: Vec<u32>,
     entries: Vec<Posting>,
-    /// Postings of documents added in the current batch, `(term, posting)`.
-    pending: Vec<(u32, Posting)>,
+    /// Postings of documents added in the current batch, `(term, document, packed tf)`: a
+    /// [`Posting`] without its `sat`, which is computed later.
+    pending: Vec<(u32, u32, u32)>,
     /// Slots emptied in the current batch: their old postings are dropped at the rebuild,
     /// even if a new document took the slot.
     stale: Vec<u32>,
@@ -257,22 +258,196 @@ pub struct SearchIndex {
     len_sum: [u64; FIELDS],
 }
 
-/// Per-document scratch while indexing, reused across documents.
+/// Scratch while indexing a batch, reused across its documents.
 #[derive(Default)]
 struct Builder {
-    /// `(term, field)` for every word, in order.
-    tokens: Vec<(u32, u8)>,
+    /// The current document's distinct terms with their packed field frequencies (as in
+    /// [`Posting::tf`]), in the order they first occur.
+    doc_terms: Vec<(u32, u32)>,
+    /// Per term id: one more than the term's index in `doc_terms`, or 0 when the current
+    /// document does not have it yet. Counting in place is linear in the document's words,
+    /// where sorting them was not; entries are set back to 0 after each document.
+    slot_of: Vec<u32>,
+    /// The current document's length in words, per field.
+    lens: [u16; FIELDS],
     name_terms: Vec<u32>,
     bigrams: Vec<u64>,
     stem: String,
+    words: WordCache,
 }
 
 impl Builder {
     fn clear(&mut self) {
-        self.tokens.clear();
+        self.doc_terms.clear();
+        self.lens = [0; FIELDS];
         self.name_terms.clear();
         self.bigrams.clear();
     }
+
+    /// Counts one occurrence of `term` in `field` of the current document.
+    #[inline]
+    fn count(&mut self, term: u32, field: usize, terms: u32) {
+        let t = term as usize;
+        if t >= self.slot_of.len() {
+            // `terms` is the vocabulary's size: every id handed out so far gets its entry.
+            self.slot_of.resize(terms as usize, 0);
+        }
+        let shift = TF_BITS * field as u32;
+        match self.slot_of[t] {
+            0 => {
+                self.doc_terms.push((term, 1 << shift));
+                self.slot_of[t] = self.doc_terms.len() as u32;
+            }
+            slot => {
+                let tf = &mut self.doc_terms[slot as usize - 1].1;
+                if field_tf(*tf, field) < TF_MAX {
+                    *tf += 1 << shift;
+                }
+            }
+        }
+        self.lens[field] = self.lens[field].saturating_add(1);
+    }
+}
+
+/// The term each distinct word of a batch analysed to, so that a word seen before skips the
+/// stopword test, the stemmer and the vocabulary lookup of its stem.
+///
+/// Words repeat a lot across the tools of a catalog (`the`, `repository`, `string`), so most
+/// words of a batch are hits. The cache is keyed by the words themselves, so it never changes a
+/// result. It lives for one batch only and adds nothing to the index's memory.
+///
+/// Words of up to 15 bytes (nearly all of them) are packed into two integers by [`pack_short`]
+/// and kept in an open-addressing table of their own: linear probing over one array kept at
+/// most half full, so a lookup usually reads one slot, in one cache line. (A general-purpose
+/// map reads a control byte and then the slot: two cache misses where the table has outgrown
+/// the cache, as it does for a large catalog.) Longer words go to an ordinary map.
+struct WordCache {
+    /// A power-of-two number of slots; an empty slot has the key `[0, 0]`, which no packed
+    /// word has (its length is in the key).
+    slots: Vec<CacheSlot>,
+    /// How many slots are taken.
+    used: usize,
+    long: FastMap<Box<str>, u32>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct CacheSlot {
+    key: [u64; 2],
+    /// The word's term, or [`STOPWORD`].
+    term: u32,
+}
+
+/// The cached term of a word that is a stopword and has none. No term has this id:
+/// [`SearchIndex::term_id`] panics before handing it out.
+const STOPWORD: u32 = u32::MAX;
+
+impl Default for WordCache {
+    fn default() -> Self {
+        Self {
+            slots: vec![CacheSlot::default(); 1 << 12],
+            used: 0,
+            long: FastMap::default(),
+        }
+    }
+}
+
+impl WordCache {
+    /// The term of `word`, from the cache or else from `analyse` (which returns `None` for a
+    /// stopword), remembering the answer.
+    #[inline]
+    fn term(&mut self, word: &str, analyse: impl FnOnce(&str) -> Option<u32>) -> Option<u32> {
+        let term = match pack_short(word.as_bytes()) {
+            Some(key) => {
+                let at = self.find(key);
+                if self.slots[at].key == key {
+                    self.slots[at].term
+                } else {
+                    let term = analyse(word).unwrap_or(STOPWORD);
+                    self.insert(at, key, term);
+                    term
+                }
+            }
+            None => match self.long.get(word) {
+                Some(&term) => term,
+                None => {
+                    let term = analyse(word).unwrap_or(STOPWORD);
+                    self.long.insert(word.into(), term);
+                    term
+                }
+            },
+        };
+        (term != STOPWORD).then_some(term)
+    }
+
+    /// The slot that holds `key`, or else the empty slot where it belongs.
+    #[inline]
+    fn find(&self, key: [u64; 2]) -> usize {
+        // A folded multiply (the halves of a 64×64→128-bit product, XOR-ed), as in `foldhash`.
+        let product =
+            u128::from(key[0] ^ 0x243f_6a88_85a3_08d3) * u128::from(key[1] ^ 0x1319_8a2e_0370_7344);
+        let hash = product as u64 ^ (product >> 64) as u64;
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = self.slots[at].key;
+            if slot == key || slot == [0, 0] {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Puts `key` in the empty slot `at` that [`find`](Self::find) returned for it.
+    fn insert(&mut self, at: usize, key: [u64; 2], term: u32) {
+        self.used += 1;
+        if self.used * 2 <= self.slots.len() {
+            self.slots[at] = CacheSlot { key, term };
+            return;
+        }
+        let grown = vec![CacheSlot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, grown);
+        for slot in old.into_iter().chain([CacheSlot { key, term }]) {
+            if slot.key != [0, 0] {
+                let at = self.find(slot.key);
+                self.slots[at] = slot;
+            }
+        }
+    }
+}
+
+/// A word of 1 to 15 bytes as two integers, or `None` for another length. Distinct words give
+/// distinct keys: the length is in the top byte of the second integer, and the bytes below are
+/// read so that together with the length they determine every byte of the word.
+///
+/// Two to four loads of up to eight bytes instead of a loop over the bytes: a word of 8 to 15
+/// bytes is its first eight bytes and its bytes from the ninth on, the latter taken from an
+/// overlapping load of the last eight; a word of 4 to 7 bytes is its first four and its last
+/// four (overlapping); a shorter one is its first, middle and last byte.
+fn pack_short(word: &[u8]) -> Option<[u64; 2]> {
+    let len = word.len();
+    let load8 = |at: usize| u64::from_le_bytes(word[at..at + 8].try_into().expect("8 bytes"));
+    let load4 = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            word[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    };
+    let (lo, hi) = match len {
+        1..=3 => (
+            u64::from(word[0]) | u64::from(word[len / 2]) << 8 | u64::from(word[len - 1]) << 16,
+            0,
+        ),
+        4..=7 => (load4(0) | load4(len - 4) << 32, 0),
+        // The last eight bytes, shifted to drop the ones the first load has (all of them for
+        // eight bytes): the top byte of `hi` stays clear for the length.
+        8..=15 => (
+            load8(0),
+            load8(len - 8)
+                .checked_shr(8 * (16 - len as u32))
+                .unwrap_or(0),
+        ),
+        _ => return None,
+    };
+    Some([lo, hi | (len as u64) << 56])
 }
 
 /// True when `needle` occurs in `haystack` with no letter or digit right before or after it.
@@ -372,7 +547,6 @@ impl SearchIndex {
             }
         }
         self.rebuild_postings();
-        self.refresh_factors();
     }
 
     /// Removes every document of `server`.
@@ -381,7 +555,6 @@ impl SearchIndex {
         self.stale.clear();
         self.remove_docs(server);
         self.rebuild_postings();
-        self.refresh_factors();
     }
 
     /// The postings of `term`.
@@ -396,7 +569,24 @@ impl SearchIndex {
     /// Merges the surviving postings with the batch's new ones into fresh contiguous arrays:
     /// two sequential passes over the old postings and one over the new, instead of growing
     /// one vector per term.
+    ///
+    /// Every posting's saturated frequency is (re)computed as it is written, since the average
+    /// lengths moved with the batch: one pass over the postings instead of a second one.
     fn rebuild_postings(&mut self) {
+        let factors = self.field_factors();
+        let k1 = self.config.k1;
+        let sat = |doc: u32, tf: u32| {
+            let factors = &factors[doc as usize];
+            let mut t = 0f32;
+            for (f, factor) in factors.iter().enumerate() {
+                t += factor * field_tf(tf, f) as f32;
+            }
+            Posting {
+                doc,
+                sat: t / (k1 + t),
+                tf,
+            }
+        };
         let mut stale = vec![false; self.docs.len()];
         for &slot in &self.stale {
             stale[slot as usize] = true;
@@ -410,7 +600,7 @@ impl SearchIndex {
                 .filter(|p| !stale[p.doc as usize])
                 .count() as u32;
         }
-        for &(t, _) in &self.pending {
+        for &(t, _, _) in &self.pending {
             counts[t as usize] += 1;
         }
         let mut offsets = Vec::with_capacity(terms + 1);
@@ -425,19 +615,24 @@ impl SearchIndex {
         for t in 0..terms {
             for p in self.postings(t as u32) {
                 if !stale[p.doc as usize] {
-                    entries[cursor[t] as usize] = *p;
+                    entries[cursor[t] as usize] = sat(p.doc, p.tf);
                     cursor[t] += 1;
                 }
             }
         }
-        for &(t, p) in &self.pending {
-            entries[cursor[t as usize] as usize] = p;
+        for &(t, doc, tf) in &self.pending {
+            entries[cursor[t as usize] as usize] = sat(doc, tf);
             cursor[t as usize] += 1;
         }
         self.offsets = offsets;
         self.entries = entries;
         self.pending = Vec::new();
         self.stale.clear();
+        self.name_len.clear();
+        self.name_len.extend(self.docs.iter().map(|d| {
+            d.as_ref()
+                .map_or(0, |d| u8::try_from(d.name_terms.len()).unwrap_or(u8::MAX))
+        }));
     }
 
     fn remove_docs(&mut self, server: &str) {
@@ -459,9 +654,9 @@ impl SearchIndex {
         self.free.sort_unstable_by(|a, b| b.cmp(a));
     }
 
-    /// Recomputes every posting's saturated frequency after the average lengths moved: a pass
-    /// over the postings, so that a query only adds up precomputed numbers.
-    fn refresh_factors(&mut self) {
+    /// Per document slot, the weight of one occurrence in each field: the field's weight over
+    /// its BM25 length norm, from the current average lengths (zeros for a free slot).
+    fn field_factors(&self) -> Vec<[f32; FIELDS]> {
         let cfg = &self.config;
         let mut avg = [1f32; FIELDS];
         if self.live > 0 {
@@ -469,8 +664,7 @@ impl SearchIndex {
                 *a = (sum as f32 / self.live as f32).max(1.0);
             }
         }
-        let factors: Vec<[f32; FIELDS]> = self
-            .docs
+        self.docs
             .iter()
             .map(|doc| {
                 let mut factors = [0f32; FIELDS];
@@ -483,22 +677,7 @@ impl SearchIndex {
                 }
                 factors
             })
-            .collect();
-        {
-            for p in &mut self.entries {
-                let factors = &factors[p.doc as usize];
-                let mut t = 0f32;
-                for (f, factor) in factors.iter().enumerate() {
-                    t += factor * field_tf(p.tf, f) as f32;
-                }
-                p.sat = t / (cfg.k1 + t);
-            }
-        }
-        self.name_len.clear();
-        self.name_len.extend(self.docs.iter().map(|d| {
-            d.as_ref()
-                .map_or(0, |d| u8::try_from(d.name_terms.len()).unwrap_or(u8::MAX))
-        }));
+            .collect()
     }
 
     fn term_id(&mut self, stem: &str) -> u32 {
@@ -512,23 +691,28 @@ impl SearchIndex {
         id
     }
 
+    /// Indexes `text` as part of `field` of the current document: the same analysis as
+    /// [`analyse`], through the batch's [`WordCache`].
     fn add_text(&mut self, b: &mut Builder, field: usize, text: &str, bigrams: bool) {
-        let Builder {
-            tokens,
-            name_terms,
-            bigrams: pairs,
-            stem: stem_buf,
-        } = b;
         let mut prev: Option<u32> = None;
-        analyse(text, stem_buf, |s| {
-            let id = self.term_id(s);
-            tokens.push((id, field as u8));
-            if field == NAME && !name_terms.contains(&id) {
-                name_terms.push(id);
+        split_words(text, |w| {
+            let Builder {
+                words,
+                stem: stem_buf,
+                ..
+            } = b;
+            let Some(id) = words.term(w, |w| {
+                (!is_stopword(w)).then(|| self.term_id(stem(w, stem_buf)))
+            }) else {
+                return;
+            };
+            b.count(id, field, self.terms);
+            if field == NAME && !b.name_terms.contains(&id) {
+                b.name_terms.push(id);
             }
             if bigrams {
                 if let Some(p) = prev {
-                    pairs.push(pair(p, id));
+                    b.bigrams.push(pair(p, id));
                 }
                 prev = Some(id);
             }
@@ -594,29 +778,10 @@ impl SearchIndex {
                 u32::try_from(self.docs.len() - 1).expect("fewer than 2^32 tools")
             }
         };
-        let mut lens = [0u16; FIELDS];
-        b.tokens.sort_unstable();
-        let mut i = 0;
-        while i < b.tokens.len() {
-            let term = b.tokens[i].0;
-            let mut tf = [0u32; FIELDS];
-            while i < b.tokens.len() && b.tokens[i].0 == term {
-                let f = usize::from(b.tokens[i].1);
-                tf[f] += 1;
-                lens[f] = lens[f].saturating_add(1);
-                i += 1;
-            }
-            let packed = tf.iter().enumerate().fold(0, |acc, (f, &n)| {
-                acc | (n.min(TF_MAX) << (TF_BITS * f as u32))
-            });
-            self.pending.push((
-                term,
-                Posting {
-                    doc: slot,
-                    sat: 0.0,
-                    tf: packed,
-                },
-            ));
+        let lens = b.lens;
+        for &(term, tf) in &b.doc_terms {
+            self.pending.push((term, slot, tf));
+            b.slot_of[term as usize] = 0;
         }
         b.bigrams.sort_unstable();
         b.bigrams.dedup();
@@ -627,10 +792,15 @@ impl SearchIndex {
         self.docs[slot as usize] = Some(Doc {
             id: Arc::from(tool.id),
             server: Arc::clone(server),
-            name_lower: tool.name.to_lowercase(),
+            // `to_lowercase` goes char by char; ASCII names, the usual ones, need not.
+            name_lower: if tool.name.is_ascii() {
+                tool.name.to_ascii_lowercase()
+            } else {
+                tool.name.to_lowercase()
+            },
             lens,
-            name_terms: std::mem::take(&mut b.name_terms),
-            bigrams: std::mem::take(&mut b.bigrams),
+            name_terms: b.name_terms.as_slice().into(),
+            bigrams: b.bigrams.as_slice().into(),
         });
         slot
     }
@@ -838,8 +1008,8 @@ impl SearchIndex {
                     + d.as_ref().map_or(0, |d| {
                         d.id.len()
                             + d.name_lower.capacity()
-                            + d.name_terms.capacity() * 4
-                            + d.bigrams.capacity() * 8
+                            + d.name_terms.len() * 4
+                            + d.bigrams.len() * 8
                     })
             })
             .sum();
@@ -926,6 +1096,46 @@ mod tests {
                 .iter()
                 .all(|h| &*h.id != gone)
         );
+    }
+
+    #[test]
+    fn packed_words_are_distinct() {
+        // Every word of 1 to 15 bytes over a two-letter alphabet: words that share prefixes,
+        // suffixes and overlapping middles, and differ only in length.
+        for (zero, one) in [(b'a', b'b'), (0x00, 0xff)] {
+            let mut keys: HashMap<[u64; 2], Vec<u8>> = HashMap::new();
+            for len in 1..=15u32 {
+                for bits in 0..1u32 << len {
+                    let word: Vec<u8> = (0..len)
+                        .map(|i| if bits >> i & 1 == 1 { one } else { zero })
+                        .collect();
+                    let key = pack_short(&word).expect("short word");
+                    assert_ne!(key, [0, 0], "the empty slot's key");
+                    if let Some(other) = keys.insert(key, word.clone()) {
+                        panic!("{other:?} and {word:?} share a key");
+                    }
+                }
+            }
+        }
+        assert_eq!(pack_short(b""), None);
+        assert_eq!(pack_short(&[b'a'; 16]), None);
+    }
+
+    #[test]
+    fn word_cache_remembers_through_growth() {
+        let mut cache = WordCache::default();
+        let words: Vec<String> = (0..20_000).map(|i| format!("w{i}")).collect();
+        for (i, w) in words.iter().enumerate() {
+            let analysed = (i % 7 != 0).then_some(i as u32);
+            assert_eq!(cache.term(w, |_| analysed), analysed);
+        }
+        let long = "a".repeat(40);
+        assert_eq!(cache.term(&long, |_| Some(3)), Some(3));
+        for (i, w) in words.iter().enumerate() {
+            let expected = (i % 7 != 0).then_some(i as u32);
+            assert_eq!(cache.term(w, |_| panic!("{w} is cached")), expected);
+        }
+        assert_eq!(cache.term(&long, |_| panic!("cached")), Some(3));
     }
 
     #[test]
