@@ -15,13 +15,27 @@
 //!
 //! OAuth2 client credentials: [`ClientCredentials`], built by an [`AuthRegistry`], which keeps
 //! one token cache per credential shared by every session. The token endpoint is configured
-//! (`token_url`) or discovered from the server's 401 (`WWW-Authenticate` `resource_metadata`,
+//! (`token_url`) or discovered from the server's 401 ([`Challenge`] `resource_metadata`,
 //! RFC 9728 protected-resource metadata, then RFC 8414 / OpenID authorization-server metadata
 //! with path-aware issuers and an issuer check); the client authenticates with
 //! `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC 7523, ES256 / RS256,
-//! the PEM key given where the secret goes); `scope` and the RFC 8707 `resource` are sent. Tokens are reused until their expiry minus a skew, one renewal is in flight per
-//! credential, and every exchange is bounded (time, body size). The requests go through
-//! [`HttpFetch`], which the transport implements: this crate has no HTTP client.
+//! the PEM key given where the secret goes); `scope` and the RFC 8707 `resource` are sent.
+//! Tokens are reused until their expiry minus a skew (a token without `expires_in` lives
+//! [`OAuthOptions::default_token_lifetime`]), one renewal is in flight per credential, and
+//! every exchange is bounded (time, body size). The requests go through [`HttpFetch`], which
+//! the transport implements: this crate has no HTTP client.
+//!
+//! # Where a client secret may go
+//!
+//! - With `token_url`: there, and nowhere else.
+//! - Discovered: only to an authorization server (issuer) on the MCP server's own host (ports
+//!   may differ) or listed in the spec's `allowed_issuers`, and only to a token endpoint on
+//!   that issuer's host; never over an https → http downgrade; with a client secret, never
+//!   when the MCP URL is plain `http` to a host other than loopback (`private_key_jwt` may:
+//!   its assertion is short-lived and bound to the issuer, and the key never leaves).
+//! - For an SSRF-guarded (caller-supplied) spec: never to an internal address — literals are
+//!   refused here, resolved names by the client set with
+//!   [`AuthRegistry::with_guarded_fetch`].
 //!
 //! # How a refreshing provider answers a 401
 //!
@@ -58,6 +72,7 @@
 //! (the `http` crate's types) and the transport sends them; OAuth requests go through the
 //! [`HttpFetch`] seam the transport implements.
 
+mod challenge;
 mod error;
 mod fetch;
 mod oauth;
@@ -70,6 +85,7 @@ use async_trait::async_trait;
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
+pub use challenge::Challenge;
 pub use error::{AuthError, BoxError};
 pub use fetch::{FetchError, HttpFetch};
 pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};

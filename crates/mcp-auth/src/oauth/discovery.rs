@@ -1,83 +1,8 @@
-//! Where the token endpoint is: the `WWW-Authenticate` challenge, RFC 9728 protected-resource
-//! metadata, RFC 8414 / OpenID Connect authorization-server metadata.
+//! Where the token endpoint is: RFC 9728 protected-resource metadata, RFC 8414 / OpenID
+//! Connect authorization-server metadata (the `WWW-Authenticate` challenge is read by
+//! [`crate::Challenge`]).
 
 use url::Url;
-
-/// The parameters of a `WWW-Authenticate` challenge this crate uses.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Challenge {
-    /// RFC 9728 §5.1: where the protected-resource metadata is.
-    pub(crate) resource_metadata: Option<String>,
-    /// The scope the resource asks for.
-    pub(crate) scope: Option<String>,
-}
-
-/// Reads the auth-params of a `WWW-Authenticate` header value (any scheme; several challenges
-/// separated by commas). Quoted strings may contain commas and escaped quotes.
-pub(crate) fn parse_challenge(header: &str) -> Challenge {
-    let mut challenge = Challenge::default();
-    for (name, value) in auth_params(header) {
-        match name.to_ascii_lowercase().as_str() {
-            "resource_metadata" if challenge.resource_metadata.is_none() => {
-                challenge.resource_metadata = Some(value);
-            }
-            "scope" if challenge.scope.is_none() => challenge.scope = Some(value),
-            _ => {}
-        }
-    }
-    challenge
-}
-
-/// Every `name=value` pair of a challenge list, values unquoted.
-fn auth_params(header: &str) -> Vec<(String, String)> {
-    let chars: Vec<char> = header.chars().collect();
-    let mut params = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        // A token: a scheme, or a parameter name when `=` follows.
-        while i < chars.len() && (chars[i] == ',' || chars[i].is_whitespace()) {
-            i += 1;
-        }
-        let start = i;
-        while i < chars.len() && !matches!(chars[i], '=' | ',' | ' ' | '\t') {
-            i += 1;
-        }
-        let token: String = chars[start..i].iter().collect();
-        let mut j = i;
-        while j < chars.len() && chars[j].is_whitespace() {
-            j += 1;
-        }
-        if j < chars.len() && chars[j] == '=' && !token.is_empty() {
-            // `token68` values end in `=` padding; a parameter has a value after it.
-            j += 1;
-            while j < chars.len() && chars[j].is_whitespace() {
-                j += 1;
-            }
-            let mut value = String::new();
-            if j < chars.len() && chars[j] == '"' {
-                j += 1;
-                while j < chars.len() && chars[j] != '"' {
-                    if chars[j] == '\\' && j + 1 < chars.len() {
-                        j += 1;
-                    }
-                    value.push(chars[j]);
-                    j += 1;
-                }
-                j += 1; // the closing quote
-            } else {
-                while j < chars.len() && !matches!(chars[j], ',' | ' ' | '\t') {
-                    value.push(chars[j]);
-                    j += 1;
-                }
-            }
-            params.push((token, value));
-            i = j;
-        } else if i == start {
-            i += 1;
-        }
-    }
-    params
-}
 
 /// The protected-resource metadata URLs of `resource` (RFC 9728 §3.1), path-based first,
 /// then the root: `https://h/.well-known/oauth-protected-resource/mcp`,
@@ -175,38 +100,6 @@ mod tests {
 
     fn urls(list: Vec<Url>) -> Vec<String> {
         list.into_iter().map(String::from).collect()
-    }
-
-    #[test]
-    fn challenges() {
-        let check = |header: &str, metadata: Option<&str>, scope: Option<&str>| {
-            let c = parse_challenge(header);
-            assert_eq!(c.resource_metadata.as_deref(), metadata, "{header}");
-            assert_eq!(c.scope.as_deref(), scope, "{header}");
-        };
-        check(
-            r#"Bearer resource_metadata="http://h/.well-known/oauth-protected-resource/mcp""#,
-            Some("http://h/.well-known/oauth-protected-resource/mcp"),
-            None,
-        );
-        check(
-            r#"Bearer realm="a, b", error="invalid_token", error_description="bad \"one\"", resource_metadata="https://h/m", scope="read write""#,
-            Some("https://h/m"),
-            Some("read write"),
-        );
-        check(
-            "Basic realm=x, Bearer resource_metadata=https://h/m,scope=s",
-            Some("https://h/m"),
-            Some("s"),
-        );
-        check("Bearer", None, None);
-        check("Negotiate abc==", None, None);
-        check("", None, None);
-        check(
-            r#"Bearer resource_metadata="unterminated"#,
-            Some("unterminated"),
-            None,
-        );
     }
 
     #[test]

@@ -15,22 +15,25 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderValue};
 use mcp_config::{
-    OAuthClientCredentials, Secret, SecretSource, ServerSpec, SpecOrigin, TokenEndpointAuthMethod,
-    TransportSpec,
+    OAuthClientCredentials, Secret, SecretSource, ServerSpec, TokenEndpointAuthMethod,
+    TransportSpec, is_internal_host, is_loopback_host,
 };
 use serde_json::Value;
 use tokio::time::Instant;
-use url::{Host, Url};
+use url::Url;
 
 use self::discovery::{
-    Challenge, authorization_server_urls, parse_challenge, protected_resource_urls,
-    resource_covers, same_issuer,
+    authorization_server_urls, protected_resource_urls, resource_covers, same_issuer,
 };
-use self::failure::Failure;
+use self::failure::{Failure, shown};
 use self::jwt::SigningKey;
 use self::token::{ClientAuth, TokenRequest};
 use crate::fetch::HttpFetch;
-use crate::{AuthError, AuthProvider, Credentials, OnUnauthorized};
+use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};
+
+/// How often (at most) the registry drops cache entries nobody uses whose token expired,
+/// besides whenever a provider is built.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Tunables of OAuth2 client credentials, shared by every credential of an [`AuthRegistry`].
 ///
@@ -58,6 +61,11 @@ pub struct OAuthOptions {
     /// After a failed renewal, how long a still-valid token is used before the next attempt.
     /// Default 5 s.
     pub retry_delay: Duration,
+    /// The lifetime assumed for a token whose answer has no `expires_in` (RFC 6749 makes it
+    /// optional). Such a token is renewed like any other, [`expiry_skew`](Self::expiry_skew)
+    /// (at most half its lifetime) before this runs out; no token is used forever. Default
+    /// 5 min.
+    pub default_token_lifetime: Duration,
 }
 
 impl Default for OAuthOptions {
@@ -68,6 +76,7 @@ impl Default for OAuthOptions {
             default_deadline: mcp_config::DEFAULT_CONNECT_TIMEOUT,
             max_response_bytes: 64 * 1024,
             retry_delay: Duration::from_secs(5),
+            default_token_lifetime: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -96,6 +105,12 @@ impl OAuthOptions {
         self.max_response_bytes = bytes;
         self
     }
+
+    /// Sets [`default_token_lifetime`](Self::default_token_lifetime).
+    pub fn with_default_token_lifetime(mut self, lifetime: Duration) -> Self {
+        self.default_token_lifetime = lifetime;
+        self
+    }
 }
 
 /// Builds the auth hook of each server spec, and keeps one token cache per OAuth2 credential
@@ -103,10 +118,17 @@ impl OAuthOptions {
 /// one refresh.
 ///
 /// A credential is the token endpoint (or, when it is discovered, the MCP URL it is
-/// discovered from), the client id and secret, the scope, the resource, the client
-/// authentication method and the spec's origin. Two sessions with the same credential share
-/// a cache; anything else gets its own. Entries no session uses are dropped once their token
-/// has expired.
+/// discovered from, with the allowed issuers), the client id and secret, the scope, the
+/// resource, the client authentication method and whether the spec is SSRF-guarded. Two
+/// sessions with the same credential share a cache; anything else gets its own. Entries no
+/// session uses are dropped once their token has expired (checked whenever a provider is
+/// built, and at most every 30 s while tokens are used); a token without `expires_in` expires
+/// after [`OAuthOptions::default_token_lifetime`].
+///
+/// Requests for [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs (caller-supplied
+/// ones) go through the [`with_guarded_fetch`](Self::with_guarded_fetch) client, which must
+/// refuse internal addresses after DNS resolution; the HTTP transport sets it. Without one
+/// they use the main client, and only literal addresses (and `localhost`) are refused.
 ///
 /// The HTTP transport holds one registry per connector (`HttpConnector::auth_registry`); a
 /// custom transport builds one on its own [`HttpFetch`]:
@@ -138,16 +160,53 @@ impl OAuthOptions {
 /// ```
 pub struct AuthRegistry {
     http: Arc<dyn HttpFetch>,
+    guarded_http: Option<Arc<dyn HttpFetch>>,
     options: OAuthOptions,
-    entries: Mutex<HashMap<CredentialKey, Arc<Shared>>>,
+    cache: Arc<Cache>,
 }
 
 impl fmt::Debug for AuthRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AuthRegistry")
             .field("options", &self.options)
-            .field("credentials", &lock(&self.entries).len())
+            .field("guarded_fetch", &self.guarded_http.is_some())
+            .field("credentials", &self.cache.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// Every credential's cache entry, shared by the registry and its providers (which prune it).
+#[derive(Default)]
+struct Cache {
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<CredentialKey, Arc<Shared>>,
+    /// No access-time pruning before then.
+    next_prune: Option<Instant>,
+}
+
+impl Cache {
+    fn len(&self) -> usize {
+        lock(&self.entries).map.len()
+    }
+
+    /// Drops the entries no provider holds whose token has expired (or that never got one).
+    fn prune(entries: &mut Entries, now: Instant) {
+        entries
+            .map
+            .retain(|_, shared| Arc::strong_count(shared) > 1 || shared.has_valid_token(now));
+        entries.next_prune = Some(now + PRUNE_INTERVAL);
+    }
+
+    /// [`prune`](Self::prune), at most every [`PRUNE_INTERVAL`].
+    fn prune_if_due(&self, now: Instant) {
+        let mut entries = lock(&self.entries);
+        if entries.next_prune.is_none_or(|at| now >= at) {
+            Self::prune(&mut entries, now);
+        }
     }
 }
 
@@ -161,7 +220,8 @@ struct CredentialKey {
     scope: Option<String>,
     resource: Option<String>,
     method: Option<&'static str>,
-    inline: bool,
+    allowed_issuers: Vec<String>,
+    guarded: bool,
 }
 
 impl AuthRegistry {
@@ -170,9 +230,19 @@ impl AuthRegistry {
     pub fn new(http: Arc<dyn HttpFetch>) -> Self {
         Self {
             http,
+            guarded_http: None,
             options: OAuthOptions::default(),
-            entries: Mutex::new(HashMap::new()),
+            cache: Arc::default(),
         }
+    }
+
+    /// Sends the requests of [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs
+    /// (caller-supplied ones, unless the operator turned the guard off) through `http`, which
+    /// must refuse to connect to internal addresses (see [`mcp_config::is_internal_ip`]) after
+    /// resolving host names. Applies to credentials built from now on.
+    pub fn with_guarded_fetch(mut self, http: Arc<dyn HttpFetch>) -> Self {
+        self.guarded_http = Some(http);
+        self
     }
 
     /// Replaces the options (for credentials built from now on).
@@ -212,7 +282,7 @@ impl AuthRegistry {
         oauth: &OAuthClientCredentials,
     ) -> Result<ClientCredentials, AuthError> {
         let server = spec.name.clone();
-        let TransportSpec::StreamableHttp(http) = &spec.transport else {
+        let TransportSpec::StreamableHttp(mcp_spec) = &spec.transport else {
             return Err(AuthError::Unsupported {
                 server,
                 method: "OAuth2 client credentials over a transport other than HTTP",
@@ -262,21 +332,27 @@ impl AuthRegistry {
             endpoint: oauth
                 .token_url
                 .as_ref()
-                .map_or_else(|| format!("discover:{}", http.url), |u| u.to_string()),
+                .map_or_else(|| format!("discover:{}", mcp_spec.url), |u| u.to_string()),
             client_id: oauth.client_id.clone(),
             secret: secret.clone(),
             scope: oauth.scope.clone(),
             resource: oauth.resource.clone(),
             method: method.map(ClientAuth::name),
-            inline: spec.origin == SpecOrigin::Inline,
+            allowed_issuers: oauth.allowed_issuers.iter().map(Url::to_string).collect(),
+            guarded: spec.ssrf_guarded(),
         };
+        let mcp_url = &mcp_spec.url;
         let deadline = spec
             .connect_timeout
             .unwrap_or(self.options.default_deadline);
-        let mut entries = lock(&self.entries);
-        let now = Instant::now();
-        entries.retain(|_, shared| Arc::strong_count(shared) > 1 || shared.has_valid_token(now));
+        let http = match (&self.guarded_http, spec.ssrf_guarded()) {
+            (Some(guarded), true) => guarded.clone(),
+            _ => self.http.clone(),
+        };
+        let mut entries = lock(&self.cache.entries);
+        Cache::prune(&mut entries, Instant::now());
         let shared = entries
+            .map
             .entry(key)
             .or_insert_with(|| {
                 Arc::new(Shared::new(
@@ -288,16 +364,21 @@ impl AuthRegistry {
                         scope: oauth.scope.clone(),
                         resource: oauth.resource.clone(),
                         token_url: oauth.token_url.clone(),
-                        mcp_url: http.url.clone(),
-                        inline: spec.origin == SpecOrigin::Inline,
+                        mcp_url: mcp_url.clone(),
+                        allowed_issuers: oauth.allowed_issuers.clone(),
+                        guarded: spec.ssrf_guarded(),
                     },
-                    self.http.clone(),
+                    http,
                     self.options.clone(),
                     deadline,
                 ))
             })
             .clone();
-        Ok(ClientCredentials { server, shared })
+        Ok(ClientCredentials {
+            server,
+            shared,
+            cache: self.cache.clone(),
+        })
     }
 }
 
@@ -318,6 +399,7 @@ impl AuthRegistry {
 pub struct ClientCredentials {
     server: String,
     shared: Arc<Shared>,
+    cache: Arc<Cache>,
 }
 
 impl fmt::Debug for ClientCredentials {
@@ -349,6 +431,7 @@ impl ClientCredentials {
 impl AuthProvider for ClientCredentials {
     async fn credentials(&self) -> Result<Credentials, AuthError> {
         let now = Instant::now();
+        self.cache.prune_if_due(now);
         let seen = {
             let state = lock(&self.shared.state);
             match &state.token {
@@ -391,7 +474,7 @@ impl AuthProvider for ClientCredentials {
         rejected: &Credentials,
         www_authenticate: Option<&str>,
     ) -> Result<OnUnauthorized, AuthError> {
-        let challenge = www_authenticate.map(parse_challenge).unwrap_or_default();
+        let challenge = www_authenticate.map(Challenge::parse).unwrap_or_default();
         let sent = rejected.get(AUTHORIZATION.as_str());
         let seen = {
             let mut state = lock(&self.shared.state);
@@ -431,7 +514,10 @@ struct Config {
     resource: Option<String>,
     token_url: Option<Url>,
     mcp_url: Url,
-    inline: bool,
+    /// Issuers discovery may use besides one on the MCP server's host.
+    allowed_issuers: Vec<Url>,
+    /// The spec is SSRF-guarded: no discovered URL may name an internal address.
+    guarded: bool,
 }
 
 /// The token endpoint and what the metadata says about it.
@@ -453,18 +539,18 @@ struct Endpoint {
 struct Token {
     header: HeaderValue,
     /// From then on, renew before use.
-    refresh_at: Option<Instant>,
+    refresh_at: Instant,
     /// From then on, never use.
-    expires_at: Option<Instant>,
+    expires_at: Instant,
 }
 
 impl Token {
     fn is_fresh(&self, now: Instant) -> bool {
-        self.refresh_at.is_none_or(|at| now < at)
+        now < self.refresh_at
     }
 
     fn is_valid(&self, now: Instant) -> bool {
-        self.expires_at.is_none_or(|at| now < at)
+        now < self.expires_at
     }
 
     fn credentials(&self) -> Credentials {
@@ -605,9 +691,10 @@ impl Shared {
         challenge: &Challenge,
     ) -> Result<Token, Failure> {
         let config = &self.config;
-        let auth = config
-            .method
-            .unwrap_or_else(|| choose_auth(endpoint.methods.as_deref()));
+        let auth = match config.method {
+            Some(method) => method,
+            None => choose_auth(endpoint.methods.as_deref()).map_err(Failure::Discovery)?,
+        };
         let resource = config.resource.as_deref().or(endpoint.resource.as_deref());
         let scope = config.scope.as_deref().or(challenge.scope.as_deref());
         let what = format!("token request to {}", endpoint.token_url);
@@ -654,16 +741,12 @@ impl Shared {
             response.body(),
             &config.secret,
         )?;
-        let (refresh_at, expires_at) = match issued.expires_in {
-            Some(lifetime) => {
-                let skew = self.options.expiry_skew.min(lifetime / 2);
-                (
-                    Some(started + lifetime.saturating_sub(skew)),
-                    Some(started + lifetime),
-                )
-            }
-            None => (None, None),
-        };
+        let lifetime = issued
+            .expires_in
+            .unwrap_or(self.options.default_token_lifetime);
+        let skew = self.options.expiry_skew.min(lifetime / 2);
+        let (refresh_at, expires_at) =
+            (started + lifetime.saturating_sub(skew), started + lifetime);
         tracing::debug!(
             token_url = %endpoint.token_url,
             expires_in = ?issued.expires_in,
@@ -678,13 +761,33 @@ impl Shared {
 
     /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
     /// the MCP URL), then the authorization server's RFC 8414 / OpenID metadata.
+    ///
+    /// What the server names decides where the client credential goes, so discovery accepts
+    /// only an authorization server (issuer) on the MCP server's own host (ports may differ)
+    /// or listed in `allowed_issuers`, and only a token endpoint on that issuer's host. With a
+    /// client secret (`client_secret_basic` / `client_secret_post`, or no method configured)
+    /// it refuses a plain `http` MCP URL unless its host is loopback: anyone on the network
+    /// could answer the first request with a 401 of their choosing. `private_key_jwt` may
+    /// discover over plain `http`: its signed assertion lives 60 s and names the issuer as its
+    /// audience, and the key itself is never sent.
     async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
         let mcp_url = &self.config.mcp_url;
+        let loopback = mcp_url.host().is_some_and(|h| is_loopback_host(&h));
+        if mcp_url.scheme() == "http"
+            && !loopback
+            && self.config.method != Some(ClientAuth::PrivateKeyJwt)
+        {
+            return Err(Failure::Discovery(format!(
+                "the server URL {mcp_url} is plain http, so anyone on the network could choose where the client secret goes; \
+                 refused (use https, set `token_url`, or use private_key_jwt)"
+            )));
+        }
         let mut candidates = Vec::new();
         if let Some(hint) = &challenge.resource_metadata {
             let url = Url::parse(hint).map_err(|_| {
                 Failure::Discovery(format!(
-                    "the server's WWW-Authenticate names `resource_metadata` {hint:?}, which is not a URL"
+                    "the server's WWW-Authenticate names `resource_metadata` `{}`, which is not a URL",
+                    shown(hint)
                 ))
             })?;
             candidates.push(url);
@@ -703,7 +806,7 @@ impl Shared {
                     resource_metadata = Some((url, doc));
                     break;
                 }
-                Err(status) => tried.push(format!("{url} (HTTP {status})")),
+                Err(status) => tried.push(format!("{} (HTTP {status})", shown(&url))),
             }
         }
         let (issuer, resource) = match resource_metadata {
@@ -715,7 +818,9 @@ impl Shared {
                 })?;
                 if !resource_covers(resource, mcp_url) {
                     return Err(Failure::Discovery(format!(
-                        "the protected resource metadata at {url} is for resource `{resource}`, not for {mcp_url}; refused (RFC 9728 §3.3)"
+                        "the protected resource metadata at {} is for resource `{}`, not for {mcp_url}; refused (RFC 9728 §3.3)",
+                        shown(&url),
+                        shown(resource)
                     )));
                 }
                 let issuer = doc
@@ -724,7 +829,8 @@ impl Shared {
                     .and_then(|list| list.iter().find_map(Value::as_str))
                     .ok_or_else(|| {
                         Failure::Discovery(format!(
-                            "the protected resource metadata at {url} lists no `authorization_servers`"
+                            "the protected resource metadata at {} lists no `authorization_servers`",
+                            shown(&url)
                         ))
                     })?;
                 (issuer.to_owned(), Some(resource.to_owned()))
@@ -744,31 +850,35 @@ impl Shared {
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| {
                 Failure::Discovery(format!(
-                    "the authorization server `{issuer}` is not an http(s) URL"
+                    "the authorization server `{}` is not an http(s) URL",
+                    shown(&issuer)
                 ))
             })?;
+        self.check_issuer(&issuer_url)?;
         for url in authorization_server_urls(&issuer_url) {
             self.check_url(&url, "authorization server metadata")?;
             let doc = match self.get_json(&url, "authorization server metadata").await? {
                 Ok(doc) => doc,
                 Err(status) => {
-                    tried.push(format!("{url} (HTTP {status})"));
+                    tried.push(format!("{} (HTTP {status})", shown(&url)));
                     continue;
                 }
             };
             let found = doc.get("issuer").and_then(Value::as_str).unwrap_or("");
             if !same_issuer(&issuer, found) {
                 return Err(Failure::IssuerMismatch {
-                    metadata_url: url.to_string(),
-                    expected: issuer,
-                    found: found.to_owned(),
+                    metadata_url: shown(&url),
+                    expected: shown(&issuer),
+                    found: shown(found),
                 });
             }
             if let Some(grants) = doc.get("grant_types_supported").and_then(Value::as_array)
                 && !grants.iter().any(|g| g == "client_credentials")
             {
                 return Err(Failure::Discovery(format!(
-                    "the authorization server `{issuer}` does not offer the client_credentials grant (grant_types_supported at {url})"
+                    "the authorization server `{}` does not offer the client_credentials grant (grant_types_supported at {})",
+                    shown(&issuer),
+                    shown(&url)
                 )));
             }
             let token_url = doc
@@ -778,10 +888,19 @@ impl Shared {
                 .filter(|u| matches!(u.scheme(), "http" | "https"))
                 .ok_or_else(|| {
                     Failure::Discovery(format!(
-                        "the authorization server metadata at {url} has no http(s) `token_endpoint`"
+                        "the authorization server metadata at {} has no http(s) `token_endpoint`",
+                        shown(&url)
                     ))
                 })?;
             self.check_url(&token_url, "token endpoint")?;
+            if token_url.host() != issuer_url.host() {
+                return Err(Failure::Discovery(format!(
+                    "the token endpoint {} is not on the host of the authorization server `{}`; \
+                     refused (set `token_url` to use it)",
+                    shown(&token_url),
+                    shown(&issuer)
+                )));
+            }
             let methods = doc
                 .get("token_endpoint_auth_methods_supported")
                 .and_then(Value::as_array)
@@ -805,29 +924,54 @@ impl Shared {
             });
         }
         Err(Failure::Discovery(format!(
-            "no authorization server metadata found for `{issuer}` (tried {})",
+            "no authorization server metadata found for `{}` (tried {})",
+            shown(&issuer),
             tried.join(", ")
         )))
     }
 
-    /// A discovered URL must not lower the transport's security (https → http), and a
-    /// caller-supplied (inline) spec for a public host must not lead to an internal address
-    /// (SSRF through discovery).
+    /// The client credential goes only to an authorization server on the MCP server's own
+    /// host (ports may differ) or one the configuration lists in `allowed_issuers`.
+    fn check_issuer(&self, issuer: &Url) -> Result<(), Failure> {
+        let mcp_url = &self.config.mcp_url;
+        let same_host = issuer.host().is_some() && issuer.host() == mcp_url.host();
+        let listed = self
+            .config
+            .allowed_issuers
+            .iter()
+            .any(|allowed| same_issuer(allowed.as_str(), issuer.as_str()));
+        if same_host || listed {
+            return Ok(());
+        }
+        Err(Failure::Discovery(format!(
+            "the server names the authorization server `{}`, which is neither on its own host `{}` nor in `allowed_issuers`; \
+             refused (list it in `allowed_issuers`, or set `token_url`)",
+            shown(issuer),
+            mcp_url.host_str().unwrap_or_default()
+        )))
+    }
+
+    /// A discovered URL must not lower the transport's security (https → http), and an
+    /// SSRF-guarded (caller-supplied) spec must not lead to an internal address literal (names
+    /// resolving to one are refused by the guarded HTTP client).
     fn check_url(&self, url: &Url, what: &str) -> Result<(), Failure> {
         let mcp_url = &self.config.mcp_url;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Failure::Discovery(format!(
-                "the {what} URL {url} is not http(s)"
+                "the {what} URL {} is not http(s)",
+                shown(url)
             )));
         }
         if mcp_url.scheme() == "https" && url.scheme() != "https" {
             return Err(Failure::Discovery(format!(
-                "the {what} URL {url} is not https while the server is; refused"
+                "the {what} URL {} is not https while the server is; refused",
+                shown(url)
             )));
         }
-        if self.config.inline && !is_internal_host(mcp_url) && is_internal_host(url) {
+        if self.config.guarded && url.host().is_some_and(|h| is_internal_host(&h)) {
             return Err(Failure::Discovery(format!(
-                "the {what} URL {url} targets an internal address, which a caller-supplied server may not lead to (SSRF guard)"
+                "the {what} URL {} targets an internal address, which a caller-supplied server may not lead to (SSRF guard)",
+                shown(url)
             )));
         }
         Ok(())
@@ -873,32 +1017,38 @@ impl Shared {
 
 /// The client authentication to use when none is configured: `client_secret_basic` if the
 /// metadata lists it (or lists nothing: it is RFC 8414's default), else `client_secret_post`
-/// if listed, else `client_secret_basic`.
-fn choose_auth(supported: Option<&[String]>) -> ClientAuth {
+/// if listed. A server that lists neither cannot take the secret: an error naming what it
+/// supports (at most a few of its entries, shortened).
+fn choose_auth(supported: Option<&[String]>) -> Result<ClientAuth, String> {
     let Some(supported) = supported else {
-        return ClientAuth::Basic;
+        return Ok(ClientAuth::Basic);
     };
     let listed = |name: &str| supported.iter().any(|m| m == name);
     if listed(ClientAuth::Basic.name()) {
-        ClientAuth::Basic
-    } else if listed(ClientAuth::Post.name()) {
-        ClientAuth::Post
+        return Ok(ClientAuth::Basic);
+    }
+    if listed(ClientAuth::Post.name()) {
+        return Ok(ClientAuth::Post);
+    }
+    const SHOWN: usize = 8;
+    let mut names: Vec<String> = supported
+        .iter()
+        .take(SHOWN)
+        .map(|m| format!("`{}`", shown(m)))
+        .collect();
+    if supported.len() > SHOWN {
+        names.push(format!("and {} more", supported.len() - SHOWN));
+    }
+    let names = if names.is_empty() {
+        "none".to_owned()
     } else {
-        ClientAuth::Basic
-    }
-}
-
-/// `localhost` or an internal IP literal (see [`mcp_config::is_internal_ip`]).
-fn is_internal_host(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(d)) => {
-            let d = d.trim_end_matches('.').to_ascii_lowercase();
-            d == "localhost" || d.ends_with(".localhost")
-        }
-        Some(Host::Ipv4(ip)) => mcp_config::is_internal_ip(ip.into()),
-        Some(Host::Ipv6(ip)) => mcp_config::is_internal_ip(ip.into()),
-        None => false,
-    }
+        names.join(", ")
+    };
+    Err(format!(
+        "the token endpoint supports neither client_secret_basic nor client_secret_post \
+         (token_endpoint_auth_methods_supported: {names}); set `token_endpoint_auth_method` \
+         to one it supports (private_key_jwt takes the PEM private key where the secret goes)"
+    ))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_lite::join_all;
-use mcp_config::HttpSpec;
+use mcp_config::{HttpSpec, SpecOrigin};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -116,25 +116,45 @@ mod futures_lite {
     }
 }
 
+const MCP_URL: &str = "https://mcp.example/api/mcp";
+
+/// A spec for [`MCP_URL`] whose operator trusts the authorization server `https://as.example`
+/// (and its tenant `/tenant1`) for discovery.
 fn spec(token_url: Option<&str>, secret: &str) -> ServerSpec {
+    spec_at(
+        MCP_URL,
+        token_url,
+        secret,
+        json!({"allowed_issuers": ["https://as.example", "https://as.example/tenant1"]}),
+    )
+}
+
+/// A spec for `url`; `extra` is merged into its `oauth_client_credentials`.
+fn spec_at(url: &str, token_url: Option<&str>, secret: &str, extra: Value) -> ServerSpec {
     let mut spec = ServerSpec::new(
         "srv",
-        TransportSpec::StreamableHttp(HttpSpec::new(
-            "https://mcp.example/api/mcp".parse().unwrap(),
-        )),
+        TransportSpec::StreamableHttp(HttpSpec::new(url.parse().unwrap())),
     );
-    spec.auth.oauth_client_credentials = Some(oauth(token_url, secret));
+    spec.auth.oauth_client_credentials = Some(oauth_at(url, token_url, secret, extra));
     spec
 }
 
-fn oauth(token_url: Option<&str>, secret: &str) -> OAuthClientCredentials {
+fn oauth_at(
+    url: &str,
+    token_url: Option<&str>,
+    secret: &str,
+    extra: Value,
+) -> OAuthClientCredentials {
     let mut json = json!({
         "name": "srv",
-        "url": "https://mcp.example/api/mcp",
+        "url": url,
         "auth": {"oauth_client_credentials": {"client_id": "cid", "client_secret": secret}}
     });
     if let Some(url) = token_url {
         json["auth"]["oauth_client_credentials"]["token_url"] = json!(url);
+    }
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        json["auth"]["oauth_client_credentials"][key] = value.clone();
     }
     ServerSpec::from_json(&json, SpecOrigin::Operator)
         .expect("valid spec")
@@ -577,10 +597,9 @@ fn secrets_never_show() {
     );
 }
 
-#[tokio::test]
-async fn private_key_jwt_signs_an_assertion_for_the_issuer() {
+/// A fresh EC P-256 private key, PKCS#8 PEM.
+fn ec_pem() -> String {
     use base64::Engine as _;
-    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(
@@ -588,10 +607,18 @@ async fn private_key_jwt_signs_an_assertion_for_the_issuer() {
         &ring::rand::SystemRandom::new(),
     )
     .unwrap();
-    let pem = format!(
+    format!(
         "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-        STANDARD.encode(pkcs8.as_ref())
-    );
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    )
+}
+
+#[tokio::test]
+async fn private_key_jwt_signs_an_assertion_for_the_issuer() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    let pem = ec_pem();
     let fake = Arc::new(Fake::default());
     discovery_routes(
         &fake,
@@ -636,4 +663,245 @@ async fn private_key_jwt_signs_an_assertion_for_the_issuer() {
         err.to_string(),
         "server `srv`: private_key_jwt: the private key is not PEM (`-----BEGIN … KEY-----`) (the client secret setting holds the PEM private key)"
     );
+}
+
+/// A protected resource at `mcp_url` whose metadata names `issuer`, whose metadata (issuer
+/// consistent) names `token_endpoint`, which issues tokens.
+fn routes_for(fake: &Fake, mcp_url: &str, issuer: &str, token_endpoint: &str) {
+    let mcp: Url = mcp_url.parse().unwrap();
+    let prm = protected_resource_urls(&mcp).remove(0);
+    fake.route(
+        &format!("GET {prm}"),
+        200,
+        json!({"resource": mcp_url, "authorization_servers": [issuer]}),
+    );
+    let metadata = authorization_server_urls(&issuer.parse().unwrap()).remove(0);
+    fake.route(
+        &format!("GET {metadata}"),
+        200,
+        json!({
+            "issuer": issuer,
+            "token_endpoint": token_endpoint,
+            "grant_types_supported": ["client_credentials"],
+        }),
+    );
+    fake.route(
+        &format!("POST {token_endpoint}"),
+        200,
+        token_answer("t-discovered", 3600),
+    );
+}
+
+async fn discover(fake: &Arc<Fake>, spec: &ServerSpec) -> Result<OnUnauthorized, AuthError> {
+    let registry = registry(fake);
+    provider(&registry, spec)
+        .on_unauthorized(&Credentials::none(), Some("Bearer"))
+        .await
+}
+
+#[tokio::test]
+async fn discovery_sends_the_secret_only_to_the_servers_host_or_an_allowed_issuer() {
+    // Another host, not listed: refused before anything is asked of it.
+    let fake = Arc::new(Fake::default());
+    routes_for(
+        &fake,
+        MCP_URL,
+        "https://evil.example",
+        "https://evil.example/token",
+    );
+    let err = discover(&fake, &spec_at(MCP_URL, None, SECRET, json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: OAuth discovery failed: the server names the authorization server `https://evil.example/`, \
+         which is neither on its own host `mcp.example` nor in `allowed_issuers`; refused (list it in `allowed_issuers`, or set `token_url`)"
+    );
+    assert_eq!(fake.token_requests(), 0);
+    assert!(
+        fake.requests().iter().all(|r| !r.contains("evil")),
+        "{:?}",
+        fake.requests()
+    );
+
+    // The server's own host (another port): accepted.
+    let fake = Arc::new(Fake::default());
+    let own = "https://mcp.example:8443";
+    routes_for(&fake, MCP_URL, own, &format!("{own}/token"));
+    let outcome = discover(&fake, &spec_at(MCP_URL, None, SECRET, json!({}))).await;
+    assert_eq!(outcome.unwrap(), OnUnauthorized::Retry);
+    assert_eq!(fake.token_requests(), 1);
+
+    // Listed by the operator: accepted.
+    let fake = Arc::new(Fake::default());
+    let login = "https://login.example/t1";
+    routes_for(&fake, MCP_URL, login, "https://login.example/t1/token");
+    let listed = json!({"allowed_issuers": [login]});
+    let outcome = discover(&fake, &spec_at(MCP_URL, None, SECRET, listed)).await;
+    assert_eq!(outcome.unwrap(), OnUnauthorized::Retry);
+    assert_eq!(fake.token_requests(), 1);
+}
+
+#[tokio::test]
+async fn a_token_endpoint_off_the_issuers_host_is_refused() {
+    let fake = Arc::new(Fake::default());
+    routes_for(
+        &fake,
+        MCP_URL,
+        "https://mcp.example",
+        "https://evil.example/token",
+    );
+    let err = discover(&fake, &spec_at(MCP_URL, None, SECRET, json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: OAuth discovery failed: the token endpoint https://evil.example/token is not on the host \
+         of the authorization server `https://mcp.example`; refused (set `token_url` to use it)"
+    );
+    assert_eq!(fake.token_requests(), 0);
+}
+
+#[tokio::test]
+async fn discovery_over_plain_http_sends_no_secret_unless_the_server_is_loopback() {
+    let fake = Arc::new(Fake::default());
+    let url = "http://mcp.example/api/mcp";
+    routes_for(&fake, url, "http://mcp.example", "http://mcp.example/token");
+    for method in [
+        None,
+        Some("client_secret_basic"),
+        Some("client_secret_post"),
+    ] {
+        let extra = method.map_or(json!({}), |m| json!({"token_endpoint_auth_method": m}));
+        let err = discover(&fake, &spec_at(url, None, SECRET, extra))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "server `srv`: OAuth discovery failed: the server URL http://mcp.example/api/mcp is plain http, \
+             so anyone on the network could choose where the client secret goes; refused (use https, set `token_url`, or use private_key_jwt)",
+            "{method:?}"
+        );
+    }
+    assert!(fake.requests().is_empty(), "{:?}", fake.requests());
+
+    // A signed assertion may go: it is short-lived and bound to the issuer.
+    let jwt = json!({"token_endpoint_auth_method": "private_key_jwt"});
+    let outcome = discover(&fake, &spec_at(url, None, &ec_pem(), jwt)).await;
+    assert_eq!(outcome.unwrap(), OnUnauthorized::Retry);
+    assert_eq!(fake.token_requests(), 1);
+
+    // On this machine, plain http is fine.
+    for origin in ["http://127.0.0.1:9", "http://localhost:9", "http://[::1]:9"] {
+        let fake = Arc::new(Fake::default());
+        let url = format!("{origin}/api/mcp");
+        routes_for(&fake, &url, origin, &format!("{origin}/token"));
+        let outcome = discover(&fake, &spec_at(&url, None, SECRET, json!({}))).await;
+        assert_eq!(outcome.unwrap(), OnUnauthorized::Retry, "{origin}");
+        assert_eq!(fake.token_requests(), 1, "{origin}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_taking_neither_basic_nor_post_gets_no_secret() {
+    let fake = Arc::new(Fake::default());
+    discovery_routes(
+        &fake,
+        "",
+        "https://as.example",
+        json!(["private_key_jwt", "tls_client_auth\u{1b}[2J"]),
+    );
+    let err = discover(&fake, &spec(None, SECRET)).await.unwrap_err();
+    assert_eq!(fake.token_requests(), 0);
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: OAuth discovery failed: the token endpoint supports neither client_secret_basic nor client_secret_post \
+         (token_endpoint_auth_methods_supported: `private_key_jwt`, `tls_client_auth [2J`); set `token_endpoint_auth_method` \
+         to one it supports (private_key_jwt takes the PEM private key where the secret goes)"
+    );
+}
+
+#[tokio::test]
+async fn a_mismatched_issuer_is_shown_shortened() {
+    let found = format!("https://evil.example/{}\n\u{1b}[31m", "a".repeat(10_000));
+    let err = discovery_error(&found, MCP_URL).await;
+    let AuthError::IssuerMismatch { found: shown, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(shown.chars().count(), 257, "{shown}");
+    assert!(shown.starts_with("https://evil.example/aaa") && shown.ends_with('…'));
+    let text = err.to_string();
+    assert!(text.len() < 1_024, "{} bytes", text.len());
+    assert!(!text.contains(['\n', '\u{1b}']), "{text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_without_expires_in_is_renewed_after_the_default_lifetime() {
+    let fake = Arc::new(Fake::default());
+    let answer = |token: &str| json!({"access_token": token, "token_type": "Bearer"});
+    fake.route(&format!("POST {TOKEN_URL}"), 200, answer("t1"));
+    let registry = registry(&fake);
+    let auth = provider(&registry, &spec(Some(TOKEN_URL), SECRET));
+    assert_eq!(bearer(&auth.credentials().await.unwrap()), "Bearer t1");
+
+    // Default lifetime 5 min, renewed the default skew (30 s) before it ends.
+    tokio::time::advance(Duration::from_secs(269)).await;
+    assert_eq!(bearer(&auth.credentials().await.unwrap()), "Bearer t1");
+    fake.route(&format!("POST {TOKEN_URL}"), 200, answer("t2"));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(bearer(&auth.credentials().await.unwrap()), "Bearer t2");
+    assert_eq!(fake.token_requests(), 2);
+
+    // Its expiry is real: a token refused at renewal time is not used past it.
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        503,
+        json!({"error": "temporarily_unavailable"}),
+    );
+    tokio::time::advance(Duration::from_secs(301)).await;
+    let err = auth.credentials().await.unwrap_err();
+    assert_eq!(err.oauth_error(), Some("temporarily_unavailable"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn unused_credentials_are_dropped_once_expired_while_others_are_used() {
+    let fake = Arc::new(Fake::default());
+    fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t", 60));
+    let registry = registry(&fake);
+    let used = provider(&registry, &spec(Some(TOKEN_URL), SECRET));
+    used.credentials().await.unwrap();
+    for i in 0..3 {
+        let once = provider(&registry, &spec(Some(TOKEN_URL), &format!("other-{i}")));
+        once.credentials().await.unwrap();
+    }
+    assert_eq!(registry.cache.len(), 4);
+
+    // Their tokens expire; nobody builds a provider, the used one just goes on.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    used.credentials().await.unwrap();
+    assert_eq!(registry.cache.len(), 1);
+}
+
+#[tokio::test]
+async fn caller_supplied_specs_use_the_guarded_client() {
+    let open = Arc::new(Fake::default());
+    let guarded = Arc::new(Fake::default());
+    for fake in [&open, &guarded] {
+        fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t", 3600));
+    }
+    let registry = AuthRegistry::new(open.clone()).with_guarded_fetch(guarded.clone());
+    let operator = spec(Some(TOKEN_URL), SECRET);
+    let mut inline = operator.clone();
+    inline.origin = SpecOrigin::Inline;
+    provider(&registry, &inline).credentials().await.unwrap();
+    assert_eq!((open.token_requests(), guarded.token_requests()), (0, 1));
+    provider(&registry, &operator).credentials().await.unwrap();
+    assert_eq!((open.token_requests(), guarded.token_requests()), (1, 1));
+    // An inline spec the operator lets reach internal addresses is not guarded.
+    let mut trusted = inline.clone();
+    trusted.allow_internal_addresses = true;
+    let trusted = provider(&registry, &trusted);
+    trusted.credentials().await.unwrap();
+    assert_eq!((open.token_requests(), guarded.token_requests()), (1, 1));
+    assert!(format!("{registry:?}").contains("guarded_fetch: true"));
 }

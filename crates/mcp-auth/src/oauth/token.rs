@@ -9,7 +9,7 @@ use mcp_config::Secret;
 use serde_json::Value;
 use url::Url;
 
-use super::failure::Failure;
+use super::failure::{Failure, bounded};
 
 /// How the client proves its identity at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -190,15 +190,7 @@ fn scrub(text: &str, secret: &Secret) -> String {
     if !secret.expose().is_empty() {
         text = text.replace(secret.expose(), mcp_config::REDACTED);
     }
-    let mut kept: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_DESCRIPTION)
-        .collect();
-    if text.chars().count() > MAX_DESCRIPTION {
-        kept.push('…');
-    }
-    kept
+    bounded(&text, MAX_DESCRIPTION)
 }
 
 #[cfg(test)]
