@@ -20,10 +20,17 @@ use foldhash::fast::FixedState;
 /// When a run of letters and digits was split (`GitHub` → `git`, `hub`), the whole run is
 /// emitted too, after its parts (`github`), so a query that writes the word whole still matches.
 pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
+    // The ASCII splitter is the only place that calls `emit` directly; the rarer paths call it
+    // through a trait object, so that the compiler does not copy them for every caller.
     if text.is_ascii() {
         split_ascii(text, &mut emit);
-        return;
+    } else {
+        split_unicode(text, &mut emit);
     }
+}
+
+/// [`split_words`] for text with non-ASCII characters, char by char.
+fn split_unicode(text: &str, emit: &mut dyn FnMut(&str)) {
     let mut word = String::new();
     let mut run = String::new();
     let mut parts = 0usize;
@@ -31,7 +38,7 @@ pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         if !c.is_alphanumeric() {
-            end_run(&mut word, &mut run, &mut parts, &mut emit);
+            end_run(&mut word, &mut run, &mut parts, emit);
             prev = None;
             continue;
         }
@@ -52,36 +59,38 @@ pub(crate) fn split_words(text: &str, mut emit: impl FnMut(&str)) {
         }
         prev = Some(c);
     }
-    end_run(&mut word, &mut run, &mut parts, &mut emit);
+    end_run(&mut word, &mut run, &mut parts, emit);
 }
+
+// Classes of ASCII bytes, as bit flags, so that OR-ing them over a run tells which classes it
+// holds.
+const OTHER: u8 = 0;
+const LOWER: u8 = 1;
+const UPPER: u8 = 2;
+const DIGIT: u8 = 4;
+const ASCII_CLASS: [u8; 256] = {
+    let mut table = [OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            b'a'..=b'z' => LOWER,
+            b'A'..=b'Z' => UPPER,
+            b'0'..=b'9' => DIGIT,
+            _ => OTHER,
+        };
+        b += 1;
+    }
+    table
+};
 
 /// [`split_words`] for ASCII text, on bytes: the same rules, several times faster.
 ///
 /// Each run of letters and digits is scanned once to find its end and which classes of bytes
-/// it holds, lower-case letters eight at a time ([`lowercase_prefix`]). A run of one class only (`weather`, `2024`: most words of prose) has no boundary
-/// inside and is emitted as it stands. Only a mixed run is scanned again for boundaries, and
-/// only a run with capitals is copied, into one lower-case buffer reused for the whole text.
+/// it holds, lower-case letters eight at a time ([`lowercase_prefix`]). A run of one class only
+/// (`weather`, `2024`: most words of prose) has no boundary inside and is emitted as it
+/// stands; a mixed run goes to [`split_mixed`].
 fn split_ascii(text: &str, emit: &mut impl FnMut(&str)) {
-    // Classes are bit flags, so that OR-ing them over a run tells which classes it holds.
-    const OTHER: u8 = 0;
-    const LOWER: u8 = 1;
-    const UPPER: u8 = 2;
-    const DIGIT: u8 = 4;
-    const CLASS: [u8; 256] = {
-        let mut table = [OTHER; 256];
-        let mut b = 0;
-        while b < 256 {
-            table[b] = match b as u8 {
-                b'a'..=b'z' => LOWER,
-                b'A'..=b'Z' => UPPER,
-                b'0'..=b'9' => DIGIT,
-                _ => OTHER,
-            };
-            b += 1;
-        }
-        table
-    };
-    let class = |b: u8| CLASS[usize::from(b)];
+    let class = |b: u8| ASCII_CLASS[usize::from(b)];
     let bytes = text.as_bytes();
     let mut lowered = String::new();
     let mut i = 0;
@@ -113,31 +122,40 @@ fn split_ascii(text: &str, emit: &mut impl FnMut(&str)) {
             emit(run);
             continue;
         }
-        let lower: &str = if classes & UPPER == 0 {
-            run
-        } else {
-            lowered.clear();
-            lowered.push_str(run);
-            lowered.make_ascii_lowercase();
-            &lowered
-        };
-        let run = run.as_bytes();
-        let mut part_start = 0;
-        for j in 1..run.len() {
-            let p = class(run[j - 1]);
-            let c = class(run[j]);
-            let boundary = (p == LOWER && c == UPPER)
-                || (p == UPPER && c == UPPER && run.get(j + 1).is_some_and(|&n| class(n) == LOWER))
-                || ((p == DIGIT) != (c == DIGIT));
-            if boundary {
-                emit(&lower[part_start..j]);
-                part_start = j;
-            }
+        // Through a trait object: see `split_words`.
+        split_mixed(run, classes & UPPER != 0, &mut lowered, emit);
+    }
+}
+
+/// Splits a run of ASCII letters and digits that holds more than one class of them (the slow
+/// path of [`split_ascii`]). Only a run with capitals is copied, into `lowered`, a lower-case
+/// buffer reused for the whole text.
+fn split_mixed(run: &str, upper: bool, lowered: &mut String, emit: &mut dyn FnMut(&str)) {
+    let class = |b: u8| ASCII_CLASS[usize::from(b)];
+    let lower: &str = if upper {
+        lowered.clear();
+        lowered.push_str(run);
+        lowered.make_ascii_lowercase();
+        lowered
+    } else {
+        run
+    };
+    let run = run.as_bytes();
+    let mut part_start = 0;
+    for j in 1..run.len() {
+        let p = class(run[j - 1]);
+        let c = class(run[j]);
+        let boundary = (p == LOWER && c == UPPER)
+            || (p == UPPER && c == UPPER && run.get(j + 1).is_some_and(|&n| class(n) == LOWER))
+            || ((p == DIGIT) != (c == DIGIT));
+        if boundary {
+            emit(&lower[part_start..j]);
+            part_start = j;
         }
-        emit(&lower[part_start..]);
-        if part_start > 0 {
-            emit(lower);
-        }
+    }
+    emit(&lower[part_start..]);
+    if part_start > 0 {
+        emit(lower);
     }
 }
 
@@ -157,7 +175,7 @@ fn lowercase_prefix(chunk: u64) -> usize {
     (not_lower.trailing_zeros() / 8) as usize
 }
 
-fn end_run(word: &mut String, run: &mut String, parts: &mut usize, emit: &mut impl FnMut(&str)) {
+fn end_run(word: &mut String, run: &mut String, parts: &mut usize, emit: &mut dyn FnMut(&str)) {
     if !word.is_empty() {
         emit(word);
         word.clear();
