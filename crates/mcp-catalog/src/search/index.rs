@@ -244,8 +244,10 @@ pub struct SearchIndex {
     offsets: Vec<u32>,
     entries: Vec<Posting>,
     /// Postings of documents added in the current batch, `(term, document, packed tf)`: a
-    /// [`Posting`] without its `sat`, which is computed later.
-    pending: Vec<(u32, u32, u32)>,
+    /// [`Posting`] without its `sat`, which is computed later. Kept in chunks that never grow
+    /// (a new one is started when a document does not fit), so that a large batch never copies
+    /// what it has gathered, as one growing vector would each time it doubles.
+    pending: Vec<Vec<(u32, u32, u32)>>,
     /// Slots emptied in the current batch: their old postings are dropped at the rebuild,
     /// even if a new document took the slot.
     stale: Vec<u32>,
@@ -257,6 +259,9 @@ pub struct SearchIndex {
     live: usize,
     len_sum: [u64; FIELDS],
 }
+
+/// The capacity of a chunk of [`SearchIndex::pending`], in postings: 768 KiB.
+const PENDING_CHUNK: usize = 1 << 16;
 
 /// Scratch while indexing a batch, reused across its documents.
 #[derive(Default)]
@@ -600,7 +605,7 @@ impl SearchIndex {
                 .filter(|p| !stale[p.doc as usize])
                 .count() as u32;
         }
-        for &(t, _, _) in &self.pending {
+        for &(t, _, _) in self.pending.iter().flatten() {
             counts[t as usize] += 1;
         }
         let mut offsets = Vec::with_capacity(terms + 1);
@@ -620,7 +625,7 @@ impl SearchIndex {
                 }
             }
         }
-        for &(t, doc, tf) in &self.pending {
+        for &(t, doc, tf) in self.pending.iter().flatten() {
             entries[cursor[t as usize] as usize] = sat(doc, tf);
             cursor[t as usize] += 1;
         }
@@ -779,8 +784,18 @@ impl SearchIndex {
             }
         };
         let lens = b.lens;
-        for &(term, tf) in &b.doc_terms {
-            self.pending.push((term, slot, tf));
+        let room = |chunk: &Vec<_>| chunk.capacity() - chunk.len();
+        if self
+            .pending
+            .last()
+            .is_none_or(|chunk| room(chunk) < b.doc_terms.len())
+        {
+            let chunk = Vec::with_capacity(PENDING_CHUNK.max(b.doc_terms.len()));
+            self.pending.push(chunk);
+        }
+        let chunk = self.pending.last_mut().expect("a chunk with room");
+        chunk.extend(b.doc_terms.iter().map(|&(term, tf)| (term, slot, tf)));
+        for &(term, _) in &b.doc_terms {
             b.slot_of[term as usize] = 0;
         }
         b.bigrams.sort_unstable();
