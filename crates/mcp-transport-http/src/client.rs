@@ -8,13 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
-};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use mcp_auth::{AuthProvider, Credentials, OnUnauthorized};
+use mcp_auth::{AuthProvider, Challenge, Credentials, OnUnauthorized};
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, ServerJsonRpcMessage,
 };
@@ -27,14 +25,14 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse};
 
+use crate::body::{ReadError, content_length, read_bounded};
 use crate::error::HttpError;
+use crate::resolve::{Blocked, TcpConnect};
 use crate::sse::bounded_sse;
 
-/// The pooled hyper client every session of a connector shares.
-pub(crate) type Pool = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Full<Bytes>,
->;
+/// A pooled hyper client the sessions of a connector share.
+pub(crate) type Pool =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<TcpConnect>, Full<Bytes>>;
 
 type Error = StreamableHttpError<HttpError>;
 
@@ -152,9 +150,15 @@ impl HttpClient {
 
     async fn execute(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, Error> {
         self.inner.pool.request(request).await.map_err(|source| {
-            self.client_error(HttpError::Request {
-                server: self.server_name(),
-                source: Box::new(source),
+            self.client_error(match Blocked::find(&source) {
+                Some(blocked) => HttpError::BlockedAddress {
+                    server: self.server_name(),
+                    host: blocked.host.clone(),
+                },
+                None => HttpError::Request {
+                    server: self.server_name(),
+                    source: Box::new(source),
+                },
             })
         })
     }
@@ -199,23 +203,19 @@ impl HttpClient {
 
     /// Reads a whole body of at most `max` bytes; a larger body is an error, not a buffer.
     async fn read_bounded(&self, response: Response<Incoming>, max: usize) -> Result<Bytes, Error> {
-        let too_large = || {
-            self.client_error(HttpError::BodyTooLarge {
-                server: self.server_name(),
-                limit: max,
+        let (parts, body) = response.into_parts();
+        read_bounded(&parts.headers, body, max)
+            .await
+            .map_err(|e| match e {
+                ReadError::TooLarge => self.client_error(HttpError::BodyTooLarge {
+                    server: self.server_name(),
+                    limit: max,
+                }),
+                ReadError::Body(source) => self.client_error(HttpError::Body {
+                    server: self.server_name(),
+                    source,
+                }),
             })
-        };
-        if content_length(response.headers()).is_some_and(|len| len > max as u64) {
-            return Err(too_large());
-        }
-        match Limited::new(response.into_body(), max).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-            Err(source) => Err(self.client_error(HttpError::Body {
-                server: self.server_name(),
-                source,
-            })),
-        }
     }
 
     /// The first `max` bytes of a body, for an error message; the rest is not read.
@@ -310,15 +310,11 @@ fn insufficient_scope(challenge: String) -> Error {
     StreamableHttpError::InsufficientScope(InsufficientScopeError::new(challenge, scope))
 }
 
-/// The `scope` parameter of a `WWW-Authenticate` challenge (quoted or bare).
+/// The `scope` parameter of a `WWW-Authenticate` challenge, when not empty.
 fn scope_of(challenge: &str) -> Option<String> {
-    let start = challenge.find("scope=")? + "scope=".len();
-    let rest = &challenge[start..];
-    let value = match rest.strip_prefix('"') {
-        Some(quoted) => quoted.split('"').next()?,
-        None => rest.split([',', ' ']).next()?,
-    };
-    (!value.is_empty()).then(|| value.to_owned())
+    Challenge::parse(challenge)
+        .scope
+        .filter(|scope| !scope.is_empty())
 }
 
 fn header_text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
@@ -326,13 +322,6 @@ fn header_text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
 }
 
 /// Whether `Content-Type` is `expected`, ignoring case and parameters.

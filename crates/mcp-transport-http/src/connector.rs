@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use http::HeaderName;
-use hyper_util::client::legacy::connect::HttpConnector as TcpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use mcp_auth::{AuthError, AuthProvider, AuthRegistry, Chain, OAuthOptions, StaticHeaders};
 use mcp_config::{ServerSpec, TransportKind, TransportSpec};
@@ -21,6 +20,7 @@ use crate::client::{HttpClient, Pool};
 use crate::error::HttpError;
 use crate::fetch::PoolFetch;
 use crate::options::HttpOptions;
+use crate::resolve::{Resolve, SystemResolver, TcpConnect};
 
 /// Builds the auth hook of one server from its spec.
 pub type AuthFactory =
@@ -39,10 +39,17 @@ const RESERVED_HEADERS: &[&str] = &[
     "transfer-encoding",
 ];
 
-/// Opens streamable HTTP sessions (SPEC B2) on one pooled hyper client with rustls.
+/// Opens streamable HTTP sessions (SPEC B2) on pooled hyper clients with rustls.
 ///
-/// Every session it opens shares one connection pool (HTTP/1.1 keep-alive, HTTP/2 over
+/// Every session it opens shares its connection pools (HTTP/1.1 keep-alive, HTTP/2 over
 /// TLS where the server offers it), so keep one connector per process (per tokio runtime).
+///
+/// **SSRF guard.** Sessions of [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs
+/// (caller-supplied ones, unless the operator turned `ssrf_guard` off) and their OAuth
+/// requests go through a second pool that connects only to non-internal addresses: host
+/// names are resolved and their internal addresses dropped (none left: the request fails with
+/// [`HttpError::BlockedAddress`]), internal IP literals are refused. The operator's own specs
+/// use the other pool, unrestricted.
 /// Each session gets its own [`HttpClient`] carrying the spec's headers and auth hook, wrapped
 /// in rmcp's `StreamableHttpClientTransport`, which handles `Mcp-Session-Id`, the protocol
 /// version header, SSE resumption and `DELETE` on close, and re-initialises the session once
@@ -65,6 +72,8 @@ const RESERVED_HEADERS: &[&str] = &[
 #[derive(Clone)]
 pub struct HttpConnector {
     pool: Pool,
+    /// For SSRF-guarded specs: connects only to non-internal addresses.
+    guarded_pool: Pool,
     options: HttpOptions,
     registry: Arc<AuthRegistry>,
     auth: Arc<AuthFactory>,
@@ -84,8 +93,8 @@ impl HttpConnector {
     /// Auth comes from each spec's `auth` section through the connector's
     /// [`AuthRegistry`] ([`auth_registry`](Self::auth_registry)): static headers, bearer
     /// tokens, and OAuth2 client credentials whose token and metadata requests go through
-    /// this connector's pool, with one token cache per credential shared by every session
-    /// the connector opens.
+    /// this connector's pools (the guarded one for SSRF-guarded specs), with one token cache
+    /// per credential shared by every session the connector opens.
     pub fn new(options: HttpOptions) -> Result<Self, HttpError> {
         Self::with_oauth_options(options, OAuthOptions::default())
     }
@@ -96,12 +105,17 @@ impl HttpConnector {
         options: HttpOptions,
         oauth: OAuthOptions,
     ) -> Result<Self, HttpError> {
-        let pool = build_pool(&options)?;
-        let registry =
-            Arc::new(AuthRegistry::new(Arc::new(PoolFetch::new(pool.clone()))).with_options(oauth));
+        let pool = build_pool(&options, false)?;
+        let guarded_pool = build_pool(&options, true)?;
+        let registry = Arc::new(
+            AuthRegistry::new(Arc::new(PoolFetch::new(pool.clone())))
+                .with_guarded_fetch(Arc::new(PoolFetch::new(guarded_pool.clone())))
+                .with_options(oauth),
+        );
         let factory = registry.clone();
         Ok(Self {
             pool,
+            guarded_pool,
             options,
             registry,
             auth: Arc::new(move |spec: &ServerSpec| factory.provider(spec)),
@@ -134,7 +148,8 @@ impl HttpConnector {
     }
 
     /// The HTTP client for `spec`: static headers validated, auth hook built (so a
-    /// `bearer_token_env` variable is read now).
+    /// `bearer_token_env` variable is read now), on the guarded pool when the spec is
+    /// [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded).
     pub fn client(&self, spec: &ServerSpec) -> Result<HttpClient, ConnectError> {
         let http = http_spec(spec)?;
         let config_error = |message: String| ConnectError::Config {
@@ -162,9 +177,14 @@ impl HttpConnector {
             // Transport headers first: the auth hook's headers replace same-named ones.
             Arc::new(Chain::new(vec![Arc::new(transport_headers), auth]))
         };
+        let pool = if spec.ssrf_guarded() {
+            &self.guarded_pool
+        } else {
+            &self.pool
+        };
         Ok(HttpClient::new(
             &spec.name,
-            self.pool.clone(),
+            pool.clone(),
             auth,
             self.limits(),
         ))
@@ -304,7 +324,9 @@ fn check_not_reserved(name: &HeaderName) -> Result<(), String> {
     Ok(())
 }
 
-fn build_pool(options: &HttpOptions) -> Result<Pool, HttpError> {
+/// A pool with the options' TLS roots and resolver; `guard`: connects only to non-internal
+/// addresses (see `resolve.rs`).
+fn build_pool(options: &HttpOptions, guard: bool) -> Result<Pool, HttpError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for certificate in &options.extra_root_certificates {
@@ -319,10 +341,15 @@ fn build_pool(options: &HttpOptions) -> Result<Pool, HttpError> {
         .with_root_certificates(roots)
         .with_no_client_auth();
 
-    let mut tcp = TcpConnector::new();
-    tcp.enforce_http(false);
-    tcp.set_nodelay(true);
-    tcp.set_connect_timeout(Some(options.tcp_connect_timeout));
+    let resolver: Arc<dyn Resolve> = options
+        .resolver
+        .clone()
+        .unwrap_or_else(|| Arc::new(SystemResolver));
+    let tcp = TcpConnect::new(resolver, guard, |tcp| {
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(options.tcp_connect_timeout));
+    });
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()

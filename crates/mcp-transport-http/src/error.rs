@@ -44,6 +44,18 @@ pub enum HttpError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The SSRF guard refused the connection: the spec is caller-supplied (inline) and its
+    /// URL's host is, or resolves only to, internal addresses (loopback, private, link-local,
+    /// …; see [`mcp_config::is_internal_ip`]). The addresses are not named.
+    #[error(
+        "server `{server}`: the connection to `{host}` was refused by the SSRF guard: a caller-supplied server may not reach internal addresses (loopback, private, link-local…); the operator can turn the guard off with `ssrf_guard = false`"
+    )]
+    BlockedAddress {
+        /// The server.
+        server: String,
+        /// The host of the URL (a name, or an IP literal).
+        host: String,
+    },
     /// The auth hook could not produce credentials. The message includes the auth error's
     /// (which names the server and, for OAuth, the endpoint's `error`), because rmcp shows
     /// only the top of the chain.
@@ -90,6 +102,7 @@ impl HttpError {
             | Self::Body { server, .. }
             | Self::BodyTooLarge { server, .. }
             | Self::SseEventTooLarge { server, .. }
+            | Self::BlockedAddress { server, .. }
             | Self::Auth { server, .. }
             | Self::BuildRequest { server, .. }
             | Self::Encode { server, .. } => Some(server),

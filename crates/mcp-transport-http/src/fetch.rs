@@ -1,16 +1,19 @@
 //! The connector's pooled client as `mcp-auth`'s [`HttpFetch`]: OAuth token and metadata
-//! requests share the TLS roots and the connection pool of MCP requests.
+//! requests share the TLS roots and the connection pools of MCP requests (the guarded pool
+//! for caller-supplied specs).
 
 use std::fmt;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use mcp_auth::{FetchError, HttpFetch};
 
+use crate::body::{ReadError, read_bounded};
 use crate::client::Pool;
+use crate::resolve::Blocked;
 
-/// [`HttpFetch`] on the connector's pool.
+/// [`HttpFetch`] on one of the connector's pools.
 #[derive(Clone)]
 pub(crate) struct PoolFetch {
     pool: Pool,
@@ -40,23 +43,18 @@ impl HttpFetch for PoolFetch {
             .pool
             .request(http::Request::from_parts(parts, Full::new(body)))
             .await
-            .map_err(|e| FetchError::Request(Box::new(e)))?;
+            .map_err(|e| match Blocked::find(&e) {
+                // The guard's refusal is the whole story; the connector's wrapping adds nothing.
+                Some(blocked) => FetchError::Request(Box::new(blocked.clone())),
+                None => FetchError::Request(Box::new(e)),
+            })?;
         let (parts, body) = response.into_parts();
-        let too_large = FetchError::BodyTooLarge {
-            limit: max_body_bytes,
-        };
-        let declared = parts
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > max_body_bytes as u64) {
-            return Err(too_large);
-        }
-        match Limited::new(body, max_body_bytes).collect().await {
-            Ok(collected) => Ok(http::Response::from_parts(parts, collected.to_bytes())),
-            Err(e) if e.is::<LengthLimitError>() => Err(too_large),
-            Err(e) => Err(FetchError::Request(e)),
+        match read_bounded(&parts.headers, body, max_body_bytes).await {
+            Ok(bytes) => Ok(http::Response::from_parts(parts, bytes)),
+            Err(ReadError::TooLarge) => Err(FetchError::BodyTooLarge {
+                limit: max_body_bytes,
+            }),
+            Err(ReadError::Body(e)) => Err(FetchError::Request(e)),
         }
     }
 }

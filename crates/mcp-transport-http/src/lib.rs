@@ -14,6 +14,12 @@
 //!   JSON and SSE response bodies bounded by [`HttpOptions::max_response_bytes`] and
 //!   [`HttpOptions::max_sse_event_bytes`] (an error, never an unbounded buffer), and the
 //!   mapping of statuses onto rmcp's errors (404 on a session → `SessionExpired`).
+//! - **The SSRF guard** (SPEC A7): sessions of caller-supplied specs
+//!   ([`ServerSpec::ssrf_guarded`](mcp_config::ServerSpec::ssrf_guarded)) and their OAuth
+//!   requests use a pool that resolves host names itself ([`Resolve`], the system resolver by
+//!   default) and connects only to addresses [`mcp_config::is_internal_ip`] accepts; a host
+//!   that is, or resolves only to, internal addresses fails with
+//!   [`HttpError::BlockedAddress`]. The operator's specs use an unrestricted pool.
 //! - **rmcp's worker** runs the protocol over it: `Mcp-Session-Id` and `MCP-Protocol-Version`
 //!   headers, the standalone GET stream, SSE resumption with `Last-Event-ID` honouring the
 //!   server's `retry` field, `DELETE` of the session when the transport closes (or is dropped),
@@ -59,14 +65,17 @@
 //! Knows server specs, the auth hook and the connector seam; never the catalog or the
 //! orchestration. No reqwest anywhere in the dependency tree.
 
+mod body;
 mod client;
 mod connector;
 mod error;
 mod fetch;
 mod options;
+mod resolve;
 mod sse;
 
 pub use client::HttpClient;
 pub use connector::{AuthFactory, HttpConnector, HttpHandle};
 pub use error::{BoxError, HttpError};
 pub use options::{DEFAULT_MAX_RESPONSE_BYTES, HttpOptions};
+pub use resolve::Resolve;

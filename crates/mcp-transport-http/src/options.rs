@@ -1,8 +1,11 @@
 //! Tunables of the HTTP transport.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
+
+use crate::resolve::Resolve;
 
 /// The default maximum size of a JSON response body and of one server-sent event: 16 MiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -52,6 +55,9 @@ pub struct HttpOptions {
     pub sse_reconnect_max_delay: Duration,
     /// Certificates trusted for `https` on top of the Mozilla roots (e.g. a private CA).
     pub extra_root_certificates: Vec<CertificateDer<'static>>,
+    /// How host names are resolved. `None` (the default): the system resolver. The SSRF
+    /// guard of caller-supplied specs applies to whatever it answers.
+    pub resolver: Option<Arc<dyn Resolve>>,
 }
 
 impl Default for HttpOptions {
@@ -69,6 +75,7 @@ impl Default for HttpOptions {
             sse_reconnect_base_delay: Duration::from_secs(1),
             sse_reconnect_max_delay: Duration::from_secs(30),
             extra_root_certificates: Vec::new(),
+            resolver: None,
         }
     }
 }
@@ -116,6 +123,13 @@ impl HttpOptions {
     /// Trusts `certificate` (DER) for `https`, on top of the Mozilla roots.
     pub fn with_root_certificate(mut self, certificate: CertificateDer<'static>) -> Self {
         self.extra_root_certificates.push(certificate);
+        self
+    }
+
+    /// Resolves host names with `resolver` instead of the system resolver (sets
+    /// [`resolver`](Self::resolver)).
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolve>) -> Self {
+        self.resolver = Some(resolver);
         self
     }
 }
