@@ -14,7 +14,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use mcp_auth::{AuthProvider, Challenge, Credentials, OnUnauthorized};
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage,
+    ServerJsonRpcMessage,
 };
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
@@ -24,6 +25,8 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse};
+
+use tokio::sync::watch;
 
 use crate::body::{ReadError, content_length, read_bounded};
 use crate::error::HttpError;
@@ -58,6 +61,8 @@ struct Inner {
     auth: Arc<dyn AuthProvider>,
     default_limits: StreamableHttpResponseLimits,
     initializations: AtomicUsize,
+    /// Completed re-initialisations of the session.
+    renewals: watch::Sender<u64>,
 }
 
 impl fmt::Debug for HttpClient {
@@ -93,6 +98,7 @@ impl HttpClient {
                 auth,
                 default_limits,
                 initializations: AtomicUsize::new(0),
+                renewals: watch::Sender::new(0),
             }),
         }
     }
@@ -106,6 +112,15 @@ impl HttpClient {
     /// for each transparent re-initialisation after an HTTP 404.
     pub fn initializations(&self) -> usize {
         self.inner.initializations.load(Ordering::Relaxed)
+    }
+
+    /// A receiver of the number of completed re-initialisations: it changes each time a
+    /// re-initialisation after HTTP 404 completes (the server accepted the replayed
+    /// `notifications/initialized`), before the requests that failed with 404 are resent.
+    /// Notifications of the old session (`tools/list_changed` among them) may have been lost,
+    /// so a client re-lists what it caches when it changes.
+    pub fn renewals(&self) -> watch::Receiver<u64> {
+        self.inner.renewals.subscribe()
     }
 
     fn server_name(&self) -> String {
@@ -216,6 +231,14 @@ impl HttpClient {
                     source,
                 }),
             })
+    }
+
+    /// A `notifications/initialized` accepted by the server: a handshake completed. One
+    /// after a re-initialisation is a renewal of the session.
+    fn handshake_completed(&self) {
+        if self.initializations() > 1 {
+            self.inner.renewals.send_modify(|renewals| *renewals += 1);
+        }
     }
 
     /// The first `max` bytes of a body, for an error message; the rest is not read.
@@ -414,6 +437,10 @@ fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
     matches!(message, JsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::InitializeRequest(_)))
 }
 
+fn is_initialized(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, JsonRpcMessage::Notification(n) if matches!(n.notification, ClientNotification::InitializedNotification(_)))
+}
+
 fn awaits_no_response(message: &ClientJsonRpcMessage) -> bool {
     matches!(
         message,
@@ -501,6 +528,9 @@ impl StreamableHttpClient for HttpClient {
         let response = self.send(&template).await?;
         let status = response.status();
         let session_was_attached = session_id.is_some();
+        if status.is_success() && is_initialized(&message) {
+            self.handshake_completed();
+        }
 
         if status == StatusCode::FORBIDDEN
             && let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE)

@@ -291,6 +291,12 @@ impl ConnectionHandle for HttpHandle {
             format!("the session was re-initialised {reinitializations} time(s) after HTTP 404")
         })
     }
+
+    /// Counts the session's completed re-initialisations (after HTTP 404): see
+    /// [`HttpClient::renewals`].
+    fn renewals(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.client.renewals())
+    }
 }
 
 fn http_spec(spec: &ServerSpec) -> Result<&mcp_config::HttpSpec, ConnectError> {

@@ -38,7 +38,9 @@
 //! - Server-side state of the old session (subscriptions, pending server requests, events not
 //!   yet delivered on the GET stream) is lost; the new `initialize` result is not shown to the
 //!   client handler, so capability changes of the server go unnoticed until the next
-//!   `tools/list`. [`HttpClient::initializations`] counts the handshakes.
+//!   `tools/list`. [`HttpClient::initializations`] counts the handshakes, and
+//!   [`HttpClient::renewals`] (the connection handle's `renewals()`) changes after each
+//!   completed re-initialisation, so the client can re-list what it caches.
 //!
 //! # Example
 //!

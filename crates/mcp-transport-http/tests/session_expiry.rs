@@ -1,4 +1,5 @@
-//! HTTP 404 on a live session: the transport re-initialises once and retries the request.
+//! HTTP 404 on a live session: the transport re-initialises once, signals the renewal (so the
+//! client can re-list what it caches) and retries the request.
 
 mod common;
 
@@ -17,10 +18,14 @@ async fn expired_session_is_reinitialised_once_then_the_call_succeeds() {
         let connector = HttpConnector::new(HttpOptions::default()).unwrap();
         let connection = connector.connect(&server.spec("expiring")).await.unwrap();
         let handle = connection.handle;
+        let mut renewals = handle.renewals().expect("HTTP sessions signal renewals");
         let client = rmcp::serve_client((), connection.transport).await.unwrap();
         let before = client.peer().call_tool(echo("before")).await.unwrap();
         assert_eq!(text_of(&before), "before");
         assert_eq!(handle.diagnostics(), None);
+        // The first handshake is no renewal.
+        assert!(!renewals.has_changed().unwrap());
+        assert_eq!(*renewals.borrow_and_update(), 0);
         let old_session = server
             .seen()
             .iter()
@@ -30,6 +35,9 @@ async fn expired_session_is_reinitialised_once_then_the_call_succeeds() {
         rmcp.forget_sessions().await;
         let after = client.peer().call_tool(echo("after")).await.unwrap();
         assert_eq!(text_of(&after), "after");
+        // Signalled by the time the retried call is answered.
+        assert!(renewals.has_changed().unwrap());
+        assert_eq!(*renewals.borrow_and_update(), 1);
 
         assert_eq!(server.count_rpc("initialize"), 2);
         assert_eq!(server.count_rpc("notifications/initialized"), 2);
@@ -64,6 +72,7 @@ async fn expired_session_is_reinitialised_once_then_the_call_succeeds() {
 
         // Later calls use the new session, and close deletes it.
         client.peer().call_tool(echo("later")).await.unwrap();
+        assert!(!renewals.has_changed().unwrap());
         client.cancel().await.unwrap();
         let seen = server.seen();
         assert_eq!(
