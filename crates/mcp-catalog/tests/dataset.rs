@@ -20,7 +20,10 @@ fn bfcl_ranking_meets_the_targets() {
     let Some(dir) = dataset() else {
         let required = std::env::var("CI").is_ok_and(|v| v == "true")
             || std::env::var("MCP_AGENT_REQUIRE_PEERS").is_ok_and(|v| v == "1");
-        assert!(!required, "../shared/datasets/bfcl is absent, and this run requires it");
+        assert!(
+            !required,
+            "../shared/datasets/bfcl is absent, and this run requires it"
+        );
         println!("note: ../shared/datasets/bfcl is absent; ranking targets not checked");
         return;
     };
