@@ -8,13 +8,14 @@
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
 //! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `../shared/datasets/bfcl`) |
-//! | `bench` | benchmarks: catalog search latency on 1k/10k tools, index build time and memory |
+//! | `bench` | criterion benchmarks in release mode: catalog search (1k/10k tools, index build, memory) and the orchestration (runner vs bare rmcp per call over stdio and HTTP, 16 in flight, `open_runner` with 1/8/32 servers); `--json` for the key figures and ratios, `--only search\|orchestration` |
 //! | `conformance` | the official MCP conformance suite's client scenarios vs `peers/conformance-baseline.txt` (`--scenario S` for one) |
 
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod bench;
 mod conformance;
 mod peers;
 mod search_eval;
@@ -35,7 +36,7 @@ fn main() -> Result<()> {
         "peers" => peers::task(rest),
         "conformance" => conformance::task(rest),
         "search-eval" => search_eval::search_eval(rest),
-        "bench" => search_eval::bench(rest),
+        "bench" => bench::task(rest),
         "help" | "--help" | "-h" => {
             println!(
                 "usage: cargo xtask <test|lint|tidy|ci|peers|conformance|search-eval|bench> [args]"

@@ -1,7 +1,7 @@
-//! `cargo xtask search-eval` and `cargo xtask bench`: search quality and speed of the catalog.
+//! `cargo xtask search-eval`: search quality and speed of the catalog.
 //!
-//! Both run release builds of `mcp-catalog` targets, so latencies are those of optimised code:
-//! `search-eval` runs the `search_eval` example, `bench` the criterion benchmarks.
+//! Runs a release build of `mcp-catalog`'s `search_eval` example, so latencies are those of
+//! optimised code. The criterion benchmarks are `cargo xtask bench` (`bench.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -41,15 +41,4 @@ pub(crate) fn search_eval(args: &[String]) -> Result<()> {
             "--",
         ])
         .args(&args))
-}
-
-/// `cargo xtask bench [criterion args]`: the catalog's search benchmarks (latency on 1k and 10k
-/// tools, index build time, index memory).
-pub(crate) fn bench(args: &[String]) -> Result<()> {
-    run(cargo()
-        .arg("bench")
-        .arg("--manifest-path")
-        .arg(root().join("Cargo.toml"))
-        .args(["-p", "mcp-catalog", "--bench", "search", "--"])
-        .args(args))
 }

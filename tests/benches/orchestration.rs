@@ -1,0 +1,555 @@
+//! Orchestration benchmarks (issue 3, SPEC J2): what the runner costs on top of a bare rmcp
+//! client talking to the same test-kit server, and how `open_runner` scales with servers.
+//!
+//! ```text
+//! cargo xtask bench              # builds mcp-test-server in release first; --json for figures
+//! cargo bench -p integration-tests --bench orchestration   # needs target/release/mcp-test-server
+//! ```
+//!
+//! - `calls_stdio` / `calls_http`: one iteration is 1,000 sequential `echo` calls, through the
+//!   runner (`mcp_call_tool`, and the tool called first-class as `kit__echo`) and through a
+//!   bare rmcp client (`rmcp::serve_client((), transport)` + `call_tool`). Over stdio the bare
+//!   client spawns the same `mcp-test-server` on rmcp's own pipe transport, and a second bare
+//!   client runs on the workspace's stdio transport (`StdioConnector`), which tells the
+//!   transport's share from the orchestration's. Over HTTP both talk to one `serve_http`
+//!   server, the bare client on the workspace's hyper client (the only streamable HTTP client
+//!   here: rmcp's own needs reqwest).
+//! - `in_flight_16_stdio` / `in_flight_16_http`: one iteration is 16 concurrent calls on one
+//!   session.
+//! - `open_runner`: the wall time of `open_runner` with 1, 8 and 32 stdio servers (closing is
+//!   not timed); `open_runner_init_100ms`: the same with servers that answer `initialize`
+//!   after 100 ms, like servers that wait on something; `open_bare_rmcp`: 1, 8 and 32 bare
+//!   rmcp clients opened at once (spawn, initialize, list), the machine's floor.
+//! - `paired` (not criterion): on a shared machine, benchmarks measured one after the other see
+//!   different loads, which blurs a ratio of a few percent. So the overhead is also measured
+//!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
+//!   of the per-round ratios. Printed, and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set
+//!   (`cargo xtask bench` reads it).
+//!
+//! Targets: the runner's median per call ≤ 1.10× the bare client's; 8 servers open in ≤ 1.5×
+//! the time of 1.
+
+use std::hint::black_box;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use agent_core::{Runner, ToolCall, ToolDispatcher};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use integration_tests::harness::{Harness, object, stdio_server};
+use mcp_client::McpRunner;
+use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+use mcp_connector::{ConnectionHandle, Connector as _};
+use mcp_test_kit::stdio::{Mode, StdioServerArgs};
+use mcp_test_kit::{HttpServer, TestServerOptions, serve_http};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+use mcp_transport_stdio::StdioConnector;
+use rmcp::RoleClient;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+
+/// Sequential calls per iteration of the `calls_*` benchmarks.
+const CALLS: usize = 1_000;
+/// Concurrent calls per iteration of the `in_flight_16_*` benchmarks.
+const IN_FLIGHT: usize = 16;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn echo_args() -> Value {
+    json!({"text": "hello, server", "n": 42, "flags": [true, false]})
+}
+
+/// One test-kit server reached through the runner and through bare rmcp clients.
+struct Fixture {
+    harness: Harness,
+    runner: McpRunner,
+    bare: RunningService<RoleClient, ()>,
+    /// The bare client's server process (stdio).
+    child: Option<tokio::process::Child>,
+    /// Stdio: a bare rmcp client on the workspace's stdio transport (`StdioConnector`), which
+    /// tells the transport's cost from the orchestration's.
+    bare_product: Option<(RunningService<RoleClient, ()>, Box<dyn ConnectionHandle>)>,
+    /// The shared HTTP server.
+    http: Option<HttpServer>,
+}
+
+impl Fixture {
+    async fn stdio() -> Self {
+        let harness = Harness::new();
+        let runner = open(&harness, vec![kit_stdio("kit")]).await;
+        let mut child = tokio::process::Command::new(mcp_test_kit::stdio::binary())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mcp-test-server");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take().expect("stdin");
+        let bare = rmcp::serve_client((), (stdout, stdin))
+            .await
+            .expect("bare rmcp handshake");
+        let connection = StdioConnector::new()
+            .connect(&kit_stdio("kit"))
+            .await
+            .expect("spawn through the stdio connector");
+        let product = rmcp::serve_client((), connection.transport)
+            .await
+            .expect("bare rmcp handshake on the stdio transport");
+        Self {
+            harness,
+            runner,
+            bare,
+            child: Some(child),
+            bare_product: Some((product, connection.handle)),
+            http: None,
+        }
+    }
+
+    async fn http() -> Self {
+        let server = serve_http(TestServerOptions::default())
+            .await
+            .expect("the HTTP test server");
+        let spec = ServerSpec::new(
+            "kit",
+            TransportSpec::StreamableHttp(HttpSpec::new(server.url().parse().expect("URL"))),
+        );
+        let harness = Harness::new();
+        let runner = open(&harness, vec![spec.clone()]).await;
+        let connector = HttpConnector::new(HttpOptions::default()).expect("HTTP connector");
+        let transport = connector.connect(&spec).await.expect("HTTP transport");
+        let bare = rmcp::serve_client((), transport.transport)
+            .await
+            .expect("bare rmcp handshake");
+        Self {
+            harness,
+            runner,
+            bare,
+            child: None,
+            bare_product: None,
+            http: Some(server),
+        }
+    }
+
+    /// Checks that every path echoes, so no benchmark measures errors.
+    async fn check(&self) {
+        let expected = Some(echo_args());
+        let out = self
+            .runner
+            .dispatch(call_tool())
+            .await
+            .expect("runner call");
+        assert_eq!(out.structured, expected);
+        let out = self.runner.dispatch(direct()).await.expect("direct call");
+        assert_eq!(out.structured, expected);
+        let out = self.bare.call_tool(bare_params()).await.expect("bare call");
+        assert_eq!(out.structured_content, expected);
+        if let Some((product, _)) = &self.bare_product {
+            let out = product.call_tool(bare_params()).await.expect("bare call");
+            assert_eq!(out.structured_content, expected);
+        }
+    }
+
+    async fn close(mut self) {
+        self.runner.close().await;
+        let _ = self.bare.cancel().await;
+        if let Some((product, handle)) = self.bare_product.take() {
+            let _ = product.cancel().await;
+            handle.shutdown(Duration::from_secs(2)).await;
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            let _ = child.kill().await;
+        }
+        if let Some(http) = self.http.take() {
+            http.shutdown().await;
+        }
+        self.harness.assert_no_process_left().await;
+    }
+}
+
+fn kit_stdio(name: &str) -> ServerSpec {
+    stdio_server(name, &StdioServerArgs::new(Mode::Test))
+}
+
+async fn open(harness: &Harness, specs: Vec<ServerSpec>) -> McpRunner {
+    harness
+        .client(specs)
+        .open_runner(&harness.input())
+        .await
+        .expect("open_runner")
+}
+
+fn call_tool() -> ToolCall {
+    let args = json!({"tool_name": "kit__echo", "arguments": echo_args()});
+    ToolCall::new("c", mcp_catalog::CALL_TOOL, object(args))
+}
+
+fn direct() -> ToolCall {
+    ToolCall::new("c", "kit__echo", object(echo_args()))
+}
+
+fn bare_params() -> CallToolRequestParams {
+    CallToolRequestParams::new("echo").with_arguments(object(echo_args()))
+}
+
+/// Times `iters` iterations of `body` on `rt`.
+fn timed<F: Future<Output = ()>>(
+    rt: &Runtime,
+    iters: u64,
+    mut body: impl FnMut() -> F,
+) -> Duration {
+    rt.block_on(async {
+        let started = Instant::now();
+        for _ in 0..iters {
+            body().await;
+        }
+        started.elapsed()
+    })
+}
+
+fn sequential_calls(c: &mut Criterion, transport: &str) {
+    let rt = runtime();
+    let fixture = rt.block_on(async {
+        let fixture = match transport {
+            "stdio" => Fixture::stdio().await,
+            _ => Fixture::http().await,
+        };
+        fixture.check().await;
+        fixture
+    });
+    let mut group = c.benchmark_group(format!("calls_{transport}"));
+    group.sampling_mode(SamplingMode::Flat);
+    // Per-call figures are the iteration's time divided by this.
+    group.throughput(Throughput::Elements(CALLS as u64));
+    let (runner, bare) = (&fixture.runner, &fixture.bare);
+    group.bench_function("bare_rmcp", |b| {
+        b.iter_custom(|iters| {
+            timed(&rt, iters, || async {
+                for _ in 0..CALLS {
+                    black_box(bare.call_tool(bare_params()).await.expect("call"));
+                }
+            })
+        })
+    });
+    if let Some((product, _)) = &fixture.bare_product {
+        group.bench_function("bare_rmcp_stdio_transport", |b| {
+            b.iter_custom(|iters| {
+                timed(&rt, iters, || async {
+                    for _ in 0..CALLS {
+                        black_box(product.call_tool(bare_params()).await.expect("call"));
+                    }
+                })
+            })
+        });
+    }
+    group.bench_function("runner_call_tool", |b| {
+        b.iter_custom(|iters| {
+            timed(&rt, iters, || async {
+                for _ in 0..CALLS {
+                    black_box(runner.dispatch(call_tool()).await.expect("call"));
+                }
+            })
+        })
+    });
+    group.bench_function("runner_direct", |b| {
+        b.iter_custom(|iters| {
+            timed(&rt, iters, || async {
+                for _ in 0..CALLS {
+                    black_box(runner.dispatch(direct()).await.expect("call"));
+                }
+            })
+        })
+    });
+    group.finish();
+    rt.block_on(fixture.close());
+}
+
+fn concurrent_calls(c: &mut Criterion, transport: &str) {
+    let rt = runtime();
+    let fixture = rt.block_on(async {
+        let fixture = match transport {
+            "stdio" => Fixture::stdio().await,
+            _ => Fixture::http().await,
+        };
+        fixture.check().await;
+        fixture
+    });
+    let mut group = c.benchmark_group(format!("in_flight_16_{transport}"));
+    group.throughput(Throughput::Elements(IN_FLIGHT as u64));
+    let (runner, bare) = (&fixture.runner, &fixture.bare);
+    group.bench_function("bare_rmcp", |b| {
+        b.iter_custom(|iters| {
+            timed(&rt, iters, || async {
+                let calls = (0..IN_FLIGHT).map(|_| bare.call_tool(bare_params()));
+                for out in futures::future::join_all(calls).await {
+                    black_box(out.expect("call"));
+                }
+            })
+        })
+    });
+    group.bench_function("runner_call_tool", |b| {
+        b.iter_custom(|iters| {
+            timed(&rt, iters, || async {
+                let calls = (0..IN_FLIGHT).map(|_| runner.dispatch(call_tool()));
+                for out in futures::future::join_all(calls).await {
+                    black_box(out.expect("call"));
+                }
+            })
+        })
+    });
+    group.finish();
+    rt.block_on(fixture.close());
+}
+
+fn calls(c: &mut Criterion) {
+    sequential_calls(c, "stdio");
+    sequential_calls(c, "http");
+    concurrent_calls(c, "stdio");
+    concurrent_calls(c, "http");
+}
+
+/// Opens `servers` bare rmcp clients at once (spawn, initialize, list every tool), as a
+/// floor for `open_runner`: what the machine needs to start that many servers.
+async fn open_bare(servers: usize) -> Vec<(RunningService<RoleClient, ()>, tokio::process::Child)> {
+    let opens = (0..servers).map(|_| async {
+        let mut child = tokio::process::Command::new(mcp_test_kit::stdio::binary())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mcp-test-server");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take().expect("stdin");
+        let client = rmcp::serve_client((), (stdout, stdin))
+            .await
+            .expect("bare rmcp handshake");
+        black_box(client.list_all_tools().await.expect("tools/list"));
+        (client, child)
+    });
+    futures::future::join_all(opens).await
+}
+
+/// `open_runner` with 1, 8 and 32 stdio servers (`init_delay`: each answers `initialize` that
+/// late, as servers that wait on something do), and the bare floor without delay.
+fn opening(c: &mut Criterion) {
+    let rt = runtime();
+    let variants = [
+        ("open_runner", None),
+        ("open_runner_init_100ms", Some(Duration::from_millis(100))),
+    ];
+    for (name, init_delay) in variants {
+        let mut group = c.benchmark_group(name);
+        group.sampling_mode(SamplingMode::Flat);
+        for servers in [1_usize, 8, 32] {
+            let harness = Harness::new();
+            let args = match init_delay {
+                Some(delay) => StdioServerArgs::new(Mode::Test).init_delay(delay),
+                None => StdioServerArgs::new(Mode::Test),
+            };
+            let specs = (0..servers)
+                .map(|i| stdio_server(&format!("s{i}"), &args))
+                .collect();
+            let client = harness.client(specs);
+            group.bench_function(format!("stdio_{servers}"), |b| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let mut took = Duration::ZERO;
+                        for _ in 0..iters {
+                            let started = Instant::now();
+                            let runner = client
+                                .open_runner(&harness.input())
+                                .await
+                                .expect("open_runner");
+                            took += started.elapsed();
+                            assert_eq!(runner.sessions().len(), servers);
+                            runner.close().await;
+                        }
+                        took
+                    })
+                })
+            });
+            rt.block_on(harness.assert_no_process_left());
+        }
+        group.finish();
+    }
+
+    let mut group = c.benchmark_group("open_bare_rmcp");
+    group.sampling_mode(SamplingMode::Flat);
+    for servers in [1_usize, 8, 32] {
+        group.bench_function(format!("stdio_{servers}"), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut took = Duration::ZERO;
+                    for _ in 0..iters {
+                        let started = Instant::now();
+                        let clients = open_bare(servers).await;
+                        took += started.elapsed();
+                        for (client, mut child) in clients {
+                            let _ = client.cancel().await;
+                            let _ =
+                                tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                            let _ = child.kill().await;
+                        }
+                    }
+                    took
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Calls per path in one round of the paired measurement.
+const ROUND: usize = 100;
+/// Rounds of the paired measurement.
+const ROUNDS: usize = 30;
+
+/// The ways to call `echo` on one fixture.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Bare,
+    CallTool,
+    Direct,
+    /// Stdio only: bare rmcp on the workspace's stdio transport.
+    BareProduct,
+}
+
+impl Fixture {
+    /// `calls` sequential calls on `path`, timed.
+    async fn time(&self, path: Path, calls: usize) -> Duration {
+        let started = Instant::now();
+        for _ in 0..calls {
+            match path {
+                Path::Bare => {
+                    black_box(self.bare.call_tool(bare_params()).await.expect("call"));
+                }
+                Path::CallTool => {
+                    black_box(self.runner.dispatch(call_tool()).await.expect("call"));
+                }
+                Path::Direct => {
+                    black_box(self.runner.dispatch(direct()).await.expect("call"));
+                }
+                Path::BareProduct => {
+                    let (product, _) = self.bare_product.as_ref().expect("a stdio fixture");
+                    black_box(product.call_tool(bare_params()).await.expect("call"));
+                }
+            }
+        }
+        started.elapsed()
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+/// The paired overhead measurement (see the crate docs), per transport: median per-call times
+/// and the median of the per-round ratios.
+fn paired(rounds: usize, round: usize) -> Value {
+    let rt = runtime();
+    let mut out = serde_json::Map::new();
+    for transport in ["stdio", "http"] {
+        let figures = rt.block_on(async {
+            let fixture = match transport {
+                "stdio" => Fixture::stdio().await,
+                _ => Fixture::http().await,
+            };
+            fixture.check().await;
+            let mut paths = vec![Path::Bare, Path::CallTool, Path::Direct];
+            if fixture.bare_product.is_some() {
+                paths.push(Path::BareProduct);
+            }
+            // Warm every path up.
+            for &path in &paths {
+                fixture.time(path, round).await;
+            }
+            let mut times: [Vec<f64>; 4] = Default::default();
+            for r in 0..rounds {
+                // Rotate the order so no path always runs first (or last) in a round.
+                for i in 0..paths.len() {
+                    let path = paths[(i + r) % paths.len()];
+                    let took = fixture.time(path, round).await.as_secs_f64();
+                    times[path as usize].push(took * 1e6 / round as f64);
+                }
+            }
+            fixture.close().await;
+            let per_call = |p: Path| median(times[p as usize].clone());
+            let ratio = |p: Path, base: Path| {
+                median(
+                    times[p as usize]
+                        .iter()
+                        .zip(&times[base as usize])
+                        .map(|(x, b)| x / b)
+                        .collect(),
+                )
+            };
+            let mut figures = json!({
+                "rounds": rounds,
+                "calls_per_round": round,
+                "bare_rmcp_us_per_call": per_call(Path::Bare),
+                "runner_call_tool_us_per_call": per_call(Path::CallTool),
+                "runner_direct_us_per_call": per_call(Path::Direct),
+                "overhead_call_tool": ratio(Path::CallTool, Path::Bare),
+                "overhead_direct": ratio(Path::Direct, Path::Bare),
+            });
+            if paths.contains(&Path::BareProduct) {
+                figures["bare_rmcp_stdio_transport_us_per_call"] =
+                    json!(per_call(Path::BareProduct));
+                figures["transport_vs_bare"] = json!(ratio(Path::BareProduct, Path::Bare));
+                figures["orchestration_call_tool_vs_transport"] =
+                    json!(ratio(Path::CallTool, Path::BareProduct));
+                figures["orchestration_direct_vs_transport"] =
+                    json!(ratio(Path::Direct, Path::BareProduct));
+            }
+            figures
+        });
+        println!("paired/{transport}: {figures}");
+        out.insert(transport.to_owned(), figures);
+    }
+    Value::Object(out)
+}
+
+criterion_group! {
+    name = benches;
+    // Modest samples: a shared machine with 2 cores; the whole run stays within minutes.
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = calls, opening
+}
+
+fn main() {
+    benches();
+    // Criterion's filter (the first argument that is not a flag) may exclude the paired run;
+    // `cargo test --benches` (no `--bench`) runs it once, small.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args.iter().find(|a| !a.starts_with('-'));
+    if filter.is_none_or(|f| "paired".contains(f.as_str())) {
+        let benchmarking = args.iter().any(|a| a == "--bench");
+        let paired = if benchmarking {
+            paired(ROUNDS, ROUND)
+        } else {
+            paired(1, 5)
+        };
+        if let Some(path) = std::env::var_os("MCP_AGENT_BENCH_PAIRED") {
+            std::fs::write(&path, paired.to_string()).expect("write the paired results");
+        }
+    }
+    Criterion::default().configure_from_args().final_summary();
+}
