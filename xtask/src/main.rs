@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 
 mod bench;
 mod conformance;
+mod leaks;
 mod peers;
 mod search_eval;
 mod tidy;
@@ -74,6 +75,7 @@ fn has_nextest() -> bool {
 fn test(extra: &[String]) -> Result<()> {
     let peers = peers::install()?;
     run(cargo().args(["build", "--workspace", "--bins"]))?;
+    let before = leaks::snapshot();
     if has_nextest() {
         run(with_peers(
             cargo().args(["nextest", "run", "--workspace", "--no-fail-fast"]),
@@ -91,7 +93,15 @@ fn test(extra: &[String]) -> Result<()> {
         )
         .args(extra))?;
     }
-    conformance::check(&peers, &[])
+    conformance::check(&peers, &[])?;
+    // No server process the suite started may outlive it (tests check their own servers by
+    // pid and process group; this is the net under them).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the workspace root")?;
+    leaks::check(root, &before)?;
+    eprintln!("leak check: no process started by the test suite is alive");
+    Ok(())
 }
 
 fn with_peers<'a>(cmd: &'a mut Command, peers: &peers::Peers) -> &'a mut Command {
