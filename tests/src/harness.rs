@@ -272,7 +272,7 @@ impl Harness {
     /// Asserts that every server this harness spawned is gone with its process group
     /// (waiting at most 5 s).
     pub async fn assert_no_process_left(&self) {
-        crate::procs::assert_gone(&self.spawned.pids()).await;
+        mcp_test_kit::procs::assert_gone(&self.spawned.pids()).await;
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 pub mod harness;
 pub mod peers;
-pub mod procs;
+pub use mcp_test_kit::procs;
 
 /// A binary of this workspace (`cargo xtask test` builds them all before running tests).
 ///

@@ -41,6 +41,7 @@
 mod http;
 mod memory;
 mod observe;
+pub mod procs;
 mod schema;
 mod server;
 pub mod stdio;

@@ -2,7 +2,7 @@
 //!
 //! Processes are checked by pid and process group through `/proc`, never by name.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 use std::time::Duration;
 
@@ -49,70 +49,12 @@ pub async fn call(
         .await
 }
 
-/// The state letter of `pid` (`R`, `S`, `Z`, …), or `None` when no such process exists.
-pub fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) S ...`: comm may contain spaces and parentheses; the state follows the last `)`.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// The process group of `pid`, if it exists.
-pub fn group_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
-}
-
-/// Processes of group `pgid` that are not zombies.
-pub fn live_members(pgid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| group_of(pid) == Some(pgid) && state(pid).is_some_and(|s| s != 'Z'))
-        .collect()
-}
-
-/// Waits until `check` holds, re-checking every 10 ms for at most `timeout`.
-pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+pub use mcp_test_kit::procs::{assert_not_running, eventually, group_of, state};
 
 /// Asserts that the server `pid` is gone and reaped (no zombie) and that nothing of its
 /// process group still runs, waiting at most 5 s (SIGKILL is asynchronous).
 pub async fn assert_all_gone(pid: u32) {
-    let gone = eventually(Duration::from_secs(5), || {
-        state(pid).is_none() && live_members(pid).is_empty()
-    })
-    .await;
-    assert!(
-        gone,
-        "server {pid} state {:?}, live group members {:?}",
-        state(pid),
-        live_members(pid)
-    );
-}
-
-/// Asserts that `pid` does not run (gone, or a zombie waiting for whoever adopted it).
-pub async fn assert_not_running(pid: u32) {
-    let stopped = eventually(Duration::from_secs(5), || {
-        state(pid).is_none_or(|s| s == 'Z')
-    })
-    .await;
-    assert!(stopped, "process {pid} still runs ({:?})", state(pid));
+    mcp_test_kit::procs::assert_gone(&[pid]).await;
 }
 
 /// The error and its sources, joined.

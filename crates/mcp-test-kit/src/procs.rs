@@ -1,5 +1,5 @@
-//! Process checks by pid and process group, read from `/proc` — never by process name, so tests
-//! running side by side never see each other's servers.
+//! Process checks for tests, by pid and process group, read from `/proc` — never by process
+//! name, so tests running side by side never see each other's servers.
 
 use std::time::Duration;
 
@@ -74,4 +74,14 @@ pub async fn assert_gone(pids: &[u32]) {
         })
         .collect();
     assert!(all_gone, "processes left behind: {}", left.join(", "));
+}
+
+/// Asserts that `pid` does not run (gone, or a zombie waiting for whoever adopted it), waiting
+/// at most 5 s.
+pub async fn assert_not_running(pid: u32) {
+    let stopped = eventually(Duration::from_secs(5), || {
+        state(pid).is_none_or(|s| s == 'Z')
+    })
+    .await;
+    assert!(stopped, "process {pid} still runs ({:?})", state(pid));
 }
