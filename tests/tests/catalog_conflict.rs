@@ -13,7 +13,9 @@ use mcp_client::{ClientError, SessionError};
 use mcp_config::{Config, HttpSpec, PartialFailure, ServerSpec, TransportKind, TransportSpec};
 use mcp_connector::{ConnectError, Connection, Connector, NoHandle};
 use mcp_test_kit::stdio::{Mode, StdioServerArgs};
-use rmcp::model::{ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool};
+use rmcp::model::{
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
 use rmcp::service::RequestContext;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -65,14 +67,19 @@ impl Connector for InMemory {
             live.fetch_sub(1, Ordering::SeqCst);
         });
         let (read, write) = tokio::io::split(client);
-        Ok(Connection::new(AsyncRwTransport::new_client(read, write), NoHandle))
+        Ok(Connection::new(
+            AsyncRwTransport::new_client(read, write),
+            NoHandle,
+        ))
     }
 }
 
 fn clash() -> ServerSpec {
     ServerSpec::new(
         "clash",
-        TransportSpec::StreamableHttp(HttpSpec::new("http://in-memory.invalid/mcp".parse().unwrap())),
+        TransportSpec::StreamableHttp(HttpSpec::new(
+            "http://in-memory.invalid/mcp".parse().unwrap(),
+        )),
     )
 }
 
@@ -89,13 +96,28 @@ async fn wait_closed(live: &AtomicUsize) {
 async fn skip_unavailable_skips_a_server_whose_tools_collide() {
     let harness = Harness::new();
     let memory = InMemory::default();
-    let config = Config::new(vec![stdio_server("kit", &StdioServerArgs::new(Mode::Test)), clash()])
-        .unwrap()
-        .with_partial_failure(PartialFailure::SkipUnavailable);
-    let client = harness.builder(config).connectors(harness.connectors().with(memory.clone())).build();
+    let config = Config::new(vec![
+        stdio_server("kit", &StdioServerArgs::new(Mode::Test)),
+        clash(),
+    ])
+    .unwrap()
+    .with_partial_failure(PartialFailure::SkipUnavailable);
+    let client = harness
+        .builder(config)
+        .connectors(harness.connectors().with(memory.clone()))
+        .build();
 
-    let runner = bounded(client.open_runner(&harness.input())).await.expect("the run opens");
-    assert_eq!(runner.sessions().iter().map(|s| s.name()).collect::<Vec<_>>(), ["kit"]);
+    let runner = bounded(client.open_runner(&harness.input()))
+        .await
+        .expect("the run opens");
+    assert_eq!(
+        runner
+            .sessions()
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>(),
+        ["kit"]
+    );
     let skipped = runner.skipped();
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].server, "clash");
@@ -105,7 +127,9 @@ async fn skip_unavailable_skips_a_server_whose_tools_collide() {
     assert_eq!(failed[0].server.as_deref(), Some("clash"));
     // The skipped server's session is closed; the others work.
     wait_closed(&memory.live).await;
-    let out = bounded(call_tool(&runner, "kit__echo", json!({"x": 1}))).await.unwrap();
+    let out = bounded(call_tool(&runner, "kit__echo", json!({"x": 1})))
+        .await
+        .unwrap();
     assert_eq!(out.structured, Some(json!({"x": 1})));
 
     bounded(runner.close()).await;
@@ -116,12 +140,20 @@ async fn skip_unavailable_skips_a_server_whose_tools_collide() {
 async fn fail_fast_fails_the_run_on_colliding_tools_and_closes_everything() {
     let harness = Harness::new();
     let memory = InMemory::default();
-    let config = Config::new(vec![stdio_server("kit", &StdioServerArgs::new(Mode::Test)), clash()])
-        .unwrap()
-        .with_partial_failure(PartialFailure::FailFast);
-    let client = harness.builder(config).connectors(harness.connectors().with(memory.clone())).build();
+    let config = Config::new(vec![
+        stdio_server("kit", &StdioServerArgs::new(Mode::Test)),
+        clash(),
+    ])
+    .unwrap()
+    .with_partial_failure(PartialFailure::FailFast);
+    let client = harness
+        .builder(config)
+        .connectors(harness.connectors().with(memory.clone()))
+        .build();
 
-    let err = bounded(client.open_runner(&harness.input())).await.unwrap_err();
+    let err = bounded(client.open_runner(&harness.input()))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ClientError::Server(SessionError::Catalog { server, .. }) if server == "clash"),
         "{err:?}"
@@ -138,10 +170,22 @@ async fn a_closed_runner_shows_no_tools_and_refuses_calls() {
     assert!(!runner.tools().is_empty());
     bounded(runner.close()).await;
     assert!(runner.tools().is_empty());
-    let err = bounded(call_tool(&runner, "kit__echo", json!({}))).await.unwrap_err();
-    assert!(matches!(err, agent_core::ToolError::Transport { .. }), "{err:?}");
+    let err = bounded(call_tool(&runner, "kit__echo", json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, agent_core::ToolError::Transport { .. }),
+        "{err:?}"
+    );
     // Closing twice is harmless.
     bounded(runner.close()).await;
-    let _ = runner.dispatch(agent_core::ToolCall::new("x", "mcp_search_tools", Default::default())).await.unwrap_err();
+    let _ = runner
+        .dispatch(agent_core::ToolCall::new(
+            "x",
+            "mcp_search_tools",
+            Default::default(),
+        ))
+        .await
+        .unwrap_err();
     harness.assert_no_process_left().await;
 }
