@@ -3,7 +3,7 @@
 //! | task | what it does |
 //! |---|---|
 //! | `test` | installs the test peers, builds every binary, runs the whole test suite (the README's test command) |
-//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied |
+//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the facade with each transport feature alone |
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
@@ -126,5 +126,15 @@ fn lint() -> Result<()> {
             "RUSTDOCFLAGS",
             "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
         ))?;
+    // Each transport feature of the facade on its own, and none: a deployment picks them.
+    for features in [
+        &["--no-default-features"][..],
+        &["--no-default-features", "--features", "stdio"],
+        &["--no-default-features", "--features", "http"],
+    ] {
+        run(cargo()
+            .args(["check", "--quiet", "-p", "mcp-agent", "--lib", "--bins"])
+            .args(features))?;
+    }
     Ok(())
 }
