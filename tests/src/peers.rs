@@ -374,3 +374,54 @@ pub fn text_of(result: &rmcp::model::CallToolResult) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// How long a peer may take to open; a whole peer test is bounded by [`PEER_TEST`].
+pub const PEER_OPEN: Duration = Duration::from_secs(30);
+
+/// The bound of one whole peer test.
+pub const PEER_TEST: Duration = Duration::from_secs(90);
+
+/// Opens `spec` over stdio through `mcp-client`, runs `check` on the session, closes it and
+/// asserts that the server process (`what`, for messages) is gone.
+pub async fn check_over_stdio(spec: ServerSpec, what: &str, check: impl AsyncFnOnce(&PeerSession)) {
+    use mcp_client::Connectors;
+    use mcp_transport_stdio::StdioConnector;
+    tokio::time::timeout(PEER_TEST, async {
+        let session = PeerSession::open(
+            Connectors::new().with(StdioConnector::new()),
+            spec,
+            PEER_OPEN,
+        )
+        .await;
+        let pid = session.pid().expect("a stdio server has a pid");
+        check(&session).await;
+        session.close().await;
+        assert!(
+            !process_alive(pid),
+            "{what} (pid {pid}) outlived its session"
+        );
+    })
+    .await
+    .expect("test within its time limit");
+}
+
+/// Opens `server` over streamable HTTP through `mcp-client`, runs `check` on the session,
+/// closes it, stops the server and asserts that its process (`what`) is gone. A timeout
+/// reports the server's stderr.
+pub async fn check_over_http(server: HttpPeer, what: &str, check: impl AsyncFnOnce(&PeerSession)) {
+    use mcp_client::Connectors;
+    use mcp_transport_http::{HttpConnector, HttpOptions};
+    let spec = server.spec();
+    let connectors = Connectors::new().with(HttpConnector::new(HttpOptions::default()).unwrap());
+    let outcome = tokio::time::timeout(PEER_TEST, async {
+        let session = PeerSession::open(connectors, spec, PEER_OPEN).await;
+        check(&session).await;
+        session.close().await;
+    })
+    .await;
+    let log = server.stderr();
+    let pid = server.pid();
+    server.stop().await;
+    outcome.unwrap_or_else(|_| panic!("test within its time limit; {what} stderr:\n{log}"));
+    assert!(!process_alive(pid), "{what} (pid {pid}) survived");
+}

@@ -4,16 +4,8 @@
 //! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them
 //! under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`, skips with a note otherwise.
 
-use std::time::Duration;
-
 use integration_tests::peers::{self, HttpPeer, PeerSession, text_of};
-use mcp_client::Connectors;
-use mcp_transport_http::{HttpConnector, HttpOptions};
-use mcp_transport_stdio::StdioConnector;
 use serde_json::json;
-
-const OPEN: Duration = Duration::from_secs(30);
-const TEST: Duration = Duration::from_secs(90);
 
 /// What every transport must show of server-everything.
 async fn check(session: &PeerSession) {
@@ -68,43 +60,14 @@ async fn check(session: &PeerSession) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_stdio() {
-    let Some(spec) = peers::everything_stdio_spec() else {
-        return;
-    };
-    tokio::time::timeout(TEST, async {
-        let session =
-            PeerSession::open(Connectors::new().with(StdioConnector::new()), spec, OPEN).await;
-        let pid = session.pid().expect("a stdio server has a pid");
-        check(&session).await;
-        session.close().await;
-        assert!(
-            !peers::process_alive(pid),
-            "server-everything (pid {pid}) outlived its session"
-        );
-    })
-    .await
-    .expect("test within its time limit");
+    if let Some(spec) = peers::everything_stdio_spec() {
+        peers::check_over_stdio(spec, "server-everything", check).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_streamable_http() {
-    let Some(server) = HttpPeer::everything().await else {
-        return;
-    };
-    let spec = server.spec();
-    let connectors = Connectors::new().with(HttpConnector::new(HttpOptions::default()).unwrap());
-    let outcome = tokio::time::timeout(TEST, async {
-        let session = PeerSession::open(connectors, spec, OPEN).await;
-        check(&session).await;
-        session.close().await;
-    })
-    .await;
-    let log = server.stderr();
-    let pid = server.pid();
-    server.stop().await;
-    outcome.unwrap_or_else(|_| panic!("test within its time limit; server stderr:\n{log}"));
-    assert!(
-        !peers::process_alive(pid),
-        "server-everything (pid {pid}) survived"
-    );
+    if let Some(server) = HttpPeer::everything().await {
+        peers::check_over_http(server, "server-everything", check).await;
+    }
 }
