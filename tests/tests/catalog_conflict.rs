@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_core::{EventKind, Runner, ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 use integration_tests::harness::{Harness, bounded, call_tool, stdio_server};
-use mcp_client::{ClientError, SessionError};
+use mcp_client::{ClientError, McpRunner, SessionError};
 use mcp_config::{Config, HttpSpec, PartialFailure, ServerSpec, TransportKind, TransportSpec};
 use mcp_connector::{ConnectError, Connection, Connector, NoHandle};
 use mcp_test_kit::stdio::{Mode, StdioServerArgs};
@@ -92,8 +92,10 @@ async fn wait_closed(live: &AtomicUsize) {
     .await;
 }
 
-#[tokio::test]
-async fn skip_unavailable_skips_a_server_whose_tools_collide() {
+/// Opens a run of a test-kit server `kit` and the colliding `clash` under `policy`.
+async fn open_kit_and_clash(
+    policy: PartialFailure,
+) -> (Harness, InMemory, Result<McpRunner, ClientError>) {
     let harness = Harness::new();
     let memory = InMemory::default();
     let config = Config::new(vec![
@@ -101,15 +103,19 @@ async fn skip_unavailable_skips_a_server_whose_tools_collide() {
         clash(),
     ])
     .unwrap()
-    .with_partial_failure(PartialFailure::SkipUnavailable);
+    .with_partial_failure(policy);
     let client = harness
         .builder(config)
         .connectors(harness.connectors().with(memory.clone()))
         .build();
+    let opened = bounded(client.open_runner(&harness.input())).await;
+    (harness, memory, opened)
+}
 
-    let runner = bounded(client.open_runner(&harness.input()))
-        .await
-        .expect("the run opens");
+#[tokio::test]
+async fn skip_unavailable_skips_a_server_whose_tools_collide() {
+    let (harness, memory, opened) = open_kit_and_clash(PartialFailure::SkipUnavailable).await;
+    let runner = opened.expect("the run opens");
     assert_eq!(
         runner
             .sessions()
@@ -138,22 +144,8 @@ async fn skip_unavailable_skips_a_server_whose_tools_collide() {
 
 #[tokio::test]
 async fn fail_fast_fails_the_run_on_colliding_tools_and_closes_everything() {
-    let harness = Harness::new();
-    let memory = InMemory::default();
-    let config = Config::new(vec![
-        stdio_server("kit", &StdioServerArgs::new(Mode::Test)),
-        clash(),
-    ])
-    .unwrap()
-    .with_partial_failure(PartialFailure::FailFast);
-    let client = harness
-        .builder(config)
-        .connectors(harness.connectors().with(memory.clone()))
-        .build();
-
-    let err = bounded(client.open_runner(&harness.input()))
-        .await
-        .unwrap_err();
+    let (harness, memory, opened) = open_kit_and_clash(PartialFailure::FailFast).await;
+    let err = opened.unwrap_err();
     assert!(
         matches!(&err, ClientError::Server(SessionError::Catalog { server, .. }) if server == "clash"),
         "{err:?}"
