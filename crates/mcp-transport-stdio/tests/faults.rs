@@ -11,19 +11,16 @@ use serde_json::json;
 
 #[tokio::test]
 async fn a_crash_mid_call_is_a_transport_error() {
-    let connection =
-        bounded(connector().connect(&spec("crashy", &StdioServerArgs::new(Mode::Test))))
-            .await
-            .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("crashy", &StdioServerArgs::new(Mode::Test)).await;
     let crashed = call(&client, "crash", json!({"code": 5})).await;
     assert!(crashed.is_err(), "{crashed:?}");
 
-    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
-    let diagnostics = connection.handle.diagnostics().unwrap();
+    bounded(handle.shutdown(Duration::from_secs(10))).await;
+    let diagnostics = handle.diagnostics().unwrap();
     assert!(
         diagnostics.contains("crashing during a call"),
         "{diagnostics}"
@@ -37,14 +34,11 @@ async fn a_crash_mid_call_is_a_transport_error() {
 
 #[tokio::test]
 async fn a_crash_is_seen_even_when_a_helper_holds_stdout_open() {
-    let connection =
-        bounded(connector().connect(&spec("leaky", &StdioServerArgs::new(Mode::Test))))
-            .await
-            .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("leaky", &StdioServerArgs::new(Mode::Test)).await;
     let spawned = call(&client, "spawn_child", json!({"inherit_stdio": true}))
         .await
         .unwrap();
@@ -55,7 +49,7 @@ async fn a_crash_is_seen_even_when_a_helper_holds_stdout_open() {
     assert!(crashed.is_err(), "{crashed:?}");
     assert_not_running(helper).await;
 
-    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
+    bounded(handle.shutdown(Duration::from_secs(10))).await;
     assert_all_gone(pid).await;
 }
 
@@ -81,17 +75,15 @@ async fn garbage_on_stdout_is_an_error() {
 #[tokio::test]
 async fn log_lines_before_mcp_are_tolerated() {
     let args = StdioServerArgs::new(Mode::Test).stdout_noise();
-    let connection = bounded(connector().connect(&spec("noisy", &args)))
-        .await
-        .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("noisy", &args).await;
     let added = call(&client, "add", json!({"a": 1, "b": 2})).await.unwrap();
     assert_eq!(added.structured_content, Some(json!({"sum": 3.0})));
     bounded(client.cancel()).await.unwrap();
-    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
+    bounded(handle.shutdown(Duration::from_secs(10))).await;
     assert_all_gone(pid).await;
 }
 

@@ -52,13 +52,11 @@ async fn connects_lists_calls_and_closes() {
 #[tokio::test]
 async fn paginated_tools_and_huge_results_cross_the_pipes() {
     let args = StdioServerArgs::new(Mode::Paginated);
-    let connection = bounded(connector().connect(&spec("many", &args)))
-        .await
-        .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("many", &args).await;
     let tools = bounded(client.list_all_tools()).await.unwrap();
     assert!(tools.len() > 1_000, "{}", tools.len());
     let huge = call(&client, "huge", json!({"bytes": 8 << 20}))
@@ -66,20 +64,17 @@ async fn paginated_tools_and_huge_results_cross_the_pipes() {
         .unwrap();
     assert_eq!(huge.content[0].as_text().unwrap().text.len(), 8 << 20);
     bounded(client.cancel()).await.unwrap();
-    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
+    bounded(handle.shutdown(Duration::from_secs(10))).await;
     assert_all_gone(pid).await;
 }
 
 #[tokio::test]
 async fn stderr_tail_appears_in_diagnostics() {
-    let connection =
-        bounded(connector().connect(&spec("talky", &StdioServerArgs::new(Mode::Test))))
-            .await
-            .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("talky", &StdioServerArgs::new(Mode::Test)).await;
     call(
         &client,
         "stderr",
@@ -87,7 +82,7 @@ async fn stderr_tail_appears_in_diagnostics() {
     )
     .await
     .unwrap();
-    let handle = &connection.handle;
+    let handle = &handle;
     let seen = eventually(LIMIT, || {
         handle
             .diagnostics()
@@ -109,14 +104,11 @@ async fn stderr_tail_appears_in_diagnostics() {
 
 #[tokio::test]
 async fn closing_kills_what_the_server_left_in_its_group() {
-    let connection =
-        bounded(connector().connect(&spec("parent", &StdioServerArgs::new(Mode::Test))))
-            .await
-            .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("parent", &StdioServerArgs::new(Mode::Test)).await;
     let spawned = call(&client, "spawn_child", json!({})).await.unwrap();
     let child = spawned.structured_content.unwrap()["pid"].as_u64().unwrap() as u32;
     assert_eq!(
@@ -127,26 +119,23 @@ async fn closing_kills_what_the_server_left_in_its_group() {
     assert!(state(child).is_some_and(|s| s != 'Z'));
 
     bounded(client.cancel()).await.unwrap();
-    bounded(connection.handle.shutdown(Duration::from_secs(10))).await;
+    bounded(handle.shutdown(Duration::from_secs(10))).await;
     assert_all_gone(pid).await;
     assert_not_running(child).await;
 }
 
 #[tokio::test]
 async fn dropping_the_handle_kills_the_group() {
-    let connection =
-        bounded(connector().connect(&spec("dropped", &StdioServerArgs::new(Mode::Test))))
-            .await
-            .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("dropped", &StdioServerArgs::new(Mode::Test)).await;
     let spawned = call(&client, "spawn_child", json!({})).await.unwrap();
     let child = spawned.structured_content.unwrap()["pid"].as_u64().unwrap() as u32;
 
     // No shutdown: a cancelled or panicking run just drops what it holds.
-    drop(connection.handle);
+    drop(handle);
     assert_all_gone(pid).await;
     assert_not_running(child).await;
     let after = call(&client, "echo", json!({})).await;
@@ -156,23 +145,21 @@ async fn dropping_the_handle_kills_the_group() {
 #[tokio::test]
 async fn a_server_ignoring_stdin_close_and_sigterm_is_killed_after_the_grace() {
     let args = StdioServerArgs::new(Mode::IgnoresStdinClose);
-    let connection = bounded(connector().connect(&spec("stubborn", &args)))
-        .await
-        .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("stubborn", &args).await;
     bounded(client.cancel()).await.unwrap();
 
     let grace = Duration::from_millis(300);
     let started = Instant::now();
-    bounded(connection.handle.shutdown(grace)).await;
+    bounded(handle.shutdown(grace)).await;
     let took = started.elapsed();
     // grace, then the connector's 300 ms between SIGTERM and SIGKILL.
     assert!(took >= Duration::from_millis(600), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
-    let diagnostics = connection.handle.diagnostics().unwrap();
+    let diagnostics = handle.diagnostics().unwrap();
     assert!(diagnostics.contains("staying up anyway"), "{diagnostics}");
     assert!(
         diagnostics.ends_with("was killed by SIGKILL]"),
@@ -185,20 +172,18 @@ async fn a_server_ignoring_stdin_close_and_sigterm_is_killed_after_the_grace() {
 async fn a_server_ignoring_stdin_close_ends_on_sigterm() {
     let mut args = StdioServerArgs::new(Mode::Test);
     args.ignore_stdin_close = true;
-    let connection = bounded(connector().connect(&spec("sleepy", &args)))
-        .await
-        .unwrap();
-    let pid = connection.handle.pid().unwrap();
-    let client = bounded(rmcp::serve_client((), connection.transport))
-        .await
-        .unwrap();
+    let Started {
+        handle,
+        pid,
+        client,
+    } = start("sleepy", &args).await;
     bounded(client.cancel()).await.unwrap();
 
     let grace = Duration::from_millis(200);
     let started = Instant::now();
-    bounded(connection.handle.shutdown(grace)).await;
+    bounded(handle.shutdown(grace)).await;
     assert!(started.elapsed() >= grace);
-    let diagnostics = connection.handle.diagnostics().unwrap();
+    let diagnostics = handle.diagnostics().unwrap();
     assert!(
         diagnostics.ends_with("was killed by SIGTERM]"),
         "{diagnostics}"

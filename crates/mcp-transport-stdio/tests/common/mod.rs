@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use mcp_config::{ServerSpec, StdioSpec, TransportSpec};
+use mcp_connector::{ConnectionHandle, Connector};
 use mcp_test_kit::stdio::StdioServerArgs;
 use mcp_transport_stdio::{StdioConnector, StdioOptions};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -36,6 +37,32 @@ pub fn connector() -> StdioConnector {
     StdioConnector::with_options(
         StdioOptions::default().terminate_grace(Duration::from_millis(300)),
     )
+}
+
+/// A test server started through the connector, with its rmcp client initialised.
+pub struct Started {
+    /// What the transport holds outside the protocol (the process).
+    pub handle: Box<dyn ConnectionHandle>,
+    /// The server's pid (it leads its own process group).
+    pub pid: u32,
+    /// The client side of the MCP session.
+    pub client: RunningService<RoleClient, ()>,
+}
+
+/// Starts the test server `name` with `args` and completes the MCP handshake.
+pub async fn start(name: &str, args: &StdioServerArgs) -> Started {
+    let connection = bounded(connector().connect(&spec(name, args)))
+        .await
+        .unwrap();
+    let pid = connection.handle.pid().unwrap();
+    let client = bounded(rmcp::serve_client((), connection.transport))
+        .await
+        .unwrap();
+    Started {
+        handle: connection.handle,
+        pid,
+        client,
+    }
 }
 
 /// Calls `tool` with `args`.
