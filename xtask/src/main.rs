@@ -7,7 +7,7 @@
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
-//! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `../shared/datasets/bfcl`) |
+//! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `datasets/bfcl`) |
 //! | `bench` | criterion benchmarks in release mode: catalog search (1k/10k tools, index build, memory) and the orchestration (runner vs bare rmcp per call over stdio and HTTP, 16 in flight, `open_runner` with 1/8/32 servers); `--json` for the key figures and ratios, `--only search\|orchestration` |
 //! | `conformance` | the official MCP conformance suite's client scenarios vs `peers/conformance-baseline.txt` (`--scenario S` for one) |
 

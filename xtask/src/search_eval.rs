@@ -19,11 +19,11 @@ fn root() -> PathBuf {
 /// `cargo xtask search-eval --dataset DIR [--json] [--subset all|even|odd]`: ranks the whole
 /// catalog of `DIR/tools.jsonl` for each query of `DIR/queries.jsonl` and prints hit@1/5/10,
 /// recall@1/5/10, MRR and p50/p99 query latency (`--json`: one JSON object with those keys).
-/// Without `--dataset`, uses `../shared/datasets/bfcl` beside the workspace.
+/// Without `--dataset`, uses `datasets/bfcl` of the repository.
 pub(crate) fn search_eval(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     if !args.iter().any(|a| a == "--dataset") {
-        let default = root().join("../shared/datasets/bfcl");
+        let default = root().join("datasets/bfcl");
         args.push("--dataset".into());
         args.push(default.to_string_lossy().into_owned());
     }

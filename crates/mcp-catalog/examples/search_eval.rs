@@ -1,11 +1,11 @@
 //! Measures the ranking of `mcp_search_tools` on a tool-search dataset.
 //!
 //! ```text
-//! cargo run --release -p mcp-catalog --example search_eval -- --dataset ../shared/datasets/bfcl [--json] [--subset all|even|odd]
+//! cargo run --release -p mcp-catalog --example search_eval -- --dataset datasets/bfcl [--json] [--subset all|even|odd]
 //! ```
 //!
 //! The dataset folder holds `tools.jsonl` and `queries.jsonl` (format in
-//! `../shared/datasets/README.md`). Every query ranks the **whole** catalog (no cap); the output
+//! `datasets/README.md`). Every query ranks the **whole** catalog (no cap); the output
 //! is hit@1/5/10, recall@1/5/10, MRR and the p50/p99 latency of one query. `--subset even|odd`
 //! scores only the queries on even or odd lines, to compare a tuning half with a held-out half.
 //! `cargo xtask search-eval` runs this example.

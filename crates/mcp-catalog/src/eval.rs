@@ -1,7 +1,7 @@
 //! Measuring search quality on a tool-search dataset (`tools.jsonl` + `queries.jsonl`), as the
 //! `search_eval` example, `cargo xtask search-eval` and the dataset test do.
 //!
-//! Metrics, per query then averaged (definitions of `../shared/datasets/README.md`):
+//! Metrics, per query then averaged (definitions of `datasets/README.md`):
 //! `hit@k` — an expected id is in the top k; `recall@k` — the share of expected groups with a
 //! member in the top k; `MRR` — 1 / rank of the first expected id (0 when none is returned).
 //! Each query ranks the whole catalog.

@@ -53,12 +53,12 @@
 //! # Search quality and speed
 //!
 //! ```text
-//! cargo xtask search-eval --dataset ../shared/datasets/bfcl [--json] [--subset even|odd]
+//! cargo xtask search-eval --dataset datasets/bfcl [--json] [--subset even|odd]
 //! cargo xtask bench
 //! ```
 //!
 //! `search-eval` ranks the whole catalog for every query of a dataset (format in
-//! `../shared/datasets/README.md`) and prints hit@1/5/10, recall@1/5/10, MRR and p50/p99 query
+//! `datasets/README.md`) and prints hit@1/5/10, recall@1/5/10, MRR and p50/p99 query
 //! latency (release build). The test `tests/dataset.rs` checks the bfcl targets (hit@5 ≥ 0.88,
 //! MRR ≥ 0.77) whenever the dataset is present. `bench` measures query latency on 1k and 10k
 //! synthetic tools, index build time and index memory.
