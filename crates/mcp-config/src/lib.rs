@@ -70,7 +70,7 @@ pub use error::{BoxError, ConfigError, Problem, ProblemKind};
 pub use file::FileFormat;
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
-pub use secret::{REDACTED, Secret};
+pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
     AuthSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec, OAuthClientCredentials,

@@ -72,3 +72,152 @@ impl From<&str> for Secret {
         Self::new(value)
     }
 }
+
+/// Secret values shorter than this are not scrubbed: replacing every `a` or `42` in a text
+/// would destroy it and protect nothing (a credential that short is guessable anyway).
+pub const MIN_SCRUBBED_LEN: usize = 6;
+
+/// Removes known secret values from text a server chose before it is shown to anyone.
+///
+/// A server may echo what it was sent — `"denied for Bearer tok-…"` in a JSON-RPC error, the
+/// request headers in a 500 page, its own environment in a tool result. Everything that shows
+/// server-chosen text (errors, events, history, the CLI, results for the model) passes it
+/// through the scrubber of the run that knows the secrets; each occurrence becomes
+/// [`REDACTED`]. Values shorter than [`MIN_SCRUBBED_LEN`] are ignored.
+///
+/// Cheap to clone (the values are shared) and `Debug` prints only how many values it holds.
+///
+/// ```
+/// use mcp_config::{Scrubber, Secret};
+///
+/// let scrubber = Scrubber::new([Secret::new("tok-123456")]);
+/// assert_eq!(scrubber.scrub("denied for Bearer tok-123456"), "denied for Bearer [REDACTED]");
+/// assert_eq!(scrubber.scrub("nothing to hide"), "nothing to hide");
+///
+/// let mut value = serde_json::json!({"echo": ["tok-123456"]});
+/// scrubber.scrub_json(&mut value);
+/// assert_eq!(value, serde_json::json!({"echo": ["[REDACTED]"]}));
+/// ```
+#[derive(Clone, Default)]
+pub struct Scrubber {
+    /// Longest first, so a secret containing another is replaced whole.
+    values: Arc<[Secret]>,
+}
+
+impl Scrubber {
+    /// A scrubber for `secrets` (duplicates and values shorter than [`MIN_SCRUBBED_LEN`]
+    /// dropped).
+    pub fn new(secrets: impl IntoIterator<Item = Secret>) -> Self {
+        Self::default().with(secrets)
+    }
+
+    /// This scrubber plus `secrets`.
+    #[must_use]
+    pub fn with(&self, secrets: impl IntoIterator<Item = Secret>) -> Self {
+        let mut values: Vec<Secret> = self.values.iter().cloned().collect();
+        values.extend(
+            secrets
+                .into_iter()
+                .filter(|s| s.expose().chars().count() >= MIN_SCRUBBED_LEN),
+        );
+        values.sort_by(|a, b| {
+            b.expose()
+                .len()
+                .cmp(&a.expose().len())
+                .then_with(|| a.expose().cmp(b.expose()))
+        });
+        values.dedup();
+        Self {
+            values: values.into(),
+        }
+    }
+
+    /// True when there is nothing to scrub.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
+    pub fn scrub<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(text);
+        for secret in self.values.iter() {
+            if out.contains(secret.expose()) {
+                out = std::borrow::Cow::Owned(out.replace(secret.expose(), REDACTED));
+            }
+        }
+        out
+    }
+
+    /// Scrubs `text` in place; true when something was replaced.
+    pub fn scrub_string(&self, text: &mut String) -> bool {
+        match self.scrub(text) {
+            std::borrow::Cow::Borrowed(_) => false,
+            std::borrow::Cow::Owned(clean) => {
+                *text = clean;
+                true
+            }
+        }
+    }
+
+    /// Scrubs every string (and object key) of a JSON value in place.
+    pub fn scrub_json(&self, value: &mut serde_json::Value) {
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            serde_json::Value::String(s) => {
+                self.scrub_string(s);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_json(v)),
+            serde_json::Value::Object(map) => {
+                let dirty = map.keys().any(|k| self.scrub(k) != k.as_str());
+                if dirty {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| (self.scrub(&k).into_owned(), v))
+                        .collect();
+                }
+                map.values_mut().for_each(|v| self.scrub_json(v));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrubber")
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_secret_is_replaced_first_and_short_values_are_ignored() {
+        let scrubber = Scrubber::new([
+            Secret::new("abcdef"),
+            Secret::new("abcdef-ghijkl"),
+            Secret::new("abc"),
+        ]);
+        assert_eq!(
+            scrubber.scrub("x abcdef-ghijkl y abcdef z abc"),
+            "x [REDACTED] y [REDACTED] z abc"
+        );
+        assert_eq!(format!("{scrubber:?}"), "Scrubber { values: 2 }");
+    }
+
+    #[test]
+    fn json_keys_and_nested_strings_are_scrubbed() {
+        let scrubber = Scrubber::new([Secret::new("sk-999999")]);
+        let mut value = serde_json::json!({"sk-999999": {"a": ["x sk-999999 y", 1, null]}});
+        scrubber.scrub_json(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({"[REDACTED]": {"a": ["x [REDACTED] y", 1, null]}})
+        );
+    }
+}

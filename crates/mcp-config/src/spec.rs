@@ -96,6 +96,34 @@ impl ServerSpec {
         self.origin == SpecOrigin::Inline && !self.allow_internal_addresses
     }
 
+    /// Every secret value this spec knows now: header values, an inline bearer token or one
+    /// read from its variable, an OAuth client secret (inline or from its variable), and the
+    /// `env` values of a stdio server. Tokens obtained at run time (OAuth access tokens) are
+    /// not here; the transport that obtains them scrubs them.
+    ///
+    /// ```
+    /// use mcp_config::{Scrubber, Secret, ServerSpec, StdioSpec, TransportSpec};
+    ///
+    /// let mut stdio = StdioSpec::new("server", ["--flag"]);
+    /// stdio.env.insert("API_KEY".into(), Secret::new("sk-live-123456"));
+    /// let spec = ServerSpec::new("s", TransportSpec::Stdio(stdio));
+    /// let scrubber = Scrubber::new(spec.secret_values());
+    /// assert_eq!(scrubber.scrub("key=sk-live-123456"), "key=[REDACTED]");
+    /// ```
+    pub fn secret_values(&self) -> Vec<Secret> {
+        let mut out = Vec::new();
+        match &self.transport {
+            TransportSpec::Stdio(stdio) => out.extend(stdio.env.values().cloned()),
+            TransportSpec::StreamableHttp(http) => out.extend(http.headers.values().cloned()),
+        }
+        out.extend(self.auth.headers.values().cloned());
+        out.extend(self.auth.bearer.as_ref().and_then(SecretSource::resolve));
+        if let Some(oauth) = &self.auth.oauth_client_credentials {
+            out.extend(oauth.client_secret.resolve());
+        }
+        out
+    }
+
     /// The transport's kind.
     pub fn kind(&self) -> TransportKind {
         match self.transport {
