@@ -1,7 +1,10 @@
-//! Interrupting the CLI (SIGINT, SIGTERM) mid-call closes the run: the server it spawned —
-//! which lives in its own process group, out of reach of a terminal's Ctrl-C — is gone too.
+//! A terminating signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) at any moment — while connecting,
+//! mid-call, during the close — closes the run: the server the CLI spawned, which lives in its
+//! own process group out of reach of a terminal's signals, is gone too, and the CLI exits with
+//! 128 + the signal.
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -49,32 +52,51 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn interrupted_mid_call_leaves_no_server(signal: Signal, expected_code: i32) {
+/// The CLI calling `kit__slow` for a minute on a test-kit server started with `server_args`.
+fn cli_calling_slow(server_args: &[&str]) -> Child {
     let servers = serde_json::json!([{
         "name": "kit",
         "command": mcp_test_kit::stdio::binary(),
-        "args": ["--ignore-stdin-close", "--ignore-sigterm"],
+        "args": server_args,
     }])
     .to_string();
-    let mut cli = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+    Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["tools", "call", "kit__slow", r#"{"ms": 60000}"#])
         .env_clear()
         .env("MCP_AGENT__SERVERS", servers)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn signal(cli: &Child, signal: Signal) {
+    kill(Pid::from_raw(cli.id() as i32), signal).unwrap();
+}
+
+/// Waits for the CLI's exit and for every server pid to be gone; returns the exit code.
+fn exit_leaving_no_server(mut cli: Child, server: Vec<u32>) -> Option<i32> {
+    let status = cli.wait().unwrap();
+    for pid in server {
+        wait_until(&format!("server {pid} to be gone"), || !alive(pid));
+    }
+    status.code()
+}
+
+fn started_servers(cli: &Child) -> Vec<u32> {
     let mut server = Vec::new();
     wait_until("the server to start", || {
         server = children(cli.id());
         !server.is_empty()
     });
-    kill(Pid::from_raw(cli.id() as i32), signal).unwrap();
-    let status = cli.wait().unwrap();
-    assert_eq!(status.code(), Some(expected_code), "{status}");
-    for pid in server {
-        wait_until(&format!("server {pid} to be gone"), || !alive(pid));
-    }
+    server
+}
+
+fn interrupted_mid_call_leaves_no_server(sig: Signal, expected_code: i32) {
+    let cli = cli_calling_slow(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let server = started_servers(&cli);
+    signal(&cli, sig);
+    assert_eq!(exit_leaving_no_server(cli, server), Some(expected_code));
 }
 
 #[test]
@@ -85,4 +107,40 @@ fn sigterm_mid_call_closes_the_run() {
 #[test]
 fn sigint_mid_call_closes_the_run() {
     interrupted_mid_call_leaves_no_server(Signal::SIGINT, 130);
+}
+
+#[test]
+fn sighup_mid_call_closes_the_run() {
+    interrupted_mid_call_leaves_no_server(Signal::SIGHUP, 129);
+}
+
+#[test]
+fn sigquit_mid_call_closes_the_run() {
+    interrupted_mid_call_leaves_no_server(Signal::SIGQUIT, 131);
+}
+
+#[test]
+fn a_signal_while_connecting_stops_the_half_open_server() {
+    // The server takes a minute to answer `initialize`: the signal lands mid-handshake.
+    let cli = cli_calling_slow(&["--init-delay-ms", "60000", "--ignore-sigterm"]);
+    let server = started_servers(&cli);
+    signal(&cli, Signal::SIGTERM);
+    assert_eq!(exit_leaving_no_server(cli, server), Some(143));
+}
+
+#[test]
+fn a_second_signal_during_the_close_kills_at_once() {
+    // This server outlasts the whole close (stdin close, grace, SIGTERM, grace) unless the
+    // second signal cuts it short; the exit code tells which signal ended the CLI.
+    let mut cli = cli_calling_slow(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let server = started_servers(&cli);
+    signal(&cli, Signal::SIGTERM);
+    let mut stderr = BufReader::new(cli.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("closing the MCP sessions") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr closed");
+    }
+    signal(&cli, Signal::SIGINT);
+    assert_eq!(exit_leaving_no_server(cli, server), Some(130));
 }

@@ -7,6 +7,7 @@ use clap::Subcommand;
 use mcp_config::{Config, ConfigError};
 
 use super::EXIT_INVALID_CONFIG;
+use super::term::{block, out, say};
 
 /// The `config` commands.
 #[derive(Debug, Subcommand)]
@@ -30,12 +31,12 @@ fn check(file: Option<PathBuf>) -> ExitCode {
         Ok(config) => {
             // `Serialize` of the config redacts every secret.
             match serde_json::to_string_pretty(&config) {
-                Ok(json) => {
-                    println!("{json}");
-                    ExitCode::SUCCESS
-                }
+                Ok(json) => match out(json) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                },
                 Err(e) => {
-                    eprintln!("error: cannot print the configuration: {e}");
+                    say(format_args!("error: cannot print the configuration: {e}"));
                     ExitCode::FAILURE
                 }
             }
@@ -52,18 +53,18 @@ pub(crate) fn report(err: &ConfigError) {
     match err {
         ConfigError::Invalid { problems } => {
             let n = problems.len();
-            eprintln!(
+            say(format_args!(
                 "error: invalid MCP configuration ({n} problem{}):",
                 if n == 1 { "" } else { "s" }
-            );
+            ));
             for problem in problems {
                 let kind = serde_json::to_value(problem.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
-                eprintln!("  {problem} [{kind}]");
+                say(format_args!("  {} [{kind}]", block(&problem.to_string())));
             }
         }
-        other => eprintln!("error: {other}"),
+        other => say(format_args!("error: {}", block(&other.to_string()))),
     }
 }

@@ -9,7 +9,11 @@ use mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use super::open::{EXIT_FAILED, chain, load, runtime, with_runner};
+use mcp_client::McpRunner;
+use serde_json::Value;
+
+use super::open::{EXIT_FAILED, fail, load, runtime, with_runner};
+use super::term::{MAX_BLOCK, MAX_NAME, block, inline, out, say};
 
 /// The name of the demo server in the catalog (its tools are `demo__…`).
 const DEMO: &str = "demo";
@@ -31,55 +35,67 @@ pub(crate) fn main_job(file: Option<&Path>) -> ExitCode {
         config
     };
     runtime().block_on(with_runner(config, async |runner| {
-        for session in runner.sessions() {
-            let id = session.identity();
-            println!(
-                "connected: {} ({} {}, protocol {})",
-                session.name(),
-                id.name.as_deref().unwrap_or("?"),
-                id.version.as_deref().unwrap_or("?"),
-                id.protocol_version
-            );
-        }
-        let surface: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
-        println!(
-            "the model sees {} tools: {} ({} MCP tools behind them)",
-            surface.len(),
-            surface.join(", "),
-            runner.catalog().len()
-        );
-        if !demo {
-            println!("try: mcp-agent tools search \"<what you need>\"");
-            return ExitCode::SUCCESS;
-        }
-        let steps = [
-            (SEARCH_TOOL, json!({ "query": "add two numbers", "limit": 3 })),
-            (CALL_TOOL, json!({ "tool_name": "demo__add", "arguments": { "a": 2, "b": 3 } })),
-            (
-                CALL_TOOL,
-                json!({ "tool_name": "demo__word_count", "arguments": { "text": "the quick brown fox" } }),
-            ),
-        ];
-        for (i, (tool, arguments)) in steps.into_iter().enumerate() {
-            println!("> {tool} {arguments}");
-            let call =
-                ToolCall::new(format!("demo-{i}"), tool, arguments.as_object().cloned().unwrap_or_default());
-            match runner.dispatch(call).await {
-                Ok(output) => println!("< {}", output.to_model_text()),
-                Err(e) => {
-                    eprintln!("error: {}", chain(&e));
-                    return ExitCode::from(EXIT_FAILED);
-                }
-            }
-        }
-        ExitCode::SUCCESS
+        show(runner, demo).await.unwrap_or_else(|code| code)
     }))
+}
+
+/// What the model sees, then (for the demo server) a search and two calls.
+async fn show(runner: &McpRunner, demo: bool) -> Result<ExitCode, ExitCode> {
+    for session in runner.sessions() {
+        let id = session.identity();
+        out(format_args!(
+            "connected: {} ({} {}, protocol {})",
+            session.name(),
+            inline(id.name.as_deref().unwrap_or("?"), MAX_NAME),
+            inline(id.version.as_deref().unwrap_or("?"), MAX_NAME),
+            inline(&id.protocol_version, MAX_NAME)
+        ))?;
+    }
+    let surface: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
+    out(format_args!(
+        "the model sees {} tools: {} ({} MCP tools behind them)",
+        surface.len(),
+        inline(&surface.join(", "), MAX_BLOCK),
+        runner.catalog().len()
+    ))?;
+    if !demo {
+        out("try: mcp-agent tools search \"<what you need>\"")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let steps = [
+        (
+            SEARCH_TOOL,
+            json!({ "query": "add two numbers", "limit": 3 }),
+        ),
+        (
+            CALL_TOOL,
+            json!({ "tool_name": "demo__add", "arguments": { "a": 2, "b": 3 } }),
+        ),
+        (
+            CALL_TOOL,
+            json!({ "tool_name": "demo__word_count", "arguments": { "text": "the quick brown fox" } }),
+        ),
+    ];
+    for (i, (tool, arguments)) in steps.into_iter().enumerate() {
+        out(format_args!("> {tool} {arguments}"))?;
+        let Value::Object(arguments) = arguments else {
+            unreachable!("every step's arguments are an object literal")
+        };
+        let call = ToolCall::new(format!("demo-{i}"), tool, arguments);
+        match runner.dispatch(call).await {
+            Ok(output) => out(format_args!("< {}", block(&output.to_model_text())))?,
+            Err(e) => return Err(fail(&e)),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The configuration with the demo server, spawned from this very binary.
 fn demo_config(config: Config) -> Result<Config, ExitCode> {
     let exe = std::env::current_exe().map_err(|e| {
-        eprintln!("error: cannot locate the mcp-agent binary to spawn the demo server: {e}");
+        say(format_args!(
+            "error: cannot locate the mcp-agent binary to spawn the demo server: {e}"
+        ));
         ExitCode::from(EXIT_FAILED)
     })?;
     let spec = ServerSpec::new(
@@ -104,14 +120,14 @@ pub(crate) fn serve() -> ExitCode {
         {
             Ok(service) => service,
             Err(e) => {
-                eprintln!("demo server: {e}");
+                say(format_args!("demo server: {e}"));
                 return ExitCode::from(EXIT_FAILED);
             }
         };
         match service.waiting().await {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("demo server: {e}");
+                say(format_args!("demo server: {e}"));
                 ExitCode::from(EXIT_FAILED)
             }
         }

@@ -12,6 +12,8 @@ mod config;
 mod demo;
 mod open;
 mod servers;
+mod signals;
+mod term;
 mod tools;
 
 /// Exit code for a configuration that is invalid or cannot be read.

@@ -1,4 +1,4 @@
-//! Opening the configured servers for one CLI command.
+//! Opening the configured servers for one CLI command, and closing them whatever happens.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,17 +8,21 @@ use mcp_client::{McpClient, McpRunner};
 use mcp_config::Config;
 
 use super::EXIT_INVALID_CONFIG;
+use super::signals::Signals;
+use super::term::{block, say};
 
 /// Exit code when servers could not be opened or a call failed.
 pub(crate) const EXIT_FAILED: u8 = 1;
 
 /// Loads the environment and `file`, reporting every problem and returning exit code 2 on an
-/// invalid configuration.
+/// invalid configuration. The secrets of the loaded servers are scrubbed from all output.
 pub(crate) fn load(file: Option<&Path>) -> Result<Config, ExitCode> {
-    Config::load(file).map_err(|err| {
+    let config = Config::load(file).map_err(|err| {
         super::config::report(&err);
         ExitCode::from(EXIT_INVALID_CONFIG)
-    })
+    })?;
+    super::term::know_secrets(&config);
+    Ok(config)
 }
 
 /// A runtime for one command.
@@ -30,8 +34,10 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// Opens every server of `config` for one run, printing why on failure.
-pub(crate) async fn open(config: Config) -> Result<McpRunner, ExitCode> {
+/// Opens every server of `config` for one run, printing why on failure. A run left with no
+/// server at all (every one skipped under `skip_unavailable`) is a failure too.
+async fn open(config: Config) -> Result<McpRunner, ExitCode> {
+    let configured = config.servers.len();
     let connectors = mcp_agent::connectors().map_err(|e| fail(&e))?;
     let client = McpClient::builder(config)
         .connectors(connectors)
@@ -42,63 +48,65 @@ pub(crate) async fn open(config: Config) -> Result<McpRunner, ExitCode> {
         .await
         .map_err(|e| fail(&e))?;
     for skipped in runner.skipped() {
-        eprintln!(
-            "warning: skipped server `{}`: {}",
-            skipped.server,
-            chain(&skipped.error)
-        );
+        say(format_args!("warning: skipped: {}", chain(&skipped.error)));
+    }
+    if configured > 0 && runner.sessions().is_empty() {
+        say(format_args!(
+            "error: none of the {configured} configured servers is available"
+        ));
+        return Err(ExitCode::from(EXIT_FAILED));
     }
     Ok(runner)
 }
 
-/// Runs `body` with the runner and always closes it — also when the process is interrupted
-/// (Ctrl-C) or asked to terminate: the servers run in their own process groups, so a
-/// terminal's signal never reaches them, and an exit without closing would orphan them.
+/// Runs `body` with the runner and always closes it.
+///
+/// The terminating signals are caught before anything is spawned. A signal while connecting
+/// drops the half-open run (its child processes are killed); during `body` it stops the body
+/// and closes the run gracefully; a signal during the close (the first or a second one) cuts
+/// the grace period short and kills what is left. The exit code is then 128 + the signal.
 pub(crate) async fn with_runner<F>(config: Config, body: F) -> ExitCode
 where
     F: AsyncFnOnce(&McpRunner) -> ExitCode,
 {
-    let opening = tokio::select! {
-        opened = open(config) => opened,
-        code = interrupted() => Err(code),
-    };
-    let runner = match opening {
-        Ok(runner) => runner,
-        Err(code) => return code,
+    let mut signals = Signals::install();
+    let runner = tokio::select! {
+        opened = open(config) => match opened {
+            Ok(runner) => runner,
+            Err(code) => return code,
+        },
+        code = signals.recv() => {
+            say("interrupted while connecting: stopping the MCP servers");
+            return code;
+        }
     };
     let code = tokio::select! {
         code = body(&runner) => code,
-        code = interrupted() => code,
-    };
-    runner.close().await;
-    code
-}
-
-/// Resolves when the process receives SIGINT or SIGTERM, with the conventional exit code
-/// (128 + signal number). Never resolves if the handlers cannot be installed.
-async fn interrupted() -> ExitCode {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
+        code = signals.recv() => {
+            say("interrupted: closing the MCP sessions");
+            code
+        }
     };
     let code = tokio::select! {
-        _ = int.recv() => 130,
-        _ = term.recv() => 143,
+        () = runner.close() => code,
+        code = signals.recv() => {
+            say("interrupted again: stopping the MCP servers now");
+            code
+        }
     };
-    eprintln!("interrupted: closing the MCP sessions");
-    ExitCode::from(code)
+    // After a cut-short close, dropping the runner kills whatever still runs.
+    drop(runner);
+    code
 }
 
 /// Prints an error with its whole cause chain and returns the failure exit code.
 pub(crate) fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("error: {}", chain(error));
+    say(format_args!("error: {}", chain(error)));
     ExitCode::from(EXIT_FAILED)
 }
 
-/// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their lines).
+/// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
+/// lines), terminal-safe and with known secrets replaced.
 pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut out = error.to_string();
     let mut source = error.source();
@@ -110,13 +118,5 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         }
         source = cause.source();
     }
-    out
-}
-
-/// Prints a value as pretty JSON.
-pub(crate) fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
+    block(&out)
 }

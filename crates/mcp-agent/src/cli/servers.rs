@@ -6,7 +6,13 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::open::{load, print_json, runtime, with_runner};
+use mcp_client::McpRunner;
+
+use super::open::{load, runtime, with_runner};
+use super::term::{MAX_NAME, inline, out, out_json};
+
+/// Longest version or protocol string printed.
+const MAX_VERSION: usize = 64;
 
 /// The `servers` commands.
 #[derive(Debug, Subcommand)]
@@ -30,43 +36,51 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
     match cmd {
         ServersCommand::List => {
             for spec in &config.servers {
-                println!("{}\t{}", spec.name, spec.kind());
+                if let Err(code) = out(format_args!("{}\t{}", spec.name, spec.kind())) {
+                    return code;
+                }
             }
             ExitCode::SUCCESS
         }
         ServersCommand::Check { json } => runtime().block_on(with_runner(config, async |runner| {
-            let entries = runner.catalog().entries();
-            let report: Vec<Value> = runner
-                .sessions()
-                .iter()
-                .map(|s| {
-                    let id = s.identity();
-                    json!({
-                        "server": s.name(),
-                        "transport": s.spec().kind(),
-                        "server_info": { "name": id.name, "version": id.version },
-                        "protocol_version": id.protocol_version,
-                        "tools": entries.iter().filter(|t| t.server == s.name()).count(),
-                        "instructions": id.instructions,
-                    })
-                })
-                .collect();
-            if json {
-                print_json(&Value::Array(report));
-            } else {
-                for r in &report {
-                    println!(
-                        "{}\t{}\t{} {}\tprotocol {}\t{} tools",
-                        r["server"].as_str().unwrap_or(""),
-                        r["transport"].as_str().unwrap_or(""),
-                        r["server_info"]["name"].as_str().unwrap_or("?"),
-                        r["server_info"]["version"].as_str().unwrap_or("?"),
-                        r["protocol_version"].as_str().unwrap_or("?"),
-                        r["tools"]
-                    );
-                }
-            }
-            ExitCode::SUCCESS
+            check(runner, json).unwrap_or_else(|code| code)
         })),
     }
+}
+
+fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
+    let entries = runner.catalog().entries();
+    let report: Vec<Value> = runner
+        .sessions()
+        .iter()
+        .map(|s| {
+            let id = s.identity();
+            json!({
+                "server": s.name(),
+                "transport": s.spec().kind(),
+                "server_info": { "name": id.name, "version": id.version },
+                "protocol_version": id.protocol_version,
+                "tools": entries.iter().filter(|t| t.server == s.name()).count(),
+                "instructions": id.instructions,
+            })
+        })
+        .collect();
+    if json {
+        out_json(&Value::Array(report))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Every cell but the configured name and the count is the server's own text.
+    let cell = |v: &Value, max| inline(v.as_str().unwrap_or("?"), max);
+    for r in &report {
+        out(format_args!(
+            "{}\t{}\t{} {}\tprotocol {}\t{} tools",
+            cell(&r["server"], MAX_NAME),
+            cell(&r["transport"], MAX_NAME),
+            cell(&r["server_info"]["name"], MAX_NAME),
+            cell(&r["server_info"]["version"], MAX_VERSION),
+            cell(&r["protocol_version"], MAX_VERSION),
+            r["tools"]
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

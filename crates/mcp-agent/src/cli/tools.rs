@@ -8,7 +8,10 @@ use clap::Subcommand;
 use mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
-use super::open::{EXIT_FAILED, chain, load, print_json, runtime, with_runner};
+use mcp_client::McpRunner;
+
+use super::open::{fail, load, runtime, with_runner};
+use super::term::{MAX_NAME, block, first_line, inline, out, out_json, say};
 
 /// The `tools` commands.
 #[derive(Debug, Subcommand)]
@@ -55,102 +58,112 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>) -> ExitCode {
     if let ToolsCommand::Call { arguments, .. } = &cmd
         && let Err(message) = parse_arguments(arguments)
     {
-        eprintln!("error: {message}");
+        say(format_args!("error: {message}"));
         return ExitCode::from(super::EXIT_INVALID_CONFIG);
     }
-    runtime().block_on(with_runner(config, async |runner| match cmd {
-        ToolsCommand::List { json } => {
-            let tools = runner.catalog().entries();
-            if json {
-                let list: Vec<Value> = tools
-                    .iter()
-                    .map(|t| {
-                        json!({
-                            "name": t.id,
-                            "model_name": t.model_name(),
-                            "server": t.server,
-                            "remote_name": t.remote_name,
-                            "description": t.descriptor.description,
-                            "input_schema": *t.descriptor.input_schema,
-                        })
-                    })
-                    .collect();
-                print_json(&Value::Array(list));
-            } else {
-                for t in &tools {
-                    println!(
-                        "{}\t{}",
-                        t.id,
-                        first_line(t.descriptor.description.as_deref())
-                    );
-                }
-                eprintln!(
-                    "{} tools from {} servers",
-                    tools.len(),
-                    runner.sessions().len()
-                );
-            }
-            ExitCode::SUCCESS
+    runtime().block_on(with_runner(config, async |runner| {
+        match cmd {
+            ToolsCommand::List { json } => list(runner, json),
+            ToolsCommand::Search {
+                query,
+                limit,
+                server,
+                json,
+            } => search(runner, query, limit, server, json),
+            ToolsCommand::Call {
+                name,
+                arguments,
+                json,
+            } => call(runner, name, &arguments, json).await,
         }
-        ToolsCommand::Search {
-            query,
-            limit,
-            server,
-            json,
-        } => {
-            let mut request = SearchRequest::new(query);
-            if let Some(limit) = limit {
-                request = request.with_limit(limit);
-            }
-            if let Some(server) = server {
-                request = request.with_server(server);
-            }
-            match runner.catalog().search(&request) {
-                Ok(response) => {
-                    let value = response.to_json();
-                    if json {
-                        print_json(&value);
-                    } else {
-                        print_ranked(&value);
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {}", chain(&e));
-                    ExitCode::from(EXIT_FAILED)
-                }
-            }
-        }
-        ToolsCommand::Call {
-            name,
-            arguments,
-            json,
-        } => {
-            let arguments = parse_arguments(&arguments).unwrap_or_default();
-            let call = ToolCall::new(
-                "cli-1",
-                CALL_TOOL,
-                json!({ "tool_name": name, "arguments": arguments })
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            match runner.dispatch(call).await {
-                Ok(output) => {
-                    if json {
-                        print_json(&serde_json::to_value(&output).unwrap_or_default());
-                    } else {
-                        println!("{}", output.to_model_text());
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {}", chain(&e));
-                    ExitCode::from(EXIT_FAILED)
-                }
-            }
-        }
+        .unwrap_or_else(|code| code)
     }))
+}
+
+fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
+    let tools = runner.catalog().entries();
+    if json {
+        let list: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.id,
+                    "model_name": t.model_name(),
+                    "server": t.server,
+                    "remote_name": t.remote_name,
+                    "description": t.descriptor.description,
+                    "input_schema": *t.descriptor.input_schema,
+                })
+            })
+            .collect();
+        out_json(&Value::Array(list))?;
+    } else {
+        for t in &tools {
+            out(format_args!(
+                "{}\t{}",
+                inline(&t.id, MAX_NAME),
+                first_line(t.descriptor.description.as_deref())
+            ))?;
+        }
+        say(format_args!(
+            "{} tools from {} servers",
+            tools.len(),
+            runner.sessions().len()
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn search(
+    runner: &McpRunner,
+    query: String,
+    limit: Option<usize>,
+    server: Option<String>,
+    json: bool,
+) -> Result<ExitCode, ExitCode> {
+    let mut request = SearchRequest::new(query);
+    if let Some(limit) = limit {
+        request = request.with_limit(limit);
+    }
+    if let Some(server) = server {
+        request = request.with_server(server);
+    }
+    match runner.catalog().search(&request) {
+        Ok(response) => {
+            let value = response.to_json();
+            if json {
+                out_json(&value)?;
+            } else {
+                print_ranked(&value)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(fail(&e)),
+    }
+}
+
+async fn call(
+    runner: &McpRunner,
+    name: String,
+    arguments: &str,
+    json: bool,
+) -> Result<ExitCode, ExitCode> {
+    let arguments = parse_arguments(arguments).unwrap_or_default();
+    let mut call_arguments = serde_json::Map::new();
+    call_arguments.insert("tool_name".into(), Value::String(name));
+    call_arguments.insert("arguments".into(), Value::Object(arguments));
+    let call = ToolCall::new("cli-1", CALL_TOOL, call_arguments);
+    match runner.dispatch(call).await {
+        Ok(output) => {
+            if json {
+                out_json(&serde_json::to_value(&output).unwrap_or_default())?;
+            } else {
+                out(block(&output.to_model_text()))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(fail(&e)),
+    }
 }
 
 fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String> {
@@ -161,22 +174,19 @@ fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String>
     }
 }
 
-fn first_line(text: Option<&str>) -> &str {
-    text.and_then(|t| t.lines().next()).unwrap_or("")
-}
-
-fn print_ranked(response: &Value) {
+fn print_ranked(response: &Value) -> Result<(), ExitCode> {
     let tools = response["tools"].as_array().cloned().unwrap_or_default();
     for (rank, tool) in tools.iter().enumerate() {
-        println!(
+        out(format_args!(
             "{:>2}. {}\t{}",
             rank + 1,
-            tool["name"].as_str().unwrap_or(""),
+            inline(tool["name"].as_str().unwrap_or(""), MAX_NAME),
             first_line(tool["description"].as_str())
-        );
+        ))?;
     }
-    eprintln!(
+    say(format_args!(
         "{} of {} matching tools",
         response["count"], response["total"]
-    );
+    ));
+    Ok(())
 }

@@ -1,0 +1,158 @@
+//! What the CLI prints: server-chosen text made safe for a terminal, and writes that end the
+//! command quietly when the reader goes away.
+//!
+//! Every string a server chose (names, versions, descriptions, results, error texts) passes
+//! through [`inline`] (one table cell or line) or [`block`] (multi-line text) before it is
+//! printed: known secrets are replaced, control characters (ESC, CR, NUL, DEL, C1) and bidi
+//! overrides are shown escaped (`\u{1b}`), and the text is cut to a bound. `--json` output is
+//! serialised by serde_json, which escapes control characters itself, so it stays exact JSON.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use mcp_config::{Config, Scrubber};
+
+/// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
+pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
+
+/// Longest name (tool, server, identity) printed in a table cell.
+pub(crate) const MAX_NAME: usize = 128;
+/// Longest one-line description printed.
+pub(crate) const MAX_LINE: usize = 200;
+/// Longest multi-line text printed (an error with its causes, a tool's text result).
+pub(crate) const MAX_BLOCK: usize = 256 * 1024;
+
+static SCRUBBER: OnceLock<Scrubber> = OnceLock::new();
+
+/// Makes every secret value of `config`'s servers known to what this module prints.
+pub(crate) fn know_secrets(config: &Config) {
+    let values = config.servers.iter().flat_map(|s| s.secret_values());
+    let _ = SCRUBBER.set(Scrubber::new(values));
+}
+
+fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
+    match SCRUBBER.get() {
+        Some(scrubber) => scrubber.scrub(text),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// True for characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and the
+/// bidirectional overrides and isolates that reorder what is displayed.
+fn is_hazard(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
+    let text = scrub(text);
+    let mut out = String::with_capacity(text.len().min(max_chars + 16));
+    let mut shown = 0usize;
+    let mut chars = text.chars();
+    for c in chars.by_ref() {
+        if shown >= max_chars {
+            break;
+        }
+        if keep_lines && (c == '\n' || c == '\t') || !is_hazard(c) {
+            out.push(c);
+        } else {
+            let _ = write!(out, "{}", c.escape_unicode());
+        }
+        shown += 1;
+    }
+    let rest = chars.count();
+    if rest > 0 {
+        let _ = write!(out, "… ({rest} more characters)");
+    }
+    out
+}
+
+/// `text` as one terminal-safe line of at most `max_chars` characters (newlines and tabs
+/// escaped too, so it cannot forge a row or a column).
+pub(crate) fn inline(text: &str, max_chars: usize) -> String {
+    clean(text, max_chars, false)
+}
+
+/// `text` terminal-safe, keeping its lines and tabs, cut to [`MAX_BLOCK`] characters.
+pub(crate) fn block(text: &str) -> String {
+    clean(text, MAX_BLOCK, true)
+}
+
+/// The first line of an optional description, terminal-safe.
+pub(crate) fn first_line(text: Option<&str>) -> String {
+    inline(text.and_then(|t| t.lines().next()).unwrap_or(""), MAX_LINE)
+}
+
+/// Writes `text` and a newline to stdout. A closed pipe ends the command quietly with
+/// [`EXIT_BROKEN_PIPE`]; another write error (a full disk) is reported, exit 1.
+pub(crate) fn out(text: impl std::fmt::Display) -> Result<(), ExitCode> {
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "{text}")
+        .and_then(|()| stdout.flush())
+        .map_err(write_failed)
+}
+
+/// Prints a value as pretty JSON (exact JSON: serde_json escapes control characters), with
+/// known secrets replaced.
+pub(crate) fn out_json(value: &serde_json::Value) -> Result<(), ExitCode> {
+    let mut value = value.clone();
+    if let Some(scrubber) = SCRUBBER.get() {
+        scrubber.scrub_json(&mut value);
+    }
+    let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+    out(text)
+}
+
+fn write_failed(error: io::Error) -> ExitCode {
+    if error.kind() == io::ErrorKind::BrokenPipe {
+        ExitCode::from(EXIT_BROKEN_PIPE)
+    } else {
+        say(format_args!("error: cannot write the output: {error}"));
+        ExitCode::from(super::open::EXIT_FAILED)
+    }
+}
+
+/// Writes a line to stderr, best effort: a closed stderr is not worth a panic.
+pub(crate) fn say(text: impl std::fmt::Display) {
+    let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_cannot_reach_the_terminal_or_forge_a_row() {
+        let name = "evil\u{1b}[31mred\r\nINJECTED\tcol\u{7}\u{0}\u{9b}x\u{202e}y";
+        let shown = inline(name, MAX_NAME);
+        assert!(!shown.chars().any(is_hazard), "{shown:?}");
+        assert_eq!(
+            shown,
+            "evil\\u{1b}[31mred\\u{d}\\u{a}INJECTED\\u{9}col\\u{7}\\u{0}\\u{9b}x\\u{202e}y"
+        );
+    }
+
+    #[test]
+    fn blocks_keep_lines_and_tabs_but_not_escapes() {
+        assert_eq!(
+            block("a\n\tb\u{1b}]0;title\u{7}"),
+            "a\n\tb\\u{1b}]0;title\\u{7}"
+        );
+    }
+
+    #[test]
+    fn long_text_is_cut_and_says_how_much_was_left_out() {
+        let version = "9".repeat(100_000);
+        assert_eq!(
+            inline(&version, 64),
+            format!("{}… (99936 more characters)", "9".repeat(64))
+        );
+        assert_eq!(first_line(Some("one\ntwo")), "one");
+        assert_eq!(first_line(None), "");
+    }
+}
