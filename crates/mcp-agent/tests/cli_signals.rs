@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_test_kit::{Event, RecordFile};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -53,7 +54,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The CLI calling `kit__slow` for a minute on a test-kit server started with `server_args`.
-fn cli_calling_slow(server_args: &[&str]) -> Child {
+fn cli_calling_slow(server_args: &[impl AsRef<str>]) -> Child {
+    let server_args: Vec<&str> = server_args.iter().map(AsRef::as_ref).collect();
     let servers = serde_json::json!([{
         "name": "kit",
         "command": mcp_test_kit::stdio::binary(),
@@ -92,9 +94,32 @@ fn started_servers(cli: &Child) -> Vec<u32> {
     server
 }
 
+/// Waits until the server recorded the start of the call.
+fn call_started(record: &RecordFile) {
+    wait_until("the call to start", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+}
+
+/// A record file in a fresh directory, and the server arguments that write it.
+fn recorded(args: &[&str]) -> (tempfile::TempDir, RecordFile, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let record = RecordFile::new(dir.path().join("record.jsonl"));
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.push("--record".into());
+    args.push(record.path().to_string_lossy().into_owned());
+    (dir, record, args)
+}
+
 fn interrupted_mid_call_leaves_no_server(sig: Signal, expected_code: i32) {
-    let cli = cli_calling_slow(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let (_dir, record, args) = recorded(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let cli = cli_calling_slow(&args);
     let server = started_servers(&cli);
+    call_started(&record);
     signal(&cli, sig);
     assert_eq!(exit_leaving_no_server(cli, server), Some(expected_code));
 }
@@ -132,8 +157,10 @@ fn a_signal_while_connecting_stops_the_half_open_server() {
 fn a_second_signal_during_the_close_kills_at_once() {
     // This server outlasts the whole close (stdin close, grace, SIGTERM, grace) unless the
     // second signal cuts it short; the exit code tells which signal ended the CLI.
-    let mut cli = cli_calling_slow(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let (_dir, record, args) = recorded(&["--ignore-stdin-close", "--ignore-sigterm"]);
+    let mut cli = cli_calling_slow(&args);
     let server = started_servers(&cli);
+    call_started(&record);
     signal(&cli, Signal::SIGTERM);
     let mut stderr = BufReader::new(cli.stderr.take().unwrap());
     let mut line = String::new();
