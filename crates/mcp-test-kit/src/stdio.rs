@@ -29,6 +29,12 @@ pub enum Mode {
     IgnoresStdinClose,
     /// Answers the first line it reads with non-JSON lines on stdout, then exits with status 2.
     GarbageOnStdout,
+    /// Answers `initialize` with one line of `--message-bytes` bytes (default 50 MB), then
+    /// stays up until stdin closes.
+    OversizedInitialize,
+    /// Answers `initialize` well and `tools/list` with a tool whose input schema nests
+    /// `--depth` arrays (default 10,000), then stays up until stdin closes.
+    DeepTools,
 }
 
 /// Arguments of `mcp-test-server`, and a builder for them in tests.
@@ -59,6 +65,12 @@ pub struct StdioServerArgs {
     /// Tools per `tools/list` page.
     #[arg(long)]
     pub page_size: Option<usize>,
+    /// The size of the oversized message, in bytes.
+    #[arg(long)]
+    pub message_bytes: Option<usize>,
+    /// The nesting depth of the deep message.
+    #[arg(long)]
+    pub depth: Option<usize>,
     /// Keep running after stdin closes.
     #[arg(long)]
     pub ignore_stdin_close: bool,
@@ -104,6 +116,18 @@ impl StdioServerArgs {
         self
     }
 
+    /// Sets the size of the oversized message.
+    pub fn message_bytes(mut self, bytes: usize) -> Self {
+        self.message_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets the nesting depth of the deep message.
+    pub fn depth(mut self, depth: usize) -> Self {
+        self.depth = Some(depth);
+        self
+    }
+
     /// Records calls and cancellations into `path`.
     pub fn record(mut self, path: impl Into<PathBuf>) -> Self {
         self.record = Some(path.into());
@@ -130,6 +154,8 @@ impl StdioServerArgs {
             ("--init-delay-ms", self.init_delay_ms),
             ("--extra-tools", self.extra_tools.map(|n| n as u64)),
             ("--page-size", self.page_size.map(|n| n as u64)),
+            ("--message-bytes", self.message_bytes.map(|n| n as u64)),
+            ("--depth", self.depth.map(|n| n as u64)),
         ];
         for (flag, value) in numbers {
             if let Some(value) = value {
@@ -199,6 +225,9 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
     if args.mode == Mode::GarbageOnStdout {
         return garbage().await;
     }
+    if matches!(args.mode, Mode::OversizedInitialize | Mode::DeepTools) {
+        return hostile(&args).await;
+    }
     if args.stdout_noise {
         let mut out = std::io::stdout().lock();
         writeln!(out, "mcp-test-server starting (this line is not JSON)")?;
@@ -251,6 +280,69 @@ async fn garbage() -> std::io::Result<i32> {
     Ok(2)
 }
 
+/// Speaks JSON-RPC by hand so that one answer can break the rules: an `initialize` answer of
+/// `--message-bytes` bytes, or a `tools/list` answer nested `--depth` levels deep. Then reads
+/// stdin until it closes, so a client that waits learns nothing from the process ending.
+async fn hostile(args: &StdioServerArgs) -> std::io::Result<i32> {
+    use serde_json::{Value, json};
+    use tokio::io::AsyncWriteExt as _;
+
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    while let Some(line) = lines.next_line().await? {
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(id), Some(method)) = (request.get("id"), request["method"].as_str()) else {
+            continue; // a notification
+        };
+        let answer = match method {
+            "initialize" => {
+                let version = request["params"]["protocolVersion"].clone();
+                let result = json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "hostile", "version": "1"},
+                });
+                let answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                if args.mode == Mode::OversizedInitialize {
+                    let bytes = args.message_bytes.unwrap_or(50_000_000);
+                    // The padding goes into `instructions`; the line has `bytes` bytes in all.
+                    let head = format!(
+                        r#"{},"instructions":""#,
+                        answer.strip_suffix("}}").unwrap_or(&answer)
+                    );
+                    let pad = bytes.saturating_sub(head.len() + 3);
+                    format!("{head}{}\"}}}}", "x".repeat(pad))
+                } else {
+                    answer
+                }
+            }
+            "tools/list" => {
+                let depth = args.depth.unwrap_or(10_000);
+                // `{"default": [[…]]}` as the schema of one property.
+                let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                let schema = format!(
+                    r#"{{"type":"object","properties":{{"deep":{{"default":{nested}}}}}}}"#
+                );
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"deep","inputSchema":{schema}}}]}}}}"#
+                )
+            }
+            _ => json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {"code": -32601, "message": "method not found"},
+            })
+            .to_string(),
+        };
+        out.write_all(answer.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        out.flush().await?;
+    }
+    Ok(0)
+}
+
 /// The path of the `mcp-test-server` binary, for tests of other crates.
 ///
 /// Looks at `$MCP_TEST_SERVER_BIN`, then beside the running test executable (cargo puts test
@@ -291,6 +383,8 @@ mod tests {
             init_delay_ms: Some(5),
             extra_tools: Some(3),
             page_size: Some(2),
+            message_bytes: Some(7),
+            depth: Some(9),
             ignore_stdin_close: true,
             ignore_sigterm: true,
             stdout_noise: true,

@@ -51,6 +51,30 @@ pub enum StdioError {
         #[source]
         source: std::io::Error,
     },
+    /// The server wrote a message larger than the connector's `max_message_bytes`: the
+    /// transport stopped reading at the limit and ended the session.
+    #[error(
+        "server `{server}` sent a message larger than the limit of {}; the session was closed",
+        crate::limits::bytes(*limit)
+    )]
+    MessageTooLarge {
+        /// The server.
+        server: String,
+        /// The limit, in bytes (the message's line break not counted).
+        limit: usize,
+    },
+    /// The server wrote a message nested deeper than the connector's `max_nesting_depth`: the
+    /// transport stopped reading there and ended the session.
+    #[error(
+        "server `{server}` sent a message nested deeper than the limit of {limit} levels; the \
+         session was closed"
+    )]
+    MessageTooDeep {
+        /// The server.
+        server: String,
+        /// The limit: how many arrays and objects may be open at once.
+        limit: usize,
+    },
 }
 
 impl StdioError {
@@ -60,7 +84,9 @@ impl StdioError {
             Self::NotStdio { server }
             | Self::Cwd { server, .. }
             | Self::Spawn { server, .. }
-            | Self::Write { server, .. } => server,
+            | Self::Write { server, .. }
+            | Self::MessageTooLarge { server, .. }
+            | Self::MessageTooDeep { server, .. } => server,
         }
     }
 }
@@ -132,6 +158,28 @@ mod tests {
         assert!(
             chain.contains("could not start `no-such-program`"),
             "{chain}"
+        );
+    }
+
+    #[test]
+    fn limit_errors_name_server_and_limit() {
+        let large = StdioError::MessageTooLarge {
+            server: "big".into(),
+            limit: 16 << 20,
+        };
+        assert_eq!(
+            large.to_string(),
+            "server `big` sent a message larger than the limit of 16 MiB (16777216 bytes); the \
+             session was closed"
+        );
+        let deep = StdioError::MessageTooDeep {
+            server: "deep".into(),
+            limit: 127,
+        };
+        assert_eq!(
+            deep.to_string(),
+            "server `deep` sent a message nested deeper than the limit of 127 levels; the session \
+             was closed"
         );
     }
 

@@ -1,6 +1,6 @@
 //! The connection handle: owns the child's process group for the life of a session.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,6 +9,7 @@ use mcp_connector::ConnectionHandle;
 use nix::sys::signal::Signal;
 
 use crate::StdioError;
+use crate::limits::Violation;
 use crate::process::Leader;
 use crate::stderr::StderrTail;
 
@@ -29,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) server: String,
     pub(crate) leader: Leader,
     pub(crate) stderr: Arc<StderrTail>,
+    /// Set when the transport refused a message and ended the session.
+    pub(crate) violation: Arc<OnceLock<Violation>>,
     /// Declared environment values, removed from diagnostics.
     secrets: Vec<String>,
 }
@@ -50,18 +53,26 @@ impl Shared {
             server,
             leader,
             stderr,
+            violation: Arc::default(),
             secrets,
         }
     }
 
-    /// The stderr tail and, once known, how the process ended; secrets redacted.
+    /// The stderr tail, the message the transport refused if it did, and, once known, how the
+    /// process ended; secrets redacted.
     pub(crate) fn diagnostics(&self) -> Option<String> {
         let mut text = self.stderr.text().unwrap_or_default();
-        if let Some(exit) = self.leader.exit() {
+        let mut note = |line: String| {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!("[process {} {exit}]", self.leader.pid()));
+            text.push_str(&line);
+        };
+        if let Some(violation) = self.violation.get() {
+            note(format!("[stopped reading stdout: {violation}]"));
+        }
+        if let Some(exit) = self.leader.exit() {
+            note(format!("[process {} {exit}]", self.leader.pid()));
         }
         if text.is_empty() {
             return None;
@@ -70,6 +81,15 @@ impl Shared {
             text = text.replace(secret.as_str(), REDACTED);
         }
         Some(text)
+    }
+
+    /// The error for the message the transport refused, if it did.
+    pub(crate) fn read_error(&self) -> Option<StdioError> {
+        let server = self.server.clone();
+        self.violation.get().map(|violation| match *violation {
+            Violation::TooLarge { limit } => StdioError::MessageTooLarge { server, limit },
+            Violation::TooDeep { limit } => StdioError::MessageTooDeep { server, limit },
+        })
     }
 
     pub(crate) fn write_error(&self, source: std::io::Error) -> StdioError {
@@ -119,6 +139,16 @@ impl StdioHandle {
     /// The server's pid, which is also its process group id.
     pub fn process_id(&self) -> u32 {
         self.shared.leader.pid()
+    }
+
+    /// Why the transport ended the session on its own, once it has: a message from the server
+    /// over [`StdioOptions::max_message_bytes`](crate::StdioOptions::max_message_bytes) or
+    /// [`max_nesting_depth`](crate::StdioOptions::max_nesting_depth)
+    /// ([`StdioError::MessageTooLarge`] or [`StdioError::MessageTooDeep`]). The requests
+    /// pending then fail at once as the session closes; the same text is in
+    /// [`diagnostics`](ConnectionHandle::diagnostics).
+    pub fn read_error(&self) -> Option<StdioError> {
+        self.shared.read_error()
     }
 
     /// Kills the process group now and reaps the server without waiting (what dropping the

@@ -52,6 +52,7 @@ compile_error!(
 mod env;
 mod error;
 mod handle;
+mod limits;
 mod process;
 mod stderr;
 mod transport;
@@ -94,10 +95,24 @@ pub struct StdioOptions {
     /// The variables inherited from the parent when a spec does not set `inherit_env`.
     /// Default [`SAFE_ENV_VARS`].
     pub inherited_env: Vec<String>,
-    /// The longest message line accepted from the child; longer ones are dropped by rmcp.
-    /// Default 16 MiB (rmcp's).
-    pub max_line_length: usize,
+    /// The largest message accepted from the server, in bytes (one line of stdout, its line
+    /// break not counted). A larger one ends the session at once with
+    /// [`StdioError::MessageTooLarge`]. Default [`DEFAULT_MAX_MESSAGE_BYTES`] (16 MiB, as the
+    /// HTTP transport's `max_response_bytes`).
+    pub max_message_bytes: usize,
+    /// How many JSON arrays and objects a message from the server may nest. A deeper one ends
+    /// the session at once with [`StdioError::MessageTooDeep`]. Default and maximum
+    /// [`MAX_NESTING_DEPTH`] (127): rmcp's JSON parser refuses deeper messages whatever this
+    /// says, so larger values count as 127.
+    pub max_nesting_depth: usize,
 }
+
+/// The default of [`StdioOptions::max_message_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// The default and largest [`StdioOptions::max_nesting_depth`]: 127, the deepest nesting
+/// rmcp's JSON parser (serde_json, recursion limit 128) reads.
+pub const MAX_NESTING_DEPTH: usize = limits::PARSER_MAX_DEPTH;
 
 impl Default for StdioOptions {
     fn default() -> Self {
@@ -105,7 +120,8 @@ impl Default for StdioOptions {
             stderr_capacity: 64 * 1024,
             terminate_grace: Duration::from_secs(2),
             inherited_env: SAFE_ENV_VARS.iter().map(|v| (*v).to_owned()).collect(),
-            max_line_length: rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_nesting_depth: MAX_NESTING_DEPTH,
         }
     }
 }
@@ -129,9 +145,15 @@ impl StdioOptions {
         self
     }
 
-    /// Sets the longest accepted message line.
-    pub fn max_line_length(mut self, bytes: usize) -> Self {
-        self.max_line_length = bytes;
+    /// Sets the largest accepted message, in bytes.
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// Sets how deep a message may nest (at most [`MAX_NESTING_DEPTH`]).
+    pub fn max_nesting_depth(mut self, levels: usize) -> Self {
+        self.max_nesting_depth = levels;
         self
     }
 }
@@ -240,7 +262,8 @@ impl StdioConnector {
         let transport = StdioTransport::new(
             pipes.stdout,
             pipes.stdin,
-            self.options.max_line_length,
+            self.options.max_message_bytes,
+            self.options.max_nesting_depth,
             shared.clone(),
         );
         Ok((

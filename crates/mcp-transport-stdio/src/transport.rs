@@ -1,5 +1,6 @@
 //! The protocol transport: rmcp's newline-delimited JSON over the child's stdin/stdout, with
-//! write errors that name the server and carry its diagnostics.
+//! write errors that name the server and carry its diagnostics, and stdout read through the
+//! size and depth bounds of [`crate::limits`].
 
 use std::sync::Arc;
 
@@ -11,14 +12,22 @@ use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::StdioError;
 use crate::handle::Shared;
+use crate::limits::Guarded;
 
 /// The MCP transport to a child process: its stdout in, its stdin out. Closing it closes the
 /// child's stdin, which asks a well-behaved server to exit.
 ///
-/// Framing and the handshake are rmcp's; this type adds only error context. Hand it to
+/// Framing and the handshake are rmcp's; this type adds error context and bounds each message
+/// the server writes: one larger than [`StdioOptions::max_message_bytes`] or nested deeper than
+/// [`StdioOptions::max_nesting_depth`] ends the session at once (the stream ends for rmcp, so
+/// pending requests fail), and [`StdioHandle::read_error`] says why. Hand it to
 /// `rmcp::serve_client` (or box it in an `mcp_connector::Connection`).
+///
+/// [`StdioOptions::max_message_bytes`]: crate::StdioOptions::max_message_bytes
+/// [`StdioOptions::max_nesting_depth`]: crate::StdioOptions::max_nesting_depth
+/// [`StdioHandle::read_error`]: crate::StdioHandle::read_error
 pub struct StdioTransport {
-    inner: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
+    inner: AsyncRwTransport<RoleClient, Guarded<ChildStdout>, ChildStdin>,
     shared: Arc<Shared>,
 }
 
@@ -35,12 +44,21 @@ impl StdioTransport {
     pub(crate) fn new(
         stdout: ChildStdout,
         stdin: ChildStdin,
-        max_line_length: usize,
+        max_message_bytes: usize,
+        max_nesting_depth: usize,
         shared: Arc<Shared>,
     ) -> Self {
+        let stdout = Guarded::new(
+            stdout,
+            max_message_bytes,
+            max_nesting_depth,
+            shared.violation.clone(),
+            shared.server.clone(),
+        );
+        // rmcp's own cap (which drops a line silently) stays above ours, line break included.
+        let rmcp_cap = max_message_bytes.saturating_add(2);
         Self {
-            inner: AsyncRwTransport::new_client(stdout, stdin)
-                .with_max_line_length(max_line_length),
+            inner: AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(rmcp_cap),
             shared,
         }
     }
