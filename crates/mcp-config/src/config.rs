@@ -8,13 +8,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::parse::{
-    Dialect, as_bool, as_str, check_name, expect_object, field, is_disabled, parse_http_url,
-    parse_server, parse_timeout, reject_unknown,
+    Dialect, as_bool, as_str, check_header_credentials, check_name, check_not_blank, expect_object,
+    field, is_disabled, parse_http_url, parse_server, parse_timeout, reject_unknown,
 };
 use crate::path::{JsonPath, Problems, did_you_mean};
 use crate::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, ServerSpec,
-    SpecOrigin, TransportSpec,
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, SecretSource,
+    ServerSpec, SpecOrigin, TransportSpec,
 };
 
 /// The name the server direction announces when none is configured.
@@ -50,7 +50,11 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `oauth_client_credentials` {`token_url`, `client_id`, `client_secret`, `client_secret_env`,
 /// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`, `allowed_issuers`}}
 /// (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
-/// {`allow`, `deny`, `pinned`}. Unknown keys are errors.
+/// {`allow`, `deny`, `pinned`}. Unknown keys are errors, and so is a key given twice.
+///
+/// Inline credentials must say something: a `bearer_token`, `client_secret` or `auth.headers`
+/// value, or an `Authorization` header, that is empty, only whitespace or a bare scheme
+/// (`Bearer `) is an error naming the server and the field.
 ///
 /// # Precedence
 ///
@@ -248,7 +252,9 @@ impl PartialFailure {
 
 /// Checks specs built in code (for instance by a custom [`ServerResolver`](crate::ServerResolver))
 /// as the loaders check parsed ones: names valid and unique, a non-empty command, an
-/// http(s) URL without credentials, non-zero timeouts. Paths are `servers[i].…`.
+/// http(s) URL without credentials, non-zero timeouts, no blank inline credential (bearer
+/// token, client secret, `auth.headers` value, `Authorization` header). Paths are
+/// `servers[i].…`.
 ///
 /// ```
 /// use mcp_config::{HttpSpec, ProblemKind, ServerSpec, TransportSpec, validate_specs};
@@ -286,9 +292,12 @@ pub fn validate_specs(specs: &[ServerSpec]) -> Result<(), ConfigError> {
             }
             TransportSpec::StreamableHttp(http) => {
                 parse_http_url(http.url.as_str(), &at.key("url"), &mut p);
+                let name = Some(spec.name.as_str());
+                check_header_credentials(&http.headers, &at.key("headers"), false, name, &mut p);
             }
             _ => {}
         }
+        check_blank_credentials(spec, &at.key("auth"), &mut p);
         if spec.call_timeout.is_zero() {
             p.push(
                 &at.key("call_timeout_seconds"),
@@ -305,6 +314,28 @@ pub fn validate_specs(specs: &[ServerSpec]) -> Result<(), ConfigError> {
         }
     }
     p.finish(())
+}
+
+/// The checks of [`check_not_blank`] and [`check_header_credentials`] on a built spec's `auth`.
+fn check_blank_credentials(spec: &ServerSpec, at: &JsonPath, p: &mut Problems) {
+    let name = Some(spec.name.as_str());
+    let auth = &spec.auth;
+    check_header_credentials(&auth.headers, &at.key("headers"), true, name, p);
+    if let Some(SecretSource::Inline(token)) = &auth.bearer {
+        check_not_blank(
+            token.expose(),
+            "bearer_token",
+            &at.key("bearer_token"),
+            name,
+            p,
+        );
+    }
+    if let Some(oauth) = &auth.oauth_client_credentials
+        && let SecretSource::Inline(secret) = &oauth.client_secret
+    {
+        let at = at.key("oauth_client_credentials").key("client_secret");
+        check_not_blank(secret.expose(), "client_secret", &at, name, p);
+    }
 }
 
 /// The top-level keys of a config document.

@@ -43,7 +43,8 @@ impl Config {
     /// `1`/`0`, `yes`/`no`, `on`/`off`). A variable set to the empty string counts as unset. Other
     /// variables with the prefix are errors (a typo must not be ignored); variables without
     /// it are ignored. Problem paths start with the variable's name:
-    /// `MCP_AGENT__SERVERS[1].url`.
+    /// `MCP_AGENT__SERVERS[1].url`; a key given twice in one object of `MCP_AGENT__SERVERS`
+    /// is one of them.
     ///
     /// ```
     /// use mcp_config::{Config, ProblemKind};
@@ -115,7 +116,7 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
         }
         let at = JsonPath::raw(name.as_str());
         match key {
-            "SERVERS" => match serde_json::from_str::<Value>(value) {
+            "SERVERS" => match crate::json::parse(value, &at, p) {
                 Ok(v @ Value::Array(_)) => layer.servers_from_array(&v, &at, p),
                 Ok(v) => p.push(
                     &at,

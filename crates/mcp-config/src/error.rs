@@ -30,6 +30,23 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// A config file larger than [`Config::MAX_FILE_BYTES`](crate::Config::MAX_FILE_BYTES):
+    /// refused before more than the limit is read.
+    #[error("config file {} is larger than the {} limit for config files", path.display(), Bytes(*limit))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// A config path that is not a regular file (after following symlinks): a directory, a
+    /// device such as `/dev/zero`, a FIFO or a socket. Refused before it is opened, so neither
+    /// an endless device nor a pipe without a writer can stall loading.
+    #[error("config file {} is not a regular file (a directory, device, FIFO or socket)", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// A config file whose extension is neither `.toml` nor `.json`.
     #[error("config file {} has an unsupported format: use a `.toml` or `.json` file", path.display())]
     UnsupportedFormat {
@@ -120,6 +137,19 @@ impl fmt::Display for Problem {
     }
 }
 
+/// A byte count for messages: `4 MiB`, `64 KiB`, `1000 bytes`.
+struct Bytes(u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            n if n > 0 && n % (1 << 20) == 0 => write!(f, "{} MiB", n >> 20),
+            n if n > 0 && n % (1 << 10) == 0 => write!(f, "{} KiB", n >> 10),
+            n => write!(f, "{n} bytes"),
+        }
+    }
+}
+
 struct ProblemList<'a>(&'a [Problem]);
 
 impl fmt::Display for ProblemList<'_> {
@@ -160,6 +190,8 @@ pub enum ProblemKind {
     DoubleUnderscore,
     /// Two servers have the same name (in one source, across sources, or in one run).
     DuplicateName,
+    /// A JSON object has the same key twice (JSON parsers would silently keep one value).
+    DuplicateKey,
     /// A run's inline spec has the name of a configured server.
     ShadowsConfigured,
     /// A run selects a server name that is not configured.

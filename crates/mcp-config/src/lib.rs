@@ -54,6 +54,7 @@ mod env;
 mod error;
 mod file;
 mod glob;
+mod json;
 mod parse;
 mod path;
 mod resolver;

@@ -140,11 +140,13 @@ pub(crate) fn parse_server(
     }
     let transport = match kind {
         Some(TransportKind::Stdio) => parse_stdio(obj, path, p).map(TransportSpec::Stdio),
-        Some(_) => parse_http(obj, path, p).map(TransportSpec::StreamableHttp),
+        Some(_) => parse_http(obj, path, name.as_deref(), p).map(TransportSpec::StreamableHttp),
         None => None,
     };
     let auth = match (kind, field(obj, "auth")) {
-        (Some(TransportKind::StreamableHttp), Some(v)) => parse_auth(v, &path.key("auth"), p),
+        (Some(TransportKind::StreamableHttp), Some(v)) => {
+            parse_auth(v, &path.key("auth"), name.as_deref(), p)
+        }
         _ => AuthSpec::default(),
     };
     if let Some(TransportSpec::StreamableHttp(http)) = &transport {
@@ -358,7 +360,12 @@ fn parse_stdio(obj: &Map<String, Value>, path: &JsonPath, p: &mut Problems) -> O
     Some(spec)
 }
 
-fn parse_http(obj: &Map<String, Value>, path: &JsonPath, p: &mut Problems) -> Option<HttpSpec> {
+fn parse_http(
+    obj: &Map<String, Value>,
+    path: &JsonPath,
+    server: Option<&str>,
+    p: &mut Problems,
+) -> Option<HttpSpec> {
     let before = p.len();
     let at = path.key("url");
     let url = match field(obj, "url") {
@@ -369,7 +376,12 @@ fn parse_http(obj: &Map<String, Value>, path: &JsonPath, p: &mut Problems) -> Op
         Some(v) => as_str(v, &at, p).and_then(|s| parse_http_url(s, &at, p)),
     };
     let headers = field(obj, "headers")
-        .map(|v| parse_headers(v, &path.key("headers"), p))
+        .map(|v| {
+            let at = path.key("headers");
+            let headers = parse_headers(v, &at, p);
+            check_header_credentials(&headers, &at, false, server, p);
+            headers
+        })
         .unwrap_or_default();
     if p.len() > before {
         return None;
@@ -379,18 +391,33 @@ fn parse_http(obj: &Map<String, Value>, path: &JsonPath, p: &mut Problems) -> Op
     Some(spec)
 }
 
-fn parse_auth(value: &Value, path: &JsonPath, p: &mut Problems) -> AuthSpec {
+fn parse_auth(value: &Value, path: &JsonPath, server: Option<&str>, p: &mut Problems) -> AuthSpec {
     let mut auth = AuthSpec::default();
     let Some(obj) = expect_object(value, path, "`auth`", p) else {
         return auth;
     };
     reject_unknown(obj, AUTH_FIELDS, path, p);
     if let Some(v) = field(obj, "headers") {
-        auth.headers = parse_headers(v, &path.key("headers"), p);
+        let at = path.key("headers");
+        auth.headers = parse_headers(v, &at, p);
+        check_header_credentials(&auth.headers, &at, true, server, p);
     }
-    auth.bearer = secret_source(obj, "bearer_token", "bearer_token_env", path, p);
+    auth.bearer = secret_source(obj, "bearer_token", "bearer_token_env", path, server, p);
+    if let Some(SecretSource::Inline(token)) = &auth.bearer
+        && has_control_char(token.expose())
+    {
+        p.push(
+            &path.key("bearer_token"),
+            InvalidValue,
+            format!(
+                "`bearer_token`{} contains a control character (such as a line break)",
+                of_server(server)
+            ),
+        );
+    }
     if let Some(v) = field(obj, "oauth_client_credentials") {
-        auth.oauth_client_credentials = parse_oauth(v, &path.key("oauth_client_credentials"), p);
+        auth.oauth_client_credentials =
+            parse_oauth(v, &path.key("oauth_client_credentials"), server, p);
         if field(obj, "bearer_token").is_some() || field(obj, "bearer_token_env").is_some() {
             p.push(
                 path,
@@ -402,7 +429,12 @@ fn parse_auth(value: &Value, path: &JsonPath, p: &mut Problems) -> AuthSpec {
     auth
 }
 
-fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuthClientCredentials> {
+fn parse_oauth(
+    value: &Value,
+    path: &JsonPath,
+    server: Option<&str>,
+    p: &mut Problems,
+) -> Option<OAuthClientCredentials> {
     let before = p.len();
     let obj = expect_object(value, path, "`oauth_client_credentials`", p)?;
     reject_unknown(obj, OAUTH_FIELDS, path, p);
@@ -422,7 +454,7 @@ fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuth
         }
         Some(v) => non_empty_str(v, &at, p),
     };
-    let client_secret = secret_source(obj, "client_secret", "client_secret_env", path, p);
+    let client_secret = secret_source(obj, "client_secret", "client_secret_env", path, server, p);
     if client_secret.is_none()
         && field(obj, "client_secret").is_none()
         && field(obj, "client_secret_env").is_none()
@@ -496,13 +528,14 @@ fn parse_oauth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<OAuth
     })
 }
 
-/// `inline_key` (a secret in the document) or `env_key` (the name of a variable holding it);
-/// never both.
+/// `inline_key` (a secret in the document, neither empty nor only whitespace) or `env_key` (the
+/// name of a variable holding it); never both.
 fn secret_source(
     obj: &Map<String, Value>,
     inline_key: &str,
     env_key: &str,
     path: &JsonPath,
+    server: Option<&str>,
     p: &mut Problems,
 ) -> Option<SecretSource> {
     match (field(obj, inline_key), field(obj, env_key)) {
@@ -514,8 +547,12 @@ fn secret_source(
             );
             None
         }
-        (Some(v), None) => non_empty_str(v, &path.key(inline_key), p)
-            .map(|s| SecretSource::Inline(Secret::from(s))),
+        (Some(v), None) => {
+            let at = path.key(inline_key);
+            let s = as_str(v, &at, p)?;
+            check_not_blank(s, inline_key, &at, server, p)
+                .then(|| SecretSource::Inline(Secret::from(s)))
+        }
         (None, Some(v)) => {
             let at = path.key(env_key);
             let name = non_empty_str(v, &at, p)?;
@@ -523,6 +560,76 @@ fn secret_source(
         }
         (None, None) => None,
     }
+}
+
+/// True when an inline secret says something; else a problem naming the field, the server and
+/// any `${…}` references that gave nothing.
+pub(crate) fn check_not_blank(
+    secret: &str,
+    field: &str,
+    path: &JsonPath,
+    server: Option<&str>,
+    p: &mut Problems,
+) -> bool {
+    if !secret.trim().is_empty() {
+        return true;
+    }
+    p.push(
+        path,
+        InvalidValue,
+        format!(
+            "`{field}`{} is empty or only whitespace{}",
+            of_server(server),
+            p.empty_vars_note(path)
+        ),
+    );
+    false
+}
+
+/// Header values that would send no credential: in `auth.headers` (`all`) any empty or
+/// whitespace-only value; elsewhere an `Authorization` / `Proxy-Authorization` value that is
+/// blank or a bare scheme (`Bearer ` after an empty `${TOKEN}`), and any blank value that came
+/// from `${…}` references that gave nothing.
+pub(crate) fn check_header_credentials(
+    headers: &BTreeMap<String, Secret>,
+    path: &JsonPath,
+    all: bool,
+    server: Option<&str>,
+    p: &mut Problems,
+) {
+    const SCHEMES: [&str; 6] = ["bearer", "basic", "token", "digest", "negotiate", "dpop"];
+    for (name, value) in headers {
+        let at = path.key(name);
+        let value = value.expose().trim();
+        let auth = name.eq_ignore_ascii_case("authorization")
+            || name.eq_ignore_ascii_case("proxy-authorization");
+        let problem = if value.is_empty() && (all || auth || p.has_empty_vars(&at)) {
+            "is empty or only whitespace"
+        } else if auth && SCHEMES.iter().any(|s| value.eq_ignore_ascii_case(s)) {
+            "names an authentication scheme but no credentials"
+        } else {
+            continue;
+        };
+        p.push(
+            &at,
+            InvalidValue,
+            format!(
+                "header {}{} {problem}{}",
+                shown(name),
+                of_server(server),
+                p.empty_vars_note(&at)
+            ),
+        );
+    }
+}
+
+/// ` of server `name`` for messages, or nothing when the name is not known.
+fn of_server(server: Option<&str>) -> String {
+    server.map_or_else(String::new, |s| format!(" of server {}", shown(s)))
+}
+
+fn has_control_char(s: &str) -> bool {
+    s.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f)
 }
 
 /// With a bearer token or OAuth, the Authorization header is the auth layer's: a static one
@@ -713,7 +820,7 @@ fn parse_headers(value: &Value, path: &JsonPath, p: &mut Problems) -> BTreeMap<S
                 format!("{} is not a valid HTTP header name", shown(name)),
             );
         }
-        if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        if has_control_char(v) {
             p.push(
                 &at,
                 InvalidValue,

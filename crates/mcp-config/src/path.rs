@@ -1,5 +1,6 @@
 //! JSON paths for problems, the problem collector and "did you mean" suggestions.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -59,10 +60,14 @@ impl fmt::Display for JsonPath {
 }
 
 /// Collects problems; every check pushes here and goes on, so all problems surface at once.
+///
+/// It also remembers, per string value, the `${VAR}` references that expanded to nothing, so a
+/// check that finds the value empty (a bearer token, a header) can name the variables.
 #[derive(Debug, Default)]
 pub(crate) struct Problems {
     list: Vec<Problem>,
     file: Option<PathBuf>,
+    empty_vars: BTreeMap<String, Vec<String>>,
 }
 
 impl Problems {
@@ -73,8 +78,8 @@ impl Problems {
     /// A collector whose problems are in `file`.
     pub(crate) fn in_file(file: PathBuf) -> Self {
         Self {
-            list: Vec::new(),
             file: Some(file),
+            ..Self::default()
         }
     }
 
@@ -94,6 +99,36 @@ impl Problems {
 
     pub(crate) fn extend(&mut self, other: Problems) {
         self.list.extend(other.list);
+        self.empty_vars.extend(other.empty_vars);
+    }
+
+    /// Notes that the string at `path` had `${…}` references to `names` that gave nothing
+    /// (variables set to the empty string, or unset with an empty default).
+    pub(crate) fn note_empty_vars(&mut self, path: &JsonPath, names: Vec<String>) {
+        if !names.is_empty() {
+            self.empty_vars.insert(path.as_str().to_owned(), names);
+        }
+    }
+
+    /// `` (variable `A` is empty or unset)`` for the string at `path`, or nothing.
+    pub(crate) fn empty_vars_note(&self, path: &JsonPath) -> String {
+        match self.empty_vars.get(path.as_str()).map(Vec::as_slice) {
+            None | Some([]) => String::new(),
+            Some([one]) => format!(" (variable `{one}` is empty or unset)"),
+            Some(names) => format!(
+                " (variables {} are empty or unset)",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// True when the string at `path` had `${…}` references that gave nothing.
+    pub(crate) fn has_empty_vars(&self, path: &JsonPath) -> bool {
+        self.empty_vars.contains_key(path.as_str())
     }
 
     pub(crate) fn into_vec(self) -> Vec<Problem> {

@@ -4,14 +4,15 @@
 //! a run against a configuration) beside the exact list of `(kind, path)` it must produce.
 
 use agent_core::RunInput;
-use mcp_config::{Config, ConfigError, ProblemKind, ProblemKind::*};
+use mcp_config::{Config, ConfigError, FileFormat, ProblemKind, ProblemKind::*};
 use serde_json::{Value, json};
 
 /// Where the bad input comes from.
 enum Input {
     /// `MCP_AGENT__…` variables.
     Env(Vec<(&'static str, &'static str)>),
-    /// A config file with this name and text (`HOME` is the only variable set).
+    /// A config file with this name and text (`HOME` and `EMPTY`, set to the empty string, are
+    /// the only variables set).
     File(&'static str, &'static str),
     /// A run with this metadata, against servers configured by `MCP_AGENT__SERVERS` plus
     /// extra variables.
@@ -35,7 +36,8 @@ fn load(input: &Input) -> Result<(), ConfigError> {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join(name);
             std::fs::write(&path, text).unwrap();
-            let result = Config::load_with_vars([("HOME", "/home/test")], Some(&path));
+            let result =
+                Config::load_with_vars([("HOME", "/home/test"), ("EMPTY", "")], Some(&path));
             if let Err(ConfigError::Invalid { problems }) = &result {
                 for p in problems {
                     assert_eq!(p.file.as_deref(), Some(path.as_path()), "{p}");
@@ -649,4 +651,376 @@ fn operator_specs_are_not_restricted() {
     .unwrap();
     let run = config.resolve(&RunInput::new("s", "i")).unwrap();
     assert_eq!(run.servers.len(), 2);
+}
+
+// ---- blank credentials ---------------------------------------------------------------------
+
+/// The message of the only problem `input` yields.
+fn message(input: &Input) -> String {
+    let err = load(input).expect_err("the input should be refused");
+    assert_eq!(err.problems().len(), 1, "{err}");
+    err.problems()[0].message.clone()
+}
+
+#[test]
+fn blank_inline_bearer_tokens() {
+    let input = env_servers(
+        r#"[{"name": "web", "url": "https://web.example.com/mcp", "auth": {"bearer_token": " \t "}},
+            {"name": "api", "url": "https://api.example.com/mcp", "auth": {"bearer_token": ""}}]"#,
+    );
+    let err = load(&input).unwrap_err();
+    assert!(err.problems()[0].message.contains("`web`"), "{err}");
+    assert!(err.problems()[1].message.contains("`api`"), "{err}");
+    check(
+        input,
+        &[
+            (InvalidValue, "MCP_AGENT__SERVERS[0].auth.bearer_token"),
+            (InvalidValue, "MCP_AGENT__SERVERS[1].auth.bearer_token"),
+        ],
+    );
+}
+
+#[test]
+fn bearer_token_with_a_line_break() {
+    check(
+        env_servers(
+            r#"[{"name": "web", "url": "https://web.example.com/mcp",
+                 "auth": {"bearer_token": "tok\r\nX-Injected: 1"}}]"#,
+        ),
+        &[(InvalidValue, "MCP_AGENT__SERVERS[0].auth.bearer_token")],
+    );
+}
+
+#[test]
+fn blank_inline_client_secret() {
+    let input = env_servers(
+        r#"[{"name": "crm", "url": "https://crm.example.com/mcp",
+             "auth": {"oauth_client_credentials": {"client_id": "c", "client_secret": "  "}}}]"#,
+    );
+    assert!(message(&input).contains("`crm`"));
+    check(
+        input,
+        &[(
+            InvalidValue,
+            "MCP_AGENT__SERVERS[0].auth.oauth_client_credentials.client_secret",
+        )],
+    );
+}
+
+#[test]
+fn blank_auth_header_values() {
+    let input = env_servers(
+        r#"[{"name": "web", "url": "https://web.example.com/mcp",
+             "headers": {"Authorization": "Bearer ", "X-Team": ""},
+             "auth": {"headers": {"X-Api-Key": " ", "X-Other": "ok"}}}]"#,
+    );
+    check(
+        input,
+        &[
+            (InvalidValue, "MCP_AGENT__SERVERS[0].headers.Authorization"),
+            (InvalidValue, "MCP_AGENT__SERVERS[0].auth.headers.X-Api-Key"),
+        ],
+    );
+    check(
+        env_servers(
+            r#"[{"name": "web", "url": "https://web.example.com/mcp",
+                 "headers": {"proxy-authorization": "  "}}]"#,
+        ),
+        &[(
+            InvalidValue,
+            "MCP_AGENT__SERVERS[0].headers.proxy-authorization",
+        )],
+    );
+}
+
+#[test]
+fn blank_credentials_in_inline_specs_of_a_run() {
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"bearer_token": "   "}
+        }]})),
+        &[(InvalidValue, "metadata.mcp.servers[0].auth.bearer_token")],
+    );
+}
+
+#[test]
+fn credentials_from_an_empty_variable_in_mcp_servers() {
+    let input = Input::File(
+        "mcp.json",
+        r#"{"mcpServers": {
+            "web": {"url": "https://web.example.com/mcp",
+                    "headers": {"Authorization": "Bearer ${EMPTY}", "X-Key": "${EMPTY}"}},
+            "api": {"url": "https://api.example.com/mcp", "auth": {"bearer_token": "${EMPTY}"}},
+            "ok": {"url": "https://ok.example.com/mcp", "headers": {"X-Team": "${EMPTY:-core}"}}
+        }}"#,
+    );
+    let err = load(&input).unwrap_err();
+    for p in err.problems() {
+        assert!(p.message.contains("`EMPTY`"), "{p}");
+    }
+    assert!(err.problems()[0].message.contains("`web`"), "{err}");
+    check(
+        input,
+        &[
+            (InvalidValue, "mcpServers.web.headers.Authorization"),
+            (InvalidValue, "mcpServers.web.headers.X-Key"),
+            (InvalidValue, "mcpServers.api.auth.bearer_token"),
+        ],
+    );
+}
+
+#[test]
+fn credentials_from_an_empty_variable_in_toml() {
+    check(
+        Input::File(
+            "mcp.toml",
+            r#"[[servers]]
+name = "crm"
+url = "https://crm.example.com/mcp"
+auth = { oauth_client_credentials = { client_id = "c", client_secret = "${EMPTY:-}" } }
+"#,
+        ),
+        &[(
+            InvalidValue,
+            "servers[0].auth.oauth_client_credentials.client_secret",
+        )],
+    );
+}
+
+// ---- duplicate keys ------------------------------------------------------------------------
+
+#[test]
+fn duplicate_keys_in_a_json_file() {
+    let input = Input::File(
+        "mcp.json",
+        r#"{"servers": [{"name": "git", "command": "a", "command": "b"}],
+            "connect_timeout_seconds": 5,
+            "connect_timeout_seconds": 6}"#,
+    );
+    assert!(
+        load(&input)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate key")
+    );
+    check(
+        input,
+        &[
+            (DuplicateKey, "servers[0].command"),
+            (DuplicateKey, "connect_timeout_seconds"),
+        ],
+    );
+}
+
+#[test]
+fn duplicate_keys_in_mcp_servers() {
+    check(
+        Input::File(
+            "claude_desktop_config.json",
+            r#"{"mcpServers": {
+                "git": {"command": "git-mcp"},
+                "web": {"url": "https://web.example.com/mcp", "headers": {"X-A": "1", "X-A": "2"}},
+                "git": {"command": "other-git-mcp"}
+            }}"#,
+        ),
+        &[
+            (DuplicateKey, "mcpServers.web.headers.X-A"),
+            (DuplicateKey, "mcpServers.git"),
+        ],
+    );
+}
+
+#[test]
+fn duplicate_keys_in_the_servers_variable() {
+    check(
+        env_servers(
+            r#"[{"name": "a", "command": "x"},
+                {"name": "b", "name": "c", "url": "https://c.example.com", "comand": "y"}]"#,
+        ),
+        &[
+            (DuplicateKey, "MCP_AGENT__SERVERS[1].name"),
+            (UnknownField, "MCP_AGENT__SERVERS[1].comand"),
+        ],
+    );
+}
+
+#[test]
+fn duplicate_keys_in_toml_are_syntax_errors() {
+    check(
+        Input::File(
+            "mcp.toml",
+            "connect_timeout_seconds = 5\nconnect_timeout_seconds = 6\n",
+        ),
+        &[(Syntax, "")],
+    );
+}
+
+// ---- variable references -------------------------------------------------------------------
+
+#[test]
+fn nested_defaults_expand() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(
+        &path,
+        "[[servers]]\nname = \"git\"\ncommand = \"${GIT_MCP:-${TOOLS:-/opt}/bin/git-mcp}\"\n\
+         args = [\"${UNSET:-${HOME}}\", \"${HOME:-${UNSET}}\", \"${A:-${B:-${C:-deep}}}}\"]\n",
+    )
+    .unwrap();
+    let config =
+        Config::load_with_vars([("HOME", "/home/me"), ("TOOLS", "")], Some(&path)).unwrap();
+    let mcp_config::TransportSpec::Stdio(stdio) = &config.servers[0].transport else {
+        panic!("git is stdio")
+    };
+    assert_eq!(stdio.command, "/opt/bin/git-mcp");
+    assert_eq!(stdio.args, ["/home/me", "/home/me", "deep}"]);
+}
+
+#[test]
+fn bad_nested_references() {
+    check(
+        Input::File(
+            "mcp.toml",
+            r#"[[servers]]
+name = "git"
+command = "${UNSET:-${HOME}"
+args = ["${UNSET:-${ALSO_UNSET}}", "${HOME:-${1BAD}}", "${HOME", "ok", "${UNSET:-${EMPTY"]
+"#,
+        ),
+        &[
+            (UndefinedVariable, "servers[0].args[0]"),
+            (InvalidValue, "servers[0].args[1]"),
+            (InvalidValue, "servers[0].args[2]"),
+            (InvalidValue, "servers[0].args[4]"),
+            (InvalidValue, "servers[0].command"),
+        ],
+    );
+}
+
+#[test]
+fn references_nested_too_deep() {
+    let deep = format!("{}x{}", "${A:-".repeat(40), "}".repeat(40));
+    let err = Config::parse(
+        &format!("[[servers]]\nname = \"git\"\ncommand = \"{deep}\"\n"),
+        FileFormat::Toml,
+        [("HOME", "/")],
+    )
+    .unwrap_err();
+    let p = &err.problems()[0];
+    assert_eq!(
+        (p.kind, p.path.as_str()),
+        (InvalidValue, "servers[0].command")
+    );
+    assert!(p.message.contains("nested"), "{p}");
+}
+
+// ---- what a config file may be -------------------------------------------------------------
+
+#[test]
+fn a_config_file_over_the_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.json");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(Config::MAX_FILE_BYTES + 1).unwrap();
+    let err = Config::load_with_vars([("HOME", "/")], Some(&path)).unwrap_err();
+    assert!(matches!(err, ConfigError::TooLarge { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&path.display().to_string()) && text.contains("4 MiB"),
+        "{text}"
+    );
+
+    // At the limit it is read (and here refused for its content).
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(Config::MAX_FILE_BYTES)
+        .unwrap();
+    let err = Config::load_with_vars([("HOME", "/")], Some(&path)).unwrap_err();
+    assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_to_an_endless_device_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.json");
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let started = std::time::Instant::now();
+    let err = Config::load_with_vars([("HOME", "/")], Some(&path)).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_directory_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mcp.toml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = Config::load_with_vars([("HOME", "/")], Some(&fifo)).unwrap_err();
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err}");
+
+    let sub = dir.path().join("conf.d.json");
+    std::fs::create_dir(&sub).unwrap();
+    let err = Config::from_file(&sub).unwrap_err();
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err}");
+}
+
+#[test]
+fn blank_credentials_in_specs_built_in_code() {
+    use mcp_config::{HttpSpec, Secret, SecretSource, ServerSpec, SpecOrigin, TransportSpec};
+
+    let mut http = HttpSpec::new("https://web.example.com/mcp".parse().unwrap());
+    http.headers
+        .insert("Authorization".into(), Secret::new("Basic"));
+    let mut web = ServerSpec::new("web", TransportSpec::StreamableHttp(http));
+    web.auth
+        .headers
+        .insert("X-Api-Key".into(), Secret::new(" "));
+    let mut api = ServerSpec::new(
+        "api",
+        TransportSpec::StreamableHttp(HttpSpec::new(
+            "https://api.example.com/mcp".parse().unwrap(),
+        )),
+    );
+    api.auth.bearer = Some(SecretSource::Inline(Secret::new("\t")));
+    let mut crm = ServerSpec::from_json(
+        &json!({"name": "crm", "url": "https://crm.example.com/mcp",
+                "auth": {"oauth_client_credentials": {"client_id": "c", "client_secret": "s"}}}),
+        SpecOrigin::Operator,
+    )
+    .unwrap();
+    crm.auth
+        .oauth_client_credentials
+        .as_mut()
+        .unwrap()
+        .client_secret = SecretSource::Inline(Secret::new(""));
+    let err = mcp_config::validate_specs(&[web, api, crm]).unwrap_err();
+    let got: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.kind, p.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (InvalidValue, "servers[0].headers.Authorization"),
+            (InvalidValue, "servers[0].auth.headers.X-Api-Key"),
+            (InvalidValue, "servers[1].auth.bearer_token"),
+            (
+                InvalidValue,
+                "servers[2].auth.oauth_client_credentials.client_secret"
+            ),
+        ]
+    );
+    assert!(err.problems()[2].message.contains("`api`"), "{err}");
 }
