@@ -93,6 +93,7 @@ fn test(extra: &[String]) -> Result<()> {
         )
         .args(extra))?;
     }
+    embed_example()?;
     conformance::check(&peers, &[])?;
     // No server process the suite started may outlive it (tests check their own servers by
     // pid and process group; this is the net under them).
@@ -101,6 +102,40 @@ fn test(extra: &[String]) -> Result<()> {
         .context("the workspace root")?;
     leaks::check(root, &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
+    Ok(())
+}
+
+/// Builds `examples/embed` (the README's library example, a project of its own that depends on
+/// `mcp-agent` alone) and runs it against the demo server, configured as `github`.
+fn embed_example() -> Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the workspace root")?;
+    let target = root.join("target");
+    let manifest = root.join("examples/embed/Cargo.toml");
+    run(cargo()
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target))?;
+    let cli = target.join("debug/mcp-agent");
+    let servers = format!(
+        r#"[{{"name":"github","command":{},"args":["demo-server"]}}]"#,
+        serde_json::Value::String(cli.to_string_lossy().into_owned())
+    );
+    let out = std::process::Command::new(target.join("debug/embed"))
+        .env("MCP_AGENT__SERVERS", servers)
+        .output()
+        .context("running examples/embed")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !stdout.contains("the model sees 2 tools") {
+        bail!(
+            "examples/embed failed ({}):\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("examples/embed: built and ran the README's library example");
     Ok(())
 }
 
@@ -133,7 +168,7 @@ fn lint() -> Result<()> {
         &["--no-default-features", "--features", "http"],
     ] {
         run(cargo()
-            .args(["check", "--quiet", "-p", "mcp-agent", "--lib", "--bins"])
+            .args(["check", "--quiet", "-p", "mcp-agent", "--lib"])
             .args(features))?;
     }
     Ok(())

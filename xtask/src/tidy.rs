@@ -174,3 +174,151 @@ fn tidy_architecture_names_every_crate() {
         );
     }
 }
+
+/// Rule: the library's front door pulls in no command-line machinery: no argument parser, no
+/// `anyhow`, no server side of rmcp — with default features and without.
+#[test]
+fn tidy_the_library_has_no_cli_dependencies() {
+    for features in [&[][..], &["--no-default-features"]] {
+        let out = crate::cargo()
+            .current_dir(root())
+            .args([
+                "tree",
+                "--offline",
+                "-p",
+                "mcp-agent",
+                "-e",
+                "normal,features",
+            ])
+            .args(["--prefix", "none"])
+            .args(features)
+            .output()
+            .expect("run cargo tree");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8(out.stdout).unwrap();
+        for line in tree.lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            assert!(
+                !["clap", "anyhow"].contains(&name) && !line.starts_with("rmcp feature \"server\""),
+                "mcp-agent {features:?} depends on `{line}`"
+            );
+        }
+    }
+}
+
+/// Rule: the README's library example is `examples/embed/src/main.rs` word for word, so the
+/// project CI builds and runs is the one a reader copies.
+#[test]
+fn tidy_the_readme_library_example_is_the_embed_example() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme
+        .find("```rust,no_run\nuse mcp_agent::prelude::*;")
+        .expect("the README's library example");
+    let code = &readme[start..];
+    let code = &code[code.find('\n').unwrap() + 1..];
+    let code = &code[..code.find("```").unwrap()];
+    let example = std::fs::read_to_string(root().join("examples/embed/src/main.rs")).unwrap();
+    let body: String = example
+        .lines()
+        .skip_while(|l| l.starts_with("//!") || l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        body, code,
+        "examples/embed/src/main.rs differs from the README"
+    );
+}
+
+/// Every `.rs` file of the repository (not under `target/`), with its text.
+fn sources() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name == "target" || name == "node_modules" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else if name.ends_with(".rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                out.push((path, text));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root(), &mut out);
+    out
+}
+
+/// Rule: the docs claim only what exists. Every test the docs name (a backticked name next to
+/// the word "test") is a function somewhere, and every backticked source path is a file or
+/// folder of the repository (relative to the root, or ending a path that exists).
+#[test]
+fn tidy_docs_name_only_what_exists() {
+    let sources = sources();
+    let files: Vec<String> = sources
+        .iter()
+        .map(|(p, _)| {
+            p.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut missing = Vec::new();
+    for doc in ["docs/ARCHITECTURE.md", "README.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        let mut spans = text.split('`');
+        let mut before = spans.next().unwrap_or("").to_owned();
+        while let (Some(span), Some(after)) = (spans.next(), spans.next()) {
+            let near = format!("{} {}", tail(&before, 24), head(after, 8));
+            let is_ident = !span.is_empty()
+                && span
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && span.contains('_');
+            if is_ident && near.contains("test") {
+                let def = format!("fn {span}(");
+                let file = format!("/{span}.rs");
+                if !sources.iter().any(|(_, t)| t.contains(&def))
+                    && !files.iter().any(|f| f.ends_with(&file))
+                {
+                    missing.push(format!("{doc}: test `{span}`"));
+                }
+            }
+            let is_path = span.ends_with(".rs")
+                && !span.contains(' ')
+                && !span.contains('<')
+                && !span.contains('*');
+            if is_path
+                && !root().join(span).exists()
+                && !files
+                    .iter()
+                    .any(|f| f.ends_with(&format!("/{span}")) || f == span)
+            {
+                missing.push(format!("{doc}: file `{span}`"));
+            }
+            before = after.to_owned();
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the docs name what does not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn tail(text: &str, chars: usize) -> String {
+    let n = text.chars().count();
+    text.chars().skip(n.saturating_sub(chars)).collect()
+}
+
+fn head(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
+}

@@ -50,6 +50,26 @@ impl RunInput {
         self.metadata = metadata;
         self
     }
+
+    /// Sets one metadata entry, replacing an earlier one under the same key.
+    ///
+    /// ```
+    /// use agent_core::RunInput;
+    /// use serde_json::json;
+    ///
+    /// let input = RunInput::new("state-1", "hi").with_meta("locale", "en").with_meta("n", 3);
+    /// assert_eq!(input.metadata["locale"], json!("en"));
+    /// assert_eq!(input.metadata["n"], json!(3));
+    /// ```
+    #[must_use]
+    pub fn with_meta(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
 }
 
 /// The tools of one run: a catalog to show the model and a dispatcher to call them, alive until

@@ -144,6 +144,51 @@ impl ToolCall {
             arguments,
         }
     }
+
+    /// A call of `name` with arguments given as a JSON value, which must be an object (what a
+    /// model or a `json!` literal produces).
+    ///
+    /// ```
+    /// use agent_core::{ToolCall, ToolError};
+    /// use serde_json::json;
+    ///
+    /// let call = ToolCall::from_json("1", "add", json!({"a": 1, "b": 2}))?;
+    /// assert_eq!(call.arguments["b"], 2);
+    ///
+    /// let err = ToolCall::from_json("2", "add", json!([1, 2])).unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid arguments for tool `add`: the arguments must be a JSON object, not an array");
+    /// # Ok::<(), ToolError>(())
+    /// ```
+    pub fn from_json(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> Result<Self, crate::ToolError> {
+        let name = name.into();
+        match arguments {
+            serde_json::Value::Object(arguments) => Ok(Self::new(id, name, arguments)),
+            other => Err(crate::ToolError::InvalidArguments {
+                server: None,
+                message: format!(
+                    "the arguments must be a JSON object, not {}",
+                    json_kind(&other)
+                ),
+                tool: name,
+            }),
+        }
+    }
+}
+
+/// `a string`, `an array`, … for messages about a JSON value's type.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// The contents of an embedded resource.

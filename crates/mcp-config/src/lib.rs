@@ -55,6 +55,7 @@ mod error;
 mod file;
 mod glob;
 mod json;
+mod metadata;
 mod parse;
 mod path;
 mod resolver;
@@ -69,6 +70,7 @@ pub use config::{
 pub use env::ENV_PREFIX;
 pub use error::{BoxError, ConfigError, Problem, ProblemKind};
 pub use file::FileFormat;
+pub use metadata::{MCP_METADATA_KEY, McpSelection};
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
 pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret};

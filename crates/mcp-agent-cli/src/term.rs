@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use mcp_config::{Config, Scrubber};
+use mcp_agent::mcp_config::{Config, Scrubber};
 
 /// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
 pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
@@ -54,10 +54,8 @@ fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars + 16));
     let mut shown = 0usize;
     let mut chars = text.chars();
-    for c in chars.by_ref() {
-        if shown >= max_chars {
-            break;
-        }
+    while shown < max_chars {
+        let Some(c) = chars.next() else { break };
         if keep_lines && (c == '\n' || c == '\t') || !is_hazard(c) {
             out.push(c);
         } else {

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use agent_core::{RunInput, Runner};
-use mcp_client::{McpClient, McpRunner};
-use mcp_config::Config;
+use mcp_agent::agent_core::{RunInput, Runner};
+use mcp_agent::mcp_client::{McpClient, McpRunner};
+use mcp_agent::mcp_config::Config;
 
 use super::EXIT_INVALID_CONFIG;
 use super::signals::Signals;

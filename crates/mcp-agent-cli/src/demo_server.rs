@@ -4,17 +4,6 @@
 //! With no configuration, the CLI's main job runs this server as a child process over stdio
 //! (`mcp-agent demo-server`, a hidden command of the same binary) and drives it end to end
 //! through the library: spawn, initialize, list, search, call, close.
-//!
-//! ```
-//! use serde_json::json;
-//!
-//! let names: Vec<_> = mcp_agent::demo::tools().into_iter().map(|t| t.name).collect();
-//! assert_eq!(names, ["echo", "add", "current_time", "word_count"]);
-//!
-//! let args = json!({ "text": "two words" }).as_object().unwrap().clone();
-//! let result = mcp_agent::demo::call("word_count", &args).unwrap();
-//! assert_eq!(result.structured_content.unwrap()["words"], 2);
-//! ```
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,7 +26,7 @@ fn object(value: Value) -> Arc<JsonObject> {
 }
 
 /// The demo tools, in a stable order.
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
             "echo",
@@ -101,7 +90,7 @@ pub fn tools() -> Vec<Tool> {
 
 /// Calls demo tool `name` with `args`. `None` for an unknown tool; bad arguments give a
 /// tool-level error result (`isError`), as MCP asks for errors the model should see.
-pub fn call(name: &str, args: &JsonObject) -> Option<CallToolResult> {
+pub(crate) fn call(name: &str, args: &JsonObject) -> Option<CallToolResult> {
     let result = match name {
         "echo" => string_arg(args, "text")
             .map(|text| CallToolResult::success(vec![ContentBlock::text(text)])),
@@ -184,7 +173,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 /// assert_eq!(info.server_info.name, "mcp-demo");
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
-pub struct DemoServer;
+pub(crate) struct DemoServer;
 
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
@@ -235,6 +224,15 @@ mod tests {
         let result = call("add", &args).unwrap();
         assert_eq!(result.is_error, Some(true));
         assert!(call("nope", &args).is_none());
+    }
+
+    #[test]
+    fn the_tools_in_order_and_a_structured_count() {
+        let names: Vec<_> = tools().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["echo", "add", "current_time", "word_count"]);
+        let args = json!({ "text": "two words" }).as_object().unwrap().clone();
+        let result = call("word_count", &args).unwrap();
+        assert_eq!(result.structured_content.unwrap()["words"], 2);
     }
 
     #[test]

@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use agent_core::{ToolCall, ToolDispatcher};
 use clap::Subcommand;
-use mcp_catalog::{CALL_TOOL, SearchRequest};
+use mcp_agent::agent_core::{ToolCall, ToolDispatcher};
+use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
-use mcp_client::McpRunner;
+use mcp_agent::mcp_client::McpRunner;
 
 use super::open::{fail, load, runtime, with_runner};
 use super::term::{MAX_NAME, block, first_line, inline, out, out_json, say};

@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
-use mcp_catalog::{CALL_TOOL, SEARCH_TOOL};
-use mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
+use mcp_agent::agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
+use mcp_agent::mcp_catalog::{CALL_TOOL, SEARCH_TOOL};
+use mcp_agent::mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use mcp_client::McpRunner;
+use mcp_agent::mcp_client::McpRunner;
 use serde_json::Value;
 
 use super::open::{EXIT_FAILED, fail, load, runtime, with_runner};
@@ -114,7 +114,7 @@ fn demo_config(config: Config) -> Result<Config, ExitCode> {
 /// Serves the demo server on stdin/stdout until stdin closes.
 pub(crate) fn serve() -> ExitCode {
     runtime().block_on(async {
-        let service = match mcp_agent::demo::DemoServer
+        let service = match crate::demo_server::DemoServer
             .serve((tokio::io::stdin(), tokio::io::stdout()))
             .await
         {

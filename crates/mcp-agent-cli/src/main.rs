@@ -1,8 +1,9 @@
-//! The command line: one module per command group (`config`, …), each with its own clap
-//! subcommand enum and a `run` function returning the process exit code.
+//! The `mcp-agent` command-line tool.
 //!
-//! To add a group: a module `src/cli/<group>.rs` with a `#[derive(Subcommand)]` enum and
-//! `pub(crate) fn run(…) -> ExitCode`, a variant in [`Command`], and an arm in [`run`].
+//! One module per command group (`config`, …), each with its own clap subcommand enum and a
+//! `run` function returning the process exit code. To add a group: a module `src/<group>.rs`
+//! with a `#[derive(Subcommand)]` enum and `pub(crate) fn run(…) -> ExitCode`, a variant in
+//! [`Command`], and an arm in [`run`].
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod config;
 mod demo;
+mod demo_server;
 mod open;
 mod servers;
 mod signals;
@@ -54,8 +56,12 @@ pub(crate) enum Command {
     DemoServer,
 }
 
+fn main() -> ExitCode {
+    run()
+}
+
 /// Parses the command line and runs the command.
-pub(crate) fn run() -> ExitCode {
+fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         None => demo::main_job(cli.file.as_deref()),
