@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod config;
 mod demo;
 mod demo_server;
+mod logging;
 mod open;
 mod servers;
 mod signals;
@@ -37,6 +38,15 @@ pub(crate) struct Cli {
     /// main job; `MCP_AGENT__…` variables are read too.
     #[arg(long, short = 'f', value_name = "FILE", global = true)]
     pub(crate) file: Option<std::path::PathBuf>,
+
+    /// More log output on stderr: `-v` info, `-vv` debug, `-vvv` trace. `RUST_LOG` (e.g.
+    /// `RUST_LOG=mcp_client=debug`) wins over both flags.
+    #[arg(long, short = 'v', action = clap::ArgAction::Count, global = true)]
+    pub(crate) verbose: u8,
+
+    /// Only errors in the log output.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub(crate) quiet: bool,
 }
 
 /// The command groups.
@@ -63,6 +73,7 @@ fn main() -> ExitCode {
 /// Parses the command line and runs the command.
 fn run() -> ExitCode {
     let cli = Cli::parse();
+    logging::init(cli.verbose, cli.quiet);
     match cli.command {
         None => demo::main_job(cli.file.as_deref()),
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),

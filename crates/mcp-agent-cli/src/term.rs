@@ -32,7 +32,8 @@ pub(crate) fn know_secrets(config: &Config) {
     let _ = SCRUBBER.set(Scrubber::new(values));
 }
 
-fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
+/// `text` with every known secret replaced.
+pub(crate) fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
     match SCRUBBER.get() {
         Some(scrubber) => scrubber.scrub(text),
         None => std::borrow::Cow::Borrowed(text),

@@ -169,3 +169,38 @@ fn a_run_with_every_server_down_fails_naming_each_cause() {
         );
     }
 }
+
+#[test]
+fn trace_logs_go_to_stderr_and_show_no_secret() {
+    let servers = hostile_servers();
+    let env = [
+        ("MCP_AGENT__SERVERS", servers.as_str()),
+        ("RUST_LOG", "trace"),
+    ];
+    // The server echoes its secret in an error; rmcp logs whole messages at trace level.
+    let output = mcp_agent(
+        &["tools", "call", "hostile__plain", r#"{"fail": true}"#],
+        &env,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("TRACE"), "no trace output: {stderr}");
+    assert!(
+        !stderr.contains(SECRET),
+        "the logs show the secret: {stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "the logs carry an escape: {stderr}"
+    );
+
+    // Logs never reach stdout: `--json` stays exact JSON at any level.
+    let output = mcp_agent(&["tools", "list", "--json", "-vvv"], &env[..1]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    serde_json::from_slice::<Value>(&output.stdout).expect("exact JSON");
+    assert!(
+        text(&output.stderr).contains("DEBUG"),
+        "{}",
+        text(&output.stderr)
+    );
+}
