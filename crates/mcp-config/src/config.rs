@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::parse::did_you_mean;
 use crate::parse::{
     Dialect, as_bool, as_str, check_header_credentials, check_name, check_not_blank, expect_object,
     field, is_disabled, parse_http_url, parse_server, parse_timeout, reject_unknown,
 };
-use crate::path::{JsonPath, Problems, did_you_mean};
+use crate::path::{JsonPath, Problems};
 use crate::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, SecretSource,
     ServerSpec, SpecOrigin, TransportSpec,

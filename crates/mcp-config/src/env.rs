@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::config::{Layer, PartialFailure, merge, tool_server_name};
+use crate::parse::did_you_mean;
 use crate::parse::parse_timeout;
-use crate::path::{JsonPath, Problems, did_you_mean};
+use crate::path::{JsonPath, Problems};
 use crate::{Config, ConfigError, ProblemKind};
 
 /// The prefix of every variable this crate reads.

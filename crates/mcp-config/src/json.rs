@@ -13,7 +13,8 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::ProblemKind;
-use crate::path::{JsonPath, Problems, shown};
+use crate::parse::shown;
+use crate::path::{JsonPath, Problems};
 
 /// Parses `text` as JSON; a repeated key is a problem at its path under `root` (the parsed
 /// value keeps one of the values, so the other checks still run). A syntax error is returned

@@ -52,6 +52,7 @@ pub mod adapters;
 mod config;
 mod env;
 mod error;
+mod expand;
 mod file;
 mod glob;
 mod json;

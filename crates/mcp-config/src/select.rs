@@ -6,8 +6,9 @@ use agent_core::{JsonObject, RunInput};
 use serde_json::Value;
 
 use crate::config::PartialFailure;
+use crate::parse::did_you_mean;
 use crate::parse::{Dialect, as_bool, as_str, expect_object, field, parse_server, reject_unknown};
-use crate::path::{JsonPath, Problems, did_you_mean};
+use crate::path::{JsonPath, Problems};
 use crate::safety::check_inline;
 use crate::{Config, ConfigError, DEFAULT_CONNECT_TIMEOUT, ProblemKind, ServerSpec, SpecOrigin};
 
