@@ -12,11 +12,14 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use crate::names::{external_name, model_name};
+use crate::sanitize::{Lines, clean, is_unsafe_char};
 use crate::search::{SearchIndex, ToolText};
 use crate::session::{SessionError, ToolSession};
 use crate::suggest::suggest;
 use crate::validate::{self, Compiled};
-use crate::{CatalogConfig, CatalogError, Exposure, normalize_result};
+use crate::{
+    CatalogConfig, CatalogError, Exposure, SkipReason, SkippedTool, ToolLimits, normalize_result,
+};
 
 /// The name of the search tool the model sees.
 pub const SEARCH_TOOL: &str = "mcp_search_tools";
@@ -294,6 +297,8 @@ struct ServerState {
     session: Arc<dyn ToolSession>,
     /// Ids of its tools, in listing order.
     tool_ids: Vec<String>,
+    /// The tools it listed that were left out.
+    skipped: Vec<SkippedTool>,
 }
 
 #[derive(Default)]
@@ -450,7 +455,8 @@ impl Catalog {
     ///
     /// Fails, changing nothing, when a tool's name is empty or listed twice, or when a tool
     /// would be shown under the same model-facing name as another tool of the catalog or a
-    /// native tool; the error names both.
+    /// native tool; the error names both. A tool out of the [`ToolLimits`] is left out and
+    /// reported by [`skipped_tools`](Self::skipped_tools); its server's other tools join.
     pub fn add_server(&self, server: ServerTools) -> Result<(), CatalogError> {
         if server.key.is_empty() {
             return Err(CatalogError::InvalidServer {
@@ -459,8 +465,8 @@ impl Catalog {
             });
         }
         let mut state = self.write();
-        let tools = self.prepare(&state, &server.key, &server.tools)?;
-        Self::install(&mut state, &server.key, tools);
+        let (tools, skipped) = self.prepare(&state, &server.key, &server.tools)?;
+        Self::install(&mut state, &server.key, tools, skipped);
         let entry = state
             .servers
             .get_mut(&server.key)
@@ -480,9 +486,38 @@ impl Catalog {
                 reason: "no such server in the catalog".into(),
             });
         }
-        let prepared = self.prepare(&state, server, tools)?;
-        Self::install(&mut state, server, prepared);
+        let (prepared, skipped) = self.prepare(&state, server, tools)?;
+        Self::install(&mut state, server, prepared, skipped);
         Ok(())
+    }
+
+    /// The tools of `server` that its last listing offered and the catalog left out (a name or
+    /// schema out of the [`ToolLimits`]), in listing order.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mcp_catalog::{Catalog, CatalogConfig, ServerTools, SkipReason};
+    /// use mcp_catalog::testing::{Behavior, FakeServer, tool};
+    /// use serde_json::json;
+    ///
+    /// let fake = Arc::new(
+    ///     FakeServer::new()
+    ///         .with_tool(tool("fine", "Fine.", json!({"type": "object"})), Behavior::Echo)
+    ///         .with_tool(tool("red\u{1b}[31m", "Escapes.", json!({"type": "object"})), Behavior::Echo),
+    /// );
+    /// let catalog = Catalog::new(CatalogConfig::default());
+    /// catalog.add_server(fake.into_server("evil")).unwrap();
+    /// assert_eq!(catalog.len(), 1);
+    /// let skipped = catalog.skipped_tools("evil");
+    /// assert_eq!(skipped[0].reason, SkipReason::NameCharacters);
+    /// assert_eq!(skipped[0].tool, "red\\u{1b}[31m");
+    /// ```
+    pub fn skipped_tools(&self, server: &str) -> Vec<SkippedTool> {
+        self.read()
+            .servers
+            .get(server)
+            .map(|s| s.skipped.clone())
+            .unwrap_or_default()
     }
 
     /// Removes a server and its tools. Returns whether it was there.
@@ -504,15 +539,17 @@ impl Catalog {
         true
     }
 
-    /// Builds the catalog entries for a server's tools, checking names, without changing
-    /// anything.
+    /// Builds the catalog entries for a server's tools, checking names and bounds, without
+    /// changing anything. Tools out of bounds are returned apart.
     fn prepare(
         &self,
         state: &State,
         server: &str,
         tools: &[Tool],
-    ) -> Result<Vec<Arc<CatalogTool>>, CatalogError> {
+    ) -> Result<(Vec<Arc<CatalogTool>>, Vec<SkippedTool>), CatalogError> {
+        let limits = &self.config.tool_limits;
         let mut out: Vec<Arc<CatalogTool>> = Vec::with_capacity(tools.len());
+        let mut skipped = Vec::new();
         let mut new_names: HashMap<String, String> = HashMap::new();
         let mut remote_seen: HashMap<&str, ()> = HashMap::new();
         for tool in tools {
@@ -524,6 +561,13 @@ impl Catalog {
                     reason: "the name is empty".into(),
                 });
             }
+            let schema_bytes = match check_tool(tool, limits) {
+                Ok(bytes) => bytes,
+                Err(reason) => {
+                    skipped.push(SkippedTool::new(server, remote, reason));
+                    continue;
+                }
+            };
             if remote_seen.insert(remote, ()).is_some() {
                 return Err(CatalogError::InvalidTool {
                     server: server.to_owned(),
@@ -561,19 +605,24 @@ impl Catalog {
             debug_assert!(crate::names::is_model_safe(&name), "{name}");
             new_names.insert(name.clone(), id.clone());
             out.push(Arc::new(CatalogTool {
-                schema_bytes: serde_json::to_string(&*tool.input_schema).map_or(0, |s| s.len()),
-                descriptor: descriptor(&name, tool),
+                schema_bytes,
+                descriptor: descriptor(&name, tool, limits),
                 id,
                 server: server.to_owned(),
                 remote_name: remote.to_owned(),
                 validator: OnceLock::new(),
             }));
         }
-        Ok(out)
+        Ok((out, skipped))
     }
 
     /// Puts prepared tools in place of the server's old ones and re-indexes that server.
-    fn install(state: &mut State, server: &str, tools: Vec<Arc<CatalogTool>>) {
+    fn install(
+        state: &mut State,
+        server: &str,
+        tools: Vec<Arc<CatalogTool>>,
+        skipped: Vec<SkippedTool>,
+    ) {
         if let Some(old) = state.servers.get(server) {
             for id in old.tool_ids.clone() {
                 if let Some(tool) = state.tools.remove(&id) {
@@ -598,7 +647,10 @@ impl Catalog {
             state.tools.insert(tool.id.clone(), tool);
         }
         match state.servers.get_mut(server) {
-            Some(entry) => entry.tool_ids = ids,
+            Some(entry) => {
+                entry.tool_ids = ids;
+                entry.skipped = skipped;
+            }
             None => {
                 state.servers.insert(
                     server.to_owned(),
@@ -606,6 +658,7 @@ impl Catalog {
                         identity: None,
                         session: Arc::new(Closed),
                         tool_ids: ids,
+                        skipped,
                     },
                 );
             }
@@ -690,8 +743,11 @@ impl Catalog {
     /// Runs a search as `mcp_search_tools` does.
     ///
     /// `select:a,b` returns the named tools (model-facing or external names) in that order;
-    /// any other query is ranked; an empty query lists every tool by name. Fails only for an
-    /// unknown `server` filter, with the list of known servers.
+    /// any other query is ranked; an empty query lists every tool by name. Fails for an
+    /// unknown `server` filter, with the list of known servers, and for a query longer than
+    /// [`MAX_QUERY_CHARS`](crate::search::MAX_QUERY_CHARS) characters, naming the limit. Only
+    /// the first [`MAX_QUERY_TERMS`](crate::search::MAX_QUERY_TERMS) distinct words of a query
+    /// are ranked on, so one search costs about the same whatever the model sends.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -710,6 +766,17 @@ impl Catalog {
             .limit
             .unwrap_or(self.config.default_limit)
             .clamp(1, self.config.max_limit.max(1));
+        let max_chars = crate::search::MAX_QUERY_CHARS;
+        if request.query.len() > max_chars && request.query.chars().nth(max_chars).is_some() {
+            return Err(ToolError::InvalidArguments {
+                server: None,
+                tool: SEARCH_TOOL.into(),
+                message: format!(
+                    "`/query`: longer than the limit of {max_chars} characters; search with a \
+                     few words"
+                ),
+            });
+        }
         let mut response = {
             let state = self.read();
             if let Some(server) = &request.server
@@ -873,7 +940,8 @@ impl Catalog {
             "query": {
                 "type": "string",
                 "description": "What you want to do, in words (any order), e.g. \"create github issue\". \
-                    `select:server__tool,other` fetches tools by name; an empty query lists every tool."
+                    `select:server__tool,other` fetches tools by name; an empty query lists every tool.",
+                "maxLength": crate::search::MAX_QUERY_CHARS
             },
             "limit": {
                 "type": "integer",
@@ -932,23 +1000,103 @@ fn object(value: Value) -> JsonObject {
     }
 }
 
+/// Checks a tool against the limits: its name, then the size and depth of its schemas. Returns
+/// the input schema's size in bytes of JSON.
+fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<usize, SkipReason> {
+    let chars = tool.name.chars().count();
+    if chars > limits.max_name_chars {
+        return Err(SkipReason::NameTooLong {
+            chars,
+            limit: limits.max_name_chars,
+        });
+    }
+    if tool.name.chars().any(is_unsafe_char) {
+        return Err(SkipReason::NameCharacters);
+    }
+    let bytes = check_schema("input", &tool.input_schema, limits)?;
+    if let Some(output) = &tool.output_schema {
+        check_schema("output", output, limits)?;
+    }
+    Ok(bytes)
+}
+
+/// The schema's size in bytes of JSON, if it is within the limits of size and depth.
+fn check_schema(
+    which: &'static str,
+    schema: &JsonObject,
+    limits: &ToolLimits,
+) -> Result<usize, SkipReason> {
+    /// Counts bytes written, failing past the limit (so a huge schema is not written whole).
+    struct Budget {
+        used: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Budget {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.used += buf.len();
+            if self.used > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut budget = Budget {
+        used: 0,
+        limit: limits.max_schema_bytes,
+    };
+    if serde_json::to_writer(&mut budget, schema).is_err() {
+        return Err(SkipReason::SchemaTooLarge {
+            which,
+            limit: limits.max_schema_bytes,
+        });
+    }
+    if object_too_deep(schema, limits.max_schema_depth) {
+        return Err(SkipReason::SchemaTooDeep {
+            which,
+            limit: limits.max_schema_depth,
+        });
+    }
+    Ok(budget.used)
+}
+
+/// True when `object` (one level) and what it holds need more than `levels` levels.
+fn object_too_deep(object: &JsonObject, levels: usize) -> bool {
+    levels == 0 || object.values().any(|v| too_deep(v, levels - 1))
+}
+
+fn too_deep(value: &Value, levels: usize) -> bool {
+    match value {
+        Value::Object(o) => object_too_deep(o, levels),
+        Value::Array(a) => levels == 0 || a.iter().any(|v| too_deep(v, levels - 1)),
+        _ => false,
+    }
+}
+
 /// The descriptor a model sees for an MCP tool: its model-facing name, the server's description
-/// and the input schema `Arc` as received (so it serialises byte for byte as sent).
-fn descriptor(name: &str, tool: &Tool) -> ToolDescriptor {
+/// and title (bounded, without control characters) and the input schema `Arc` as received (so
+/// it serialises byte for byte as sent).
+fn descriptor(name: &str, tool: &Tool, limits: &ToolLimits) -> ToolDescriptor {
+    let title = |t: &String| clean(t, limits.max_title_bytes, Lines::Single).into_owned();
     let mut d = ToolDescriptor::new(name, JsonObject::new());
     d.input_schema = Arc::clone(&tool.input_schema);
     d.output_schema = tool.output_schema.clone();
-    d.description = tool.description.as_ref().map(|s| s.to_string());
+    d.description = tool
+        .description
+        .as_ref()
+        .map(|s| clean(s, limits.max_description_bytes, Lines::Multi).into_owned());
     let mut hints = ToolAnnotations::default();
     if let Some(a) = &tool.annotations {
-        hints.title = a.title.clone();
+        hints.title = a.title.as_ref().map(title);
         hints.read_only_hint = a.read_only_hint;
         hints.destructive_hint = a.destructive_hint;
         hints.idempotent_hint = a.idempotent_hint;
         hints.open_world_hint = a.open_world_hint;
     }
     if hints.title.is_none() {
-        hints.title = tool.title.clone();
+        hints.title = tool.title.as_ref().map(title);
     }
     d.annotations = hints;
     d

@@ -68,6 +68,8 @@ pub struct CatalogConfig {
     pub max_limit: usize,
     /// The ranking constants.
     pub ranking: RankingConfig,
+    /// Bounds on each tool definition a server lists.
+    pub tool_limits: ToolLimits,
 }
 
 impl Default for CatalogConfig {
@@ -79,6 +81,7 @@ impl Default for CatalogConfig {
             default_limit: 10,
             max_limit: 50,
             ranking: RankingConfig::default(),
+            tool_limits: ToolLimits::default(),
         }
     }
 }
@@ -103,5 +106,60 @@ impl CatalogConfig {
     pub fn with_max_promoted(mut self, max: usize) -> Self {
         self.max_promoted = max;
         self
+    }
+
+    /// Sets the bounds on tool definitions.
+    #[must_use]
+    pub fn with_tool_limits(mut self, limits: ToolLimits) -> Self {
+        self.tool_limits = limits;
+        self
+    }
+}
+
+/// Bounds on what one tool definition of a server may hold: a server chooses every byte of it.
+///
+/// A tool whose name or schema is out of bounds is **left out** of the catalog — the server's
+/// other tools stay usable — and reported by [`Catalog::skipped_tools`](crate::Catalog::skipped_tools)
+/// with the server, the tool (escaped and cut) and the limit. Texts are **cut** instead: a
+/// description or title is kept up to its bound, without control characters (see
+/// [`sanitize::clean`](crate::sanitize::clean)).
+///
+/// ```
+/// use mcp_catalog::ToolLimits;
+///
+/// let limits = ToolLimits::default();
+/// assert_eq!(limits.max_name_chars, 128);
+/// assert_eq!(limits.max_description_bytes, 4 * 1024);
+/// assert_eq!(limits.max_schema_bytes, 64 * 1024);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolLimits {
+    /// The longest tool name, in characters (the MCP specification's 128). Names that are
+    /// longer, or that hold control or bidirectional-override characters, leave the tool out.
+    pub max_name_chars: usize,
+    /// The longest description kept, in bytes (default 4 KiB); a longer one is cut. Control
+    /// characters other than `\n` and `\t` are removed.
+    pub max_description_bytes: usize,
+    /// The longest title kept, in bytes (default 256); a longer one is cut. Control characters
+    /// are removed.
+    pub max_title_bytes: usize,
+    /// The largest input or output schema, in bytes of JSON (default 64 KiB); a larger one
+    /// leaves the tool out.
+    pub max_schema_bytes: usize,
+    /// The deepest nesting of objects and arrays in a schema (default 32); a deeper one leaves
+    /// the tool out.
+    pub max_schema_depth: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            max_name_chars: 128,
+            max_description_bytes: 4 * 1024,
+            max_title_bytes: 256,
+            max_schema_bytes: 64 * 1024,
+            max_schema_depth: 32,
+        }
     }
 }

@@ -64,3 +64,72 @@ pub enum CatalogError {
         limit: usize,
     },
 }
+
+/// A tool the catalog left out of a server's tools, and why (see [`ToolLimits`](crate::ToolLimits)).
+///
+/// ```
+/// use mcp_catalog::{SkipReason, SkippedTool};
+/// let skipped = SkippedTool::new("evil", &"x".repeat(300), SkipReason::NameTooLong { chars: 300, limit: 128 });
+/// assert!(skipped.to_string().starts_with("server `evil`: tool `xxx"));
+/// assert!(skipped.to_string().ends_with("…` left out: its name has 300 characters, more than the limit of 128"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server `{server}`: tool `{tool}` left out: {reason}")]
+#[non_exhaustive]
+pub struct SkippedTool {
+    /// The server key.
+    pub server: String,
+    /// The tool's name as listed, with control characters escaped and cut after 128
+    /// characters: safe to show.
+    pub tool: String,
+    /// What is wrong with it.
+    pub reason: SkipReason,
+}
+
+impl SkippedTool {
+    /// A skipped tool of `server`; `tool` is the name as listed (it is escaped and cut here).
+    pub fn new(server: &str, tool: &str, reason: SkipReason) -> Self {
+        Self {
+            server: server.to_owned(),
+            tool: crate::sanitize::escape(tool, 128),
+            reason,
+        }
+    }
+}
+
+/// Why a tool was left out of the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// The name is longer than the limit.
+    #[error("its name has {chars} characters, more than the limit of {limit}")]
+    NameTooLong {
+        /// The name's length, in characters.
+        chars: usize,
+        /// The limit ([`ToolLimits::max_name_chars`](crate::ToolLimits::max_name_chars)).
+        limit: usize,
+    },
+    /// The name holds control or bidirectional-override characters.
+    #[error("its name holds control characters")]
+    NameCharacters,
+    /// An input or output schema is larger than the limit.
+    #[error("its {which} schema is larger than the limit of {limit} bytes")]
+    SchemaTooLarge {
+        /// `input` or `output`.
+        which: &'static str,
+        /// The limit ([`ToolLimits::max_schema_bytes`](crate::ToolLimits::max_schema_bytes)).
+        limit: usize,
+    },
+    /// An input or output schema is nested deeper than the limit.
+    #[error("its {which} schema is nested deeper than the limit of {limit} levels")]
+    SchemaTooDeep {
+        /// `input` or `output`.
+        which: &'static str,
+        /// The limit ([`ToolLimits::max_schema_depth`](crate::ToolLimits::max_schema_depth)).
+        limit: usize,
+    },
+    /// The name holds a secret value of the run (reported by the orchestration, which knows
+    /// the secrets).
+    #[error("its name holds a secret value")]
+    NameHoldsSecret,
+}

@@ -85,6 +85,7 @@ mod error;
 pub mod eval;
 mod names;
 mod normalize;
+pub mod sanitize;
 pub mod search;
 mod session;
 mod suggest;
@@ -96,8 +97,8 @@ pub use catalog::{
     CALL_TOOL, CallTarget, Catalog, CatalogTool, ResolvedTool, SEARCH_TOOL, SearchRequest,
     SearchResponse, ServerTools,
 };
-pub use config::{CatalogConfig, Exposure};
-pub use error::CatalogError;
+pub use config::{CatalogConfig, Exposure, ToolLimits};
+pub use error::{CatalogError, SkipReason, SkippedTool};
 pub use names::{MAX_MODEL_NAME_LEN, SEPARATOR, external_name, model_name};
 pub use normalize::normalize_result;
 pub use session::{SessionError, ToolSession};

@@ -829,19 +829,35 @@ impl SearchIndex {
     /// Ranks the tools for `query`, best first, keeping at most `limit` hits.
     ///
     /// `server` keeps only that server's tools. An empty query (or one made only of stopwords)
-    /// matches every tool, listed by id. Ties are broken by id.
+    /// matches every tool, listed by id. Ties are broken by id. Only the first
+    /// [`MAX_QUERY_CHARS`](super::MAX_QUERY_CHARS) characters and the first
+    /// [`MAX_QUERY_TERMS`](super::MAX_QUERY_TERMS) distinct words of the query are read.
     pub fn search(&self, query: &str, server: Option<&str>, limit: usize) -> SearchResults {
         let cfg = &self.config;
-        // The query's words in order (`None` for a word no document has), and its distinct
-        // terms: (term, weight × IDF, IDF). Abbreviation matches carry a reduced weight.
+        let query = match query.char_indices().nth(super::MAX_QUERY_CHARS) {
+            Some((cut, _)) => &query[..cut],
+            None => query,
+        };
+        // The query's words in order (`None` for a word no document has, or one past the
+        // distinct-word bound), and its distinct terms: (term, weight × IDF, IDF). Abbreviation
+        // matches carry a reduced weight.
         let mut sequence: Vec<Option<u32>> = Vec::new();
         let mut terms: Vec<(u32, f32, f32)> = Vec::new();
+        let mut distinct: Vec<u64> = Vec::new();
         let mut words = 0usize;
         let mut stem_buf = String::new();
         analyse(query, &mut stem_buf, |s| {
             words += 1;
+            let key = term_key(s);
+            if !distinct.contains(&key) {
+                if distinct.len() == super::MAX_QUERY_TERMS {
+                    sequence.push(None);
+                    return;
+                }
+                distinct.push(key);
+            }
             let known = |t: &u32| !self.postings(*t).is_empty();
-            let exact = self.vocabulary.get(&term_key(s)).copied().filter(known);
+            let exact = self.vocabulary.get(&key).copied().filter(known);
             sequence.push(exact);
             if let Some(t) = exact
                 && !terms.iter().any(|&(id, _, _)| id == t)
@@ -881,7 +897,10 @@ impl SearchIndex {
                         .find(|&&(id, _, _)| id == t)
                         .map_or(0.0, |&(_, _, idf)| idf)
                 };
-                bigrams.push((pair(a, b), (idf(a) + idf(b)) / 2.0));
+                let bigram = pair(a, b);
+                if !bigrams.iter().any(|&(bg, _)| bg == bigram) {
+                    bigrams.push((bigram, (idf(a) + idf(b)) / 2.0));
+                }
             }
         }
         let query_lower = query.to_lowercase();

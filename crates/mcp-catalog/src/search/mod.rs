@@ -18,11 +18,23 @@
 //!
 //! The index updates per server: [`SearchIndex::replace_server`] swaps one server's documents
 //! without touching the others.
+//!
+//! The work of one search is bounded whatever the query: only its first [`MAX_QUERY_CHARS`]
+//! characters and its first [`MAX_QUERY_TERMS`] distinct words are read (the catalog refuses a
+//! longer query outright, so the model learns the limit).
 
 mod index;
 mod text;
 
 pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};
+
+/// The longest query read, in characters; the rest is ignored (and `mcp_search_tools` refuses a
+/// longer query).
+pub const MAX_QUERY_CHARS: usize = 1024;
+
+/// The most distinct words of a query that take part in the ranking; later new words are
+/// ignored.
+pub const MAX_QUERY_TERMS: usize = 32;
 
 /// The lower-cased words of `text`, split the way the index splits names.
 pub(crate) fn split_words_lower(text: &str) -> Vec<String> {
