@@ -7,6 +7,10 @@
 //!   `crash`, `add_tool` / `remove_tool` (with `notifications/tools/list_changed`),
 //!   `spawn_child` (a grandchild process) and `observations`; plus, by option, many
 //!   synthetic tools served in pages and a slow `initialize`.
+//! - [`hostile::HostileServer`]: correct MCP that abuses what a server may choose — endless
+//!   `tools/list` pagination (a repeated cursor, a two-cursor cycle, ever-new pages), tools with
+//!   escape-laden or enormous names, a `serverInfo` of any size, and a text (a secret) it echoes
+//!   in every error and result.
 //! - Serving: [`serve_in_memory`] (a duplex pipe), [`serve_http`] (a URL and a shutdown
 //!   handle), and the `mcp-test-server` binary ([`stdio`]: modes such as
 //!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
@@ -38,6 +42,7 @@
 //! A test double: depends on rmcp and the HTTP server stack only, never on this workspace's
 //! product crates, so any of them can use it as a dev-dependency.
 
+pub mod hostile;
 mod http;
 mod memory;
 mod observe;
