@@ -127,10 +127,11 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
                         crate::parse::type_name(&v)
                     ),
                 ),
-                Err(e) => p.push(
+                Err(e) => p.push_caused(
                     &at,
                     ProblemKind::Syntax,
-                    format!("{name} is not valid JSON: {e}"),
+                    format!("{name} is not valid JSON"),
+                    e,
                 ),
             },
             "CONNECT_TIMEOUT_SECONDS" => match value.trim().parse::<f64>() {

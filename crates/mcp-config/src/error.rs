@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -10,8 +11,21 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a configuration could not be loaded, selected or resolved.
 ///
-/// Messages name the server, the field and (for the environment) the variable; they never
-/// contain a secret value.
+/// Messages name the file, the server, the field and (for the environment) the variable; they
+/// never contain a secret value. A variant with a cause keeps it typed and reachable through
+/// [`source()`](std::error::Error::source), and its own message does not repeat it: print the
+/// whole chain to show the cause.
+///
+/// ```
+/// use std::error::Error;
+/// use mcp_config::{Config, ConfigError};
+///
+/// let err = Config::from_file("/nonexistent/mcp.toml").unwrap_err();
+/// assert!(matches!(err, ConfigError::Io { .. }));
+/// assert_eq!(err.to_string(), "cannot read config file /nonexistent/mcp.toml");
+/// let cause = err.source().unwrap().downcast_ref::<std::io::Error>().unwrap();
+/// assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -22,13 +36,22 @@ pub enum ConfigError {
         problems: Vec<Problem>,
     },
     /// A config file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
+    #[error("cannot read config file {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// A config file that is not UTF-8 text.
+    #[error("config file {} is not valid UTF-8", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the text stops being UTF-8.
+        #[source]
+        source: std::str::Utf8Error,
     },
     /// A config file larger than [`Config::MAX_FILE_BYTES`](crate::Config::MAX_FILE_BYTES):
     /// refused before more than the limit is read.
@@ -54,8 +77,8 @@ pub enum ConfigError {
         path: PathBuf,
     },
     /// A custom [`ServerResolver`](crate::ServerResolver) failed (its store was unreachable,
-    /// a connection id was unknown, …).
-    #[error("resolving the run's MCP servers failed: {source}")]
+    /// a connection id was unknown, …); why is the resolver's error, the source.
+    #[error("resolving the run's MCP servers failed")]
     Resolve {
         /// The cause.
         #[source]
@@ -96,7 +119,25 @@ impl ConfigError {
 /// assert_eq!(problem.kind, ProblemKind::InvalidName);
 /// assert_eq!(problem.path, "MCP_AGENT__SERVERS[0].name");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+///
+/// A problem found by a parser keeps the parser's error, typed, as its
+/// [`cause`](Problem::cause); `Display` (and `Serialize`, as `cause`) add its text after the
+/// message:
+///
+/// ```
+/// use mcp_config::Config;
+///
+/// let err = Config::from_env_vars([("MCP_AGENT__SERVERS", "[{oops")]).unwrap_err();
+/// let problem = &err.problems()[0];
+/// assert_eq!(problem.message, "MCP_AGENT__SERVERS is not valid JSON");
+/// let json = problem.cause().unwrap().downcast_ref::<serde_json::Error>().unwrap();
+/// assert_eq!((json.line(), json.column()), (1, 3));
+/// assert_eq!(
+///     problem.to_string(),
+///     "MCP_AGENT__SERVERS: MCP_AGENT__SERVERS is not valid JSON: key must be a string at line 1 column 3"
+/// );
+/// ```
+#[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct Problem {
     /// Where: a JSON path such as `servers[2].command` or `mcpServers.git.url`; for the
@@ -106,11 +147,15 @@ pub struct Problem {
     pub path: String,
     /// What kind of problem (stable; match on this rather than on the message).
     pub kind: ProblemKind,
-    /// What is wrong and, where possible, how to fix it. Never contains a secret.
+    /// What is wrong and, where possible, how to fix it, in this crate's words (the
+    /// [`cause`](Problem::cause)'s text is not repeated here). Never contains a secret.
     pub message: String,
     /// The config file the path is in, if the problem comes from a file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
+    /// The error of the parser that found it (JSON syntax, URL syntax), if any.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "cause_text")]
+    cause: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Problem {
@@ -121,9 +166,37 @@ impl Problem {
             kind,
             message: message.into(),
             file: None,
+            cause: None,
         }
     }
+
+    /// Sets the error that found the problem (kept typed; its text must never hold a secret).
+    #[must_use]
+    pub fn with_cause(mut self, cause: impl Into<BoxError>) -> Self {
+        self.cause = Some(Arc::from(cause.into()));
+        self
+    }
+
+    /// The error of the parser that found the problem, if any: a [`serde_json::Error`] for
+    /// JSON syntax, a [`url::ParseError`] for a URL that does not parse.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.cause.as_deref()
+    }
 }
+
+/// Problems are equal when they say the same thing at the same place (causes by their text).
+impl PartialEq for Problem {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+            && self.kind == other.kind
+            && self.message == other.message
+            && self.file == other.file
+            && self.cause.as_ref().map(ToString::to_string)
+                == other.cause.as_ref().map(ToString::to_string)
+    }
+}
+
+impl Eq for Problem {}
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -133,7 +206,21 @@ impl fmt::Display for Problem {
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        if let Some(cause) = &self.cause {
+            write!(f, ": {cause}")?;
+        }
+        Ok(())
+    }
+}
+
+fn cause_text<S: serde::Serializer>(
+    cause: &Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match cause {
+        Some(cause) => s.collect_str(cause),
+        None => s.serialize_none(),
     }
 }
 
@@ -217,4 +304,183 @@ pub enum ProblemKind {
     /// A caller-supplied (inline) spec's URL targets a loopback, private, link-local or
     /// otherwise internal address while the SSRF guard is on.
     BlockedAddress,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::error::Error;
+    use std::path::Path;
+
+    use super::*;
+    use crate::{Config, FileFormat};
+
+    /// The variant's name; a `match` without a wildcard, so a new variant must be named here
+    /// (and then provoked in [`every_variant`]).
+    fn variant(e: &ConfigError) -> &'static str {
+        match e {
+            ConfigError::Invalid { .. } => "Invalid",
+            ConfigError::Io { .. } => "Io",
+            ConfigError::NotUtf8 { .. } => "NotUtf8",
+            ConfigError::TooLarge { .. } => "TooLarge",
+            ConfigError::NotAFile { .. } => "NotAFile",
+            ConfigError::UnsupportedFormat { .. } => "UnsupportedFormat",
+            ConfigError::Resolve { .. } => "Resolve",
+        }
+    }
+
+    /// A custom resolver's error with a cause of its own.
+    #[derive(Debug)]
+    struct StoreDown(std::io::Error);
+
+    impl fmt::Display for StoreDown {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the connection store is unreachable")
+        }
+    }
+
+    impl Error for StoreDown {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// Every variant, provoked as a user meets it, with the file it is about (if any).
+    fn every_variant(dir: &Path) -> Vec<(ConfigError, Option<std::path::PathBuf>)> {
+        let load = |path: &Path| Config::load_with_vars([("HOME", "/")], Some(path)).unwrap_err();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let invalid = Config::parse(
+            r#"{"servers": [{"name": "web", "url": "no url"}, {"name": "git"}]}"#,
+            FileFormat::Json,
+            [("HOME", "/")],
+        )
+        .unwrap_err();
+        let syntax = Config::from_env_vars([("MCP_AGENT__SERVERS", "[{oops")]).unwrap_err();
+        let missing = dir.join("missing.toml");
+        let not_utf8 = file("latin1.json", b"{\"servers\": [\"caf\xe9\"]}");
+        let too_large = file("huge.json", b"");
+        std::fs::File::create(&too_large)
+            .unwrap()
+            .set_len(Config::MAX_FILE_BYTES + 1)
+            .unwrap();
+        let yaml = file("mcp.yaml", b"servers: []");
+        let directory = dir.join("conf.d.json");
+        std::fs::create_dir(&directory).unwrap();
+        let resolve = ConfigError::resolve(StoreDown(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused by vault.internal:8200",
+        )));
+        vec![
+            (invalid, None),
+            (syntax, None),
+            (load(&missing), Some(missing)),
+            (load(&not_utf8), Some(not_utf8)),
+            (load(&too_large), Some(too_large)),
+            (load(&directory), Some(directory)),
+            (load(&yaml), Some(yaml)),
+            (resolve, None),
+        ]
+    }
+
+    fn chain(e: &(dyn Error + 'static)) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut source = e.source();
+        while let Some(cause) = source {
+            out.push(cause.to_string());
+            source = cause.source();
+        }
+        out
+    }
+
+    #[test]
+    fn no_level_of_an_error_chain_repeats_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let errors = every_variant(dir.path());
+        let provoked: BTreeSet<_> = errors.iter().map(|(e, _)| variant(e)).collect();
+        let all = [
+            "Invalid",
+            "Io",
+            "NotUtf8",
+            "TooLarge",
+            "NotAFile",
+            "UnsupportedFormat",
+            "Resolve",
+        ];
+        assert_eq!(provoked, BTreeSet::from(all), "every variant is provoked");
+
+        for (err, file) in &errors {
+            let levels = chain(err);
+            for (i, a) in levels.iter().enumerate() {
+                assert!(!a.trim().is_empty(), "an empty level in {levels:?}");
+                for b in &levels[i + 1..] {
+                    assert!(
+                        !a.contains(b.as_str()) && !b.contains(a.as_str()),
+                        "{}: `{a}` and `{b}` repeat each other",
+                        variant(err)
+                    );
+                }
+                for rust in ["::", "Box<", "Error {", "Custom {", "Os {"] {
+                    assert!(!a.contains(rust), "a Rust type in `{a}`");
+                }
+            }
+            if let Some(file) = file {
+                let shown = file.display().to_string();
+                assert!(levels[0].contains(&shown), "`{}` names {shown}", levels[0]);
+            }
+            if let ConfigError::Invalid { problems } = err {
+                assert!(err.source().is_none());
+                // A problem's cause is printed once, after its message.
+                for p in problems {
+                    if let Some(cause) = p.cause() {
+                        let cause = cause.to_string();
+                        assert_eq!(levels[0].matches(&cause).count(), 1, "{}", levels[0]);
+                        assert!(!p.message.contains(&cause), "{p:?}");
+                    }
+                }
+            }
+        }
+        let causes = |name: &str| {
+            let (err, _) = errors.iter().find(|(e, _)| variant(e) == name).unwrap();
+            chain(err).len() - 1
+        };
+        assert_eq!(causes("Io"), 1, "the io error is the source");
+        assert_eq!(causes("NotUtf8"), 1, "the UTF-8 error is the source");
+        assert_eq!(causes("Resolve"), 2, "the resolver's error and its cause");
+    }
+
+    #[test]
+    fn parser_errors_stay_typed_in_their_problems() {
+        let err = Config::parse(
+            r#"{"servers": [{"name": "web", "url": "no url"}]}"#,
+            FileFormat::Json,
+            [("HOME", "/")],
+        )
+        .unwrap_err();
+        let p = &err.problems()[0];
+        assert_eq!(p.kind, ProblemKind::InvalidUrl);
+        assert_eq!(p.message, "not a valid URL");
+        let cause = p.cause().and_then(|c| c.downcast_ref::<url::ParseError>());
+        assert_eq!(cause, Some(&url::ParseError::RelativeUrlWithoutBase));
+        assert_eq!(
+            p.to_string(),
+            "servers[0].url: not a valid URL: relative URL without a base"
+        );
+        let json = serde_json::to_value(p).unwrap();
+        assert_eq!(json["cause"], "relative URL without a base");
+
+        let err = Config::parse("{\"servers\": [", FileFormat::Json, [("HOME", "/")]).unwrap_err();
+        let p = &err.problems()[0];
+        assert_eq!(
+            (p.kind, p.message.as_str()),
+            (ProblemKind::Syntax, "not valid JSON")
+        );
+        let json = p
+            .cause()
+            .and_then(|c| c.downcast_ref::<serde_json::Error>());
+        assert!(json.is_some_and(serde_json::Error::is_eof), "{p:?}");
+    }
 }

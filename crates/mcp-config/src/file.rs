@@ -216,11 +216,9 @@ fn read_bounded(path: &Path) -> Result<String, ConfigError> {
     if bytes.len() as u64 > Config::MAX_FILE_BYTES {
         return Err(too_large());
     }
-    String::from_utf8(bytes).map_err(|_| {
-        io(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "the file is not valid UTF-8",
-        ))
+    String::from_utf8(bytes).map_err(|e| ConfigError::NotUtf8 {
+        path: path.to_owned(),
+        source: e.utf8_error(),
     })
 }
 
@@ -236,7 +234,7 @@ fn text_layer(
         FileFormat::Json => match crate::json::parse(text, &root, p) {
             Ok(v) => v,
             Err(e) => {
-                p.push(&root, ProblemKind::Syntax, format!("not valid JSON: {e}"));
+                p.push_caused(&root, ProblemKind::Syntax, "not valid JSON", e);
                 return Layer::default();
             }
         },
@@ -244,7 +242,8 @@ fn text_layer(
             Ok(table) => toml_to_json(toml::Value::Table(table), &root, p),
             Err(e) => {
                 // The toml crate's Display quotes the offending line, which may hold a secret:
-                // report only the message and the position.
+                // report only the message and the position, and do not keep the error as the
+                // problem's cause (whoever printed the cause would print that line).
                 let at = e
                     .span()
                     .map(|s| {

@@ -84,7 +84,21 @@ impl Problems {
     }
 
     pub(crate) fn push(&mut self, path: &JsonPath, kind: ProblemKind, message: impl Into<String>) {
-        let mut p = Problem::new(path.as_str(), kind, message);
+        self.push_problem(Problem::new(path.as_str(), kind, message));
+    }
+
+    /// [`push`](Self::push) with the error that found the problem, kept typed.
+    pub(crate) fn push_caused(
+        &mut self,
+        path: &JsonPath,
+        kind: ProblemKind,
+        message: impl Into<String>,
+        cause: impl Into<crate::BoxError>,
+    ) {
+        self.push_problem(Problem::new(path.as_str(), kind, message).with_cause(cause));
+    }
+
+    fn push_problem(&mut self, mut p: Problem) {
         p.file = self.file.clone();
         self.list.push(p);
     }

@@ -110,6 +110,10 @@ fn assert_paths(result: Result<impl std::fmt::Debug, ConfigError>) {
                 !problem.message.contains(SECRET),
                 "a problem echoes a secret: {problem:?}"
             );
+            assert!(
+                !problem.to_string().contains(SECRET),
+                "a problem's cause echoes a secret: {problem:?}"
+            );
         }
     }
     if let Ok(value) = &result {

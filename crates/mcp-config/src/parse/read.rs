@@ -180,7 +180,7 @@ pub(crate) fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Opti
     let url = match Url::parse(s) {
         Ok(url) => url,
         Err(e) => {
-            p.push(path, InvalidUrl, format!("not a valid URL ({e})"));
+            p.push_caused(path, InvalidUrl, "not a valid URL", e);
             return None;
         }
     };
