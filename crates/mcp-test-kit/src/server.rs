@@ -181,8 +181,8 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "spawn_child",
-        "Starts a long `sleep` child process (stdio server only) and returns its pid; with `inherit_stdio` it shares the server's stdout and stderr.",
-        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1},"inherit_stdio":{"type":"boolean"}}}"#,
+        "Starts a long `sleep` child process (stdio server only) and returns its pid; with `inherit_stdio` it shares the server's stdout and stderr; `escape` = `setsid` starts it in a session of its own, `detach` also through a shell that exits at once (a daemon's double fork: the sleep is orphaned).",
+        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1},"inherit_stdio":{"type":"boolean"},"escape":{"enum":["setsid","detach"]}}}"#,
         Some(r#"{"type":"object","properties":{"pid":{"type":"integer"}},"required":["pid"]}"#),
     ),
     (
@@ -419,7 +419,21 @@ impl TestServer {
                 std::process::Stdio::null()
             }
         };
-        let spawned = std::process::Command::new("sleep")
+        let escape = args.get("escape").and_then(Value::as_str);
+        if escape == Some("detach") {
+            return detached_sleep(seconds);
+        }
+        let mut command = match escape {
+            // Not a group leader, so `setsid` calls setsid(2) itself and execs: same pid.
+            Some("setsid") => {
+                let mut command = std::process::Command::new("setsid");
+                command.arg("sleep");
+                command
+            }
+            None => std::process::Command::new("sleep"),
+            Some(other) => return tool_error(&format!("unknown escape `{other}`")),
+        };
+        let spawned = command
             .arg(seconds.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(stdio())
@@ -428,6 +442,9 @@ impl TestServer {
         match spawned {
             Ok(child) => {
                 let pid = child.id();
+                if escape.is_some() && !in_own_session(pid) {
+                    return tool_error("the child did not start a session of its own");
+                }
                 // Deliberately not waited for: the child outlives this call, as a careless
                 // server's helper would.
                 drop(child);
@@ -436,6 +453,50 @@ impl TestServer {
             Err(e) => tool_error(&format!("cannot spawn sleep: {e}")),
         }
     }
+}
+
+/// Starts `sleep` in a session of its own through a shell that exits at once, so the sleep is
+/// orphaned, and returns the sleep's pid (which the shell prints).
+fn detached_sleep(seconds: u64) -> CallToolResult {
+    let script = format!("setsid sleep {seconds} </dev/null >/dev/null 2>&1 & echo $!");
+    let output = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match output {
+        Ok(output) => match String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse::<u32>()
+        {
+            Ok(pid) if in_own_session(pid) => structured(json!({ "pid": pid })),
+            Ok(_) => tool_error("the detached child did not start a session of its own"),
+            Err(_) => tool_error("the shell did not print the detached pid"),
+        },
+        Err(e) => tool_error(&format!("cannot run sh: {e}")),
+    }
+}
+
+/// Waits (at most 5 s) until `pid` leads a session of its own, so that a caller told its pid
+/// sees it escaped. From `/proc` (Linux); `false` elsewhere or when it never happens.
+fn in_own_session(pid: u32) -> bool {
+    let session = || -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(3)?
+            .parse()
+            .ok()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if session() == Some(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
 }
 
 impl ServerHandler for TestServer {

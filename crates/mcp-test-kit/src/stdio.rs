@@ -246,7 +246,11 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
     }
 
     if args.ignores_stdin_close() {
-        eprintln!("mcp-test-server: stdin closed; staying up anyway");
+        // Not `eprintln!`, which panics when stderr is gone (its reader, the host, died).
+        let _ = writeln!(
+            std::io::stderr(),
+            "mcp-test-server: stdin closed; staying up anyway"
+        );
         std::future::pending::<()>().await;
     }
     Ok(0)
@@ -260,7 +264,10 @@ async fn serve_stdio<S: ServerHandler>(server: S) {
         Ok(running) => {
             let _ = running.waiting().await;
         }
-        Err(e) => eprintln!("mcp-test-server: handshake failed: {e}"),
+        // Not `eprintln!`: a server that stays up must survive a dead stderr reader.
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "mcp-test-server: handshake failed: {e}");
+        }
     }
 }
 
