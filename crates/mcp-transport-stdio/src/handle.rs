@@ -162,11 +162,14 @@ impl StdioHandle {
 impl ConnectionHandle for StdioHandle {
     async fn shutdown(&self, grace: Duration) {
         let leader = &self.shared.leader;
+        leader.note_tree();
         if leader.wait_exit(grace).await.is_none() {
             tracing::debug!(server = %self.shared.server, "no exit within the grace period; SIGTERM");
+            leader.note_tree();
             leader.signal_group(Signal::SIGTERM);
             if leader.wait_exit(self.terminate_grace).await.is_none() {
                 tracing::warn!(server = %self.shared.server, "SIGTERM ignored; SIGKILL");
+                leader.note_tree();
                 leader.signal_group(Signal::SIGKILL);
                 leader.wait_exit(KILL_WAIT).await;
             }

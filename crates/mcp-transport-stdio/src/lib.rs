@@ -15,6 +15,36 @@
 //! timeout) kills the group at once. The server is always reaped, and whatever it left in its
 //! group is killed.
 //!
+//! Every message the server writes is bounded as it arrives: one larger than
+//! [`StdioOptions::max_message_bytes`] (16 MiB) or nested deeper than
+//! [`StdioOptions::max_nesting_depth`] (127) ends the session at once — pending requests fail
+//! instead of waiting out their timeout — and [`StdioHandle::read_error`] (and the
+//! diagnostics) name the server and the limit.
+//!
+//! # Process hygiene on Linux
+//!
+//! - **The server dies with the host**, even when the host is SIGKILLed: it is started with
+//!   `PR_SET_PDEATHSIG = SIGKILL`. That signal follows the thread that forked the child, so
+//!   every server is forked by one dedicated thread that lives as long as the process (never a
+//!   runtime or blocking-pool thread, which may exit while the server runs). The child checks
+//!   that the host is still its parent after arming the signal, and gives up otherwise. This
+//!   needs `Command::pre_exec`, the crate's one `unsafe` block (async-signal-safe: only the
+//!   `prctl` and `getppid` system calls).
+//! - **What escapes the group is still killed**: at close and on drop, the server's tree —
+//!   its descendants by parent pid, and every group or session one of them leads — is read
+//!   from `/proc`, frozen with SIGSTOP until no new member appears, then SIGKILLed. The server
+//!   is made a child subreaper, so a daemon's double fork stays in its tree; and because a
+//!   server that exits hands its children to init, the tree is noted before each step that may
+//!   end it (closing stdin, SIGTERM, SIGKILL) and what was noted is killed with it. Every
+//!   signal goes to a pid whose start time was just checked, never to a reused pid.
+//!
+//!   Why not make the *host* a subreaper instead: that is process-wide state of the embedding
+//!   application, which would then adopt the orphans of all its children, and reaping them
+//!   would race with its own `wait` calls (taking an exit status it expects).
+//! - **Not covered**: when the host is SIGKILLed, only the server gets the signal (nothing of
+//!   the host runs to kill the rest of its tree); and a server that crashes or exits on its
+//!   own mid-session leaves any children outside its group to init unless a note saw them.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //!
@@ -37,7 +67,7 @@
 //! # }
 //! ```
 //!
-//! Unix only: process groups and signals are POSIX.
+//! Unix only: process groups and signals are POSIX; the hygiene above is Linux only.
 //!
 //! # Architecture invariant
 //!
@@ -54,8 +84,12 @@ mod error;
 mod handle;
 mod limits;
 mod process;
+#[cfg(target_os = "linux")]
+mod spawner;
 mod stderr;
 mod transport;
+#[cfg(target_os = "linux")]
+mod tree;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,7 +281,7 @@ impl StdioConnector {
         }
         command.envs(env.vars);
 
-        let (leader, pipes) = Leader::spawn(&mut command).map_err(|source| StdioError::Spawn {
+        let (leader, pipes) = Leader::spawn(command).map_err(|source| StdioError::Spawn {
             server: server.clone(),
             command: stdio.command.clone(),
             source,

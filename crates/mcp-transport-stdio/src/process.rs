@@ -13,6 +13,11 @@
 //!
 //! The watcher is a plain thread, not a runtime task, so a session outlives neither its
 //! runtime's shutdown nor blocks it.
+//!
+//! On Linux the group is not the whole story: the leader is spawned by [`crate::spawner`]
+//! (it dies with the host) and every kill also freezes and kills the server's process tree
+//! ([`crate::tree`]), which finds what left the group with `setsid`; [`Leader::note_tree`]
+//! remembers the tree before steps that may end the leader (whose exit cuts the links).
 
 use std::fmt;
 use std::process::{Child, Command, Stdio};
@@ -64,6 +69,12 @@ pub(crate) struct Leader {
     exit: watch::Receiver<Option<Exit>>,
     /// Set once the group was killed for good and the leader reaped or handed to a reaper.
     finished: AtomicBool,
+    /// The leader, told apart from a later process with its pid.
+    #[cfg(target_os = "linux")]
+    root: Option<crate::tree::Member>,
+    /// Processes of the leader's tree seen by [`Leader::note_tree`], killed with the group.
+    #[cfg(target_os = "linux")]
+    noted: Arc<Mutex<Vec<crate::tree::Member>>>,
 }
 
 impl fmt::Debug for Leader {
@@ -76,17 +87,21 @@ impl fmt::Debug for Leader {
 }
 
 impl Leader {
-    /// Spawns `command` as the leader of a new process group, with piped stdio. Must run
-    /// inside a Tokio runtime (the pipes register with its reactor).
-    pub(crate) fn spawn(command: &mut Command) -> std::io::Result<(Self, Pipes)> {
+    /// Spawns `command` as the leader of a new process group, with piped stdio (on Linux,
+    /// through the spawner thread, with the parent-death signal). Must run inside a Tokio
+    /// runtime (the pipes register with its reactor).
+    pub(crate) fn spawn(mut command: Command) -> std::io::Result<(Self, Pipes)> {
         use std::os::unix::process::CommandExt as _;
 
-        let mut child = command
+        command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
+            .stderr(Stdio::piped());
+        #[cfg(target_os = "linux")]
+        let mut child = crate::spawner::spawn(command)?;
+        #[cfg(not(target_os = "linux"))]
+        let mut child = command.spawn()?;
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -96,6 +111,11 @@ impl Leader {
             child: Arc::new(Mutex::new(Some(child))),
             exit,
             finished: AtomicBool::new(false),
+            // Unreaped (its exit is observed with WNOWAIT), so its stat is still there.
+            #[cfg(target_os = "linux")]
+            root: crate::tree::Member::of(pid.as_raw()),
+            #[cfg(target_os = "linux")]
+            noted: Arc::default(),
         };
         // From here on, an early return drops `leader`, which kills the group.
         leader.start_watcher(tx)?;
@@ -128,6 +148,28 @@ impl Leader {
         }
     }
 
+    /// Remembers the processes of the leader's tree as they are now, so they are killed with
+    /// the group even if the leader exits first (its children then lose their link to it).
+    /// Call before a step that may end the leader. Linux only; elsewhere a no-op.
+    pub(crate) fn note_tree(&self) {
+        // Once the leader has exited, its children went to init already: nothing to learn.
+        #[cfg(target_os = "linux")]
+        if !self.finished.load(Ordering::Acquire) && self.exit().is_none() {
+            let roots = self.roots();
+            let now = crate::tree::note(&roots);
+            crate::tree::merge(
+                &mut self.noted.lock().unwrap_or_else(PoisonError::into_inner),
+                now,
+            );
+        }
+    }
+
+    /// The leader and what was noted of its tree.
+    #[cfg(target_os = "linux")]
+    fn roots(&self) -> Vec<crate::tree::Member> {
+        roots(self.root, &self.noted)
+    }
+
     /// Sends `signal` to every process of the group, unless it was already finished.
     pub(crate) fn signal_group(&self, signal: Signal) {
         // Under the lock, so the leader cannot be reaped (freeing the group id) meanwhile.
@@ -151,6 +193,9 @@ impl Leader {
         }
         let child = {
             let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            // What left the group first, frozen so that nothing forks away meanwhile.
+            #[cfg(target_os = "linux")]
+            crate::tree::kill_tree(&self.roots());
             match killpg(self.pid, Signal::SIGKILL) {
                 Ok(()) | Err(Errno::ESRCH) => {}
                 Err(e) => tracing::warn!(pgid = %self.pid, "cannot kill the process group: {e}"),
@@ -176,6 +221,8 @@ impl Leader {
         let pid = self.pid;
         #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
         let child = self.child.clone();
+        #[cfg(target_os = "linux")]
+        let (root, noted) = (self.root, self.noted.clone());
         #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
         let mut child = self
             .child
@@ -192,6 +239,10 @@ impl Leader {
                     // Still unreaped (checked under the lock): the group id is still ours.
                     let unreaped = child.lock().unwrap_or_else(PoisonError::into_inner);
                     if unreaped.is_some() {
+                        // What it left: its group, and what was noted of its tree (its own
+                        // children went to init at its exit, so only notes still find them).
+                        #[cfg(target_os = "linux")]
+                        crate::tree::kill_tree(&roots(root, &noted));
                         let _ = killpg(pid, Signal::SIGKILL);
                     }
                     exit
@@ -212,6 +263,17 @@ impl Drop for Leader {
     fn drop(&mut self) {
         self.kill_group_and_reap();
     }
+}
+
+/// `root` and what `noted` holds.
+#[cfg(target_os = "linux")]
+fn roots(
+    root: Option<crate::tree::Member>,
+    noted: &Mutex<Vec<crate::tree::Member>>,
+) -> Vec<crate::tree::Member> {
+    let mut roots: Vec<_> = root.into_iter().collect();
+    roots.extend(noted.lock().unwrap_or_else(PoisonError::into_inner).iter());
+    roots
 }
 
 /// Blocks until `pid` ends, leaving it a zombie (so its group id stays reserved).
@@ -259,7 +321,9 @@ mod tests {
 
     #[tokio::test]
     async fn exit_is_seen_and_the_leader_reaped() {
-        let (leader, _pipes) = Leader::spawn(Command::new("sh").args(["-c", "exit 7"])).unwrap();
+        let mut command = Command::new("sh");
+        command.args(["-c", "exit 7"]);
+        let (leader, _pipes) = Leader::spawn(command).unwrap();
         let pid = leader.pid();
         assert_eq!(
             leader.wait_exit(Duration::from_secs(10)).await,
@@ -277,7 +341,9 @@ mod tests {
 
     #[tokio::test]
     async fn drop_kills_the_group() {
-        let (leader, _pipes) = Leader::spawn(Command::new("sleep").arg("600")).unwrap();
+        let mut command = Command::new("sleep");
+        command.arg("600");
+        let (leader, _pipes) = Leader::spawn(command).unwrap();
         let mut exit = leader.exit.clone();
         drop(leader);
         let status = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some))

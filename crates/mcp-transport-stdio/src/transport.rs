@@ -85,6 +85,8 @@ impl Transport<RoleClient> for StdioTransport {
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        // Closing stdin may end the server; its tree is noted while the links still hold.
+        self.shared.leader.note_tree();
         let shared = self.shared.clone();
         self.inner
             .close()
