@@ -29,18 +29,46 @@
 //!          "auth": {"bearer_token_env": "LINEAR_MCP_TOKEN"}}]"#,
 //! )])?;
 //!
-//! let input = RunInput::new("run-2", "inspect issue status").with_metadata(
-//!     json!({"mcp": {"servers": [
+//! let input = RunInput::new("run-2", "inspect issue status").with_meta(
+//!     "mcp",
+//!     json!({"servers": [
 //!         "linear",
 //!         {"name": "tenant-search", "url": "https://tenant.example.com/mcp",
 //!          "auth": {"bearer_token": "tok-from-the-user"}}
-//!     ]}}).as_object().unwrap().clone(),
+//!     ]}),
 //! );
 //! let run = config.resolve(&input)?;
 //! let names: Vec<_> = run.servers.iter().map(|s| s.name.as_str()).collect();
 //! assert_eq!(names, ["linear", "tenant-search"]);
 //! assert!(!format!("{run:?}").contains("tok-from-the-user"));
 //! # Ok::<(), mcp_config::ConfigError>(())
+//! ```
+//!
+//! # Conventions
+//!
+//! - **Fields and setters.** Types of plain data have public fields: read them, or set them on
+//!   a `mut` value. They are `#[non_exhaustive]`, so values come from a constructor (`new`),
+//!   `Default` or a loader; specs ([`ServerSpec`], [`StdioSpec`], [`HttpSpec`], [`AuthSpec`],
+//!   [`ToolFilter`], …) are only built that way. Settings a caller usually writes in one
+//!   expression ([`Config`], [`InlinePolicy`], [`RunOptions`], [`McpSelection`], [`Problem`])
+//!   also have setters, all of one shape: `with_<field>(self, value) -> Self`, `#[must_use]`.
+//!   There are no `set_*` methods. ([`McpSelection::and`] and [`McpSelection::inline`] add to
+//!   the server list rather than set it.)
+//! - **Errors.** [`ConfigError`] is the crate's one error type. A variant with a cause keeps
+//!   it typed behind [`source()`](std::error::Error::source) and does not repeat it in its
+//!   own message, so print the whole chain. Configuration problems are data ([`Problem`]):
+//!   all of them at once, each with its path, kind and message, plus the parser's error as
+//!   [`Problem::cause`] where one found it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use mcp_config::{Config, InlinePolicy, PartialFailure};
+//!
+//! let config = Config::default()
+//!     .with_connect_timeout(Duration::from_secs(5))
+//!     .with_partial_failure(PartialFailure::SkipUnavailable)
+//!     .with_inline_policy(InlinePolicy::default().with_ssrf_guard(false));
+//! assert!(!config.inline.ssrf_guard);
 //! ```
 //!
 //! # Architecture invariant

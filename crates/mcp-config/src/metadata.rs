@@ -20,7 +20,7 @@ pub const MCP_METADATA_KEY: &str = "mcp";
 ///     "mcp",
 ///     McpSelection::servers(["github"])
 ///         .inline(json!({"name": "tenant", "url": "https://tenant.example.com/mcp"}))
-///         .partial_failure(PartialFailure::SkipUnavailable),
+///         .with_partial_failure(PartialFailure::SkipUnavailable),
 /// );
 /// let selection = RunSelection::from_run_input(&input)?;
 /// assert_eq!(selection.servers.as_ref().unwrap()[0], ServerRef::Named("github".into()));
@@ -72,7 +72,7 @@ impl McpSelection {
 
     /// Overrides the configured partial-failure policy for this run.
     #[must_use]
-    pub fn partial_failure(mut self, policy: PartialFailure) -> Self {
+    pub fn with_partial_failure(mut self, policy: PartialFailure) -> Self {
         self.partial_failure = Some(policy);
         self
     }
@@ -80,7 +80,7 @@ impl McpSelection {
     /// The run's MCP opt-in (`false` turns MCP off for the run; with the operator's
     /// `require_allow_mcp`, only `true` turns it on).
     #[must_use]
-    pub fn allow_mcp(mut self, allow: bool) -> Self {
+    pub fn with_allow_mcp(mut self, allow: bool) -> Self {
         self.allow_mcp = Some(allow);
         self
     }

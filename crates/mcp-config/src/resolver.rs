@@ -29,7 +29,7 @@ use crate::{Config, ConfigError, ResolvedRun};
 /// use agent_core::RunInput;
 /// use async_trait::async_trait;
 /// use mcp_config::{
-///     AuthSpec, ConfigError, HttpSpec, ResolvedRun, RunOptions, Secret, SecretSource,
+///     ConfigError, HttpSpec, ResolvedRun, RunOptions, Secret, SecretSource,
 ///     ServerResolver, ServerSpec, TransportSpec, validate_specs,
 /// };
 /// use serde_json::json;
@@ -69,9 +69,7 @@ use crate::{Config, ConfigError, ResolvedRun};
 ///                 id.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
 ///                 TransportSpec::StreamableHttp(HttpSpec::new(conn.url.clone())),
 ///             );
-///             let mut auth = AuthSpec::default();
-///             auth.bearer = Some(SecretSource::Inline(conn.access_token.clone()));
-///             spec.auth = auth;
+///             spec.auth.bearer = Some(SecretSource::Inline(conn.access_token.clone()));
 ///             servers.push(spec);
 ///         }
 ///         validate_specs(&servers)?;
@@ -90,9 +88,8 @@ use crate::{Config, ConfigError, ResolvedRun};
 ///         },
 ///     )]),
 /// };
-/// let input = RunInput::new("user-7", "check my issues").with_metadata(
-///     json!({"mcp": {"connections": ["conn-42"]}}).as_object().unwrap().clone(),
-/// );
+/// let input = RunInput::new("user-7", "check my issues")
+///     .with_meta("mcp", json!({"connections": ["conn-42"]}));
 /// let run = resolver.resolve("support-agent", &input).await.unwrap();
 /// assert_eq!(run.servers[0].name, "conn-42");
 /// assert!(!format!("{run:?}").contains("tok-from-the-vault"));

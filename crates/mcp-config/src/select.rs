@@ -35,9 +35,9 @@ const MCP_FIELDS: &[&str] = &["servers", "partial_failure", "allow_mcp"];
 /// use mcp_config::{RunSelection, ServerRef};
 /// use serde_json::json;
 ///
-/// let input = RunInput::new("s1", "hi").with_metadata(
-///     json!({"mcp": {"servers": ["github", {"name": "t", "url": "https://t.example/mcp"}]}})
-///         .as_object().unwrap().clone(),
+/// let input = RunInput::new("s1", "hi").with_meta(
+///     "mcp",
+///     json!({"servers": ["github", {"name": "t", "url": "https://t.example/mcp"}]}),
 /// );
 /// let selection = RunSelection::from_run_input(&input)?;
 /// let servers = selection.servers.unwrap();
@@ -180,6 +180,13 @@ impl RunOptions {
         self.partial_failure = policy;
         self
     }
+
+    /// Turns MCP on or off for the run (off: the resolver returns no server).
+    #[must_use]
+    pub fn with_allow_mcp(mut self, allow: bool) -> Self {
+        self.allow_mcp = allow;
+        self
+    }
 }
 
 /// The servers of one run and its options: what a [`ServerResolver`](crate::ServerResolver)
@@ -307,9 +314,9 @@ impl Config {
     ///     "MCP_AGENT__SERVERS",
     ///     r#"[{"name": "git", "command": "git-mcp"}]"#,
     /// )])?;
-    /// let input = RunInput::new("s1", "hi").with_metadata(
-    ///     json!({"mcp": {"servers": ["git"], "partial_failure": "skip_unavailable"}})
-    ///         .as_object().unwrap().clone(),
+    /// let input = RunInput::new("s1", "hi").with_meta(
+    ///     "mcp",
+    ///     json!({"servers": ["git"], "partial_failure": "skip_unavailable"}),
     /// );
     /// let run = config.resolve(&input)?;
     /// assert_eq!(run.servers[0].name, "git");
