@@ -65,6 +65,6 @@ pub(crate) fn report(err: &ConfigError) {
                 say(format_args!("  {} [{kind}]", block(&problem.to_string())));
             }
         }
-        other => say(format_args!("error: {}", block(&other.to_string()))),
+        other => say(format_args!("error: {}", super::open::chain(other))),
     }
 }

@@ -151,6 +151,9 @@ fn an_unreadable_file_exits_2() {
     let output = mcp_agent(&["config", "check", "-f", missing.to_str().unwrap()], &[]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).contains("missing.toml"), "{}", text(&output));
+    // The cause is told once, after what failed.
+    let cause = "No such file or directory";
+    assert_eq!(text(&output).matches(cause).count(), 1, "{}", text(&output));
 }
 
 #[test]
