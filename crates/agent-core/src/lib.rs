@@ -16,6 +16,8 @@ mod error;
 mod event;
 mod model;
 mod policy;
+mod redact;
+mod rules;
 mod run;
 mod tool;
 
@@ -24,6 +26,8 @@ pub use error::{BoxError, RunnerError, ToolError};
 pub use event::{Event, EventKind, EventSink, NoopEventSink};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
+pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
+pub use rules::{ApprovalRules, ApprovalTrigger, Denial, IdentityRules, Rule};
 pub use run::{RunInput, RunScope, Runner, RunnerFactory, with_runner};
 pub use tool::{
     ContentPart, JsonObject, ResourceContents, ToolAnnotations, ToolCall, ToolCatalog,

@@ -1,0 +1,469 @@
+//! Server identity rules (which servers' tools may run) and approval rules (which calls need a
+//! human), both written as `{ server, tool }` globs.
+//!
+//! Rules match the server's *identity* — the name it declares in its MCP `initialize` answer
+//! (`serverInfo.name`, which may contain `/`) — never the key the operator gave it in the
+//! configuration, and the tool's name on that server.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ToolAnnotations;
+
+/// True when `text` matches `pattern`: `*` matches any run of characters (also none), `?`
+/// exactly one character, every other character itself (`/` included). Case-sensitive.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    // The last `*` seen and the text position it currently stands for the end of.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some('*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == '?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                // Let the last `*` swallow one more character and retry from there.
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
+fn any_tool() -> String {
+    String::from("*")
+}
+
+/// One `{ server, tool }` rule. `server` is a glob over the server's identity
+/// (`serverInfo.name`), `tool` a glob over the tool's name on that server (`*` when omitted).
+/// In globs `*` matches any run of characters and `?` one character; `/` is an ordinary
+/// character.
+///
+/// ```
+/// use agent_core::Rule;
+///
+/// let rule = Rule::new("mcp-servers/*", "delete_*");
+/// assert!(rule.matches(Some("mcp-servers/everything"), "delete_file"));
+/// assert!(!rule.matches(Some("mcp-servers/everything"), "read_file"));
+/// assert_eq!(rule.to_string(), r#"{ server = "mcp-servers/*", tool = "delete_*" }"#);
+///
+/// // The TOML/JSON shape of the `[policy]` keys; `tool` defaults to `*`.
+/// let rule: Rule = serde_json::from_str(r#"{"server": "github"}"#).unwrap();
+/// assert_eq!(rule, Rule::new("github", "*"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Rule {
+    /// A glob over the server's identity.
+    pub server: String,
+    /// A glob over the tool's name on its server.
+    #[serde(default = "any_tool")]
+    pub tool: String,
+}
+
+impl Rule {
+    /// A rule for tools matching `tool` of servers whose identity matches `server`.
+    pub fn new(server: impl Into<String>, tool: impl Into<String>) -> Self {
+        Self {
+            server: server.into(),
+            tool: tool.into(),
+        }
+    }
+
+    /// True when the rule covers `tool` of the server with `identity`. An unknown identity is
+    /// matched as the empty string, so only a server glob such as `*` covers it.
+    pub fn matches(&self, identity: Option<&str>, tool: &str) -> bool {
+        glob_match(&self.server, identity.unwrap_or("")) && glob_match(&self.tool, tool)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{{ server = {:?}, tool = {:?} }}",
+            self.server, self.tool
+        )
+    }
+}
+
+fn identity_text(identity: &Option<String>) -> String {
+    match identity {
+        Some(identity) => format!("server identity `{identity}`"),
+        None => String::from("a server with no identity"),
+    }
+}
+
+/// Why [`IdentityRules::allows`] refused a tool. `Display` names the rule (as its `[policy]`
+/// key) and not the tool, which the surrounding error names.
+///
+/// ```
+/// use agent_core::{Denial, IdentityRules, Rule};
+///
+/// let rules = IdentityRules::default().deny(Rule::new("*", "delete_*"));
+/// let denial = rules.allows(Some("files"), "delete_all").unwrap_err();
+/// assert_eq!(
+///     denial.to_string(),
+///     r#"rule `policy.deny[0]` { server = "*", tool = "delete_*" } matches"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Denial {
+    /// A deny rule matches (deny wins over allow).
+    #[error("rule `policy.deny[{index}]` {rule} matches")]
+    DenyRule {
+        /// The rule's position in `deny`.
+        index: usize,
+        /// The rule.
+        rule: Rule,
+    },
+    /// An allowlist is set and none of its rules matches.
+    #[error(
+        "no rule of `policy.allow` matches {} and this tool",
+        identity_text(identity)
+    )]
+    NotAllowed {
+        /// The server's identity, when known.
+        identity: Option<String>,
+    },
+}
+
+/// Which servers' tools may run (SPEC F1): `allow` and `deny` lists of [`Rule`]s matched
+/// against the server's identity and the tool's remote name. Deny wins; with a non-empty
+/// `allow`, a tool no allow rule matches is denied. Empty lists allow everything.
+///
+/// The same check serves two places: the governed layer denies calls with it, and a catalog
+/// hides the tools it refuses, so the model is never shown a tool it may not call.
+///
+/// ```
+/// use agent_core::{IdentityRules, Rule};
+///
+/// let rules = IdentityRules::default()
+///     .allow(Rule::new("mcp-servers/everything", "*"))
+///     .deny(Rule::new("*", "delete_*"));
+/// assert!(rules.allows(Some("mcp-servers/everything"), "echo").is_ok());
+/// assert!(rules.allows(Some("mcp-servers/everything"), "delete_file").is_err());
+/// assert!(rules.allows(Some("someone-else"), "echo").is_err());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct IdentityRules {
+    /// When not empty, only tools matching one of these rules may run.
+    #[serde(default)]
+    pub allow: Vec<Rule>,
+    /// Tools matching one of these rules never run.
+    #[serde(default)]
+    pub deny: Vec<Rule>,
+}
+
+impl IdentityRules {
+    /// Adds an allow rule.
+    #[must_use]
+    pub fn allow(mut self, rule: Rule) -> Self {
+        self.allow.push(rule);
+        self
+    }
+
+    /// Adds a deny rule.
+    #[must_use]
+    pub fn deny(mut self, rule: Rule) -> Self {
+        self.deny.push(rule);
+        self
+    }
+
+    /// True when there is no rule at all (everything is allowed).
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// Whether `tool` (its name on the server) of the server with `identity` may run; the
+    /// refusal names the rule that decided.
+    pub fn allows(&self, identity: Option<&str>, tool: &str) -> Result<(), Denial> {
+        if let Some((index, rule)) = self
+            .deny
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.matches(identity, tool))
+        {
+            return Err(Denial::DenyRule {
+                index,
+                rule: rule.clone(),
+            });
+        }
+        if self.allow.is_empty() || self.allow.iter().any(|r| r.matches(identity, tool)) {
+            Ok(())
+        } else {
+            Err(Denial::NotAllowed {
+                identity: identity.map(str::to_owned),
+            })
+        }
+    }
+}
+
+/// Why a call needs approval. `Display` names the `[policy]` key (or the policy) that asked.
+///
+/// ```
+/// use agent_core::{ApprovalRules, ApprovalTrigger, ToolAnnotations};
+///
+/// let rules = ApprovalRules::default().approve_destructive(true);
+/// // No hints at all: the MCP defaults say "may be destructive".
+/// let trigger = rules.requires(Some("files"), Some("rm"), &ToolAnnotations::default());
+/// assert_eq!(trigger, Some(ApprovalTrigger::Destructive));
+/// assert_eq!(trigger.unwrap().to_string(), "`policy.approve_destructive`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApprovalTrigger {
+    /// An `approve` rule matches.
+    Rule {
+        /// The rule's position in `approve`.
+        index: usize,
+        /// The rule.
+        rule: Rule,
+    },
+    /// `approve_destructive` is set and the tool may be destructive.
+    Destructive,
+    /// `approve_open_world` is set and the tool may reach an open world.
+    OpenWorld,
+    /// The tool policy answered [`RequireApproval`](crate::PolicyDecision::RequireApproval).
+    Policy,
+}
+
+impl fmt::Display for ApprovalTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Rule { index, rule } => write!(f, "rule `policy.approve[{index}]` {rule}"),
+            Self::Destructive => f.write_str("`policy.approve_destructive`"),
+            Self::OpenWorld => f.write_str("`policy.approve_open_world`"),
+            Self::Policy => f.write_str("the tool policy"),
+        }
+    }
+}
+
+/// Which calls need approval (SPEC F2): `approve` rules (globs over server identity and remote
+/// tool name, for external tools), and the annotation rules `approve_destructive` and
+/// `approve_open_world`, which read the tool's hints with the MCP defaults: a tool may be
+/// destructive unless it says `destructiveHint: false` or `readOnlyHint: true`, and reaches an
+/// open world unless it says `openWorldHint: false`. Hints only ever *add* a need for approval.
+///
+/// ```
+/// use agent_core::{ApprovalRules, Rule, ToolAnnotations};
+///
+/// let rules = ApprovalRules::default()
+///     .approve(Rule::new("github*", "create_*"))
+///     .approve_destructive(true);
+/// let read_only = ToolAnnotations::read_only();
+/// assert!(rules.requires(Some("github"), Some("create_issue"), &read_only).is_some());
+/// assert!(rules.requires(Some("github"), Some("list_issues"), &read_only).is_none());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ApprovalRules {
+    /// Calls of matching external tools need approval.
+    #[serde(default)]
+    pub approve: Vec<Rule>,
+    /// Calls of tools that may be destructive need approval.
+    #[serde(default)]
+    pub approve_destructive: bool,
+    /// Calls of tools that may reach an open world need approval.
+    #[serde(default)]
+    pub approve_open_world: bool,
+}
+
+impl ApprovalRules {
+    /// Adds an `approve` rule.
+    #[must_use]
+    pub fn approve(mut self, rule: Rule) -> Self {
+        self.approve.push(rule);
+        self
+    }
+
+    /// Sets `approve_destructive`.
+    #[must_use]
+    pub fn approve_destructive(mut self, on: bool) -> Self {
+        self.approve_destructive = on;
+        self
+    }
+
+    /// Sets `approve_open_world`.
+    #[must_use]
+    pub fn approve_open_world(mut self, on: bool) -> Self {
+        self.approve_open_world = on;
+        self
+    }
+
+    /// The first reason the call needs approval, if any. `remote_tool` is `None` for a native
+    /// tool, which `approve` rules (about servers) never match; annotation rules apply to
+    /// native and external tools alike.
+    pub fn requires(
+        &self,
+        identity: Option<&str>,
+        remote_tool: Option<&str>,
+        annotations: &ToolAnnotations,
+    ) -> Option<ApprovalTrigger> {
+        if let Some(tool) = remote_tool
+            && let Some((index, rule)) = self
+                .approve
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.matches(identity, tool))
+        {
+            return Some(ApprovalTrigger::Rule {
+                index,
+                rule: rule.clone(),
+            });
+        }
+        if self.approve_destructive && may_be_destructive(annotations) {
+            return Some(ApprovalTrigger::Destructive);
+        }
+        if self.approve_open_world && annotations.open_world_hint != Some(false) {
+            return Some(ApprovalTrigger::OpenWorld);
+        }
+        None
+    }
+}
+
+/// The MCP defaults: `destructiveHint` defaults to true and only means something when the tool
+/// is not read-only.
+fn may_be_destructive(annotations: &ToolAnnotations) -> bool {
+    annotations.read_only_hint != Some(true) && annotations.destructive_hint != Some(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_runs_single_characters_and_slashes() {
+        assert!(glob_match("*", ""));
+        assert!(glob_match("*", "a/b/c"));
+        assert!(glob_match("mcp-servers/*", "mcp-servers/everything"));
+        assert!(!glob_match("mcp-servers/*", "mcp-servers"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(glob_match("a?c", "a/c"));
+        assert!(!glob_match("a?c", "ac"));
+        assert!(glob_match("a?c", "aéc"), "? is one character, not one byte");
+        assert!(glob_match("*_file", "delete_file"));
+        assert!(glob_match("a*b*c", "axxbyybzc"));
+        assert!(!glob_match("a*b*c", "axxbyyb"));
+        assert!(glob_match("**x", "x"));
+        assert!(!glob_match("abc", "abcd"));
+        assert!(!glob_match("Abc", "abc"), "case-sensitive");
+        assert!(glob_match("", ""));
+        assert!(!glob_match("", "a"));
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let rules = IdentityRules::default()
+            .allow(Rule::new("*", "*"))
+            .deny(Rule::new("files", "rm"));
+        assert_eq!(
+            rules.allows(Some("files"), "rm"),
+            Err(Denial::DenyRule {
+                index: 0,
+                rule: Rule::new("files", "rm")
+            })
+        );
+        assert_eq!(rules.allows(Some("files"), "ls"), Ok(()));
+    }
+
+    #[test]
+    fn an_allowlist_matching_nothing_denies_everything_and_names_the_rule() {
+        let rules = IdentityRules::default().allow(Rule::new("nobody", "*"));
+        for (identity, tool) in [(Some("files"), "ls"), (None, "ls"), (Some(""), "x")] {
+            let denial = rules.allows(identity, tool).unwrap_err();
+            assert!(denial.to_string().contains("`policy.allow`"), "{denial}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_identity_is_matched_only_by_wildcards() {
+        let rules = IdentityRules::default().allow(Rule::new("*", "*"));
+        assert!(rules.allows(None, "ls").is_ok());
+        let rules = IdentityRules::default().allow(Rule::new("files", "*"));
+        assert!(rules.allows(None, "ls").is_err());
+    }
+
+    #[test]
+    fn no_rules_allow_everything() {
+        assert!(IdentityRules::default().allows(None, "anything").is_ok());
+        assert!(IdentityRules::default().is_empty());
+    }
+
+    #[test]
+    fn annotation_rules_follow_the_mcp_defaults() {
+        let destructive = ApprovalRules::default().approve_destructive(true);
+        let hints = |ro: Option<bool>, de: Option<bool>, ow: Option<bool>| ToolAnnotations {
+            read_only_hint: ro,
+            destructive_hint: de,
+            open_world_hint: ow,
+            ..ToolAnnotations::default()
+        };
+        let needs = |rules: &ApprovalRules, h: ToolAnnotations| rules.requires(None, None, &h);
+        assert!(needs(&destructive, hints(None, None, None)).is_some());
+        assert!(needs(&destructive, hints(Some(false), None, None)).is_some());
+        assert!(needs(&destructive, hints(None, Some(true), None)).is_some());
+        assert!(needs(&destructive, hints(None, Some(false), None)).is_none());
+        assert!(needs(&destructive, hints(Some(true), None, None)).is_none());
+        // Read-only wins: a destructive hint on a read-only tool is meaningless.
+        assert!(needs(&destructive, hints(Some(true), Some(true), None)).is_none());
+
+        let open = ApprovalRules::default().approve_open_world(true);
+        assert_eq!(
+            needs(&open, hints(None, None, None)),
+            Some(ApprovalTrigger::OpenWorld)
+        );
+        assert_eq!(
+            needs(&open, hints(None, None, Some(true))),
+            Some(ApprovalTrigger::OpenWorld)
+        );
+        assert!(needs(&open, hints(None, None, Some(false))).is_none());
+        assert!(needs(&ApprovalRules::default(), hints(None, None, None)).is_none());
+    }
+
+    #[test]
+    fn approve_rules_match_external_tools_only() {
+        let rules = ApprovalRules::default().approve(Rule::new("*", "*"));
+        let none = ToolAnnotations::read_only();
+        assert_eq!(
+            rules.requires(Some("a/b"), Some("x"), &none),
+            Some(ApprovalTrigger::Rule {
+                index: 0,
+                rule: Rule::new("*", "*")
+            })
+        );
+        assert!(rules.requires(None, None, &none).is_none());
+    }
+
+    #[test]
+    fn rules_deserialize_from_the_policy_shape() {
+        let rules: IdentityRules = serde_json::from_value(serde_json::json!({
+            "allow": [{"server": "mcp-servers/everything", "tool": "*"}],
+            "deny": [{"server": "*", "tool": "delete_*"}]
+        }))
+        .unwrap();
+        assert_eq!(rules.allow, vec![Rule::new("mcp-servers/everything", "*")]);
+        let err =
+            serde_json::from_value::<Rule>(serde_json::json!({"server": "a", "tool": "b", "x": 1}))
+                .unwrap_err();
+        assert!(err.to_string().contains("unknown field `x`"), "{err}");
+    }
+}
