@@ -23,6 +23,25 @@ pub enum AuthError {
         /// The setting that names it (`bearer_token_env`, `client_secret_env`).
         setting: &'static str,
     },
+    /// A token or client secret is empty or only whitespace (`bearer_token_env` /
+    /// `client_secret_env` naming a variable set to `""`, or an empty inline value): it is
+    /// refused rather than sent as an empty credential (`Authorization: Bearer `).
+    #[error(
+        "server `{server}`: {} is empty or only whitespace; an empty credential is never sent",
+        match variable {
+            Some(variable) => format!("environment variable `{variable}` ({setting})"),
+            None => format!("`{setting}`"),
+        }
+    )]
+    EmptySecret {
+        /// The server.
+        server: String,
+        /// The setting that gives the value (`bearer_token_env`, `bearer_token`,
+        /// `client_secret_env`, `client_secret`).
+        setting: &'static str,
+        /// The environment variable, when the value was read from one.
+        variable: Option<String>,
+    },
     /// A configured header name is not a valid HTTP header name.
     #[error("server `{server}`: `{name}` is not a valid HTTP header name")]
     InvalidHeaderName {
@@ -142,6 +161,7 @@ impl AuthError {
     pub fn server(&self) -> &str {
         match self {
             Self::MissingEnv { server, .. }
+            | Self::EmptySecret { server, .. }
             | Self::InvalidHeaderName { server, .. }
             | Self::InvalidHeaderValue { server, .. }
             | Self::DuplicateHeader { server, .. }
@@ -168,6 +188,7 @@ impl AuthError {
         matches!(
             self,
             Self::MissingEnv { .. }
+                | Self::EmptySecret { .. }
                 | Self::InvalidHeaderName { .. }
                 | Self::InvalidHeaderValue { .. }
                 | Self::DuplicateHeader { .. }

@@ -33,8 +33,9 @@ pub trait HttpFetch: Send + Sync + fmt::Debug {
 #[non_exhaustive]
 pub enum FetchError {
     /// The request could not be sent or the response could not be read (connect, TLS, I/O).
-    #[error("HTTP request failed")]
-    Request(#[source] BoxError),
+    /// Shown as its cause, which should say what happened in words.
+    #[error(transparent)]
+    Request(BoxError),
     /// The response body is larger than the caller's limit.
     #[error("the response body exceeds the limit of {limit} bytes")]
     BodyTooLarge {

@@ -273,41 +273,89 @@ pub struct BearerToken {
 }
 
 impl BearerToken {
-    /// The token given in the configuration (`bearer_token`).
+    /// The token given in the configuration (`bearer_token`). An empty or whitespace-only
+    /// token is [`AuthError::EmptySecret`]: never an empty `Authorization` header.
+    ///
+    /// ```
+    /// use mcp_auth::{AuthError, BearerToken};
+    /// use mcp_config::Secret;
+    ///
+    /// let err = BearerToken::new("docs", &Secret::from("  ")).unwrap_err();
+    /// assert!(matches!(err, AuthError::EmptySecret { .. }));
+    /// ```
     pub fn new(server: &str, token: &Secret) -> Result<Self, AuthError> {
+        let token = non_empty(server, "bearer_token", None, Some(token.clone()))?;
         Ok(Self {
-            credentials: Credentials::bearer(server, token)?,
+            credentials: Credentials::bearer(server, &token)?,
         })
     }
 
     /// The token read from environment variable `variable` now (`bearer_token_env`; call it
-    /// when the session opens). An unset variable is [`AuthError::MissingEnv`], naming the
+    /// when the session opens). An unset variable is [`AuthError::MissingEnv`], one set to
+    /// the empty string (or only whitespace) [`AuthError::EmptySecret`], both naming the
     /// server and the variable.
     pub fn from_env(server: &str, variable: &str) -> Result<Self, AuthError> {
-        let token = SecretSource::Env(variable.to_owned())
-            .resolve()
-            .ok_or_else(|| AuthError::MissingEnv {
-                server: server.to_owned(),
-                variable: variable.to_owned(),
-                setting: "bearer_token_env",
-            })?;
+        let token = resolve_secret(
+            server,
+            &SecretSource::Env(variable.to_owned()),
+            "bearer_token",
+        )?;
         Self::new(server, &token)
     }
 
     /// The token from either source.
     pub fn from_source(server: &str, source: &SecretSource) -> Result<Self, AuthError> {
-        match source {
-            SecretSource::Env(variable) => Self::from_env(server, variable),
-            other => {
-                let token = other.resolve().ok_or_else(|| AuthError::Provider {
-                    server: server.to_owned(),
-                    message: "the bearer token could not be resolved".to_owned(),
-                    source: None,
-                })?;
-                Self::new(server, &token)
-            }
-        }
+        let token = resolve_secret(server, source, "bearer_token")?;
+        Self::new(server, &token)
     }
+}
+
+/// The value of secret `source`, given by setting `setting` (`bearer_token`,
+/// `client_secret`; `_env` is added for a variable) of `server`: an unset variable is
+/// [`AuthError::MissingEnv`], an empty or whitespace-only value [`AuthError::EmptySecret`].
+pub(crate) fn resolve_secret(
+    server: &str,
+    source: &SecretSource,
+    setting: &'static str,
+) -> Result<Secret, AuthError> {
+    match source {
+        SecretSource::Env(variable) => {
+            let setting = env_setting(setting);
+            let value = source.resolve().ok_or_else(|| AuthError::MissingEnv {
+                server: server.to_owned(),
+                variable: variable.clone(),
+                setting,
+            })?;
+            non_empty(server, setting, Some(variable), Some(value))
+        }
+        other => non_empty(server, setting, None, other.resolve()),
+    }
+}
+
+/// The `_env` form of a setting's name.
+fn env_setting(setting: &'static str) -> &'static str {
+    match setting {
+        "bearer_token" => "bearer_token_env",
+        "client_secret" => "client_secret_env",
+        other => other,
+    }
+}
+
+/// `value`, unless it is missing, empty or only whitespace ([`AuthError::EmptySecret`]
+/// naming `setting` and, when it came from one, the variable).
+fn non_empty(
+    server: &str,
+    setting: &'static str,
+    variable: Option<&str>,
+    value: Option<Secret>,
+) -> Result<Secret, AuthError> {
+    value
+        .filter(|value| !value.expose().trim().is_empty())
+        .ok_or_else(|| AuthError::EmptySecret {
+            server: server.to_owned(),
+            setting,
+            variable: variable.map(str::to_owned),
+        })
 }
 
 #[async_trait]

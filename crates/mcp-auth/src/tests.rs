@@ -165,3 +165,30 @@ fn chain_merges_in_order_and_retries_when_any_member_does() {
         OnUnauthorized::Fail
     );
 }
+
+#[test]
+fn empty_or_blank_tokens_are_refused_never_sent() {
+    for blank in ["", "  \t "] {
+        let mut spec = AuthSpec::default();
+        spec.bearer = Some(SecretSource::Inline(Secret::from(blank)));
+        check(
+            &spec,
+            "error: server `srv`: `bearer_token` is empty or only whitespace; an empty credential is never sent",
+        );
+    }
+    // A variable set to the empty string: named, like an unset one.
+    let err = non_empty(
+        "srv",
+        "bearer_token_env",
+        Some("TOKEN_VAR"),
+        Some(Secret::from(" ")),
+    )
+    .unwrap_err();
+    assert!(matches!(err, AuthError::EmptySecret { .. }));
+    assert!(err.is_config());
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: environment variable `TOKEN_VAR` (bearer_token_env) is empty or only whitespace; an empty credential is never sent"
+    );
+    assert_eq!(env_setting("client_secret"), "client_secret_env");
+}

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_config::Scrubber;
+
 use crate::AuthError;
 use crate::fetch::FetchError;
 
@@ -57,9 +59,11 @@ impl Failure {
         }
     }
 
-    /// The error as seen by `server`.
-    pub(crate) fn to_error(&self, server: &str) -> AuthError {
+    /// The error as seen by `server`, every text in it passed through `scrubber` (which
+    /// knows the secrets and tokens of the caller: a server may echo them).
+    pub(crate) fn to_error(&self, server: &str, scrubber: &Scrubber) -> AuthError {
         let server = server.to_owned();
+        let clean = |text: String| scrubber.scrub(&text).into_owned();
         match self.clone() {
             Self::Rejected {
                 status,
@@ -68,19 +72,22 @@ impl Failure {
             } => AuthError::TokenRejected {
                 server,
                 status,
-                error,
-                description,
+                error: clean(error),
+                description: description.map(clean),
             },
-            Self::Discovery(message) => AuthError::Discovery { server, message },
+            Self::Discovery(message) => AuthError::Discovery {
+                server,
+                message: clean(message),
+            },
             Self::IssuerMismatch {
                 metadata_url,
                 expected,
                 found,
             } => AuthError::IssuerMismatch {
                 server,
-                metadata_url,
-                expected,
-                found,
+                metadata_url: clean(metadata_url),
+                expected: clean(expected),
+                found: clean(found),
             },
             Self::Request { what, source } => {
                 let mut detail = source.to_string();
@@ -92,15 +99,15 @@ impl Failure {
                 }
                 AuthError::OAuthRequest {
                     server,
-                    what,
-                    detail,
+                    what: clean(what),
+                    detail: clean(detail),
                     source: Box::new(Shared(source)),
                 }
             }
             Self::Invalid { what, message } => AuthError::InvalidResponse {
                 server,
-                what,
-                message,
+                what: clean(what),
+                message: clean(message),
             },
         }
     }

@@ -6,7 +6,7 @@ mod failure;
 mod jwt;
 mod token;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderValue};
 use mcp_config::{
-    OAuthClientCredentials, Secret, SecretSource, ServerSpec, TokenEndpointAuthMethod,
-    TransportSpec, is_internal_host, is_loopback_host,
+    OAuthClientCredentials, Scrubber, Secret, ServerSpec, TokenEndpointAuthMethod, TransportSpec,
+    is_internal_host, is_loopback_host,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -34,6 +34,10 @@ use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};
 /// How often (at most) the registry drops cache entries nobody uses whose token expired,
 /// besides whenever a provider is built.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Tokens issued to a credential that are still scrubbed from what servers say: the most
+/// recent ones.
+const REMEMBERED_TOKENS: usize = 8;
 
 /// Tunables of OAuth2 client credentials, shared by every credential of an [`AuthRegistry`].
 ///
@@ -288,20 +292,7 @@ impl AuthRegistry {
                 method: "OAuth2 client credentials over a transport other than HTTP",
             });
         };
-        let secret = match &oauth.client_secret {
-            SecretSource::Env(variable) => SecretSource::Env(variable.clone())
-                .resolve()
-                .ok_or_else(|| AuthError::MissingEnv {
-                    server: server.clone(),
-                    variable: variable.clone(),
-                    setting: "client_secret_env",
-                })?,
-            other => other.resolve().ok_or_else(|| AuthError::Provider {
-                server: server.clone(),
-                message: "the client secret could not be resolved".to_owned(),
-                source: None,
-            })?,
-        };
+        let secret = crate::resolve_secret(&server, &oauth.client_secret, "client_secret")?;
         let method = match oauth.token_endpoint_auth_method {
             None => None,
             Some(TokenEndpointAuthMethod::ClientSecretBasic) => Some(ClientAuth::Basic),
@@ -378,6 +369,7 @@ impl AuthRegistry {
             server,
             shared,
             cache: self.cache.clone(),
+            spec_secrets: spec.secret_values().into(),
         })
     }
 }
@@ -394,12 +386,16 @@ impl AuthRegistry {
 ///   for every request rejected with that token), then retry. The transport resends at most
 ///   once, so a server answering 401 forever costs one renewal per request, never a loop.
 /// - **Errors** are [`AuthError`]s naming the server, with the endpoint's OAuth `error` and
-///   `error_description` when it refused; never the secret or a token.
+///   `error_description` when it refused; never the secret or a token: every text a server
+///   chose has the client secret, the spec's other secrets and the recent access (and
+///   refresh) tokens of the credential replaced by `[REDACTED]`.
 #[derive(Clone)]
 pub struct ClientCredentials {
     server: String,
     shared: Arc<Shared>,
     cache: Arc<Cache>,
+    /// The spec's static secrets (headers, bearer token), scrubbed from errors too.
+    spec_secrets: Arc<[Secret]>,
 }
 
 impl fmt::Debug for ClientCredentials {
@@ -424,6 +420,22 @@ impl ClientCredentials {
     /// How many token requests this credential has sent (every session of it included).
     pub fn token_requests(&self) -> u64 {
         lock(&self.shared.state).token_requests
+    }
+
+    /// `failure` as this server's error, without any secret or token it might echo. Locks the
+    /// credential's state: never call it with that lock held.
+    fn error(&self, failure: &Failure) -> AuthError {
+        let scrubber = {
+            let state = lock(&self.shared.state);
+            Scrubber::new(
+                self.spec_secrets
+                    .iter()
+                    .chain(state.tokens.iter())
+                    .chain([&self.shared.config.secret])
+                    .cloned(),
+            )
+        };
+        failure.to_error(&self.server, &scrubber)
     }
 }
 
@@ -452,18 +464,20 @@ impl AuthProvider for ClientCredentials {
         match self.shared.renew(seen).await {
             Ok(token) => Ok(token.credentials()),
             Err(failure) => {
+                // Rendered before the state is locked: rendering reads the tokens.
+                let error = self.error(&failure);
                 // A renewal ahead of expiry failed: the current token is still good.
                 let state = lock(&self.shared.state);
                 match &state.token {
                     Some(token) if token.is_valid(Instant::now()) => {
                         tracing::warn!(
                             server = %self.server,
-                            error = %failure.to_error(&self.server),
+                            %error,
                             "OAuth token renewal failed; using the current token until it expires"
                         );
                         Ok(token.credentials())
                     }
-                    _ => Err(failure.to_error(&self.server)),
+                    _ => Err(error),
                 }
             }
         }
@@ -498,7 +512,7 @@ impl AuthProvider for ClientCredentials {
         tracing::debug!(server = %self.server, "HTTP 401: obtaining a new OAuth token");
         match self.shared.renew(seen).await {
             Ok(_) => Ok(OnUnauthorized::Retry),
-            Err(failure) => Err(failure.to_error(&self.server)),
+            Err(failure) => Err(self.error(&failure)),
         }
     }
 }
@@ -574,6 +588,8 @@ struct State {
     /// The latest 401 challenge.
     challenge: Option<Challenge>,
     token_requests: u64,
+    /// The latest tokens issued (access and refresh), most recent last, for scrubbing.
+    tokens: VecDeque<Secret>,
 }
 
 /// The cache of one credential, shared by its providers.
@@ -741,6 +757,17 @@ impl Shared {
             response.body(),
             &config.secret,
         )?;
+        {
+            let mut state = lock(&self.state);
+            for secret in &issued.secrets {
+                if !state.tokens.contains(secret) {
+                    state.tokens.push_back(secret.clone());
+                }
+            }
+            while state.tokens.len() > REMEMBERED_TOKENS {
+                state.tokens.pop_front();
+            }
+        }
         let lifetime = issued
             .expires_in
             .unwrap_or(self.options.default_token_lifetime);

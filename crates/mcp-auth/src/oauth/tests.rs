@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_lite::join_all;
-use mcp_config::{HttpSpec, SpecOrigin};
+use mcp_config::{HttpSpec, SecretSource, SpecOrigin};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -571,6 +571,62 @@ async fn the_registry_shares_a_cache_per_credential() {
     let c = registry.provider(&spec(Some(TOKEN_URL), "other")).unwrap();
     c.credentials().await.unwrap();
     assert_eq!(fake.token_requests(), 2);
+}
+
+#[tokio::test]
+async fn tokens_and_secrets_echoed_by_the_token_endpoint_never_show() {
+    const ACCESS: &str = "access-token-echo-1";
+    const REFRESH: &str = "refresh-token-echo-1";
+    const KEY: &str = "api-key-echo-value";
+    let fake = Arc::new(Fake::default());
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        200,
+        json!({"access_token": ACCESS, "refresh_token": REFRESH, "token_type": "Bearer", "expires_in": 3600}),
+    );
+    let registry = registry(&fake);
+    let mut spec = spec(Some(TOKEN_URL), SECRET);
+    spec.auth
+        .headers
+        .insert("X-Api-Key".into(), mcp_config::Secret::from(KEY));
+    let auth = provider(&registry, &spec);
+    let t1 = auth.credentials().await.unwrap();
+    assert_eq!(bearer(&t1), format!("Bearer {ACCESS}"));
+
+    // The renewal after a 401 is refused, and the endpoint echoes everything it knows.
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        400,
+        json!({"error": ACCESS, "error_description": format!("{ACCESS} and {REFRESH} revoked; key {KEY}; secret {SECRET}")}),
+    );
+    let err = auth.on_unauthorized(&t1, Some("Bearer")).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: the token endpoint refused the client credentials (HTTP 400): [REDACTED]: \
+         [REDACTED] and [REDACTED] revoked; key [REDACTED]; secret [REDACTED]"
+    );
+    let shown = format!("{err:?}");
+    for secret in [ACCESS, REFRESH, KEY, SECRET] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+}
+
+#[test]
+fn an_empty_client_secret_is_refused() {
+    let fake = Arc::new(Fake::default());
+    let registry = registry(&fake);
+    let mut spec = spec(Some(TOKEN_URL), SECRET);
+    spec.auth
+        .oauth_client_credentials
+        .as_mut()
+        .unwrap()
+        .client_secret = SecretSource::Inline(" ".into());
+    let err = registry.provider(&spec).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: `client_secret` is empty or only whitespace; an empty credential is never sent"
+    );
+    assert_eq!(fake.token_requests(), 0);
 }
 
 #[test]

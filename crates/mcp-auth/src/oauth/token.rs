@@ -97,6 +97,9 @@ pub(crate) struct Issued {
     pub(crate) header: HeaderValue,
     /// `expires_in`, if given.
     pub(crate) expires_in: Option<Duration>,
+    /// The access token, and a `refresh_token` if the answer had one (never used; client
+    /// credentials need none): values to scrub from what servers say later.
+    pub(crate) secrets: Vec<Secret>,
 }
 
 /// Longest OAuth `error_description` kept in an error.
@@ -172,7 +175,17 @@ pub(crate) fn parse_answer(
         )
     })?;
     header.set_sensitive(true);
-    Ok(Issued { header, expires_in })
+    let mut secrets = vec![Secret::new(token)];
+    secrets.extend(
+        json.get("refresh_token")
+            .and_then(Value::as_str)
+            .map(Secret::new),
+    );
+    Ok(Issued {
+        header,
+        expires_in,
+        secrets,
+    })
 }
 
 /// RFC 6749 §5.2: `error` is one or more of %x20-21 / %x23-5B / %x5D-7E; short codes only.
@@ -277,7 +290,7 @@ mod tests {
                 error,
                 description,
             }) => format!("rejected {status} {error} {description:?}"),
-            Err(other) => format!("{}", other.to_error("srv")),
+            Err(other) => format!("{}", other.to_error("srv", &Default::default())),
         }
     }
 
