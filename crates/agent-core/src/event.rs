@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ToolError;
+
 /// The kind of an [`Event`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -25,6 +27,57 @@ pub enum EventKind {
     ToolsChanged,
 }
 
+/// How a tool call ended.
+///
+/// ```
+/// use agent_core::{CallOutcome, ToolError};
+///
+/// let err = ToolError::unknown_tool("nope", Vec::new());
+/// assert_eq!(CallOutcome::of_error(&err), CallOutcome::UnknownTool);
+/// assert_eq!(serde_json::to_value(CallOutcome::Truncated).unwrap(), "truncated");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// The output reached the model whole.
+    Ok,
+    /// The output was cut to the output limit; the rest is readable through its handle.
+    Truncated,
+    /// Rules, policy or approval refused the call.
+    Denied,
+    /// No tool has that name.
+    UnknownTool,
+    /// The arguments were rejected before the call.
+    InvalidArguments,
+    /// The tool reported an error of its own.
+    ToolError,
+    /// The call did not finish within its timeout.
+    Timeout,
+    /// The connection to the server failed.
+    Transport,
+    /// A tool or the runner is misconfigured.
+    Configuration,
+    /// The call was abandoned before it finished (its caller stopped waiting, or the tool
+    /// panicked).
+    Cancelled,
+}
+
+impl CallOutcome {
+    /// The outcome a [`ToolError`] stands for.
+    pub fn of_error(error: &ToolError) -> Self {
+        match error {
+            ToolError::UnknownTool { .. } => Self::UnknownTool,
+            ToolError::InvalidArguments { .. } => Self::InvalidArguments,
+            ToolError::Denied { .. } => Self::Denied,
+            ToolError::Invocation { .. } => Self::ToolError,
+            ToolError::Timeout { .. } => Self::Timeout,
+            ToolError::Transport { .. } => Self::Transport,
+            ToolError::Configuration { .. } => Self::Configuration,
+        }
+    }
+}
+
 /// One event. Fields that do not apply to the kind are `None`. Never holds a secret.
 ///
 /// ```
@@ -42,6 +95,9 @@ pub struct Event {
     /// The server key, for server events and external tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// The server's self-declared identity (MCP `serverInfo.name`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_identity: Option<String>,
     /// The real tool (`server__tool` for external tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
@@ -57,6 +113,16 @@ pub struct Event {
     /// Size of the output as the model reads it, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_bytes: Option<u64>,
+    /// Size of the whole result before the output limit, in bytes (as the model would read
+    /// it); larger than `output_bytes` when the output was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_bytes: Option<u64>,
+    /// The handle under which a cut output's full text can be read (`mcp_read_output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_handle: Option<String>,
+    /// How a tool call ended, for `tool_call_*` end events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<CallOutcome>,
     /// The error or denial reason, for failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -68,13 +134,38 @@ impl Event {
         Self {
             kind,
             server: None,
+            server_identity: None,
             tool: None,
             call_id: None,
             duration: None,
             input_bytes: None,
             output_bytes: None,
+            result_bytes: None,
+            output_handle: None,
+            outcome: None,
             message: None,
         }
+    }
+
+    /// Sets the server's identity.
+    #[must_use]
+    pub fn with_server_identity(mut self, identity: Option<&str>) -> Self {
+        self.server_identity = identity.map(str::to_owned);
+        self
+    }
+
+    /// Sets the call id.
+    #[must_use]
+    pub fn with_call_id(mut self, call_id: &str) -> Self {
+        self.call_id = Some(call_id.to_owned());
+        self
+    }
+
+    /// Sets the outcome.
+    #[must_use]
+    pub fn with_outcome(mut self, outcome: CallOutcome) -> Self {
+        self.outcome = Some(outcome);
+        self
     }
 
     /// Sets the server and tool.

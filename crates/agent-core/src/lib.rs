@@ -12,6 +12,7 @@
 //! tokio's `process` feature. Everything MCP-specific implements these traits from elsewhere.
 
 mod approval;
+mod bus;
 mod error;
 mod event;
 mod model;
@@ -22,8 +23,9 @@ mod run;
 mod tool;
 
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
+pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
 pub use error::{BoxError, RunnerError, ToolError};
-pub use event::{Event, EventKind, EventSink, NoopEventSink};
+pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};

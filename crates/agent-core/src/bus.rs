@@ -1,0 +1,223 @@
+//! An event bus: every event goes to the synchronous sinks and to any number of bounded async
+//! subscribers, none of which can hold up the caller.
+
+use std::sync::Arc;
+
+use futures::Stream;
+use tokio::sync::broadcast;
+
+use crate::{Event, EventSink};
+
+/// How many events a subscriber may fall behind before it starts missing them, by default.
+pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
+
+/// Delivers each event to its sinks (in order, synchronously) and to its subscribers.
+///
+/// Subscribers read through a bounded buffer: a slow one never blocks [`emit`](EventSink::emit);
+/// when it falls more than the capacity behind, it misses the oldest events and its next
+/// [`recv`](EventReceiver::recv) says how many ([`EventRecvError::Lagged`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::{Event, EventBus, EventKind, EventSink, NoopEventSink};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let bus = EventBus::new(Arc::new(NoopEventSink));
+/// let mut events = bus.subscribe();
+/// bus.emit(Event::new(EventKind::ServerConnected).with_server("git"));
+/// let event = events.recv().await.unwrap();
+/// assert_eq!(event.server.as_deref(), Some("git"));
+/// # });
+/// ```
+pub struct EventBus {
+    sinks: Vec<Arc<dyn EventSink>>,
+    sender: broadcast::Sender<Event>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("sinks", &self.sinks.len())
+            .field("subscribers", &self.sender.receiver_count())
+            .finish()
+    }
+}
+
+impl EventBus {
+    /// A bus delivering to `sink`, with room for [`DEFAULT_EVENT_CAPACITY`] events per
+    /// subscriber.
+    pub fn new(sink: Arc<dyn EventSink>) -> Self {
+        Self::with_capacity(sink, DEFAULT_EVENT_CAPACITY)
+    }
+
+    /// A bus delivering to `sink`, with room for `capacity` (at least 1) events per subscriber.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let bus = agent_core::EventBus::with_capacity(Arc::new(agent_core::NoopEventSink), 16);
+    /// # let _ = bus;
+    /// ```
+    pub fn with_capacity(sink: Arc<dyn EventSink>, capacity: usize) -> Self {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        Self {
+            sinks: vec![sink],
+            sender,
+        }
+    }
+
+    /// Adds another synchronous sink, which receives every event after the earlier ones.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{EventBus, NoopEventSink};
+    /// let bus = EventBus::new(Arc::new(NoopEventSink)).with_sink(Arc::new(NoopEventSink));
+    /// # let _ = bus;
+    /// ```
+    #[must_use]
+    pub fn with_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// A new subscriber, which receives every event emitted from now on.
+    pub fn subscribe(&self) -> EventReceiver {
+        EventReceiver {
+            receiver: self.sender.subscribe(),
+        }
+    }
+}
+
+impl EventSink for EventBus {
+    fn emit(&self, event: Event) {
+        for sink in &self.sinks {
+            sink.emit(event.clone());
+        }
+        // No subscriber is not an error.
+        let _ = self.sender.send(event);
+    }
+}
+
+/// Why [`EventReceiver::recv`] returned no event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventRecvError {
+    /// The subscriber fell behind and the oldest events were dropped for it; the next call
+    /// returns the oldest event still kept.
+    #[error("the event subscriber fell behind and missed {missed} events")]
+    Lagged {
+        /// How many events it missed.
+        missed: u64,
+    },
+    /// The bus is gone and every event was read.
+    #[error("the event bus is closed")]
+    Closed,
+}
+
+/// One subscriber of an [`EventBus`].
+#[derive(Debug)]
+pub struct EventReceiver {
+    receiver: broadcast::Receiver<Event>,
+}
+
+impl EventReceiver {
+    /// The next event, waiting for it.
+    pub async fn recv(&mut self) -> Result<Event, EventRecvError> {
+        self.receiver.recv().await.map_err(|e| match e {
+            broadcast::error::RecvError::Lagged(missed) => EventRecvError::Lagged { missed },
+            broadcast::error::RecvError::Closed => EventRecvError::Closed,
+        })
+    }
+
+    /// The next event if one is waiting, `Ok(None)` if none is.
+    pub fn try_recv(&mut self) -> Result<Option<Event>, EventRecvError> {
+        match self.receiver.try_recv() {
+            Ok(event) => Ok(Some(event)),
+            Err(broadcast::error::TryRecvError::Empty) => Ok(None),
+            Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                Err(EventRecvError::Lagged { missed })
+            }
+            Err(broadcast::error::TryRecvError::Closed) => Err(EventRecvError::Closed),
+        }
+    }
+
+    /// The events as a stream: `Err(Lagged)` items where events were missed; it ends when the
+    /// bus is gone.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{Event, EventBus, EventKind, EventSink, NoopEventSink};
+    /// use futures::StreamExt;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let bus = EventBus::new(Arc::new(NoopEventSink));
+    /// let stream = bus.subscribe().into_stream();
+    /// bus.emit(Event::new(EventKind::ToolsChanged));
+    /// drop(bus);
+    /// let events: Vec<_> = stream.collect().await;
+    /// assert_eq!(events.len(), 1);
+    /// # });
+    /// ```
+    pub fn into_stream(self) -> impl Stream<Item = Result<Event, EventRecvError>> + Send {
+        futures::stream::unfold(self, |mut receiver| async move {
+            match receiver.recv().await {
+                Err(EventRecvError::Closed) => None,
+                item => Some((item, receiver)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::EventKind;
+
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<Event>>);
+    impl EventSink for Collect {
+        fn emit(&self, event: Event) {
+            self.0.lock().unwrap().push(event);
+        }
+    }
+
+    fn numbered(n: usize) -> Event {
+        Event::new(EventKind::ToolCallStarted).with_call_id(&n.to_string())
+    }
+
+    #[test]
+    fn a_slow_subscriber_never_blocks_and_is_told_it_lagged() {
+        let sink = Arc::new(Collect::default());
+        let bus = EventBus::with_capacity(sink.clone(), 4);
+        let mut slow = bus.subscribe();
+        // Far more than the capacity, on this thread: would hang if emit waited for readers.
+        for n in 0..100 {
+            bus.emit(numbered(n));
+        }
+        assert_eq!(
+            sink.0.lock().unwrap().len(),
+            100,
+            "the sink sees everything"
+        );
+        assert_eq!(slow.try_recv(), Err(EventRecvError::Lagged { missed: 96 }));
+        let rest: Vec<String> = std::iter::from_fn(|| slow.try_recv().unwrap())
+            .map(|e| e.call_id.unwrap())
+            .collect();
+        assert_eq!(rest, ["96", "97", "98", "99"]);
+    }
+
+    #[tokio::test]
+    async fn subscribers_see_events_in_emission_order_and_the_end() {
+        let bus = EventBus::new(Arc::new(crate::NoopEventSink));
+        let mut a = bus.subscribe();
+        for n in 0..3 {
+            bus.emit(numbered(n));
+        }
+        drop(bus);
+        for n in 0..3 {
+            assert_eq!(a.recv().await.unwrap().call_id, Some(n.to_string()));
+        }
+        assert_eq!(a.recv().await, Err(EventRecvError::Closed));
+    }
+}
