@@ -16,6 +16,7 @@ mod bus;
 mod error;
 mod event;
 mod model;
+mod output;
 mod policy;
 mod redact;
 mod rules;
@@ -27,6 +28,10 @@ pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
 pub use error::{BoxError, RunnerError, ToolError};
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
+pub use output::{
+    DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputError,
+    OutputLimits, OutputStore, READ_OUTPUT_TOOL,
+};
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
 pub use rules::{ApprovalRules, ApprovalTrigger, Denial, IdentityRules, Rule};

@@ -1,0 +1,735 @@
+//! The output limit (SPEC F3): a tool output larger than what the model may see is cut at a
+//! safe boundary with a marker, and its full text stays readable for the rest of the run
+//! through the `mcp_read_output` meta tool — in memory up to a budget, in a temporary file
+//! beyond it.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::{Value, json};
+
+use crate::{ContentPart, JsonObject, ToolAnnotations, ToolDescriptor, ToolError, ToolOutput};
+
+/// The name of the meta tool that reads the rest of a cut output.
+pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
+
+/// The default of [`OutputLimits::max_output_bytes`]: 64 KiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// The smallest accepted [`OutputLimits::max_output_bytes`]: the marker needs room.
+pub const MIN_MAX_OUTPUT_BYTES: usize = 1024;
+
+/// Room kept for the marker of a cut output and the trailer of a read chunk.
+const MARKER_RESERVE: usize = 256;
+
+const HANDLE_PREFIX: &str = "out_";
+
+/// How much of a tool's output the model sees, and how much of the rest is kept.
+///
+/// ```
+/// use agent_core::OutputLimits;
+///
+/// let limits = OutputLimits::default().max_output_bytes(16 * 1024).memory_budget(1 << 20);
+/// assert_eq!(limits.max_output_bytes, 16 * 1024);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutputLimits {
+    /// The most bytes of one output the model sees (its text as
+    /// [`ToolOutput::to_model_text`] renders it; image, audio and blob parts count by their
+    /// encoded data), marker included. At least [`MIN_MAX_OUTPUT_BYTES`].
+    pub max_output_bytes: usize,
+    /// The most bytes of cut outputs kept in memory; later ones go to a temporary file.
+    pub memory_budget: usize,
+    /// The most bytes of cut outputs kept at all (memory and files); past it the oldest are
+    /// dropped and their handles expire.
+    pub max_retained_bytes: u64,
+    /// Where the temporary directory for spilled outputs is made (default: the system's
+    /// temporary directory). It is deleted when the store closes or is dropped.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        Self {
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            memory_budget: 8 << 20,
+            max_retained_bytes: 1 << 30,
+            spill_dir: None,
+        }
+    }
+}
+
+impl OutputLimits {
+    /// Sets [`max_output_bytes`](Self::max_output_bytes) (raised to
+    /// [`MIN_MAX_OUTPUT_BYTES`] if smaller).
+    #[must_use]
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets [`memory_budget`](Self::memory_budget).
+    #[must_use]
+    pub fn memory_budget(mut self, bytes: usize) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// Sets [`max_retained_bytes`](Self::max_retained_bytes).
+    #[must_use]
+    pub fn max_retained_bytes(mut self, bytes: u64) -> Self {
+        self.max_retained_bytes = bytes;
+        self
+    }
+
+    /// Sets [`spill_dir`](Self::spill_dir).
+    #[must_use]
+    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
+    fn max(&self) -> usize {
+        self.max_output_bytes.max(MIN_MAX_OUTPUT_BYTES)
+    }
+}
+
+/// Why a stored output could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// No output of this run has that handle.
+    #[error("unknown output handle `{handle}`: use the handle from a cut output's marker")]
+    UnknownHandle {
+        /// The handle asked for.
+        handle: String,
+    },
+    /// The output existed but is no longer kept (the run ended, or newer outputs took its
+    /// room).
+    #[error("output `{handle}` has expired and can no longer be read")]
+    Expired {
+        /// The handle asked for.
+        handle: String,
+    },
+    /// The offset lies beyond the output's end.
+    #[error("offset {offset} is past the end of output `{handle}` ({total} bytes)")]
+    OffsetPastEnd {
+        /// The handle.
+        handle: String,
+        /// The offset asked for.
+        offset: u64,
+        /// The output's size.
+        total: u64,
+    },
+    /// The output's temporary file could not be read.
+    #[error("cannot read output `{handle}` from its temporary file")]
+    Io {
+        /// The handle.
+        handle: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An output after the limit: what the model sees, and how it relates to the whole.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Limited {
+    /// What the model sees: the output unchanged, or its cut start plus a marker.
+    pub output: ToolOutput,
+    /// The size of the whole output, in bytes of model text.
+    pub full_bytes: u64,
+    /// The size of what the model sees, in bytes of model text (marker included).
+    pub shown_bytes: u64,
+    /// The handle of the full text, when the output was cut and kept.
+    pub handle: Option<String>,
+}
+
+impl Limited {
+    /// True when the output was cut.
+    pub fn is_cut(&self) -> bool {
+        self.full_bytes > self.shown_bytes
+    }
+}
+
+/// One piece of a stored output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutputChunk {
+    /// The text, whole characters only.
+    pub text: String,
+    /// Its start, in bytes into the whole output.
+    pub offset: u64,
+    /// Its end (exclusive), where the next read starts.
+    pub end: u64,
+    /// The whole output's size.
+    pub total: u64,
+}
+
+enum Data {
+    Memory(Arc<str>),
+    Spilled(PathBuf),
+}
+
+struct Entry {
+    size: u64,
+    data: Data,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    /// By handle number, so the oldest comes first.
+    entries: BTreeMap<u64, Entry>,
+    memory: usize,
+    retained: u64,
+    dir: Option<PathBuf>,
+    closed: bool,
+}
+
+impl State {
+    fn remove(&mut self, n: u64) {
+        if let Some(entry) = self.entries.remove(&n) {
+            self.retained -= entry.size;
+            match entry.data {
+                Data::Memory(_) => self.memory -= entry.size as usize,
+                Data::Spilled(path) => {
+                    let _ = fs::remove_file(path);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        let numbers: Vec<u64> = self.entries.keys().copied().collect();
+        for n in numbers {
+            self.remove(n);
+        }
+        if let Some(dir) = self.dir.take() {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Applies the output limit and keeps cut outputs for [`READ_OUTPUT_TOOL`], for one run.
+///
+/// Memory stays bounded: past [`OutputLimits::memory_budget`], full texts are written to files
+/// in a private temporary directory, deleted by [`close`](Self::close) or on drop.
+///
+/// ```
+/// use agent_core::{OutputLimits, OutputStore, ToolOutput};
+///
+/// let store = OutputStore::new(OutputLimits::default().max_output_bytes(1024));
+/// let limited = store.limit(ToolOutput::text("x".repeat(5000)));
+/// assert!(limited.is_cut());
+/// assert!(limited.shown_bytes <= 1024);
+/// let handle = limited.handle.unwrap();
+/// let chunk = store.read(&handle, 4990, 100).unwrap();
+/// assert_eq!(chunk.text, "x".repeat(10));
+/// assert!(store.read("out_999", 0, 10).is_err());
+/// ```
+pub struct OutputStore {
+    limits: OutputLimits,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for OutputStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("OutputStore")
+            .field("limits", &self.limits)
+            .field("outputs", &state.entries.len())
+            .field("memory", &state.memory)
+            .field("retained", &state.retained)
+            .finish()
+    }
+}
+
+impl Drop for OutputStore {
+    fn drop(&mut self) {
+        self.lock().release();
+    }
+}
+
+impl OutputStore {
+    /// A store with `limits`.
+    pub fn new(limits: OutputLimits) -> Self {
+        Self {
+            limits,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &OutputLimits {
+        &self.limits
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes of full outputs held in memory now.
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().memory
+    }
+
+    /// Bytes of full outputs kept now, in memory and in files.
+    pub fn retained_bytes(&self) -> u64 {
+        self.lock().retained
+    }
+
+    /// The temporary directory of spilled outputs, once one was made (until close).
+    pub fn spill_dir(&self) -> Option<PathBuf> {
+        self.lock().dir.clone()
+    }
+
+    /// Applies the limit to `output`: returned unchanged when its model text fits in
+    /// [`OutputLimits::max_output_bytes`]; otherwise cut — text at a character boundary,
+    /// non-text parts whole or not at all, structured output rendered as JSON text and never
+    /// cut inside a number, keyword or escape — followed by a marker with the full size and a
+    /// handle for [`READ_OUTPUT_TOOL`].
+    pub fn limit(&self, output: ToolOutput) -> Limited {
+        let max = self.limits.max();
+        let full = output.to_model_text();
+        let total = full.len() as u64;
+        if full.len() <= max {
+            return Limited {
+                output,
+                full_bytes: total,
+                shown_bytes: total,
+                handle: None,
+            };
+        }
+        let (kept, shown) = cut(&output, &full, max - MARKER_RESERVE);
+        drop(output);
+        let handle = self.keep(full);
+        let marker = match &handle {
+            Ok(handle) => format!(
+                "[output cut: showing {shown} of {total} bytes; read the rest with \
+                 {READ_OUTPUT_TOOL} {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
+            ),
+            Err(why) => format!("[output cut: showing {shown} of {total} bytes; {why}]"),
+        };
+        let mut content = kept;
+        content.push(ContentPart::text(marker));
+        let output = ToolOutput::from_parts(content);
+        let shown_bytes = output.to_model_text().len() as u64;
+        Limited {
+            output,
+            full_bytes: total,
+            shown_bytes,
+            handle: handle.ok(),
+        }
+    }
+
+    /// Keeps `full` and returns its handle, or says why it was not kept.
+    fn keep(&self, full: String) -> Result<String, String> {
+        let size = full.len() as u64;
+        if size > self.limits.max_retained_bytes {
+            return Err(String::from("the rest is too large to keep"));
+        }
+        let (n, spill_to) = {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(String::from("the run has ended"));
+            }
+            let n = state.next;
+            state.next += 1;
+            if state.memory + full.len() <= self.limits.memory_budget {
+                // Reserved now so concurrent calls cannot overrun the budget.
+                state.memory += full.len();
+                (n, None)
+            } else {
+                let dir = match &state.dir {
+                    Some(dir) => dir.clone(),
+                    None => {
+                        let dir = make_spill_dir(self.limits.spill_dir.as_deref())
+                            .map_err(|_| String::from("the rest could not be kept"))?;
+                        state.dir = Some(dir.clone());
+                        dir
+                    }
+                };
+                (n, Some(dir.join(handle_of(n))))
+            }
+        };
+        let data = match spill_to {
+            None => Data::Memory(Arc::from(full)),
+            Some(path) => match write_new(&path, full.as_bytes()) {
+                Ok(()) => Data::Spilled(path),
+                Err(_) => {
+                    let _ = fs::remove_file(&path);
+                    return Err(String::from("the rest could not be kept"));
+                }
+            },
+        };
+        let mut state = self.lock();
+        if state.closed {
+            match data {
+                Data::Memory(_) => state.memory -= size as usize,
+                Data::Spilled(path) => {
+                    let _ = fs::remove_file(path);
+                }
+            }
+            return Err(String::from("the run has ended"));
+        }
+        state.entries.insert(n, Entry { size, data });
+        state.retained += size;
+        while state.retained > self.limits.max_retained_bytes {
+            match state.entries.keys().next().copied() {
+                Some(oldest) if oldest != n => state.remove(oldest),
+                _ => break,
+            }
+        }
+        Ok(handle_of(n))
+    }
+
+    /// Reads up to `length` bytes (at most what one model reply may hold) of the output under
+    /// `handle`, from `offset`, widened or narrowed to whole characters.
+    pub fn read(
+        &self,
+        handle: &str,
+        offset: u64,
+        length: usize,
+    ) -> Result<OutputChunk, OutputError> {
+        let length = length.clamp(1, self.chunk_limit());
+        let n = parse_handle(handle).ok_or_else(|| OutputError::UnknownHandle {
+            handle: handle.to_owned(),
+        })?;
+        let (total, data) = {
+            let state = self.lock();
+            match state.entries.get(&n) {
+                Some(entry) => (
+                    entry.size,
+                    match &entry.data {
+                        Data::Memory(text) => Data::Memory(Arc::clone(text)),
+                        Data::Spilled(path) => Data::Spilled(path.clone()),
+                    },
+                ),
+                None if n < state.next => {
+                    return Err(OutputError::Expired {
+                        handle: handle.to_owned(),
+                    });
+                }
+                None => {
+                    return Err(OutputError::UnknownHandle {
+                        handle: handle.to_owned(),
+                    });
+                }
+            }
+        };
+        if offset > total {
+            return Err(OutputError::OffsetPastEnd {
+                handle: handle.to_owned(),
+                offset,
+                total,
+            });
+        }
+        // A few bytes more than asked, to find the character boundaries around the window.
+        let want = (length as u64 + 8).min(total - offset) as usize;
+        let window: Vec<u8> = match data {
+            Data::Memory(text) => text.as_bytes()[offset as usize..offset as usize + want].to_vec(),
+            Data::Spilled(path) => read_window(&path, offset, want).map_err(|source| {
+                // The store may have been closed while reading.
+                if source.kind() == std::io::ErrorKind::NotFound {
+                    OutputError::Expired {
+                        handle: handle.to_owned(),
+                    }
+                } else {
+                    OutputError::Io {
+                        handle: handle.to_owned(),
+                        source,
+                    }
+                }
+            })?,
+        };
+        let at_end = offset + window.len() as u64 == total;
+        let start = window
+            .iter()
+            .take(3)
+            .take_while(|b| is_continuation(**b))
+            .count();
+        let mut end = length.min(window.len()).max(start);
+        if !(at_end && end == window.len()) {
+            while end > start && is_continuation(window[end]) {
+                end -= 1;
+            }
+            if end == start && start < window.len() {
+                // `length` is smaller than the character there: return that one character.
+                end = start + 1;
+                while end < window.len() && is_continuation(window[end]) {
+                    end += 1;
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&window[start..end]).into_owned();
+        Ok(OutputChunk {
+            text,
+            offset: offset + start as u64,
+            end: offset + end as u64,
+            total,
+        })
+    }
+
+    /// The most bytes one [`READ_OUTPUT_TOOL`] call returns.
+    pub fn chunk_limit(&self) -> usize {
+        self.limits.max() - MARKER_RESERVE
+    }
+
+    /// The descriptor of [`READ_OUTPUT_TOOL`], for the model's tool list.
+    pub fn descriptor(&self) -> ToolDescriptor {
+        let chunk = self.chunk_limit();
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "handle": {
+                    "type": "string",
+                    "description": "The handle given in a cut output's marker."
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Where to start, in bytes (default 0)."
+                },
+                "length": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": chunk,
+                    "description": format!("How many bytes to read (default and at most {chunk}).")
+                }
+            },
+            "required": ["handle"],
+            "additionalProperties": false
+        });
+        let Value::Object(schema) = schema else {
+            unreachable!("a JSON object literal")
+        };
+        ToolDescriptor::new(READ_OUTPUT_TOOL, schema)
+            .with_description(
+                "Read more of a tool output that was cut to fit: pass the handle and offset \
+                 from its marker.",
+            )
+            .with_annotations(ToolAnnotations {
+                read_only_hint: Some(true),
+                open_world_hint: Some(false),
+                ..ToolAnnotations::default()
+            })
+    }
+
+    /// Serves one [`READ_OUTPUT_TOOL`] call: the chunk, then a line saying where it ends and
+    /// where to go on.
+    pub fn read_call(&self, arguments: &JsonObject) -> Result<ToolOutput, ToolError> {
+        let invalid = |message: String| ToolError::InvalidArguments {
+            server: None,
+            tool: READ_OUTPUT_TOOL.to_owned(),
+            message,
+        };
+        let handle = match arguments.get("handle") {
+            Some(Value::String(h)) => h.as_str(),
+            Some(other) => return Err(invalid(format!("`/handle`: {other} is not a string"))),
+            None => return Err(invalid(String::from("`/handle` is required"))),
+        };
+        let number = |key: &str| match arguments.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+            Some(other) => Err(invalid(format!(
+                "`/{key}`: {other} is not a non-negative integer"
+            ))),
+        };
+        if let Some(key) = arguments
+            .keys()
+            .find(|k| !matches!(k.as_str(), "handle" | "offset" | "length"))
+        {
+            return Err(invalid(format!("unknown argument `{key}`")));
+        }
+        let offset = number("offset")?.unwrap_or(0);
+        let length = number("length")?.map_or(self.chunk_limit(), |l| {
+            usize::try_from(l).unwrap_or(usize::MAX)
+        });
+        let chunk = self.read(handle, offset, length).map_err(|e| match e {
+            OutputError::Io { .. } => ToolError::Invocation {
+                server: None,
+                tool: READ_OUTPUT_TOOL.to_owned(),
+                message: e.to_string(),
+            },
+            other => invalid(other.to_string()),
+        })?;
+        let next = if chunk.end == chunk.total {
+            String::from("end of output")
+        } else {
+            format!("continue at offset {}", chunk.end)
+        };
+        let trailer = format!(
+            "[bytes {}..{} of {} of output `{handle}`; {next}]",
+            chunk.offset, chunk.end, chunk.total
+        );
+        Ok(ToolOutput::from_parts(vec![
+            ContentPart::text(chunk.text),
+            ContentPart::text(trailer),
+        ]))
+    }
+
+    /// Drops every kept output and deletes the temporary directory; later reads say their
+    /// handles expired. Idempotent.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.release();
+    }
+}
+
+fn handle_of(n: u64) -> String {
+    format!("{HANDLE_PREFIX}{n}")
+}
+
+fn parse_handle(handle: &str) -> Option<u64> {
+    let digits = handle.strip_prefix(HANDLE_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0b1100_0000 == 0b1000_0000
+}
+
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The parts that fit in `budget` bytes of model text, and how many bytes of `full` they
+/// show.
+fn cut(output: &ToolOutput, full: &str, budget: usize) -> (Vec<ContentPart>, usize) {
+    if output.structured.is_some() {
+        let end = json_cut(full, budget);
+        let parts = if end > 0 {
+            vec![ContentPart::text(&full[..end])]
+        } else {
+            Vec::new()
+        };
+        return (parts, end);
+    }
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for part in &output.content {
+        let sep = usize::from(!kept.is_empty());
+        match part {
+            ContentPart::Text { text } => {
+                if used + sep + text.len() <= budget {
+                    kept.push(part.clone());
+                    used += sep + text.len();
+                    continue;
+                }
+                let end = floor_char_boundary(text, budget.saturating_sub(used + sep));
+                if end > 0 {
+                    kept.push(ContentPart::text(&text[..end]));
+                    used += sep + end;
+                }
+                break;
+            }
+            other => {
+                let len = serde_json::to_string(other).map_or(0, |s| s.len());
+                if used + sep + len > budget {
+                    break;
+                }
+                kept.push(other.clone());
+                used += sep + len;
+            }
+        }
+    }
+    (kept, used)
+}
+
+/// The largest `end <= budget` at which compact JSON text `json` can be cut without splitting
+/// a number, a keyword, an escape sequence or a character. Strings may be cut between
+/// characters: one string can be most of a large output.
+fn json_cut(json: &str, budget: usize) -> usize {
+    if json.len() <= budget {
+        return json.len();
+    }
+    let bytes = json.as_bytes();
+    let literal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.');
+    let mut best = 0;
+    let mut in_string = false;
+    let mut i = 0;
+    while i < budget {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => {
+                    i += if bytes.get(i + 1) == Some(&b'u') {
+                        6
+                    } else {
+                        2
+                    }
+                }
+                b'"' => {
+                    in_string = false;
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+            if i <= budget && json.is_char_boundary(i) {
+                best = i;
+            }
+        } else {
+            if b == b'"' {
+                in_string = true;
+            }
+            i += 1;
+            if !literal(b) || bytes.get(i).is_none_or(|&next| !literal(next)) {
+                best = i;
+            }
+        }
+    }
+    best
+}
+
+fn make_spill_dir(parent: Option<&Path>) -> std::io::Result<PathBuf> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!(
+            "mcp-agent-outputs-{}-{n}-{nanos:09}",
+            std::process::id()
+        ));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary directory name")))
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = File::options().write(true).create_new(true).open(path)?;
+    file.write_all(bytes)
+}
+
+fn read_window(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut buf = vec![0; len];
+    file.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests;
