@@ -15,6 +15,7 @@ mod approval;
 mod bus;
 mod error;
 mod event;
+mod history;
 mod model;
 mod output;
 mod policy;
@@ -27,6 +28,10 @@ pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove}
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
 pub use error::{BoxError, RunnerError, ToolError};
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
+pub use history::{
+    EVENTS_FILE, History, HistoryError, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE,
+    SessionHistory, TornLine, read_jsonl,
+};
 pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
 pub use output::{
     DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputError,

@@ -1,0 +1,524 @@
+//! Session history (SPEC F5): per session a directory holding `messages.jsonl` and
+//! `events.jsonl`, one JSON object a line, append-only, secrets redacted.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Event, EventSink, JsonObject, Message, Redactor};
+
+/// The file of a session's conversation messages.
+pub const MESSAGES_FILE: &str = "messages.jsonl";
+/// The file of a session's events.
+pub const EVENTS_FILE: &str = "events.jsonl";
+/// Present while a writer has the session open.
+pub const LOCK_FILE: &str = ".writer.lock";
+
+/// A history that could not be opened, written or read. Names the path; never holds a line's
+/// content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// The directory or one of its files could not be created or opened for writing.
+    #[error("cannot create history `{}`", path.display())]
+    Create {
+        /// The directory or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another writer has the session open.
+    #[error(
+        "history `{}` is already being written (lock file `{}`; delete it if no writer is running)",
+        dir.display(),
+        lock.display()
+    )]
+    Busy {
+        /// The session directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// A line could not be written or the files could not be synced.
+    #[error("cannot write history file `{}`", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be read.
+    #[error("cannot read history file `{}`", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The history was closed.
+    #[error("history `{}` is closed", dir.display())]
+    Closed {
+        /// The session directory.
+        dir: PathBuf,
+    },
+}
+
+struct Files {
+    messages: File,
+    events: File,
+    lock: PathBuf,
+}
+
+struct State {
+    files: Option<Files>,
+    /// The first write failure, reported again by `close`.
+    failed: Option<HistoryError>,
+}
+
+/// The writer of one session's history.
+///
+/// [`create`](Self::create) fails at once — naming the path — when the directory cannot be
+/// made or written, so a run never starts with a history it cannot keep. Every line is one
+/// JSON object with a `ts_ms` timestamp first, redacted (known secret values, values of
+/// sensitive keys and headers), and written with a single `write` to a file opened for
+/// appending: each line reaches the operating system before the call returns.
+/// [`close`](Self::close) syncs both files to disk. One writer per session: a lock file
+/// inside the directory refuses a second one until the first closes or is dropped.
+///
+/// It is also an [`EventSink`]: events emitted to it go to `events.jsonl`.
+///
+/// ```
+/// use agent_core::{Event, EventKind, History, Message, Redactor, Role};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let session = dir.path().join("session-1");
+/// let history = History::create(&session, Redactor::new().with_secrets(["tok-123456"]))?;
+/// history.append_message(&Message::new(Role::User, "use tok-123456"))?;
+/// history.append_event(&Event::new(EventKind::ServerConnected).with_server("git"))?;
+/// history.close()?;
+///
+/// let read = History::read(&session)?;
+/// assert_eq!(read.messages.records[0]["content"], "use [REDACTED]");
+/// assert_eq!(read.events.records[0]["kind"], "server_connected");
+/// # Ok::<(), agent_core::HistoryError>(())
+/// ```
+pub struct History {
+    dir: PathBuf,
+    redactor: Redactor,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("dir", &self.dir)
+            .field("open", &self.lock().files.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        if let Some(files) = self.lock().files.take() {
+            let _ = files.messages.sync_all();
+            let _ = files.events.sync_all();
+            let _ = fs::remove_file(&files.lock);
+        }
+    }
+}
+
+impl History {
+    /// Opens the session directory `dir` for writing (creating it and its parents), with
+    /// `redactor` applied to every line. An existing session is appended to; a torn last line
+    /// left by a crash is ended first, so new lines stay whole.
+    pub fn create(dir: impl AsRef<Path>, redactor: Redactor) -> Result<Self, HistoryError> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(|source| HistoryError::Create {
+            path: dir.clone(),
+            source,
+        })?;
+        let lock = dir.join(LOCK_FILE);
+        match File::options().write(true).create_new(true).open(&lock) {
+            Ok(mut file) => {
+                let _ = writeln!(file, "{}", std::process::id());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(HistoryError::Busy { dir, lock });
+            }
+            Err(source) => return Err(HistoryError::Create { path: lock, source }),
+        }
+        let open = |name: &str| {
+            let path = dir.join(name);
+            open_append(&path).map_err(|source| HistoryError::Create { path, source })
+        };
+        let files = open(MESSAGES_FILE).and_then(|messages| {
+            let events = open(EVENTS_FILE)?;
+            Ok((messages, events))
+        });
+        let (messages, events) = match files {
+            Ok(files) => files,
+            Err(e) => {
+                let _ = fs::remove_file(&lock);
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            dir,
+            redactor,
+            state: Mutex::new(State {
+                files: Some(Files {
+                    messages,
+                    events,
+                    lock,
+                }),
+                failed: None,
+            }),
+        })
+    }
+
+    /// The session directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends one message to `messages.jsonl`.
+    pub fn append_message(&self, message: &Message) -> Result<(), HistoryError> {
+        self.append(MESSAGES_FILE, message)
+    }
+
+    /// Appends one event to `events.jsonl`.
+    pub fn append_event(&self, event: &Event) -> Result<(), HistoryError> {
+        self.append(EVENTS_FILE, event)
+    }
+
+    fn append(&self, name: &str, record: &impl Serialize) -> Result<(), HistoryError> {
+        let path = || self.dir.join(name);
+        let value = serde_json::to_value(record).map_err(|e| HistoryError::Write {
+            path: path(),
+            source: std::io::Error::other(e),
+        })?;
+        let mut line = JsonObject::new();
+        let ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        line.insert("ts_ms".into(), ts_ms.into());
+        match self.redactor.redact_json(&value) {
+            Value::Object(fields) => line.extend(fields),
+            other => {
+                line.insert("value".into(), other);
+            }
+        }
+        let mut bytes =
+            serde_json::to_vec(&Value::Object(line)).map_err(|e| HistoryError::Write {
+                path: path(),
+                source: std::io::Error::other(e),
+            })?;
+        bytes.push(b'\n');
+        let mut state = self.lock();
+        let Some(files) = state.files.as_mut() else {
+            return Err(HistoryError::Closed {
+                dir: self.dir.clone(),
+            });
+        };
+        let file = if name == MESSAGES_FILE {
+            &mut files.messages
+        } else {
+            &mut files.events
+        };
+        match file.write_all(&bytes) {
+            Ok(()) => Ok(()),
+            Err(source) => {
+                if state.failed.is_none() {
+                    state.failed = Some(HistoryError::Write {
+                        path: path(),
+                        source: std::io::Error::new(source.kind(), source.to_string()),
+                    });
+                }
+                Err(HistoryError::Write {
+                    path: path(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Syncs both files to disk and releases the session. Reports the first write that failed
+    /// since the history was created, if one did. Idempotent: later calls return `Ok`.
+    pub fn close(&self) -> Result<(), HistoryError> {
+        let mut state = self.lock();
+        let Some(files) = state.files.take() else {
+            return Ok(());
+        };
+        let synced = [
+            (MESSAGES_FILE, files.messages.sync_all()),
+            (EVENTS_FILE, files.events.sync_all()),
+        ];
+        let _ = fs::remove_file(&files.lock);
+        if let Some(failed) = state.failed.take() {
+            return Err(failed);
+        }
+        for (name, result) in synced {
+            result.map_err(|source| HistoryError::Write {
+                path: self.dir.join(name),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Reads a session directory: every whole line of both files (see [`read_jsonl`]).
+    pub fn read(dir: impl AsRef<Path>) -> Result<SessionHistory, HistoryError> {
+        let dir = dir.as_ref();
+        Ok(SessionHistory {
+            messages: read_jsonl(dir.join(MESSAGES_FILE))?,
+            events: read_jsonl(dir.join(EVENTS_FILE))?,
+        })
+    }
+}
+
+impl EventSink for History {
+    /// Appends the event; a failure is kept and reported by [`History::close`].
+    fn emit(&self, event: Event) {
+        let _ = self.append_event(&event);
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<File> {
+    let mut file = File::options()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::Start(len - 1))?;
+        file.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            file.write_all(b"\n")?;
+        }
+    }
+    Ok(file)
+}
+
+/// Both files of a session, as [`History::read`] found them.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SessionHistory {
+    /// `messages.jsonl`.
+    pub messages: JsonlLines,
+    /// `events.jsonl`.
+    pub events: JsonlLines,
+}
+
+/// What [`read_jsonl`] found in one file.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JsonlLines {
+    /// Every whole (newline-terminated) line that is JSON, in order.
+    pub records: Vec<Value>,
+    /// Whole lines that are not JSON (for example a torn line ended by a later writer).
+    pub invalid: Vec<InvalidLine>,
+    /// A last line with no newline: a write that did not finish.
+    pub torn: Option<TornLine>,
+}
+
+/// A whole line that is not JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InvalidLine {
+    /// Its number, from 1.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// An unterminated last line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TornLine {
+    /// Its number, from 1.
+    pub line: usize,
+    /// How many bytes it has.
+    pub bytes: usize,
+}
+
+/// Reads a JSONL file: every whole line, the whole lines that are not JSON, and a torn last
+/// line — reported, not an error. Blank lines are skipped. Fails only when the file cannot be
+/// read, naming it.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("events.jsonl");
+/// std::fs::write(&path, "{\"a\":1}\n{\"a\":2}\n{\"a\":").unwrap();
+/// let lines = agent_core::read_jsonl(&path)?;
+/// assert_eq!(lines.records.len(), 2);
+/// assert_eq!(lines.torn.unwrap().line, 3);
+/// # Ok::<(), agent_core::HistoryError>(())
+/// ```
+pub fn read_jsonl(path: impl AsRef<Path>) -> Result<JsonlLines, HistoryError> {
+    let path = path.as_ref();
+    let failed = |source| HistoryError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut reader = BufReader::new(File::open(path).map_err(failed)?);
+    let mut out = JsonlLines::default();
+    let mut buf = Vec::new();
+    let mut number = 0;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(failed)? == 0 {
+            break;
+        }
+        number += 1;
+        let Some(line) = buf.strip_suffix(b"\n") else {
+            out.torn = Some(TornLine {
+                line: number,
+                bytes: buf.len(),
+            });
+            break;
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(line) {
+            Ok(value) => out.records.push(value),
+            Err(e) => out.invalid.push(InvalidLine {
+                line: number,
+                message: e.to_string(),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{EventKind, Role};
+
+    #[test]
+    fn an_unwritable_directory_fails_at_once_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        // A regular file where a directory should be: unwritable even for root.
+        let blocker = dir.path().join("not-a-dir");
+        fs::write(&blocker, "x").unwrap();
+        let session = blocker.join("session");
+        let err = History::create(&session, Redactor::new()).unwrap_err();
+        assert!(matches!(err, HistoryError::Create { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains(&session.display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_until_the_first_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = History::create(dir.path(), Redactor::new()).unwrap();
+        let err = History::create(dir.path(), Redactor::new()).unwrap_err();
+        assert!(matches!(err, HistoryError::Busy { .. }), "{err:?}");
+        first.close().unwrap();
+        let second = History::create(dir.path(), Redactor::new()).unwrap();
+        drop(second);
+        assert!(
+            !dir.path().join(LOCK_FILE).exists(),
+            "drop releases the lock"
+        );
+        assert!(History::create(dir.path(), Redactor::new()).is_ok());
+    }
+
+    #[test]
+    fn lines_are_whole_json_with_a_timestamp_and_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::create(dir.path(), Redactor::new()).unwrap();
+        history
+            .append_message(&Message::new(Role::User, "one"))
+            .unwrap();
+        // Visible on disk before close: each line is written when appended.
+        let text = fs::read_to_string(dir.path().join(MESSAGES_FILE)).unwrap();
+        assert!(text.ends_with("}\n"), "{text}");
+        assert!(text.starts_with("{\"ts_ms\":"), "{text}");
+        history.close().unwrap();
+        assert!(matches!(
+            history.append_message(&Message::new(Role::User, "late")),
+            Err(HistoryError::Closed { .. })
+        ));
+
+        let again = History::create(dir.path(), Redactor::new()).unwrap();
+        again
+            .append_message(&Message::new(Role::User, "two"))
+            .unwrap();
+        again.close().unwrap();
+        let read = History::read(dir.path()).unwrap();
+        let contents: Vec<&Value> = read
+            .messages
+            .records
+            .iter()
+            .map(|r| &r["content"])
+            .collect();
+        assert_eq!(contents, [&json!("one"), &json!("two")]);
+        assert!(read.events.records.is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_reported_and_later_lines_stay_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::create(dir.path(), Redactor::new()).unwrap();
+        history
+            .append_event(&Event::new(EventKind::ServerConnected))
+            .unwrap();
+        history.close().unwrap();
+        // A crash in the middle of a write.
+        let events = dir.path().join(EVENTS_FILE);
+        let mut file = File::options().append(true).open(&events).unwrap();
+        let torn = b"{\"ts_ms\":1,\"kind\":\"tool_ca";
+        file.write_all(torn).unwrap();
+        drop(file);
+
+        let read = read_jsonl(&events).unwrap();
+        assert_eq!(read.records.len(), 1);
+        assert_eq!(
+            read.torn,
+            Some(TornLine {
+                line: 2,
+                bytes: torn.len()
+            })
+        );
+        assert!(read.invalid.is_empty());
+
+        let history = History::create(dir.path(), Redactor::new()).unwrap();
+        history
+            .append_event(&Event::new(EventKind::ToolsChanged))
+            .unwrap();
+        history.close().unwrap();
+        let read = read_jsonl(&events).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(read.records[1]["kind"], "tools_changed");
+        assert_eq!(read.invalid.len(), 1);
+        assert_eq!(read.invalid[0].line, 2);
+        assert_eq!(read.torn, None);
+    }
+
+    #[test]
+    fn reading_a_missing_file_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = History::read(dir.path()).unwrap_err();
+        assert!(err.to_string().contains(MESSAGES_FILE), "{err}");
+    }
+}
