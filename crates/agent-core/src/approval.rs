@@ -42,12 +42,21 @@ impl ApprovalRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ApprovalDecision {
-    /// Go ahead.
+    /// Go ahead, this once.
     Approved,
+    /// Go ahead, and do not ask again about the same tool (`action_ref`) for the rest of the
+    /// run.
+    ApprovedForRun,
     /// Don't; the reason is shown to the model.
     Rejected {
         /// Why.
         reason: String,
+    },
+    /// The gate could not decide (no terminal to ask on, a broken connection to the UI…). The
+    /// call is denied, like a rejection; the message says what went wrong.
+    Failed {
+        /// What went wrong, for the model and the logs. Never a secret.
+        message: String,
     },
 }
 

@@ -5,6 +5,11 @@
 //! to one run and the [`RunnerFactory`] that opens it, a [`ToolPolicy`], an [`ApprovalGate`],
 //! an [`EventSink`] and a [`Model`] — and nothing about *how* tools are reached.
 //!
+//! It also holds the transport-agnostic core that governs every call: the [`Governed`] layer
+//! ([`GovernedLayer`] builds it around any [`CallResolver`]; [`AsNative`] adapts a plain
+//! [`ToolDispatcher`]) with its [`IdentityRules`], [`ApprovalRules`], [`OutputStore`] (the
+//! output limit and [`READ_OUTPUT_TOOL`]), [`EventBus`] and [`History`].
+//!
 //! # Architecture invariant
 //!
 //! `agent-core` depends on no MCP library, no HTTP stack and no process spawning. A tidy test
@@ -15,6 +20,7 @@ mod approval;
 mod bus;
 mod error;
 mod event;
+mod governed;
 mod history;
 mod model;
 mod output;
@@ -28,6 +34,10 @@ pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove}
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
 pub use error::{BoxError, RunnerError, ToolError};
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
+pub use governed::{
+    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,
+    ResolvedCall,
+};
 pub use history::{
     EVENTS_FILE, History, HistoryError, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE,
     SessionHistory, TornLine, read_jsonl,
