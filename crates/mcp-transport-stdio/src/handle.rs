@@ -107,7 +107,8 @@ impl Shared {
 /// Shutdown, after the transport was closed (which closes the child's stdin): wait up to
 /// `grace` for the server to exit → SIGTERM to its group → wait up to the connector's
 /// `terminate_grace` → SIGKILL to the group. Whatever the server left in its group is killed
-/// once the server has exited, and the server is always reaped.
+/// once the server has exited, and the server is always reaped. On Linux, its processes
+/// outside the group (`setsid`, double forks) are killed too, at shutdown and on drop.
 pub struct StdioHandle {
     shared: Arc<Shared>,
     terminate_grace: Duration,
@@ -151,8 +152,8 @@ impl StdioHandle {
         self.shared.read_error()
     }
 
-    /// Kills the process group now and reaps the server without waiting (what dropping the
-    /// handle does).
+    /// Kills the process group (on Linux, the server's whole process tree) now and reaps the
+    /// server without waiting (what dropping the handle does).
     pub fn kill(&self) {
         self.shared.leader.kill_group_and_reap();
     }

@@ -185,8 +185,9 @@ impl Leader {
         }
     }
 
-    /// Kills every process left in the group and reaps the leader: at once if it has ended,
-    /// otherwise on a reaper thread as soon as SIGKILL takes effect. Idempotent; never blocks.
+    /// Kills every process left in the group (on Linux, first the whole tree: a few reads of
+    /// `/proc`) and reaps the leader: at once if it has ended, otherwise on a reaper thread as
+    /// soon as SIGKILL takes effect. Idempotent; never waits for a process.
     pub(crate) fn kill_group_and_reap(&self) {
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
