@@ -102,6 +102,13 @@ pub trait ConnectionHandle: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Why the transport ended the session on its own, when it did (a server's message over a
+    /// size or depth limit, say). The client reports it as the cause of the requests that
+    /// failed with the session, instead of a bare "the session closed".
+    fn failure(&self) -> Option<BoxError> {
+        None
+    }
+
     /// A signal that changes each time the transport renews the protocol session on its own
     /// (an HTTP session re-initialised after a 404, or a reconnect). Notifications sent while
     /// the session was down — `tools/list_changed` among them — may be lost, so the client
