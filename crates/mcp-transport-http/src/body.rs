@@ -11,8 +11,9 @@ use crate::error::BoxError;
 /// Why a bounded read failed.
 #[derive(Debug)]
 pub(crate) enum ReadError {
-    /// The body is larger than the limit (declared, or found while reading).
-    TooLarge,
+    /// The body is larger than the limit: by the size it declared (`Content-Length`), or
+    /// found while reading (`None`).
+    TooLarge { declared: Option<u64> },
     /// Reading failed.
     Body(BoxError),
 }
@@ -36,12 +37,14 @@ where
     B: hyper::body::Body,
     B::Error: Into<BoxError>,
 {
-    if content_length(headers).is_some_and(|len| len > max as u64) {
-        return Err(ReadError::TooLarge);
+    if let Some(len) = content_length(headers).filter(|len| *len > max as u64) {
+        return Err(ReadError::TooLarge {
+            declared: Some(len),
+        });
     }
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(ReadError::TooLarge),
+        Err(e) if e.is::<LengthLimitError>() => Err(ReadError::TooLarge { declared: None }),
         Err(e) => Err(ReadError::Body(e)),
     }
 }
@@ -59,14 +62,16 @@ mod tests {
         assert_eq!(read_bounded(&none, body(), 10).await.unwrap(), "0123456789");
         assert!(matches!(
             read_bounded(&none, body(), 9).await,
-            Err(ReadError::TooLarge)
+            Err(ReadError::TooLarge { declared: None })
         ));
         // A declared length over the limit is refused before reading.
         let mut declared = HeaderMap::new();
         declared.insert(CONTENT_LENGTH, "1000000".parse().unwrap());
         assert!(matches!(
             read_bounded(&declared, body(), 100).await,
-            Err(ReadError::TooLarge)
+            Err(ReadError::TooLarge {
+                declared: Some(1_000_000)
+            })
         ));
     }
 }

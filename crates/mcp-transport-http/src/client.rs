@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -13,6 +14,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Status
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use mcp_auth::{AuthProvider, Challenge, Credentials, OnUnauthorized};
+use mcp_config::Secret;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage,
     ServerJsonRpcMessage,
@@ -29,8 +31,10 @@ use sse_stream::{Error as SseError, Sse};
 use tokio::sync::watch;
 
 use crate::body::{ReadError, content_length, read_bounded};
+use crate::cause::{Cause, reason};
 use crate::error::HttpError;
-use crate::resolve::{Blocked, TcpConnect};
+use crate::inbound::{Inbound, Secrets};
+use crate::resolve::TcpConnect;
 use crate::sse::bounded_sse;
 
 /// A pooled hyper client the sessions of a connector share.
@@ -47,7 +51,10 @@ type Error = StreamableHttpError<HttpError>;
 /// headers come first in that provider), then rmcp's protocol headers (`Mcp-Session-Id`, `MCP-Protocol-Version`,
 /// `Last-Event-ID`). A `401` asks the provider once and, on
 /// [`OnUnauthorized::Retry`], resends the request once. Response bodies are bounded: JSON by
-/// the transport's `max_json_response_size`, SSE per event by `max_sse_event_size`.
+/// the transport's `max_json_response_size`, SSE per event by `max_sse_event_size`, and
+/// nesting by [`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH). Every credential value sent (the
+/// spec's secrets, each header the auth hook gave) is replaced by `[REDACTED]` in whatever
+/// the server answers — messages, events, error texts — before rmcp or an error sees it.
 ///
 /// `Debug` shows the server and the auth hook's `Debug` (header names), never a header value.
 #[derive(Clone)]
@@ -57,6 +64,10 @@ pub struct HttpClient {
 
 struct Inner {
     server: Arc<str>,
+    /// Scrubbing and depth checks of what the server sends.
+    inbound: Inbound,
+    /// The pool's TCP connect timeout, to name it when it expires.
+    connect_timeout: Duration,
     pool: Pool,
     auth: Arc<dyn AuthProvider>,
     default_limits: StreamableHttpResponseLimits,
@@ -85,15 +96,25 @@ struct Template {
 }
 
 impl HttpClient {
+    /// A client for `server`; `secrets` are the spec's static secret values (scrubbed from
+    /// everything the server sends, as are the credentials the auth hook gives).
     pub(crate) fn new(
         server: &str,
         pool: Pool,
         auth: Arc<dyn AuthProvider>,
         default_limits: StreamableHttpResponseLimits,
+        secrets: Vec<Secret>,
+        connect_timeout: Duration,
     ) -> Self {
+        let server: Arc<str> = Arc::from(server);
         Self {
             inner: Arc::new(Inner {
-                server: Arc::from(server),
+                inbound: Inbound {
+                    server: server.clone(),
+                    secrets: Arc::new(Secrets::new(secrets)),
+                },
+                server,
+                connect_timeout,
                 pool,
                 auth,
                 default_limits,
@@ -132,10 +153,10 @@ impl HttpClient {
     }
 
     async fn credentials(&self) -> Result<Credentials, Error> {
-        self.inner.auth.credentials().await.map_err(|source| {
+        self.inner.auth.credentials().await.map_err(|error| {
             self.client_error(HttpError::Auth {
                 server: self.server_name(),
-                source,
+                error,
             })
         })
     }
@@ -160,22 +181,22 @@ impl HttpClient {
         for (name, value) in &template.headers {
             headers.insert(name.clone(), value.clone());
         }
+        // Before it is sent: an answer echoing it is scrubbed.
+        self.inner.inbound.secrets.record(headers);
         Ok(request)
     }
 
     async fn execute(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, Error> {
-        self.inner.pool.request(request).await.map_err(|source| {
-            self.client_error(match Blocked::find(&source) {
-                Some(blocked) => HttpError::BlockedAddress {
-                    server: self.server_name(),
-                    host: blocked.host.clone(),
-                },
-                None => HttpError::Request {
-                    server: self.server_name(),
-                    source: Box::new(source),
-                },
-            })
+        let uri = request.uri().clone();
+        self.inner.pool.request(request).await.map_err(|error| {
+            let cause = Cause::of(&error, &uri, self.inner.connect_timeout);
+            self.client_error(cause.for_server(&self.inner.server))
         })
+    }
+
+    /// Server-chosen text for an error, with the credentials scrubbed.
+    fn scrubbed(&self, text: &str) -> String {
+        self.inner.inbound.text(text)
     }
 
     /// Sends `template` with the provider's credentials. On 401: asks the provider once and,
@@ -195,25 +216,52 @@ impl HttpClient {
             .auth
             .on_unauthorized(&credentials, challenge.as_deref())
             .await
-            .map_err(|source| {
+            .map_err(|error| {
                 self.client_error(HttpError::Auth {
                     server: self.server_name(),
-                    source,
+                    error,
                 })
             })?;
         if decision != OnUnauthorized::Retry {
-            return Err(auth_required(challenge));
+            return Err(self.auth_required(challenge));
         }
         tracing::debug!(server = %self.inner.server, "HTTP 401: retrying once with fresh credentials");
         let credentials = self.credentials().await?;
         let response = self.execute(self.build(template, &credentials)?).await?;
         if response.status() == StatusCode::UNAUTHORIZED {
-            return Err(auth_required(header_text(
-                response.headers(),
-                &WWW_AUTHENTICATE,
-            )));
+            return Err(self.auth_required(header_text(response.headers(), &WWW_AUTHENTICATE)));
         }
         Ok(response)
+    }
+
+    /// A final 401, its challenge scrubbed (a server may echo the token it refused).
+    fn auth_required(&self, challenge: Option<String>) -> Error {
+        let challenge = self.scrubbed(&challenge.unwrap_or_default());
+        StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge))
+    }
+
+    /// A 403 with a challenge, scrubbed.
+    fn insufficient_scope(&self, challenge: &str) -> Error {
+        let scope = scope_of(challenge).map(|scope| self.scrubbed(&scope));
+        StreamableHttpError::InsufficientScope(InsufficientScopeError::new(
+            self.scrubbed(challenge),
+            scope,
+        ))
+    }
+
+    /// An unexpected `Content-Type`, scrubbed.
+    fn unexpected_content_type(&self, headers: &HeaderMap) -> Error {
+        StreamableHttpError::UnexpectedContentType(
+            header_text(headers, &CONTENT_TYPE).map(|t| self.scrubbed(&t)),
+        )
+    }
+
+    /// A JSON body as a message (scrubbed, depth-checked).
+    fn message(&self, body: &[u8]) -> Result<ServerJsonRpcMessage, Error> {
+        self.inner
+            .inbound
+            .message(body)
+            .map_err(StreamableHttpError::Client)
     }
 
     /// Reads a whole body of at most `max` bytes; a larger body is an error, not a buffer.
@@ -222,13 +270,14 @@ impl HttpClient {
         read_bounded(&parts.headers, body, max)
             .await
             .map_err(|e| match e {
-                ReadError::TooLarge => self.client_error(HttpError::BodyTooLarge {
+                ReadError::TooLarge { declared } => self.client_error(HttpError::BodyTooLarge {
                     server: self.server_name(),
+                    size: declared,
                     limit: max,
                 }),
                 ReadError::Body(source) => self.client_error(HttpError::Body {
                     server: self.server_name(),
-                    source,
+                    reason: reason(source.as_ref()),
                 }),
             })
     }
@@ -281,10 +330,8 @@ impl HttpClient {
             let body = self
                 .read_bounded(response, limits.max_json_response_size)
                 .await?;
-            let text = String::from_utf8_lossy(&body);
-            if let Ok(error @ JsonRpcMessage::Error(_)) =
-                serde_json::from_str::<ServerJsonRpcMessage>(&text)
-            {
+            let text = self.scrubbed(&String::from_utf8_lossy(&body));
+            if let Ok(error @ JsonRpcMessage::Error(_)) = self.message(&body) {
                 return Ok(
                     discover_rejection(message, session_was_attached, status, &text)
                         .unwrap_or(StreamableHttpPostResponse::Json(error, session_id)),
@@ -299,7 +346,7 @@ impl HttpClient {
             session_was_attached,
             status,
             retry_after,
-            &String::from_utf8_lossy(&prefix),
+            &self.scrubbed(&String::from_utf8_lossy(&prefix)),
         )
     }
 
@@ -322,15 +369,6 @@ impl HttpClient {
         }
         Err(self.unexpected(format!("HTTP {status}: {}", body.trim())))
     }
-}
-
-fn auth_required(challenge: Option<String>) -> Error {
-    StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge.unwrap_or_default()))
-}
-
-fn insufficient_scope(challenge: String) -> Error {
-    let scope = scope_of(&challenge);
-    StreamableHttpError::InsufficientScope(InsufficientScopeError::new(challenge, scope))
 }
 
 /// The `scope` parameter of a `WWW-Authenticate` challenge, when not empty.
@@ -535,7 +573,7 @@ impl StreamableHttpClient for HttpClient {
         if status == StatusCode::FORBIDDEN
             && let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE)
         {
-            return Err(insufficient_scope(challenge));
+            return Err(self.insufficient_scope(&challenge));
         }
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);
@@ -565,7 +603,7 @@ impl StreamableHttpClient for HttpClient {
             let events = bounded_sse(
                 response.into_body().into_data_stream(),
                 limits.max_sse_event_size,
-                self.inner.server.clone(),
+                self.inner.inbound.clone(),
                 request,
             );
             return Ok(StreamableHttpPostResponse::Sse(events, new_session_id));
@@ -574,19 +612,16 @@ impl StreamableHttpClient for HttpClient {
             let body = self
                 .read_bounded(response, limits.max_json_response_size)
                 .await?;
-            return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+            return match self.message(&body) {
                 Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session_id)),
                 Err(_) if awaits_no_response(&message) => Ok(StreamableHttpPostResponse::Accepted),
-                Err(source) => Err(StreamableHttpError::Deserialize(source)),
+                Err(error) => Err(error),
             };
         }
         if awaits_no_response(&message) {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
-        Err(StreamableHttpError::UnexpectedContentType(header_text(
-            response.headers(),
-            &CONTENT_TYPE,
-        )))
+        Err(self.unexpected_content_type(response.headers()))
     }
 
     async fn delete_session(
@@ -674,7 +709,7 @@ impl StreamableHttpClient for HttpClient {
         if status == StatusCode::FORBIDDEN
             && let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE)
         {
-            return Err(insufficient_scope(challenge));
+            return Err(self.insufficient_scope(&challenge));
         }
         if status == StatusCode::NOT_FOUND && session_id.is_some() {
             return Err(StreamableHttpError::SessionExpired);
@@ -683,15 +718,12 @@ impl StreamableHttpClient for HttpClient {
             return Err(self.unexpected(format!("GET of the event stream answered HTTP {status}")));
         }
         if !is_media_type(response.headers(), EVENT_STREAM_MIME_TYPE) {
-            return Err(StreamableHttpError::UnexpectedContentType(header_text(
-                response.headers(),
-                &CONTENT_TYPE,
-            )));
+            return Err(self.unexpected_content_type(response.headers()));
         }
         Ok(bounded_sse(
             response.into_body().into_data_stream(),
             max_sse_event_size,
-            self.inner.server.clone(),
+            self.inner.inbound.clone(),
             None,
         ))
     }

@@ -107,9 +107,10 @@ impl HttpConnector {
     ) -> Result<Self, HttpError> {
         let pool = build_pool(&options, false)?;
         let guarded_pool = build_pool(&options, true)?;
+        let timeout = options.tcp_connect_timeout;
         let registry = Arc::new(
-            AuthRegistry::new(Arc::new(PoolFetch::new(pool.clone())))
-                .with_guarded_fetch(Arc::new(PoolFetch::new(guarded_pool.clone())))
+            AuthRegistry::new(Arc::new(PoolFetch::new(pool.clone(), timeout)))
+                .with_guarded_fetch(Arc::new(PoolFetch::new(guarded_pool.clone(), timeout)))
                 .with_options(oauth),
         );
         let factory = registry.clone();
@@ -156,9 +157,16 @@ impl HttpConnector {
             server: spec.name.clone(),
             message,
         };
-        let auth_error = |e: AuthError| ConnectError::Config {
-            server: spec.name.clone(),
-            message: e.to_string(),
+        // The auth error names the server too: named once.
+        let auth_error = |e: AuthError| {
+            let message = e.to_string();
+            let prefix = format!("server `{}`: ", spec.name);
+            ConnectError::Config {
+                server: spec.name.clone(),
+                message: message
+                    .strip_prefix(&prefix)
+                    .map_or_else(|| message.clone(), str::to_owned),
+            }
         };
         let transport_headers =
             StaticHeaders::new(&spec.name, &http.headers).map_err(auth_error)?;
@@ -187,6 +195,8 @@ impl HttpConnector {
             pool.clone(),
             auth,
             self.limits(),
+            spec.secret_values(),
+            self.options.tcp_connect_timeout,
         ))
     }
 

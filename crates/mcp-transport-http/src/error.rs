@@ -1,48 +1,145 @@
 //! Errors of the HTTP transport.
 
+use std::time::Duration;
+
+use crate::cause::seconds;
+
 /// A boxed error for cause chains.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An error of the hyper-based HTTP client, as carried by rmcp's
 /// `StreamableHttpError::Client`.
 ///
-/// Messages name the server; none contains a header value, a token or a request body.
+/// rmcp shows only the message of this error, not its causes, so each message is whole:
+/// it names the server, where it applies the host, and the cause in words, once. None
+/// contains a header value, a token or a request body; text the server chose has every
+/// credential the session sent replaced by `[REDACTED]`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
-    /// The request could not be sent or no response head arrived (connect, TLS, I/O).
-    #[error("server `{server}`: HTTP request failed")]
+    /// Nothing accepted the TCP connection (no server listens there, or a firewall refused).
+    #[error(
+        "server `{server}`: the connection to {host}:{port} was refused (is the server running?)"
+    )]
+    ConnectionRefused {
+        /// The server.
+        server: String,
+        /// The host of the URL.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// The host name of the URL could not be resolved.
+    #[error("server `{server}`: the host name `{host}` could not be resolved: {reason}")]
+    Dns {
+        /// The server.
+        server: String,
+        /// The host name.
+        host: String,
+        /// The resolver's answer.
+        reason: String,
+    },
+    /// The TLS handshake failed (an untrusted or wrong certificate, no TLS at all, …).
+    #[error("server `{server}`: the TLS handshake with `{host}` failed: {reason}")]
+    TlsHandshake {
+        /// The server.
+        server: String,
+        /// The host of the URL.
+        host: String,
+        /// Why, in words (e.g. the certificate is not trusted, or not valid for the host).
+        reason: String,
+    },
+    /// The TCP connection was not established within
+    /// [`HttpOptions::tcp_connect_timeout`](crate::HttpOptions::tcp_connect_timeout).
+    #[error(
+        "server `{server}`: the TCP connection to {host}:{port} was not established within {}",
+        seconds(*after)
+    )]
+    ConnectTimeout {
+        /// The server.
+        server: String,
+        /// The host of the URL.
+        host: String,
+        /// The port.
+        port: u16,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The connection failed for another reason.
+    #[error("server `{server}`: could not connect to {host}:{port}: {reason}")]
+    Connect {
+        /// The server.
+        server: String,
+        /// The host of the URL.
+        host: String,
+        /// The port.
+        port: u16,
+        /// Why, as the operating system or HTTP library put it.
+        reason: String,
+    },
+    /// The request failed once connected: the connection closed or was reset before an
+    /// answer, or the server broke the HTTP protocol.
+    #[error("server `{server}`: the HTTP exchange with `{host}` failed: {reason}")]
     Request {
         /// The server.
         server: String,
-        /// The cause.
-        #[source]
-        source: BoxError,
+        /// The host of the URL.
+        host: String,
+        /// Why, as the operating system or HTTP library put it.
+        reason: String,
     },
     /// Reading the response body failed.
-    #[error("server `{server}`: reading the HTTP response body failed")]
+    #[error("server `{server}`: reading the HTTP response failed: {reason}")]
     Body {
         /// The server.
         server: String,
-        /// The cause.
-        #[source]
-        source: BoxError,
+        /// Why, as the operating system or HTTP library put it.
+        reason: String,
     },
-    /// A JSON response body is larger than the configured maximum.
-    #[error("server `{server}`: the HTTP response body exceeds the limit of {limit} bytes")]
+    /// A JSON response body is larger than
+    /// [`HttpOptions::max_response_bytes`](crate::HttpOptions::max_response_bytes).
+    #[error(
+        "server `{server}`: the HTTP response body{} exceeds the limit of {limit} bytes",
+        size.map(|s| format!(" of {s} bytes")).unwrap_or_default()
+    )]
     BodyTooLarge {
         /// The server.
         server: String,
+        /// The size the server declared (`Content-Length`), when it did; otherwise the body
+        /// was cut as it passed the limit.
+        size: Option<u64>,
         /// The limit, in bytes.
         limit: usize,
     },
-    /// One server-sent event is larger than the configured maximum.
+    /// One server-sent event is larger than
+    /// [`HttpOptions::max_sse_event_bytes`](crate::HttpOptions::max_sse_event_bytes).
     #[error("server `{server}`: a server-sent event exceeds the limit of {limit} bytes")]
     SseEventTooLarge {
         /// The server.
         server: String,
         /// The limit, in bytes.
         limit: usize,
+    },
+    /// A message nests arrays and objects deeper than the JSON parser accepts
+    /// ([`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH)).
+    #[error(
+        "server `{server}`: a message nests {depth} levels deep, more than the {limit} levels accepted"
+    )]
+    TooDeep {
+        /// The server.
+        server: String,
+        /// The message's depth.
+        depth: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A response body is not a JSON-RPC message.
+    #[error("server `{server}`: the answer is not a valid JSON-RPC message: {reason}")]
+    InvalidMessage {
+        /// The server.
+        server: String,
+        /// The parser's complaint (bounded, credentials redacted).
+        reason: String,
     },
     /// The SSRF guard refused the connection: the spec is caller-supplied (inline) and its
     /// URL's host is, or resolves only to, internal addresses (loopback, private, link-local,
@@ -56,16 +153,15 @@ pub enum HttpError {
         /// The host of the URL (a name, or an IP literal).
         host: String,
     },
-    /// The auth hook could not produce credentials. The message includes the auth error's
-    /// (which names the server and, for OAuth, the endpoint's `error`), because rmcp shows
-    /// only the top of the chain.
-    #[error("could not obtain credentials: {source}")]
+    /// The auth hook could not produce credentials. The message is the auth error's (which
+    /// names the server and, for OAuth, the endpoint's `error`), because rmcp shows only
+    /// this error's message; [`auth_error`](Self::auth_error) gives the typed error.
+    #[error("could not obtain credentials: {error}")]
     Auth {
         /// The server.
         server: String,
-        /// The cause.
-        #[source]
-        source: mcp_auth::AuthError,
+        /// The auth hook's error.
+        error: mcp_auth::AuthError,
     },
     /// The request could not be built (an invalid URL or header).
     #[error("server `{server}`: could not build the HTTP request")]
@@ -98,15 +194,30 @@ impl HttpError {
     /// The server this error is about, when it is about one.
     pub fn server(&self) -> Option<&str> {
         match self {
-            Self::Request { server, .. }
+            Self::ConnectionRefused { server, .. }
+            | Self::Dns { server, .. }
+            | Self::TlsHandshake { server, .. }
+            | Self::ConnectTimeout { server, .. }
+            | Self::Connect { server, .. }
+            | Self::Request { server, .. }
             | Self::Body { server, .. }
             | Self::BodyTooLarge { server, .. }
             | Self::SseEventTooLarge { server, .. }
+            | Self::TooDeep { server, .. }
+            | Self::InvalidMessage { server, .. }
             | Self::BlockedAddress { server, .. }
             | Self::Auth { server, .. }
             | Self::BuildRequest { server, .. }
             | Self::Encode { server, .. } => Some(server),
             Self::Tls { .. } => None,
+        }
+    }
+
+    /// The auth hook's error, when credentials could not be obtained.
+    pub fn auth_error(&self) -> Option<&mcp_auth::AuthError> {
+        match self {
+            Self::Auth { error, .. } => Some(error),
+            _ => None,
         }
     }
 }

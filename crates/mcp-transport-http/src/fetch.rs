@@ -3,6 +3,7 @@
 //! for caller-supplied specs).
 
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -10,18 +11,23 @@ use http_body_util::Full;
 use mcp_auth::{FetchError, HttpFetch};
 
 use crate::body::{ReadError, read_bounded};
+use crate::cause::{Cause, reason};
 use crate::client::Pool;
-use crate::resolve::Blocked;
 
 /// [`HttpFetch`] on one of the connector's pools.
 #[derive(Clone)]
 pub(crate) struct PoolFetch {
     pool: Pool,
+    /// The pool's TCP connect timeout, to name it when it expires.
+    connect_timeout: Duration,
 }
 
 impl PoolFetch {
-    pub(crate) fn new(pool: Pool) -> Self {
-        Self { pool }
+    pub(crate) fn new(pool: Pool, connect_timeout: Duration) -> Self {
+        Self {
+            pool,
+            connect_timeout,
+        }
     }
 }
 
@@ -39,22 +45,22 @@ impl HttpFetch for PoolFetch {
         max_body_bytes: usize,
     ) -> Result<http::Response<Bytes>, FetchError> {
         let (parts, body) = request.into_parts();
+        let uri = parts.uri.clone();
         let response = self
             .pool
             .request(http::Request::from_parts(parts, Full::new(body)))
             .await
-            .map_err(|e| match Blocked::find(&e) {
-                // The guard's refusal is the whole story; the connector's wrapping adds nothing.
-                Some(blocked) => FetchError::Request(Box::new(blocked.clone())),
-                None => FetchError::Request(Box::new(e)),
+            // The cause in words: the client's own wrapping adds nothing but type names.
+            .map_err(|e| {
+                FetchError::Request(Box::new(Cause::of(&e, &uri, self.connect_timeout)))
             })?;
         let (parts, body) = response.into_parts();
         match read_bounded(&parts.headers, body, max_body_bytes).await {
             Ok(bytes) => Ok(http::Response::from_parts(parts, bytes)),
-            Err(ReadError::TooLarge) => Err(FetchError::BodyTooLarge {
+            Err(ReadError::TooLarge { .. }) => Err(FetchError::BodyTooLarge {
                 limit: max_body_bytes,
             }),
-            Err(ReadError::Body(e)) => Err(FetchError::Request(e)),
+            Err(ReadError::Body(e)) => Err(FetchError::Request(reason(e.as_ref()).into())),
         }
     }
 }

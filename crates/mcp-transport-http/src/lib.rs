@@ -12,8 +12,16 @@
 //!   [`HttpOptions::extra_root_certificates`]), per-request credentials from the
 //!   [`mcp_auth::AuthProvider`] hook with one retry after `401` when the hook asks for it,
 //!   JSON and SSE response bodies bounded by [`HttpOptions::max_response_bytes`] and
-//!   [`HttpOptions::max_sse_event_bytes`] (an error, never an unbounded buffer), and the
-//!   mapping of statuses onto rmcp's errors (404 on a session → `SessionExpired`).
+//!   [`HttpOptions::max_sse_event_bytes`] and nesting by [`MAX_JSON_DEPTH`] (the pending
+//!   request fails at once with an error naming the size or depth and the limit, never an
+//!   unbounded buffer or a silent drop), and the mapping of statuses onto rmcp's errors (404
+//!   on a session → `SessionExpired`).
+//! - **Hostile answers**: every credential value a session sent (the spec's secrets, each
+//!   header the auth hook gave, OAuth access tokens included; whole and without its
+//!   `Bearer ` scheme, raw and JSON-escaped) is replaced by `[REDACTED]` in everything the
+//!   server sends — messages, events, error bodies, challenges — before rmcp or an error
+//!   sees it. A failed connection is a typed [`HttpError`] naming the server, the host and
+//!   the cause in words: refused, DNS, TLS (why), TCP connect timeout, or otherwise.
 //! - **The SSRF guard** (SPEC A7): sessions of caller-supplied specs
 //!   ([`ServerSpec::ssrf_guarded`](mcp_config::ServerSpec::ssrf_guarded)) and their OAuth
 //!   requests use a pool that resolves host names itself ([`Resolve`], the system resolver by
@@ -68,10 +76,12 @@
 //! orchestration. No reqwest anywhere in the dependency tree.
 
 mod body;
+mod cause;
 mod client;
 mod connector;
 mod error;
 mod fetch;
+mod inbound;
 mod options;
 mod resolve;
 mod sse;
@@ -79,5 +89,6 @@ mod sse;
 pub use client::HttpClient;
 pub use connector::{AuthFactory, HttpConnector, HttpHandle};
 pub use error::{BoxError, HttpError};
+pub use inbound::MAX_JSON_DEPTH;
 pub use options::{DEFAULT_MAX_RESPONSE_BYTES, HttpOptions};
 pub use resolve::Resolve;

@@ -98,19 +98,37 @@ impl fmt::Display for Blocked {
 
 impl StdError for Blocked {}
 
-impl Blocked {
-    /// The `Blocked` somewhere in `error`'s cause chain.
-    pub(crate) fn find<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a Blocked> {
-        let mut cause = Some(error);
-        while let Some(error) = cause {
-            if let Some(blocked) = error.downcast_ref::<Blocked>() {
-                return Some(blocked);
-            }
-            cause = error.source();
+/// A host name that did not resolve: the resolver failed, or answered no address.
+#[derive(Debug)]
+pub(crate) struct DnsFailure {
+    /// The host name.
+    pub(crate) host: String,
+    /// The resolver's error; `None` when it answered no address.
+    pub(crate) error: Option<io::Error>,
+}
+
+impl DnsFailure {
+    /// Why, in words.
+    pub(crate) fn reason(&self) -> String {
+        match &self.error {
+            Some(error) => error.to_string(),
+            None => "no address found".to_owned(),
         }
-        None
     }
 }
+
+impl fmt::Display for DnsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` could not be resolved: {}",
+            self.host,
+            self.reason()
+        )
+    }
+}
+
+impl StdError for DnsFailure {}
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -134,7 +152,17 @@ impl tower_service::Service<Name> for GuardedResolver {
         let (resolver, guard) = (self.resolver.clone(), self.guard);
         Box::pin(async move {
             let host = name.as_str();
-            let found = resolver.resolve(host).await?;
+            let found = resolver.resolve(host).await.map_err(|error| DnsFailure {
+                host: host.to_owned(),
+                error: Some(error),
+            })?;
+            if found.is_empty() {
+                return Err(DnsFailure {
+                    host: host.to_owned(),
+                    error: None,
+                }
+                .into());
+            }
             let kept = filter(found, guard).map_err(|()| Blocked {
                 host: host.to_owned(),
                 literal: false,
@@ -256,25 +284,11 @@ mod tests {
     }
 
     #[test]
-    fn blocked_is_found_in_a_cause_chain() {
-        #[derive(Debug)]
-        struct Outer(Blocked);
-        impl fmt::Display for Outer {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("connect failed")
-            }
-        }
-        impl StdError for Outer {
-            fn source(&self) -> Option<&(dyn StdError + 'static)> {
-                Some(&self.0)
-            }
-        }
+    fn blocked_names_the_host_not_the_addresses() {
         let blocked = Blocked {
             host: "internal.example".into(),
             literal: false,
         };
-        let outer = Outer(blocked.clone());
-        assert_eq!(Blocked::find(&outer), Some(&blocked));
         assert_eq!(
             blocked.to_string(),
             "`internal.example` resolves only to internal addresses (loopback, private, link-local…), \

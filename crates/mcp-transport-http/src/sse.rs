@@ -1,21 +1,26 @@
-//! Server-sent events with a bound on the size of one event.
+//! Server-sent events with a bound on the size of one event, scrubbed and checked for depth.
 //!
 //! The SSE parser buffers an event until its terminating blank line, so a server that sends
 //! an endless event could make it buffer without limit. [`EventLimiter`] sits before the
 //! parser: it holds back the event in progress (up to the limit) and forwards only complete
-//! events. An event that grows past the limit is dropped as it streams by and replaced:
+//! events. An event that grows past the limit is dropped as it streams by:
 //!
-//! - its last `id:` line and its last valid `retry:` line are kept (at most
-//!   1 KiB each, however many the event repeats), so the stream's position
+//! - on the response stream of a request, a JSON-RPC error answering that request is sent
+//!   on **as soon as the event passes the limit**, so the call fails at once with a message
+//!   naming the server and the limit (rather than waiting for the end of an event that may
+//!   never come, or for a response that will never be delivered);
+//! - its last `id:` line and its last valid `retry:` line are kept (at most 1 KiB each,
+//!   however many the event repeats) and sent on when it ends, so the stream's position
 //!   still advances and a resumption (`Last-Event-ID`) does not ask for the same oversized
 //!   event again;
-//! - on the response stream of a request, a JSON-RPC error answering that request takes its
-//!   place, so the call fails at once with a message naming the server and the limit (rather
-//!   than waiting for a response that will never be delivered);
 //! - on other streams it simply disappears (with a warning in the log).
 //!
 //! Failing the stream instead would not do: rmcp resumes a failed stream from the last event
 //! id, the server replays the same event, and the stream would fail again, forever.
+//!
+//! After parsing, each event's data goes through [`Inbound::event`]: credentials the session
+//! sent are scrubbed, and a message nested deeper than [`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH)
+//! is replaced the same way as an oversized one (rmcp would drop it silently).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,6 +33,7 @@ use rmcp::model::RequestId;
 use sse_stream::{Error as SseError, Sse, SseStream};
 
 use crate::error::HttpError;
+use crate::inbound::{Inbound, error_answer};
 
 /// Longest `id:` / `retry:` line kept from a dropped event.
 const KEEP_LINE_MAX: usize = 1024;
@@ -52,7 +58,7 @@ pub(crate) struct EventLimiter {
     kept_retry: Vec<u8>,
     at_line_start: bool,
     after_cr: bool,
-    /// The `data` of the event that replaces a dropped one, if any.
+    /// The `data` of the event that answers the request when an event is dropped (once).
     replacement: Option<String>,
     server: Arc<str>,
 }
@@ -61,17 +67,11 @@ impl EventLimiter {
     /// A limiter for the response stream of request `request` (or of no request).
     pub(crate) fn new(max: usize, server: Arc<str>, request: Option<&RequestId>) -> Self {
         let replacement = request.map(|id| {
-            let message = HttpError::SseEventTooLarge {
+            let error = HttpError::SseEventTooLarge {
                 server: server.to_string(),
                 limit: max,
-            }
-            .to_string();
-            serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": { "code": -32603, "message": message },
-            })
-            .to_string()
+            };
+            error_answer(id, &error)
         });
         Self {
             max,
@@ -131,7 +131,7 @@ impl EventLimiter {
             self.event.push(byte);
             self.size += 1;
             if self.size > self.max {
-                self.start_dropping();
+                self.start_dropping(out);
             }
         }
     }
@@ -143,7 +143,9 @@ impl EventLimiter {
         }
     }
 
-    fn start_dropping(&mut self) {
+    /// The event in progress passed the limit: its complete lines are looked at for `id:`
+    /// and `retry:`, and on a request's stream the error answering it goes out now.
+    fn start_dropping(&mut self, out: &mut Vec<u8>) {
         tracing::warn!(
             server = %self.server,
             limit = self.max,
@@ -166,6 +168,22 @@ impl EventLimiter {
             }
         }
         self.event = Vec::new();
+        if let Some(data) = self.replacement.take() {
+            self.emit_kept(out);
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(data.as_bytes());
+            out.extend_from_slice(b"\n\n");
+        }
+    }
+
+    /// Sends on the kept `id:` and `retry:` lines (without ending the event).
+    fn emit_kept(&mut self, out: &mut Vec<u8>) {
+        for line in [&mut self.kept_id, &mut self.kept_retry] {
+            if !line.is_empty() {
+                out.append(line);
+                out.push(b'\n');
+            }
+        }
     }
 
     /// At the end of a line of a dropped event: remembers it if it is a short `id:` line, or
@@ -197,22 +215,12 @@ impl EventLimiter {
         self.kept_id.len() + self.kept_retry.len()
     }
 
+    /// The end of a dropped event: its `id:` and `retry:` lines seen since the error went
+    /// out (or all of them, with no error), as an event of their own.
     fn finish_dropped(&mut self, out: &mut Vec<u8>) {
-        let mut kept = Vec::new();
-        for line in [&mut self.kept_id, &mut self.kept_retry] {
-            if !line.is_empty() {
-                kept.append(line);
-                kept.push(b'\n');
-            }
-        }
-        let replaced = self.replacement.is_some() || !kept.is_empty();
-        out.extend_from_slice(&kept);
-        if let Some(data) = &self.replacement {
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(data.as_bytes());
-            out.push(b'\n');
-        }
-        if replaced {
+        let before = out.len();
+        self.emit_kept(out);
+        if out.len() > before {
             out.push(b'\n');
         }
         self.dropping = false;
@@ -254,7 +262,7 @@ where
                     *this.done = true;
                     return Poll::Ready(Some(Err(HttpError::Body {
                         server: this.limiter.server.to_string(),
-                        source: Box::new(e),
+                        reason: crate::cause::reason(&e),
                     })));
                 }
                 None => {
@@ -272,23 +280,26 @@ where
     }
 }
 
-/// Parses `bytes` as SSE, no event larger than `max_event_bytes` (see the module docs for
-/// what replaces a larger one; `request` is the request whose response stream this is).
+/// Parses `bytes` as SSE, no event larger than `max_event_bytes`, each event scrubbed and
+/// checked for depth (see the module docs for what replaces an oversized or too deep one;
+/// `request` is the request whose response stream this is).
 pub(crate) fn bounded_sse<S, E>(
     bytes: S,
     max_event_bytes: usize,
-    server: Arc<str>,
+    inbound: Inbound,
     request: Option<&RequestId>,
 ) -> BoxStream<'static, Result<Sse, SseError>>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let request = request.cloned();
     SseStream::from_bytes_stream(LimitedEvents {
         inner: bytes,
-        limiter: EventLimiter::new(max_event_bytes, server, request),
+        limiter: EventLimiter::new(max_event_bytes, inbound.server.clone(), request.as_ref()),
         done: false,
     })
+    .map(move |event| event.map(|event| inbound.event(event, request.as_ref())))
     .boxed()
 }
 
@@ -349,25 +360,35 @@ mod tests {
 
     #[test]
     fn oversized_events_are_replaced() {
-        // On a request's stream: the id is kept and an error answers the request.
+        // On a request's stream: the error answers the request as soon as the event passes
+        // the limit; its id follows when it ends.
         check(
             8,
             true,
             &["data: ok\n\n", "data: abc", "def\nid: 5\n\n", "data: b\n\n"],
             &[
                 "data: ok\n\n",
-                "",
-                &format!("id: 5\n{ERR}\n\n"),
+                &format!("{ERR}\n\n"),
+                "id: 5\n\n",
                 "data: b\n\n",
                 "",
             ],
         );
-        // An id before the oversized data is kept too.
+        // An id before the oversized data goes with the error.
         check(
             8,
             true,
             &["id: 4\ndata: abcdef\n\n"],
             &[&format!("id: 4\n{ERR}\n\n"), ""],
+        );
+        // An event that never ends still answers the request.
+        check(8, true, &["data: abcdef"], &[&format!("{ERR}\n\n"), ""]);
+        // The request is answered once; a later oversized event only keeps its id.
+        check(
+            8,
+            true,
+            &["data: abcdef\n\n", "data: ghijkl\nid: 9\n\n"],
+            &[&format!("{ERR}\n\n"), "id: 9\n\n", ""],
         );
         // On another stream: only the id survives, or nothing at all.
         check(8, false, &["data: abcdef\nid: 5\n\n"], &["id: 5\n\n", ""]);
@@ -419,22 +440,23 @@ mod tests {
             Ok(Bytes::from(format!("data: {}\nid: 2\n\n", "x".repeat(64)))),
         ];
         let id = RequestId::Number(3);
-        let mut events = bounded_sse(
-            futures::stream::iter(chunks),
-            32,
-            Arc::from("srv"),
-            Some(&id),
-        );
+        let inbound = Inbound {
+            server: Arc::from("srv"),
+            secrets: Arc::new(crate::inbound::Secrets::new([])),
+        };
+        let mut events = bounded_sse(futures::stream::iter(chunks), 32, inbound, Some(&id));
         let first = events.next().await.unwrap().unwrap();
         assert_eq!(first.id.as_deref(), Some("1"));
         let second = events.next().await.unwrap().unwrap();
-        assert_eq!(second.id.as_deref(), Some("2"));
         let data = second.data.unwrap();
         assert!(data.contains(r#""id":3"#), "{data}");
         assert!(
             data.contains("server `srv`: a server-sent event exceeds the limit of 32 bytes"),
             "{data}"
         );
+        // The dropped event's id still moves the stream on.
+        let third = events.next().await.unwrap().unwrap();
+        assert_eq!((third.id.as_deref(), third.data), (Some("2"), None));
         assert!(events.next().await.is_none());
     }
 }

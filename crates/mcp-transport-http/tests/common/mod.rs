@@ -344,3 +344,72 @@ pub fn text_of(result: &CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect()
 }
+
+/// A JSON-RPC message as an `application/json` response.
+pub fn json_answer(message: &Value) -> Response<Body> {
+    respond(StatusCode::OK, "application/json", message.to_string())
+}
+
+/// A JSON-RPC message as the one event of a `text/event-stream` response.
+pub fn sse_answer(message: &Value) -> Response<Body> {
+    respond(
+        StatusCode::OK,
+        "text/event-stream",
+        format!("data: {message}\n\n"),
+    )
+}
+
+/// A response that sends `prefix` and then neither more nor its end: only the client can
+/// end it.
+pub fn stalling(content_type: &str, prefix: impl Into<Bytes>) -> Response<Body> {
+    use futures::StreamExt as _;
+    let first = futures::stream::iter([Ok(hyper::body::Frame::data(prefix.into()))]);
+    let body = http_body_util::StreamBody::new(first.chain(futures::stream::pending()));
+    Response::builder()
+        .header("content-type", content_type)
+        .body(BodyExt::boxed(body))
+        .unwrap()
+}
+
+/// The answer of a scripted server to one JSON-RPC request (`None`: the default answer).
+pub type Script = Arc<dyn Fn(&Parts, &Value) -> Option<Response<Body>> + Send + Sync>;
+
+/// A minimal stateless MCP server that answers with plain JSON: `initialize` succeeds,
+/// notifications are accepted, GET is 405, DELETE 200, `tools/list` lists `echo` and
+/// `tools/call` echoes its `text`; `script` is asked first for every POST (with the request
+/// head and its JSON-RPC message).
+pub fn scripted(script: Script) -> Handler {
+    Arc::new(move |parts: Parts, body: Bytes| {
+        let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer = match parts.method {
+            Method::GET => respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", ""),
+            Method::DELETE => respond(StatusCode::OK, "text/plain", ""),
+            _ => script(&parts, &message).unwrap_or_else(|| default_answer(&message)),
+        };
+        Box::pin(std::future::ready(answer))
+    })
+}
+
+fn default_answer(message: &Value) -> Response<Body> {
+    let id = message["id"].clone();
+    let result = match message["method"].as_str().unwrap_or_default() {
+        "initialize" => json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": { "tools": {} },
+            "serverInfo": { "name": "scripted", "version": "1" }
+        }),
+        "tools/list" => json!({
+            "tools": [{
+                "name": "echo",
+                "description": "Returns the text.",
+                "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } } }
+            }]
+        }),
+        "tools/call" => json!({
+            "content": [{ "type": "text", "text": message["params"]["arguments"]["text"] }]
+        }),
+        _ if id.is_null() => return respond(StatusCode::ACCEPTED, "text/plain", ""),
+        _ => json!({}),
+    };
+    json_answer(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+}

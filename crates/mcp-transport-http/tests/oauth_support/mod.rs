@@ -46,6 +46,8 @@ pub struct AsState {
     pub issued: Mutex<Vec<String>>,
     /// Tokens issued before this index are revoked.
     pub valid_from: AtomicUsize,
+    /// Tokens are this followed by their number (default `tok-`).
+    pub token_prefix: OnceLock<String>,
 }
 
 impl AsState {
@@ -86,6 +88,7 @@ impl AuthServer {
             calls: Mutex::new(Vec::new()),
             issued: Mutex::new(Vec::new()),
             valid_from: AtomicUsize::new(0),
+            token_prefix: OnceLock::new(),
         });
         let handler_state = state.clone();
         let handler: Handler = Arc::new(move |parts: Parts, body: Bytes| {
@@ -175,7 +178,8 @@ impl AsState {
                     );
                 }
                 let mut issued = self.issued.lock().unwrap();
-                let token = format!("tok-{}", issued.len() + 1);
+                let prefix = self.token_prefix.get().map_or("tok-", String::as_str);
+                let token = format!("{prefix}{}", issued.len() + 1);
                 issued.push(token.clone());
                 json_response(
                     StatusCode::OK,
