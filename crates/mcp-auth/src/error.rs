@@ -128,9 +128,9 @@ pub enum AuthError {
         what: String,
         /// The cause chain as one line (transports often show only an error's own message).
         detail: String,
-        /// The cause.
-        #[source]
-        source: BoxError,
+        /// The cause, for inspection. Not this error's `source()`: `detail` already shows
+        /// it, and a chain would show it twice.
+        cause: BoxError,
     },
     /// A token endpoint or metadata answer could not be used (not JSON, no `access_token`, a
     /// token type other than `Bearer`, …).

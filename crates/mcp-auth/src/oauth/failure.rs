@@ -101,7 +101,7 @@ impl Failure {
                     server,
                     what: clean(what),
                     detail: clean(detail),
-                    source: Box::new(Shared(source)),
+                    cause: Box::new(Shared(source)),
                 }
             }
             Self::Invalid { what, message } => AuthError::InvalidResponse {
