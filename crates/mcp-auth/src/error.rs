@@ -1,20 +1,29 @@
-//! Errors of the auth hook.
+//! The crate's errors: [`AuthError`], and [`FetchError`], the error of the [`HttpFetch`]
+//! seam.
+//!
+//! [`HttpFetch`]: crate::HttpFetch
 
-/// A boxed error for cause chains.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use std::fmt;
+
+use mcp_config::BoxError;
 
 /// Why credentials could not be produced for a server.
 ///
-/// Messages name the server and, where useful, a header or environment variable; they never
-/// contain a secret value.
+/// `Display` is `server `<name>`: ` followed by [`reason`](Self::reason), so the server is
+/// named once; a message that names the server itself shows only the reason. Messages name,
+/// where useful, a header or environment variable; they never contain a secret value.
+///
+/// Text a server chose (an OAuth `error_description`, an issuer, a URL from metadata, a
+/// parser's complaint about a metadata document) and the text of a failed OAuth request are
+/// kept as text, not as typed causes: each passed through a scrubber that replaces the client
+/// secret, the spec's secrets and the credential's recent tokens by `[REDACTED]`, and is cut
+/// to a bounded length. The typed cause of a failed request stays reachable through
+/// [`AuthError::OAuthRequest`]'s `cause`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
     /// `bearer_token_env` or `client_secret_env` names a variable that is unset (or not
     /// UTF-8) when the session opens.
-    #[error(
-        "server `{server}`: environment variable `{variable}` ({setting}) is not set or not valid UTF-8"
-    )]
     MissingEnv {
         /// The server.
         server: String,
@@ -26,13 +35,6 @@ pub enum AuthError {
     /// A token or client secret is empty or only whitespace (`bearer_token_env` /
     /// `client_secret_env` naming a variable set to `""`, or an empty inline value): it is
     /// refused rather than sent as an empty credential (`Authorization: Bearer `).
-    #[error(
-        "server `{server}`: {} is empty or only whitespace; an empty credential is never sent",
-        match variable {
-            Some(variable) => format!("environment variable `{variable}` ({setting})"),
-            None => format!("`{setting}`"),
-        }
-    )]
     EmptySecret {
         /// The server.
         server: String,
@@ -43,7 +45,6 @@ pub enum AuthError {
         variable: Option<String>,
     },
     /// A configured header name is not a valid HTTP header name.
-    #[error("server `{server}`: `{name}` is not a valid HTTP header name")]
     InvalidHeaderName {
         /// The server.
         server: String,
@@ -51,9 +52,6 @@ pub enum AuthError {
         name: String,
     },
     /// A configured header value (or token) cannot be sent in an HTTP header.
-    #[error(
-        "server `{server}`: the value of header `{name}` is not a valid HTTP header value (control characters or non-visible bytes)"
-    )]
     InvalidHeaderValue {
         /// The server.
         server: String,
@@ -61,7 +59,6 @@ pub enum AuthError {
         name: String,
     },
     /// Two auth settings set the same header (e.g. `Authorization` in `headers` and a bearer token).
-    #[error("server `{server}`: header `{name}` is set twice by the auth configuration")]
     DuplicateHeader {
         /// The server.
         server: String,
@@ -69,7 +66,6 @@ pub enum AuthError {
         name: String,
     },
     /// The configuration asks for an auth method this build does not provide yet.
-    #[error("server `{server}`: {method} is not supported by this build")]
     Unsupported {
         /// The server.
         server: String,
@@ -78,36 +74,28 @@ pub enum AuthError {
     },
     /// The token endpoint answered with an OAuth error (RFC 6749 §5.2), e.g. `invalid_client`
     /// for a wrong client secret.
-    #[error(
-        "server `{server}`: the token endpoint refused the client credentials (HTTP {status}): {error}{}",
-        description.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
-    )]
     TokenRejected {
         /// The server.
         server: String,
         /// The HTTP status of the answer.
         status: u16,
-        /// The OAuth `error` code (`invalid_client`, `invalid_scope`, …), or `http_error` when the
-        /// answer carried none.
+        /// The OAuth `error` code (`invalid_client`, `invalid_scope`, …), or `invalid_response`
+        /// when the answer carried none.
         error: String,
-        /// The OAuth `error_description`, if any (with any occurrence of the client secret
-        /// removed).
+        /// The OAuth `error_description`, if any (scrubbed, bounded).
         description: Option<String>,
     },
     /// OAuth discovery (RFC 9728 protected-resource metadata, RFC 8414 / OpenID
-    /// authorization-server metadata) found no usable token endpoint.
-    #[error("server `{server}`: OAuth discovery failed: {message}")]
+    /// authorization-server metadata) found no usable token endpoint, or refused the one it
+    /// found.
     Discovery {
         /// The server.
         server: String,
-        /// What was missing or wrong (URLs and field names only).
+        /// What was missing or wrong (URLs and field names only; scrubbed, bounded).
         message: String,
     },
     /// Authorization-server metadata names another issuer than the one it was fetched for
     /// (RFC 8414 §3.3): the metadata is refused.
-    #[error(
-        "server `{server}`: the authorization server metadata at {metadata_url} names issuer `{found}`, not `{expected}`; refused (RFC 8414 §3.3)"
-    )]
     IssuerMismatch {
         /// The server.
         server: String,
@@ -120,40 +108,45 @@ pub enum AuthError {
     },
     /// A token endpoint or metadata request failed before an answer arrived (connect, TLS,
     /// I/O, an oversized body) or took too long.
-    #[error("server `{server}`: {what} failed: {detail}")]
     OAuthRequest {
         /// The server.
         server: String,
         /// Which request, with its URL (e.g. `token request to https://as.example/token`).
         what: String,
-        /// The cause chain as one line (transports often show only an error's own message).
+        /// The cause chain as one line, scrubbed: transports often show only an error's own
+        /// message, so the cause is in it.
         detail: String,
-        /// The cause, for inspection. Not this error's `source()`: `detail` already shows
-        /// it, and a chain would show it twice.
+        /// The cause ([`FetchError`], or a timeout), typed, for inspection. Not this
+        /// error's `source()`: `detail` already shows it, and a chain would show it twice.
         cause: BoxError,
     },
-    /// A token endpoint or metadata answer could not be used (not JSON, no `access_token`, a
-    /// token type other than `Bearer`, …).
-    #[error("server `{server}`: {what}: {message}")]
+    /// A token endpoint or metadata answer could not be used (not JSON, a field of the wrong
+    /// type, no `access_token`, a token type other than `Bearer`, …).
     InvalidResponse {
         /// The server.
         server: String,
         /// Which answer, with its URL.
         what: String,
-        /// What is wrong with it (never a token).
+        /// What is wrong with it (never a token; scrubbed, bounded).
         message: String,
     },
-    /// A provider failed to obtain credentials (e.g. a token endpoint refused them).
-    #[error("server `{server}`: {message}")]
+    /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
+    /// `private_key_jwt` key).
     Provider {
         /// The server.
         server: String,
-        /// What failed (never a secret value).
+        /// What failed (never a secret value), without the cause: that is the `source()`.
         message: String,
         /// The cause, when there is one.
         #[source]
         source: Option<BoxError>,
     },
+}
+
+impl fmt::Display for AuthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server `{}`: {}", self.server(), self.reason())
+    }
 }
 
 impl AuthError {
@@ -173,6 +166,21 @@ impl AuthError {
             | Self::InvalidResponse { server, .. }
             | Self::Provider { server, .. } => server,
         }
+    }
+
+    /// What went wrong, without the server's name: the message minus its `server `<name>`: `
+    /// prefix, for a message that names the server itself.
+    ///
+    /// ```
+    /// use mcp_auth::{AuthError, BearerToken};
+    /// use mcp_config::Secret;
+    ///
+    /// let err = BearerToken::new("docs", &Secret::from("")).unwrap_err();
+    /// assert_eq!(err.to_string(), format!("server `docs`: {}", err.reason()));
+    /// assert!(!err.reason().to_string().contains("docs"));
+    /// ```
+    pub fn reason(&self) -> impl fmt::Display + '_ {
+        Reason(self)
     }
 
     /// The OAuth `error` code of a token endpoint's refusal (`invalid_client`, …).
@@ -195,4 +203,93 @@ impl AuthError {
                 | Self::Unsupported { .. }
         )
     }
+}
+
+/// An [`AuthError`]'s message without the server.
+struct Reason<'a>(&'a AuthError);
+
+impl fmt::Display for Reason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            AuthError::MissingEnv {
+                variable, setting, ..
+            } => write!(
+                f,
+                "environment variable `{variable}` ({setting}) is not set or not valid UTF-8"
+            ),
+            AuthError::EmptySecret {
+                setting, variable, ..
+            } => {
+                match variable {
+                    Some(variable) => write!(f, "environment variable `{variable}` ({setting})")?,
+                    None => write!(f, "`{setting}`")?,
+                }
+                f.write_str(" is empty or only whitespace; an empty credential is never sent")
+            }
+            AuthError::InvalidHeaderName { name, .. } => {
+                write!(f, "`{name}` is not a valid HTTP header name")
+            }
+            AuthError::InvalidHeaderValue { name, .. } => write!(
+                f,
+                "the value of header `{name}` is not a valid HTTP header value (control characters or non-visible bytes)"
+            ),
+            AuthError::DuplicateHeader { name, .. } => {
+                write!(f, "header `{name}` is set twice by the auth configuration")
+            }
+            AuthError::Unsupported { method, .. } => {
+                write!(f, "{method} is not supported by this build")
+            }
+            AuthError::TokenRejected {
+                status,
+                error,
+                description,
+                ..
+            } => {
+                write!(
+                    f,
+                    "the token endpoint refused the client credentials (HTTP {status}): {error}"
+                )?;
+                match description {
+                    Some(description) => write!(f, ": {description}"),
+                    None => Ok(()),
+                }
+            }
+            AuthError::Discovery { message, .. } => {
+                write!(f, "OAuth discovery failed: {message}")
+            }
+            AuthError::IssuerMismatch {
+                metadata_url,
+                expected,
+                found,
+                ..
+            } => write!(
+                f,
+                "the authorization server metadata at {metadata_url} names issuer `{found}`, not `{expected}`; refused (RFC 8414 §3.3)"
+            ),
+            AuthError::OAuthRequest { what, detail, .. } => write!(f, "{what} failed: {detail}"),
+            AuthError::InvalidResponse { what, message, .. } => write!(f, "{what}: {message}"),
+            AuthError::Provider { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+/// Why an [`HttpFetch`](crate::HttpFetch) exchange failed.
+///
+/// A second error type, because it belongs to another seam: the transport implementing
+/// [`HttpFetch`](crate::HttpFetch) returns it, and knows no server (one token request may
+/// serve several). The OAuth provider turns it into [`AuthError::OAuthRequest`], which names
+/// the server and the request and keeps this error, typed, as its `cause`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// The request could not be sent or the response could not be read (connect, TLS, I/O).
+    /// Shown as its cause, which should say what happened in words.
+    #[error(transparent)]
+    Request(BoxError),
+    /// The response body is larger than the caller's limit.
+    #[error("the response body exceeds the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::BoxError;
+use crate::FetchError;
 
 /// A small HTTP client for OAuth token requests and metadata documents, supplied by the
 /// transport (the HTTP transport implements it on its pooled hyper client, so token requests
@@ -26,20 +26,4 @@ pub trait HttpFetch: Send + Sync + fmt::Debug {
         request: http::Request<Bytes>,
         max_body_bytes: usize,
     ) -> Result<http::Response<Bytes>, FetchError>;
-}
-
-/// Why an [`HttpFetch`] exchange failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FetchError {
-    /// The request could not be sent or the response could not be read (connect, TLS, I/O).
-    /// Shown as its cause, which should say what happened in words.
-    #[error(transparent)]
-    Request(BoxError),
-    /// The response body is larger than the caller's limit.
-    #[error("the response body exceeds the limit of {limit} bytes")]
-    BodyTooLarge {
-        /// The limit, in bytes.
-        limit: usize,
-    },
 }

@@ -45,6 +45,23 @@
 //! otherwise it drops the token and renews it once (one renewal in flight per credential, its
 //! outcome shared by every waiting caller), then answers `Retry`, or returns the error.
 //!
+//! # Errors
+//!
+//! [`AuthError`] is the crate's error: every provider returns it, it names the server once
+//! (`server `<name>`: ` then [`AuthError::reason`]), and its messages hold no Rust type path.
+//! [`FetchError`] is a second type only because it belongs to another seam: the transport
+//! implementing [`HttpFetch`] returns it without knowing the server; the provider wraps it
+//! in [`AuthError::OAuthRequest`] (typed, as its `cause`). Inside, an OAuth attempt's failure
+//! is kept cloneable (one attempt answers every waiting caller) and becomes an [`AuthError`]
+//! per caller.
+//!
+//! Causes stay typed (a custom provider's cause is [`AuthError::Provider`]'s `source()`),
+//! except text that may echo a secret: whatever an OAuth server chose (an error description,
+//! an issuer, a parser's complaint about its metadata) and the text of a failed OAuth request.
+//! Those are kept as text, scrubbed of the client secret, the spec's secrets and the
+//! credential's recent tokens, and bounded; no message repeats its `source()`.
+//! [`BoxError`](mcp_config::BoxError) is `mcp-config`'s.
+//!
 //! ```
 //! use std::sync::Arc;
 //!
@@ -86,8 +103,8 @@ use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
 pub use challenge::Challenge;
-pub use error::{AuthError, BoxError};
-pub use fetch::{FetchError, HttpFetch};
+pub use error::{AuthError, FetchError};
+pub use fetch::HttpFetch;
 pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
@@ -433,7 +450,7 @@ pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>,
     if auth.oauth_client_credentials.is_some() {
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
-            method: "OAuth2 client credentials without an HTTP client (use AuthRegistry::provider)",
+            method: "OAuth2 client credentials without an HTTP client (an auth registry builds them)",
         });
     }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;

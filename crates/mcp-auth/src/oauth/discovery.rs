@@ -1,13 +1,268 @@
-//! Where the token endpoint is: RFC 9728 protected-resource metadata, RFC 8414 / OpenID
-//! Connect authorization-server metadata (the `WWW-Authenticate` challenge is read by
-//! [`crate::Challenge`]).
+//! Where the token endpoint is, and whether the client credential may go there.
+//!
+//! RFC 9728 protected-resource metadata (from the challenge's `resource_metadata`, else the
+//! well-known URLs of the MCP URL), then RFC 8414 / OpenID Connect authorization-server
+//! metadata at the issuer's path-aware well-known URLs, with the issuer check. The documents
+//! are typed (`metadata.rs`); the `WWW-Authenticate` challenge is read by [`crate::Challenge`].
+//! Every refusal comes before the secret is sent.
 
+use bytes::Bytes;
+use http::header::ACCEPT;
+use mcp_config::{is_internal_host, is_loopback_host};
+use serde::de::DeserializeOwned;
 use url::Url;
+
+use super::Endpoint;
+use super::failure::{Failure, shown};
+use super::flight::Shared;
+use super::metadata::{self, AuthorizationServer, ProtectedResource};
+use super::token::ClientAuth;
+use crate::Challenge;
+
+impl Shared {
+    /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
+    /// the MCP URL), then the authorization server's RFC 8414 / OpenID metadata.
+    ///
+    /// What the server names decides where the client credential goes, so discovery accepts
+    /// only an authorization server (issuer) on the MCP server's own host (ports may differ)
+    /// or listed in `allowed_issuers`, and only a token endpoint on that issuer's host. With a
+    /// client secret (`client_secret_basic` / `client_secret_post`, or no method configured)
+    /// it refuses a plain `http` MCP URL unless its host is loopback: anyone on the network
+    /// could answer the first request with a 401 of their choosing. `private_key_jwt` may
+    /// discover over plain `http`: its signed assertion lives 60 s and names the issuer as its
+    /// audience, and the key itself is never sent.
+    pub(super) async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
+        let mcp_url = &self.config.mcp_url;
+        let loopback = mcp_url.host().is_some_and(|h| is_loopback_host(&h));
+        if mcp_url.scheme() == "http"
+            && !loopback
+            && self.config.method != Some(ClientAuth::PrivateKeyJwt)
+        {
+            return Err(Failure::Discovery(format!(
+                "the server URL {mcp_url} is plain http, so anyone on the network could choose where the client secret goes; \
+                 refused (use https, set `token_url`, or use private_key_jwt)"
+            )));
+        }
+        let mut candidates = Vec::new();
+        if let Some(hint) = &challenge.resource_metadata {
+            let url = Url::parse(hint).map_err(|_| {
+                Failure::Discovery(format!(
+                    "the server's WWW-Authenticate names `resource_metadata` `{}`, which is not a URL",
+                    shown(hint)
+                ))
+            })?;
+            candidates.push(url);
+        }
+        for url in protected_resource_urls(mcp_url) {
+            if !candidates.contains(&url) {
+                candidates.push(url);
+            }
+        }
+        let mut tried = Vec::new();
+        let mut resource_metadata = None;
+        for url in candidates {
+            self.check_url(&url, "protected resource metadata")?;
+            match self
+                .get_document::<ProtectedResource>(&url, "protected resource metadata")
+                .await?
+            {
+                Ok(doc) => {
+                    resource_metadata = Some((url, doc));
+                    break;
+                }
+                Err(status) => tried.push(format!("{} (HTTP {status})", shown(&url))),
+            }
+        }
+        let (issuer, resource) = match resource_metadata {
+            Some((url, doc)) => {
+                let resource = doc.resource.ok_or_else(|| {
+                    Failure::Discovery(format!(
+                        "the protected resource metadata at {} has no `resource`",
+                        shown(&url)
+                    ))
+                })?;
+                if !resource_covers(&resource, mcp_url) {
+                    return Err(Failure::Discovery(format!(
+                        "the protected resource metadata at {} is for resource `{}`, not for {mcp_url}; refused (RFC 9728 §3.3)",
+                        shown(&url),
+                        shown(&resource)
+                    )));
+                }
+                let issuer = doc
+                    .authorization_servers
+                    .and_then(|list| list.into_iter().next())
+                    .ok_or_else(|| {
+                        Failure::Discovery(format!(
+                            "the protected resource metadata at {} lists no `authorization_servers`",
+                            shown(&url)
+                        ))
+                    })?;
+                (issuer, Some(resource))
+            }
+            None => {
+                // No protected-resource metadata: the MCP server's origin is the
+                // authorization server (the 2025-03-26 MCP authorization spec).
+                tracing::debug!(
+                    tried = %tried.join(", "),
+                    "no protected resource metadata; trying the MCP server's origin as the authorization server"
+                );
+                (mcp_url.origin().ascii_serialization(), None)
+            }
+        };
+        let issuer_url = Url::parse(&issuer)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                Failure::Discovery(format!(
+                    "the authorization server `{}` is not an http(s) URL",
+                    shown(&issuer)
+                ))
+            })?;
+        self.check_issuer(&issuer_url)?;
+        for url in authorization_server_urls(&issuer_url) {
+            self.check_url(&url, "authorization server metadata")?;
+            let doc = match self
+                .get_document::<AuthorizationServer>(&url, "authorization server metadata")
+                .await?
+            {
+                Ok(doc) => doc,
+                Err(status) => {
+                    tried.push(format!("{} (HTTP {status})", shown(&url)));
+                    continue;
+                }
+            };
+            let found = doc.issuer.unwrap_or_default();
+            if !same_issuer(&issuer, &found) {
+                return Err(Failure::IssuerMismatch {
+                    metadata_url: shown(&url),
+                    expected: shown(&issuer),
+                    found: shown(&found),
+                });
+            }
+            if let Some(grants) = &doc.grant_types_supported
+                && !grants.iter().any(|g| g == "client_credentials")
+            {
+                return Err(Failure::Discovery(format!(
+                    "the authorization server `{}` does not offer the client_credentials grant (grant_types_supported at {})",
+                    shown(&issuer),
+                    shown(&url)
+                )));
+            }
+            let token_url = doc
+                .token_endpoint
+                .as_deref()
+                .and_then(|t| Url::parse(t).ok())
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| {
+                    Failure::Discovery(format!(
+                        "the authorization server metadata at {} has no http(s) `token_endpoint`",
+                        shown(&url)
+                    ))
+                })?;
+            self.check_url(&token_url, "token endpoint")?;
+            if token_url.host() != issuer_url.host() {
+                return Err(Failure::Discovery(format!(
+                    "the token endpoint {} is not on the host of the authorization server `{}`; \
+                     refused (set `token_url` to use it)",
+                    shown(&token_url),
+                    shown(&issuer)
+                )));
+            }
+            let methods = doc.token_endpoint_auth_methods_supported;
+            tracing::debug!(
+                server_url = %mcp_url,
+                issuer = %issuer,
+                token_url = %token_url,
+                "discovered the OAuth token endpoint"
+            );
+            return Ok(Endpoint {
+                token_url,
+                issuer: Some(found),
+                methods,
+                resource,
+            });
+        }
+        Err(Failure::Discovery(format!(
+            "no authorization server metadata found for `{}` (tried {})",
+            shown(&issuer),
+            tried.join(", ")
+        )))
+    }
+
+    /// The client credential goes only to an authorization server on the MCP server's own
+    /// host (ports may differ) or one the configuration lists in `allowed_issuers`.
+    fn check_issuer(&self, issuer: &Url) -> Result<(), Failure> {
+        let mcp_url = &self.config.mcp_url;
+        let same_host = issuer.host().is_some() && issuer.host() == mcp_url.host();
+        let listed = self
+            .config
+            .allowed_issuers
+            .iter()
+            .any(|allowed| same_issuer(allowed.as_str(), issuer.as_str()));
+        if same_host || listed {
+            return Ok(());
+        }
+        Err(Failure::Discovery(format!(
+            "the server names the authorization server `{}`, which is neither on its own host `{}` nor in `allowed_issuers`; \
+             refused (list it in `allowed_issuers`, or set `token_url`)",
+            shown(issuer),
+            mcp_url.host_str().unwrap_or_default()
+        )))
+    }
+
+    /// A discovered URL must not lower the transport's security (https → http), and an
+    /// SSRF-guarded (caller-supplied) spec must not lead to an internal address literal (names
+    /// resolving to one are refused by the guarded HTTP client).
+    fn check_url(&self, url: &Url, what: &str) -> Result<(), Failure> {
+        let mcp_url = &self.config.mcp_url;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {} is not http(s)",
+                shown(url)
+            )));
+        }
+        if mcp_url.scheme() == "https" && url.scheme() != "https" {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {} is not https while the server is; refused",
+                shown(url)
+            )));
+        }
+        if self.config.guarded && url.host().is_some_and(|h| is_internal_host(&h)) {
+            return Err(Failure::Discovery(format!(
+                "the {what} URL {} targets an internal address, which a caller-supplied server may not lead to (SSRF guard)",
+                shown(url)
+            )));
+        }
+        Ok(())
+    }
+
+    /// GETs a metadata document: `Ok(Ok(doc))` for a 200 answer that is a JSON object whose
+    /// fields have their types, `Ok(Err(status))` for another status (the next candidate is
+    /// tried); a 200 answer that is not such a document is an error naming it.
+    async fn get_document<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        what: &str,
+    ) -> Result<Result<T, u16>, Failure> {
+        let what = format!("{what} request to {url}");
+        let request = http::Request::get(url.as_str())
+            .header(ACCEPT, "application/json")
+            .body(Bytes::new())
+            .map_err(|_| Failure::invalid(&what, "the URL cannot be requested"))?;
+        let response = self.exchange(&what, request).await?;
+        if response.status() != http::StatusCode::OK {
+            return Ok(Err(response.status().as_u16()));
+        }
+        metadata::parse(response.body())
+            .map(Ok)
+            .map_err(|message| Failure::invalid(what, message))
+    }
+}
 
 /// The protected-resource metadata URLs of `resource` (RFC 9728 §3.1), path-based first,
 /// then the root: `https://h/.well-known/oauth-protected-resource/mcp`,
 /// `https://h/.well-known/oauth-protected-resource`.
-pub(crate) fn protected_resource_urls(resource: &Url) -> Vec<Url> {
+pub(super) fn protected_resource_urls(resource: &Url) -> Vec<Url> {
     let path = resource.path().trim_end_matches('/');
     let mut urls = Vec::new();
     if !path.is_empty() {
@@ -27,7 +282,7 @@ pub(crate) fn protected_resource_urls(resource: &Url) -> Vec<Url> {
 /// spec gives: RFC 8414 with the issuer's path after the well-known segment, OpenID Connect
 /// with the path after it, OpenID Connect with the path before it. An issuer without a path
 /// has two: `/.well-known/oauth-authorization-server` and `/.well-known/openid-configuration`.
-pub(crate) fn authorization_server_urls(issuer: &Url) -> Vec<Url> {
+pub(super) fn authorization_server_urls(issuer: &Url) -> Vec<Url> {
     let path = issuer.path().trim_end_matches('/');
     let mut urls = Vec::new();
     if path.is_empty() {
@@ -64,7 +319,7 @@ fn well_known(base: &Url, path: &str) -> Url {
 /// True when two issuer identifiers are the same (RFC 8414 §3.3 asks for identical values;
 /// URL normalisation only removes differences that do not change the identifier: case of the
 /// scheme and host, a default port, an empty path versus `/`).
-pub(crate) fn same_issuer(expected: &str, found: &str) -> bool {
+fn same_issuer(expected: &str, found: &str) -> bool {
     if expected == found {
         return true;
     }
@@ -78,7 +333,7 @@ pub(crate) fn same_issuer(expected: &str, found: &str) -> bool {
 /// same scheme, host and port, and its path is a prefix of the endpoint's at a segment
 /// boundary (so `https://h/mcp` covers `https://h/mcp` and `https://h/mcp/x`, and `https://h/`
 /// covers everything on the host).
-pub(crate) fn resource_covers(resource: &str, url: &Url) -> bool {
+fn resource_covers(resource: &str, url: &Url) -> bool {
     let Ok(resource) = Url::parse(resource) else {
         return false;
     };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use mcp_config::Scrubber;
 
 use crate::AuthError;
-use crate::fetch::FetchError;
+use crate::FetchError;
 
 /// A failed attempt, without the server name (the attempt may serve several servers).
 #[derive(Debug, Clone)]

@@ -2,15 +2,26 @@
 //! tokio's paused clock, single-flight, discovery and its refusals. The same behaviour over
 //! real sockets is tested in `mcp-transport-http/tests/oauth_*.rs`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use async_trait::async_trait;
+use bytes::Bytes;
 use futures_lite::join_all;
-use mcp_config::{HttpSpec, SecretSource, SpecOrigin};
-use serde_json::json;
+use http::header::AUTHORIZATION;
+use mcp_config::{
+    HttpSpec, OAuthClientCredentials, SecretSource, ServerSpec, SpecOrigin,
+    TokenEndpointAuthMethod, TransportSpec,
+};
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
+use super::discovery::{authorization_server_urls, protected_resource_urls};
 use super::*;
-use crate::FetchError;
+use crate::{AuthError, AuthProvider, Credentials, FetchError, HttpFetch, OnUnauthorized};
 
 const SECRET: &str = "cc-secret-value-42";
 
@@ -964,4 +975,252 @@ async fn caller_supplied_specs_use_the_guarded_client() {
     trusted.credentials().await.unwrap();
     assert_eq!((open.token_requests(), guarded.token_requests()), (1, 1));
     assert!(format!("{registry:?}").contains("guarded_fetch: true"));
+}
+
+#[tokio::test]
+async fn a_metadata_field_of_the_wrong_type_names_server_document_and_field() {
+    let fake = Arc::new(Fake::default());
+    fake.route(
+        "GET https://mcp.example/.well-known/oauth-protected-resource/api/mcp",
+        200,
+        json!({"resource": MCP_URL, "authorization_servers": "https://as.example"}),
+    );
+    let registry = registry(&fake);
+    let auth = provider(&registry, &spec(None, SECRET));
+    let err = auth
+        .on_unauthorized(&Credentials::none(), Some("Bearer"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AuthError::InvalidResponse { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: protected resource metadata request to \
+         https://mcp.example/.well-known/oauth-protected-resource/api/mcp: field \
+         `authorization_servers` has the wrong type (invalid type: string \"https://as.example\", expected a sequence)"
+    );
+    assert_eq!(fake.token_requests(), 0);
+
+    // The same for the authorization server's document.
+    let fake = Arc::new(Fake::default());
+    discovery_routes(
+        &fake,
+        "",
+        "https://as.example",
+        json!("client_secret_basic"),
+    );
+    let registry = registry_of(&fake);
+    let auth = provider(&registry, &spec(None, SECRET));
+    let err = auth
+        .on_unauthorized(&Credentials::none(), Some("Bearer"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `srv`: authorization server metadata request to \
+         https://as.example/.well-known/oauth-authorization-server: field \
+         `token_endpoint_auth_methods_supported` has the wrong type (invalid type: string \"client_secret_basic\", expected a sequence)"
+    );
+    assert_eq!(fake.token_requests(), 0);
+}
+
+/// An [`HttpFetch`] whose every exchange fails with `error()`.
+#[derive(Debug)]
+struct Failing(fn() -> FetchError);
+
+#[async_trait]
+impl HttpFetch for Failing {
+    async fn fetch(
+        &self,
+        _: http::Request<Bytes>,
+        _: usize,
+    ) -> Result<http::Response<Bytes>, FetchError> {
+        Err((self.0)())
+    }
+}
+
+/// The text of `error` and of each of its sources, outermost first.
+fn levels(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut levels = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(inner) = source {
+        levels.push(inner.to_string());
+        source = inner.source();
+    }
+    levels
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_level_of_an_error_chain_repeats_another() {
+    let mut errors: Vec<AuthError> = Vec::new();
+    let static_spec = |f: &dyn Fn(&mut mcp_config::AuthSpec)| {
+        let mut auth = mcp_config::AuthSpec::default();
+        f(&mut auth);
+        crate::from_spec("srv", &auth).unwrap_err()
+    };
+    let header = |name: &str, value: &str| {
+        [(name.to_owned(), Secret::from(value))]
+            .into_iter()
+            .collect()
+    };
+    // The static forms: MissingEnv, EmptySecret, InvalidHeaderName, InvalidHeaderValue,
+    // DuplicateHeader, Unsupported.
+    errors.push(static_spec(&|a| {
+        a.bearer = Some(SecretSource::Env("MCP_AUTH_CHAIN_SURELY_UNSET".into()));
+    }));
+    errors.push(static_spec(&|a| {
+        a.bearer = Some(SecretSource::Inline(Secret::from(" ")));
+    }));
+    errors.push(static_spec(&|a| a.headers = header("bad name", "v")));
+    errors.push(static_spec(&|a| a.headers = header("X-Key", "a\nb")));
+    errors.push(static_spec(&|a| {
+        a.headers = header("Authorization", "Basic x");
+        a.bearer = Some(SecretSource::Inline(Secret::from("t")));
+    }));
+    errors.push(
+        crate::from_spec("srv", &spec(Some(TOKEN_URL), SECRET).auth)
+            .map(|_| ())
+            .unwrap_err(),
+    );
+
+    // TokenRejected, InvalidResponse (token answer), OAuthRequest (timeout).
+    let fake = Arc::new(Fake::default());
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        401,
+        json!({"error": "invalid_client", "error_description": "unknown client"}),
+    );
+    let registry = registry(&fake);
+    errors.push(
+        provider(&registry, &spec(Some(TOKEN_URL), SECRET))
+            .credentials()
+            .await
+            .unwrap_err(),
+    );
+    let fake = Arc::new(Fake::default());
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        200,
+        json!({"token_type": "Bearer"}),
+    );
+    errors.push(
+        provider(&registry_of(&fake), &spec(Some(TOKEN_URL), SECRET))
+            .credentials()
+            .await
+            .unwrap_err(),
+    );
+    let hanging = Arc::new(Fake {
+        hang: true,
+        ..Fake::default()
+    });
+    errors.push(
+        provider(&registry_of(&hanging), &spec(Some(TOKEN_URL), SECRET))
+            .credentials()
+            .await
+            .unwrap_err(),
+    );
+    // OAuthRequest: the exchange failed, or its answer was too large.
+    for failing in [
+        Failing(|| {
+            FetchError::Request(Box::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "the connection to as.example:443 was refused",
+            )))
+        }),
+        Failing(|| FetchError::BodyTooLarge { limit: 65_536 }),
+    ] {
+        let registry = AuthRegistry::new(Arc::new(failing));
+        errors.push(
+            provider(&registry, &spec(Some(TOKEN_URL), SECRET))
+                .credentials()
+                .await
+                .unwrap_err(),
+        );
+    }
+
+    // Discovery, IssuerMismatch, InvalidResponse (metadata).
+    let empty = Arc::new(Fake::default());
+    errors.push(
+        provider(&registry_of(&empty), &spec(None, SECRET))
+            .on_unauthorized(&Credentials::none(), None)
+            .await
+            .unwrap_err(),
+    );
+    errors.push(discovery_error("https://evil.example", MCP_URL).await);
+    let wrong_type = Arc::new(Fake::default());
+    wrong_type.route(
+        "GET https://mcp.example/.well-known/oauth-protected-resource/api/mcp",
+        200,
+        json!({"resource": 5}),
+    );
+    errors.push(
+        provider(&registry_of(&wrong_type), &spec(None, SECRET))
+            .on_unauthorized(&Credentials::none(), None)
+            .await
+            .unwrap_err(),
+    );
+
+    // Provider: an unusable private_key_jwt key.
+    let mut jwt = spec(Some(TOKEN_URL), "not a PEM key");
+    jwt.auth
+        .oauth_client_credentials
+        .as_mut()
+        .unwrap()
+        .token_endpoint_auth_method = Some(TokenEndpointAuthMethod::PrivateKeyJwt);
+    errors.push(registry_of(&empty).provider(&jwt).map(|_| ()).unwrap_err());
+
+    let mut variants = std::collections::BTreeSet::new();
+    for error in &errors {
+        variants.insert(
+            format!("{error:?}")
+                .split([' ', '{', '('])
+                .next()
+                .unwrap()
+                .to_owned(),
+        );
+        let levels = levels(error);
+        for (i, level) in levels.iter().enumerate() {
+            assert!(!level.contains("::"), "a type path in {levels:?}");
+            for (j, other) in levels.iter().enumerate() {
+                assert!(
+                    i == j || !level.contains(other.as_str()),
+                    "level {i} repeats level {j}: {levels:?}"
+                );
+            }
+        }
+        assert_eq!(
+            levels.join("\n").matches("`srv`").count(),
+            1,
+            "the server is named once: {levels:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("server `srv`: {}", error.reason())
+        );
+    }
+    assert_eq!(
+        variants.into_iter().collect::<Vec<_>>(),
+        [
+            "DuplicateHeader",
+            "EmptySecret",
+            "InvalidHeaderName",
+            "InvalidHeaderValue",
+            "InvalidResponse",
+            "IssuerMismatch",
+            "MissingEnv",
+            "OAuthRequest",
+            "Provider",
+            "TokenRejected",
+            "Unsupported",
+            "Discovery",
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>(),
+        "every variant is provoked"
+    );
+}
+
+fn registry_of(fake: &Arc<Fake>) -> AuthRegistry {
+    AuthRegistry::new(fake.clone())
 }

@@ -9,7 +9,7 @@ use mcp_config::Secret;
 use serde_json::Value;
 use url::Url;
 
-use super::failure::{Failure, bounded};
+use super::failure::{Failure, bounded, shown};
 
 /// How the client proves its identity at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -204,6 +204,42 @@ fn scrub(text: &str, secret: &Secret) -> String {
         text = text.replace(secret.expose(), mcp_config::REDACTED);
     }
     bounded(&text, MAX_DESCRIPTION)
+}
+
+/// The client authentication to use when none is configured: `client_secret_basic` if the
+/// metadata lists it (or lists nothing: it is RFC 8414's default), else `client_secret_post`
+/// if listed. A server that lists neither cannot take the secret: an error naming what it
+/// supports (at most a few of its entries, shortened).
+pub(crate) fn choose_auth(supported: Option<&[String]>) -> Result<ClientAuth, String> {
+    let Some(supported) = supported else {
+        return Ok(ClientAuth::Basic);
+    };
+    let listed = |name: &str| supported.iter().any(|m| m == name);
+    if listed(ClientAuth::Basic.name()) {
+        return Ok(ClientAuth::Basic);
+    }
+    if listed(ClientAuth::Post.name()) {
+        return Ok(ClientAuth::Post);
+    }
+    const SHOWN: usize = 8;
+    let mut names: Vec<String> = supported
+        .iter()
+        .take(SHOWN)
+        .map(|m| format!("`{}`", shown(m)))
+        .collect();
+    if supported.len() > SHOWN {
+        names.push(format!("and {} more", supported.len() - SHOWN));
+    }
+    let names = if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    };
+    Err(format!(
+        "the token endpoint supports neither client_secret_basic nor client_secret_post \
+         (token_endpoint_auth_methods_supported: {names}); set `token_endpoint_auth_method` \
+         to one it supports (private_key_jwt takes the PEM private key where the secret goes)"
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,279 @@
+//! Single-flight renewal: one credential's token, its state, and the one attempt in flight.
+//!
+//! A token is fresh until its expiry minus a skew. A caller that finds it stale (or a 401 with
+//! the current token) takes the one `flight` lock; a generation counter lets everyone who
+//! waited take that attempt's outcome (token or error) instead of starting another. An attempt
+//! is discovery (once per credential, see `discovery.rs`) then a token request, bounded as a
+//! whole by the spec's connect timeout and per exchange by
+//! [`OAuthOptions::request_timeout`].
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, HeaderValue};
+use mcp_config::Secret;
+use tokio::time::Instant;
+
+use super::failure::Failure;
+use super::token::{self, ClientAuth, TokenRequest, choose_auth};
+use super::{Config, Endpoint, OAuthOptions, lock};
+use crate::fetch::HttpFetch;
+use crate::{Challenge, Credentials};
+
+/// Tokens issued to a credential that are still scrubbed from what servers say: the most
+/// recent ones.
+const REMEMBERED_TOKENS: usize = 8;
+
+/// A token in the cache.
+#[derive(Clone)]
+pub(super) struct Token {
+    pub(super) header: HeaderValue,
+    /// From then on, renew before use.
+    pub(super) refresh_at: Instant,
+    /// From then on, never use.
+    pub(super) expires_at: Instant,
+}
+
+impl Token {
+    pub(super) fn is_fresh(&self, now: Instant) -> bool {
+        now < self.refresh_at
+    }
+
+    pub(super) fn is_valid(&self, now: Instant) -> bool {
+        now < self.expires_at
+    }
+
+    pub(super) fn credentials(&self) -> Credentials {
+        Credentials::none().with_header(AUTHORIZATION, self.header.clone())
+    }
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) token: Option<Token>,
+    /// Completed attempts: a caller that saw generation `g` and finds `g + 1` takes that
+    /// attempt's outcome instead of starting another.
+    pub(super) generation: u64,
+    /// The outcome of the latest attempt, when it failed.
+    pub(super) failure: Option<Failure>,
+    /// No renewal ahead of expiry before then (after a failed one).
+    pub(super) retry_after: Option<Instant>,
+    pub(super) endpoint: Option<Arc<Endpoint>>,
+    /// A 401 was seen (discovery may start).
+    pub(super) challenged: bool,
+    /// The latest 401 challenge.
+    pub(super) challenge: Option<Challenge>,
+    pub(super) token_requests: u64,
+    /// The latest tokens issued (access and refresh), most recent last, for scrubbing.
+    pub(super) tokens: VecDeque<Secret>,
+}
+
+/// The cache of one credential, shared by its providers.
+pub(super) struct Shared {
+    pub(super) config: Config,
+    pub(super) http: Arc<dyn HttpFetch>,
+    pub(super) options: OAuthOptions,
+    /// Bound on one attempt (discovery + token request).
+    pub(super) deadline: Duration,
+    pub(super) state: Mutex<State>,
+    /// Held by the one attempt in flight.
+    pub(super) flight: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        config: Config,
+        http: Arc<dyn HttpFetch>,
+        options: OAuthOptions,
+        deadline: Duration,
+    ) -> Self {
+        let endpoint = config.token_url.clone().map(|token_url| {
+            Arc::new(Endpoint {
+                token_url,
+                issuer: None,
+                methods: None,
+                resource: None,
+            })
+        });
+        Self {
+            config,
+            http,
+            options,
+            deadline,
+            state: Mutex::new(State {
+                endpoint,
+                ..State::default()
+            }),
+            flight: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub(super) fn has_valid_token(&self, now: Instant) -> bool {
+        lock(&self.state)
+            .token
+            .as_ref()
+            .is_some_and(|t| t.is_valid(now))
+    }
+
+    /// Obtains a new token unless an attempt completed since the caller looked at generation
+    /// `seen`, in which case that attempt's outcome is the answer. One attempt at a time.
+    pub(super) async fn renew(&self, seen: u64) -> Result<Token, Failure> {
+        let _flight = self.flight.lock().await;
+        {
+            let state = lock(&self.state);
+            if state.generation != seen {
+                if let Some(failure) = &state.failure {
+                    return Err(failure.clone());
+                }
+                if let Some(token) = &state.token {
+                    return Ok(token.clone());
+                }
+            }
+        }
+        let outcome = match tokio::time::timeout(self.deadline, self.obtain()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::timeout(
+                "obtaining an OAuth token".to_owned(),
+                self.deadline,
+            )),
+        };
+        let mut state = lock(&self.state);
+        state.generation += 1;
+        match &outcome {
+            Ok(token) => {
+                state.token = Some(token.clone());
+                state.failure = None;
+                state.retry_after = None;
+            }
+            Err(failure) => {
+                state.failure = Some(failure.clone());
+                state.retry_after = Some(Instant::now() + self.options.retry_delay);
+            }
+        }
+        outcome
+    }
+
+    /// Discovery (once per credential), then a token request.
+    async fn obtain(&self) -> Result<Token, Failure> {
+        let (endpoint, challenge) = {
+            let state = lock(&self.state);
+            (state.endpoint.clone(), state.challenge.clone())
+        };
+        let challenge = challenge.unwrap_or_default();
+        let endpoint = match endpoint {
+            Some(endpoint) => endpoint,
+            None => {
+                let endpoint = Arc::new(self.discover(&challenge).await?);
+                lock(&self.state).endpoint = Some(endpoint.clone());
+                endpoint
+            }
+        };
+        self.request_token(&endpoint, &challenge).await
+    }
+
+    async fn request_token(
+        &self,
+        endpoint: &Endpoint,
+        challenge: &Challenge,
+    ) -> Result<Token, Failure> {
+        let config = &self.config;
+        let auth = match config.method {
+            Some(method) => method,
+            None => choose_auth(endpoint.methods.as_deref()).map_err(Failure::Discovery)?,
+        };
+        let resource = config.resource.as_deref().or(endpoint.resource.as_deref());
+        let scope = config.scope.as_deref().or(challenge.scope.as_deref());
+        let what = format!("token request to {}", endpoint.token_url);
+        let assertion = match (auth, &config.key) {
+            (ClientAuth::PrivateKeyJwt, Some(key)) => {
+                let audience = endpoint
+                    .issuer
+                    .clone()
+                    .unwrap_or_else(|| endpoint.token_url.to_string());
+                Some(
+                    key.assertion(&config.client_id, &audience)
+                        .map_err(|message| Failure::invalid(&what, message))?,
+                )
+            }
+            _ => None,
+        };
+        let request = TokenRequest {
+            client_id: &config.client_id,
+            secret: &config.secret,
+            auth,
+            scope,
+            resource,
+            assertion: assertion.as_deref(),
+        }
+        .build(&endpoint.token_url)
+        .map_err(|_| {
+            Failure::invalid(
+                &what,
+                "the client id or secret cannot be sent in an HTTP header",
+            )
+        })?;
+        tracing::debug!(
+            token_url = %endpoint.token_url,
+            client_id = %config.client_id,
+            auth = auth.name(),
+            "requesting an OAuth token (client credentials)"
+        );
+        lock(&self.state).token_requests += 1;
+        let started = Instant::now();
+        let response = self.exchange(&what, request).await?;
+        let issued = token::parse_answer(
+            &what,
+            response.status().as_u16(),
+            response.body(),
+            &config.secret,
+        )?;
+        {
+            let mut state = lock(&self.state);
+            for secret in &issued.secrets {
+                if !state.tokens.contains(secret) {
+                    state.tokens.push_back(secret.clone());
+                }
+            }
+            while state.tokens.len() > REMEMBERED_TOKENS {
+                state.tokens.pop_front();
+            }
+        }
+        let lifetime = issued
+            .expires_in
+            .unwrap_or(self.options.default_token_lifetime);
+        let skew = self.options.expiry_skew.min(lifetime / 2);
+        let (refresh_at, expires_at) =
+            (started + lifetime.saturating_sub(skew), started + lifetime);
+        tracing::debug!(
+            token_url = %endpoint.token_url,
+            expires_in = ?issued.expires_in,
+            "obtained an OAuth token"
+        );
+        Ok(Token {
+            header: issued.header,
+            refresh_at,
+            expires_at,
+        })
+    }
+
+    /// One bounded exchange.
+    pub(super) async fn exchange(
+        &self,
+        what: &str,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, Failure> {
+        let limit = self.options.request_timeout.min(self.deadline);
+        match tokio::time::timeout(
+            limit,
+            self.http.fetch(request, self.options.max_response_bytes),
+        )
+        .await
+        {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) => Err(Failure::fetch(what.to_owned(), error)),
+            Err(_) => Err(Failure::timeout(what.to_owned(), limit)),
+        }
+    }
+}

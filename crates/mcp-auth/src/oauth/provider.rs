@@ -1,0 +1,176 @@
+//! [`ClientCredentials`]: the OAuth2 client-credentials hook of one session, on its
+//! credential's shared cache.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::header::AUTHORIZATION;
+use mcp_config::{Scrubber, Secret};
+use tokio::time::Instant;
+use url::Url;
+
+use super::failure::Failure;
+use super::flight::Shared;
+use super::lock;
+use super::registry::Cache;
+#[cfg(doc)]
+use super::{AuthRegistry, OAuthOptions};
+use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};
+
+/// The OAuth2 client-credentials auth hook of one server (session), sharing its token cache
+/// with every other hook of the same credential (see [`AuthRegistry`]).
+///
+/// - **Before a request**: the cached token while it is fresh (until its expiry minus
+///   [`OAuthOptions::expiry_skew`]); otherwise one token request, shared by every caller
+///   waiting at that moment (single-flight). Without a configured `token_url`, the first
+///   request goes without a token, and the server's 401 starts discovery.
+/// - **After a 401**: if the request carried an older token than the current one, another
+///   request already renewed it: retry. Otherwise drop the token and obtain a new one (once,
+///   for every request rejected with that token), then retry. The transport resends at most
+///   once, so a server answering 401 forever costs one renewal per request, never a loop.
+/// - **Errors** are [`AuthError`]s naming the server, with the endpoint's OAuth `error` and
+///   `error_description` when it refused; never the secret or a token: every text a server
+///   chose has the client secret, the spec's other secrets and the recent access (and
+///   refresh) tokens of the credential replaced by `[REDACTED]`.
+#[derive(Clone)]
+pub struct ClientCredentials {
+    server: String,
+    shared: Arc<Shared>,
+    cache: Arc<Cache>,
+    /// The spec's static secrets (headers, bearer token), scrubbed from errors too.
+    spec_secrets: Arc<[Secret]>,
+}
+
+impl fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientCredentials")
+            .field("server", &self.server)
+            .field("client_id", &self.shared.config.client_id)
+            .field("token_url", &self.token_url().map(String::from))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientCredentials {
+    pub(super) fn new(
+        server: String,
+        shared: Arc<Shared>,
+        cache: Arc<Cache>,
+        spec_secrets: Arc<[Secret]>,
+    ) -> Self {
+        Self {
+            server,
+            shared,
+            cache,
+            spec_secrets,
+        }
+    }
+
+    /// The token endpoint: configured, or discovered (once discovery ran).
+    pub fn token_url(&self) -> Option<Url> {
+        lock(&self.shared.state)
+            .endpoint
+            .as_ref()
+            .map(|e| e.token_url.clone())
+    }
+
+    /// How many token requests this credential has sent (every session of it included).
+    pub fn token_requests(&self) -> u64 {
+        lock(&self.shared.state).token_requests
+    }
+
+    /// `failure` as this server's error, without any secret or token it might echo. Locks the
+    /// credential's state: never call it with that lock held.
+    fn error(&self, failure: &Failure) -> AuthError {
+        let scrubber = {
+            let state = lock(&self.shared.state);
+            Scrubber::new(
+                self.spec_secrets
+                    .iter()
+                    .chain(state.tokens.iter())
+                    .chain([&self.shared.config.secret])
+                    .cloned(),
+            )
+        };
+        failure.to_error(&self.server, &scrubber)
+    }
+}
+
+#[async_trait]
+impl AuthProvider for ClientCredentials {
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        let now = Instant::now();
+        self.cache.prune_if_due(now);
+        let seen = {
+            let state = lock(&self.shared.state);
+            match &state.token {
+                Some(token) if token.is_fresh(now) => return Ok(token.credentials()),
+                Some(token)
+                    if token.is_valid(now) && state.retry_after.is_some_and(|at| now < at) =>
+                {
+                    return Ok(token.credentials());
+                }
+                _ => {}
+            }
+            if state.endpoint.is_none() && !state.challenged {
+                // Nothing to discover from yet: the server's 401 names its metadata.
+                return Ok(Credentials::none());
+            }
+            state.generation
+        };
+        match self.shared.renew(seen).await {
+            Ok(token) => Ok(token.credentials()),
+            Err(failure) => {
+                // Rendered before the state is locked: rendering reads the tokens.
+                let error = self.error(&failure);
+                // A renewal ahead of expiry failed: the current token is still good.
+                let state = lock(&self.shared.state);
+                match &state.token {
+                    Some(token) if token.is_valid(Instant::now()) => {
+                        tracing::warn!(
+                            server = %self.server,
+                            %error,
+                            "OAuth token renewal failed; using the current token until it expires"
+                        );
+                        Ok(token.credentials())
+                    }
+                    _ => Err(error),
+                }
+            }
+        }
+    }
+
+    async fn on_unauthorized(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: Option<&str>,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let challenge = www_authenticate.map(Challenge::parse).unwrap_or_default();
+        let sent = rejected.get(AUTHORIZATION.as_str());
+        let seen = {
+            let mut state = lock(&self.shared.state);
+            state.challenged = true;
+            state.challenge = Some(challenge);
+            match (&state.token, sent) {
+                // Someone renewed the token since this request was sent.
+                (Some(current), Some(sent)) if current.header != sent => {
+                    return Ok(OnUnauthorized::Retry);
+                }
+                (Some(_), None) => return Ok(OnUnauthorized::Retry),
+                // The current token was refused: it is of no use to anyone any more.
+                (Some(_), Some(_)) => {
+                    state.token = None;
+                    state.retry_after = None;
+                }
+                (None, _) => {}
+            }
+            state.generation
+        };
+        tracing::debug!(server = %self.server, "HTTP 401: obtaining a new OAuth token");
+        match self.shared.renew(seen).await {
+            Ok(_) => Ok(OnUnauthorized::Retry),
+            Err(failure) => Err(self.error(&failure)),
+        }
+    }
+}

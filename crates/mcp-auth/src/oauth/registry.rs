@@ -1,0 +1,282 @@
+//! The registry of OAuth2 credentials: one cache entry per credential, shared by every
+//! provider (session) of it, pruned once nobody holds it and its token expired.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_config::{
+    OAuthClientCredentials, Secret, ServerSpec, TokenEndpointAuthMethod, TransportSpec,
+};
+use tokio::time::Instant;
+use url::Url;
+
+use super::flight::Shared;
+use super::jwt::SigningKey;
+use super::provider::ClientCredentials;
+use super::token::ClientAuth;
+use super::{Config, OAuthOptions, lock};
+use crate::fetch::HttpFetch;
+use crate::{AuthError, AuthProvider};
+
+/// How often (at most) the registry drops cache entries nobody uses whose token expired,
+/// besides whenever a provider is built.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Builds the auth hook of each server spec, and keeps one token cache per OAuth2 credential
+/// so every session and every concurrent request of the same credential shares one token and
+/// one refresh.
+///
+/// A credential is the token endpoint (or, when it is discovered, the MCP URL it is
+/// discovered from, with the allowed issuers), the client id and secret, the scope, the
+/// resource, the client authentication method and whether the spec is SSRF-guarded. Two
+/// sessions with the same credential share a cache; anything else gets its own. Entries no
+/// session uses are dropped once their token has expired (checked whenever a provider is
+/// built, and at most every 30 s while tokens are used); a token without `expires_in` expires
+/// after [`OAuthOptions::default_token_lifetime`].
+///
+/// Requests for [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs (caller-supplied
+/// ones) go through the [`with_guarded_fetch`](Self::with_guarded_fetch) client, which must
+/// refuse internal addresses after DNS resolution; the HTTP transport sets it. Without one
+/// they use the main client, and only literal addresses (and `localhost`) are refused.
+///
+/// The HTTP transport holds one registry per connector (`HttpConnector::auth_registry`); a
+/// custom transport builds one on its own [`HttpFetch`]:
+///
+/// ```
+/// use std::sync::Arc;
+/// use async_trait::async_trait;
+/// use bytes::Bytes;
+/// use mcp_auth::{AuthRegistry, FetchError, HttpFetch};
+/// use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
+///
+/// #[derive(Debug)]
+/// struct Offline;
+///
+/// #[async_trait]
+/// impl HttpFetch for Offline {
+///     async fn fetch(&self, _: http::Request<Bytes>, _: usize)
+///         -> Result<http::Response<Bytes>, FetchError> {
+///         Err(FetchError::Request("offline".into()))
+///     }
+/// }
+///
+/// let registry = AuthRegistry::new(Arc::new(Offline));
+/// let url = "https://mcp.example.com/mcp".parse().unwrap();
+/// let mut spec = ServerSpec::new("docs", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+/// spec.auth.bearer = Some(mcp_config::SecretSource::Inline("tok".into()));
+/// let provider = registry.provider(&spec).unwrap(); // static forms need no request
+/// # drop(provider);
+/// ```
+pub struct AuthRegistry {
+    http: Arc<dyn HttpFetch>,
+    guarded_http: Option<Arc<dyn HttpFetch>>,
+    options: OAuthOptions,
+    pub(super) cache: Arc<Cache>,
+}
+
+impl fmt::Debug for AuthRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthRegistry")
+            .field("options", &self.options)
+            .field("guarded_fetch", &self.guarded_http.is_some())
+            .field("credentials", &self.cache.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every credential's cache entry, shared by the registry and its providers (which prune it).
+#[derive(Default)]
+pub(super) struct Cache {
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<CredentialKey, Arc<Shared>>,
+    /// No access-time pruning before then.
+    next_prune: Option<Instant>,
+}
+
+impl Cache {
+    pub(super) fn len(&self) -> usize {
+        lock(&self.entries).map.len()
+    }
+
+    /// Drops the entries no provider holds whose token has expired (or that never got one).
+    fn prune(entries: &mut Entries, now: Instant) {
+        entries
+            .map
+            .retain(|_, shared| Arc::strong_count(shared) > 1 || shared.has_valid_token(now));
+        entries.next_prune = Some(now + PRUNE_INTERVAL);
+    }
+
+    /// [`prune`](Self::prune), at most every [`PRUNE_INTERVAL`].
+    pub(super) fn prune_if_due(&self, now: Instant) {
+        let mut entries = lock(&self.entries);
+        if entries.next_prune.is_none_or(|at| now >= at) {
+            Self::prune(&mut entries, now);
+        }
+    }
+}
+
+/// What identifies one credential's cache. The secret is part of it (compared, never shown),
+/// so a wrong secret never reuses a token obtained with the right one.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CredentialKey {
+    endpoint: String,
+    client_id: String,
+    secret: Secret,
+    scope: Option<String>,
+    resource: Option<String>,
+    method: Option<&'static str>,
+    allowed_issuers: Vec<String>,
+    guarded: bool,
+}
+
+impl AuthRegistry {
+    /// A registry sending its token and metadata requests through `http`, with default
+    /// [`OAuthOptions`].
+    pub fn new(http: Arc<dyn HttpFetch>) -> Self {
+        Self {
+            http,
+            guarded_http: None,
+            options: OAuthOptions::default(),
+            cache: Arc::default(),
+        }
+    }
+
+    /// Sends the requests of [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs
+    /// (caller-supplied ones, unless the operator turned the guard off) through `http`, which
+    /// must refuse to connect to internal addresses (see [`mcp_config::is_internal_ip`]) after
+    /// resolving host names. Applies to credentials built from now on.
+    pub fn with_guarded_fetch(mut self, http: Arc<dyn HttpFetch>) -> Self {
+        self.guarded_http = Some(http);
+        self
+    }
+
+    /// Replaces the options (for credentials built from now on).
+    pub fn with_options(mut self, options: OAuthOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &OAuthOptions {
+        &self.options
+    }
+
+    /// The auth hook of `spec`: its headers, its bearer token (`bearer_token_env` is read
+    /// now) and its OAuth2 client credentials (`client_secret_env` is read now; no request is
+    /// sent until the first MCP request needs a token). See [`crate::from_spec`] for the
+    /// static forms and their errors.
+    pub fn provider(&self, spec: &ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
+        let Some(oauth) = &spec.auth.oauth_client_credentials else {
+            return crate::from_spec(&spec.name, &spec.auth);
+        };
+        let mut static_auth = spec.auth.clone();
+        static_auth.oauth_client_credentials = None;
+        let client = Arc::new(self.client_credentials(spec, oauth)?) as Arc<dyn AuthProvider>;
+        if static_auth.is_empty() {
+            return Ok(client);
+        }
+        let headers = crate::from_spec(&spec.name, &static_auth)?;
+        Ok(Arc::new(crate::Chain::new(vec![headers, client])))
+    }
+
+    /// The OAuth2 client-credentials provider of `spec` (whose `auth` must hold `oauth`),
+    /// sharing its cache with every other provider of the same credential.
+    pub fn client_credentials(
+        &self,
+        spec: &ServerSpec,
+        oauth: &OAuthClientCredentials,
+    ) -> Result<ClientCredentials, AuthError> {
+        let server = spec.name.clone();
+        let TransportSpec::StreamableHttp(mcp_spec) = &spec.transport else {
+            return Err(AuthError::Unsupported {
+                server,
+                method: "OAuth2 client credentials over a transport other than HTTP",
+            });
+        };
+        let secret = crate::resolve_secret(&server, &oauth.client_secret, "client_secret")?;
+        let method = match oauth.token_endpoint_auth_method {
+            None => None,
+            Some(TokenEndpointAuthMethod::ClientSecretBasic) => Some(ClientAuth::Basic),
+            Some(TokenEndpointAuthMethod::ClientSecretPost) => Some(ClientAuth::Post),
+            Some(TokenEndpointAuthMethod::PrivateKeyJwt) => Some(ClientAuth::PrivateKeyJwt),
+            Some(_) => {
+                return Err(AuthError::Unsupported {
+                    server,
+                    method: "this token endpoint auth method",
+                });
+            }
+        };
+        // With private_key_jwt the client's credential is its private key, given where the
+        // secret goes (`client_secret` / `client_secret_env`, PEM).
+        let signing_key = match method {
+            Some(ClientAuth::PrivateKeyJwt) => Some(Arc::new(
+                SigningKey::from_pem(&secret).map_err(|message| AuthError::Provider {
+                    server: server.clone(),
+                    message: format!(
+                        "private_key_jwt: {message} (the client secret setting holds the PEM private key)"
+                    ),
+                    source: None,
+                })?,
+            )),
+            _ => None,
+        };
+        let key = CredentialKey {
+            endpoint: oauth
+                .token_url
+                .as_ref()
+                .map_or_else(|| format!("discover:{}", mcp_spec.url), |u| u.to_string()),
+            client_id: oauth.client_id.clone(),
+            secret: secret.clone(),
+            scope: oauth.scope.clone(),
+            resource: oauth.resource.clone(),
+            method: method.map(ClientAuth::name),
+            allowed_issuers: oauth.allowed_issuers.iter().map(Url::to_string).collect(),
+            guarded: spec.ssrf_guarded(),
+        };
+        let mcp_url = &mcp_spec.url;
+        let deadline = spec
+            .connect_timeout
+            .unwrap_or(self.options.default_deadline);
+        let http = match (&self.guarded_http, spec.ssrf_guarded()) {
+            (Some(guarded), true) => guarded.clone(),
+            _ => self.http.clone(),
+        };
+        let mut entries = lock(&self.cache.entries);
+        Cache::prune(&mut entries, Instant::now());
+        let shared = entries
+            .map
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(Shared::new(
+                    Config {
+                        client_id: oauth.client_id.clone(),
+                        secret,
+                        key: signing_key,
+                        method,
+                        scope: oauth.scope.clone(),
+                        resource: oauth.resource.clone(),
+                        token_url: oauth.token_url.clone(),
+                        mcp_url: mcp_url.clone(),
+                        allowed_issuers: oauth.allowed_issuers.clone(),
+                        guarded: spec.ssrf_guarded(),
+                    },
+                    http,
+                    self.options.clone(),
+                    deadline,
+                ))
+            })
+            .clone();
+        Ok(ClientCredentials::new(
+            server,
+            shared,
+            self.cache.clone(),
+            spec.secret_values().into(),
+        ))
+    }
+}
