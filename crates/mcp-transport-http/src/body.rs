@@ -6,7 +6,7 @@ use http::HeaderMap;
 use http::header::CONTENT_LENGTH;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use crate::error::BoxError;
+use mcp_connector::BoxError;
 
 /// Why a bounded read failed.
 #[derive(Debug)]

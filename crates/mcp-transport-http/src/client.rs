@@ -1,6 +1,5 @@
 //! rmcp's `StreamableHttpClient` on a pooled hyper-util client with rustls.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -9,22 +8,21 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use mcp_auth::{AuthProvider, Challenge, Credentials, OnUnauthorized};
+use mcp_auth::{AuthProvider, Credentials, OnUnauthorized};
 use mcp_config::Secret;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage,
 };
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
 use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
-    StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse};
 
@@ -42,6 +40,10 @@ pub(crate) type Pool =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<TcpConnect>, Full<Bytes>>;
 
 type Error = StreamableHttpError<HttpError>;
+
+mod answer;
+
+use self::answer::{InvalidHeader, header_text, is_media_type};
 
 /// The HTTP client of one server's session: rmcp's [`StreamableHttpClient`] over a pooled
 /// hyper-util client with rustls.
@@ -234,28 +236,6 @@ impl HttpClient {
         Ok(response)
     }
 
-    /// A final 401, its challenge scrubbed (a server may echo the token it refused).
-    fn auth_required(&self, challenge: Option<String>) -> Error {
-        let challenge = self.scrubbed(&challenge.unwrap_or_default());
-        StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge))
-    }
-
-    /// A 403 with a challenge, scrubbed.
-    fn insufficient_scope(&self, challenge: &str) -> Error {
-        let scope = scope_of(challenge).map(|scope| self.scrubbed(&scope));
-        StreamableHttpError::InsufficientScope(InsufficientScopeError::new(
-            self.scrubbed(challenge),
-            scope,
-        ))
-    }
-
-    /// An unexpected `Content-Type`, scrubbed.
-    fn unexpected_content_type(&self, headers: &HeaderMap) -> Error {
-        StreamableHttpError::UnexpectedContentType(
-            header_text(headers, &CONTENT_TYPE).map(|t| self.scrubbed(&t)),
-        )
-    }
-
     /// A JSON body as a message (scrubbed, depth-checked).
     fn message(&self, body: &[u8]) -> Result<ServerJsonRpcMessage, Error> {
         self.inner
@@ -289,139 +269,6 @@ impl HttpClient {
             self.inner.renewals.send_modify(|renewals| *renewals += 1);
         }
     }
-
-    /// The first `max` bytes of a body, for an error message; the rest is not read.
-    async fn read_prefix(response: Response<Incoming>, max: usize) -> Vec<u8> {
-        let mut body = response.into_body();
-        let mut prefix = Vec::new();
-        while prefix.len() < max {
-            let Some(Ok(frame)) = body.frame().await else {
-                break;
-            };
-            if let Ok(data) = frame.into_data() {
-                let take = data.len().min(max - prefix.len());
-                prefix.extend_from_slice(&data[..take]);
-            }
-        }
-        prefix
-    }
-
-    fn unexpected(&self, what: String) -> Error {
-        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
-            "server `{}`: {what}",
-            self.inner.server
-        )))
-    }
-
-    /// A non-success answer to a POST.
-    async fn failed_post(
-        &self,
-        message: &ClientJsonRpcMessage,
-        session_was_attached: bool,
-        response: Response<Incoming>,
-        limits: &StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let status = response.status();
-        let session_id = header_text(
-            response.headers(),
-            &HeaderName::from_static("mcp-session-id"),
-        );
-        if is_media_type(response.headers(), JSON_MIME_TYPE) && status != StatusCode::FORBIDDEN {
-            let body = self
-                .read_bounded(response, limits.max_json_response_size)
-                .await?;
-            let text = self.scrubbed(&String::from_utf8_lossy(&body));
-            if let Ok(error @ JsonRpcMessage::Error(_)) = self.message(&body) {
-                return Ok(
-                    discover_rejection(message, session_was_attached, status, &text)
-                        .unwrap_or(StreamableHttpPostResponse::Json(error, session_id)),
-                );
-            }
-            return self.status_error(message, session_was_attached, status, None, &text);
-        }
-        let retry_after = header_text(response.headers(), &RETRY_AFTER);
-        let prefix = Self::read_prefix(response, limits.max_error_response_size).await;
-        self.status_error(
-            message,
-            session_was_attached,
-            status,
-            retry_after,
-            &self.scrubbed(&String::from_utf8_lossy(&prefix)),
-        )
-    }
-
-    fn status_error(
-        &self,
-        message: &ClientJsonRpcMessage,
-        session_was_attached: bool,
-        status: StatusCode,
-        retry_after: Option<String>,
-        body: &str,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        if let Some(response) = discover_rejection(message, session_was_attached, status, body) {
-            return Ok(response);
-        }
-        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
-                status.as_u16(),
-                retry_after,
-            )));
-        }
-        Err(self.unexpected(format!("HTTP {status}: {}", body.trim())))
-    }
-}
-
-/// The `scope` parameter of a `WWW-Authenticate` challenge, when not empty.
-fn scope_of(challenge: &str) -> Option<String> {
-    Challenge::parse(challenge)
-        .scope
-        .filter(|scope| !scope.is_empty())
-}
-
-fn header_text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Whether `Content-Type` is `expected`, ignoring case and parameters.
-fn is_media_type(headers: &HeaderMap, expected: &str) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(expected))
-}
-
-/// A sessionless `server/discover` refused with a 4xx: turned into a JSON-RPC error answering
-/// the request, so rmcp's lifecycle can fall back to `initialize`.
-fn discover_rejection(
-    message: &ClientJsonRpcMessage,
-    session_was_attached: bool,
-    status: StatusCode,
-    body: &str,
-) -> Option<StreamableHttpPostResponse> {
-    if session_was_attached
-        || !status.is_client_error()
-        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-    {
-        return None;
-    }
-    let JsonRpcMessage::Request(request) = message else {
-        return None;
-    };
-    if !matches!(request.request, ClientRequest::DiscoverRequest(_)) {
-        return None;
-    }
-    let error = match serde_json::from_str::<ServerJsonRpcMessage>(body) {
-        Ok(JsonRpcMessage::Error(error)) => error.error,
-        _ => ErrorData::invalid_request(format!("server/discover answered HTTP {status}"), None),
-    };
-    Some(StreamableHttpPostResponse::Json(
-        ServerJsonRpcMessage::error(error, Some(request.id.clone())),
-        None,
-    ))
 }
 
 fn protocol_headers(
@@ -458,14 +305,7 @@ fn protocol_headers(
     Ok(headers)
 }
 
-/// A protocol header value that cannot be sent (named; the value is not kept).
-struct InvalidHeader(&'static str);
-
 impl HttpClient {
-    fn invalid_header(&self, InvalidHeader(name): InvalidHeader) -> Error {
-        self.unexpected(format!("the {name} value cannot be sent as an HTTP header"))
-    }
-
     fn limits(&self) -> StreamableHttpResponseLimits {
         self.inner.default_limits
     }
@@ -726,25 +566,5 @@ impl StreamableHttpClient for HttpClient {
             self.inner.inbound.clone(),
             None,
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scope_is_read_from_challenges() {
-        for (challenge, expected) in [
-            (
-                r#"Bearer scope="files:read files:write", error="insufficient_scope""#,
-                Some("files:read files:write"),
-            ),
-            ("Bearer scope=read:data, error=x", Some("read:data")),
-            ("Bearer error=insufficient_scope", None),
-            (r#"Bearer scope="""#, None),
-        ] {
-            assert_eq!(scope_of(challenge).as_deref(), expected, "{challenge}");
-        }
     }
 }

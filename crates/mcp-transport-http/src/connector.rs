@@ -157,16 +157,11 @@ impl HttpConnector {
             server: spec.name.clone(),
             message,
         };
-        // The auth error names the server too: named once.
-        let auth_error = |e: AuthError| {
-            let message = e.to_string();
-            let prefix = format!("server `{}`: ", spec.name);
-            ConnectError::Config {
-                server: spec.name.clone(),
-                message: message
-                    .strip_prefix(&prefix)
-                    .map_or_else(|| message.clone(), str::to_owned),
-            }
+        // `ConnectError` keeps no typed cause for a configuration problem: the auth error's
+        // reason (without the server, which `Config` names) is its message.
+        let auth_error = |e: AuthError| ConnectError::Config {
+            server: spec.name.clone(),
+            message: e.reason().to_string(),
         };
         let transport_headers =
             StaticHeaders::new(&spec.name, &http.headers).map_err(auth_error)?;

@@ -4,9 +4,6 @@ use std::time::Duration;
 
 use crate::cause::seconds;
 
-/// A boxed error for cause chains.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
 /// An error of the hyper-based HTTP client, as carried by rmcp's
 /// `StreamableHttpError::Client`.
 ///
@@ -153,10 +150,11 @@ pub enum HttpError {
         /// The host of the URL (a name, or an IP literal).
         host: String,
     },
-    /// The auth hook could not produce credentials. The message is the auth error's (which
-    /// names the server and, for OAuth, the endpoint's `error`), because rmcp shows only
-    /// this error's message; [`auth_error`](Self::auth_error) gives the typed error.
-    #[error("could not obtain credentials: {error}")]
+    /// The auth hook could not produce credentials. The message holds the auth error's
+    /// [`reason`](mcp_auth::AuthError::reason) (for OAuth, the endpoint's `error`), because
+    /// rmcp shows only this error's message; [`auth_error`](Self::auth_error) gives the typed
+    /// error, which is not this error's `source()` (the message already shows it).
+    #[error("server `{server}`: could not obtain credentials: {}", error.reason())]
     Auth {
         /// The server.
         server: String,

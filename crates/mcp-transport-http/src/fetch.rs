@@ -11,7 +11,7 @@ use http_body_util::Full;
 use mcp_auth::{FetchError, HttpFetch};
 
 use crate::body::{ReadError, read_bounded};
-use crate::cause::{Cause, reason};
+use crate::cause::{Cause, Target, reason};
 use crate::client::Pool;
 
 /// [`HttpFetch`] on one of the connector's pools.
@@ -60,7 +60,10 @@ impl HttpFetch for PoolFetch {
             Err(ReadError::TooLarge { .. }) => Err(FetchError::BodyTooLarge {
                 limit: max_body_bytes,
             }),
-            Err(ReadError::Body(e)) => Err(FetchError::Request(reason(e.as_ref()).into())),
+            Err(ReadError::Body(e)) => Err(FetchError::Request(Box::new(Cause::Request {
+                target: Target::of(&uri),
+                reason: reason(e.as_ref()),
+            }))),
         }
     }
 }

@@ -50,6 +50,22 @@
 //!   [`HttpClient::renewals`] (the connection handle's `renewals()`) changes after each
 //!   completed re-initialisation, so the client can re-list what it caches.
 //!
+//! # Errors
+//!
+//! [`HttpError`] is the crate's one error. Most of them reach the caller inside rmcp's
+//! `StreamableHttpError::Client`, which shows only their message and drops their `source()`,
+//! so those messages are whole: they name the server once, where it applies the host, and
+//! the cause in words (refused, DNS, the TLS reason, the OS's or HTTP library's words for the
+//! rest), and carry no source. [`HttpError::Auth`] shows the auth error's
+//! [`reason`](mcp_auth::AuthError::reason) and keeps the typed [`mcp_auth::AuthError`]
+//! ([`HttpError::auth_error`]). Errors whose cause is a typed value of its own
+//! ([`HttpError::BuildRequest`], [`HttpError::Encode`], [`HttpError::Tls`]) keep it as their
+//! `source()` and do not repeat it. Text the server chose is scrubbed of the session's
+//! credentials and bounded before it is kept. No message holds a Rust type path. The OAuth
+//! requests sent for `mcp-auth` fail with its `FetchError`, whose boxed cause is this
+//! crate's classification of the failure in the same words, without the server (one token
+//! request may serve several). The boxed error type is `mcp_connector::BoxError`.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -88,7 +104,7 @@ mod sse;
 
 pub use client::HttpClient;
 pub use connector::{AuthFactory, HttpConnector, HttpHandle};
-pub use error::{BoxError, HttpError};
+pub use error::HttpError;
 pub use inbound::MAX_JSON_DEPTH;
 pub use options::{DEFAULT_MAX_RESPONSE_BYTES, HttpOptions};
 pub use resolve::Resolve;

@@ -30,7 +30,7 @@ use hyper_util::rt::TokioIo;
 use mcp_config::is_internal_ip;
 use tokio::net::TcpStream;
 
-use crate::error::BoxError;
+use mcp_connector::BoxError;
 
 /// Resolves host names for an [`HttpConnector`](crate::HttpConnector): the system resolver
 /// by default, or one of yours ([`HttpOptions::with_resolver`](crate::HttpOptions::with_resolver)),

@@ -135,7 +135,7 @@ async fn a_wrong_secret_is_invalid_client_after_one_token_request() {
             let err = open(&connector(), &spec).await.unwrap_err();
             assert!(
                 err.contains(
-                    "server `guarded`: the token endpoint refused the client credentials (HTTP 401): invalid_client: Invalid client credentials"
+                    "server `guarded`: could not obtain credentials: the token endpoint refused the client credentials (HTTP 401): invalid_client: Invalid client credentials"
                 ),
                 "{err}"
             );
@@ -272,7 +272,7 @@ async fn metadata_naming_another_issuer_is_refused() {
             .await
             .unwrap_err();
         let expected = format!(
-            "server `guarded`: the authorization server metadata at {}/.well-known/oauth-authorization-server names issuer `http://evil.example`, not `{}`; refused (RFC 8414 §3.3)",
+            "server `guarded`: could not obtain credentials: the authorization server metadata at {}/.well-known/oauth-authorization-server names issuer `http://evil.example`, not `{}`; refused (RFC 8414 §3.3)",
             auth.issuer(),
             auth.issuer()
         );
