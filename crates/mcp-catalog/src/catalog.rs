@@ -1002,7 +1002,7 @@ fn object(value: Value) -> JsonObject {
 
 /// Checks a tool against the limits: its name, then the size and depth of its schemas. Returns
 /// the input schema's size in bytes of JSON.
-fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<usize, SkipReason> {
+pub(crate) fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<usize, SkipReason> {
     let chars = tool.name.chars().count();
     if chars > limits.max_name_chars {
         return Err(SkipReason::NameTooLong {

@@ -152,6 +152,23 @@ pub struct ToolLimits {
     pub max_schema_depth: usize,
 }
 
+impl ToolLimits {
+    /// Whether the catalog takes `tool`: `Err` with the reason it would be left out.
+    ///
+    /// ```
+    /// use mcp_catalog::{SkipReason, ToolLimits};
+    /// use mcp_catalog::testing::tool;
+    ///
+    /// let limits = ToolLimits::default();
+    /// assert!(limits.check(&tool("fine", "", serde_json::json!({}))).is_ok());
+    /// let long = tool(&"x".repeat(129), "", serde_json::json!({}));
+    /// assert_eq!(limits.check(&long), Err(SkipReason::NameTooLong { chars: 129, limit: 128 }));
+    /// ```
+    pub fn check(&self, tool: &rmcp::model::Tool) -> Result<(), crate::SkipReason> {
+        crate::catalog::check_tool(tool, self).map(|_| ())
+    }
+}
+
 impl Default for ToolLimits {
     fn default() -> Self {
         Self {
