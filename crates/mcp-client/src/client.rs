@@ -6,10 +6,11 @@ use std::time::Duration;
 use agent_core::{EventSink, NoopEventSink, RunInput, RunScope, RunnerError, RunnerFactory};
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
-use mcp_config::{Config, DefaultResolver, ResolvedRun, ServerResolver};
+use mcp_config::{Config, DefaultResolver, ResolvedRun, Scrubber, ServerResolver};
 
-use crate::open::open_sessions;
-use crate::{ClientError, Connectors, McpRunner};
+use crate::open::{OpenSettings, open_sessions};
+use crate::session::SessionOptions;
+use crate::{ClientError, Connectors, ListLimits, McpRunner};
 
 /// Opens per-run MCP runners.
 ///
@@ -44,6 +45,7 @@ struct Inner {
     events: Arc<dyn EventSink>,
     max_parallel: usize,
     grace: Duration,
+    list_limits: ListLimits,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -66,6 +68,7 @@ pub struct McpClientBuilder {
     events: Arc<dyn EventSink>,
     max_parallel: usize,
     grace: Duration,
+    list_limits: ListLimits,
 }
 
 impl McpClientBuilder {
@@ -111,6 +114,23 @@ impl McpClientBuilder {
         self
     }
 
+    /// Bounds on each server's tool listing (default [`ListLimits::default`]: 100 pages,
+    /// 10,000 tools, 32 MiB).
+    ///
+    /// ```
+    /// use mcp_client::{ListLimits, McpClient};
+    /// use mcp_config::Config;
+    ///
+    /// let client = McpClient::builder(Config::new(vec![]).unwrap())
+    ///     .list_limits(ListLimits::default().with_max_tools(2_000))
+    ///     .build();
+    /// # let _ = client;
+    /// ```
+    pub fn list_limits(mut self, limits: ListLimits) -> Self {
+        self.list_limits = limits;
+        self
+    }
+
     /// Builds the client.
     pub fn build(self) -> McpClient {
         McpClient {
@@ -122,6 +142,7 @@ impl McpClientBuilder {
                 events: self.events,
                 max_parallel: self.max_parallel,
                 grace: self.grace,
+                list_limits: self.list_limits,
             }),
         }
     }
@@ -148,6 +169,7 @@ impl McpClient {
             events: Arc::new(NoopEventSink),
             max_parallel: 16,
             grace: Duration::from_secs(2),
+            list_limits: ListLimits::default(),
         }
     }
 
@@ -164,19 +186,28 @@ impl McpClient {
     }
 
     /// Opens a runner for servers already resolved.
+    ///
+    /// The run's known secrets are every static secret of its specs
+    /// ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)): no error, event
+    /// or tool result of the run shows one.
     pub async fn open_resolved(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
         let inner = &*self.inner;
-        let opened = open_sessions(
-            &inner.connectors,
-            run.servers,
-            run.options.connect_timeout,
-            run.options.partial_failure,
-            inner.max_parallel,
-            inner.grace,
-            &*inner.events,
-        )
-        .await
-        .map_err(ClientError::Server)?;
+        let scrubber = Scrubber::new(run.servers.iter().flat_map(|s| s.secret_values()));
+        let settings = OpenSettings {
+            default_connect_timeout: run.options.connect_timeout,
+            policy: run.options.partial_failure,
+            max_parallel: inner.max_parallel,
+            grace: inner.grace,
+            events: &*inner.events,
+            session: SessionOptions {
+                limits: inner.list_limits,
+                scrubber: scrubber.clone(),
+            },
+            tool_limits: &inner.catalog.tool_limits,
+        };
+        let opened = open_sessions(&inner.connectors, run.servers, settings)
+            .await
+            .map_err(ClientError::Server)?;
         let catalog = Arc::new(Catalog::new(inner.catalog.clone()));
         McpRunner::new(
             catalog,
@@ -185,6 +216,7 @@ impl McpClient {
             run.options.partial_failure,
             inner.grace,
             inner.events.clone(),
+            scrubber,
         )
         .await
         .map_err(ClientError::Server)

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use mcp_connector::{BoxError, ConnectError};
 
+use crate::ListLimit;
+
 /// `"; server stderr (tail):\n…"` for a non-empty stderr tail, else nothing: the one way this
 /// crate attaches a server's diagnostics to a message.
 pub(crate) fn stderr_suffix(diagnostics: Option<&str>) -> String {
@@ -18,6 +20,9 @@ fn with_diagnostics(diagnostics: &Option<String>) -> String {
 }
 
 /// Why one server could not be opened or used.
+///
+/// Every text a server chose (its error messages, its stderr tail) is scrubbed of the run's
+/// known secret values; a cause that held one is replaced by a [`Scrubbed`](crate::Scrubbed).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
@@ -52,6 +57,15 @@ pub enum SessionError {
         #[source]
         source: BoxError,
     },
+    /// The server's tool listing broke one of the client's [`ListLimits`](crate::ListLimits):
+    /// the listing stopped at once.
+    #[error("server `{server}`: tools/list stopped: {limit}")]
+    ListLimit {
+        /// The server.
+        server: String,
+        /// The bound it broke.
+        limit: ListLimit,
+    },
     /// The server's tools could not join the run's catalog (e.g. a name collides with another
     /// server's tool or a native tool).
     #[error("server `{server}`: its tools cannot join the catalog")]
@@ -81,6 +95,7 @@ impl SessionError {
             Self::Connect(e) => e.server(),
             Self::Initialize { server, .. }
             | Self::Discovery { server, .. }
+            | Self::ListLimit { server, .. }
             | Self::Catalog { server, .. }
             | Self::ConnectTimeout { server, .. } => server,
         }

@@ -11,16 +11,35 @@
 //! A server that fails is fatal under `fail_fast` and reported in [`McpRunner::skipped`] under
 //! `skip_unavailable`. Each session keeps the server's initialize identity
 //! ([`ServerIdentity`]) and re-lists its tools on `notifications/tools/list_changed`.
+//!
+//! # A hostile server
+//!
+//! Everything a server chooses is bounded: its tool listing by [`ListLimits`] (pages, tools,
+//! bytes; a repeated cursor stops it at once, with [`SessionError::ListLimit`]), its identity
+//! by [`ServerIdentity`]'s bounds, its tools by the catalog's
+//! [`ToolLimits`](mcp_catalog::ToolLimits) (a tool out of bounds is left out and named in the
+//! `server_connected` event). And every text it chooses that the client passes on — error
+//! messages and causes, stderr tails, event messages, skipped-server causes, tool results for
+//! the model — has the run's known secret values
+//! ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)) replaced by
+//! [`mcp_config::REDACTED`].
 
 mod client;
 mod error;
 mod handler;
+mod list;
 mod open;
 mod runner;
+mod scrub;
 mod session;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, SessionError};
+pub use list::{ListLimit, ListLimits};
 pub use open::SkippedServer;
 pub use runner::McpRunner;
-pub use session::{Connectors, ServerIdentity, Session};
+pub use scrub::Scrubbed;
+pub use session::{
+    Connectors, MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
+    MAX_SERVER_VERSION_BYTES, ServerIdentity, Session,
+};

@@ -13,8 +13,10 @@ use mcp_catalog::{Catalog, ServerTools};
 use rmcp::model::Tool;
 use tokio::task::JoinHandle;
 
-use mcp_config::PartialFailure;
+use mcp_config::{PartialFailure, Scrubber};
 
+use crate::open::{screen, tools_message};
+use crate::session::scrub_session_error;
 use crate::{Session, SessionError, SkippedServer};
 
 /// The tools of one run's MCP servers, behind the catalog's lazy surface.
@@ -66,6 +68,7 @@ impl McpRunner {
         policy: PartialFailure,
         grace: Duration,
         events: Arc<dyn EventSink>,
+        scrubber: Scrubber,
     ) -> Result<Self, SessionError> {
         let mut added: Vec<Arc<Session>> = Vec::with_capacity(sessions.len());
         let mut rest = sessions.into_iter();
@@ -79,14 +82,17 @@ impl McpRunner {
                 added.push(session);
                 continue;
             };
-            let error = SessionError::Catalog {
-                server: session.name().to_owned(),
-                source: Box::new(e),
-            };
+            let error = scrub_session_error(
+                &scrubber,
+                SessionError::Catalog {
+                    server: session.name().to_owned(),
+                    source: Box::new(e),
+                },
+            );
             events.emit(
                 Event::new(EventKind::ServerFailed)
                     .with_server(session.name())
-                    .with_message(error.to_string()),
+                    .with_message(scrubber.scrub(&error.to_string())),
             );
             session.close(grace).await;
             if matches!(policy, PartialFailure::SkipUnavailable) {
@@ -106,7 +112,7 @@ impl McpRunner {
         }
         let watchers = added
             .iter()
-            .map(|s| watch_tools(s.clone(), catalog.clone(), events.clone()))
+            .map(|s| watch_tools(s.clone(), catalog.clone(), events.clone(), scrubber.clone()))
             .collect();
         Ok(Self {
             catalog,
@@ -141,6 +147,7 @@ fn watch_tools(
     session: Arc<Session>,
     catalog: Arc<Catalog>,
     events: Arc<dyn EventSink>,
+    scrubber: Scrubber,
 ) -> JoinHandle<()> {
     let mut changed = session.tools_changed();
     let mut renewed = session.renewals();
@@ -164,22 +171,25 @@ fn watch_tools(
             if !alive {
                 return;
             }
+            let limits = &catalog.config().tool_limits;
             let outcome = match session.list_tools().await {
                 Ok(tools) => {
+                    let (tools, left_out) = screen(session.name(), tools, limits, &scrubber);
                     let tools = filtered(&session, tools);
                     let count = tools.len();
                     catalog
                         .replace_tools(session.name(), &tools)
-                        .map(|()| count)
+                        .map(|()| tools_message(count, &left_out))
                         .map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e.to_string()),
             };
             let event = Event::new(EventKind::ToolsChanged).with_server(session.name());
-            events.emit(match outcome {
-                Ok(count) => event.with_message(format!("{count} tools")),
-                Err(message) => event.with_message(format!("re-listing failed: {message}")),
-            });
+            let message = match outcome {
+                Ok(message) => message,
+                Err(message) => format!("re-listing failed: {message}"),
+            };
+            events.emit(event.with_message(scrubber.scrub(&message)));
         }
     })
 }

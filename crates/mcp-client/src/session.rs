@@ -4,18 +4,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_catalog::sanitize::{Lines, clean};
 use mcp_catalog::{SessionError as CallError, ToolSession};
-use mcp_config::ServerSpec;
+use mcp_config::{Scrubber, ServerSpec};
 use mcp_connector::{BoxError, ConnectError, Connection, ConnectionHandle, Connector};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
 
-use crate::SessionError;
 use crate::error::stderr_suffix;
 use crate::handler::SessionHandler;
+use crate::list::{ListError, list_all_tools};
+use crate::scrub::{scrub_connect, scrub_error, scrub_result, scrub_text};
+use crate::{ListLimits, SessionError};
+
+/// The longest `serverInfo.name` kept, in bytes.
+pub const MAX_SERVER_NAME_BYTES: usize = 256;
+/// The longest `serverInfo.version` (and protocol version) kept, in bytes.
+pub const MAX_SERVER_VERSION_BYTES: usize = 64;
+/// The longest `instructions` kept, in bytes.
+pub const MAX_INSTRUCTIONS_BYTES: usize = 16 * 1024;
+/// The longest JSON-RPC error message of a server kept, in bytes.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
 
 /// What a server said about itself in its initialize result.
+///
+/// Every text is the server's choice, so it is kept bounded and clean: control characters
+/// removed (`instructions` keep `\n` and `\t`), cut to [`MAX_SERVER_NAME_BYTES`],
+/// [`MAX_SERVER_VERSION_BYTES`] and [`MAX_INSTRUCTIONS_BYTES`] (a cut text ends with `…`), and
+/// the run's known secret values replaced.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ServerIdentity {
@@ -80,6 +97,13 @@ impl Connectors {
     }
 }
 
+/// What every session of a run shares: the bounds on listings and the run's known secrets.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionOptions {
+    pub(crate) limits: ListLimits,
+    pub(crate) scrubber: Scrubber,
+}
+
 /// A live session with one server.
 #[derive(Debug)]
 pub struct Session {
@@ -89,35 +113,41 @@ pub struct Session {
     handle: Box<dyn ConnectionHandle>,
     identity: ServerIdentity,
     tools_changed: watch::Receiver<u64>,
+    options: SessionOptions,
 }
 
 impl Session {
     /// Opens a session: connect, initialise, list every tool page, all within `connect_timeout`.
     /// On any failure or expiry, whatever was opened is released (a child process is killed).
+    /// Every error's server-chosen text is scrubbed of the run's known secrets.
     pub(crate) async fn open(
         connectors: &Connectors,
         spec: Arc<ServerSpec>,
         connect_timeout: Duration,
+        options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let connector = connectors.for_spec(&spec)?;
+        let scrubber = options.scrubber.clone();
         // The diagnostics of a half-open session are read through this slot when the timeout
         // drops the future that owns the connection.
         let diag: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-        let attempt = Self::open_inner(connector, spec.clone(), diag.clone());
-        match tokio::time::timeout(connect_timeout, attempt).await {
+        let attempt = Self::open_inner(connector, spec.clone(), diag.clone(), options);
+        let outcome = match tokio::time::timeout(connect_timeout, attempt).await {
             Ok(result) => result,
             Err(_) => Err(SessionError::ConnectTimeout {
                 server: spec.name.clone(),
                 after: connect_timeout,
                 diagnostics: diag.lock().ok().and_then(|d| d.clone()),
             }),
-        }
+        };
+        outcome.map_err(|e| scrub_session_error(&scrubber, e))
     }
 
     async fn open_inner(
         connector: &dyn Connector,
         spec: Arc<ServerSpec>,
         diag: Arc<std::sync::Mutex<Option<String>>>,
+        options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let Connection { transport, handle } = connector.connect(&spec).await?;
         // Keeps the handle's stderr tail reachable if this future is dropped by the timeout.
@@ -145,20 +175,16 @@ impl Session {
                     });
                 }
             };
-            match service.peer().list_all_tools().await {
+            match list_all_tools(service.peer(), options.limits).await {
                 Ok(tools) => (service, tools),
                 Err(e) => {
                     drop(service);
-                    return Err(SessionError::Discovery {
-                        server: spec.name.clone(),
-                        diagnostics: release(&*handle).await,
-                        source: Box::new(e),
-                    });
+                    return Err(list_error(&spec.name, e, release(&*handle).await));
                 }
             }
         };
         let peer = service.peer().clone();
-        let identity = identity_of(&peer);
+        let identity = identity_of(&peer, &options.scrubber);
         let session = Self {
             spec,
             peer,
@@ -166,6 +192,7 @@ impl Session {
             handle,
             identity,
             tools_changed,
+            options,
         };
         Ok((session, tools))
     }
@@ -190,9 +217,14 @@ impl Session {
         self.handle.pid()
     }
 
-    /// Recent stderr of a child-process server.
+    /// Recent stderr of a child-process server, with the run's known secrets replaced.
     pub fn diagnostics(&self) -> Option<String> {
-        self.handle.diagnostics()
+        scrub_text(&self.options.scrubber, self.handle.diagnostics())
+    }
+
+    /// The bounds on this session's tool listings.
+    pub fn list_limits(&self) -> ListLimits {
+        self.options.limits
     }
 
     /// A receiver that changes whenever the server announces a new tool list.
@@ -206,29 +238,32 @@ impl Session {
         self.handle.renewals()
     }
 
-    /// Lists every tool again, across all pages, within the server's connect timeout.
+    /// Lists every tool again, across all pages, within the server's connect timeout and the
+    /// session's [`ListLimits`].
     pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
         let timeout = self
             .spec
             .connect_timeout
             .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT);
-        match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
+        let listing = list_all_tools(&self.peer, self.options.limits);
+        let outcome = match tokio::time::timeout(timeout, listing).await {
             Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => Err(SessionError::Discovery {
-                server: self.spec.name.clone(),
-                diagnostics: self.handle.diagnostics(),
-                source: Box::new(e),
-            }),
+            Ok(Err(e)) => Err(list_error(&self.spec.name, e, self.handle.diagnostics())),
             Err(_) => Err(SessionError::ConnectTimeout {
                 server: self.spec.name.clone(),
                 after: timeout,
                 diagnostics: self.handle.diagnostics(),
             }),
-        }
+        };
+        outcome.map_err(|e| scrub_session_error(&self.options.scrubber, e))
     }
 
     /// Calls a tool with the server's call timeout. On expiry the request is abandoned, which
     /// sends `notifications/cancelled` to the server.
+    ///
+    /// What the server chose is scrubbed of the run's known secrets before it is returned: the
+    /// result's texts and structured content, a JSON-RPC error's message (also cut to
+    /// [`MAX_ERROR_MESSAGE_BYTES`], without control characters) and a transport failure's text.
     pub async fn call_tool(
         &self,
         tool: &str,
@@ -236,28 +271,39 @@ impl Session {
     ) -> Result<CallToolResult, CallError> {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let timeout = self.spec.call_timeout;
+        let scrubber = &self.options.scrubber;
         match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(result)) => {
+                scrub_result(scrubber, result).map_err(|e| CallError::Transport(Box::new(e)))
+            }
             Ok(Err(ServiceError::Timeout { timeout })) => {
                 Err(CallError::Timeout { after: timeout })
             }
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Rpc {
                 code: e.code.0,
-                message: e.message.into_owned(),
+                message: clean(
+                    &scrubber.scrub(&e.message),
+                    MAX_ERROR_MESSAGE_BYTES,
+                    Lines::Multi,
+                )
+                .into_owned(),
             }),
             Ok(Err(ServiceError::TransportClosed)) => {
-                match stderr_suffix(self.handle.diagnostics().as_deref()) {
+                match stderr_suffix(self.diagnostics().as_deref()) {
                     suffix if suffix.is_empty() => Err(CallError::Closed),
                     suffix => Err(CallError::transport(format!("the session closed{suffix}"))),
                 }
             }
-            Ok(Err(e)) => Err(CallError::Transport(self.with_stderr(e))),
+            Ok(Err(e)) => Err(CallError::Transport(scrub_error(
+                scrubber,
+                self.with_stderr(e),
+            ))),
             Err(_) => Err(CallError::Timeout { after: timeout }),
         }
     }
 
     fn with_stderr(&self, e: ServiceError) -> BoxError {
-        match stderr_suffix(self.handle.diagnostics().as_deref()) {
+        match stderr_suffix(self.diagnostics().as_deref()) {
             suffix if suffix.is_empty() => Box::new(e),
             suffix => format!("{e}{suffix}").into(),
         }
@@ -287,16 +333,92 @@ async fn release(handle: &dyn ConnectionHandle) -> Option<String> {
     handle.diagnostics()
 }
 
-fn identity_of(peer: &Peer<RoleClient>) -> ServerIdentity {
+/// A discovery failure as a session error: a broken bound, or the request's failure.
+fn list_error(server: &str, error: ListError, diagnostics: Option<String>) -> SessionError {
+    match error {
+        ListError::Limit(limit) => SessionError::ListLimit {
+            server: server.to_owned(),
+            limit,
+        },
+        ListError::Service(e) => SessionError::Discovery {
+            server: server.to_owned(),
+            diagnostics,
+            source: Box::new(e),
+        },
+    }
+}
+
+/// `error` with the run's known secrets out of every server-chosen text it holds: causes
+/// (replaced by a [`Scrubbed`](crate::Scrubbed) when they held one) and stderr tails.
+pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> SessionError {
+    if scrubber.is_empty() {
+        return error;
+    }
+    match error {
+        SessionError::Connect(e) => SessionError::Connect(scrub_connect(scrubber, e)),
+        SessionError::Initialize {
+            server,
+            diagnostics,
+            source,
+        } => SessionError::Initialize {
+            server,
+            diagnostics: scrub_text(scrubber, diagnostics),
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::Discovery {
+            server,
+            diagnostics,
+            source,
+        } => SessionError::Discovery {
+            server,
+            diagnostics: scrub_text(scrubber, diagnostics),
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::Catalog { server, source } => SessionError::Catalog {
+            server,
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::ConnectTimeout {
+            server,
+            after,
+            diagnostics,
+        } => SessionError::ConnectTimeout {
+            server,
+            after,
+            diagnostics: scrub_text(scrubber, diagnostics),
+        },
+        other => other,
+    }
+}
+
+/// A server's identity, bounded, cleaned and scrubbed (see [`ServerIdentity`]).
+fn identity_of(peer: &Peer<RoleClient>, scrubber: &Scrubber) -> ServerIdentity {
     let Some(info) = peer.peer_info() else {
         return ServerIdentity::default();
     };
+    let text =
+        |s: &str, max: usize, lines: Lines| clean(&scrubber.scrub(s), max, lines).into_owned();
+    let mut capabilities = serde_json::to_value(&info.capabilities).unwrap_or_default();
+    scrubber.scrub_json(&mut capabilities);
     ServerIdentity {
-        name: info.server_info.as_ref().map(|i| i.name.clone()),
-        version: info.server_info.as_ref().map(|i| i.version.clone()),
-        protocol_version: info.protocol_version.to_string(),
-        instructions: info.instructions.clone(),
-        capabilities: serde_json::to_value(&info.capabilities).unwrap_or_default(),
+        name: info
+            .server_info
+            .as_ref()
+            .map(|i| text(&i.name, MAX_SERVER_NAME_BYTES, Lines::Single)),
+        version: info
+            .server_info
+            .as_ref()
+            .map(|i| text(&i.version, MAX_SERVER_VERSION_BYTES, Lines::Single)),
+        protocol_version: text(
+            info.protocol_version.as_str(),
+            MAX_SERVER_VERSION_BYTES,
+            Lines::Single,
+        ),
+        instructions: info
+            .instructions
+            .as_deref()
+            .map(|i| text(i, MAX_INSTRUCTIONS_BYTES, Lines::Multi)),
+        capabilities,
     }
 }
 

@@ -1,0 +1,124 @@
+//! The run's known secrets, kept out of everything a server chose that the client passes on.
+//!
+//! A server may echo what it was sent or what it holds — a bearer token in a JSON-RPC error,
+//! its environment in a tool result. The client knows each spec's static secrets
+//! ([`mcp_config::ServerSpec::secret_values`]) and passes every server-chosen text through the
+//! run's [`Scrubber`] before it reaches an error, an event or the model.
+
+use std::fmt;
+
+use mcp_config::Scrubber;
+use mcp_connector::{BoxError, ConnectError};
+use rmcp::model::CallToolResult;
+
+/// A cause whose text held a secret value of the run, with that value replaced.
+///
+/// Its `Display` is the text of the whole original cause chain (joined with `: `), every known
+/// secret replaced by [`mcp_config::REDACTED`]; it has no `source()`, since the original chain
+/// still holds the secret. The client puts one in place of a cause only when the cause's text
+/// (or its `Debug`) held a secret: other causes stay as they were, typed.
+///
+/// ```
+/// use mcp_client::Scrubbed;
+/// use std::error::Error;
+///
+/// let scrubbed = Scrubbed::new("bad key [REDACTED]");
+/// assert_eq!(scrubbed.to_string(), "bad key [REDACTED]");
+/// assert!(scrubbed.source().is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scrubbed {
+    text: String,
+}
+
+impl Scrubbed {
+    /// A cause with this (already scrubbed) text.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into() }
+    }
+
+    /// The scrubbed text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Scrubbed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Scrubbed {}
+
+/// The error and its sources, joined with `: `.
+fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// True when `text` holds a known secret.
+fn holds_secret(scrubber: &Scrubber, text: &str) -> bool {
+    matches!(scrubber.scrub(text), std::borrow::Cow::Owned(_))
+}
+
+/// `error` unchanged when neither its chain's text nor its `Debug` holds a known secret, else a
+/// [`Scrubbed`] with its chain's text scrubbed.
+pub(crate) fn scrub_error(scrubber: &Scrubber, error: BoxError) -> BoxError {
+    if scrubber.is_empty() {
+        return error;
+    }
+    let text = chain_text(&*error);
+    if holds_secret(scrubber, &text) || holds_secret(scrubber, &format!("{error:?}")) {
+        return Box::new(Scrubbed::new(scrubber.scrub(&text)));
+    }
+    error
+}
+
+/// A connect error whose cause (if any) went through [`scrub_error`].
+pub(crate) fn scrub_connect(scrubber: &Scrubber, error: ConnectError) -> ConnectError {
+    match error {
+        ConnectError::Io {
+            server,
+            kind,
+            source,
+        } => ConnectError::Io {
+            server,
+            kind,
+            source: scrub_error(scrubber, source),
+        },
+        ConnectError::Config { server, message } => ConnectError::Config {
+            server,
+            message: scrubber.scrub(&message).into_owned(),
+        },
+        other => other,
+    }
+}
+
+/// `text` scrubbed.
+pub(crate) fn scrub_text(scrubber: &Scrubber, text: Option<String>) -> Option<String> {
+    text.map(|t| scrubber.scrub(&t).into_owned())
+}
+
+/// A tool result with every known secret replaced in every string it holds (texts, structured
+/// content, resource texts, metadata). `Err` with a scrubbed note when the scrubbed result no
+/// longer reads as a result, which only a secret inside binary data could cause.
+pub(crate) fn scrub_result(
+    scrubber: &Scrubber,
+    result: CallToolResult,
+) -> Result<CallToolResult, Scrubbed> {
+    if scrubber.is_empty() {
+        return Ok(result);
+    }
+    let withheld =
+        |_| Scrubbed::new("the result could not be checked for secret values and was withheld");
+    let mut value = serde_json::to_value(&result).map_err(withheld)?;
+    scrubber.scrub_json(&mut value);
+    serde_json::from_value(value).map_err(withheld)
+}
