@@ -1,5 +1,7 @@
 //! A connector that serves rmcp server handlers in memory, for tests of what servers send
-//! (shared by the hostile-server tests through `#[path]`).
+//! (shared by the hostile-server tests through `#[path]`; each uses part of it).
+
+#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +59,16 @@ pub(crate) fn builder(
     connector: InMemory,
     events: Arc<integration_tests::harness::Events>,
 ) -> McpClientBuilder {
-    McpClient::builder(Config::new(specs).expect("valid specs"))
+    builder_for(Config::new(specs).expect("valid specs"), connector, events)
+}
+
+/// [`builder`] over a whole configuration.
+pub(crate) fn builder_for(
+    config: Config,
+    connector: InMemory,
+    events: Arc<integration_tests::harness::Events>,
+) -> McpClientBuilder {
+    McpClient::builder(config)
         .connectors(Connectors::new().with(connector))
         .events(events)
 }
