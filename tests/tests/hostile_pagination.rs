@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use agent_core::RunInput;
 use in_memory::{InMemory, builder, spec};
-use integration_tests::harness::{Events, bounded, chain};
+use integration_tests::harness::{Events, Harness, bounded, chain};
 use mcp_client::{ClientError, ListLimit, ListLimits, McpRunner, SessionError};
+use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
 use mcp_test_kit::hostile::{HostileOptions, HostileServer, Pages};
 use mcp_test_kit::{TestServer, TestServerOptions};
 
@@ -145,6 +146,35 @@ async fn an_honest_paginated_server_lists_whole_and_the_limits_are_the_clients_c
         ),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn over_http_a_cursor_cycle_stops_the_listing_too() {
+    let server = HostileServer::new(HostileOptions::new(Pages::CursorCycle));
+    let factory = server.clone();
+    let http = mcp_test_kit::serve_handler_http(move || factory.clone())
+        .await
+        .expect("an HTTP server");
+    let harness = Harness::new();
+    let spec = ServerSpec::new(
+        "hostile",
+        TransportSpec::StreamableHttp(HttpSpec::new(http.url().parse().unwrap())),
+    );
+    let err = bounded(harness.client(vec![spec]).open_runner(&harness.input()))
+        .await
+        .expect_err("the listing must stop");
+    assert!(
+        matches!(
+            err,
+            ClientError::Server(SessionError::ListLimit {
+                limit: ListLimit::RepeatedCursor { page: 3 },
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(server.list_requests().get(), 3);
+    http.shutdown().await;
 }
 
 /// Resident and peak memory of this process, in KiB (`VmRSS`, `VmHWM`).
