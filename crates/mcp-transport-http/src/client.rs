@@ -76,6 +76,8 @@ struct Inner {
     initializations: AtomicUsize,
     /// Completed re-initialisations of the session.
     renewals: watch::Sender<u64>,
+    /// The last error handed to rmcp.
+    last_failure: std::sync::Mutex<Option<std::sync::Arc<HttpError>>>,
 }
 
 impl fmt::Debug for HttpClient {
@@ -122,6 +124,7 @@ impl HttpClient {
                 default_limits,
                 initializations: AtomicUsize::new(0),
                 renewals: watch::Sender::new(0),
+                last_failure: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -150,8 +153,20 @@ impl HttpClient {
         self.inner.server.to_string()
     }
 
+    /// The error handed to rmcp, recorded as the session's last failure first: rmcp reports a
+    /// failed request with its own wrappers, so the orchestration reads the cause from the
+    /// connection handle instead.
     fn client_error(&self, error: HttpError) -> Error {
-        StreamableHttpError::Client(error)
+        let error = std::sync::Arc::new(error);
+        if let Ok(mut last) = self.inner.last_failure.lock() {
+            *last = Some(error.clone());
+        }
+        StreamableHttpError::Client(HttpError::Recorded(error))
+    }
+
+    /// The last error of this session's requests, if any failed.
+    pub(crate) fn last_failure(&self) -> Option<std::sync::Arc<HttpError>> {
+        self.inner.last_failure.lock().ok().and_then(|l| l.clone())
     }
 
     async fn credentials(&self) -> Result<Credentials, Error> {

@@ -9,7 +9,7 @@ use http::HeaderName;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use mcp_auth::{AuthError, AuthProvider, AuthRegistry, Chain, OAuthOptions, StaticHeaders};
 use mcp_config::{ServerSpec, TransportKind, TransportSpec};
-use mcp_connector::{ConnectError, Connection, ConnectionHandle, Connector};
+use mcp_connector::{BoxError, ConnectError, Connection, ConnectionHandle, Connector};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
@@ -301,6 +301,14 @@ impl ConnectionHandle for HttpHandle {
     /// [`HttpClient::renewals`].
     fn renewals(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.client.renewals())
+    }
+
+    /// The last error of the session's requests (refused, DNS, TLS, an oversized answer, …):
+    /// rmcp reports a failed request only through its own wrappers.
+    fn failure(&self) -> Option<BoxError> {
+        self.client
+            .last_failure()
+            .map(|e| Box::new(HttpError::Recorded(e)) as BoxError)
     }
 }
 

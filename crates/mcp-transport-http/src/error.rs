@@ -14,6 +14,10 @@ use crate::cause::seconds;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
+    /// An error this session recorded as its last failure (see `HttpHandle`'s
+    /// `ConnectionHandle::failure`), shared between rmcp, which got it, and the handle.
+    #[error(transparent)]
+    Recorded(std::sync::Arc<HttpError>),
     /// Nothing accepted the TCP connection (no server listens there, or a firewall refused).
     #[error(
         "server `{server}`: the connection to {host}:{port} was refused (is the server running?)"
@@ -208,6 +212,15 @@ impl HttpError {
             | Self::BuildRequest { server, .. }
             | Self::Encode { server, .. } => Some(server),
             Self::Tls { .. } => None,
+            Self::Recorded(error) => error.server(),
+        }
+    }
+
+    /// The error itself, seen through [`HttpError::Recorded`].
+    pub fn unwrapped(&self) -> &HttpError {
+        match self {
+            Self::Recorded(error) => error.unwrapped(),
+            other => other,
         }
     }
 
@@ -215,6 +228,7 @@ impl HttpError {
     pub fn auth_error(&self) -> Option<&mcp_auth::AuthError> {
         match self {
             Self::Auth { error, .. } => Some(error),
+            Self::Recorded(error) => error.auth_error(),
             _ => None,
         }
     }

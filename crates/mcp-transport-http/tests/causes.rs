@@ -105,7 +105,7 @@ async fn a_refused_connection_names_host_and_port() {
             ),
         )
         .await;
-        assert!(matches!(error, HttpError::ConnectionRefused { .. }));
+        assert!(matches!(error.unwrapped(), HttpError::ConnectionRefused { .. }));
     })
     .await;
 }
@@ -121,7 +121,7 @@ async fn an_unresolvable_host_is_named_with_the_resolvers_answer() {
             "server `nowhere`: the host name `nowhere.test` could not be resolved: no such host",
         )
         .await;
-        assert!(matches!(error, HttpError::Dns { .. }));
+        assert!(matches!(error.unwrapped(), HttpError::Dns { .. }));
         check(
             &connector,
             &spec("empty", "http://empty.test/mcp"),
@@ -166,7 +166,7 @@ async fn tls_failures_say_why() {
              is not trusted (issued by an unknown authority; add its CA to the trusted root certificates)",
         )
         .await;
-        assert!(matches!(error, HttpError::TlsHandshake { .. }));
+        assert!(matches!(error.unwrapped(), HttpError::TlsHandshake { .. }));
 
         // Trusted, but for another name.
         let (cert, acceptor) = tls(&["localhost"]);
@@ -229,7 +229,10 @@ async fn a_tcp_connect_timeout_names_the_step_and_the_time() {
             ),
         )
         .await;
-        assert!(matches!(error, HttpError::ConnectTimeout { .. }));
+        assert!(matches!(
+            error.unwrapped(),
+            HttpError::ConnectTimeout { .. }
+        ));
         drop(listener);
     })
     .await;
