@@ -10,7 +10,7 @@ use agent_core::{EventKind, Runner, ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 use integration_tests::harness::{Harness, bounded, call_tool, stdio_server};
 use mcp_client::{ClientError, McpRunner, SessionError};
-use mcp_config::{Config, HttpSpec, PartialFailure, ServerSpec, TransportKind, TransportSpec};
+use mcp_config::{Config, CustomSpec, PartialFailure, ServerSpec, TransportKind, TransportSpec};
 use mcp_connector::{ConnectError, Connection, Connector, NoHandle};
 use mcp_test_kit::stdio::{Mode, StdioServerArgs};
 use rmcp::model::{
@@ -43,6 +43,9 @@ impl ServerHandler for Clashing {
     }
 }
 
+/// The transport kind of [`InMemory`].
+const CLASHING: &str = "clashing_in_memory";
+
 /// Serves [`Clashing`] in memory for every spec, counting the sessions it opened and that are
 /// still running.
 #[derive(Default, Clone)]
@@ -53,7 +56,7 @@ struct InMemory {
 #[async_trait]
 impl Connector for InMemory {
     fn kind(&self) -> TransportKind {
-        TransportKind::StreamableHttp
+        TransportKind::Other(CLASHING.into())
     }
 
     async fn connect(&self, _spec: &ServerSpec) -> Result<Connection, ConnectError> {
@@ -75,12 +78,7 @@ impl Connector for InMemory {
 }
 
 fn clash() -> ServerSpec {
-    ServerSpec::new(
-        "clash",
-        TransportSpec::StreamableHttp(HttpSpec::new(
-            "http://in-memory.invalid/mcp".parse().unwrap(),
-        )),
-    )
+    ServerSpec::new("clash", TransportSpec::Custom(CustomSpec::new(CLASHING)))
 }
 
 async fn wait_closed(live: &AtomicUsize) {

@@ -1,5 +1,6 @@
-//! A spec whose transport the `Connectors` registry lacks is refused with an error naming the
-//! cargo feature that adds it, and nothing is spawned (SPEC B4).
+//! A spec whose built-in transport the build leaves out (the registry knows it as disabled,
+//! as the facade registers it) is refused with an error naming the cargo feature that adds
+//! it, and nothing is spawned (SPEC B4).
 
 use integration_tests::harness::{Harness, RecordingStdio, Spawned, bounded, chain, stdio_server};
 use mcp_client::{ClientError, Connectors, SessionError};
@@ -20,8 +21,9 @@ fn http_spec() -> ServerSpec {
 async fn an_http_spec_without_the_http_transport() {
     let harness = Harness::new();
     let spawned = Spawned::default();
-    let stdio_only =
-        Connectors::new().with(RecordingStdio::new(StdioConnector::new(), spawned.clone()));
+    let stdio_only = Connectors::new()
+        .with(RecordingStdio::new(StdioConnector::new(), spawned.clone()))
+        .disabled(TransportKind::StreamableHttp, "http");
     let config = Config::new(vec![
         stdio_server("local", &StdioServerArgs::new(Mode::Test)),
         http_spec(),
@@ -52,7 +54,9 @@ async fn an_http_spec_without_the_http_transport() {
 #[tokio::test]
 async fn a_stdio_spec_without_the_stdio_transport() {
     let harness = Harness::new();
-    let http_only = Connectors::new().with(HttpConnector::new(HttpOptions::default()).unwrap());
+    let http_only = Connectors::new()
+        .with(HttpConnector::new(HttpOptions::default()).unwrap())
+        .disabled(TransportKind::Stdio, "stdio");
     let config = Config::new(vec![stdio_server(
         "local",
         &StdioServerArgs::new(Mode::Test),

@@ -82,20 +82,22 @@ pub enum SetupError {
     Http(#[from] mcp_transport_http::HttpError),
 }
 
-/// A [`Connectors`] registry with every transport compiled in, with default options.
+/// A [`Connectors`] registry with every transport compiled in, with default options. A
+/// built-in transport left out of the build is registered as disabled, so a spec that needs it
+/// is refused with the feature that adds it. Add a custom transport with
+/// [`Connectors::with`].
 pub fn connectors() -> Result<Connectors, SetupError> {
-    #[allow(unused_mut)]
-    let mut connectors = Connectors::new();
+    let connectors = Connectors::new();
     #[cfg(feature = "stdio")]
-    {
-        connectors = connectors.with(mcp_transport_stdio::StdioConnector::new());
-    }
+    let connectors = connectors.with(mcp_transport_stdio::StdioConnector::new());
+    #[cfg(not(feature = "stdio"))]
+    let connectors = connectors.disabled(mcp_config::TransportKind::Stdio, "stdio");
     #[cfg(feature = "http")]
-    {
-        connectors = connectors.with(mcp_transport_http::HttpConnector::new(
-            mcp_transport_http::HttpOptions::default(),
-        )?);
-    }
+    let connectors = connectors.with(mcp_transport_http::HttpConnector::new(
+        mcp_transport_http::HttpOptions::default(),
+    )?);
+    #[cfg(not(feature = "http"))]
+    let connectors = connectors.disabled(mcp_config::TransportKind::StreamableHttp, "http");
     Ok(connectors)
 }
 

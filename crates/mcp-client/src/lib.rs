@@ -36,10 +36,11 @@ mod session;
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, SessionError};
 pub use list::{ListLimit, ListLimits};
+pub use mcp_connector::Connectors;
 pub use open::SkippedServer;
 pub use runner::McpRunner;
 pub use scrub::Scrubbed;
 pub use session::{
-    Connectors, MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
+    MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
     MAX_SERVER_VERSION_BYTES, ServerIdentity, Session,
 };

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use mcp_catalog::sanitize::{Lines, clean};
 use mcp_catalog::{SessionError as CallError, ToolSession};
 use mcp_config::{Scrubber, ServerSpec};
-use mcp_connector::{BoxError, ConnectError, Connection, ConnectionHandle, Connector};
+use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
@@ -47,54 +47,6 @@ pub struct ServerIdentity {
     pub instructions: Option<String>,
     /// The server's capabilities, as JSON.
     pub capabilities: serde_json::Value,
-}
-
-/// The ways to reach servers: one connector per transport kind.
-#[derive(Clone, Default)]
-pub struct Connectors {
-    connectors: Vec<Arc<dyn Connector>>,
-}
-
-impl std::fmt::Debug for Connectors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.connectors.iter().map(|c| c.kind()))
-            .finish()
-    }
-}
-
-impl Connectors {
-    /// No connectors: every spec is refused.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a connector; a later one for the same kind replaces an earlier one.
-    pub fn with(mut self, connector: impl Connector + 'static) -> Self {
-        self.connectors.retain(|c| c.kind() != connector.kind());
-        self.connectors.push(Arc::new(connector));
-        self
-    }
-
-    /// The connector for `spec`'s transport.
-    fn for_spec(&self, spec: &ServerSpec) -> Result<&dyn Connector, ConnectError> {
-        let kind = spec.kind();
-        self.connectors
-            .iter()
-            .find(|c| c.kind() == kind)
-            .map(|c| &**c)
-            .ok_or_else(|| {
-                let feature = match kind {
-                    mcp_config::TransportKind::Stdio => "stdio",
-                    _ => "http",
-                };
-                ConnectError::Unsupported {
-                    server: spec.name.clone(),
-                    kind,
-                    feature,
-                }
-            })
-    }
 }
 
 /// What every session of a run shares: the bounds on listings and the run's known secrets.

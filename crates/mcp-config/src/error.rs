@@ -283,7 +283,8 @@ pub enum ProblemKind {
     ShadowsConfigured,
     /// A run selects a server name that is not configured.
     UnknownServer,
-    /// `transport` is neither `stdio` nor `streamable_http`.
+    /// `transport` is not a usable kind: a legacy transport (`sse`), a near miss of a built-in
+    /// kind, or not a valid kind name.
     InvalidTransport,
     /// A URL does not parse, has no host, or carries credentials.
     InvalidUrl,
@@ -298,6 +299,9 @@ pub enum ProblemKind {
     UndefinedVariable,
     /// A caller-supplied (inline) spec uses stdio and the operator did not allow it.
     InlineStdio,
+    /// A caller-supplied (inline) spec uses a custom transport (only streamable HTTP is open
+    /// to callers).
+    InlineTransport,
     /// A caller-supplied (inline) spec reads a secret from the operator's environment
     /// (`*_env`) and the operator did not allow it.
     InlineEnvSecret,

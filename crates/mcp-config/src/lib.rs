@@ -105,7 +105,7 @@ pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_hos
 pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
-    AuthSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec, OAuthClientCredentials,
-    SecretSource, ServerSpec, SpecOrigin, StdioSpec, TokenEndpointAuthMethod, ToolFilter,
-    TransportKind, TransportSpec,
+    AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
+    OAuthClientCredentials, SecretSource, ServerSpec, SpecOrigin, StdioSpec,
+    TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
 };

@@ -99,6 +99,14 @@ pub(crate) fn check_inline(
         TransportSpec::StreamableHttp(http) if policy.ssrf_guard => {
             check_url(name, &http.url, &path.key("url"), p);
         }
+        TransportSpec::Custom(custom) => p.push(
+            &path.key("transport"),
+            ProblemKind::InlineTransport,
+            format!(
+                "server `{name}`: a run may not use the `{}` transport; caller-supplied servers use streamable_http",
+                custom.kind
+            ),
+        ),
         _ => {}
     }
     let auth = path.key("auth");

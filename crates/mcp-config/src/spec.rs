@@ -115,6 +115,7 @@ impl ServerSpec {
         match &self.transport {
             TransportSpec::Stdio(stdio) => out.extend(stdio.env.values().cloned()),
             TransportSpec::StreamableHttp(http) => out.extend(http.headers.values().cloned()),
+            TransportSpec::Custom(_) => {}
         }
         out.extend(self.auth.headers.values().cloned());
         out.extend(self.auth.bearer.as_ref().and_then(SecretSource::resolve));
@@ -126,9 +127,10 @@ impl ServerSpec {
 
     /// The transport's kind.
     pub fn kind(&self) -> TransportKind {
-        match self.transport {
+        match &self.transport {
             TransportSpec::Stdio(_) => TransportKind::Stdio,
             TransportSpec::StreamableHttp(_) => TransportKind::StreamableHttp,
+            TransportSpec::Custom(custom) => TransportKind::Other(custom.kind.clone()),
         }
     }
 }
@@ -145,35 +147,150 @@ pub enum SpecOrigin {
     Inline,
 }
 
-/// The kind of transport, without its parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// The kind of transport, without its parameters: one of the built-in kinds, or the name a
+/// transport from outside this workspace registers its connector under (`transport =
+/// "<kind>"` in a server entry).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransportKind {
     /// A child process speaking MCP on stdin/stdout.
     Stdio,
     /// Streamable HTTP.
     StreamableHttp,
+    /// Any other transport, by the name its connector registers.
+    Other(String),
+}
+
+impl TransportKind {
+    /// The kind as written in a config file: `stdio`, `streamable_http`, or the custom name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::StreamableHttp => "streamable_http",
+            Self::Other(kind) => kind,
+        }
+    }
+}
+
+impl Serialize for TransportKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 impl std::fmt::Display for TransportKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Stdio => "stdio",
-            Self::StreamableHttp => "streamable_http",
-        })
+        f.write_str(self.as_str())
     }
 }
 
 /// How to reach a server.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "transport", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum TransportSpec {
     /// Spawn a child process.
     Stdio(StdioSpec),
     /// Connect over streamable HTTP.
     StreamableHttp(HttpSpec),
+    /// A transport from outside this workspace: its kind and its own parameters, which its
+    /// connector reads and checks when the session opens.
+    Custom(CustomSpec),
+}
+
+impl Serialize for TransportSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Tagged<'a, T> {
+            transport: &'static str,
+            #[serde(flatten)]
+            spec: &'a T,
+        }
+        match self {
+            Self::Stdio(spec) => Tagged {
+                transport: "stdio",
+                spec,
+            }
+            .serialize(s),
+            Self::StreamableHttp(spec) => Tagged {
+                transport: "streamable_http",
+                spec,
+            }
+            .serialize(s),
+            Self::Custom(custom) => {
+                let mut map = s.serialize_map(Some(custom.params.len() + 1))?;
+                map.serialize_entry("transport", &custom.kind)?;
+                for (key, value) in &custom.params {
+                    map.serialize_entry(key, &redacted(value))?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+/// A custom transport's parameter as shown: its shape, with every string replaced (this crate
+/// cannot tell which of them are secrets).
+fn redacted(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(_) => Value::String(crate::REDACTED.into()),
+        Value::Array(items) => Value::Array(items.iter().map(redacted).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), redacted(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// A server reached through a transport registered from outside this workspace.
+///
+/// In a config file it is a server entry whose `transport` names the kind; every field but the
+/// common ones (`name`, `transport`, `connect_timeout_seconds`, `call_timeout_seconds`,
+/// `tools`) is a parameter, given to the connector as JSON. `Serialize` shows parameters with
+/// their strings redacted.
+///
+/// ```
+/// use mcp_config::{ServerSpec, SpecOrigin, TransportKind, TransportSpec};
+/// use serde_json::json;
+///
+/// let spec = ServerSpec::from_json(
+///     &json!({"name": "bus", "transport": "message_bus", "topic": "tools", "partition": 3}),
+///     SpecOrigin::Operator,
+/// )?;
+/// assert_eq!(spec.kind(), TransportKind::Other("message_bus".into()));
+/// let TransportSpec::Custom(custom) = &spec.transport else { unreachable!() };
+/// assert_eq!(custom.params["partition"], 3);
+/// # Ok::<(), mcp_config::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CustomSpec {
+    /// The kind its connector registers under.
+    pub kind: String,
+    /// Its parameters.
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+impl CustomSpec {
+    /// A spec of `kind` with no parameters.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            params: serde_json::Map::new(),
+        }
+    }
+
+    /// Adds a parameter.
+    #[must_use]
+    pub fn with_param(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<serde_json::Value>,
+    ) -> Self {
+        self.params.insert(key.into(), value.into());
+        self
+    }
 }
 
 /// A child process speaking MCP on stdin/stdout.

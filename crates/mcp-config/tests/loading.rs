@@ -390,3 +390,26 @@ fn error_messages_never_show_secrets() {
     assert_no_secret(&err.to_string());
     assert_no_secret(&format!("{err:?}"));
 }
+
+#[test]
+fn a_custom_transport_keeps_its_parameters_and_shows_them_redacted() {
+    let config = Config::from_env_vars([(
+        "MCP_AGENT__SERVERS",
+        r#"[{"name": "bus", "transport": "message_bus", "topic": "tools", "token": "tok-abcdef",
+             "partition": 3, "call_timeout_seconds": 5}]"#,
+    )])
+    .unwrap();
+    let spec = &config.servers[0];
+    assert_eq!(spec.kind(), TransportKind::Other("message_bus".into()));
+    assert_eq!(spec.kind().to_string(), "message_bus");
+    assert_eq!(spec.call_timeout, std::time::Duration::from_secs(5));
+    let TransportSpec::Custom(custom) = &spec.transport else {
+        panic!("{spec:?}")
+    };
+    assert_eq!(custom.params.len(), 3, "{:?}", custom.params);
+    assert_eq!(custom.params["token"], "tok-abcdef");
+    let shown = serde_json::to_value(spec).unwrap();
+    assert_eq!(shown["transport"], "message_bus");
+    assert_eq!(shown["token"], "[REDACTED]");
+    assert_eq!(shown["partition"], 3);
+}

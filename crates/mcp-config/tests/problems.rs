@@ -188,6 +188,27 @@ fn unknown_transport() {
 }
 
 #[test]
+fn near_misses_of_built_in_transports_and_bad_kind_names() {
+    // A typo of a built-in kind is a problem, not a custom transport nobody registered.
+    check(
+        env_servers(r#"[{"name": "git", "transport": "stdoi", "command": "x"}]"#),
+        &[(InvalidTransport, "MCP_AGENT__SERVERS[0].transport")],
+    );
+    check(
+        env_servers(r#"[{"name": "git", "transport": "Bad Kind!", "command": "x"}]"#),
+        &[(InvalidTransport, "MCP_AGENT__SERVERS[0].transport")],
+    );
+}
+
+#[test]
+fn inline_custom_transport() {
+    check(
+        run(json!({"servers": [{"name": "bus", "transport": "message_bus", "topic": "t"}]})),
+        &[(InlineTransport, "metadata.mcp.servers[0].transport")],
+    );
+}
+
+#[test]
 fn fields_of_the_other_transport() {
     check(
         env_servers(

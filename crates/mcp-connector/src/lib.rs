@@ -6,10 +6,13 @@
 //! holds outside the protocol (a child process, a connection pool) and releases it on
 //! [`ConnectionHandle::shutdown`] or, as a safety net, on drop.
 //!
-//! Transport crates (`mcp-transport-stdio`, `mcp-transport-http`) implement [`Connector`]; the
-//! client depends only on this crate, so a deployment picks transports with features and a
-//! spec whose transport is not built in is refused with [`ConnectError::Unsupported`], which
-//! names the missing feature.
+//! Transport crates (`mcp-transport-stdio`, `mcp-transport-http`, or one outside this
+//! workspace) implement [`Connector`]; the client depends only on this crate and picks a
+//! connector for each spec from the [`Connectors`] registry, so a deployment picks transports
+//! with features, a spec whose built-in transport is not compiled in is refused with
+//! [`ConnectError::Unsupported`] (naming the missing feature), and a custom transport needs no
+//! change here or in the client. The `testing` feature adds an in-memory connector
+//! ([`testing::InMemoryConnector`]).
 //!
 //! # Architecture invariant
 //!
@@ -17,6 +20,9 @@
 //! no catalog, no process spawning, no HTTP stack.
 
 mod erased;
+mod registry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::time::Duration;
 
@@ -24,6 +30,7 @@ use async_trait::async_trait;
 use mcp_config::{ServerSpec, TransportKind};
 
 pub use erased::{BoxTransport, TransportError};
+pub use registry::Connectors;
 
 /// A boxed error for cause chains.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -143,6 +150,19 @@ pub enum ConnectError {
         /// The cargo feature that adds the transport.
         feature: &'static str,
     },
+    /// No connector is registered for the spec's transport kind.
+    #[error(
+        "server `{server}` uses the {kind} transport, for which no connector is registered (registered: {})",
+        kinds(registered)
+    )]
+    NoConnector {
+        /// The server.
+        server: String,
+        /// Its transport kind.
+        kind: TransportKind,
+        /// The kinds that are registered.
+        registered: Vec<TransportKind>,
+    },
     /// The spec is not usable by this connector (e.g. an environment secret is missing).
     #[error("server `{server}`: {message}")]
     Config {
@@ -164,11 +184,23 @@ pub enum ConnectError {
     },
 }
 
+fn kinds(kinds: &[TransportKind]) -> String {
+    if kinds.is_empty() {
+        return "none".into();
+    }
+    kinds
+        .iter()
+        .map(TransportKind::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl ConnectError {
     /// The server this error is about.
     pub fn server(&self) -> &str {
         match self {
             Self::Unsupported { server, .. }
+            | Self::NoConnector { server, .. }
             | Self::Config { server, .. }
             | Self::Io { server, .. } => server,
         }

@@ -12,8 +12,8 @@ use super::read::{
 };
 use crate::path::{JsonPath, Problems};
 use crate::{
-    AuthSpec, DEFAULT_CALL_TIMEOUT, HttpSpec, ProblemKind, Secret, ServerSpec, SpecOrigin,
-    StdioSpec, ToolFilter, TransportKind, TransportSpec,
+    AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, HttpSpec, ProblemKind, Secret, ServerSpec,
+    SpecOrigin, StdioSpec, ToolFilter, TransportKind, TransportSpec,
 };
 
 use ProblemKind::*;
@@ -54,6 +54,16 @@ const MCP_SERVERS_FIELDS: &[&str] = &[
     "tools",
 ];
 
+/// The fields every server has whatever its transport; a custom transport's other fields are
+/// its parameters.
+const COMMON_FIELDS: &[&str] = &[
+    "name",
+    "transport",
+    "connect_timeout_seconds",
+    "call_timeout_seconds",
+    "tools",
+];
+
 const STDIO_FIELDS: &[&str] = &["command", "args", "env", "cwd", "inherit_env"];
 const HTTP_FIELDS: &[&str] = &["url", "headers", "auth"];
 const TOOLS_FIELDS: &[&str] = &["allow", "deny", "pinned"];
@@ -78,11 +88,15 @@ pub(crate) fn parse_server(
 ) -> Option<ServerSpec> {
     let before = p.len();
     let obj = expect_object(value, path, "a server", p)?;
-    let allowed = match dialect {
-        Dialect::Native => SERVER_FIELDS,
-        Dialect::McpServers => MCP_SERVERS_FIELDS,
+    let kind = transport_kind(obj, path, dialect, p);
+    let allowed = match (&kind, dialect) {
+        (Some(TransportKind::Other(_)), _) => COMMON_FIELDS,
+        (_, Dialect::Native) => SERVER_FIELDS,
+        (_, Dialect::McpServers) => MCP_SERVERS_FIELDS,
     };
-    reject_unknown(obj, allowed, path, p);
+    if !matches!(kind, Some(TransportKind::Other(_))) {
+        reject_unknown(obj, allowed, path, p);
+    }
 
     let name = match dialect {
         Dialect::Native => {
@@ -104,11 +118,11 @@ pub(crate) fn parse_server(
         }),
     };
 
-    let kind = transport_kind(obj, path, dialect, p);
-    if let Some(kind) = kind {
+    if let Some(kind) = &kind {
         let foreign = match kind {
             TransportKind::Stdio => HTTP_FIELDS,
-            _ => STDIO_FIELDS,
+            TransportKind::StreamableHttp => STDIO_FIELDS,
+            _ => &[],
         };
         for f in foreign {
             if field(obj, f).is_some() {
@@ -120,12 +134,21 @@ pub(crate) fn parse_server(
             }
         }
     }
-    let transport = match kind {
+    let transport = match &kind {
         Some(TransportKind::Stdio) => parse_stdio(obj, path, p).map(TransportSpec::Stdio),
+        Some(TransportKind::Other(custom)) => {
+            let mut spec = CustomSpec::new(custom.clone());
+            spec.params = obj
+                .iter()
+                .filter(|(k, _)| !allowed.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Some(TransportSpec::Custom(spec))
+        }
         Some(_) => parse_http(obj, path, name.as_deref(), p).map(TransportSpec::StreamableHttp),
         None => None,
     };
-    let auth = match (kind, field(obj, "auth")) {
+    let auth = match (&kind, field(obj, "auth")) {
         (Some(TransportKind::StreamableHttp), Some(v)) => {
             parse_auth(v, &path.key("auth"), name.as_deref(), p)
         }
@@ -202,6 +225,15 @@ pub(crate) fn is_disabled(value: &Value) -> bool {
     value.get("disabled").and_then(Value::as_bool) == Some(true)
 }
 
+/// True for a custom transport kind's name: a lower-case letter, then up to 63 lower-case
+/// letters, digits, `_`, `-` or `.`.
+fn is_kind_name(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && word.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-.".contains(c))
+}
+
 /// The transport a server declares, or infers from `command` / `url`.
 fn transport_kind(
     obj: &Map<String, Value>,
@@ -227,13 +259,24 @@ fn transport_kind(
         return match as_str(v, &at, p)? {
             "stdio" => Some(TransportKind::Stdio),
             "streamable_http" => Some(TransportKind::StreamableHttp),
+            "sse" => {
+                p.push(
+                    &at,
+                    InvalidTransport,
+                    "the legacy HTTP+SSE transport is not supported; use `streamable_http`",
+                );
+                None
+            }
             other => {
+                let near = did_you_mean(other, ["stdio", "streamable_http"]);
+                if near.is_empty() && is_kind_name(other) {
+                    return Some(TransportKind::Other(other.to_owned()));
+                }
                 p.push(
                     &at,
                     InvalidTransport,
                     format!(
-                        "unknown transport: use `stdio` or `streamable_http`{}",
-                        did_you_mean(other, ["stdio", "streamable_http"])
+                        "unknown transport: use `stdio`, `streamable_http` or the kind a registered connector names (lower-case letters, digits, `_`, `-`, `.`){near}"
                     ),
                 );
                 None

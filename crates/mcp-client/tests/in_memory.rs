@@ -1,0 +1,64 @@
+//! The client on its own, with in-memory servers: open a run, list, call, close — no process,
+//! no socket.
+
+use agent_core::{RunInput, Runner, ToolCall, ToolCatalog, ToolDispatcher};
+use mcp_client::McpClient;
+use mcp_config::Config;
+use mcp_connector::Connectors;
+use mcp_connector::testing::{InMemoryConnector, spec};
+use mcp_test_kit::{TestServer, TestServerOptions, serve_in_memory};
+use serde_json::json;
+
+fn client() -> McpClient {
+    let memory = InMemoryConnector::new()
+        .server("a", || {
+            serve_in_memory(TestServer::new(TestServerOptions::default().name("acme/a")))
+        })
+        .server("b", || {
+            serve_in_memory(TestServer::new(
+                TestServerOptions::default().name("acme/b").extra_tools(5),
+            ))
+        });
+    let config = Config::new(vec![spec("a"), spec("b")]).expect("valid specs");
+    McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+}
+
+#[tokio::test]
+async fn a_run_of_in_memory_servers_lists_calls_and_closes() {
+    let runner = client()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let identities: Vec<_> = runner
+        .sessions()
+        .iter()
+        .map(|s| s.identity().name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(identities, ["acme/a", "acme/b"]);
+    let b_tools = runner
+        .catalog()
+        .entries()
+        .iter()
+        .filter(|t| t.server == "b")
+        .count();
+    let a_tools = runner.catalog().len() - b_tools;
+    assert_eq!(b_tools, a_tools + 5);
+
+    let call = ToolCall::from_json(
+        "1",
+        "mcp_call_tool",
+        json!({"tool_name": "a__add", "arguments": {"a": 2, "b": 3}}),
+    )
+    .unwrap();
+    let output = runner.dispatch(call).await.expect("the call succeeds");
+    assert!(
+        output.to_model_text().contains('5'),
+        "{}",
+        output.to_model_text()
+    );
+
+    runner.close().await;
+    assert!(runner.tools().is_empty(), "a closed run shows no tools");
+}
