@@ -189,3 +189,67 @@ pub enum RunnerError {
         source: Option<BoxError>,
     },
 }
+
+/// An error and its causes on one line, for people: `what failed: why: why…`.
+///
+/// A cause whose text was already told is skipped, and a cause that begins by naming a subject
+/// already named (`server `x`: `, `tool `y`: `) has that prefix dropped, so the server and the
+/// tool are named once however many layers report them.
+///
+/// ```
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// struct Refused;
+/// impl fmt::Display for Refused {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("server `web`: the connection was refused")
+///     }
+/// }
+/// impl std::error::Error for Refused {}
+///
+/// #[derive(Debug)]
+/// struct Initialize(Refused);
+/// impl fmt::Display for Initialize {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("server `web`: initialize failed")
+///     }
+/// }
+/// impl std::error::Error for Initialize {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+///
+/// assert_eq!(
+///     agent_core::error_chain(&Initialize(Refused)),
+///     "server `web`: initialize failed: the connection was refused"
+/// );
+/// ```
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let mut text = cause.to_string();
+        while let Some(rest) = strip_told_subject(&out, &text) {
+            text = rest;
+        }
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+/// `text` without a leading ``server `x`: `` or ``tool `y`: `` that `told` already names.
+fn strip_told_subject(told: &str, text: &str) -> Option<String> {
+    let subject_end = ["server `", "tool `"]
+        .iter()
+        .find(|p| text.starts_with(*p))
+        .and_then(|p| text[p.len()..].find('`').map(|i| p.len() + i + 1))?;
+    let subject = &text[..subject_end];
+    let rest = text[subject_end..].strip_prefix(": ")?;
+    told.contains(subject).then(|| rest.to_owned())
+}

@@ -32,7 +32,7 @@ mod tool;
 
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
-pub use error::{BoxError, RunnerError, ToolError};
+pub use error::{BoxError, RunnerError, ToolError, error_chain};
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
     AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,

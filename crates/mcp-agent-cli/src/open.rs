@@ -108,15 +108,5 @@ pub(crate) fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
 /// lines), terminal-safe and with known secrets replaced.
 pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    block(&out)
+    block(&mcp_agent::agent_core::error_chain(error))
 }

@@ -107,9 +107,93 @@ impl SessionError {
 #[non_exhaustive]
 pub enum ClientError {
     /// The run's server selection or a spec is invalid.
-    #[error("configuration error: {0}")]
+    #[error("the run's MCP configuration is invalid")]
     Config(#[source] BoxError),
-    /// A server failed and the run's policy is `fail_fast`.
-    #[error("server `{}` unavailable", .0.server())]
-    Server(#[source] SessionError),
+    /// A server failed and the run's policy is `fail_fast`. Shows as the session error, which
+    /// names the server.
+    #[error(transparent)]
+    Server(SessionError),
+}
+
+/// A failure of the MCP exchange itself, told in words. rmcp's own errors name the Rust types
+/// of the transport stack; the client shows this instead, unless the transport recorded the
+/// real cause ([`ConnectionHandle::failure`](mcp_connector::ConnectionHandle::failure)),
+/// which is shown as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The connection closed before the exchange was done.
+    #[error("the connection closed while {during}")]
+    Closed {
+        /// What the client was doing.
+        during: String,
+    },
+    /// The transport could not carry a message.
+    #[error("the transport failed while {during}")]
+    Transport {
+        /// What the client was doing.
+        during: String,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("the server answered with error {code}: {message}")]
+    Rejected {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message (scrubbed and bounded).
+        message: String,
+    },
+    /// The two sides share no protocol version.
+    #[error("the server speaks no protocol version this client does")]
+    NoCommonVersion,
+    /// The server's answer does not follow the protocol.
+    #[error("the server's answer does not follow the protocol")]
+    Unexpected,
+}
+
+impl ProtocolError {
+    /// The words for a failed handshake.
+    pub(crate) fn of_initialize(error: &rmcp::service::ClientInitializeError) -> Self {
+        use rmcp::service::ClientInitializeError as E;
+        match error {
+            E::ConnectionClosed(_) => Self::Closed {
+                during: "initialising".into(),
+            },
+            E::TransportError { context, .. } => Self::Transport {
+                during: during(context),
+            },
+            E::JsonRpcError(e) => Self::Rejected {
+                code: e.code.0,
+                message: e.message.to_string(),
+            },
+            E::NoCompatibleProtocolVersion { .. } => Self::NoCommonVersion,
+            _ => Self::Unexpected,
+        }
+    }
+
+    /// The words for a failed request of a live session.
+    pub(crate) fn of_service(error: &rmcp::service::ServiceError, doing: &str) -> Self {
+        use rmcp::service::ServiceError as E;
+        match error {
+            E::TransportClosed => Self::Closed {
+                during: doing.into(),
+            },
+            E::McpError(e) => Self::Rejected {
+                code: e.code.0,
+                message: e.message.to_string(),
+            },
+            E::TransportSend(_) => Self::Transport {
+                during: doing.into(),
+            },
+            _ => Self::Unexpected,
+        }
+    }
+}
+
+/// rmcp's context of a transport failure ("send initialize request") as words.
+fn during(context: &str) -> String {
+    match context {
+        c if c.contains("initialized") => "sending the initialized notification".into(),
+        c if c.contains("initialize") => "sending the initialize request".into(),
+        _ => "initialising".into(),
+    }
 }

@@ -34,7 +34,7 @@ mod scrub;
 mod session;
 
 pub use client::{McpClient, McpClientBuilder};
-pub use error::{ClientError, SessionError};
+pub use error::{ClientError, ProtocolError, SessionError};
 pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
 pub use open::SkippedServer;

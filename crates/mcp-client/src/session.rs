@@ -12,7 +12,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
 
-use crate::error::stderr_suffix;
+use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::SessionHandler;
 use crate::list::{ListError, list_all_tools};
 use crate::scrub::{scrub_connect, scrub_error, scrub_result, scrub_text};
@@ -120,10 +120,13 @@ impl Session {
             let service = match rmcp::serve_client(handler, transport).await {
                 Ok(service) => service,
                 Err(e) => {
+                    let diagnostics = release(&*handle).await;
                     return Err(SessionError::Initialize {
                         server: spec.name.clone(),
-                        diagnostics: release(&*handle).await,
-                        source: Box::new(e),
+                        diagnostics,
+                        source: handle
+                            .failure()
+                            .unwrap_or_else(|| Box::new(ProtocolError::of_initialize(&e))),
                     });
                 }
             };
@@ -131,7 +134,8 @@ impl Session {
                 Ok(tools) => (service, tools),
                 Err(e) => {
                     drop(service);
-                    return Err(list_error(&spec.name, e, release(&*handle).await));
+                    let diagnostics = release(&*handle).await;
+                    return Err(list_error(&spec.name, e, diagnostics, handle.failure()));
                 }
             }
         };
@@ -200,7 +204,12 @@ impl Session {
         let listing = list_all_tools(&self.peer, self.options.limits);
         let outcome = match tokio::time::timeout(timeout, listing).await {
             Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => Err(list_error(&self.spec.name, e, self.handle.diagnostics())),
+            Ok(Err(e)) => Err(list_error(
+                &self.spec.name,
+                e,
+                self.handle.diagnostics(),
+                self.handle.failure(),
+            )),
             Err(_) => Err(SessionError::ConnectTimeout {
                 server: self.spec.name.clone(),
                 after: timeout,
@@ -240,24 +249,39 @@ impl Session {
                 )
                 .into_owned(),
             }),
-            Ok(Err(ServiceError::TransportClosed)) => {
-                match stderr_suffix(self.diagnostics().as_deref()) {
-                    suffix if suffix.is_empty() => Err(CallError::Closed),
-                    suffix => Err(CallError::transport(format!("the session closed{suffix}"))),
+            Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                if let Some(failure) = self.handle.failure() {
+                    return Err(CallError::Transport(scrub_error(scrubber, failure)));
+                }
+                match (&e, stderr_suffix(self.diagnostics().as_deref())) {
+                    (ServiceError::TransportClosed, suffix) if suffix.is_empty() => {
+                        Err(CallError::Closed)
+                    }
+                    (_, suffix) => Err(CallError::Transport(scrub_error(
+                        scrubber,
+                        self.with_stderr(
+                            ProtocolError::of_service(&e, "calling the tool"),
+                            &suffix,
+                        ),
+                    ))),
                 }
             }
-            Ok(Err(e)) => Err(CallError::Transport(scrub_error(
-                scrubber,
-                self.with_stderr(e),
-            ))),
+            Ok(Err(e)) => {
+                let suffix = stderr_suffix(self.diagnostics().as_deref());
+                Err(CallError::Transport(scrub_error(
+                    scrubber,
+                    self.with_stderr(ProtocolError::of_service(&e, "calling the tool"), &suffix),
+                )))
+            }
             Err(_) => Err(CallError::Timeout { after: timeout }),
         }
     }
 
-    fn with_stderr(&self, e: ServiceError) -> BoxError {
-        match stderr_suffix(self.diagnostics().as_deref()) {
-            suffix if suffix.is_empty() => Box::new(e),
-            suffix => format!("{e}{suffix}").into(),
+    fn with_stderr(&self, e: ProtocolError, suffix: &str) -> BoxError {
+        if suffix.is_empty() {
+            Box::new(e)
+        } else {
+            format!("{e}{suffix}").into()
         }
     }
 
@@ -285,8 +309,14 @@ async fn release(handle: &dyn ConnectionHandle) -> Option<String> {
     handle.diagnostics()
 }
 
-/// A discovery failure as a session error: a broken bound, or the request's failure.
-fn list_error(server: &str, error: ListError, diagnostics: Option<String>) -> SessionError {
+/// A discovery failure as a session error: a broken bound, or the request's failure (the
+/// transport's recorded `failure` when it has one).
+fn list_error(
+    server: &str,
+    error: ListError,
+    diagnostics: Option<String>,
+    failure: Option<BoxError>,
+) -> SessionError {
     match error {
         ListError::Limit(limit) => SessionError::ListLimit {
             server: server.to_owned(),
@@ -295,7 +325,8 @@ fn list_error(server: &str, error: ListError, diagnostics: Option<String>) -> Se
         ListError::Service(e) => SessionError::Discovery {
             server: server.to_owned(),
             diagnostics,
-            source: Box::new(e),
+            source: failure
+                .unwrap_or_else(|| Box::new(ProtocolError::of_service(&e, "listing the tools"))),
         },
     }
 }

@@ -76,12 +76,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
+            let message = agent_core::error_chain(&e);
             eprintln!("scenario {scenario}: error: {message}");
             ExitCode::FAILURE
         }
