@@ -11,9 +11,11 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the subscriber. `verbose` counts `-v` flags; `quiet` keeps errors only.
 pub(crate) fn init(verbose: u8, quiet: bool) {
+    // rmcp reports a transport's failure as an ERROR log of its own, in Rust's debug
+    // notation; the CLI tells that failure itself, in words, so by default rmcp stays silent.
     let level = match (quiet, verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
+        (true, _) => "error,rmcp=off",
+        (false, 0) => "warn,rmcp=off",
         (false, 1) => "info",
         (false, 2) => "debug",
         (false, _) => "trace",
