@@ -88,7 +88,7 @@ async fn escape_laden_and_oversized_tool_names_are_left_out_and_named_escaped() 
     let shown = catalog
         .entries()
         .iter()
-        .map(|t| format!("{}{:?}", t.id, t.descriptor))
+        .map(|t| format!("{}{:?}", t.id, t.descriptor()))
         .collect::<String>();
     assert!(
         !shown.contains('\u{1b}') && !shown.contains(&long),

@@ -158,7 +158,7 @@ async fn the_servers_identity_and_tool_names_never_hold_the_secret() {
     assert!(connected.contains("holds a secret value"), "{connected}");
     assert_hidden("the events", &connected);
     for tool in runner.catalog().entries() {
-        assert_hidden("a description", &format!("{:?}", tool.descriptor));
+        assert_hidden("a description", &format!("{:?}", tool.descriptor()));
     }
     runner.close().await;
 }

@@ -91,8 +91,8 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
                     "model_name": t.model_name(),
                     "server": t.server,
                     "remote_name": t.remote_name,
-                    "description": t.descriptor.description,
-                    "input_schema": *t.descriptor.input_schema,
+                    "description": t.description(),
+                    "input_schema": *t.input_schema(),
                 })
             })
             .collect();
@@ -102,7 +102,7 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             out(format_args!(
                 "{}\t{}",
                 inline(&t.id, MAX_NAME),
-                first_line(t.descriptor.description.as_deref())
+                first_line(t.description())
             ))?;
         }
         say(format_args!(

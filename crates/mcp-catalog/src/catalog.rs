@@ -1,6 +1,6 @@
 //! The catalog: tools of every server of a run, under model-safe names, searchable and callable.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use agent_core::{
@@ -81,6 +81,11 @@ impl std::fmt::Debug for ServerTools {
 }
 
 /// One MCP tool in the catalog.
+///
+/// Its schemas are kept as their compact JSON text, which takes a fraction of the memory of
+/// parsed JSON; [`descriptor`](Self::descriptor) and [`input_schema`](Self::input_schema) parse
+/// the input schema the first time they are asked for it and keep it from then on (a catalog of
+/// thousands of tools shown lazily parses only the few that are shown first-class).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct CatalogTool {
@@ -90,27 +95,94 @@ pub struct CatalogTool {
     pub server: String,
     /// The tool's name on its server.
     pub remote_name: String,
-    /// What the model sees: the model-safe name, the description, and the input schema exactly
-    /// as the server sent it.
-    pub descriptor: ToolDescriptor,
-    schema_bytes: usize,
+    /// The model-facing name.
+    name: String,
+    description: Option<Box<str>>,
+    annotations: ToolAnnotations,
+    input_schema: Schema,
+    output_schema: Option<Schema>,
     validator: OnceLock<Compiled>,
+}
+
+/// A JSON Schema as its compact JSON text, parsed on demand.
+#[derive(Debug)]
+struct Schema {
+    text: Box<str>,
+    parsed: OnceLock<Arc<JsonObject>>,
+}
+
+impl Schema {
+    fn new(text: String) -> Self {
+        Self {
+            text: text.into_boxed_str(),
+            parsed: OnceLock::new(),
+        }
+    }
+
+    /// The schema, parsed once and kept.
+    fn get(&self) -> Arc<JsonObject> {
+        Arc::clone(self.parsed.get_or_init(|| Arc::new(self.parse())))
+    }
+
+    /// The schema, freshly parsed (kept nowhere), or the kept one.
+    fn value(&self) -> Value {
+        match self.parsed.get() {
+            Some(kept) => Value::Object((**kept).clone()),
+            None => Value::Object(self.parse()),
+        }
+    }
+
+    fn parse(&self) -> JsonObject {
+        // The text is what the catalog wrote from a parsed object: it parses back to it.
+        serde_json::from_str(&self.text).unwrap_or_default()
+    }
 }
 
 impl CatalogTool {
     /// The model-facing name.
     pub fn model_name(&self) -> &str {
-        &self.descriptor.name
+        &self.name
+    }
+
+    /// The server's description (cut to [`ToolLimits::max_description_bytes`], without
+    /// control characters other than `\n` and `\t`).
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
     }
 
     /// The tool's hints.
     pub fn annotations(&self) -> &ToolAnnotations {
-        &self.descriptor.annotations
+        &self.annotations
+    }
+
+    /// The input schema exactly as the server sent it (the same JSON, key order included).
+    pub fn input_schema(&self) -> Arc<JsonObject> {
+        self.input_schema.get()
+    }
+
+    /// The input schema as compact JSON text, without parsing it.
+    pub fn input_schema_json(&self) -> &str {
+        &self.input_schema.text
+    }
+
+    /// What the model sees when the tool is first-class: the model-facing name, the
+    /// description, the hints and the schemas exactly as the server sent them.
+    pub fn descriptor(&self) -> ToolDescriptor {
+        let mut d = ToolDescriptor::new(self.name.clone(), JsonObject::new());
+        d.input_schema = self.input_schema.get();
+        d.output_schema = self.output_schema.as_ref().map(Schema::get);
+        d.description = self.description.as_deref().map(str::to_owned);
+        d.annotations = self.annotations.clone();
+        d
+    }
+
+    fn schema_bytes(&self) -> usize {
+        self.input_schema.text.len()
     }
 
     fn validator(&self) -> &Compiled {
         self.validator
-            .get_or_init(|| validate::compile(&self.descriptor.input_schema))
+            .get_or_init(|| validate::compile(self.input_schema.value()))
     }
 }
 
@@ -275,9 +347,9 @@ impl SearchResponse {
             .iter()
             .map(|t| {
                 json!({
-                    "name": t.descriptor.name,
-                    "description": t.descriptor.description.as_deref().unwrap_or(""),
-                    "input_schema": Value::Object((*t.descriptor.input_schema).clone()),
+                    "name": t.model_name(),
+                    "description": t.description().unwrap_or(""),
+                    "input_schema": t.input_schema.value(),
                 })
             })
             .collect();
@@ -292,22 +364,64 @@ impl SearchResponse {
     }
 }
 
+/// Prepared catalog entries, each with the listed tool it was made from.
+type Prepared<'t> = Vec<(Arc<CatalogTool>, &'t Tool)>;
+
 struct ServerState {
     identity: Option<String>,
     session: Arc<dyn ToolSession>,
-    /// Ids of its tools, in listing order.
-    tool_ids: Vec<String>,
+    /// Its tools, in listing order.
+    tools: Vec<Arc<CatalogTool>>,
     /// The tools it listed that were left out.
     skipped: Vec<SkippedTool>,
 }
 
+/// A catalog tool in a set keyed by one of its names, so that the set holds no copy of the
+/// name: `K` picks the name (the id, or the model-facing name).
+struct Keyed<const K: u8>(Arc<CatalogTool>);
+
+/// [`Keyed`] by external id.
+type ById = Keyed<0>;
+/// [`Keyed`] by model-facing name.
+type ByName = Keyed<1>;
+
+impl<const K: u8> Keyed<K> {
+    fn key(&self) -> &str {
+        match K {
+            0 => &self.0.id,
+            _ => &self.0.name,
+        }
+    }
+}
+
+impl<const K: u8> std::borrow::Borrow<str> for Keyed<K> {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
+}
+
+impl<const K: u8> std::hash::Hash for Keyed<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by `&str` find it.
+        self.key().hash(state);
+    }
+}
+
+impl<const K: u8> PartialEq for Keyed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<const K: u8> Eq for Keyed<K> {}
+
 #[derive(Default)]
 struct State {
     servers: BTreeMap<String, ServerState>,
-    /// By external id.
-    tools: HashMap<String, Arc<CatalogTool>>,
-    /// Model-facing name → external id.
-    model_names: HashMap<String, String>,
+    /// Every tool, by external id.
+    tools: HashSet<ById>,
+    /// Every tool, by model-facing name.
+    model_names: HashSet<ByName>,
     index: SearchIndex,
     /// External ids, in promotion order.
     promoted: Vec<String>,
@@ -317,17 +431,43 @@ impl State {
     /// The tool a model (or an operator) names: model-facing name, external id, or a remote
     /// name that only one server has.
     fn find(&self, name: &str) -> Option<&Arc<CatalogTool>> {
-        if let Some(id) = self.model_names.get(name) {
-            return self.tools.get(id);
+        if let Some(tool) = self.model_names.get(name) {
+            return Some(&tool.0);
         }
         if let Some(tool) = self.tools.get(name) {
-            return Some(tool);
+            return Some(&tool.0);
         }
-        let mut by_remote = self.tools.values().filter(|t| t.remote_name == name);
+        let mut by_remote = self.all().filter(|t| t.remote_name == name);
         match (by_remote.next(), by_remote.next()) {
             (Some(tool), None) => Some(tool),
             _ => None,
         }
+    }
+
+    /// The tool with this external id.
+    fn get(&self, id: &str) -> Option<&Arc<CatalogTool>> {
+        self.tools.get(id).map(|t| &t.0)
+    }
+
+    /// Every tool, in no order.
+    fn all(&self) -> impl Iterator<Item = &Arc<CatalogTool>> {
+        self.tools.iter().map(|t| &t.0)
+    }
+
+    /// Removes a server's tools from the sets (not from the index).
+    fn forget(&mut self, tools: &[Arc<CatalogTool>]) {
+        for tool in tools {
+            self.tools.remove(tool.id.as_str());
+            self.model_names.remove(tool.model_name());
+        }
+    }
+
+    /// Drops promotions of tools that are gone.
+    fn prune_promoted(&mut self) {
+        let Self {
+            promoted, tools, ..
+        } = self;
+        promoted.retain(|id| tools.contains(id.as_str()));
     }
 }
 
@@ -526,29 +666,23 @@ impl Catalog {
         let Some(old) = state.servers.remove(server) else {
             return false;
         };
-        for id in &old.tool_ids {
-            if let Some(tool) = state.tools.remove(id) {
-                state.model_names.remove(tool.model_name());
-            }
-        }
+        state.forget(&old.tools);
         state.index.remove_server(server);
-        let State {
-            promoted, tools, ..
-        } = &mut *state;
-        promoted.retain(|id| tools.contains_key(id));
+        state.prune_promoted();
         true
     }
 
     /// Builds the catalog entries for a server's tools, checking names and bounds, without
-    /// changing anything. Tools out of bounds are returned apart.
-    fn prepare(
+    /// changing anything. Each entry comes with the tool it was made from (whose parsed schema
+    /// the index reads); tools out of bounds are returned apart.
+    fn prepare<'t>(
         &self,
         state: &State,
         server: &str,
-        tools: &[Tool],
-    ) -> Result<(Vec<Arc<CatalogTool>>, Vec<SkippedTool>), CatalogError> {
+        tools: &'t [Tool],
+    ) -> Result<(Prepared<'t>, Vec<SkippedTool>), CatalogError> {
         let limits = &self.config.tool_limits;
-        let mut out: Vec<Arc<CatalogTool>> = Vec::with_capacity(tools.len());
+        let mut out: Prepared<'t> = Vec::with_capacity(tools.len());
         let mut skipped = Vec::new();
         let mut new_names: HashMap<String, String> = HashMap::new();
         let mut remote_seen: HashMap<&str, ()> = HashMap::new();
@@ -561,8 +695,8 @@ impl Catalog {
                     reason: "the name is empty".into(),
                 });
             }
-            let schema_bytes = match check_tool(tool, limits) {
-                Ok(bytes) => bytes,
+            let (input_schema, output_schema) = match check_tool(tool, limits) {
+                Ok(schemas) => schemas,
                 Err(reason) => {
                     skipped.push(SkippedTool::new(server, remote, reason));
                     continue;
@@ -580,14 +714,9 @@ impl Catalog {
             let collision = new_names.get(&name).cloned().or_else(|| {
                 state
                     .model_names
-                    .get(&name)
-                    .filter(|existing| {
-                        state
-                            .tools
-                            .get(*existing)
-                            .is_some_and(|t| t.server != server)
-                    })
-                    .cloned()
+                    .get(name.as_str())
+                    .filter(|existing| existing.0.server != server)
+                    .map(|existing| existing.0.id.clone())
                     .or_else(|| {
                         (name == SEARCH_TOOL
                             || name == CALL_TOOL
@@ -604,51 +733,46 @@ impl Catalog {
             }
             debug_assert!(crate::names::is_model_safe(&name), "{name}");
             new_names.insert(name.clone(), id.clone());
-            out.push(Arc::new(CatalogTool {
-                schema_bytes,
-                descriptor: descriptor(&name, tool, limits),
+            let (description, annotations) = texts(tool, limits);
+            let entry = CatalogTool {
                 id,
                 server: server.to_owned(),
                 remote_name: remote.to_owned(),
+                name,
+                description,
+                annotations,
+                input_schema: Schema::new(input_schema),
+                output_schema: output_schema.map(Schema::new),
                 validator: OnceLock::new(),
-            }));
+            };
+            out.push((Arc::new(entry), tool));
         }
         Ok((out, skipped))
     }
 
     /// Puts prepared tools in place of the server's old ones and re-indexes that server.
-    fn install(
-        state: &mut State,
-        server: &str,
-        tools: Vec<Arc<CatalogTool>>,
-        skipped: Vec<SkippedTool>,
-    ) {
-        if let Some(old) = state.servers.get(server) {
-            for id in old.tool_ids.clone() {
-                if let Some(tool) = state.tools.remove(&id) {
-                    state.model_names.remove(tool.model_name());
-                }
-            }
+    fn install(state: &mut State, server: &str, tools: Prepared<'_>, skipped: Vec<SkippedTool>) {
+        if let Some(old) = state.servers.get_mut(server) {
+            let old = std::mem::take(&mut old.tools);
+            state.forget(&old);
         }
         state.index.replace_server(
             server,
-            tools.iter().map(|t| {
+            tools.iter().map(|(t, source)| {
                 ToolText::new(&t.id, &t.server, &t.remote_name)
-                    .with_title(t.descriptor.annotations.title.as_deref())
-                    .with_description(t.descriptor.description.as_deref())
-                    .with_input_schema(Some(&t.descriptor.input_schema))
+                    .with_title(t.annotations.title.as_deref())
+                    .with_description(t.description())
+                    .with_input_schema(Some(&source.input_schema))
             }),
         );
-        let ids: Vec<String> = tools.iter().map(|t| t.id.clone()).collect();
-        for tool in tools {
-            state
-                .model_names
-                .insert(tool.model_name().to_owned(), tool.id.clone());
-            state.tools.insert(tool.id.clone(), tool);
+        let tools: Vec<Arc<CatalogTool>> = tools.into_iter().map(|(t, _)| t).collect();
+        for tool in &tools {
+            state.model_names.replace(Keyed(Arc::clone(tool)));
+            state.tools.replace(Keyed(Arc::clone(tool)));
         }
         match state.servers.get_mut(server) {
             Some(entry) => {
-                entry.tool_ids = ids;
+                entry.tools = tools;
                 entry.skipped = skipped;
             }
             None => {
@@ -657,16 +781,13 @@ impl Catalog {
                     ServerState {
                         identity: None,
                         session: Arc::new(Closed),
-                        tool_ids: ids,
+                        tools,
                         skipped,
                     },
                 );
             }
         }
-        let State {
-            promoted, tools, ..
-        } = state;
-        promoted.retain(|id| tools.contains_key(id));
+        state.prune_promoted();
     }
 
     /// The server keys, sorted.
@@ -692,7 +813,7 @@ impl Catalog {
 
     /// Every MCP tool, sorted by external name (for listings; the model sees [`Catalog::search`]).
     pub fn entries(&self) -> Vec<Arc<CatalogTool>> {
-        let mut all: Vec<_> = self.read().tools.values().cloned().collect();
+        let mut all: Vec<_> = self.read().all().cloned().collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
     }
@@ -711,7 +832,7 @@ impl Catalog {
                 max_tools,
                 max_schema_bytes,
             } => {
-                let bytes: usize = state.tools.values().map(|t| t.schema_bytes).sum();
+                let bytes: usize = state.all().map(|t| t.schema_bytes()).sum();
                 state.tools.len() <= max_tools && bytes <= max_schema_bytes
             }
         }
@@ -737,7 +858,7 @@ impl Catalog {
             }
             state.promoted.push(tool.id.clone());
         }
-        Ok(tool.descriptor.clone())
+        Ok(tool.descriptor())
     }
 
     /// Runs a search as `mcp_search_tools` does.
@@ -814,7 +935,7 @@ impl Catalog {
                     tools: found
                         .hits
                         .iter()
-                        .filter_map(|h| state.tools.get(&*h.id).cloned())
+                        .filter_map(|h| state.get(&h.id).cloned())
                         .collect(),
                     total: found.total,
                     ..SearchResponse::default()
@@ -865,7 +986,7 @@ impl Catalog {
     ) -> Result<ResolvedTool, ToolError> {
         let state = self.read();
         let Some(tool) = state.find(name) else {
-            let mut candidates: Vec<&str> = state.model_names.keys().map(String::as_str).collect();
+            let mut candidates: Vec<&str> = state.all().map(|t| t.model_name()).collect();
             if !via_call_tool {
                 candidates.extend(self.natives.iter().map(|n| n.name.as_str()));
                 candidates.extend([SEARCH_TOOL, CALL_TOOL]);
@@ -909,7 +1030,9 @@ impl Catalog {
         let session = {
             let state = self.read();
             match state.servers.get(&tool.server) {
-                Some(server) if state.tools.contains_key(&tool.id) => Arc::clone(&server.session),
+                Some(server) if state.tools.contains(tool.id.as_str()) => {
+                    Arc::clone(&server.session)
+                }
                 _ => {
                     return Err(ToolError::unknown_tool(tool.id.clone(), Vec::new()));
                 }
@@ -1001,8 +1124,11 @@ fn object(value: Value) -> JsonObject {
 }
 
 /// Checks a tool against the limits: its name, then the size and depth of its schemas. Returns
-/// the input schema's size in bytes of JSON.
-pub(crate) fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<usize, SkipReason> {
+/// the input and output schemas as compact JSON text.
+pub(crate) fn check_tool(
+    tool: &Tool,
+    limits: &ToolLimits,
+) -> Result<(String, Option<String>), SkipReason> {
     let chars = tool.name.chars().count();
     if chars > limits.max_name_chars {
         return Err(SkipReason::NameTooLong {
@@ -1013,41 +1139,42 @@ pub(crate) fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<usize, Skip
     if tool.name.chars().any(is_unsafe_char) {
         return Err(SkipReason::NameCharacters);
     }
-    let bytes = check_schema("input", &tool.input_schema, limits)?;
-    if let Some(output) = &tool.output_schema {
-        check_schema("output", output, limits)?;
-    }
-    Ok(bytes)
+    let input = check_schema("input", &tool.input_schema, limits)?;
+    let output = match &tool.output_schema {
+        Some(output) => Some(check_schema("output", output, limits)?),
+        None => None,
+    };
+    Ok((input, output))
 }
 
-/// The schema's size in bytes of JSON, if it is within the limits of size and depth.
+/// The schema as compact JSON text, if it is within the limits of size and depth.
 fn check_schema(
     which: &'static str,
     schema: &JsonObject,
     limits: &ToolLimits,
-) -> Result<usize, SkipReason> {
-    /// Counts bytes written, failing past the limit (so a huge schema is not written whole).
-    struct Budget {
-        used: usize,
+) -> Result<String, SkipReason> {
+    /// Keeps the bytes written, failing past the limit (so a huge schema is not written whole).
+    struct Bounded {
+        text: Vec<u8>,
         limit: usize,
     }
-    impl std::io::Write for Budget {
+    impl std::io::Write for Bounded {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.used += buf.len();
-            if self.used > self.limit {
+            if self.text.len() + buf.len() > self.limit {
                 return Err(std::io::Error::other("over the limit"));
             }
+            self.text.extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut budget = Budget {
-        used: 0,
+    let mut out = Bounded {
+        text: Vec::new(),
         limit: limits.max_schema_bytes,
     };
-    if serde_json::to_writer(&mut budget, schema).is_err() {
+    if serde_json::to_writer(&mut out, schema).is_err() {
         return Err(SkipReason::SchemaTooLarge {
             which,
             limit: limits.max_schema_bytes,
@@ -1059,7 +1186,8 @@ fn check_schema(
             limit: limits.max_schema_depth,
         });
     }
-    Ok(budget.used)
+    // serde_json writes UTF-8 only.
+    Ok(String::from_utf8(out.text).unwrap_or_default())
 }
 
 /// True when `object` (one level) and what it holds need more than `levels` levels.
@@ -1075,18 +1203,14 @@ fn too_deep(value: &Value, levels: usize) -> bool {
     }
 }
 
-/// The descriptor a model sees for an MCP tool: its model-facing name, the server's description
-/// and title (bounded, without control characters) and the input schema `Arc` as received (so
-/// it serialises byte for byte as sent).
-fn descriptor(name: &str, tool: &Tool, limits: &ToolLimits) -> ToolDescriptor {
+/// The texts a model sees of an MCP tool: the server's description and its hints with the title
+/// (bounded, without control characters).
+fn texts(tool: &Tool, limits: &ToolLimits) -> (Option<Box<str>>, ToolAnnotations) {
     let title = |t: &String| clean(t, limits.max_title_bytes, Lines::Single).into_owned();
-    let mut d = ToolDescriptor::new(name, JsonObject::new());
-    d.input_schema = Arc::clone(&tool.input_schema);
-    d.output_schema = tool.output_schema.clone();
-    d.description = tool
+    let description = tool
         .description
         .as_ref()
-        .map(|s| clean(s, limits.max_description_bytes, Lines::Multi).into_owned());
+        .map(|s| clean(s, limits.max_description_bytes, Lines::Multi).into());
     let mut hints = ToolAnnotations::default();
     if let Some(a) = &tool.annotations {
         hints.title = a.title.as_ref().map(title);
@@ -1098,8 +1222,7 @@ fn descriptor(name: &str, tool: &Tool, limits: &ToolLimits) -> ToolDescriptor {
     if hints.title.is_none() {
         hints.title = tool.title.as_ref().map(title);
     }
-    d.annotations = hints;
-    d
+    (description, hints)
 }
 
 /// Parses `mcp_call_tool`'s input: `tool_name` (a string) and `arguments` (an object; absent or
@@ -1184,20 +1307,20 @@ impl ToolCatalog for Catalog {
         let state = self.read();
         let mut out = self.natives.clone();
         if self.eager(&state) {
-            let mut all: Vec<&Arc<CatalogTool>> = state.tools.values().collect();
+            let mut all: Vec<&Arc<CatalogTool>> = state.all().collect();
             all.sort_by(|a, b| a.model_name().cmp(b.model_name()));
-            out.extend(all.into_iter().map(|t| t.descriptor.clone()));
+            out.extend(all.into_iter().map(|t| t.descriptor()));
             return out;
         }
         out.push(self.search_descriptor(&state));
         out.push(Self::call_descriptor());
         let mut shown: Vec<&str> = Vec::new();
         let pinned = self.config.pinned.iter().filter_map(|p| state.find(p));
-        let promoted = state.promoted.iter().filter_map(|id| state.tools.get(id));
+        let promoted = state.promoted.iter().filter_map(|id| state.get(id));
         for tool in pinned.chain(promoted) {
             if !shown.contains(&tool.id.as_str()) {
                 shown.push(&tool.id);
-                out.push(tool.descriptor.clone());
+                out.push(tool.descriptor());
             }
         }
         out

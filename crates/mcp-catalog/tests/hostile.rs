@@ -97,7 +97,7 @@ fn descriptions_and_titles_are_cut_and_lose_control_characters() {
     catalog.add_server(server(vec![t])).unwrap();
 
     let found = catalog.lookup("evil__verbose").expect("the tool");
-    let description = found.descriptor.description.as_deref().unwrap();
+    let description = found.description().unwrap();
     assert!(description.len() <= 4 * 1024, "{}", description.len());
     assert!(description.starts_with("line one\n\tline two]0;pwned"));
     assert!(description.ends_with('…'));
