@@ -185,6 +185,15 @@ fn trace_logs_go_to_stderr_and_show_no_secret() {
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let stderr = text(&output.stderr);
     assert!(stderr.contains("TRACE"), "no trace output: {stderr}");
+    // The run, its session and the call each have a span naming server and tool.
+    for span in [
+        "mcp_run{",
+        "mcp_session{server=hostile",
+        "mcp_call{server=hostile tool=plain}",
+    ] {
+        assert!(stderr.contains(span), "no span {span}: {stderr}");
+    }
+    assert!(stderr.contains("outcome=\"failed\""), "{stderr}");
     assert!(
         !stderr.contains(SECRET),
         "the logs show the secret: {stderr}"

@@ -7,6 +7,7 @@ use agent_core::{EventSink, NoopEventSink, RunInput, RunScope, RunnerError, Runn
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
 use mcp_config::{Config, DefaultResolver, ResolvedRun, Scrubber, ServerResolver};
+use tracing::Instrument;
 
 use crate::open::{OpenSettings, open_sessions};
 use crate::session::SessionOptions;
@@ -191,6 +192,12 @@ impl McpClient {
     /// ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)): no error, event
     /// or tool result of the run shows one.
     pub async fn open_resolved(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
+        let span = tracing::info_span!("mcp_run", servers = run.servers.len());
+        self.open_resolved_inner(run).instrument(span).await
+    }
+
+    async fn open_resolved_inner(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
+        let started = std::time::Instant::now();
         let inner = &*self.inner;
         let scrubber = Scrubber::new(run.servers.iter().flat_map(|s| s.secret_values()));
         let settings = OpenSettings {
@@ -209,7 +216,7 @@ impl McpClient {
             .await
             .map_err(ClientError::Server)?;
         let catalog = Arc::new(Catalog::new(inner.catalog.clone()));
-        McpRunner::new(
+        let runner = McpRunner::new(
             catalog,
             opened.sessions,
             opened.skipped,
@@ -219,7 +226,21 @@ impl McpClient {
             scrubber,
         )
         .await
-        .map_err(ClientError::Server)
+        .map_err(ClientError::Server);
+        match &runner {
+            Ok(runner) => tracing::info!(
+                sessions = runner.sessions().len(),
+                skipped = runner.skipped().len(),
+                duration_ms = started.elapsed().as_millis() as u64,
+                "run opened"
+            ),
+            Err(e) => tracing::warn!(
+                error = %agent_core::error_chain(e),
+                duration_ms = started.elapsed().as_millis() as u64,
+                "run failed to open"
+            ),
+        }
+        runner
     }
 }
 

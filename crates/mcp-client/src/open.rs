@@ -62,17 +62,20 @@ pub(crate) async fn open_sessions(
     } = settings;
     let scrubber = options.scrubber.clone();
     let count = specs.len();
-    let mut attempts = futures::stream::iter(specs.into_iter().enumerate().map(|(index, spec)| {
-        let timeout = spec.connect_timeout.unwrap_or(default_connect_timeout);
-        let spec = Arc::new(spec);
-        let options = options.clone();
-        async move {
-            let started = Instant::now();
-            let outcome = Session::open(connectors, spec.clone(), timeout, options).await;
-            (index, spec, started.elapsed(), outcome)
-        }
-    }))
-    .buffer_unordered(max_parallel.max(1));
+    let mut attempts =
+        futures::stream::iter(specs.into_iter().enumerate().map(|(index, mut spec)| {
+            // Decided once, here: every later step of the session (re-listing, OAuth renewal)
+            // reads the spec's own timeout, whoever resolved the spec.
+            let timeout = *spec.connect_timeout.get_or_insert(default_connect_timeout);
+            let spec = Arc::new(spec);
+            let options = options.clone();
+            async move {
+                let started = Instant::now();
+                let outcome = Session::open(connectors, spec.clone(), timeout, options).await;
+                (index, spec, started.elapsed(), outcome)
+            }
+        }))
+        .buffer_unordered(max_parallel.max(1));
 
     let mut slots: Vec<Option<(Arc<Session>, Vec<Tool>)>> = (0..count).map(|_| None).collect();
     let mut skipped = Vec::new();

@@ -11,6 +11,7 @@ use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connector
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
+use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::SessionHandler;
@@ -73,6 +74,35 @@ impl Session {
     /// On any failure or expiry, whatever was opened is released (a child process is killed).
     /// Every error's server-chosen text is scrubbed of the run's known secrets.
     pub(crate) async fn open(
+        connectors: &Connectors,
+        spec: Arc<ServerSpec>,
+        connect_timeout: Duration,
+        options: SessionOptions,
+    ) -> Result<(Self, Vec<Tool>), SessionError> {
+        let span =
+            tracing::info_span!("mcp_session", server = %spec.name, transport = %spec.kind());
+        let started = std::time::Instant::now();
+        let outcome = Self::open_timed(connectors, spec, connect_timeout, options)
+            .instrument(span.clone())
+            .await;
+        let _entered = span.enter();
+        match &outcome {
+            Ok((session, tools)) => tracing::info!(
+                tools = tools.len(),
+                protocol = %session.identity.protocol_version,
+                duration_ms = started.elapsed().as_millis() as u64,
+                "session open"
+            ),
+            Err(e) => tracing::warn!(
+                duration_ms = started.elapsed().as_millis() as u64,
+                error = %agent_core::error_chain(e),
+                "session failed to open"
+            ),
+        }
+        outcome
+    }
+
+    async fn open_timed(
         connectors: &Connectors,
         spec: Arc<ServerSpec>,
         connect_timeout: Duration,
@@ -226,6 +256,32 @@ impl Session {
     /// result's texts and structured content, a JSON-RPC error's message (also cut to
     /// [`MAX_ERROR_MESSAGE_BYTES`], without control characters) and a transport failure's text.
     pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, CallError> {
+        let span = tracing::info_span!("mcp_call", server = %self.spec.name, tool = %tool);
+        let started = std::time::Instant::now();
+        let outcome = self
+            .call_tool_inner(tool, arguments)
+            .instrument(span.clone())
+            .await;
+        let _entered = span.enter();
+        let duration_ms = started.elapsed().as_millis() as u64;
+        match &outcome {
+            Ok(result) if result.is_error == Some(true) => {
+                tracing::info!(duration_ms, outcome = "tool_error", "call finished")
+            }
+            Ok(_) => tracing::info!(duration_ms, outcome = "ok", "call finished"),
+            Err(CallError::Timeout { .. }) => {
+                tracing::warn!(duration_ms, outcome = "timeout", "call finished")
+            }
+            Err(_) => tracing::warn!(duration_ms, outcome = "failed", "call finished"),
+        }
+        outcome
+    }
+
+    async fn call_tool_inner(
         &self,
         tool: &str,
         arguments: JsonObject,

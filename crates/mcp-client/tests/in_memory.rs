@@ -62,3 +62,20 @@ async fn a_run_of_in_memory_servers_lists_calls_and_closes() {
     runner.close().await;
     assert!(runner.tools().is_empty(), "a closed run shows no tools");
 }
+
+#[tokio::test]
+async fn a_spec_without_its_own_connect_timeout_gets_the_runs_for_its_whole_session() {
+    // A custom resolver may hand over specs without a connect timeout: the run's is decided
+    // once, at open, and the session (its re-listing, its transport's OAuth renewal) reads it
+    // from the spec.
+    let mut options = mcp_config::RunOptions::default();
+    options.connect_timeout = std::time::Duration::from_millis(2500);
+    let run = mcp_config::ResolvedRun::new(vec![spec("a")], options);
+    assert_eq!(run.servers[0].connect_timeout, None);
+    let runner = client().open_resolved(run).await.expect("the run opens");
+    assert_eq!(
+        runner.sessions()[0].spec().connect_timeout,
+        Some(std::time::Duration::from_millis(2500))
+    );
+    runner.close().await;
+}
