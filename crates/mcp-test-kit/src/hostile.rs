@@ -58,6 +58,9 @@ pub enum Pages {
     RepeatCursor,
     /// Pages hold one tool each and alternate between two cursors, forever.
     CursorCycle,
+    /// Every page holds the same tools and `nextCursor: ""` (some servers end their list so; a
+    /// client that follows the empty cursor asks forever).
+    EmptyCursor,
     /// Every page holds `tools_per_page` tools never listed before and a cursor never sent
     /// before, forever.
     Endless {
@@ -215,6 +218,7 @@ impl HostileServer {
                 };
                 (tools, Some("same".into()))
             }
+            Pages::EmptyCursor => (callable().collect(), Some(String::new())),
             Pages::CursorCycle => {
                 let next = if cursor == Some("a") { "b" } else { "a" };
                 let tools = if cursor.is_none() {
