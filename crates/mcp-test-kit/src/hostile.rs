@@ -67,6 +67,14 @@ pub enum Pages {
         /// Tools per page.
         tools_per_page: usize,
     },
+    /// As [`Pages::Endless`], but the list ends after `pages` pages: many tools, made as they
+    /// are asked for (the server holds none of them).
+    Many {
+        /// Pages in all.
+        pages: u64,
+        /// Tools per page.
+        tools_per_page: usize,
+    },
 }
 
 /// How a [`HostileServer`] behaves.
@@ -181,6 +189,13 @@ pub fn tool(name: impl Into<String>, description: impl Into<String>) -> Tool {
 /// - `leak_rpc_error` — a JSON-RPC error whose message and data carry it.
 pub const CALLABLE: [&str; 3] = ["leak", "leak_is_error", "leak_rpc_error"];
 
+/// The [`CALLABLE`] tools.
+fn callable() -> impl Iterator<Item = Tool> {
+    CALLABLE
+        .iter()
+        .map(|name| tool(*name, "Leaks the echo text."))
+}
+
 /// An MCP server that abuses what a server may choose (see the [module](self) docs).
 #[derive(Debug, Clone)]
 pub struct HostileServer {
@@ -203,11 +218,6 @@ impl HostileServer {
     }
 
     fn page(&self, cursor: Option<&str>) -> (Vec<Tool>, Option<String>) {
-        let callable = || {
-            CALLABLE
-                .iter()
-                .map(|name| tool(*name, "Leaks the echo text."))
-        };
         match &self.options.pages {
             Pages::Fixed(tools) => (callable().chain(tools.iter().cloned()).collect(), None),
             Pages::RepeatCursor => {
@@ -228,34 +238,43 @@ impl HostileServer {
                 };
                 (tools, Some(next.into()))
             }
-            Pages::Endless { tools_per_page } => {
-                let page = cursor
-                    .and_then(|c| c.strip_prefix("page-"))
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-                let mut tools: Vec<Tool> = if page == 0 {
-                    callable().collect()
-                } else {
-                    Vec::new()
-                };
-                tools.extend((0..*tools_per_page).map(|i| {
-                    Tool::new(
-                        format!("tool_{page}_{i}"),
-                        format!(
-                            "Synthetic tool {i} of page {page}: does nothing at all, at length."
-                        ),
-                        object(json!({
-                            "type": "object",
-                            "properties": {
-                                "query": {"type": "string", "description": "What to look for."},
-                                "limit": {"type": "integer", "minimum": 1}
-                            }
-                        })),
-                    )
-                }));
-                (tools, Some(format!("page-{}", page + 1)))
+            Pages::Many {
+                pages,
+                tools_per_page,
+            } => {
+                let (tools, next) = Self::synthetic_page(cursor, *tools_per_page);
+                let last = next.as_deref() == Some(&format!("page-{pages}"));
+                (tools, next.filter(|_| !last))
             }
+            Pages::Endless { tools_per_page } => Self::synthetic_page(cursor, *tools_per_page),
         }
+    }
+
+    /// A page of new synthetic tools after `cursor` (`page-N`), and the next cursor.
+    fn synthetic_page(cursor: Option<&str>, tools_per_page: usize) -> (Vec<Tool>, Option<String>) {
+        let page = cursor
+            .and_then(|c| c.strip_prefix("page-"))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        let mut tools: Vec<Tool> = if page == 0 {
+            callable().collect()
+        } else {
+            Vec::new()
+        };
+        tools.extend((0..tools_per_page).map(|i| {
+            Tool::new(
+                format!("tool_{page}_{i}"),
+                format!("Synthetic tool {i} of page {page}: does nothing at all, at length."),
+                object(json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for."},
+                        "limit": {"type": "integer", "minimum": 1}
+                    }
+                })),
+            )
+        }));
+        (tools, Some(format!("page-{}", page + 1)))
     }
 
     fn echo_error(&self, what: &str) -> ErrorData {
