@@ -3,7 +3,7 @@
 //! One module per command group (`config`, …), each with its own clap subcommand enum and a
 //! `run` function returning the process exit code. To add a group: a module `src/<group>.rs`
 //! with a `#[derive(Subcommand)]` enum and `pub(crate) fn run(…) -> ExitCode`, a variant in
-//! [`Command`], and an arm in [`run`].
+//! `Command`, and an arm in `run`.
 
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use mcp_config::BoxError;
 
 /// Why credentials could not be produced for a server.
 ///
-/// `Display` is `server `<name>`: ` followed by [`reason`](Self::reason), so the server is
+/// `Display` is ``server `<name>`: `` followed by [`reason`](Self::reason), so the server is
 /// named once; a message that names the server itself shows only the reason. Messages name,
 /// where useful, a header or environment variable; they never contain a secret value.
 ///
@@ -168,7 +168,7 @@ impl AuthError {
         }
     }
 
-    /// What went wrong, without the server's name: the message minus its `server `<name>`: `
+    /// What went wrong, without the server's name: the message minus its ``server `<name>`: ``
     /// prefix, for a message that names the server itself.
     ///
     /// ```

@@ -48,7 +48,7 @@
 //! # Errors
 //!
 //! [`AuthError`] is the crate's error: every provider returns it, it names the server once
-//! (`server `<name>`: ` then [`AuthError::reason`]), and its messages hold no Rust type path.
+//! (``server `<name>`: `` then [`AuthError::reason`]), and its messages hold no Rust type path.
 //! [`FetchError`] is a second type only because it belongs to another seam: the transport
 //! implementing [`HttpFetch`] returns it without knowing the server; the provider wraps it
 //! in [`AuthError::OAuthRequest`] (typed, as its `cause`). Inside, an OAuth attempt's failure

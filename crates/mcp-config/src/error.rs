@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-/// A boxed error for the cause chain of a custom resolver.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// The workspace's one boxed error type, for cause chains (defined in `agent-core`).
+pub use agent_core::BoxError;
 
 /// Why a configuration could not be loaded, selected or resolved.
 ///

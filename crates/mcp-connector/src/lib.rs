@@ -12,7 +12,7 @@
 //! with features, a spec whose built-in transport is not compiled in is refused with
 //! [`ConnectError::Unsupported`] (naming the missing feature), and a custom transport needs no
 //! change here or in the client. The `testing` feature adds an in-memory connector
-//! ([`testing::InMemoryConnector`]).
+//! (`testing::InMemoryConnector`).
 //!
 //! # Architecture invariant
 //!
@@ -32,8 +32,8 @@ use mcp_config::{ServerSpec, TransportKind};
 pub use erased::{BoxTransport, TransportError};
 pub use registry::Connectors;
 
-/// A boxed error for cause chains.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// The workspace's one boxed error type, for cause chains (defined in `agent-core`).
+pub use mcp_config::BoxError;
 
 /// Opens transports of one kind.
 ///

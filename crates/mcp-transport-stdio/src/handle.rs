@@ -162,7 +162,8 @@ impl StdioHandle {
 #[async_trait]
 impl ConnectionHandle for StdioHandle {
     fn failure(&self) -> Option<mcp_connector::BoxError> {
-        self.read_error().map(|e| Box::new(e) as mcp_connector::BoxError)
+        self.read_error()
+            .map(|e| Box::new(e) as mcp_connector::BoxError)
     }
 
     async fn shutdown(&self, grace: Duration) {
