@@ -42,16 +42,7 @@ pub const CLOSE_GRACE: Duration = Duration::from_millis(500);
 /// How long a server gets after SIGTERM before SIGKILL, in the harness's stdio connector.
 pub const TERMINATE_GRACE: Duration = Duration::from_millis(300);
 
-/// Awaits `f`, failing the test after [`LIMIT`].
-#[track_caller]
-pub fn bounded<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    let at = std::panic::Location::caller();
-    async move {
-        tokio::time::timeout(LIMIT, f)
-            .await
-            .unwrap_or_else(|_| panic!("not done within {LIMIT:?} (at {at})"))
-    }
-}
+pub use mcp_test_kit::bounded;
 
 /// A spec running the test kit's `mcp-test-server` with `args`.
 pub fn stdio_server(name: &str, args: &StdioServerArgs) -> ServerSpec {

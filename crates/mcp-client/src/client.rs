@@ -234,7 +234,7 @@ impl McpClient {
                 duration_ms = started.elapsed().as_millis() as u64,
                 "run opened"
             ),
-            Err(e) => tracing::warn!(
+            Err(e) => tracing::info!(
                 error = %agent_core::error_chain(e),
                 duration_ms = started.elapsed().as_millis() as u64,
                 "run failed to open"

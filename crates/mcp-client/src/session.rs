@@ -93,7 +93,9 @@ impl Session {
                 duration_ms = started.elapsed().as_millis() as u64,
                 "session open"
             ),
-            Err(e) => tracing::warn!(
+            // The error itself reaches the caller; the log only records it (info, not warn,
+            // so a command line's default output does not tell it twice).
+            Err(e) => tracing::info!(
                 duration_ms = started.elapsed().as_millis() as u64,
                 error = %agent_core::error_chain(e),
                 "session failed to open"
@@ -274,9 +276,9 @@ impl Session {
             }
             Ok(_) => tracing::info!(duration_ms, outcome = "ok", "call finished"),
             Err(CallError::Timeout { .. }) => {
-                tracing::warn!(duration_ms, outcome = "timeout", "call finished")
+                tracing::info!(duration_ms, outcome = "timeout", "call finished")
             }
-            Err(_) => tracing::warn!(duration_ms, outcome = "failed", "call finished"),
+            Err(_) => tracing::info!(duration_ms, outcome = "failed", "call finished"),
         }
         outcome
     }

@@ -55,3 +55,26 @@ pub use http::{HttpServer, serve_handler_http, serve_http};
 pub use memory::{serve_handler_in_memory, serve_in_memory};
 pub use observe::{Event, Observations, RecordFile, Snapshot};
 pub use server::{CrashAction, TestServer, TestServerOptions};
+
+/// How long any one await of a test may take before the test fails (generous: the machines
+/// that run the suite are shared and slow; a test that needs this much is broken anyway).
+pub const TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Awaits `f`, failing the test (naming the caller's line) after [`TEST_LIMIT`]: a safety net
+/// so a broken test fails instead of hanging the suite, never a way to wait for something.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert_eq!(mcp_test_kit::bounded(async { 7 }).await, 7);
+/// # }
+/// ```
+#[track_caller]
+pub fn bounded<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    let at = std::panic::Location::caller();
+    async move {
+        tokio::time::timeout(TEST_LIMIT, f)
+            .await
+            .unwrap_or_else(|_| panic!("not done within {TEST_LIMIT:?} (at {at})"))
+    }
+}

@@ -14,9 +14,7 @@ use tokio::sync::Notify;
 /// Every await in these tests is bounded by this.
 const LIMIT: Duration = Duration::from_secs(20);
 
-async fn bounded<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(LIMIT, f).await.expect("timed out")
-}
+use mcp_test_kit::bounded;
 
 async fn client(options: TestServerOptions) -> RunningService<RoleClient, ()> {
     let stream = serve_in_memory(TestServer::new(options));

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
-use std::future::Future;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,12 +29,8 @@ use serde_json::{Value, json};
 /// The bound on every test.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Runs `f` under [`TEST_TIMEOUT`].
-pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(TEST_TIMEOUT, f)
-        .await
-        .expect("the test finished within its timeout")
-}
+#[allow(unused_imports)]
+pub use mcp_test_kit::bounded;
 
 /// Response bodies of the test server.
 pub type Body = BoxBody<Bytes, Infallible>;

@@ -18,10 +18,8 @@ use serde_json::Value;
 /// Every wait in these tests is bounded by this.
 pub const LIMIT: Duration = Duration::from_secs(20);
 
-/// Awaits `f`, failing the test after [`LIMIT`].
-pub async fn bounded<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(LIMIT, f).await.expect("timed out")
-}
+#[allow(unused_imports)]
+pub use mcp_test_kit::bounded;
 
 /// A spec running the test server with `args`.
 pub fn spec(name: &str, args: &StdioServerArgs) -> ServerSpec {
