@@ -2,24 +2,19 @@
 //! every problem with its path (exit 2).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+
+use support::mcp_agent;
+
+mod support;
 
 const BEARER: &str = "bearer-SECRET-4d1c";
 const CLIENT_SECRET: &str = "client-SECRET-9e07";
 const ENV_SECRET: &str = "ghp_SECRET-77f3";
 
 /// Runs the binary with exactly `env` as its environment.
-fn mcp_agent(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
-        .output()
-        .expect("run mcp-agent")
-}
-
 fn text(output: &Output) -> String {
     format!(
         "{}{}",

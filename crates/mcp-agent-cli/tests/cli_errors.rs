@@ -1,18 +1,13 @@
 //! Every way a CLI command fails reads as one story: what failed, on which server and tool,
 //! and why — once, with no Rust type paths and no sentence told twice.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::json;
 
-fn mcp_agent(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
-        .output()
-        .expect("run mcp-agent")
-}
+use support::mcp_agent;
+
+mod support;
 
 fn kit(args: &[&str], extra: serde_json::Value) -> String {
     let mut server = json!({

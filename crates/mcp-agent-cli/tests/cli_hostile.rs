@@ -1,9 +1,13 @@
 //! The CLI against a hostile world: a server whose every string is an attack on the terminal
 //! or echoes a secret, a reader that closes the pipe, and a run where no server is up.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
+
+use support::mcp_agent;
+
+mod support;
 
 const SECRET: &str = "sk-hostile-0123456789";
 
@@ -30,15 +34,6 @@ fn hostile_servers() -> String {
         "env": { "HOSTILE_SECRET": SECRET },
     }])
     .to_string()
-}
-
-fn mcp_agent(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
-        .output()
-        .expect("run mcp-agent")
 }
 
 fn text(bytes: &[u8]) -> String {

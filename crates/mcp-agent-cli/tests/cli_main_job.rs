@@ -1,18 +1,13 @@
 //! The main job (`mcp-agent` with no command) and the `tools` / `servers` commands, end to end
 //! against the embedded demo server spawned from the binary itself.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn mcp_agent(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(args)
-        .env_clear()
-        .envs(env.iter().copied())
-        .output()
-        .expect("run mcp-agent")
-}
+use support::mcp_agent;
+
+mod support;
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

@@ -102,7 +102,7 @@ pub use file::FileFormat;
 pub use metadata::{MCP_METADATA_KEY, McpSelection};
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
-pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret};
+pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,

@@ -192,6 +192,25 @@ impl fmt::Debug for Scrubber {
     }
 }
 
+/// Server-chosen `text` as it may appear in an error message: control characters replaced by
+/// spaces, cut to `max` characters (with `…` when cut).
+///
+/// ```
+/// assert_eq!(mcp_config::bounded_text("a\u{1b}[2Jb", 64), "a [2Jb");
+/// assert_eq!(mcp_config::bounded_text("abcdef", 3), "abc…");
+/// ```
+pub fn bounded_text(text: &str, max: usize) -> String {
+    let mut kept: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max)
+        .collect();
+    if text.chars().nth(max).is_some() {
+        kept.push('…');
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

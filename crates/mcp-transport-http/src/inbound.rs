@@ -243,7 +243,7 @@ impl Inbound {
                 return self.too_deep(depth);
             }
             let reason = error.to_string();
-            let reason = bounded(&scrubbers.text(&reason), MAX_REASON_CHARS);
+            let reason = mcp_config::bounded_text(&scrubbers.text(&reason), MAX_REASON_CHARS);
             HttpError::InvalidMessage {
                 server: self.server.to_string(),
                 reason,
@@ -299,19 +299,6 @@ pub(crate) fn error_answer(id: &RequestId, error: &HttpError) -> String {
         "error": { "code": -32603, "message": error.to_string() },
     })
     .to_string()
-}
-
-/// `text` cut to `max` characters (with `…` when cut), control characters replaced.
-fn bounded(text: &str, max: usize) -> String {
-    let mut kept: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect();
-    if text.chars().nth(max).is_some() {
-        kept.push('…');
-    }
-    kept
 }
 
 #[cfg(test)]

@@ -116,23 +116,9 @@ impl Failure {
 /// Longest server-chosen text (an issuer, a URL, a resource) kept in an error.
 const MAX_SHOWN: usize = 256;
 
-/// `text` as it may appear in an error: control characters replaced by spaces, cut to
-/// `max` characters (with `…` when cut).
-pub(crate) fn bounded(text: &str, max: usize) -> String {
-    let mut kept: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect();
-    if text.chars().nth(max).is_some() {
-        kept.push('…');
-    }
-    kept
-}
-
-/// Text a server chose (an issuer, a URL from its metadata), [`bounded`] for an error message.
+/// Text a server chose (an issuer, a URL from its metadata), [`mcp_config::bounded_text`] for an error message.
 pub(crate) fn shown(text: impl fmt::Display) -> String {
-    bounded(&text.to_string(), MAX_SHOWN)
+    mcp_config::bounded_text(&text.to_string(), MAX_SHOWN)
 }
 
 /// An exchange that did not finish in time.

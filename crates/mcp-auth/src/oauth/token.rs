@@ -9,7 +9,7 @@ use mcp_config::Secret;
 use serde_json::Value;
 use url::Url;
 
-use super::failure::{Failure, bounded, shown};
+use super::failure::{Failure, shown};
 
 /// How the client proves its identity at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,7 +203,7 @@ fn scrub(text: &str, secret: &Secret) -> String {
     if !secret.expose().is_empty() {
         text = text.replace(secret.expose(), mcp_config::REDACTED);
     }
-    bounded(&text, MAX_DESCRIPTION)
+    mcp_config::bounded_text(&text, MAX_DESCRIPTION)
 }
 
 /// The client authentication to use when none is configured: `client_secret_basic` if the
