@@ -1,4 +1,4 @@
-//! Shared helpers for the integration tests in `tests/tests/`.
+//! Shared helpers for the integration tests in `tests/tests/it/` (one test binary).
 //!
 //! The tests exercise the workspace's crates together, the way an application uses them.
 

@@ -322,3 +322,26 @@ fn tail(text: &str, chars: usize) -> String {
 fn head(text: &str, chars: usize) -> String {
     text.chars().take(chars).collect()
 }
+
+/// Rule: a package has at most one integration-test binary, `tests/it/main.rs`, with one module
+/// per behaviour. Every file directly in `tests/` would be a binary of its own, linked
+/// separately: on a 2-core machine the links, not the tests, take the time.
+#[test]
+fn tidy_one_integration_test_binary_per_crate() {
+    for dir in crate_dirs() {
+        // The `tests` package keeps its tests in `tests/tests/`, like any other package.
+        let Ok(entries) = std::fs::read_dir(dir.join("tests")) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let is_rust = path.extension().is_some_and(|e| e == "rs");
+            let is_binary_dir = path.is_dir() && path.join("main.rs").exists();
+            assert!(
+                !is_rust && (!is_binary_dir || path.ends_with("it")),
+                "{} is a test binary of its own: make it a module of tests/it/main.rs",
+                path.display()
+            );
+        }
+    }
+}

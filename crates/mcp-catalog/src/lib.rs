@@ -59,7 +59,7 @@
 //!
 //! `search-eval` ranks the whole catalog for every query of a dataset (format in
 //! `datasets/README.md`) and prints hit@1/5/10, recall@1/5/10, MRR and p50/p99 query
-//! latency (release build). The test `tests/dataset.rs` checks the bfcl targets (hit@5 ≥ 0.88,
+//! latency (release build). The test `tests/it/dataset.rs` checks the bfcl targets (hit@5 ≥ 0.88,
 //! MRR ≥ 0.77) whenever the dataset is present. `bench` measures query latency on 1k and 10k
 //! synthetic tools, index build time and index memory.
 //!

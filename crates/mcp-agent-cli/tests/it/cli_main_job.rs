@@ -1,0 +1,149 @@
+//! The main job (`mcp-agent` with no command) and the `tools` / `servers` commands, end to end
+//! against the embedded demo server spawned from the binary itself.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use support::mcp_agent;
+
+use crate::support;
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn all(output: &Output) -> String {
+    format!(
+        "{}{}",
+        stdout(output),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `MCP_AGENT__SERVERS` naming the demo server of this binary as `demo`.
+fn demo_servers() -> String {
+    serde_json::json!([{
+        "name": "demo",
+        "transport": "stdio",
+        "command": env!("CARGO_BIN_EXE_mcp-agent"),
+        "args": ["demo-server"],
+    }])
+    .to_string()
+}
+
+#[test]
+fn with_no_configuration_the_main_job_searches_and_calls_the_demo_server() {
+    let output = mcp_agent(&[], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let out = stdout(&output);
+    assert!(out.contains("connected: demo (mcp-demo"), "{out}");
+    assert!(
+        out.contains("the model sees 2 tools: mcp_search_tools, mcp_call_tool (4 MCP tools"),
+        "{out}"
+    );
+    // The search ranks the adder first, and the calls return the tools' structured results.
+    let search = out
+        .lines()
+        .find(|l| l.starts_with("< {\"tools\""))
+        .expect("a search result");
+    let search: Value = serde_json::from_str(&search[2..]).unwrap();
+    assert_eq!(search["tools"][0]["name"], "demo__add");
+    assert!(out.contains(r#"< {"sum":5"#), "{out}");
+    assert!(
+        out.contains(r#"< {"words":4,"lines":1,"characters":19}"#),
+        "{out}"
+    );
+}
+
+#[test]
+fn tools_list_shows_every_tool_by_external_name() {
+    let servers = demo_servers();
+    let output = mcp_agent(
+        &["tools", "list", "--json"],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let list: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "demo__add",
+            "demo__current_time",
+            "demo__echo",
+            "demo__word_count"
+        ]
+    );
+    assert_eq!(
+        list[0]["input_schema"]["required"],
+        serde_json::json!(["a", "b"])
+    );
+}
+
+#[test]
+fn tools_search_ranks_by_relevance() {
+    let servers = demo_servers();
+    let output = mcp_agent(
+        &["tools", "search", "count the words in a text", "--json"],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let result: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(result["tools"][0]["name"], "demo__word_count");
+    assert_eq!(result["count"], result["tools"].as_array().unwrap().len());
+}
+
+#[test]
+fn tools_call_validates_arguments_and_returns_the_result() {
+    let servers = demo_servers();
+    let env = [("MCP_AGENT__SERVERS", servers.as_str())];
+    let output = mcp_agent(
+        &["tools", "call", "demo__echo", r#"{"text": "hello"}"#],
+        &env,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert_eq!(stdout(&output).trim(), "hello");
+
+    // Missing a required field: refused before anything is sent, naming the field.
+    let output = mcp_agent(&["tools", "call", "demo__add", r#"{"a": 1}"#], &env);
+    assert_eq!(output.status.code(), Some(1), "{}", all(&output));
+    assert!(all(&output).contains('b'), "{}", all(&output));
+
+    // An unknown tool: suggestions.
+    let output = mcp_agent(&["tools", "call", "demo__ad", "{}"], &env);
+    assert_eq!(output.status.code(), Some(1), "{}", all(&output));
+    assert!(all(&output).contains("demo__add"), "{}", all(&output));
+
+    // Not a JSON object: a usage error before connecting.
+    let output = mcp_agent(&["tools", "call", "demo__echo", "[1]"], &env);
+    assert_eq!(output.status.code(), Some(2), "{}", all(&output));
+}
+
+#[test]
+fn servers_check_reports_identity_and_tool_count() {
+    let servers = demo_servers();
+    let output = mcp_agent(
+        &["servers", "check", "--json"],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report[0]["server"], "demo");
+    assert_eq!(report[0]["server_info"]["name"], "mcp-demo");
+    assert_eq!(report[0]["tools"], 4);
+}
+
+#[test]
+fn an_unreachable_server_fails_with_its_name() {
+    let servers =
+        r#"[{"name": "ghost", "transport": "stdio", "command": "/nonexistent/mcp-server"}]"#;
+    let output = mcp_agent(&["tools", "list"], &[("MCP_AGENT__SERVERS", servers)]);
+    assert_eq!(output.status.code(), Some(1), "{}", all(&output));
+    assert!(all(&output).contains("ghost"), "{}", all(&output));
+}

@@ -1,0 +1,10 @@
+//! The integration tests of `mcp-agent-cli`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod support;
+
+mod cli_config;
+mod cli_errors;
+mod cli_hostile;
+mod cli_main_job;
+mod cli_signals;

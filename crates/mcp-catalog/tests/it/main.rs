@@ -1,0 +1,6 @@
+//! The integration tests of `mcp-catalog`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod catalog;
+mod dataset;
+mod hostile;

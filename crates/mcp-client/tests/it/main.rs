@@ -1,0 +1,5 @@
+//! The integration tests of `mcp-client`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod in_memory;
+mod listing;

@@ -1,0 +1,6 @@
+//! The integration tests of `mcp-config`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod loading;
+mod problems;
+mod robustness;

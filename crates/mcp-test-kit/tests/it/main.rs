@@ -1,0 +1,4 @@
+//! The integration tests of `mcp-test-kit`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod servers;

@@ -1,0 +1,23 @@
+//! The integration tests of `mcp-transport-http`, one module per behaviour, compiled as one test
+//! binary (one link instead of one per file).
+
+mod common;
+mod oauth_support;
+
+mod causes;
+mod close;
+mod echoed_secrets;
+mod empty_env_token;
+mod error_chains;
+mod headers_and_auth;
+mod hostile_messages;
+mod json_and_sse;
+mod limits;
+mod oauth;
+mod oauth_peers;
+mod oauth_secrets;
+mod session_expiry;
+mod sse_resumption;
+mod ssrf_guard;
+mod tls;
+mod unauthorized;
