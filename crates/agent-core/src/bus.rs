@@ -6,6 +6,8 @@ use std::sync::Arc;
 use futures::Stream;
 use tokio::sync::broadcast;
 
+use crate::EventRecvError;
+
 use crate::{Event, EventSink};
 
 /// How many events a subscriber may fall behind before it starts missing them, by default.
@@ -95,22 +97,6 @@ impl EventSink for EventBus {
         // No subscriber is not an error.
         let _ = self.sender.send(event);
     }
-}
-
-/// Why [`EventReceiver::recv`] returned no event.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EventRecvError {
-    /// The subscriber fell behind and the oldest events were dropped for it; the next call
-    /// returns the oldest event still kept.
-    #[error("the event subscriber fell behind and missed {missed} events")]
-    Lagged {
-        /// How many events it missed.
-        missed: u64,
-    },
-    /// The bus is gone and every event was read.
-    #[error("the event bus is closed")]
-    Closed,
 }
 
 /// One subscriber of an [`EventBus`].

@@ -1,6 +1,7 @@
 //! Errors shared across the agent side. Messages name the server and the tool; they never carry
 //! a secret.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A boxed error for cause chains that cross crate boundaries.
@@ -252,4 +253,128 @@ fn strip_told_subject(told: &str, text: &str) -> Option<String> {
     let subject = &text[..subject_end];
     let rest = text[subject_end..].strip_prefix(": ")?;
     told.contains(subject).then(|| rest.to_owned())
+}
+
+/// Why the model could not answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The model endpoint failed.
+    #[error("model request failed: {message}")]
+    Request {
+        /// What failed.
+        message: String,
+        /// The cause.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A scripted model ran out of turns, or the endpoint returned nothing usable.
+    #[error("model returned no usable answer: {0}")]
+    Unusable(String),
+}
+
+/// Why a stored output could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// No output of this run has that handle.
+    #[error("unknown output handle `{handle}`: use the handle from a cut output's marker")]
+    UnknownHandle {
+        /// The handle asked for.
+        handle: String,
+    },
+    /// The output existed but is no longer kept (the run ended, or newer outputs took its
+    /// room).
+    #[error("output `{handle}` has expired and can no longer be read")]
+    Expired {
+        /// The handle asked for.
+        handle: String,
+    },
+    /// The offset lies beyond the output's end.
+    #[error("offset {offset} is past the end of output `{handle}` ({total} bytes)")]
+    OffsetPastEnd {
+        /// The handle.
+        handle: String,
+        /// The offset asked for.
+        offset: u64,
+        /// The output's size.
+        total: u64,
+    },
+    /// The output's temporary file could not be read.
+    #[error("cannot read output `{handle}` from its temporary file")]
+    Io {
+        /// The handle.
+        handle: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A history that could not be opened, written or read. Names the path; never holds a line's
+/// content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// The directory or one of its files could not be created or opened for writing.
+    #[error("cannot create history `{}`", path.display())]
+    Create {
+        /// The directory or file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another writer has the session open.
+    #[error(
+        "history `{}` is already being written (lock file `{}`; delete it if no writer is running)",
+        dir.display(),
+        lock.display()
+    )]
+    Busy {
+        /// The session directory.
+        dir: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// A line could not be written or the files could not be synced.
+    #[error("cannot write history file `{}`", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be read.
+    #[error("cannot read history file `{}`", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The history was closed.
+    #[error("history `{}` is closed", dir.display())]
+    Closed {
+        /// The session directory.
+        dir: PathBuf,
+    },
+}
+
+/// Why [`EventReceiver::recv`] returned no event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventRecvError {
+    /// The subscriber fell behind and the oldest events were dropped for it; the next call
+    /// returns the oldest event still kept.
+    #[error("the event subscriber fell behind and missed {missed} events")]
+    Lagged {
+        /// How many events it missed.
+        missed: u64,
+    },
+    /// The bus is gone and every event was read.
+    #[error("the event bus is closed")]
+    Closed,
 }

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Event, EventSink, JsonObject, Message, Redactor};
+use crate::{Event, EventSink, HistoryError, JsonObject, Message, Redactor};
 
 /// The file of a session's conversation messages.
 pub const MESSAGES_FILE: &str = "messages.jsonl";
@@ -18,58 +18,6 @@ pub const MESSAGES_FILE: &str = "messages.jsonl";
 pub const EVENTS_FILE: &str = "events.jsonl";
 /// Present while a writer has the session open.
 pub const LOCK_FILE: &str = ".writer.lock";
-
-/// A history that could not be opened, written or read. Names the path; never holds a line's
-/// content.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HistoryError {
-    /// The directory or one of its files could not be created or opened for writing.
-    #[error("cannot create history `{}`", path.display())]
-    Create {
-        /// The directory or file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Another writer has the session open.
-    #[error(
-        "history `{}` is already being written (lock file `{}`; delete it if no writer is running)",
-        dir.display(),
-        lock.display()
-    )]
-    Busy {
-        /// The session directory.
-        dir: PathBuf,
-        /// The lock file.
-        lock: PathBuf,
-    },
-    /// A line could not be written or the files could not be synced.
-    #[error("cannot write history file `{}`", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file could not be read.
-    #[error("cannot read history file `{}`", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The history was closed.
-    #[error("history `{}` is closed", dir.display())]
-    Closed {
-        /// The session directory.
-        dir: PathBuf,
-    },
-}
 
 struct Files {
     messages: File,

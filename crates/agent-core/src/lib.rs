@@ -31,21 +31,24 @@ mod run;
 mod tool;
 
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
-pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver, EventRecvError};
-pub use error::{BoxError, RunnerError, ToolError, error_chain};
+pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver};
+pub use error::{
+    BoxError, EventRecvError, HistoryError, ModelError, OutputError, RunnerError, ToolError,
+    error_chain,
+};
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
     AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,
     ResolvedCall,
 };
 pub use history::{
-    EVENTS_FILE, History, HistoryError, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE,
-    SessionHistory, TornLine, read_jsonl,
+    EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE, SessionHistory,
+    TornLine, read_jsonl,
 };
-pub use model::{Message, Model, ModelError, ModelRequest, ModelResponse, Role};
+pub use model::{Message, Model, ModelRequest, ModelResponse, Role};
 pub use output::{
-    DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputError,
-    OutputLimits, OutputStore, READ_OUTPUT_TOOL,
+    DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputLimits,
+    OutputStore, READ_OUTPUT_TOOL,
 };
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{BoxError, ToolCall, ToolDescriptor};
+use crate::{ModelError, ToolCall, ToolDescriptor};
 
 /// Who wrote a [`Message`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,24 +99,6 @@ impl ModelResponse {
     pub fn new(message: Message) -> Self {
         Self { message }
     }
-}
-
-/// Why the model could not answer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ModelError {
-    /// The model endpoint failed.
-    #[error("model request failed: {message}")]
-    Request {
-        /// What failed.
-        message: String,
-        /// The cause.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// A scripted model ran out of turns, or the endpoint returned nothing usable.
-    #[error("model returned no usable answer: {0}")]
-    Unusable(String),
 }
 
 /// A chat model with tool calling.

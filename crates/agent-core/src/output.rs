@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};
 
-use crate::{ContentPart, JsonObject, ToolAnnotations, ToolDescriptor, ToolError, ToolOutput};
+use crate::{
+    ContentPart, JsonObject, OutputError, ToolAnnotations, ToolDescriptor, ToolError, ToolOutput,
+};
 
 /// The name of the meta tool that reads the rest of a cut output.
 pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
@@ -97,44 +99,6 @@ impl OutputLimits {
     fn max(&self) -> usize {
         self.max_output_bytes.max(MIN_MAX_OUTPUT_BYTES)
     }
-}
-
-/// Why a stored output could not be read.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OutputError {
-    /// No output of this run has that handle.
-    #[error("unknown output handle `{handle}`: use the handle from a cut output's marker")]
-    UnknownHandle {
-        /// The handle asked for.
-        handle: String,
-    },
-    /// The output existed but is no longer kept (the run ended, or newer outputs took its
-    /// room).
-    #[error("output `{handle}` has expired and can no longer be read")]
-    Expired {
-        /// The handle asked for.
-        handle: String,
-    },
-    /// The offset lies beyond the output's end.
-    #[error("offset {offset} is past the end of output `{handle}` ({total} bytes)")]
-    OffsetPastEnd {
-        /// The handle.
-        handle: String,
-        /// The offset asked for.
-        offset: u64,
-        /// The output's size.
-        total: u64,
-    },
-    /// The output's temporary file could not be read.
-    #[error("cannot read output `{handle}` from its temporary file")]
-    Io {
-        /// The handle.
-        handle: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// An output after the limit: what the model sees, and how it relates to the whole.
