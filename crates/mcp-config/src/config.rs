@@ -9,13 +9,14 @@ use serde_json::Value;
 
 use crate::parse::did_you_mean;
 use crate::parse::{
-    Dialect, as_bool, as_str, check_header_credentials, check_name, check_not_blank, expect_object,
-    field, is_disabled, parse_http_url, parse_server, parse_timeout, reject_unknown,
+    Dialect, PolicyLayer, as_bool, as_str, check_header_credentials, check_name, check_not_blank,
+    expect_object, field, is_disabled, parse_http_url, parse_policy, parse_server, parse_timeout,
+    reject_unknown,
 };
 use crate::path::{JsonPath, Problems};
 use crate::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, Problem, ProblemKind, SecretSource,
-    ServerSpec, SpecOrigin, TransportSpec,
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, PolicyConfig, Problem, ProblemKind,
+    SecretSource, ServerSpec, SpecOrigin, TransportSpec,
 };
 
 /// The name the server direction announces when none is configured.
@@ -44,6 +45,12 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// | `allow_inline_stdio` | `MCP_AGENT__ALLOW_INLINE_STDIO` | `false` |
 /// | `allow_inline_env_secrets` | `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` | `false` |
 /// | `ssrf_guard` | `MCP_AGENT__SSRF_GUARD` | `true` |
+/// | `policy` (table, see [`PolicyConfig`]) | `MCP_AGENT__POLICY` (JSON object) | no rules, 64 KiB |
+///
+/// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
+/// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
+/// and `approve_open_world` (booleans) and `max_output_bytes` (an integer, at least 1024).
+/// Each key set by the environment replaces the file's.
 ///
 /// A server object has `name`, `transport` (`stdio` or `streamable_http`; inferred from
 /// `command` or `url` when omitted), `command`, `args`, `env`, `cwd`, `inherit_env` (stdio),
@@ -96,6 +103,8 @@ pub struct Config {
     /// What caller-supplied (inline) specs may do.
     #[serde(flatten)]
     pub inline: InlinePolicy,
+    /// The `[policy]` table: identity rules, approval rules, output bound.
+    pub policy: PolicyConfig,
 }
 
 impl Default for Config {
@@ -107,6 +116,7 @@ impl Default for Config {
             partial_failure: PartialFailure::default(),
             require_allow_mcp: false,
             inline: InlinePolicy::default(),
+            policy: PolicyConfig::default(),
         }
     }
 }
@@ -183,6 +193,23 @@ impl Config {
     #[must_use]
     pub fn with_require_allow_mcp(mut self, require: bool) -> Self {
         self.require_allow_mcp = require;
+        self
+    }
+
+    /// Sets the `[policy]` table.
+    ///
+    /// ```
+    /// use agent_core::{IdentityRules, Rule};
+    /// use mcp_config::{Config, PolicyConfig};
+    ///
+    /// let config = Config::default().with_policy(
+    ///     PolicyConfig::default().with_identity(IdentityRules::default().deny(Rule::new("*", "rm"))),
+    /// );
+    /// assert_eq!(config.policy.identity.deny.len(), 1);
+    /// ```
+    #[must_use]
+    pub fn with_policy(mut self, policy: PolicyConfig) -> Self {
+        self.policy = policy;
         self
     }
 
@@ -350,6 +377,7 @@ const DOCUMENT_FIELDS: &[&str] = &[
     "allow_inline_stdio",
     "allow_inline_env_secrets",
     "ssrf_guard",
+    "policy",
 ];
 
 /// The settings one source (a file, the environment) gives; unset ones are `None`.
@@ -367,6 +395,7 @@ pub(crate) struct Layer {
     pub(crate) allow_inline_stdio: Option<bool>,
     pub(crate) allow_inline_env_secrets: Option<bool>,
     pub(crate) ssrf_guard: Option<bool>,
+    pub(crate) policy: Option<PolicyLayer>,
 }
 
 impl Layer {
@@ -431,6 +460,9 @@ impl Layer {
         layer.allow_inline_stdio = flag("allow_inline_stdio", p);
         layer.allow_inline_env_secrets = flag("allow_inline_env_secrets", p);
         layer.ssrf_guard = flag("ssrf_guard", p);
+        if let Some(v) = field(obj, "policy") {
+            layer.policy = Some(parse_policy(v, &root.key("policy"), p));
+        }
         layer
     }
 
@@ -517,6 +549,9 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
         }
         if let Some(v) = layer.ssrf_guard {
             config.inline.ssrf_guard = v;
+        }
+        if let Some(policy) = layer.policy {
+            policy.apply(&mut config.policy);
         }
     }
     if problems.is_empty() {

@@ -8,12 +8,15 @@
 //!   "did you mean", timeouts, URLs).
 //! - [`server`]: server objects (both dialects), their transport, timeouts and tool filter.
 //! - [`auth`]: `auth` objects, OAuth client credentials, secrets and credential headers.
+//! - [`policy`]: the `[policy]` table (rules, annotation switches, output bound).
 
 mod auth;
+mod policy;
 mod read;
 mod server;
 
 pub(crate) use auth::{check_header_credentials, check_not_blank};
+pub(crate) use policy::{PolicyLayer, parse_policy};
 pub(crate) use read::{
     as_bool, as_str, did_you_mean, expect_object, field, parse_http_url, parse_timeout,
     reject_unknown, shown, type_name,

@@ -2,5 +2,6 @@
 //! binary (one link instead of one per file).
 
 mod loading;
+mod policy;
 mod problems;
 mod robustness;

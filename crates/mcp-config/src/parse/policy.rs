@@ -1,0 +1,149 @@
+//! The `[policy]` table: rule lists, annotation switches and the output bound, each problem
+//! reported at its path.
+
+use agent_core::{MIN_MAX_OUTPUT_BYTES, Rule};
+use serde_json::Value;
+
+use super::read::{as_bool, expect_object, field, non_empty_str, reject_unknown, type_name};
+use crate::ProblemKind::*;
+use crate::path::{JsonPath, Problems};
+
+/// The keys of the `[policy]` table.
+pub(crate) const POLICY_FIELDS: &[&str] = &[
+    "allow",
+    "deny",
+    "approve",
+    "approve_destructive",
+    "approve_open_world",
+    "max_output_bytes",
+];
+
+const RULE_FIELDS: &[&str] = &["server", "tool"];
+
+/// What one source's `[policy]` sets; unset keys are `None`, so a later source overrides only
+/// the keys it sets.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyLayer {
+    pub(crate) allow: Option<Vec<Rule>>,
+    pub(crate) deny: Option<Vec<Rule>>,
+    pub(crate) approve: Option<Vec<Rule>>,
+    pub(crate) approve_destructive: Option<bool>,
+    pub(crate) approve_open_world: Option<bool>,
+    pub(crate) max_output_bytes: Option<usize>,
+}
+
+impl PolicyLayer {
+    /// Applies the keys this layer sets to `policy`.
+    pub(crate) fn apply(self, policy: &mut crate::PolicyConfig) {
+        if let Some(v) = self.allow {
+            policy.identity.allow = v;
+        }
+        if let Some(v) = self.deny {
+            policy.identity.deny = v;
+        }
+        if let Some(v) = self.approve {
+            policy.approval.approve = v;
+        }
+        if let Some(v) = self.approve_destructive {
+            policy.approval.approve_destructive = v;
+        }
+        if let Some(v) = self.approve_open_world {
+            policy.approval.approve_open_world = v;
+        }
+        if let Some(v) = self.max_output_bytes {
+            policy.max_output_bytes = Some(v);
+        }
+    }
+}
+
+/// Reads a `[policy]` table at `path`.
+pub(crate) fn parse_policy(value: &Value, path: &JsonPath, p: &mut Problems) -> PolicyLayer {
+    let mut layer = PolicyLayer::default();
+    let Some(obj) = expect_object(value, path, "`policy`", p) else {
+        return layer;
+    };
+    reject_unknown(obj, POLICY_FIELDS, path, p);
+    let rules =
+        |key: &str, p: &mut Problems| field(obj, key).map(|v| rule_list(v, &path.key(key), p));
+    layer.allow = rules("allow", p);
+    layer.deny = rules("deny", p);
+    layer.approve = rules("approve", p);
+    let flag =
+        |key: &str, p: &mut Problems| field(obj, key).and_then(|v| as_bool(v, &path.key(key), p));
+    layer.approve_destructive = flag("approve_destructive", p);
+    layer.approve_open_world = flag("approve_open_world", p);
+    if let Some(v) = field(obj, "max_output_bytes") {
+        layer.max_output_bytes = output_bound(v, &path.key("max_output_bytes"), p);
+    }
+    layer
+}
+
+/// An array of `{ server, tool }` rules.
+fn rule_list(value: &Value, path: &JsonPath, p: &mut Problems) -> Vec<Rule> {
+    let Some(items) = value.as_array() else {
+        p.push(
+            path,
+            WrongType,
+            format!(
+                "expected an array of {{ server, tool }} rules, found {}",
+                type_name(value)
+            ),
+        );
+        return Vec::new();
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| rule(item, &path.index(i), p))
+        .collect()
+}
+
+fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
+    let obj = expect_object(value, path, "a rule", p)?;
+    reject_unknown(obj, RULE_FIELDS, path, p);
+    let server = match field(obj, "server") {
+        Some(v) => non_empty_str(v, &path.key("server"), p),
+        None => {
+            p.push(
+                &path.key("server"),
+                MissingField,
+                "a rule needs a `server` glob (`*` for any server)",
+            );
+            None
+        }
+    };
+    let tool = match field(obj, "tool") {
+        Some(v) => Some(non_empty_str(v, &path.key("tool"), p)?),
+        None => None,
+    };
+    Some(Rule::new(server?, tool.unwrap_or_else(|| "*".to_owned())))
+}
+
+/// A whole number of bytes, at least [`MIN_MAX_OUTPUT_BYTES`].
+fn output_bound(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<usize> {
+    let Some(bytes) = value.as_u64() else {
+        let found = match value {
+            Value::Number(n) => format!("{n}"),
+            other => type_name(other).to_owned(),
+        };
+        p.push(
+            path,
+            WrongType,
+            format!("expected a whole number of bytes, found {found}"),
+        );
+        return None;
+    };
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    if bytes < MIN_MAX_OUTPUT_BYTES {
+        p.push(
+            path,
+            InvalidValue,
+            format!(
+                "must be at least {MIN_MAX_OUTPUT_BYTES} bytes (room for the marker of a cut \
+                 result), not {bytes}"
+            ),
+        );
+        return None;
+    }
+    Some(bytes)
+}
