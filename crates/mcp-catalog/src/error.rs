@@ -1,6 +1,11 @@
 //! Errors of the catalog's own operations (adding servers, promoting tools).
 //!
-//! Errors of a tool *call* are [`agent_core::ToolError`]s, since they go back to the model.
+//! Errors of a tool *call* are [`agent_core::ToolError`]s, since they go back to the model;
+//! [`SessionError`] is the error of the [`ToolSession`](crate::ToolSession) seam.
+
+use std::time::Duration;
+
+use agent_core::BoxError;
 
 /// Why the catalog refused a change.
 ///
@@ -132,4 +137,46 @@ pub enum SkipReason {
     /// the secrets).
     #[error("its name holds a secret value")]
     NameHoldsSecret,
+}
+
+/// Why a session could not produce a `tools/call` result.
+///
+/// ```
+/// use mcp_catalog::SessionError;
+/// let err = SessionError::Rpc { code: -32602, message: "unknown tool".into() };
+/// assert_eq!(err.to_string(), "the server answered with error -32602: unknown tool");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The server answered the request with a JSON-RPC error.
+    #[error("the server answered with error {code}: {message}")]
+    Rpc {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// The call did not finish within the session's timeout.
+    #[error("no answer within {:.1} s", after.as_secs_f64())]
+    Timeout {
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The call was cancelled before it finished.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The session is closed (the run ended, or the server went away).
+    #[error("the session is closed")]
+    Closed,
+    /// The transport failed (broken pipe, HTTP error, malformed message, …).
+    #[error("transport failure")]
+    Transport(#[source] BoxError),
+}
+
+impl SessionError {
+    /// A [`Transport`](Self::Transport) error from any error type.
+    pub fn transport(source: impl Into<BoxError>) -> Self {
+        Self::Transport(source.into())
+    }
 }

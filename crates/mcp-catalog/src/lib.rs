@@ -98,7 +98,7 @@ pub use catalog::{
     SearchResponse, ServerTools,
 };
 pub use config::{CatalogConfig, Exposure, ToolLimits};
-pub use error::{CatalogError, SkipReason, SkippedTool};
+pub use error::{CatalogError, SessionError, SkipReason, SkippedTool};
 pub use names::{MAX_MODEL_NAME_LEN, SEPARATOR, external_name, model_name};
 pub use normalize::normalize_result;
-pub use session::{SessionError, ToolSession};
+pub use session::ToolSession;

@@ -4,11 +4,11 @@
 //! in-memory peer). It calls through [`ToolSession`], which the orchestration implements over an
 //! rmcp client session and which tests implement with in-memory fakes.
 
-use std::time::Duration;
-
-use agent_core::{BoxError, JsonObject};
+use agent_core::JsonObject;
 use async_trait::async_trait;
 use rmcp::model::CallToolResult;
+
+use crate::SessionError;
 
 /// One live session to one MCP server, reduced to what the catalog needs: calling a tool.
 ///
@@ -47,46 +47,4 @@ pub trait ToolSession: Send + Sync {
         tool: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, SessionError>;
-}
-
-/// Why a session could not produce a `tools/call` result.
-///
-/// ```
-/// use mcp_catalog::SessionError;
-/// let err = SessionError::Rpc { code: -32602, message: "unknown tool".into() };
-/// assert_eq!(err.to_string(), "the server answered with error -32602: unknown tool");
-/// ```
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// The server answered the request with a JSON-RPC error.
-    #[error("the server answered with error {code}: {message}")]
-    Rpc {
-        /// The JSON-RPC error code.
-        code: i32,
-        /// The server's message.
-        message: String,
-    },
-    /// The call did not finish within the session's timeout.
-    #[error("no answer within {:.1} s", after.as_secs_f64())]
-    Timeout {
-        /// The timeout that expired.
-        after: Duration,
-    },
-    /// The call was cancelled before it finished.
-    #[error("the call was cancelled")]
-    Cancelled,
-    /// The session is closed (the run ended, or the server went away).
-    #[error("the session is closed")]
-    Closed,
-    /// The transport failed (broken pipe, HTTP error, malformed message, …).
-    #[error("transport failure")]
-    Transport(#[source] BoxError),
-}
-
-impl SessionError {
-    /// A [`Transport`](Self::Transport) error from any error type.
-    pub fn transport(source: impl Into<BoxError>) -> Self {
-        Self::Transport(source.into())
-    }
 }

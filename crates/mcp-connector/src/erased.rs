@@ -7,16 +7,7 @@ use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
-use crate::BoxError;
-
-/// The error of a [`BoxTransport`]: the inner transport's error, boxed.
-#[derive(Debug, thiserror::Error)]
-#[error("{name}: {source}")]
-pub struct TransportError {
-    name: Cow<'static, str>,
-    #[source]
-    source: BoxError,
-}
+use crate::TransportError;
 
 trait ErasedTransport: Send {
     fn name(&self) -> Cow<'static, str>;
@@ -42,10 +33,8 @@ where
     ) -> BoxFuture<'static, Result<(), TransportError>> {
         let fut = Transport::send(self, item);
         Box::pin(async move {
-            fut.await.map_err(|e| TransportError {
-                name: T::name(),
-                source: Box::new(e),
-            })
+            fut.await
+                .map_err(|e| TransportError::new(T::name(), Box::new(e)))
         })
     }
 
@@ -55,10 +44,9 @@ where
 
     fn close(&mut self) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(async move {
-            Transport::close(self).await.map_err(|e| TransportError {
-                name: T::name(),
-                source: Box::new(e),
-            })
+            Transport::close(self)
+                .await
+                .map_err(|e| TransportError::new(T::name(), Box::new(e)))
         })
     }
 }

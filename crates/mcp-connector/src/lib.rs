@@ -20,6 +20,7 @@
 //! no catalog, no process spawning, no HTTP stack.
 
 mod erased;
+mod error;
 mod registry;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -29,7 +30,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_config::{ServerSpec, TransportKind};
 
-pub use erased::{BoxTransport, TransportError};
+pub use erased::BoxTransport;
+pub use error::{ConnectError, TransportError};
 pub use registry::Connectors;
 
 /// The workspace's one boxed error type, for cause chains (defined in `agent-core`).
@@ -132,77 +134,4 @@ pub struct NoHandle;
 #[async_trait]
 impl ConnectionHandle for NoHandle {
     async fn shutdown(&self, _grace: Duration) {}
-}
-
-/// Why a transport could not be opened.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// The spec needs a transport this build does not include.
-    #[error(
-        "server `{server}` uses the {kind} transport, which this build does not include (enable the `{feature}` feature)"
-    )]
-    Unsupported {
-        /// The server.
-        server: String,
-        /// Its transport kind.
-        kind: TransportKind,
-        /// The cargo feature that adds the transport.
-        feature: &'static str,
-    },
-    /// No connector is registered for the spec's transport kind.
-    #[error(
-        "server `{server}` uses the {kind} transport, for which no connector is registered (registered: {})",
-        kinds(registered)
-    )]
-    NoConnector {
-        /// The server.
-        server: String,
-        /// Its transport kind.
-        kind: TransportKind,
-        /// The kinds that are registered.
-        registered: Vec<TransportKind>,
-    },
-    /// The spec is not usable by this connector (e.g. an environment secret is missing).
-    #[error("server `{server}`: {message}")]
-    Config {
-        /// The server.
-        server: String,
-        /// What is wrong (never a secret value).
-        message: String,
-    },
-    /// Spawning the process or opening the connection failed.
-    #[error("server `{server}`: could not open the {kind} transport")]
-    Io {
-        /// The server.
-        server: String,
-        /// Its transport kind.
-        kind: TransportKind,
-        /// The cause.
-        #[source]
-        source: BoxError,
-    },
-}
-
-fn kinds(kinds: &[TransportKind]) -> String {
-    if kinds.is_empty() {
-        return "none".into();
-    }
-    kinds
-        .iter()
-        .map(TransportKind::as_str)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-impl ConnectError {
-    /// The server this error is about.
-    pub fn server(&self) -> &str {
-        match self {
-            Self::Unsupported { server, .. }
-            | Self::NoConnector { server, .. }
-            | Self::Config { server, .. }
-            | Self::Io { server, .. } => server,
-        }
-    }
 }
