@@ -134,6 +134,21 @@ fn tidy_dependency_rules() {
             "auth is a hook of the HTTP transport",
         ),
         (
+            "agent-model-openai",
+            &[
+                "rmcp",
+                "mcp-config",
+                "mcp-auth",
+                "mcp-catalog",
+                "mcp-connector",
+                "mcp-client",
+                transports[0],
+                transports[1],
+                "reqwest",
+            ],
+            "the model adapter knows agent-core and HTTP, nothing of MCP",
+        ),
+        (
             "mcp-agent",
             &["reqwest"],
             "HTTP goes through hyper, so TLS and pooling are ours",

@@ -1,0 +1,163 @@
+//! Server-sent events, bounded: bytes in, the `data` of each complete event out. An event (its
+//! data lines, or one line still without its end) longer than the bound is an error at once,
+//! before more of it is buffered.
+
+use crate::error::{LimitKind, OpenAiError};
+
+pub(crate) struct SseDecoder {
+    /// The current line, not yet ended.
+    line: Vec<u8>,
+    /// The current event's data lines, joined by `\n`.
+    data: Vec<u8>,
+    has_data: bool,
+    /// A `\r` ended the last line; a `\n` right after it belongs to it.
+    after_cr: bool,
+    max_event: usize,
+}
+
+impl SseDecoder {
+    pub(crate) fn new(max_event: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            after_cr: false,
+            max_event,
+        }
+    }
+
+    /// Feeds bytes; each complete event's data is passed to `on_event`.
+    pub(crate) fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: &mut dyn FnMut(&[u8]) -> Result<(), OpenAiError>,
+    ) -> Result<(), OpenAiError> {
+        while !bytes.is_empty() {
+            if self.after_cr {
+                self.after_cr = false;
+                if bytes[0] == b'\n' {
+                    bytes = &bytes[1..];
+                    continue;
+                }
+            }
+            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(end) => {
+                    self.push_line_part(&bytes[..end])?;
+                    self.after_cr = bytes[end] == b'\r';
+                    bytes = &bytes[end + 1..];
+                    self.end_line(on_event)?;
+                }
+                None => {
+                    self.push_line_part(bytes)?;
+                    bytes = &[];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stream ended: an event without its blank line still counts.
+    pub(crate) fn finish(
+        &mut self,
+        on_event: &mut dyn FnMut(&[u8]) -> Result<(), OpenAiError>,
+    ) -> Result<(), OpenAiError> {
+        if !self.line.is_empty() {
+            self.end_line(on_event)?;
+        }
+        self.dispatch(on_event)
+    }
+
+    fn push_line_part(&mut self, part: &[u8]) -> Result<(), OpenAiError> {
+        if self.data.len() + self.line.len() + part.len() > self.max_event {
+            return Err(OpenAiError::TooLarge {
+                kind: LimitKind::Event,
+                limit: self.max_event,
+            });
+        }
+        self.line.extend_from_slice(part);
+        Ok(())
+    }
+
+    fn end_line(
+        &mut self,
+        on_event: &mut dyn FnMut(&[u8]) -> Result<(), OpenAiError>,
+    ) -> Result<(), OpenAiError> {
+        let line = std::mem::take(&mut self.line);
+        if line.is_empty() {
+            return self.dispatch(on_event);
+        }
+        if let Some(value) = line.strip_prefix(b"data") {
+            let value = match value {
+                [] => value,
+                [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
+                // Another field whose name starts with `data`.
+                _ => return Ok(()),
+            };
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+        }
+        // Comments (`:`), `event`, `id` and `retry` carry nothing the adapter uses.
+        Ok(())
+    }
+
+    fn dispatch(
+        &mut self,
+        on_event: &mut dyn FnMut(&[u8]) -> Result<(), OpenAiError>,
+    ) -> Result<(), OpenAiError> {
+        if !self.has_data {
+            return Ok(());
+        }
+        self.has_data = false;
+        let data = std::mem::take(&mut self.data);
+        on_event(&data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(decoder: &mut SseDecoder, parts: &[&[u8]]) -> Result<Vec<String>, OpenAiError> {
+        let mut out = Vec::new();
+        let mut push = |data: &[u8]| {
+            out.push(String::from_utf8(data.to_vec()).unwrap());
+            Ok(())
+        };
+        for part in parts {
+            decoder.feed(part, &mut push)?;
+        }
+        decoder.finish(&mut push)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn events_split_anywhere_and_every_line_ending_decode_alike() {
+        let text: &[u8] = b": keep-alive\n\ndata: {\"a\":1}\r\n\r\nevent: x\ndata:one\ndata: two\r\rdata: [DONE]\n\n";
+        let whole = events(&mut SseDecoder::new(1024), &[text]).unwrap();
+        assert_eq!(whole, ["{\"a\":1}", "one\ntwo", "[DONE]"]);
+        for split in 1..text.len() {
+            let (a, b) = text.split_at(split);
+            let parts = events(&mut SseDecoder::new(1024), &[a, b]).unwrap();
+            assert_eq!(parts, whole, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn an_event_over_the_bound_fails_before_it_ends() {
+        let mut decoder = SseDecoder::new(16);
+        let err = events(&mut decoder, &[b"data: 0123456789", b"0123456789"]).unwrap_err();
+        assert!(matches!(
+            err,
+            OpenAiError::TooLarge {
+                kind: LimitKind::Event,
+                limit: 16
+            }
+        ));
+        let mut decoder = SseDecoder::new(16);
+        let err = events(&mut decoder, &[b"data: 0123\ndata: 456789\ndata: abcdef\n"]).unwrap_err();
+        assert!(matches!(err, OpenAiError::TooLarge { .. }));
+    }
+}
