@@ -38,6 +38,10 @@
 //! The command-line tool is the separate `mcp-agent-cli` package (its binary is named
 //! `mcp-agent`), so a library build pulls in no argument parser and no server side of rmcp.
 
+mod error;
+
+pub use error::SetupError;
+
 pub use agent_core;
 pub use mcp_auth;
 pub use mcp_catalog;
@@ -70,16 +74,6 @@ pub mod prelude {
         ApprovalGate, EventSink, Model, Runner, RunnerFactory, ToolCatalog, ToolDispatcher,
         ToolPolicy,
     };
-}
-
-/// Why the default connectors could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    /// The HTTP transport could not be set up (e.g. TLS roots).
-    #[cfg(feature = "http")]
-    #[error("the HTTP transport could not be set up")]
-    Http(#[from] mcp_transport_http::HttpError),
 }
 
 /// A [`Connectors`] registry with every transport compiled in, with default options. A
