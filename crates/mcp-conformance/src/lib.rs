@@ -18,10 +18,14 @@
 //! assert!(matches!(plan("tools_call")[1], Step::CallTool { name: "add_numbers", .. }));
 //! ```
 
+mod error;
+
 use std::time::Duration;
 
 use mcp_config::{ServerSpec, SpecOrigin};
-use mcp_connector::{BoxError, ConnectError, Connection, Connector};
+use mcp_connector::{Connection, Connector};
+
+pub use error::Error;
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
@@ -92,46 +96,6 @@ pub fn server_spec(url: &Url, context: Option<&Value>) -> Result<ServerSpec, Err
         }});
     }
     ServerSpec::from_json(&spec, SpecOrigin::Operator).map_err(|e| Error::Config(Box::new(e)))
-}
-
-/// Why a scenario run failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The spec could not be built.
-    #[error("configuration: {0}")]
-    Config(#[source] BoxError),
-    /// The transport could not be opened.
-    #[error(transparent)]
-    Connect(#[from] ConnectError),
-    /// The MCP handshake failed.
-    #[error("initialize failed: {0}")]
-    Initialize(#[source] BoxError),
-    /// A request failed.
-    #[error("{method} failed: {source}")]
-    Request {
-        /// The method.
-        method: String,
-        /// The cause.
-        #[source]
-        source: BoxError,
-    },
-    /// A tool answered with `isError: true`.
-    #[error("tool `{tool}` returned an error: {content}")]
-    ToolError {
-        /// The tool.
-        tool: String,
-        /// Its content, as JSON.
-        content: String,
-    },
-    /// The step did not finish in time.
-    #[error("{what} did not finish within {:.1} s", after.as_secs_f64())]
-    Timeout {
-        /// The step.
-        what: String,
-        /// The limit.
-        after: Duration,
-    },
 }
 
 /// The client's side of the handshake: identity and (no) capabilities, as `mcp-client`.
