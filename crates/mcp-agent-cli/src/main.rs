@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod config;
 mod demo;
 mod demo_server;
+mod history;
 mod logging;
 mod open;
 mod servers;
@@ -61,6 +62,9 @@ pub(crate) enum Command {
     /// List, search and call the configured servers' tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Read a session's history (what `tools call --history DIR` wrote).
+    #[command(subcommand)]
+    History(history::HistoryCommand),
     /// Serve the embedded demo MCP server on stdin/stdout (what the main job spawns).
     #[command(hide = true)]
     DemoServer,
@@ -79,6 +83,7 @@ fn run() -> ExitCode {
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
         Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref()),
+        Some(Command::History(cmd)) => history::run(cmd),
         Some(Command::DemoServer) => demo::serve(),
     }
 }

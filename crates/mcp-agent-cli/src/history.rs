@@ -1,0 +1,526 @@
+//! `mcp-agent history …`: read a session's history (`messages.jsonl` and `events.jsonl`).
+//!
+//! The two files are merged into one timeline by their `ts_ms` timestamps. Within one
+//! millisecond the order the writer gave them is kept: a call's message comes before its
+//! events, and its result after them. A torn last line (a write that did not finish) and
+//! whole lines that are not JSON are noted on stderr and left out; they are not a failure.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
+use mcp_agent::mcp_catalog::CALL_TOOL;
+use serde_json::{Map, Value};
+
+use super::open::{EXIT_FAILED, fail};
+use super::term::{MAX_LINE, MAX_NAME, inline, out, say};
+
+/// Longest path printed.
+const MAX_PATH: usize = 1024;
+
+/// The `history` commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HistoryCommand {
+    /// Show a session's history: its messages and events in order (tool calls as
+    /// `server__tool`, outcomes, durations, sizes). The directory is what `tools call
+    /// --history DIR` wrote.
+    Show {
+        /// The session directory (holding `messages.jsonl` and `events.jsonl`).
+        dir: PathBuf,
+        /// Print each line as a JSON line, in order, with a `file` field naming its file.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a `history` command.
+pub(crate) fn run(cmd: HistoryCommand) -> ExitCode {
+    match cmd {
+        HistoryCommand::Show { dir, json } => match show(&dir, json) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(code) => code,
+        },
+    }
+}
+
+/// A path as it may be printed.
+pub(crate) fn shown_path(path: &Path) -> String {
+    inline(&path.display().to_string(), MAX_PATH)
+}
+
+fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            say(format_args!(
+                "error: `{}` is not a history directory: it is a file",
+                shown_path(dir)
+            ));
+            return Err(ExitCode::from(EXIT_FAILED));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            say(format_args!(
+                "error: no history at `{}`: the directory does not exist",
+                shown_path(dir)
+            ));
+            return Err(ExitCode::from(EXIT_FAILED));
+        }
+        Err(e) => {
+            say(format_args!(
+                "error: cannot read history `{}`: {e}",
+                shown_path(dir)
+            ));
+            return Err(ExitCode::from(EXIT_FAILED));
+        }
+    }
+    let session = History::read(dir).map_err(|e| fail(&e))?;
+    note_damage(dir, MESSAGES_FILE, &session.messages);
+    note_damage(dir, EVENTS_FILE, &session.events);
+    let timeline = merge(&session.messages.records, &session.events.records);
+    if json {
+        for entry in &timeline {
+            out(entry.json_line())?;
+        }
+        return Ok(());
+    }
+    let first = timeline.iter().find_map(|e| e.ts_ms());
+    say(format_args!(
+        "history `{}`: {} messages, {} events{}",
+        shown_path(dir),
+        session.messages.records.len(),
+        session.events.records.len(),
+        first
+            .map(|ms| format!(", from {} UTC", date_time(ms)))
+            .unwrap_or_default()
+    ));
+    for entry in &timeline {
+        out(entry.human_line())?;
+    }
+    Ok(())
+}
+
+/// Tells on stderr what of `file` was left out.
+fn note_damage(dir: &Path, file: &str, lines: &JsonlLines) {
+    let path = shown_path(&dir.join(file));
+    for invalid in &lines.invalid {
+        say(format_args!(
+            "note: `{path}` line {} is not JSON and is left out: {}",
+            invalid.line,
+            inline(&invalid.message, MAX_LINE)
+        ));
+    }
+    if let Some(torn) = &lines.torn {
+        say(format_args!(
+            "note: `{path}` line {} is torn ({} bytes with no end of line: a write that did not \
+             finish) and is left out",
+            torn.line, torn.bytes
+        ));
+    }
+}
+
+/// One line of either file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Entry<'a> {
+    Message(&'a Value),
+    Event(&'a Value),
+}
+
+impl<'a> Entry<'a> {
+    fn record(self) -> &'a Value {
+        match self {
+            Entry::Message(v) | Entry::Event(v) => v,
+        }
+    }
+
+    fn ts_ms(self) -> Option<u64> {
+        self.record()["ts_ms"].as_u64()
+    }
+
+    fn file(self) -> &'static str {
+        match self {
+            Entry::Message(_) => MESSAGES_FILE,
+            Entry::Event(_) => EVENTS_FILE,
+        }
+    }
+
+    /// The record as one JSON line, with `file` first.
+    fn json_line(self) -> String {
+        let mut line = Map::new();
+        line.insert("file".into(), self.file().into());
+        match self.record() {
+            Value::Object(fields) => {
+                line.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            other => {
+                line.insert("value".into(), other.clone());
+            }
+        }
+        Value::Object(line).to_string()
+    }
+
+    fn human_line(self) -> String {
+        let time = self
+            .ts_ms()
+            .map_or_else(|| String::from("--:--:--.---"), time_of_day);
+        let (label, text) = match self {
+            Entry::Message(m) => describe_message(m),
+            Entry::Event(e) => describe_event(e),
+        };
+        format!("{time}  {label:<18}  {text}")
+    }
+}
+
+/// The call ids an assistant message announces.
+fn announced(message: &Value) -> impl Iterator<Item = &str> {
+    message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|call| call["id"].as_str())
+}
+
+/// Both files as one timeline, by timestamp. Each file keeps its own order. At equal
+/// timestamps an event goes first, unless it is about a call whose message has not been
+/// shown yet (the writer records a call before its events and its result after them).
+fn merge<'a>(messages: &'a [Value], events: &'a [Value]) -> Vec<Entry<'a>> {
+    let every_call: HashSet<&str> = messages.iter().flat_map(announced).collect();
+    let mut seen_calls: HashSet<&str> = HashSet::new();
+    let mut timeline = Vec::with_capacity(messages.len() + events.len());
+    let (mut m, mut e) = (0, 0);
+    // A line with no timestamp sorts with the one before it in its file.
+    let (mut m_ts, mut e_ts) = (0u64, 0u64);
+    while m < messages.len() || e < events.len() {
+        let message = messages.get(m);
+        let event = events.get(e);
+        let message_ts = message.map(|v| v["ts_ms"].as_u64().unwrap_or(m_ts));
+        let event_ts = event.map(|v| v["ts_ms"].as_u64().unwrap_or(e_ts));
+        let take_message = match (message_ts, event_ts) {
+            (Some(_), None) => true,
+            (None, _) => false,
+            (Some(mt), Some(et)) if mt != et => mt < et,
+            (Some(_), Some(_)) => {
+                let call = event.and_then(|v| v["call_id"].as_str());
+                call.is_some_and(|id| every_call.contains(id) && !seen_calls.contains(id))
+            }
+        };
+        if take_message {
+            let message = &messages[m];
+            seen_calls.extend(announced(message));
+            m_ts = message_ts.unwrap_or(m_ts);
+            timeline.push(Entry::Message(message));
+            m += 1;
+        } else {
+            e_ts = event_ts.unwrap_or(e_ts);
+            timeline.push(Entry::Event(&events[e]));
+            e += 1;
+        }
+    }
+    timeline
+}
+
+fn text<'a>(record: &'a Value, key: &str) -> Option<&'a str> {
+    record[key].as_str()
+}
+
+fn describe_message(message: &Value) -> (String, String) {
+    let role = text(message, "role").unwrap_or("message");
+    let content = text(message, "content").unwrap_or("");
+    if let Some(calls) = message["tool_calls"].as_array().filter(|c| !c.is_empty()) {
+        let shown: Vec<String> = calls.iter().map(describe_call).collect();
+        let mut line = shown.join("; ");
+        if !content.is_empty() {
+            line = format!("{}; {line}", first_line(content));
+        }
+        return (inline(role, MAX_NAME), line);
+    }
+    if let Some(id) = text(message, "tool_call_id") {
+        return (
+            inline(role, MAX_NAME),
+            format!(
+                "result of {}, {}: {}",
+                inline(id, MAX_NAME),
+                bytes(content.len() as u64),
+                first_line(content)
+            ),
+        );
+    }
+    (inline(role, MAX_NAME), first_line(content))
+}
+
+/// `call <id>: server__tool {arguments}`, naming the real tool behind `mcp_call_tool`.
+fn describe_call(call: &Value) -> String {
+    let id = inline(text(call, "id").unwrap_or("?"), MAX_NAME);
+    let name = text(call, "name").unwrap_or("?");
+    let arguments = &call["arguments"];
+    let (tool, arguments, through) = match (name, arguments["tool_name"].as_str()) {
+        (CALL_TOOL, Some(real)) => (real, &arguments["arguments"], true),
+        _ => (name, arguments, false),
+    };
+    let arguments = match arguments {
+        Value::Null => String::from("{}"),
+        other => other.to_string(),
+    };
+    format!(
+        "call {id}: {} {}{}",
+        inline(tool, MAX_NAME),
+        inline(&arguments, MAX_LINE),
+        if through {
+            format!(" (through {CALL_TOOL})")
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn describe_event(event: &Value) -> (String, String) {
+    let kind = inline(text(event, "kind").unwrap_or("event"), MAX_NAME);
+    let server = text(event, "server");
+    let identity = text(event, "server_identity");
+    let on_server = match (server, identity) {
+        (Some(s), Some(i)) if i != s => {
+            format!(" on {} ({})", inline(s, MAX_NAME), inline(i, MAX_NAME))
+        }
+        (Some(s), _) => format!(" on {}", inline(s, MAX_NAME)),
+        (None, Some(i)) => format!(" on ({})", inline(i, MAX_NAME)),
+        (None, None) => String::new(),
+    };
+    let mut line = String::new();
+    if let Some(id) = text(event, "call_id") {
+        line.push_str(&format!("call {}: ", inline(id, MAX_NAME)));
+    }
+    match text(event, "tool") {
+        Some(tool) => {
+            line.push_str(&inline(tool, MAX_NAME));
+            line.push_str(&on_server);
+        }
+        None => line.push_str(on_server.trim_start_matches(" on ")),
+    }
+    let mut details = Vec::new();
+    if let Some(outcome) = text(event, "outcome") {
+        let mut what = inline(outcome, MAX_NAME);
+        if let Some(ms) = event["duration"].as_f64() {
+            what.push_str(&format!(" in {}", millis(ms)));
+        }
+        details.push(what);
+    } else if let Some(ms) = event["duration"].as_f64() {
+        details.push(format!("in {}", millis(ms)));
+    }
+    if let Some(n) = event["input_bytes"].as_u64() {
+        details.push(format!("arguments {}", bytes(n)));
+    }
+    match (
+        event["output_bytes"].as_u64(),
+        event["result_bytes"].as_u64(),
+    ) {
+        (Some(shown), Some(whole)) if whole > shown => {
+            details.push(format!("output {} of {}", bytes(shown), bytes(whole)));
+        }
+        (Some(shown), _) => details.push(format!("output {}", bytes(shown))),
+        (None, Some(whole)) => details.push(format!("result {}", bytes(whole))),
+        (None, None) => {}
+    }
+    if let Some(handle) = text(event, "output_handle") {
+        details.push(format!("handle {}", inline(handle, MAX_NAME)));
+    }
+    if !details.is_empty() {
+        line.push_str(": ");
+        line.push_str(&details.join(", "));
+    }
+    if let Some(message) = text(event, "message") {
+        line.push_str(" — ");
+        line.push_str(&first_line(message));
+    }
+    (kind, line)
+}
+
+fn first_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("");
+    let mut shown = inline(first, MAX_LINE);
+    if first.len() < text.trim_end().len() && !shown.ends_with(')') {
+        shown.push_str(" …");
+    }
+    shown
+}
+
+/// A size: exact below 1 KiB, else in KiB or MiB with one decimal.
+fn bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / KIB),
+        _ => format!("{:.1} MiB", n as f64 / (KIB * KIB)),
+    }
+}
+
+fn millis(ms: f64) -> String {
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
+fn time_of_day(ms: u64) -> String {
+    let secs = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60,
+        ms % 1000
+    )
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of a Unix time in milliseconds.
+fn date_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(date_time(0), "1970-01-01 00:00:00");
+        assert_eq!(date_time(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(date_time(1_796_065_431_123), "2026-11-30 19:03:51");
+        assert_eq!(time_of_day(1_796_065_431_123), "19:03:51.123");
+    }
+
+    #[test]
+    fn a_call_comes_before_its_events_and_its_result_after_them_within_one_millisecond() {
+        let messages = [
+            json!({"ts_ms": 5, "role": "assistant", "content": "", "tool_calls": [{"id": "1", "name": "a", "arguments": {}}]}),
+            json!({"ts_ms": 5, "role": "tool", "content": "x", "tool_call_id": "1"}),
+            json!({"ts_ms": 5, "role": "assistant", "content": "", "tool_calls": [{"id": "2", "name": "a", "arguments": {}}]}),
+            json!({"ts_ms": 5, "role": "tool", "content": "y", "tool_call_id": "2"}),
+        ];
+        let events = [
+            json!({"ts_ms": 4, "kind": "server_connected"}),
+            json!({"ts_ms": 5, "kind": "tool_call_started", "call_id": "1"}),
+            json!({"ts_ms": 5, "kind": "tool_call_finished", "call_id": "1"}),
+            json!({"ts_ms": 5, "kind": "tool_call_started", "call_id": "2"}),
+            json!({"ts_ms": 5, "kind": "tool_call_finished", "call_id": "2"}),
+        ];
+        let order: Vec<String> = merge(&messages, &events)
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Message(m) => format!(
+                    "{}{}",
+                    m["role"].as_str().unwrap(),
+                    m["tool_call_id"]
+                        .as_str()
+                        .or(m["tool_calls"][0]["id"].as_str())
+                        .unwrap()
+                ),
+                Entry::Event(e) => format!(
+                    "{}{}",
+                    e["kind"].as_str().unwrap(),
+                    e["call_id"].as_str().unwrap_or("")
+                ),
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "server_connected",
+                "assistant1",
+                "tool_call_started1",
+                "tool_call_finished1",
+                "tool1",
+                "assistant2",
+                "tool_call_started2",
+                "tool_call_finished2",
+                "tool2",
+            ]
+        );
+    }
+
+    #[test]
+    fn later_lines_come_later_whichever_file_they_are_in() {
+        let messages = [json!({"ts_ms": 9, "role": "user", "content": "late"})];
+        let events = [
+            json!({"ts_ms": 3, "kind": "server_connected"}),
+            json!({"ts_ms": 10, "kind": "tools_changed"}),
+        ];
+        let timeline = merge(&messages, &events);
+        assert_eq!(
+            timeline,
+            [
+                Entry::Event(&events[0]),
+                Entry::Message(&messages[0]),
+                Entry::Event(&events[1])
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_through_the_generic_caller_is_shown_as_the_real_tool() {
+        let message = json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "cli-1", "name": CALL_TOOL, "arguments": {"tool_name": "demo__echo", "arguments": {"text": "hi"}}}
+        ]});
+        let (label, line) = describe_message(&message);
+        assert_eq!(label, "assistant");
+        assert_eq!(
+            line,
+            format!("call cli-1: demo__echo {{\"text\":\"hi\"}} (through {CALL_TOOL})")
+        );
+    }
+
+    #[test]
+    fn an_event_tells_tool_server_outcome_duration_and_sizes() {
+        let event = json!({
+            "kind": "tool_call_finished", "server": "kit", "server_identity": "mcp-test-kit",
+            "tool": "kit__huge", "call_id": "cli-1", "duration": 12.25, "input_bytes": 14,
+            "output_bytes": 65_536, "result_bytes": 3_145_728, "output_handle": "out_1",
+            "outcome": "truncated"
+        });
+        let (label, line) = describe_event(&event);
+        assert_eq!(label, "tool_call_finished");
+        assert_eq!(
+            line,
+            "call cli-1: kit__huge on kit (mcp-test-kit): truncated in 12.2 ms, arguments 14 B, \
+             output 64.0 KiB of 3.0 MiB, handle out_1"
+        );
+        let denied = json!({
+            "kind": "tool_call_denied", "server": "kit", "tool": "kit__echo", "call_id": "1",
+            "outcome": "denied", "message": "call denied: by rule\u{1b}[2J\nsecond line"
+        });
+        let (_, line) = describe_event(&denied);
+        assert_eq!(
+            line,
+            "call 1: kit__echo on kit: denied — call denied: by rule\\u{1b}[2J …"
+        );
+        let connected =
+            json!({"kind": "server_connected", "server": "demo", "server_identity": "mcp-demo"});
+        assert_eq!(describe_event(&connected).1, "demo (mcp-demo)");
+    }
+}
