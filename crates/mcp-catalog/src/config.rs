@@ -1,5 +1,6 @@
 //! How the catalog shows tools to the model (SPEC D5, D6).
 
+use agent_core::IdentityRules;
 use serde::{Deserialize, Serialize};
 
 use crate::search::RankingConfig;
@@ -70,6 +71,11 @@ pub struct CatalogConfig {
     pub ranking: RankingConfig,
     /// Bounds on each tool definition a server lists.
     pub tool_limits: ToolLimits,
+    /// Which servers' tools the model may see (`[policy]` `allow` / `deny`, matched against
+    /// each server's identity and the tool's remote name): a tool they refuse is hidden
+    /// ([`CatalogTool::is_hidden`](crate::CatalogTool::is_hidden)). A governed layer with the
+    /// same rules denies calls to it.
+    pub identity_rules: IdentityRules,
 }
 
 impl Default for CatalogConfig {
@@ -82,6 +88,7 @@ impl Default for CatalogConfig {
             max_limit: 50,
             ranking: RankingConfig::default(),
             tool_limits: ToolLimits::default(),
+            identity_rules: IdentityRules::default(),
         }
     }
 }
@@ -105,6 +112,22 @@ impl CatalogConfig {
     #[must_use]
     pub fn with_max_promoted(mut self, max: usize) -> Self {
         self.max_promoted = max;
+        self
+    }
+
+    /// Sets the identity rules that hide tools from the model.
+    ///
+    /// ```
+    /// use agent_core::{IdentityRules, Rule};
+    /// use mcp_catalog::CatalogConfig;
+    ///
+    /// let config = CatalogConfig::default()
+    ///     .with_identity_rules(IdentityRules::default().allow(Rule::new("acme/*", "*")));
+    /// assert_eq!(config.identity_rules.allow.len(), 1);
+    /// ```
+    #[must_use]
+    pub fn with_identity_rules(mut self, rules: IdentityRules) -> Self {
+        self.identity_rules = rules;
         self
     }
 

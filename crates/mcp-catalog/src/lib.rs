@@ -21,17 +21,21 @@
 //!   [`ServerTools`] per server (key, identity, session, listed tools);
 //!   [`Catalog::replace_tools`] after `notifications/tools/list_changed` (re-indexes that server
 //!   only); [`Catalog::remove_server`].
-//! - [`agent_core::ToolCatalog::tools`] — what the model sees; [`agent_core::ToolDispatcher::dispatch`] —
-//!   runs `mcp_search_tools`, `mcp_call_tool`, first-class MCP tools and native tools.
-//! - For a policy/approval layer: [`Catalog::resolve`] tells which real tool a call will run
-//!   ([`CallTarget`], [`ResolvedTool::call_info`], [`ResolvedTool::approval_request`]) and
-//!   [`Catalog::call`] runs a resolved call.
+//! - [`agent_core::ToolCatalog::tools`] — what the model sees: tools the identity rules
+//!   ([`CatalogConfig::identity_rules`], the `[policy]` `allow` / `deny`) refuse are never
+//!   shown, searched or promoted ([`CatalogTool::is_hidden`]).
+//! - [`agent_core::CallResolver`] — the catalog runs calls only as the wrapped side of a
+//!   [`agent_core::Governed`] layer: `resolve` tells the layer the real tool behind a call
+//!   (`mcp_call_tool` included: action ref `server__tool`, server key and identity, remote
+//!   name, inner arguments, hints), and the layer runs it with `dispatch_resolved` once
+//!   identity rules, policy and approval agreed. [`Catalog::resolve`] shows the same as a
+//!   [`CallTarget`].
 //! - [`Catalog::search`] — the search itself, for a CLI (`tools search`) or a UI.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_core::{ToolCall, ToolDispatcher};
-//! use mcp_catalog::{CallTarget, Catalog, CatalogConfig};
+//! use agent_core::{CallResolver, GovernedLayer, ToolCall, ToolDispatcher};
+//! use mcp_catalog::{Catalog, CatalogConfig};
 //! use mcp_catalog::testing::FakeServer;
 //! use serde_json::json;
 //!
@@ -41,11 +45,12 @@
 //!
 //! let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
 //! let call = ToolCall::new("1", "mcp_call_tool", args.as_object().unwrap().clone());
-//! // A policy layer learns the real tool first…
-//! let CallTarget::Mcp(resolved) = catalog.resolve(&call).unwrap() else { unreachable!() };
-//! assert_eq!(resolved.call_info().tool, "demo__echo");
-//! // …then runs the call.
-//! let out = catalog.call(resolved).await.unwrap();
+//! // The layer learns the real tool first…
+//! let (resolved, _) = CallResolver::resolve(&catalog, &call).unwrap();
+//! assert_eq!(resolved.action_ref, "demo__echo");
+//! // …then, once rules, policy and approval agree, runs the call.
+//! let governed = GovernedLayer::new().layer(catalog);
+//! let out = governed.dispatch(call).await.unwrap();
 //! assert_eq!(out.structured, Some(json!({"text": "hi"})));
 //! # });
 //! ```

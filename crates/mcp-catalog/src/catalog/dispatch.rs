@@ -1,21 +1,21 @@
-//! Resolving a model's call to the tool it will run, and running it.
+//! Resolving a model's call to the tool it will run, and running it — only as the wrapped side
+//! of a governed layer ([`agent_core::CallResolver`]).
 
 use std::sync::Arc;
 
-use agent_core::{
-    ApprovalRequest, CallInfo, JsonObject, ToolCall, ToolDispatcher, ToolError, ToolOutput,
-};
+use agent_core::{CallResolver, JsonObject, ResolvedCall, ToolCall, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::SessionError;
 use crate::normalize_result;
-use crate::session::SessionError;
 use crate::suggest::suggest;
 use crate::validate;
 
 use super::{CALL_TOOL, Catalog, CatalogTool, SEARCH_TOOL, SearchRequest};
 
-/// What a model's call resolves to, before it runs: what a policy or approval layer needs.
+/// What a model's call resolves to, before it runs: the [`CallResolver::Target`] of the
+/// catalog, which a governed layer hands back to run exactly the tool it approved.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CallTarget {
@@ -46,44 +46,14 @@ pub struct ResolvedTool {
     pub call_id: String,
 }
 
-impl ResolvedTool {
-    /// What [`agent_core::ToolPolicy`] sees: the real tool (`server__tool`), its server, identity,
-    /// remote name, arguments and hints.
-    pub fn call_info(&self) -> CallInfo<'_> {
-        CallInfo::native(&self.tool.id, &self.arguments, self.tool.annotations()).with_server(
-            &self.tool.server,
-            self.server_identity.as_deref(),
-            &self.tool.remote_name,
-        )
-    }
-
-    /// An approval request naming the real tool: action ref `server__tool`, a prompt naming it
-    /// and its server, metadata `mcp_tool_name` and `mcp_arguments` (SPEC F2).
-    pub fn approval_request(&self) -> ApprovalRequest {
-        let mut metadata = JsonObject::new();
-        metadata.insert("mcp_tool_name".into(), self.tool.id.clone().into());
-        metadata.insert("mcp_server".into(), self.tool.server.clone().into());
-        metadata.insert(
-            "mcp_arguments".into(),
-            Value::Object(self.arguments.clone()),
-        );
-        ApprovalRequest::new(
-            self.tool.id.clone(),
-            format!(
-                "Allow the tool `{}` of MCP server `{}` to run?",
-                self.tool.remote_name, self.tool.server
-            ),
-        )
-        .with_metadata(metadata)
-    }
-}
-
 impl Catalog {
     /// Resolves a model's call to what it will run, without running it: the lazy surface's
     /// own tools, a native tool, or the real MCP tool (also behind `mcp_call_tool`).
     ///
-    /// Fails for an unknown tool (with up to three close matches) and for a malformed
-    /// `mcp_call_tool` input. Arguments are validated later, by [`Catalog::call`].
+    /// Fails for an unknown tool (with up to three close matches among the tools the model may
+    /// see) and for a malformed `mcp_call_tool` input. A tool hidden by the identity rules
+    /// resolves, so that the governed layer denies it naming the rule. Arguments are validated
+    /// when the call runs.
     pub fn resolve(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
         match call.name.as_str() {
             SEARCH_TOOL => return Ok(CallTarget::Search),
@@ -113,7 +83,7 @@ impl Catalog {
     ) -> Result<ResolvedTool, ToolError> {
         let state = self.read();
         let Some(tool) = state.find(name) else {
-            let mut candidates: Vec<&str> = state.all().map(|t| t.model_name()).collect();
+            let mut candidates: Vec<&str> = state.shown().map(|t| t.model_name()).collect();
             if !via_call_tool {
                 candidates.extend(self.natives.iter().map(|n| n.name.as_str()));
                 candidates.extend([SEARCH_TOOL, CALL_TOOL]);
@@ -135,8 +105,9 @@ impl Catalog {
     }
 
     /// Calls a resolved MCP tool: validates the arguments against its input schema, sends them
-    /// unchanged through its server's session, and normalises the result.
-    pub async fn call(&self, resolved: ResolvedTool) -> Result<ToolOutput, ToolError> {
+    /// unchanged through its server's session, and normalises the result. Reached only through
+    /// [`CallResolver::dispatch_resolved`], i.e. from a governed layer.
+    pub(crate) async fn call(&self, resolved: ResolvedTool) -> Result<ToolOutput, ToolError> {
         let tool = &resolved.tool;
         match tool.validator() {
             Ok(validator) => {
@@ -233,12 +204,88 @@ pub(crate) fn session_error(server: &str, tool: &str, error: SessionError) -> To
     }
 }
 
+/// The catalog as the wrapped side of a [`Governed`](agent_core::Governed) layer, which is the
+/// only way its calls run: `mcp_search_tools` resolves to a meta call, a native tool to a
+/// native call with its descriptor's hints, and an MCP tool — first-class (eager, pinned,
+/// promoted) or through `mcp_call_tool` — to the real tool: action ref `server__tool`, the
+/// server key, the remote name, the inner arguments, the server's identity
+/// (`serverInfo.name`) and the tool's hints.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::{CallKind, CallResolver, GovernedLayer, IdentityRules, Rule, ToolCall,
+///     ToolDispatcher};
+/// use mcp_catalog::{Catalog, CatalogConfig, ServerTools};
+/// use mcp_catalog::testing::FakeServer;
+/// use serde_json::json;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let fake = Arc::new(FakeServer::everything());
+/// let catalog = Catalog::new(CatalogConfig::default());
+/// catalog.add_server(ServerTools::new("demo", fake.clone(), fake.tools()).with_identity("acme/demo")).unwrap();
+///
+/// let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
+/// let call = ToolCall::new("1", "mcp_call_tool", args.as_object().unwrap().clone());
+/// let (resolved, _target) = CallResolver::resolve(&catalog, &call).unwrap();
+/// assert_eq!(resolved.kind, CallKind::External);
+/// assert_eq!(resolved.action_ref, "demo__echo");
+/// assert_eq!(resolved.server_identity.as_deref(), Some("acme/demo"));
+/// assert_eq!(resolved.arguments["text"], "hi");
+///
+/// // Governed: the deny rule names the real tool behind `mcp_call_tool`.
+/// let governed = GovernedLayer::new()
+///     .identity_rules(IdentityRules::default().deny(Rule::new("acme/*", "echo")))
+///     .layer(catalog);
+/// let err = governed.dispatch(call).await.unwrap_err();
+/// assert!(err.to_string().contains("policy.deny[0]"), "{err}");
+/// # });
+/// ```
 #[async_trait]
-impl ToolDispatcher for Catalog {
-    /// Runs `mcp_search_tools`, `mcp_call_tool`, first-class MCP tools (eager, pinned,
-    /// promoted — or any MCP tool called by its model-facing name) and native tools.
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        match self.resolve(&call)? {
+impl CallResolver for Catalog {
+    type Target = CallTarget;
+
+    fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, CallTarget), ToolError> {
+        let target = Catalog::resolve(self, call)?;
+        let resolved = match &target {
+            CallTarget::Search => ResolvedCall::meta(SEARCH_TOOL, call.arguments.clone()),
+            CallTarget::Native { name } => {
+                let annotations = self
+                    .natives
+                    .iter()
+                    .find(|n| n.name == *name)
+                    .map(|n| n.annotations.clone())
+                    .unwrap_or_default();
+                ResolvedCall::native(name.clone(), call.arguments.clone())
+                    .with_annotations(annotations)
+            }
+            CallTarget::Mcp(mcp) => {
+                let tool = &mcp.tool;
+                let resolved = ResolvedCall::external(
+                    tool.id.clone(),
+                    tool.server.clone(),
+                    tool.remote_name.clone(),
+                    mcp.arguments.clone(),
+                )
+                .with_annotations(tool.annotations().clone());
+                match &mcp.server_identity {
+                    Some(identity) => resolved.with_identity(identity.clone()),
+                    None => resolved,
+                }
+            }
+        };
+        Ok((resolved, target))
+    }
+
+    /// Runs a call [`resolve`](CallResolver::resolve) resolved, as it is: no rule, policy or
+    /// approval is checked here. The governed layer calls it once it agreed; an application
+    /// wraps the catalog in a [`GovernedLayer`](agent_core::GovernedLayer) rather than calling
+    /// it.
+    async fn dispatch_resolved(
+        &self,
+        call: ToolCall,
+        target: CallTarget,
+    ) -> Result<ToolOutput, ToolError> {
+        match target {
             CallTarget::Search => {
                 let request =
                     SearchRequest::from_arguments(&call.arguments).map_err(|message| {

@@ -8,9 +8,10 @@ use async_trait::async_trait;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+use crate::SessionError;
 use crate::names::{external_name, model_name};
 use crate::search::{SearchIndex, ToolText};
-use crate::session::{SessionError, ToolSession};
+use crate::session::ToolSession;
 use crate::validate::{self, Compiled};
 use crate::{CatalogConfig, CatalogError, SkippedTool};
 
@@ -104,6 +105,9 @@ pub struct CatalogTool {
     input_schema: Schema,
     output_schema: Option<Schema>,
     validator: OnceLock<Compiled>,
+    /// Refused by the identity rules: never shown to the model (not listed, not searched, not
+    /// promoted), while a call to it still resolves, so it is denied naming the rule.
+    hidden: bool,
 }
 
 /// A JSON Schema as its compact JSON text, parsed on demand.
@@ -144,6 +148,13 @@ impl CatalogTool {
     /// The model-facing name.
     pub fn model_name(&self) -> &str {
         &self.name
+    }
+
+    /// True when the catalog's identity rules
+    /// ([`CatalogConfig::identity_rules`](crate::CatalogConfig::identity_rules)) refuse the tool:
+    /// the model is never shown it (tool list, search, promotion) and a call to it is denied.
+    pub fn is_hidden(&self) -> bool {
+        self.hidden
     }
 
     /// The server's description (cut to
@@ -269,6 +280,11 @@ impl State {
         }
     }
 
+    /// [`find`](Self::find), for the model: a hidden tool is not found.
+    fn find_shown(&self, name: &str) -> Option<&Arc<CatalogTool>> {
+        self.find(name).filter(|t| !t.hidden)
+    }
+
     /// The tool with this external id.
     fn get(&self, id: &str) -> Option<&Arc<CatalogTool>> {
         self.tools.get(id).map(|t| &t.0)
@@ -277,6 +293,11 @@ impl State {
     /// Every tool, in no order.
     fn all(&self) -> impl Iterator<Item = &Arc<CatalogTool>> {
         self.tools.iter().map(|t| &t.0)
+    }
+
+    /// Every tool the model may be shown, in no order.
+    fn shown(&self) -> impl Iterator<Item = &Arc<CatalogTool>> {
+        self.all().filter(|t| !t.hidden)
     }
 
     /// Removes a server's tools from the sets (not from the index).
@@ -301,16 +322,19 @@ impl State {
 /// Holds the tools of every server of the run under model-safe `server__tool` names, ranks
 /// them for `mcp_search_tools`, validates and forwards `mcp_call_tool` calls through each
 /// server's [`ToolSession`], and normalises results. It implements
-/// [`ToolCatalog`](agent_core::ToolCatalog) (what the model sees) and [`ToolDispatcher`] (what
-/// runs a call); a policy/approval layer wraps it and uses [`Catalog::resolve`] to learn the
-/// real tool behind a call before it runs.
+/// [`ToolCatalog`](agent_core::ToolCatalog) (what the model sees) and
+/// [`CallResolver`](agent_core::CallResolver): it runs calls only as the wrapped side of a
+/// [`Governed`](agent_core::Governed) layer, which learns the real tool behind each call
+/// (also behind `mcp_call_tool`) and puts it through identity rules, policy, approval, output
+/// limit, events and history before it runs. Tools the identity rules
+/// ([`CatalogConfig::identity_rules`]) refuse are never shown to the model.
 ///
 /// All methods take `&self`: servers can be added, re-listed (`tools/list_changed`) and
 /// removed while calls run.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
+/// use agent_core::{GovernedLayer, ToolCall, ToolCatalog, ToolDispatcher};
 /// use mcp_catalog::{Catalog, CatalogConfig, ServerTools};
 /// use mcp_catalog::testing::FakeServer;
 /// use serde_json::json;
@@ -325,13 +349,14 @@ impl State {
 /// assert_eq!(names, ["mcp_search_tools", "mcp_call_tool"]);
 ///
 /// // …searches…
+/// let governed = GovernedLayer::new().layer(catalog);
 /// let args = json!({"query": "echo the input"}).as_object().unwrap().clone();
-/// let found = catalog.dispatch(ToolCall::new("1", "mcp_search_tools", args)).await.unwrap();
+/// let found = governed.dispatch(ToolCall::new("1", "mcp_search_tools", args)).await.unwrap();
 /// assert_eq!(found.structured.unwrap()["tools"][0]["name"], "demo__echo");
 ///
-/// // …and calls.
+/// // …and calls, through the governed layer.
 /// let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
-/// let out = catalog
+/// let out = governed
 ///     .dispatch(ToolCall::new("2", "mcp_call_tool", args.as_object().unwrap().clone()))
 ///     .await
 ///     .unwrap();
@@ -432,7 +457,8 @@ impl Catalog {
             });
         }
         let mut state = self.write();
-        let (tools, skipped) = self.prepare(&state, &server.key, &server.tools)?;
+        let identity = server.identity.as_deref();
+        let (tools, skipped) = self.prepare(&state, &server.key, identity, &server.tools)?;
         Self::install(&mut state, &server.key, tools, skipped);
         let entry = state
             .servers
@@ -453,7 +479,8 @@ impl Catalog {
                 reason: "no such server in the catalog".into(),
             });
         }
-        let (prepared, skipped) = self.prepare(&state, server, tools)?;
+        let identity = state.servers.get(server).and_then(|s| s.identity.clone());
+        let (prepared, skipped) = self.prepare(&state, server, identity.as_deref(), tools)?;
         Self::install(&mut state, server, prepared, skipped);
         Ok(())
     }
@@ -506,6 +533,7 @@ impl Catalog {
         &self,
         state: &State,
         server: &str,
+        identity: Option<&str>,
         tools: &'t [Tool],
     ) -> Result<(Prepared<'t>, Vec<SkippedTool>), CatalogError> {
         let limits = &self.config.tool_limits;
@@ -571,6 +599,7 @@ impl Catalog {
                 input_schema: Schema::new(input_schema),
                 output_schema: output_schema.map(Schema::new),
                 validator: OnceLock::new(),
+                hidden: self.config.identity_rules.allows(identity, remote).is_err(),
             };
             out.push((Arc::new(entry), tool));
         }
@@ -583,9 +612,10 @@ impl Catalog {
             let old = std::mem::take(&mut old.tools);
             state.forget(&old);
         }
+        // Hidden tools are not indexed: a search never finds them, nor counts them.
         state.index.replace_server(
             server,
-            tools.iter().map(|(t, source)| {
+            tools.iter().filter(|(t, _)| !t.hidden).map(|(t, source)| {
                 ToolText::new(&t.id, &t.server, &t.remote_name)
                     .with_title(t.annotations.title.as_deref())
                     .with_description(t.description())
@@ -638,7 +668,9 @@ impl Catalog {
         self.read().find(name).cloned()
     }
 
-    /// Every MCP tool, sorted by external name (for listings; the model sees [`Catalog::search`]).
+    /// Every MCP tool, sorted by external name (for an operator's listings; the model sees
+    /// [`Catalog::search`]). Tools the identity rules hide are included:
+    /// [`CatalogTool::is_hidden`] tells them.
     pub fn entries(&self) -> Vec<Arc<CatalogTool>> {
         let mut all: Vec<_> = self.read().all().cloned().collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));

@@ -140,8 +140,10 @@ impl Catalog {
                 max_tools,
                 max_schema_bytes,
             } => {
-                let bytes: usize = state.all().map(|t| t.schema_bytes()).sum();
-                state.tools.len() <= max_tools && bytes <= max_schema_bytes
+                let (count, bytes) = state
+                    .shown()
+                    .fold((0, 0), |(n, b), t| (n + 1, b + t.schema_bytes()));
+                count <= max_tools && bytes <= max_schema_bytes
             }
         }
     }
@@ -152,7 +154,7 @@ impl Catalog {
     pub fn promote(&self, name: &str) -> Result<ToolDescriptor, CatalogError> {
         let mut state = self.write();
         let tool = state
-            .find(name)
+            .find_shown(name)
             .cloned()
             .ok_or_else(|| CatalogError::UnknownTool {
                 tool: name.to_owned(),
@@ -225,7 +227,7 @@ impl Catalog {
             if let Some(names) = query.strip_prefix("select:") {
                 let mut response = SearchResponse::default();
                 for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    match state.find(name) {
+                    match state.find_shown(name) {
                         Some(tool) if request.server.as_ref().is_none_or(|s| *s == tool.server) => {
                             if !response.tools.iter().any(|t| t.id == tool.id) {
                                 response.tools.push(Arc::clone(tool));
@@ -304,7 +306,7 @@ impl Catalog {
                 "Search the tools of the connected MCP servers ({} tools; {servers_text}). \
                  Returns the best matches with their name, description and input_schema; \
                  run one with mcp_call_tool.",
-                state.tools.len()
+                state.shown().count()
             ))
             .with_annotations(ToolAnnotations::read_only())
     }
@@ -346,7 +348,7 @@ impl ToolCatalog for Catalog {
         let state = self.read();
         let mut out = self.natives.clone();
         if self.eager(&state) {
-            let mut all: Vec<&Arc<CatalogTool>> = state.all().collect();
+            let mut all: Vec<&Arc<CatalogTool>> = state.shown().collect();
             all.sort_by(|a, b| a.model_name().cmp(b.model_name()));
             out.extend(all.into_iter().map(|t| t.descriptor()));
             return out;
@@ -354,8 +356,16 @@ impl ToolCatalog for Catalog {
         out.push(self.search_descriptor(&state));
         out.push(Self::call_descriptor());
         let mut shown: Vec<&str> = Vec::new();
-        let pinned = self.config.pinned.iter().filter_map(|p| state.find(p));
-        let promoted = state.promoted.iter().filter_map(|id| state.get(id));
+        let pinned = self
+            .config
+            .pinned
+            .iter()
+            .filter_map(|p| state.find_shown(p));
+        let promoted = state
+            .promoted
+            .iter()
+            .filter_map(|id| state.get(id))
+            .filter(|t| !t.hidden);
         for tool in pinned.chain(promoted) {
             if !shown.contains(&tool.id.as_str()) {
                 shown.push(&tool.id);

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use agent_core::{
-    ContentPart, JsonObject, ResourceContents, ToolCall, ToolCatalog, ToolDescriptor,
-    ToolDispatcher, ToolError, ToolOutput,
+    CallKind, CallResolver, ContentPart, IdentityRules, JsonObject, ResourceContents, Rule,
+    ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_catalog::testing::{Behavior, FakeServer, tool};
@@ -46,8 +46,12 @@ fn numbered(n: usize) -> Arc<FakeServer> {
     Arc::new(fake)
 }
 
+/// Runs a call through the catalog's side of the governed layer (no rules): resolve, then
+/// dispatch what it resolved.
 async fn run(catalog: &Catalog, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
-    catalog.dispatch(call(name, args)).await
+    let call = call(name, args);
+    let (_, target) = CallResolver::resolve(catalog, &call)?;
+    catalog.dispatch_resolved(call, target).await
 }
 
 async fn search(catalog: &Catalog, args: Value) -> Value {
@@ -707,21 +711,26 @@ fn resolve_names_the_real_tool_for_policy_and_approval() {
         panic!("an MCP tool")
     };
     assert!(resolved.via_call_tool);
-    let info = resolved.call_info();
+
+    // What the governed layer decides on: the real tool behind `mcp_call_tool`.
+    let (real, _) = CallResolver::resolve(
+        &catalog,
+        &call(
+            "mcp_call_tool",
+            json!({"tool_name": "fs__delete_file", "arguments": {"path": "/tmp/x"}}),
+        ),
+    )
+    .unwrap();
+    assert_eq!(real.kind, CallKind::External);
+    assert_eq!(real.action_ref, "fs__delete_file");
+    assert_eq!(real.server.as_deref(), Some("fs"));
+    assert_eq!(real.server_identity.as_deref(), Some("filesystem-server"));
+    assert_eq!(real.remote_tool.as_deref(), Some("delete_file"));
+    assert_eq!(real.annotations.destructive_hint, Some(true));
+    assert_eq!(real.arguments, obj(json!({"path": "/tmp/x"})));
+    let info = real.call_info();
     assert_eq!(info.tool, "fs__delete_file");
-    assert_eq!(info.server, Some("fs"));
-    assert_eq!(info.server_identity, Some("filesystem-server"));
     assert_eq!(info.remote_tool, Some("delete_file"));
-    assert_eq!(info.annotations.destructive_hint, Some(true));
-    assert_eq!(info.arguments["path"], "/tmp/x");
-    let approval = resolved.approval_request();
-    assert_eq!(approval.action_ref, "fs__delete_file");
-    assert!(approval.prompt.contains("delete_file") && approval.prompt.contains("fs"));
-    assert_eq!(approval.metadata["mcp_tool_name"], "fs__delete_file");
-    assert_eq!(
-        approval.metadata["mcp_arguments"],
-        json!({"path": "/tmp/x"})
-    );
 
     assert!(matches!(
         catalog
@@ -729,6 +738,94 @@ fn resolve_names_the_real_tool_for_policy_and_approval() {
             .unwrap(),
         CallTarget::Search
     ));
+    let (meta, _) = CallResolver::resolve(&catalog, &call("mcp_search_tools", json!({}))).unwrap();
+    assert_eq!(meta.kind, CallKind::Meta);
+}
+
+/// A catalog of the `everything` fake twice: `a` (identity `acme/files`) and `b` (identity
+/// `other`), with `rules`.
+fn two_servers(rules: IdentityRules, exposure: Exposure) -> Catalog {
+    let catalog = Catalog::new(
+        CatalogConfig::default()
+            .with_exposure(exposure)
+            .with_identity_rules(rules),
+    );
+    for (key, identity) in [("a", "acme/files"), ("b", "other")] {
+        let fake = Arc::new(FakeServer::everything());
+        catalog
+            .add_server(ServerTools::new(key, fake.clone(), fake.tools()).with_identity(identity))
+            .unwrap();
+    }
+    catalog
+}
+
+fn tool_names(tools: &[ToolDescriptor]) -> Vec<&str> {
+    tools.iter().map(|t| t.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn an_allowlist_that_matches_nothing_hides_every_tool_but_calls_still_resolve() {
+    let rules = IdentityRules::default().allow(Rule::new("nobody", "*"));
+    let catalog = two_servers(rules.clone(), Exposure::Lazy);
+    assert_eq!(
+        tool_names(&catalog.tools()),
+        ["mcp_search_tools", "mcp_call_tool"]
+    );
+    let found = search(&catalog, json!({"query": "echo"})).await;
+    assert_eq!(found["count"], 0, "{found}");
+    let listed = search(&catalog, json!({"query": ""})).await;
+    assert_eq!(listed["total"], 0, "{listed}");
+    let selected = search(&catalog, json!({"query": "select:a__echo"})).await;
+    assert_eq!(selected["not_found"], json!(["a__echo"]));
+    assert!(catalog.promote("a__echo").is_err());
+    assert!(
+        catalog
+            .tool("mcp_search_tools")
+            .unwrap()
+            .description
+            .unwrap()
+            .contains("(0 tools;")
+    );
+    // Eager shows none of them either.
+    let eager = two_servers(rules, Exposure::Eager);
+    assert!(eager.tools().is_empty(), "{:?}", tool_names(&eager.tools()));
+
+    // A call still resolves to the real tool, for the layer to deny naming the rule…
+    let (resolved, _) = CallResolver::resolve(
+        &catalog,
+        &call(
+            "mcp_call_tool",
+            json!({"tool_name": "a__echo", "arguments": {}}),
+        ),
+    )
+    .unwrap();
+    assert_eq!(resolved.server_identity.as_deref(), Some("acme/files"));
+    // …and a typo's suggestions never name a hidden tool.
+    let err = CallResolver::resolve(&catalog, &call("a__ecoh", json!({}))).unwrap_err();
+    assert!(!err.to_string().contains("a__echo"), "{err}");
+    assert!(catalog.entries().iter().all(|t| t.is_hidden()));
+}
+
+#[tokio::test]
+async fn identity_rules_hide_by_server_identity_and_a_denied_tool_alone() {
+    let rules = IdentityRules::default()
+        .allow(Rule::new("acme/*", "*"))
+        .deny(Rule::new("*", "fail"));
+    let catalog = two_servers(rules, Exposure::Lazy);
+    let found = search(&catalog, json!({"query": "", "limit": 50})).await;
+    let shown: Vec<&str> = found["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(shown.iter().all(|n| n.starts_with("a__")), "{shown:?}");
+    assert!(shown.contains(&"a__echo"), "{shown:?}");
+    assert!(!shown.contains(&"a__fail"), "{shown:?}");
+    assert!(catalog.promote("a__echo").is_ok());
+    assert!(catalog.promote("b__echo").is_err());
+    assert!(catalog.promote("a__fail").is_err());
+    assert!(tool_names(&catalog.tools()).contains(&"a__echo"));
 }
 
 #[test]

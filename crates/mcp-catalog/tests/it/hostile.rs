@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use agent_core::{JsonObject, ToolCall, ToolCatalog, ToolDispatcher, ToolError};
+use agent_core::{CallResolver, JsonObject, ToolCall, ToolCatalog, ToolError};
 use mcp_catalog::eval::{index_tools, synthetic_tools};
 use mcp_catalog::search::{MAX_QUERY_CHARS, MAX_QUERY_TERMS, SearchIndex, ToolText};
 use mcp_catalog::testing::{Behavior, FakeServer, tool};
@@ -186,12 +186,10 @@ async fn a_query_over_the_length_limit_is_refused_naming_the_limit() {
     let catalog = Catalog::new(CatalogConfig::default());
     catalog.add_server(server(vec![fine("ok")])).unwrap();
     let query = "find ".repeat(108 * 1024 / 5);
+    let call = ToolCall::new("1", "mcp_search_tools", obj(json!({"query": query})));
+    let (_, target) = CallResolver::resolve(&catalog, &call).unwrap();
     let err = catalog
-        .dispatch(ToolCall::new(
-            "1",
-            "mcp_search_tools",
-            obj(json!({"query": query})),
-        ))
+        .dispatch_resolved(call, target)
         .await
         .expect_err("refused");
     let ToolError::InvalidArguments { message, .. } = &err else {
