@@ -378,3 +378,36 @@ pub enum EventRecvError {
     #[error("the event bus is closed")]
     Closed,
 }
+
+/// Why an agent run ended without an answer.
+///
+/// ```
+/// use agent_core::AgentError;
+/// let err = AgentError::StepLimit { max_steps: 20 };
+/// assert_eq!(
+///     err.to_string(),
+///     "no final answer within 20 steps: the model kept asking for tool calls"
+/// );
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model failed to answer.
+    #[error("the model failed at step {step}")]
+    Model {
+        /// The step it was asked at (1 for the first).
+        step: u32,
+        /// Why.
+        #[source]
+        source: ModelError,
+    },
+    /// The model was still asking for tool calls when the step limit was reached.
+    #[error("no final answer within {max_steps} steps: the model kept asking for tool calls")]
+    StepLimit {
+        /// The limit.
+        max_steps: u32,
+    },
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+}

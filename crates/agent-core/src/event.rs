@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ToolError;
+use crate::{ToolError, Usage};
 
 /// The kind of an [`Event`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -25,6 +25,15 @@ pub enum EventKind {
     ServerFailed,
     /// A server's tool list changed and the catalog was updated.
     ToolsChanged,
+    /// The agent loop asked the model and it answered (one per step: `step`, `duration`,
+    /// `usage`, and how many tool calls it asked for in `tool_call_count`).
+    ModelResponded,
+    /// The agent loop ended with a final answer (`step`: the steps taken, `usage`: the
+    /// run's total, `duration`: the whole run).
+    RunFinished,
+    /// The agent loop ended without an answer (`message`: why; the step limit, a model
+    /// failure or cancellation).
+    RunFailed,
 }
 
 /// How a tool call ended.
@@ -126,6 +135,15 @@ pub struct Event {
     /// The error or denial reason, for failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The agent loop's step (1 for the first model answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    /// Tokens used: by one answer (`model_responded`) or the whole run (`run_finished`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// How many tool calls the model asked for (`model_responded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_count: Option<u32>,
 }
 
 impl Event {
@@ -144,6 +162,9 @@ impl Event {
             output_handle: None,
             outcome: None,
             message: None,
+            step: None,
+            usage: None,
+            tool_call_count: None,
         }
     }
 

@@ -16,6 +16,7 @@
 //! (`cargo xtask tidy`) fails if `cargo tree -p agent-core` ever contains `rmcp`, `hyper` or
 //! tokio's `process` feature. Everything MCP-specific implements these traits from elsewhere.
 
+mod agent;
 mod approval;
 mod bus;
 mod error;
@@ -28,13 +29,15 @@ mod policy;
 mod redact;
 mod rules;
 mod run;
+mod scripted;
 mod tool;
 
+pub use agent::{AgentLoop, AgentOutcome, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_STEPS};
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver};
 pub use error::{
-    BoxError, EventRecvError, HistoryError, ModelError, OutputError, RunnerError, ToolError,
-    error_chain,
+    AgentError, BoxError, EventRecvError, HistoryError, ModelError, OutputError, RunnerError,
+    ToolError, error_chain,
 };
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
@@ -45,7 +48,9 @@ pub use history::{
     EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE, SessionHistory,
     TornLine, read_jsonl,
 };
-pub use model::{Message, Model, ModelRequest, ModelResponse, Role};
+pub use model::{
+    Message, Model, ModelRequest, ModelResponse, ModelSettings, Role, TextSink, ToolChoice, Usage,
+};
 pub use output::{
     DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputLimits,
     OutputStore, READ_OUTPUT_TOOL,
@@ -54,6 +59,7 @@ pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
 pub use rules::{ApprovalRules, ApprovalTrigger, Denial, IdentityRules, Rule};
 pub use run::{RunInput, RunScope, Runner, RunnerFactory, with_runner};
+pub use scripted::ScriptedModel;
 pub use tool::{
     ContentPart, JsonObject, ResourceContents, ToolAnnotations, ToolCall, ToolCatalog,
     ToolDescriptor, ToolDispatcher, ToolOutput,

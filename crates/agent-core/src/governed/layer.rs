@@ -395,6 +395,12 @@ impl<D> Governed<D> {
         Arc::clone(&self.bus)
     }
 
+    /// The history this layer records in, if any (an agent loop adds the conversation's own
+    /// messages to it).
+    pub fn history(&self) -> Option<&Arc<History>> {
+        self.history.as_ref()
+    }
+
     /// The kept outputs (for reading a cut output whole, e.g. a `--full` flag).
     pub fn outputs(&self) -> &OutputStore {
         &self.outputs
