@@ -1,0 +1,160 @@
+//! Endpoints that stall, send too much, or are not there.
+
+use std::time::Duration;
+
+use agent_core::{Message, ModelRequest, Role};
+use agent_model_openai::{
+    LimitKind, Limits, OpenAiConfig, OpenAiError, OpenAiModel, RetryPolicy, TimeoutKind,
+};
+use serde_json::json;
+
+use crate::provider::{End, Provider, Reply, completion, shown};
+
+fn request() -> ModelRequest {
+    ModelRequest::new(vec![Message::new(Role::User, "Hi.")], vec![])
+}
+
+#[tokio::test]
+async fn a_stream_that_stops_sending_fails_with_the_idle_timeout() {
+    let provider = Provider::always(|| Reply::Sse {
+        frames: vec![format!(
+            "data: {}\n\n: keep-alive\n\n",
+            json!({"choices": [{"delta": {"content": "Thinking"}}]})
+        )],
+        then: End::Stall,
+    })
+    .await;
+    let config = provider.config();
+    let timeouts = config.timeouts.with_idle(Duration::from_millis(200));
+    let model = OpenAiModel::new(config.with_timeouts(timeouts)).unwrap();
+
+    let mut text = String::new();
+    let err = model
+        .chat_stream(&request(), &mut |d| {
+            if let agent_model_openai::StreamDelta::Text(t) = d {
+                text.push_str(t);
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(text, "Thinking");
+    assert!(
+        matches!(
+            err,
+            OpenAiError::Timeout {
+                kind: TimeoutKind::IdleStream,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "idle-stream timeout of 0.2 s expired");
+    // Text was handed on: the attempt is not repeated.
+    assert_eq!(provider.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_without_an_answer_fails_with_the_request_timeout() {
+    let provider = Provider::always(|| Reply::Sse {
+        frames: vec![],
+        then: End::Stall,
+    })
+    .await;
+    let config = provider.config().with_stream(false);
+    let timeouts = config.timeouts.with_request(Duration::from_millis(200));
+    let model = OpenAiModel::new(config.with_timeouts(timeouts)).unwrap();
+    let err = model.chat(&request()).await.unwrap_err();
+    assert_eq!(err.to_string(), "request timeout of 0.2 s expired");
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_refused_naming_the_limit() {
+    let big = "x".repeat(4096);
+    let provider = Provider::always(move || {
+        Reply::ok(completion(
+            json!({"role": "assistant", "content": big}),
+            "stop",
+            None,
+        ))
+    })
+    .await;
+    let config = provider
+        .config()
+        .with_stream(false)
+        .with_limits(Limits::default().with_max_body_bytes(1024));
+    let model = OpenAiModel::new(config).unwrap();
+    let err = model.chat(&request()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            OpenAiError::TooLarge {
+                kind: LimitKind::Body,
+                limit: 1024
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the response body exceeds the limit of 1024 bytes (limits.max_body_bytes)"
+    );
+}
+
+#[tokio::test]
+async fn an_endless_body_is_cut_at_the_limit() {
+    let provider = Provider::always(|| Reply::Endless).await;
+    let config = provider
+        .config()
+        .with_stream(false)
+        .with_limits(Limits::default().with_max_body_bytes(256 * 1024));
+    let model = OpenAiModel::new(config).unwrap();
+    let err = model.chat(&request()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the response body exceeds the limit of 262144 bytes"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_event_that_never_ends_is_cut_at_the_event_limit() {
+    let provider = Provider::always(|| Reply::Sse {
+        frames: std::iter::once("data: {\"choices\": [{\"delta\": {\"content\": \"".to_owned())
+            .chain(std::iter::repeat_n("a".repeat(1024), 64))
+            .collect(),
+        then: End::Stall,
+    })
+    .await;
+    let config = provider
+        .config()
+        .with_limits(Limits::default().with_max_event_bytes(16 * 1024));
+    let model = OpenAiModel::new(config).unwrap();
+    let err = model
+        .chat_stream(&request(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the server-sent event exceeds the limit of 16384 bytes (limits.max_event_bytes)"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_names_its_host() {
+    // A port that was free a moment ago: nothing listens there now.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = OpenAiConfig::new("m")
+        .with_base_url(format!("http://127.0.0.1:{port}/v1"))
+        .with_retry(RetryPolicy::none());
+    let model = OpenAiModel::new(config).unwrap();
+    let err = model.chat(&request()).await.unwrap_err();
+    let (text, _) = shown(&err);
+    assert!(
+        text.starts_with(&format!("could not connect to 127.0.0.1:{port}: ")),
+        "{text}"
+    );
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+}

@@ -1,0 +1,10 @@
+//! The integration tests of `agent-model-openai`, one module per behaviour, against a scripted
+//! provider on 127.0.0.1 (`provider.rs`).
+
+mod provider;
+
+mod faults;
+mod non_streaming;
+mod retries;
+mod secrets;
+mod streaming;
