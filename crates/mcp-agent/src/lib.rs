@@ -25,6 +25,49 @@
 //! # }
 //! ```
 //!
+//! # Governed calls
+//!
+//! Every call of a run — `mcp_search_tools`, `mcp_call_tool`, pinned and promoted MCP tools,
+//! the application's native tools ([`McpClientBuilder::native_tools`]), `mcp_read_output` —
+//! goes through the run's [`GovernedLayer`]: identity rules (`[policy]` `allow` / `deny`,
+//! matched against each server's `serverInfo.name`; refused tools are not even shown), the
+//! [`ToolPolicy`](prelude::ToolPolicy), approval of the real tool (`server__tool`, also behind
+//! `mcp_call_tool`) by an [`ApprovalGate`](prelude::ApprovalGate), the call timeout, the output
+//! limit (`max_output_bytes`; the rest is read with [`READ_OUTPUT_TOOL`]), `tool_call_*`
+//! [`EventKind`]s beside the server events, and the run's [`History`]
+//! (`messages.jsonl`, `events.jsonl`, secrets redacted). The layer starts from the
+//! configuration's `[policy]`; [`McpClientBuilder::govern`] adjusts it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::path::Path;
+//! use mcp_agent::prelude::*;
+//! use mcp_agent::{AutoApprove, Config, EventKind, McpClient, RunInput};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // mcp.toml:
+//! //   [policy]
+//! //   allow = [{ server = "mcp-servers/everything", tool = "*" }]
+//! //   deny = [{ server = "*", tool = "delete_*" }]
+//! //   approve_destructive = true
+//! let client = McpClient::builder(Config::load(Some(Path::new("mcp.toml")))?)
+//!     .connectors(mcp_agent::connectors()?)
+//!     .govern(|layer| layer.approval_gate(Arc::new(AutoApprove)))
+//!     .history_root("history")
+//!     .build();
+//! let runner = client.open_runner(&RunInput::new("conversation-7", "tidy up")).await?;
+//! let mut events = runner.governed().subscribe();
+//! // … the model calls tools through `runner.dispatch(…)` …
+//! while let Ok(Some(event)) = events.try_recv() {
+//!     if event.kind == EventKind::ToolCallDenied {
+//!         println!("denied: {:?} {:?}", event.tool, event.message);
+//!     }
+//! }
+//! runner.shutdown().await?; // sessions closed, history/conversation-7/*.jsonl synced
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Feature Flags
 //!
 //! | feature | default | adds |
@@ -56,23 +99,26 @@ pub use mcp_transport_stdio;
 pub use rmcp;
 
 pub use agent_core::{
-    ApprovalDecision, ApprovalRequest, Event, EventKind, RunInput, ToolCall, ToolDescriptor,
-    ToolError, ToolOutput,
+    ApprovalDecision, ApprovalRequest, ApprovalRules, ApprovalTrigger, AutoApprove, CallOutcome,
+    Event, EventKind, EventReceiver, Governed, GovernedLayer, History, HistoryError, IdentityRules,
+    OutputLimits, READ_OUTPUT_TOOL, Redactor, Rule, RunInput, ToolCall, ToolDescriptor, ToolError,
+    ToolOutput,
 };
-pub use mcp_catalog::{CALL_TOOL, CatalogConfig, Exposure, SEARCH_TOOL, SearchRequest};
+pub use mcp_catalog::{CALL_TOOL, Catalog, CatalogConfig, Exposure, SEARCH_TOOL, SearchRequest};
 pub use mcp_client::{
     ClientError, Connectors, McpClient, McpClientBuilder, McpRunner, ServerIdentity, SessionError,
 };
 pub use mcp_config::{
-    Config, ConfigError, McpSelection, PartialFailure, RunSelection, Scrubber, Secret, ServerSpec,
+    Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, Scrubber,
+    Secret, ServerSpec,
 };
 pub use mcp_connector::{ConnectError, Connector};
 
 /// The traits a run is used through: `use mcp_agent::prelude::*;`.
 pub mod prelude {
     pub use agent_core::{
-        ApprovalGate, EventSink, Model, Runner, RunnerFactory, ToolCatalog, ToolDispatcher,
-        ToolPolicy,
+        ApprovalGate, CallResolver, EventSink, Model, Runner, RunnerFactory, ToolCatalog,
+        ToolDispatcher, ToolPolicy,
     };
 }
 

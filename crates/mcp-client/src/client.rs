@@ -1,9 +1,14 @@
-//! The MCP client: turns a run's input into a runner over that run's servers.
+//! The MCP client: turns a run's input into a runner over that run's servers, every call of
+//! which goes through the run's governed layer.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{EventSink, NoopEventSink, RunInput, RunScope, RunnerError, RunnerFactory};
+use agent_core::{
+    AsNative, EventSink, GovernedLayer, History, IdentityRules, Redactor, RunInput, RunScope,
+    RunnerError, RunnerFactory, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+};
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
 use mcp_config::{Config, DefaultResolver, ResolvedRun, Scrubber, ServerResolver};
@@ -16,7 +21,12 @@ use crate::{ClientError, Connectors, ListLimits, McpRunner};
 /// Opens per-run MCP runners.
 ///
 /// Holds what is shared by every run — the connectors, the resolver that picks each run's
-/// servers, the catalog settings, the event sink — and nothing of any one run.
+/// servers, the catalog settings, the governed layer's template (the config's `[policy]`,
+/// adjusted by [`McpClientBuilder::govern`]), native tools, where histories go — and nothing
+/// of any one run. Each run gets its own layer from the template: every call of the run —
+/// `mcp_search_tools`, `mcp_call_tool`, pinned and promoted MCP tools, native tools,
+/// `mcp_read_output` — goes through it (identity rules, policy, approval, output limit,
+/// events, history).
 ///
 /// ```no_run
 /// use agent_core::RunInput;
@@ -38,12 +48,21 @@ pub struct McpClient {
     inner: Arc<Inner>,
 }
 
+/// The agent's own tools, shown and governed beside the MCP tools.
+#[derive(Clone)]
+struct Natives {
+    tools: Vec<ToolDescriptor>,
+    dispatcher: Arc<dyn ToolDispatcher>,
+}
+
 struct Inner {
     agent: String,
     connectors: Connectors,
     resolver: Arc<dyn ServerResolver>,
     catalog: CatalogConfig,
-    events: Arc<dyn EventSink>,
+    layer: GovernedLayer,
+    natives: Option<Natives>,
+    history_root: Option<PathBuf>,
     max_parallel: usize,
     grace: Duration,
     list_limits: ListLimits,
@@ -66,7 +85,9 @@ pub struct McpClientBuilder {
     connectors: Connectors,
     resolver: Arc<dyn ServerResolver>,
     catalog: CatalogConfig,
-    events: Arc<dyn EventSink>,
+    layer: GovernedLayer,
+    natives: Option<Natives>,
+    history_root: Option<PathBuf>,
     max_parallel: usize,
     grace: Duration,
     list_limits: ListLimits,
@@ -97,9 +118,94 @@ impl McpClientBuilder {
         self
     }
 
-    /// Where server events go.
+    /// Where the run's events go — server events and `tool_call_*` events alike: the sink of
+    /// the governed layer (the same as `govern(|layer| layer.event_sink(events))`).
     pub fn events(mut self, events: Arc<dyn EventSink>) -> Self {
-        self.events = events;
+        self.layer = self.layer.event_sink(events);
+        self
+    }
+
+    /// Adjusts the template of each run's governed layer: approval gate, tool policy,
+    /// approval timeout, call timeout, event sink, output limits, rules. It starts from the
+    /// configuration's `[policy]` (identity rules, approval rules, `max_output_bytes`).
+    ///
+    /// The identity rules the template ends with also hide the tools they refuse from the
+    /// model. Each run's redactor (for approval prompts and event messages) knows every
+    /// secret of the run's specs, and replaces one set here; the history is set per run
+    /// ([`history_root`](Self::history_root), [`McpClient::open_runner_with_history`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_core::AutoApprove;
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// let client = McpClient::builder(Config::default())
+    ///     .govern(|layer| {
+    ///         layer
+    ///             .approval_gate(Arc::new(AutoApprove))
+    ///             .approval_timeout(Duration::from_secs(60))
+    ///     })
+    ///     .build();
+    /// # let _ = client;
+    /// ```
+    pub fn govern(mut self, f: impl FnOnce(GovernedLayer) -> GovernedLayer) -> Self {
+        self.layer = f(self.layer);
+        self
+    }
+
+    /// The agent's own tools: shown to the model beside the lazy surface, found by
+    /// `mcp_search_tools`'s neighbours in the tool list, run by `dispatcher`, and governed by
+    /// the same layer as MCP tools (policy, annotation approval rules, output limit, events,
+    /// history). Names must be unique and differ from `mcp_search_tools` / `mcp_call_tool`;
+    /// otherwise opening a run fails with [`ClientError::NativeTools`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{ToolAnnotations, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+    /// use async_trait::async_trait;
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// struct Clock;
+    /// #[async_trait]
+    /// impl ToolDispatcher for Clock {
+    ///     async fn dispatch(&self, _call: ToolCall) -> Result<ToolOutput, ToolError> {
+    ///         Ok(ToolOutput::text("12:00"))
+    ///     }
+    /// }
+    /// let now = ToolDescriptor::new("now", Default::default())
+    ///     .with_annotations(ToolAnnotations::read_only());
+    /// let client = McpClient::builder(Config::default())
+    ///     .native_tools(vec![now], Arc::new(Clock))
+    ///     .build();
+    /// # let _ = client;
+    /// ```
+    pub fn native_tools(
+        mut self,
+        tools: Vec<ToolDescriptor>,
+        dispatcher: Arc<dyn ToolDispatcher>,
+    ) -> Self {
+        self.natives = Some(Natives { tools, dispatcher });
+        self
+    }
+
+    /// Records each run opened with [`McpClient::open_runner`] under
+    /// `<dir>/<run id>/` (`messages.jsonl`, `events.jsonl`): the run id is the input's
+    /// `state_id`, with characters other than `[A-Za-z0-9._-]` replaced (and a hash suffix
+    /// then, so two ids never share a directory). A directory that cannot be written fails
+    /// the run when it opens, before any server is contacted.
+    ///
+    /// ```
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// let client = McpClient::builder(Config::default()).history_root("/var/lib/agent/history").build();
+    /// # let _ = client;
+    /// ```
+    pub fn history_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.history_root = Some(dir.into());
         self
     }
 
@@ -134,13 +240,19 @@ impl McpClientBuilder {
 
     /// Builds the client.
     pub fn build(self) -> McpClient {
+        // The catalog hides what the layer's identity rules refuse.
+        let catalog = self
+            .catalog
+            .with_identity_rules(identity_rules_of(&self.layer));
         McpClient {
             inner: Arc::new(Inner {
                 agent: self.agent,
                 connectors: self.connectors,
                 resolver: self.resolver,
-                catalog: self.catalog,
-                events: self.events,
+                catalog,
+                layer: self.layer,
+                natives: self.natives,
+                history_root: self.history_root,
                 max_parallel: self.max_parallel,
                 grace: self.grace,
                 list_limits: self.list_limits,
@@ -149,9 +261,59 @@ impl McpClientBuilder {
     }
 }
 
+/// The identity rules a layer built from `layer` applies.
+fn identity_rules_of(layer: &GovernedLayer) -> IdentityRules {
+    /// Runs nothing: only the rules of the layer around it are read.
+    struct Nothing;
+    #[async_trait]
+    impl ToolDispatcher for Nothing {
+        async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+            Err(ToolError::unknown_tool(call.name, Vec::new()))
+        }
+    }
+    layer
+        .clone()
+        .layer(AsNative::new(Nothing))
+        .identity_rules()
+        .clone()
+}
+
+/// A run id as one directory name: `[A-Za-z0-9._-]` kept, anything else replaced by `_`, at
+/// most 64 bytes, and — when anything was replaced or cut, or the id is empty or only dots —
+/// followed by `-` and a hash of the whole id, so two ids never share a directory.
+fn run_dir_name(id: &str) -> String {
+    const MAX: usize = 64;
+    let mut name: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let lossy = name != id || name.len() > MAX || name.chars().all(|c| c == '.');
+    if lossy {
+        name.truncate(MAX);
+        // FNV-1a, 64 bits: stable across runs and builds.
+        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        name = format!("{name}-{hash:016x}");
+    }
+    name
+}
+
 impl McpClient {
-    /// A builder resolving runs against `config` with the default resolver (SPEC A5).
+    /// A builder resolving runs against `config` with the default resolver (SPEC A5), its
+    /// `[policy]` as the governed layer's identity rules, approval rules and output limit.
     pub fn builder(config: Config) -> McpClientBuilder {
+        let policy = &config.policy;
+        let layer = GovernedLayer::new()
+            .identity_rules(policy.identity.clone())
+            .approval_rules(policy.approval.clone())
+            .output_limits(policy.output_limits());
         let pinned = config
             .servers
             .iter()
@@ -167,7 +329,9 @@ impl McpClient {
             connectors: Connectors::new(),
             resolver: Arc::new(DefaultResolver::new(config)),
             catalog: CatalogConfig::default().with_pinned(pinned),
-            events: Arc::new(NoopEventSink),
+            layer,
+            natives: None,
+            history_root: None,
             max_parallel: 16,
             grace: Duration::from_secs(2),
             list_limits: ListLimits::default(),
@@ -175,37 +339,110 @@ impl McpClient {
     }
 
     /// Opens a runner for `input`: resolves its servers, connects them in parallel, lists
-    /// their tools and builds the catalog. Close it with [`agent_core::Runner::close`].
+    /// their tools and builds the catalog behind the run's governed layer. With a
+    /// [`history_root`](McpClientBuilder::history_root), the run is recorded under it.
+    /// Close it with [`agent_core::Runner::close`] (or [`McpRunner::shutdown`], which reports
+    /// a history write failure).
     pub async fn open_runner(&self, input: &RunInput) -> Result<McpRunner, ClientError> {
+        let history = self
+            .inner
+            .history_root
+            .as_ref()
+            .map(|root| root.join(run_dir_name(&input.state_id)));
+        self.open_runner_in(input, history).await
+    }
+
+    /// Opens a runner for `input` as [`open_runner`](Self::open_runner) does, recording this
+    /// run directly in `dir` (`dir/messages.jsonl`, `dir/events.jsonl`; created if missing,
+    /// appended to if it holds a history already).
+    ///
+    /// Fails with [`ClientError::History`], naming the directory, before any server is
+    /// contacted when `dir` cannot be written.
+    ///
+    /// ```no_run
+    /// use std::path::Path;
+    /// use agent_core::RunInput;
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = McpClient::builder(Config::from_env()?).build();
+    /// let input = RunInput::new("state-1", "summarise the open issues");
+    /// let runner = client.open_runner_with_history(&input, Path::new("history/state-1")).await?;
+    /// // … the run …
+    /// runner.shutdown().await?; // sessions closed, history synced
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open_runner_with_history(
+        &self,
+        input: &RunInput,
+        dir: &Path,
+    ) -> Result<McpRunner, ClientError> {
+        self.open_runner_in(input, Some(dir.to_path_buf())).await
+    }
+
+    async fn open_runner_in(
+        &self,
+        input: &RunInput,
+        history: Option<PathBuf>,
+    ) -> Result<McpRunner, ClientError> {
         let run = self
             .inner
             .resolver
             .resolve(&self.inner.agent, input)
             .await
             .map_err(|e| ClientError::Config(Box::new(e)))?;
-        self.open_resolved(run).await
+        let span = tracing::info_span!("mcp_run", servers = run.servers.len());
+        self.open_resolved_inner(run, history)
+            .instrument(span)
+            .await
     }
 
-    /// Opens a runner for servers already resolved.
+    /// Opens a runner for servers already resolved (recording no history: there is no run
+    /// id; see [`open_runner_with_history`](Self::open_runner_with_history)).
     ///
     /// The run's known secrets are every static secret of its specs
-    /// ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)): no error, event
-    /// or tool result of the run shows one.
+    /// ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)): no error, event,
+    /// approval prompt, history line or tool result of the run shows one.
     pub async fn open_resolved(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
         let span = tracing::info_span!("mcp_run", servers = run.servers.len());
-        self.open_resolved_inner(run).instrument(span).await
+        self.open_resolved_inner(run, None).instrument(span).await
     }
 
-    async fn open_resolved_inner(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
+    async fn open_resolved_inner(
+        &self,
+        run: ResolvedRun,
+        history: Option<PathBuf>,
+    ) -> Result<McpRunner, ClientError> {
         let started = std::time::Instant::now();
         let inner = &*self.inner;
-        let scrubber = Scrubber::new(run.servers.iter().flat_map(|s| s.secret_values()));
+        let secrets: Vec<_> = run.servers.iter().flat_map(|s| s.secret_values()).collect();
+        let scrubber = Scrubber::new(secrets.iter().cloned());
+        let redactor = Redactor::new().with_secrets(secrets.iter().map(|s| s.expose().to_owned()));
+        let mut layer = inner.layer.clone().redactor(redactor.clone());
+        if let Some(dir) = history {
+            // Before any server is contacted: a run never starts with a history it cannot keep.
+            let history = History::create(&dir, redactor).map_err(ClientError::History)?;
+            layer = layer.history(history);
+        }
+        let catalog = match &inner.natives {
+            Some(natives) => Catalog::with_native_tools(
+                inner.catalog.clone(),
+                natives.tools.clone(),
+                Arc::clone(&natives.dispatcher),
+            )
+            .map_err(ClientError::NativeTools)?,
+            None => Catalog::new(inner.catalog.clone()),
+        };
+        let governed = Arc::new(layer.layer(catalog));
+        let events = governed.events();
         let settings = OpenSettings {
             default_connect_timeout: run.options.connect_timeout,
             policy: run.options.partial_failure,
             max_parallel: inner.max_parallel,
             grace: inner.grace,
-            events: &*inner.events,
+            events: &*events,
             session: SessionOptions {
                 limits: inner.list_limits,
                 scrubber: scrubber.clone(),
@@ -215,14 +452,12 @@ impl McpClient {
         let opened = open_sessions(&inner.connectors, run.servers, settings)
             .await
             .map_err(ClientError::Server)?;
-        let catalog = Arc::new(Catalog::new(inner.catalog.clone()));
         let runner = McpRunner::new(
-            catalog,
+            governed,
             opened.sessions,
             opened.skipped,
             run.options.partial_failure,
             inner.grace,
-            inner.events.clone(),
             scrubber,
         )
         .await
@@ -255,6 +490,10 @@ impl RunnerFactory for McpClient {
             Err(ClientError::Server(e)) => Err(RunnerError::Connect {
                 server: e.server().to_owned(),
                 source: Box::new(e),
+            }),
+            Err(e) => Err(RunnerError::Other {
+                message: String::from("the run could not be opened"),
+                source: Some(Box::new(e)),
             }),
         }
     }

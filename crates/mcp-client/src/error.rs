@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use agent_core::HistoryError;
+use mcp_catalog::CatalogError;
 use mcp_connector::{BoxError, ConnectError};
 
 use crate::ListLimit;
@@ -113,6 +115,14 @@ pub enum ClientError {
     /// names the server.
     #[error(transparent)]
     Server(SessionError),
+    /// The run's history could not be opened (before any server was contacted) or, at
+    /// [`McpRunner::shutdown`](crate::McpRunner::shutdown), written; the cause names the path.
+    #[error("the run's history cannot be kept")]
+    History(#[source] HistoryError),
+    /// The native tools given to [`McpClientBuilder::native_tools`](crate::McpClientBuilder::native_tools)
+    /// cannot join the catalog (two share a name, or one is named like the lazy surface).
+    #[error("the native tools cannot join the catalog")]
+    NativeTools(#[source] CatalogError),
 }
 
 /// A failure of the MCP exchange itself, told in words. rmcp's own errors name the Rust types

@@ -8,6 +8,20 @@
 //! the [`agent_core::RunScope`] that [`McpClient`] hands out as an
 //! [`agent_core::RunnerFactory`]) closes every session.
 //!
+//! # Governed calls
+//!
+//! Each run has its own [`agent_core::Governed`] layer around its catalog, built from the
+//! client's template: the configuration's `[policy]` ([`mcp_config::PolicyConfig`]: identity
+//! rules, approval rules, `max_output_bytes`), adjusted by [`McpClientBuilder::govern`]
+//! (approval gate, tool policy, timeouts, event sink). Every call of the runner goes through
+//! it — there is no other way to run a tool of the run — and native tools
+//! ([`McpClientBuilder::native_tools`]) share it. Server events go to the layer's event bus,
+//! so the sink, subscribers ([`McpRunner::governed`]) and the history see one stream. A run
+//! records its history under [`McpClientBuilder::history_root`] or in the directory given to
+//! [`McpClient::open_runner_with_history`]; a directory that cannot be written fails the run
+//! before any server is contacted ([`ClientError::History`]). The history and the layer's
+//! redactor know every secret value of the run's specs.
+//!
 //! A server that fails is fatal under `fail_fast` and reported in [`McpRunner::skipped`] under
 //! `skip_unavailable`. Each session keeps the server's initialize identity
 //! ([`ServerIdentity`]) and re-lists its tools on `notifications/tools/list_changed`.

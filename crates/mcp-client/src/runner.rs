@@ -1,12 +1,13 @@
-//! The runner of one run: the catalog over the run's sessions, kept current, closed at the end.
+//! The runner of one run: the catalog over the run's sessions behind the run's governed layer,
+//! kept current, closed at the end.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    Event, EventKind, EventSink, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
-    ToolError, ToolOutput,
+    Event, EventKind, EventSink, Governed, Runner, ToolCall, ToolCatalog, ToolDescriptor,
+    ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, ServerTools};
@@ -17,14 +18,24 @@ use mcp_config::{PartialFailure, Scrubber};
 
 use crate::open::{screen, tools_message};
 use crate::session::scrub_session_error;
-use crate::{Session, SessionError, SkippedServer};
+use crate::{ClientError, Session, SessionError, SkippedServer};
 
-/// The tools of one run's MCP servers, behind the catalog's lazy surface.
+/// The tools of one run's MCP servers (and the agent's native tools), behind the catalog's
+/// lazy surface and the run's governed layer.
 ///
-/// Valid until [`Runner::close`]; dropping it without closing still releases every session
-/// (child process groups are killed, HTTP sessions deleted on a best-effort basis).
+/// Every call — [`ToolDispatcher::dispatch`] of `mcp_search_tools`, `mcp_call_tool`, a pinned,
+/// promoted or eager MCP tool, a native tool, or `mcp_read_output` — goes through the layer
+/// ([`governed`](Self::governed)): identity rules, policy, approval of the real tool, output
+/// limit, `tool_call_*` events and history. There is no other way to run a tool of the run:
+/// the catalog ([`catalog`](Self::catalog)) searches, promotes and lists, and runs calls only
+/// for the layer. Server events (`server_connected`, `server_failed`, `tools_changed`) go to the
+/// layer's event bus too, so its sink, its subscribers and the history see one stream.
+///
+/// Valid until [`Runner::close`] or [`shutdown`](Self::shutdown); dropping it without closing
+/// still releases every session (child process groups are killed, HTTP sessions deleted on a
+/// best-effort basis) and syncs the history.
 pub struct McpRunner {
-    catalog: Arc<Catalog>,
+    governed: Arc<Governed<Catalog>>,
     sessions: Vec<Arc<Session>>,
     skipped: Vec<SkippedServer>,
     watchers: Vec<JoinHandle<()>>,
@@ -43,7 +54,7 @@ impl std::fmt::Debug for McpRunner {
                 "skipped",
                 &self.skipped.iter().map(|s| &s.server).collect::<Vec<_>>(),
             )
-            .field("tools", &self.catalog.len())
+            .field("tools", &self.catalog().len())
             .finish_non_exhaustive()
     }
 }
@@ -62,14 +73,15 @@ impl McpRunner {
     /// collision) is closed and, under `skip_unavailable`, reported as skipped; under
     /// `fail_fast` every session is closed and the error returned.
     pub(crate) async fn new(
-        catalog: Arc<Catalog>,
+        governed: Arc<Governed<Catalog>>,
         sessions: Vec<(Arc<Session>, Vec<Tool>)>,
         mut skipped: Vec<SkippedServer>,
         policy: PartialFailure,
         grace: Duration,
-        events: Arc<dyn EventSink>,
         scrubber: Scrubber,
     ) -> Result<Self, SessionError> {
+        let catalog = governed.inner();
+        let events = governed.events();
         let mut added: Vec<Arc<Session>> = Vec::with_capacity(sessions.len());
         let mut rest = sessions.into_iter();
         while let Some((session, tools)) = rest.next() {
@@ -112,10 +124,10 @@ impl McpRunner {
         }
         let watchers = added
             .iter()
-            .map(|s| watch_tools(s.clone(), catalog.clone(), events.clone(), scrubber.clone()))
+            .map(|s| watch_tools(s.clone(), Arc::clone(&governed), scrubber.clone()))
             .collect();
         Ok(Self {
-            catalog,
+            governed,
             sessions: added,
             skipped,
             watchers,
@@ -124,9 +136,43 @@ impl McpRunner {
         })
     }
 
-    /// The catalog behind this runner (search, resolve, promote).
+    /// The catalog behind this runner: search, promote, list entries (every call runs through
+    /// the governed layer instead).
     pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+        self.governed.inner()
+    }
+
+    /// The run's governed layer: [`subscribe`](Governed::subscribe) to its events,
+    /// [`outputs`](Governed::outputs) to read a cut result whole (a `--full` flag).
+    ///
+    /// ```no_run
+    /// # async fn run(runner: mcp_client::McpRunner) {
+    /// let mut events = runner.governed().subscribe();
+    /// while let Ok(event) = events.recv().await {
+    ///     println!("{:?} {:?}", event.kind, event.tool);
+    /// }
+    /// # }
+    /// ```
+    pub fn governed(&self) -> &Governed<Catalog> {
+        &self.governed
+    }
+
+    /// Closes the run as [`Runner::close`] does — every session, then the governed layer —
+    /// and reports a history write that failed during the run, or the sync at its end.
+    pub async fn shutdown(&self) -> Result<(), ClientError> {
+        self.close_sessions().await;
+        self.governed.shutdown().map_err(ClientError::History)
+    }
+
+    /// Stops the watchers and closes every session, once.
+    async fn close_sessions(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+        futures::future::join_all(self.sessions.iter().map(|s| s.close(self.grace))).await;
     }
 
     /// The run's open sessions, in the order of its server list.
@@ -145,8 +191,7 @@ impl McpRunner {
 /// catalog.
 fn watch_tools(
     session: Arc<Session>,
-    catalog: Arc<Catalog>,
-    events: Arc<dyn EventSink>,
+    governed: Arc<Governed<Catalog>>,
     scrubber: Scrubber,
 ) -> JoinHandle<()> {
     let mut changed = session.tools_changed();
@@ -171,6 +216,7 @@ fn watch_tools(
             if !alive {
                 return;
             }
+            let catalog = governed.inner();
             let limits = &catalog.config().tool_limits;
             let outcome = match session.list_tools().await {
                 Ok(tools) => {
@@ -189,25 +235,21 @@ fn watch_tools(
                 Ok(message) => message,
                 Err(message) => format!("re-listing failed: {message}"),
             };
-            events.emit(event.with_message(scrubber.scrub(&message)));
+            governed
+                .events()
+                .emit(event.with_message(scrubber.scrub(&message)));
         }
     })
 }
 
 impl ToolCatalog for McpRunner {
-    /// The tools to show the model; none once the runner is closed.
+    /// The tools to show the model — the catalog's, then `mcp_read_output` — none once the
+    /// runner is closed.
     fn tools(&self) -> Vec<ToolDescriptor> {
         if self.closed.load(Ordering::Acquire) {
             return Vec::new();
         }
-        self.catalog.tools()
-    }
-
-    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        if self.closed.load(Ordering::Acquire) {
-            return None;
-        }
-        self.catalog.tool(name)
+        self.governed.tools()
     }
 }
 
@@ -221,20 +263,17 @@ impl ToolDispatcher for McpRunner {
                 source: "the run has ended and its MCP sessions are closed".into(),
             });
         }
-        self.catalog.dispatch(call).await
+        self.governed.dispatch(call).await
     }
 }
 
 #[async_trait]
 impl Runner for McpRunner {
+    /// Closes every session, then the governed layer (kept outputs dropped, history synced);
+    /// [`McpRunner::shutdown`] does the same and reports a history failure.
     async fn close(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        for watcher in &self.watchers {
-            watcher.abort();
-        }
-        futures::future::join_all(self.sessions.iter().map(|s| s.close(self.grace))).await;
+        self.close_sessions().await;
+        let _ = self.governed.shutdown();
     }
 }
 

@@ -83,7 +83,11 @@ async fn a_registered_custom_transport_runs_through_open_runner() {
         .await
         .expect("the call succeeds");
     assert!(output.to_model_text().contains("hi"));
-    assert_eq!(runner.tools().len(), 2, "the lazy surface");
+    assert_eq!(
+        runner.tools().len(),
+        3,
+        "the lazy surface and mcp_read_output"
+    );
     runner.close().await;
 }
 

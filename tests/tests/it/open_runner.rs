@@ -38,9 +38,12 @@ async fn several_servers_behind_the_lazy_surface() {
     );
     let runner = bounded(client.open_runner(&harness.input())).await.unwrap();
 
-    // The model sees two tools, however many the servers have.
+    // The model sees three tools, however many the servers have.
     let names: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
-    assert_eq!(names, ["mcp_search_tools", "mcp_call_tool"]);
+    assert_eq!(
+        names,
+        ["mcp_search_tools", "mcp_call_tool", "mcp_read_output"]
+    );
     assert_eq!(runner.catalog().len(), servers.len() * BUILT_IN.len());
 
     // One session per server, in configuration order, each its own process group, each with
