@@ -10,6 +10,17 @@ pub(super) fn huge_text(bytes: usize) -> String {
     text
 }
 
+/// `unit` repeated up to `bytes` bytes, cut at a character boundary.
+pub(super) fn repeated(unit: &str, bytes: usize) -> String {
+    let mut text = unit.repeat(bytes / unit.len().max(1) + 1);
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
 /// A 1×1 transparent PNG.
 const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 

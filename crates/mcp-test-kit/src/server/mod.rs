@@ -9,6 +9,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ContentBlock, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -21,7 +22,7 @@ mod content;
 
 use crate::schema::object;
 use crate::schema::structured;
-use content::{content_blocks, huge_text};
+use content::{content_blocks, huge_text, repeated};
 
 /// What the `crash` tool does.
 #[derive(Debug, Clone)]
@@ -124,7 +125,7 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "add",
-        "Adds two numbers.",
+        "Adds two numbers (annotated read-only and closed-world).",
         r#"{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}"#,
         Some(r#"{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}"#),
     ),
@@ -160,8 +161,8 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "huge",
-        "Returns a text block of `bytes` bytes (default 8 MiB).",
-        r#"{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}}}"#,
+        "Returns a text block of `bytes` bytes (default 8 MiB): lines of ASCII, or `unit` repeated (cut at a character boundary, so at most `bytes`).",
+        r#"{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"unit":{"type":"string","minLength":1}}}"#,
         None,
     ),
     (
@@ -240,7 +241,10 @@ impl TestServer {
         let built_in = BUILT_IN
             .iter()
             .map(|(name, description, input, output)| {
-                let tool = Tool::new(*name, *description, parse_schema(input));
+                let mut tool = Tool::new(*name, *description, parse_schema(input));
+                if *name == "add" {
+                    tool = tool.annotate(ToolAnnotations::new().read_only(true).open_world(false));
+                }
                 match output {
                     Some(output) => tool.with_raw_output_schema(parse_schema(output)),
                     None => tool,
@@ -337,7 +341,11 @@ impl TestServer {
             "huge" => {
                 let bytes = args.get("bytes").and_then(Value::as_u64).unwrap_or(8 << 20);
                 let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-                CallToolResult::success(vec![ContentBlock::text(huge_text(bytes))])
+                let text = match args.get("unit").and_then(Value::as_str) {
+                    Some(unit) if !unit.is_empty() => repeated(unit, bytes),
+                    _ => huge_text(bytes),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
             }
             "crash" => {
                 let code = args.get("code").and_then(Value::as_i64).unwrap_or(3);
@@ -634,6 +642,8 @@ mod tests {
     fn huge_text_has_the_asked_size() {
         assert_eq!(huge_text(0).len(), 0);
         assert_eq!(huge_text(1_000_003).len(), 1_000_003);
+        assert_eq!(repeated("é", 10), "ééééé");
+        assert_eq!(repeated("é", 9), "éééé");
     }
 
     #[test]
