@@ -5,7 +5,7 @@
 //! events, and its result after them. A torn last line (a write that did not finish) and
 //! whole lines that are not JSON are noted on stderr and left out; they are not a failure.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -182,32 +182,46 @@ fn announced(message: &Value) -> impl Iterator<Item = &str> {
 }
 
 /// Both files as one timeline, by timestamp. Each file keeps its own order. At equal
-/// timestamps an event goes first, unless it is about a call whose message has not been
-/// shown yet (the writer records a call before its events and its result after them).
+/// timestamps the writer's order is restored: a call's events come after the message asking
+/// for it and before the message with its result. So an event about a call that is not open
+/// (asked for, no result yet) waits for the message that opens it; any other event goes
+/// first. Call ids may repeat (two runs appended to one session): a call is open from one
+/// message asking for it to the next result for it.
 fn merge<'a>(messages: &'a [Value], events: &'a [Value]) -> Vec<Entry<'a>> {
-    let every_call: HashSet<&str> = messages.iter().flat_map(announced).collect();
-    let mut seen_calls: HashSet<&str> = HashSet::new();
+    // For each call id, the indices of the messages that ask for it, in order.
+    let mut asked: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, message) in messages.iter().enumerate() {
+        for id in announced(message) {
+            asked.entry(id).or_default().push(i);
+        }
+    }
+    let mut open: HashMap<&str, usize> = HashMap::new();
     let mut timeline = Vec::with_capacity(messages.len() + events.len());
     let (mut m, mut e) = (0, 0);
     // A line with no timestamp sorts with the one before it in its file.
     let (mut m_ts, mut e_ts) = (0u64, 0u64);
     while m < messages.len() || e < events.len() {
-        let message = messages.get(m);
-        let event = events.get(e);
-        let message_ts = message.map(|v| v["ts_ms"].as_u64().unwrap_or(m_ts));
-        let event_ts = event.map(|v| v["ts_ms"].as_u64().unwrap_or(e_ts));
+        let message_ts = messages.get(m).map(|v| v["ts_ms"].as_u64().unwrap_or(m_ts));
+        let event_ts = events.get(e).map(|v| v["ts_ms"].as_u64().unwrap_or(e_ts));
         let take_message = match (message_ts, event_ts) {
             (Some(_), None) => true,
             (None, _) => false,
             (Some(mt), Some(et)) if mt != et => mt < et,
-            (Some(_), Some(_)) => {
-                let call = event.and_then(|v| v["call_id"].as_str());
-                call.is_some_and(|id| every_call.contains(id) && !seen_calls.contains(id))
-            }
+            (Some(_), Some(_)) => events[e]["call_id"].as_str().is_some_and(|id| {
+                open.get(id).copied().unwrap_or(0) == 0
+                    && asked.get(id).is_some_and(|at| at.iter().any(|&i| i >= m))
+            }),
         };
         if take_message {
             let message = &messages[m];
-            seen_calls.extend(announced(message));
+            for id in announced(message) {
+                *open.entry(id).or_default() += 1;
+            }
+            if let Some(id) = message["tool_call_id"].as_str()
+                && let Some(n) = open.get_mut(id)
+            {
+                *n = n.saturating_sub(1);
+            }
             m_ts = message_ts.unwrap_or(m_ts);
             timeline.push(Entry::Message(message));
             m += 1;
@@ -460,6 +474,35 @@ mod tests {
                 "tool_call_started2",
                 "tool_call_finished2",
                 "tool2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_id_used_again_by_a_later_run_in_the_same_session_keeps_each_call_whole() {
+        let ask = |ts: u64| json!({"ts_ms": ts, "role": "assistant", "content": "", "tool_calls": [{"id": "cli-1", "name": "a", "arguments": {}}]});
+        let result =
+            |ts: u64| json!({"ts_ms": ts, "role": "tool", "content": "x", "tool_call_id": "cli-1"});
+        let event = |ts: u64, kind: &str| json!({"ts_ms": ts, "kind": kind, "call_id": "cli-1"});
+        let messages = [ask(1), result(2), ask(7), result(7)];
+        let events = [
+            event(1, "tool_call_started"),
+            event(2, "tool_call_finished"),
+            event(7, "tool_call_started"),
+            event(7, "tool_call_failed"),
+        ];
+        let timeline = merge(&messages, &events);
+        assert_eq!(
+            timeline,
+            [
+                Entry::Message(&messages[0]),
+                Entry::Event(&events[0]),
+                Entry::Event(&events[1]),
+                Entry::Message(&messages[1]),
+                Entry::Message(&messages[2]),
+                Entry::Event(&events[2]),
+                Entry::Event(&events[3]),
+                Entry::Message(&messages[3]),
             ]
         );
     }
