@@ -12,15 +12,16 @@ use serde_json::json;
 use mcp_agent::mcp_client::McpRunner;
 use serde_json::Value;
 
-use super::open::{EXIT_FAILED, fail, load, runtime, with_runner};
+use super::open::{EXIT_FAILED, Governance, fail, load, runtime, with_runner};
 use super::term::{MAX_BLOCK, MAX_NAME, block, inline, out, say};
 
 /// The name of the demo server in the catalog (its tools are `demo__…`).
 const DEMO: &str = "demo";
 
 /// Connects to the configured servers — or, with none configured, to the embedded demo
-/// server — shows what the model sees, and runs a search and a call end to end.
-pub(crate) fn main_job(file: Option<&Path>) -> ExitCode {
+/// server — shows what the model sees, and runs a search and a call end to end. `yes`
+/// approves every call that the configuration's `[policy]` says needs approval.
+pub(crate) fn main_job(file: Option<&Path>, yes: bool) -> ExitCode {
     let config = match load(file) {
         Ok(config) => config,
         Err(code) => return code,
@@ -34,9 +35,11 @@ pub(crate) fn main_job(file: Option<&Path>) -> ExitCode {
     } else {
         config
     };
-    runtime().block_on(with_runner(config, async |runner| {
-        show(runner, demo).await.unwrap_or_else(|code| code)
-    }))
+    runtime().block_on(with_runner(
+        config,
+        &Governance { yes, history: None },
+        async |runner| show(runner, demo).await.unwrap_or_else(|code| code),
+    ))
 }
 
 /// What the model sees, then (for the demo server) a search and two calls.
@@ -103,8 +106,9 @@ fn demo_config(config: Config) -> Result<Config, ExitCode> {
         TransportSpec::Stdio(StdioSpec::new(exe.to_string_lossy(), ["demo-server"])),
     );
     let connect_timeout = config.connect_timeout;
+    let policy = config.policy;
     Config::new(vec![spec])
-        .map(|c| c.with_connect_timeout(connect_timeout))
+        .map(|c| c.with_connect_timeout(connect_timeout).with_policy(policy))
         .map_err(|e| {
             super::config::report(&e);
             ExitCode::from(super::EXIT_INVALID_CONFIG)

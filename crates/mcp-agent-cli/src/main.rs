@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approve;
 mod config;
 mod demo;
 mod demo_server;
@@ -48,6 +49,11 @@ pub(crate) struct Cli {
     /// Only errors in the log output.
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,
+
+    /// Approve every call that the configuration's `[policy]` says needs approval, without
+    /// asking (for the main job; `tools call` takes it too).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
 }
 
 /// The command groups.
@@ -79,10 +85,10 @@ fn run() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.verbose, cli.quiet);
     match cli.command {
-        None => demo::main_job(cli.file.as_deref()),
+        None => demo::main_job(cli.file.as_deref(), cli.yes),
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
-        Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref()),
+        Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),
         Some(Command::History(cmd)) => history::run(cmd),
         Some(Command::DemoServer) => demo::serve(),
     }

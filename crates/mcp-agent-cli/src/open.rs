@@ -1,9 +1,9 @@
 //! Opening the configured servers for one CLI command, and closing them whatever happens.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcp_agent::agent_core::{RunInput, Runner};
+use mcp_agent::agent_core::RunInput;
 use mcp_agent::mcp_client::{McpClient, McpRunner};
 use mcp_agent::mcp_config::Config;
 
@@ -34,19 +34,37 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// How a command's run is governed, beyond the configuration's `[policy]` (identity rules,
+/// approval rules and the output limit, which the client applies itself).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Governance {
+    /// `--yes`: approve every call that needs approval.
+    pub(crate) yes: bool,
+    /// `--history DIR`: record the session directly in this directory.
+    pub(crate) history: Option<PathBuf>,
+}
+
 /// Opens every server of `config` for one run, printing why on failure. A run left with no
 /// server at all (every one skipped under `skip_unavailable`) is a failure too.
-async fn open(config: Config) -> Result<McpRunner, ExitCode> {
+///
+/// Every call of the run goes through the client's governed layer, with the approval gate of
+/// [`approve::gate`](super::approve::gate). A history directory that cannot be written fails
+/// here, naming it, before any server is contacted.
+async fn open(config: Config, governance: &Governance) -> Result<McpRunner, ExitCode> {
     let configured = config.servers.len();
     let connectors = mcp_agent::connectors().map_err(|e| fail(&e))?;
+    let gate = super::approve::gate(governance.yes);
     let client = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-cli")
+        .govern(|layer| layer.approval_gate(gate))
         .build();
-    let runner = client
-        .open_runner(&RunInput::new("cli", ""))
-        .await
-        .map_err(|e| fail(&e))?;
+    let input = RunInput::new("cli", "");
+    let runner = match &governance.history {
+        Some(dir) => client.open_runner_with_history(&input, dir).await,
+        None => client.open_runner(&input).await,
+    }
+    .map_err(|e| fail(&e))?;
     for skipped in runner.skipped() {
         say(format_args!("warning: skipped: {}", chain(&skipped.error)));
     }
@@ -65,13 +83,16 @@ async fn open(config: Config) -> Result<McpRunner, ExitCode> {
 /// drops the half-open run (its child processes are killed); during `body` it stops the body
 /// and closes the run gracefully; a signal during the close (the first or a second one) cuts
 /// the grace period short and kills what is left. The exit code is then 128 + the signal.
-pub(crate) async fn with_runner<F>(config: Config, body: F) -> ExitCode
+///
+/// Closing also ends the governed layer: kept outputs are deleted and the history is synced; a
+/// history that could not be written is reported, and fails a command that had succeeded.
+pub(crate) async fn with_runner<F>(config: Config, governance: &Governance, body: F) -> ExitCode
 where
     F: AsyncFnOnce(&McpRunner) -> ExitCode,
 {
     let mut signals = Signals::install();
     let runner = tokio::select! {
-        opened = open(config) => match opened {
+        opened = open(config, governance) => match opened {
             Ok(runner) => runner,
             Err(code) => return code,
         },
@@ -88,7 +109,13 @@ where
         }
     };
     let code = tokio::select! {
-        () = runner.close() => code,
+        closed = runner.shutdown() => match closed {
+            Ok(()) => code,
+            Err(e) => {
+                let failed = fail(&e);
+                if code == ExitCode::SUCCESS { failed } else { code }
+            }
+        },
         code = signals.recv() => {
             say("interrupted again: stopping the MCP servers now");
             code

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
-use super::open::{load, runtime, with_runner};
+use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_NAME, inline, out, out_json};
 
 /// Longest version or protocol string printed.
@@ -42,9 +42,11 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        ServersCommand::Check { json } => runtime().block_on(with_runner(config, async |runner| {
-            check(runner, json).unwrap_or_else(|code| code)
-        })),
+        ServersCommand::Check { json } => runtime().block_on(with_runner(
+            config,
+            &Governance::default(),
+            async |runner| check(runner, json).unwrap_or_else(|code| code),
+        )),
     }
 }
 

@@ -51,8 +51,13 @@ fn is_hazard(c: char) -> bool {
 }
 
 fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
-    let text = scrub(text);
-    let mut out = String::with_capacity(text.len().min(max_chars + 16));
+    escape(&scrub(text), max_chars, keep_lines)
+}
+
+/// `text` with hazards escaped (keeping newlines and tabs when `keep_lines`), cut to
+/// `max_chars` characters.
+fn escape(text: &str, max_chars: usize, keep_lines: bool) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars.saturating_add(16)));
     let mut shown = 0usize;
     let mut chars = text.chars();
     while shown < max_chars {
@@ -80,6 +85,61 @@ pub(crate) fn inline(text: &str, max_chars: usize) -> String {
 /// `text` terminal-safe, keeping its lines and tabs, cut to [`MAX_BLOCK`] characters.
 pub(crate) fn block(text: &str) -> String {
     clean(text, MAX_BLOCK, true)
+}
+
+/// A long text made terminal-safe piece by piece, with no bound on its length (`--full`).
+///
+/// Each piece is scrubbed together with the end of the one before: the last
+/// [`HOLD`](Self::HOLD) characters are held back until more text (or the end) arrives, so a
+/// known secret split across two pieces is still found whole.
+pub(crate) struct SafeText<S> {
+    scrub: S,
+    held: String,
+}
+
+impl<S: Fn(&str) -> String> SafeText<S> {
+    /// How many characters are held back (longer secrets are not expected).
+    pub(crate) const HOLD: usize = 4096;
+
+    /// Text scrubbed by `scrub`.
+    pub(crate) fn new(scrub: S) -> Self {
+        Self {
+            scrub,
+            held: String::new(),
+        }
+    }
+
+    /// Takes the next piece; returns what can be printed now.
+    pub(crate) fn push(&mut self, piece: &str) -> String {
+        self.held.push_str(piece);
+        let scrubbed = (self.scrub)(&self.held);
+        let split = scrubbed
+            .char_indices()
+            .rev()
+            .nth(Self::HOLD - 1)
+            .map_or(0, |(at, _)| at);
+        self.held = scrubbed[split..].to_owned();
+        escape(&scrubbed[..split], usize::MAX, true)
+    }
+
+    /// The rest, at the end of the text.
+    pub(crate) fn finish(self) -> String {
+        escape(&(self.scrub)(&self.held), usize::MAX, true)
+    }
+}
+
+/// A [`SafeText`] with the known secrets.
+pub(crate) fn safe_text() -> SafeText<impl Fn(&str) -> String> {
+    SafeText::new(|text: &str| scrub(text).into_owned())
+}
+
+/// Writes `text` to stdout as it is (no newline added); see [`out`].
+pub(crate) fn out_part(text: &str) -> Result<(), ExitCode> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(write_failed)
 }
 
 /// The first line of an optional description, terminal-safe.
@@ -142,6 +202,26 @@ mod tests {
             block("a\n\tb\u{1b}]0;title\u{7}"),
             "a\n\tb\\u{1b}]0;title\\u{7}"
         );
+    }
+
+    #[test]
+    fn a_secret_split_across_pieces_of_a_long_text_is_still_replaced() {
+        let scrubber = Scrubber::new([mcp_agent::mcp_config::Secret::new("tok-split-secret")]);
+        let mut text = SafeText::new(|t: &str| scrubber.scrub(t).into_owned());
+        let mut shown = String::new();
+        shown.push_str(&text.push(&"a".repeat(10_000)));
+        shown.push_str(&text.push("tok-spl"));
+        shown.push_str(&text.push("it-secret\u{1b}[2J"));
+        shown.push_str(&text.push(&"b".repeat(5_000)));
+        shown.push_str(&text.finish());
+        assert!(!shown.contains("tok-split-secret"), "{shown}");
+        assert!(!shown.contains('\u{1b}'));
+        let expected = format!(
+            "{}[REDACTED]\\u{{1b}}[2J{}",
+            "a".repeat(10_000),
+            "b".repeat(5_000)
+        );
+        assert_eq!(shown, expected);
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! `mcp-agent tools …`: list, search and call the configured servers' tools.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::agent_core::{ToolCall, ToolDispatcher};
+use mcp_agent::agent_core::{
+    CallOutcome, Event, EventKind, EventReceiver, EventRecvError, OutputStore, ToolCall,
+    ToolDispatcher,
+};
 use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
-use super::open::{fail, load, runtime, with_runner};
-use super::term::{MAX_NAME, block, first_line, inline, out, out_json, say};
+use super::open::{Governance, fail, load, runtime, with_runner};
+use super::term::{MAX_NAME, block, first_line, inline, out, out_json, out_part, safe_text, say};
 
 /// The `tools` commands.
 #[derive(Debug, Subcommand)]
@@ -36,32 +39,59 @@ pub(crate) enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Call a tool, validating the arguments against its schema first.
+    /// Call a tool as the model would: through the configuration's `[policy]` (identity
+    /// rules, approval, output limit), validating the arguments against its schema first, and
+    /// print what the model would see. A call refused by a rule or not approved exits 1,
+    /// naming the rule.
+    ///
+    /// A call that needs approval is asked about on the terminal (y = this once, a = this tool
+    /// for the rest of the run, n = no); with no terminal and no `--yes`, it is refused.
     Call {
         /// The tool: `server__tool`.
         name: String,
         /// The arguments, a JSON object (default `{}`).
         #[arg(default_value = "{}")]
         arguments: String,
-        /// Print the whole result as JSON (content parts and structured content).
-        #[arg(long)]
+        /// Print the result as JSON (content parts and structured content), as the model
+        /// would see it.
+        #[arg(long, conflicts_with = "full")]
         json: bool,
+        /// Print the whole result, also when it is over the output limit (`[policy]
+        /// max_output_bytes`; the model would see it cut, with a marker).
+        #[arg(long)]
+        full: bool,
+        /// Approve the call if it needs approval, without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Record the session (`messages.jsonl`, `events.jsonl`) in this directory, created if
+        /// missing and appended to if it holds a history; read it with `history show`.
+        #[arg(long, value_name = "DIR")]
+        history: Option<PathBuf>,
     },
 }
 
-/// Runs a `tools` command.
-pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>) -> ExitCode {
+/// Runs a `tools` command. `yes` is the top-level `--yes`.
+pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode {
     let config = match load(file) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    if let ToolsCommand::Call { arguments, .. } = &cmd
-        && let Err(message) = parse_arguments(arguments)
+    let mut governance = Governance { yes, history: None };
+    if let ToolsCommand::Call {
+        arguments,
+        yes,
+        history,
+        ..
+    } = &cmd
     {
-        say(format_args!("error: {message}"));
-        return ExitCode::from(super::EXIT_INVALID_CONFIG);
+        if let Err(message) = parse_arguments(arguments) {
+            say(format_args!("error: {message}"));
+            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+        }
+        governance.yes |= *yes;
+        governance.history.clone_from(history);
     }
-    runtime().block_on(with_runner(config, async |runner| {
+    runtime().block_on(with_runner(config, &governance, async |runner| {
         match cmd {
             ToolsCommand::List { json } => list(runner, json),
             ToolsCommand::Search {
@@ -74,7 +104,9 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>) -> ExitCode {
                 name,
                 arguments,
                 json,
-            } => call(runner, name, &arguments, json).await,
+                full,
+                ..
+            } => call(runner, name, &arguments, json, full).await,
         }
         .unwrap_or_else(|code| code)
     }))
@@ -142,28 +174,89 @@ fn search(
     }
 }
 
+/// The id of the one call a `tools call` makes (in events and the history).
+const CALL_ID: &str = "cli-1";
+
+/// Calls `name` through `mcp_call_tool`, as the model would, so the governed layer decides on
+/// the real tool.
 async fn call(
     runner: &McpRunner,
     name: String,
     arguments: &str,
     json: bool,
+    full: bool,
 ) -> Result<ExitCode, ExitCode> {
     let arguments = parse_arguments(arguments).unwrap_or_default();
     let mut call_arguments = serde_json::Map::new();
     call_arguments.insert("tool_name".into(), Value::String(name));
     call_arguments.insert("arguments".into(), Value::Object(arguments));
-    let call = ToolCall::new("cli-1", CALL_TOOL, call_arguments);
+    let call = ToolCall::new(CALL_ID, CALL_TOOL, call_arguments);
+    // Subscribed before the call, to learn the handle of a cut output.
+    let mut events = runner.governed().subscribe();
     match runner.dispatch(call).await {
         Ok(output) => {
+            let finished = if full { finished(&mut events) } else { None };
             if json {
                 out_json(&serde_json::to_value(&output).unwrap_or_default())?;
+            } else if let Some(handle) = finished.as_ref().and_then(|e| e.output_handle.as_deref())
+            {
+                print_whole(runner.governed().outputs(), handle)?;
             } else {
                 out(block(&output.to_model_text()))?;
+                if finished.is_some_and(|e| e.outcome == Some(CallOutcome::Truncated)) {
+                    say(
+                        "note: the whole output was not kept (too large); above is what the model sees",
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Err(fail(&e)),
     }
+}
+
+/// The `tool_call_finished` event of this command's call: its outcome, and the handle of its
+/// whole output when the output was cut.
+fn finished(events: &mut EventReceiver) -> Option<Event> {
+    loop {
+        match events.try_recv() {
+            Ok(Some(event)) => {
+                if event.kind == EventKind::ToolCallFinished
+                    && event.call_id.as_deref() == Some(CALL_ID)
+                {
+                    return Some(event);
+                }
+            }
+            // Missed events are not this call's end: it is emitted last.
+            Err(EventRecvError::Lagged { .. }) => {}
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// Prints the whole output kept under `handle`, piece by piece, terminal-safe.
+fn print_whole(outputs: &OutputStore, handle: &str) -> Result<(), ExitCode> {
+    let mut text = safe_text();
+    let mut offset = 0;
+    let mut last = '\n';
+    loop {
+        let chunk = outputs
+            .read(handle, offset, outputs.chunk_limit())
+            .map_err(|e| fail(&e))?;
+        if let Some(c) = chunk.text.chars().next_back() {
+            last = c;
+        }
+        out_part(&text.push(&chunk.text))?;
+        if chunk.end >= chunk.total || chunk.end <= offset {
+            break;
+        }
+        offset = chunk.end;
+    }
+    out_part(&text.finish())?;
+    if last != '\n' {
+        out_part("\n")?;
+    }
+    Ok(())
 }
 
 fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String> {

@@ -39,7 +39,9 @@ fn with_no_configuration_the_main_job_searches_and_calls_the_demo_server() {
     let out = stdout(&output);
     assert!(out.contains("connected: demo (mcp-demo"), "{out}");
     assert!(
-        out.contains("the model sees 2 tools: mcp_search_tools, mcp_call_tool (4 MCP tools"),
+        out.contains(
+            "the model sees 3 tools: mcp_search_tools, mcp_call_tool, mcp_read_output (4 MCP tools"
+        ),
         "{out}"
     );
     // The search ranks the adder first, and the calls return the tools' structured results.

@@ -5,6 +5,7 @@ mod support;
 
 mod cli_config;
 mod cli_errors;
+mod cli_governed;
 mod cli_history;
 mod cli_hostile;
 mod cli_main_job;
