@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use agent_core::ToolChoice;
+
 /// The base URL used when none is configured.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -224,22 +226,9 @@ impl Limits {
     }
 }
 
-/// Which tool the model must call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ToolChoice {
-    /// The model decides (`"auto"`).
-    Auto,
-    /// No tool (`"none"`).
-    None,
-    /// At least one tool (`"required"`).
-    Required,
-    /// This tool.
-    Function(String),
-}
-
 /// What is sent with every request besides the conversation. `None` leaves the provider's
-/// default.
+/// default. A request's own [`ModelSettings`](agent_core::ModelSettings) win over these: its
+/// `max_tokens` and `temperature` when set, its `tool_choice` when other than `Auto`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ChatOptions {

@@ -77,11 +77,11 @@ mod sse;
 mod text;
 mod wire;
 
+pub use agent_core::{ToolChoice, Usage};
 pub use config::{
     API_KEY_ENV, ApiKey, BASE_URL_ENV, ChatOptions, DEFAULT_BASE_URL, Limits, OpenAiConfig,
-    RetryPolicy, Timeouts, ToolChoice,
+    RetryPolicy, Timeouts,
 };
 pub use error::{LimitKind, OpenAiError, ProviderError, TimeoutKind};
 pub use model::OpenAiModel;
 pub use response::{ChatResponse, RawToolCall, StreamDelta};
-pub use wire::Usage;

@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use agent_core::{Model, ModelError, ModelRequest, ModelResponse};
+use agent_core::{Model, ModelError, ModelRequest, ModelResponse, TextSink, Usage};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
@@ -20,7 +20,7 @@ use crate::http::{self as h, HttpClient};
 use crate::response::{Assembler, ChatResponse, StreamDelta, from_completion};
 use crate::sse::SseDecoder;
 use crate::text::Shown;
-use crate::wire::{Completion, Usage, error_body, request_body};
+use crate::wire::{Completion, effective_options, error_body, request_body};
 
 /// How much of an error answer's body is read.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
@@ -205,7 +205,8 @@ impl OpenAiModel {
         sink: &mut (dyn FnMut(StreamDelta<'_>) + Send),
     ) -> Result<ChatResponse, OpenAiError> {
         let inner = &self.inner;
-        let body = request_body(&inner.config.model, request, &self.options, stream)?;
+        let options = effective_options(&self.options, &request.settings);
+        let body = request_body(&inner.config.model, request, &options, stream)?;
         let body = Bytes::from(
             serde_json::to_vec(&body).map_err(|source| OpenAiError::Encode { source })?,
         );
@@ -417,25 +418,56 @@ fn backoff(policy: &RetryPolicy, attempt: u32) -> Duration {
     capped.mul_f64(0.5 + 0.5 * fraction)
 }
 
+impl OpenAiModel {
+    /// A response or error as the [`Model`] trait gives it: the error names model and base URL.
+    fn answer(
+        &self,
+        response: Result<ChatResponse, OpenAiError>,
+    ) -> Result<ModelResponse, ModelError> {
+        let answer = response.and_then(|response| {
+            let usage = response.usage;
+            let message = response.into_message()?;
+            Ok(match usage {
+                Some(usage) => ModelResponse::new(message).with_usage(usage),
+                None => ModelResponse::new(message),
+            })
+        });
+        answer.map_err(|error| ModelError::Request {
+            message: format!(
+                "model `{}` at {}",
+                self.inner.config.model, self.inner.shown_url
+            ),
+            source: Some(Box::new(error)),
+        })
+    }
+}
+
 #[async_trait]
 impl Model for OpenAiModel {
+    /// Streamed when [`OpenAiConfig::stream`] is set (the default), else one whole answer.
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let response = if self.inner.config.stream {
             self.chat_stream(&request, &mut |_| {}).await
         } else {
             self.chat(&request).await
         };
-        let message = response.and_then(ChatResponse::into_message);
-        match message {
-            Ok(message) => Ok(ModelResponse::new(message)),
-            Err(error) => Err(ModelError::Request {
-                message: format!(
-                    "model `{}` at {}",
-                    self.inner.config.model, self.inner.shown_url
-                ),
-                source: Some(Box::new(error)),
-            }),
-        }
+        self.answer(response)
+    }
+
+    /// Always streamed: the text goes to `text` as it arrives.
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest,
+        text: &dyn TextSink,
+    ) -> Result<ModelResponse, ModelError> {
+        let response = self
+            .chat_stream(&request, &mut |delta| {
+                if let StreamDelta::Text(piece) = delta {
+                    text.text(piece);
+                }
+            })
+            .await;
+        self.answer(response)
     }
 }
 

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use agent_core::{JsonObject, Message, Role, ToolCall};
+use agent_core::{JsonObject, Message, Role, ToolCall, Usage};
 use serde_json::Value;
 
 use crate::error::OpenAiError;
 use crate::text::Shown;
-use crate::wire::{Chunk, Completion, Usage, provider_error};
+use crate::wire::{Chunk, Completion, provider_error};
 
 /// A tool call as the model sent it: its arguments are still JSON text, which
 /// [`RawToolCall::parse`] checks.
@@ -160,7 +160,7 @@ impl Assembler {
         }
         if let Some(usage) = chunk.usage {
             // Providers report the answer's running total; the last report is the answer's.
-            self.usage = Some(usage);
+            self.usage = Some(usage.into());
         }
         for choice in chunk.choices.unwrap_or_default() {
             if choice.index.unwrap_or(0) != 0 {
@@ -305,7 +305,7 @@ pub(crate) fn from_completion(
         text: message.content.unwrap_or_default(),
         tool_calls,
         finish_reason: choice.finish_reason,
-        usage: completion.usage,
+        usage: completion.usage.map(Usage::from),
         attempts: 1,
     })
 }

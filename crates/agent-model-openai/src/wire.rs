@@ -1,11 +1,11 @@
 //! The chat-completions wire format: the request built from an [`agent_core::ModelRequest`],
 //! and the answers (a whole completion, a stream chunk, an error object) as sent.
 
-use agent_core::{Message, ModelRequest, Role, ToolCall};
+use agent_core::{Message, ModelRequest, ModelSettings, Role, ToolCall, ToolChoice, Usage};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::config::{ChatOptions, ToolChoice};
+use crate::config::ChatOptions;
 use crate::error::{OpenAiError, ProviderError};
 use crate::text::Shown;
 
@@ -42,8 +42,8 @@ pub(crate) fn request_body(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = &options.tool_choice {
-            body.insert("tool_choice".into(), tool_choice(choice));
+        if let Some(choice) = options.tool_choice.as_ref().and_then(tool_choice) {
+            body.insert("tool_choice".into(), choice);
         }
         if let Some(parallel) = options.parallel_tool_calls {
             body.insert("parallel_tool_calls".into(), parallel.into());
@@ -62,13 +62,30 @@ pub(crate) fn request_body(
     Ok(Value::Object(body))
 }
 
-fn tool_choice(choice: &ToolChoice) -> Value {
-    match choice {
+fn tool_choice(choice: &ToolChoice) -> Option<Value> {
+    Some(match choice {
         ToolChoice::Auto => "auto".into(),
         ToolChoice::None => "none".into(),
         ToolChoice::Required => "required".into(),
-        ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
+        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        _ => return None,
+    })
+}
+
+/// The options of one request: the configured ones, with the request's own settings winning
+/// (`max_tokens` and `temperature` when set, `tool_choice` when other than `Auto`).
+pub(crate) fn effective_options(configured: &ChatOptions, settings: &ModelSettings) -> ChatOptions {
+    let mut options = configured.clone();
+    if settings.tool_choice != ToolChoice::Auto {
+        options.tool_choice = Some(settings.tool_choice.clone());
     }
+    if settings.max_tokens.is_some() {
+        options.max_tokens = settings.max_tokens;
+    }
+    if settings.temperature.is_some() {
+        options.temperature = settings.temperature;
+    }
+    options
 }
 
 fn message(message: &Message) -> Result<Value, OpenAiError> {
@@ -115,48 +132,18 @@ fn tool_call(call: &ToolCall) -> Value {
     })
 }
 
-/// Token counts of one answer, or summed over several.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[non_exhaustive]
-pub struct Usage {
-    /// Tokens of the request.
+/// Token counts as the provider reports them.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub(crate) struct WireUsage {
     #[serde(default)]
-    pub prompt_tokens: u64,
-    /// Tokens of the answer.
+    prompt_tokens: u64,
     #[serde(default)]
-    pub completion_tokens: u64,
-    /// Both (as the provider counts them).
-    #[serde(default)]
-    pub total_tokens: u64,
+    completion_tokens: u64,
 }
 
-impl Usage {
-    /// Token counts.
-    pub fn new(prompt_tokens: u64, completion_tokens: u64, total_tokens: u64) -> Self {
-        Self {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens,
-        }
-    }
-}
-
-impl std::ops::Add for Usage {
-    type Output = Usage;
-    fn add(self, other: Usage) -> Usage {
-        Usage {
-            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
-            completion_tokens: self
-                .completion_tokens
-                .saturating_add(other.completion_tokens),
-            total_tokens: self.total_tokens.saturating_add(other.total_tokens),
-        }
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Usage) {
-        *self = *self + other;
+impl From<WireUsage> for Usage {
+    fn from(usage: WireUsage) -> Self {
+        Usage::new(usage.prompt_tokens, usage.completion_tokens)
     }
 }
 
@@ -166,7 +153,7 @@ pub(crate) struct Completion {
     #[serde(default)]
     pub(crate) choices: Option<Vec<Choice>>,
     #[serde(default)]
-    pub(crate) usage: Option<Usage>,
+    pub(crate) usage: Option<WireUsage>,
     #[serde(default)]
     pub(crate) error: Option<Value>,
 }
@@ -220,7 +207,7 @@ pub(crate) struct Chunk {
     #[serde(default)]
     pub(crate) choices: Option<Vec<ChunkChoice>>,
     #[serde(default)]
-    pub(crate) usage: Option<Usage>,
+    pub(crate) usage: Option<WireUsage>,
     #[serde(default)]
     pub(crate) error: Option<Value>,
 }
@@ -327,7 +314,7 @@ mod tests {
             vec![tool],
         );
         let options = ChatOptions::default()
-            .with_tool_choice(ToolChoice::Function("search".into()))
+            .with_tool_choice(ToolChoice::Tool("search".into()))
             .with_max_tokens(64)
             .with_temperature(0.5)
             .with_parallel_tool_calls(true);
@@ -366,6 +353,23 @@ mod tests {
             body,
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         );
+    }
+
+    #[test]
+    fn the_requests_settings_win_over_the_configured_options() {
+        let configured = ChatOptions::default()
+            .with_tool_choice(ToolChoice::Required)
+            .with_max_tokens(100)
+            .with_temperature(0.5);
+        let kept = effective_options(&configured, &ModelSettings::default());
+        assert_eq!(kept, configured);
+        let settings = ModelSettings::default()
+            .with_tool_choice(ToolChoice::None)
+            .with_max_tokens(7);
+        let merged = effective_options(&configured, &settings);
+        assert_eq!(merged.tool_choice, Some(ToolChoice::None));
+        assert_eq!(merged.max_tokens, Some(7));
+        assert_eq!(merged.temperature, Some(0.5));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Whole (non-streamed) answers: text, parallel tool calls, what the request carries.
 
-use agent_core::{Message, Model, ModelRequest, Role, ToolDescriptor};
+use agent_core::{Message, Model, ModelRequest, ModelSettings, Role, ToolDescriptor};
 use agent_model_openai::{ChatOptions, OpenAiModel, ToolChoice, Usage};
 use serde_json::json;
 
@@ -36,13 +36,14 @@ async fn a_plain_answer_is_the_assistants_text_with_its_usage() {
     assert_eq!(response.text, "Hello there.");
     assert!(response.tool_calls.is_empty());
     assert_eq!(response.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(response.usage, Some(Usage::new(12, 3, 15)));
+    assert_eq!(response.usage, Some(Usage::new(12, 3)));
     assert_eq!(response.attempts, 1);
 
     let answer = model.complete(request()).await.unwrap();
     assert_eq!(answer.message.role, Role::Assistant);
     assert_eq!(answer.message.content, "Hello there.");
-    assert_eq!(model.total_usage(), Usage::new(24, 6, 30));
+    assert_eq!(answer.usage, Some(Usage::new(12, 3)));
+    assert_eq!(model.total_usage(), Usage::new(24, 6));
 }
 
 #[tokio::test]
@@ -104,9 +105,7 @@ async fn the_request_carries_model_tools_options_and_the_key() {
     model.chat(&request()).await.unwrap();
     // Options given per call replace the configured ones.
     model
-        .with_options(
-            ChatOptions::default().with_tool_choice(ToolChoice::Function("weather".into())),
-        )
+        .with_options(ChatOptions::default().with_tool_choice(ToolChoice::Tool("weather".into())))
         .chat(&request())
         .await
         .unwrap();
@@ -135,6 +134,19 @@ async fn the_request_carries_model_tools_options_and_the_key() {
         json!({"type": "function", "function": {"name": "weather"}})
     );
     assert!(requests[1].body.get("max_tokens").is_none());
+
+    // A request's own settings win over the configured options.
+    let settings = ModelSettings::default()
+        .with_tool_choice(ToolChoice::None)
+        .with_max_tokens(9);
+    model
+        .complete(request().with_settings(settings))
+        .await
+        .unwrap();
+    let third = &provider.requests()[2].body;
+    assert_eq!(third["tool_choice"], "none");
+    assert_eq!(third["max_tokens"], 9);
+    assert_eq!(third["temperature"], 0.25);
 }
 
 #[tokio::test]

@@ -58,11 +58,19 @@ async fn text_is_handed_on_as_it_arrives_and_the_last_usage_is_reported() {
     assert_eq!(seen, ["Hel", "lo."]);
     assert_eq!(response.text, "Hello.");
     assert_eq!(response.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(response.usage, Some(Usage::new(5, 2, 7)));
+    assert_eq!(response.usage, Some(Usage::new(5, 2)));
 
     let answer = model.complete(request()).await.unwrap();
     assert_eq!(answer.message.content, "Hello.");
-    assert_eq!(model.total_usage(), Usage::new(10, 4, 14));
+    assert_eq!(answer.usage, Some(Usage::new(5, 2)));
+
+    // Through the Model trait: the same pieces reach its text sink.
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let sink = |t: &str| pieces.lock().unwrap().push(t.to_owned());
+    let answer = model.complete_streaming(request(), &sink).await.unwrap();
+    assert_eq!(answer.message.content, "Hello.");
+    assert_eq!(*pieces.lock().unwrap(), ["Hel", "lo."]);
+    assert_eq!(model.total_usage(), Usage::new(15, 6));
 
     let sent = &provider.requests()[0];
     assert_eq!(sent.body["stream"], true);
