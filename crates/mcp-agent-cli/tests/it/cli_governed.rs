@@ -7,9 +7,11 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use crate::support::mcp_agent;
+use crate::support::{alive, children, mcp_agent};
 
 /// `MCP_AGENT__SERVERS` with the test kit's stdio server as `kit` (identity `mcp-test-kit`).
 fn kit() -> String {
@@ -133,6 +135,25 @@ fn a_big_result_is_cut_with_its_marker_and_full_prints_all_of_it() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), format!("{}\n", huge_text(100)));
+}
+
+#[test]
+fn full_prints_a_multi_byte_result_whole_across_its_pieces() {
+    // 2-, 3- and 4-byte characters: read in pieces of the limit, cut only between characters.
+    let unit = "é€😀x";
+    let policy = json!({"max_output_bytes": 1024});
+    let arguments = json!({"bytes": 300_000, "unit": unit}).to_string();
+    let args = ["tools", "call", "kit__huge", arguments.as_str()];
+    let output = with_policy(&args, &policy);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).len() <= 1024 + 1);
+
+    let output = with_policy(&[&args[..], &["--full"]].concat(), &policy);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let whole = stdout(&output);
+    let expected = unit.repeat(300_000 / unit.len()) + "\n";
+    assert_eq!(whole.len(), expected.len());
+    assert!(whole == expected, "not the whole text");
 }
 
 #[test]
@@ -330,4 +351,25 @@ fn on_a_terminal_the_call_is_asked_about_and_the_answer_decides() {
     terminal.wait_for("refused on the terminal");
     assert_eq!(output.status.code(), Some(1), "{}", terminal.seen);
     assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn a_signal_while_the_terminal_is_asked_closes_the_run() {
+    let servers = kit();
+    let policy = json!({"approve": [{"server": "mcp-test-kit"}]}).to_string();
+    let env = [
+        ("MCP_AGENT__SERVERS", servers.as_str()),
+        ("MCP_AGENT__POLICY", policy.as_str()),
+    ];
+    let (mut terminal, mut child) = Terminal::spawn(&["tools", "call", "kit__echo", "{}"], &env);
+    terminal.wait_for("[n] no (default): ");
+    // Connected before asking: the server is running.
+    let server = children(child.id());
+    assert_eq!(server.len(), 1, "{server:?}");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    // The prompt still waiting for a line does not hold the exit up.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{}", terminal.seen);
+    assert!(!alive(server[0]), "the server outlived the CLI");
+    terminal.wait_for("interrupted");
 }

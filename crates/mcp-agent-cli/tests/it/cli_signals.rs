@@ -11,39 +11,7 @@ use mcp_test_kit::{Event, RecordFile};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// The children of `parent`, read from `/proc`.
-fn children(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The fields after the parenthesised command name: state, ppid, …
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        if after.split_whitespace().nth(1) == Some(&parent.to_string()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie still has a /proc entry; its state letter is `Z`.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            stat.rsplit_once(')')
-                .map(|(_, r)| r.trim_start().starts_with('Z'))
-                != Some(true)
-        })
-        .unwrap_or(false)
-}
+use crate::support::{alive, children};
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
