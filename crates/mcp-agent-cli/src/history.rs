@@ -14,8 +14,10 @@ use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use serde_json::{Map, Value};
 
+use mcp_agent::mcp_config::Config;
+
 use super::open::{EXIT_FAILED, fail};
-use super::term::{MAX_LINE, MAX_NAME, inline, out, say};
+use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
 
 /// Longest path printed.
 const MAX_PATH: usize = 1024;
@@ -35,8 +37,12 @@ pub(crate) enum HistoryCommand {
     },
 }
 
-/// Runs a `history` command.
-pub(crate) fn run(cmd: HistoryCommand) -> ExitCode {
+/// Runs a `history` command. The history was redacted when it was written; the secrets of
+/// the configuration (`file` and the environment), when it loads, are replaced once more.
+pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
+    if let Ok(config) = Config::load(file) {
+        know_secrets(&config);
+    }
     match cmd {
         HistoryCommand::Show { dir, json } => match show(&dir, json) {
             Ok(()) => ExitCode::SUCCESS,
@@ -81,7 +87,7 @@ fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
     let timeline = merge(&session.messages.records, &session.events.records);
     if json {
         for entry in &timeline {
-            out(entry.json_line())?;
+            out_json_line(&entry.json())?;
         }
         return Ok(());
     }
@@ -145,8 +151,8 @@ impl<'a> Entry<'a> {
         }
     }
 
-    /// The record as one JSON line, with `file` first.
-    fn json_line(self) -> String {
+    /// The record with `file` first.
+    fn json(self) -> Value {
         let mut line = Map::new();
         line.insert("file".into(), self.file().into());
         match self.record() {
@@ -157,7 +163,7 @@ impl<'a> Entry<'a> {
                 line.insert("value".into(), other.clone());
             }
         }
-        Value::Object(line).to_string()
+        Value::Object(line)
     }
 
     fn human_line(self) -> String {

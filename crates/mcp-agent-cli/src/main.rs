@@ -89,7 +89,7 @@ fn run() -> ExitCode {
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
         Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),
-        Some(Command::History(cmd)) => history::run(cmd),
+        Some(Command::History(cmd)) => history::run(cmd, cli.file.as_deref()),
         Some(Command::DemoServer) => demo::serve(),
     }
 }

@@ -167,6 +167,15 @@ pub(crate) fn out_json(value: &serde_json::Value) -> Result<(), ExitCode> {
     out(text)
 }
 
+/// Prints a value as one line of JSON, with known secrets replaced.
+pub(crate) fn out_json_line(value: &serde_json::Value) -> Result<(), ExitCode> {
+    let mut value = value.clone();
+    if let Some(scrubber) = SCRUBBER.get() {
+        scrubber.scrub_json(&mut value);
+    }
+    out(value)
+}
+
 fn write_failed(error: io::Error) -> ExitCode {
     if error.kind() == io::ErrorKind::BrokenPipe {
         ExitCode::from(EXIT_BROKEN_PIPE)

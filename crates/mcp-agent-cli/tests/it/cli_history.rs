@@ -174,6 +174,37 @@ fn history_show_json_prints_every_line_as_a_json_line_in_order() {
 }
 
 #[test]
+fn a_secret_of_the_configuration_is_not_shown_even_if_a_history_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Written by a writer that did not know the secret.
+    let history = History::create(dir.path(), Redactor::new()).unwrap();
+    history
+        .append_message(&Message::tool_result(
+            "cli-1",
+            "the key is tok-config-secret-9",
+        ))
+        .unwrap();
+    history.close().unwrap();
+    let servers = json!([{
+        "name": "kit",
+        "command": "/bin/true",
+        "env": {"KIT_TOKEN": "tok-config-secret-9"},
+    }])
+    .to_string();
+    let path = dir.path().to_str().unwrap();
+    for args in [
+        &["history", "show", path][..],
+        &["history", "show", path, "--json"][..],
+    ] {
+        let output = mcp_agent(args, &[("MCP_AGENT__SERVERS", &servers)]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let out = stdout(&output);
+        assert!(out.contains("the key is [REDACTED]"), "{out}");
+        assert!(!out.contains("tok-config-secret-9"), "{out}");
+    }
+}
+
+#[test]
 fn a_torn_last_line_is_noted_and_every_whole_line_shown() {
     let dir = tempfile::tempdir().unwrap();
     write_session(dir.path());
