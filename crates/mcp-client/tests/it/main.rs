@@ -1,5 +1,6 @@
 //! The integration tests of `mcp-client`, one module per behaviour, compiled as one test
 //! binary (one link instead of one per file).
 
+mod governed;
 mod in_memory;
 mod listing;
