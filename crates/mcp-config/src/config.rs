@@ -15,8 +15,8 @@ use crate::parse::{
 };
 use crate::path::{JsonPath, Problems};
 use crate::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, PolicyConfig, Problem, ProblemKind,
-    SecretSource, ServerSpec, SpecOrigin, TransportSpec,
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, ModelConfig, PolicyConfig, Problem,
+    ProblemKind, SecretSource, ServerSpec, SpecOrigin, TransportSpec,
 };
 
 /// The name the server direction announces when none is configured.
@@ -46,6 +46,7 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// | `allow_inline_env_secrets` | `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` | `false` |
 /// | `ssrf_guard` | `MCP_AGENT__SSRF_GUARD` | `true` |
 /// | `policy` (table, see [`PolicyConfig`]) | `MCP_AGENT__POLICY` (JSON object) | no rules, 64 KiB |
+/// | `model` (table, see [`ModelConfig`]) | `MCP_AGENT__MODEL` (JSON object) | nothing set |
 ///
 /// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
 /// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
@@ -105,6 +106,13 @@ pub struct Config {
     pub inline: InlinePolicy,
     /// The `[policy]` table: identity rules, approval rules, output bound.
     pub policy: PolicyConfig,
+    /// The `[model]` table: the chat-completions endpoint an agent run asks.
+    #[serde(skip_serializing_if = "is_unset")]
+    pub model: ModelConfig,
+}
+
+fn is_unset(model: &ModelConfig) -> bool {
+    *model == ModelConfig::default()
 }
 
 impl Default for Config {
@@ -117,6 +125,7 @@ impl Default for Config {
             require_allow_mcp: false,
             inline: InlinePolicy::default(),
             policy: PolicyConfig::default(),
+            model: ModelConfig::default(),
         }
     }
 }
@@ -210,6 +219,13 @@ impl Config {
     #[must_use]
     pub fn with_policy(mut self, policy: PolicyConfig) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets the `[model]` table.
+    #[must_use]
+    pub fn with_model(mut self, model: ModelConfig) -> Self {
+        self.model = model;
         self
     }
 
@@ -378,6 +394,7 @@ const DOCUMENT_FIELDS: &[&str] = &[
     "allow_inline_env_secrets",
     "ssrf_guard",
     "policy",
+    "model",
 ];
 
 /// The settings one source (a file, the environment) gives; unset ones are `None`.
@@ -396,6 +413,7 @@ pub(crate) struct Layer {
     pub(crate) allow_inline_env_secrets: Option<bool>,
     pub(crate) ssrf_guard: Option<bool>,
     pub(crate) policy: Option<PolicyLayer>,
+    pub(crate) model: Option<crate::model::ModelLayer>,
 }
 
 impl Layer {
@@ -462,6 +480,9 @@ impl Layer {
         layer.ssrf_guard = flag("ssrf_guard", p);
         if let Some(v) = field(obj, "policy") {
             layer.policy = Some(parse_policy(v, &root.key("policy"), p));
+        }
+        if let Some(v) = field(obj, "model") {
+            layer.model = Some(crate::model::parse_model(v, &root.key("model"), p));
         }
         layer
     }
@@ -552,6 +573,9 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
         }
         if let Some(policy) = layer.policy {
             policy.apply(&mut config.policy);
+        }
+        if let Some(model) = layer.model {
+            model.apply(&mut config.model);
         }
     }
     if problems.is_empty() {

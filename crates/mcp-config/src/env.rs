@@ -24,6 +24,7 @@ const KEYS: &[&str] = &[
     "ALLOW_INLINE_ENV_SECRETS",
     "SSRF_GUARD",
     "POLICY",
+    "MODEL",
 ];
 
 impl Config {
@@ -43,11 +44,12 @@ impl Config {
     /// `MCP_AGENT__REQUIRE_ALLOW_MCP`, `MCP_AGENT__ALLOW_INLINE_STDIO`,
     /// `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` and `MCP_AGENT__SSRF_GUARD` (`true`/`false`,
     /// `1`/`0`, `yes`/`no`, `on`/`off`), and `MCP_AGENT__POLICY` (a JSON object: the `[policy]`
-    /// table of a file, see [`PolicyConfig`](crate::PolicyConfig)). A variable set to the empty string counts as unset. Other
-    /// variables with the prefix are errors (a typo must not be ignored); variables without
-    /// it are ignored. Problem paths start with the variable's name:
-    /// `MCP_AGENT__SERVERS[1].url`; a key given twice in one object of `MCP_AGENT__SERVERS`
-    /// is one of them.
+    /// table of a file, see [`PolicyConfig`](crate::PolicyConfig)) and `MCP_AGENT__MODEL` (a
+    /// JSON object: the `[model]` table, see [`ModelConfig`](crate::ModelConfig)). A variable
+    /// set to the empty string counts as unset. Other variables with the prefix are errors (a
+    /// typo must not be ignored); variables without it are ignored. Problem paths start with
+    /// the variable's name: `MCP_AGENT__SERVERS[1].url`; a key given twice in one object of
+    /// `MCP_AGENT__SERVERS` is one of them.
     ///
     /// ```
     /// use mcp_config::{Config, ProblemKind};
@@ -171,6 +173,15 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
             "SSRF_GUARD" => layer.ssrf_guard = env_bool(name, value, &at, p),
             "POLICY" => match crate::json::parse(value, &at, p) {
                 Ok(v) => layer.policy = Some(crate::parse::parse_policy(&v, &at, p)),
+                Err(e) => p.push_caused(
+                    &at,
+                    ProblemKind::Syntax,
+                    format!("{name} is not valid JSON"),
+                    e,
+                ),
+            },
+            "MODEL" => match crate::json::parse(value, &at, p) {
+                Ok(v) => layer.model = Some(crate::model::parse_model(&v, &at, p)),
                 Err(e) => p.push_caused(
                     &at,
                     ProblemKind::Syntax,
