@@ -54,6 +54,8 @@
 //! # }
 //! ```
 //!
+//! [`StreamDecoder`] is the stream decoding alone, for a caller with a transport of its own.
+//!
 //! # Failures
 //!
 //! `408`, `429` and `5xx` answers and connections reset or closed before the answer are retried
@@ -74,6 +76,7 @@ mod http;
 mod model;
 mod response;
 mod sse;
+mod stream;
 mod text;
 mod wire;
 
@@ -85,3 +88,4 @@ pub use config::{
 pub use error::{LimitKind, OpenAiError, ProviderError, TimeoutKind};
 pub use model::OpenAiModel;
 pub use response::{ChatResponse, RawToolCall, StreamDelta};
+pub use stream::StreamDecoder;

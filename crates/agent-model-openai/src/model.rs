@@ -17,8 +17,8 @@ use tokio::time::{Instant, timeout, timeout_at};
 use crate::config::{ChatOptions, OpenAiConfig, RetryPolicy};
 use crate::error::{LimitKind, OpenAiError, TimeoutKind};
 use crate::http::{self as h, HttpClient};
-use crate::response::{Assembler, ChatResponse, StreamDelta, from_completion};
-use crate::sse::SseDecoder;
+use crate::response::{ChatResponse, StreamDelta, from_completion};
+use crate::stream::StreamDecoder;
 use crate::text::Shown;
 use crate::wire::{Completion, effective_options, error_body, request_body};
 
@@ -357,11 +357,8 @@ impl OpenAiModel {
         emitted: &mut bool,
     ) -> Result<ChatResponse, Failure> {
         let inner = &self.inner;
-        let limits = inner.config.limits;
         let idle = inner.config.timeouts.idle;
-        let mut decoder = SseDecoder::new(limits.max_event_bytes);
-        let mut assembler = Assembler::default();
-        let mut total = 0usize;
+        let mut decoder = StreamDecoder::with_shown(inner.config.limits, inner.shown.clone());
         let result = loop {
             let frame = match timeout(idle, body.frame()).await {
                 Err(_) => {
@@ -371,37 +368,23 @@ impl OpenAiModel {
                     }
                     .into());
                 }
-                Ok(None) => {
-                    break decoder
-                        .finish(&mut |data| assembler.event(data, &inner.shown, sink))
-                        .map_err(Failure::from);
-                }
+                Ok(None) => break Ok(()),
                 Ok(Some(Err(e))) => break Err(Failure::from(h::failure(&e, false, &inner.host))),
                 Ok(Some(Ok(frame))) => frame,
             };
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            total += data.len();
-            if total > limits.max_body_bytes {
-                break Err(OpenAiError::TooLarge {
-                    kind: LimitKind::Body,
-                    limit: limits.max_body_bytes,
-                }
-                .into());
-            }
-            if let Err(e) =
-                decoder.feed(&data, &mut |data| assembler.event(data, &inner.shown, sink))
-            {
+            if let Err(e) = decoder.feed(&data, sink) {
                 break Err(e.into());
             }
-            if assembler.done {
+            if decoder.is_done() {
                 break Ok(());
             }
         };
-        *emitted = assembler.emitted;
+        *emitted = decoder.has_emitted();
         result?;
-        Ok(assembler.finish()?)
+        Ok(decoder.finish(sink)?)
     }
 }
 

@@ -158,3 +158,32 @@ async fn an_unreachable_endpoint_names_its_host() {
     );
     assert!(text.to_lowercase().contains("refused"), "{text}");
 }
+
+#[tokio::test]
+async fn a_ten_megabyte_reply_is_read_whole_within_the_default_limits() {
+    const SIZE: usize = 10 * 1024 * 1024;
+    let piece = "y".repeat(4096);
+    let events: Vec<serde_json::Value> = (0..SIZE / piece.len())
+        .map(|_| json!({"choices": [{"delta": {"content": piece}}]}))
+        .chain([json!({"choices": [{"delta": {}, "finish_reason": "stop"}]})])
+        .collect();
+    let whole = "z".repeat(SIZE);
+    let provider = Provider::start(move |n, _| match n {
+        0 => Reply::stream(&events),
+        _ => Reply::ok(completion(
+            json!({"role": "assistant", "content": whole}),
+            "stop",
+            None,
+        )),
+    })
+    .await;
+    let model = OpenAiModel::new(provider.config()).unwrap();
+    let mut pieces = 0;
+    let streamed = model
+        .chat_stream(&request(), &mut |_| pieces += 1)
+        .await
+        .unwrap();
+    assert_eq!((streamed.text.len(), pieces), (SIZE, SIZE / 4096));
+    let answer = model.chat(&request()).await.unwrap();
+    assert_eq!(answer.text.len(), SIZE);
+}
