@@ -49,7 +49,6 @@ pub struct McpClient {
 }
 
 /// The agent's own tools, shown and governed beside the MCP tools.
-#[derive(Clone)]
 struct Natives {
     tools: Vec<ToolDescriptor>,
     dispatcher: Arc<dyn ToolDispatcher>,
@@ -112,7 +111,9 @@ impl McpClientBuilder {
         self
     }
 
-    /// The catalog settings (exposure mode, pinned tools, search limits).
+    /// The catalog settings (exposure mode, pinned tools, search limits). Its
+    /// `identity_rules` are set by [`build`](Self::build) to the governed layer's, so the
+    /// model is shown exactly the tools the layer lets run.
     pub fn catalog(mut self, config: CatalogConfig) -> Self {
         self.catalog = config;
         self
@@ -155,11 +156,12 @@ impl McpClientBuilder {
         self
     }
 
-    /// The agent's own tools: shown to the model beside the lazy surface, found by
-    /// `mcp_search_tools`'s neighbours in the tool list, run by `dispatcher`, and governed by
-    /// the same layer as MCP tools (policy, annotation approval rules, output limit, events,
-    /// history). Names must be unique and differ from `mcp_search_tools` / `mcp_call_tool`;
-    /// otherwise opening a run fails with [`ClientError::NativeTools`].
+    /// The agent's own tools: shown to the model first-class, before the lazy surface, in the
+    /// run's one catalog (an MCP tool whose model-facing name equals one of them cannot join
+    /// it), run by `dispatcher`, and governed by the same layer as MCP tools (policy,
+    /// annotation approval rules, output limit, events, history). Names must be unique and
+    /// differ from `mcp_search_tools` / `mcp_call_tool`; otherwise opening a run fails with
+    /// [`ClientError::NativeTools`].
     ///
     /// ```
     /// use std::sync::Arc;
