@@ -1,12 +1,17 @@
 //! Identity rules (SPEC F1) on real servers: `[policy]` `allow` / `deny` match the server's
 //! `serverInfo.name`, never its configuration key; a refused tool is neither shown nor run,
-//! and a call to one is denied naming the rule.
+//! and a call to one is denied naming the rule. Pinned and promoted tools are governed like
+//! any call.
 
-use agent_core::{EventKind, Runner, ToolCatalog};
+use std::sync::Arc;
+
+use agent_core::{ApprovalDecision, EventKind, Runner, ToolCatalog};
 use integration_tests::harness::{Harness, bounded, search};
 use serde_json::json;
 
-use crate::governed_support::{KIT_IDENTITY, call_direct, call_via, config, denial, kit};
+use crate::governed_support::{
+    KIT_IDENTITY, ScriptedGate, call_direct, call_via, config, denial, kit,
+};
 
 #[tokio::test]
 async fn an_allowlist_that_matches_nothing_denies_every_call_naming_the_rule_and_shows_no_tool() {
@@ -123,6 +128,62 @@ async fn deny_wins_over_allow() {
         .await
         .unwrap();
     assert_eq!(out.structured, Some(json!({"sum": 5.0})));
+
+    runner.close().await;
+    harness.assert_no_process_left().await;
+}
+
+#[tokio::test]
+async fn pinned_and_promoted_tools_are_governed_like_any_call() {
+    let harness = Harness::new();
+    let mut files = kit("files");
+    files.tools.pinned = vec!["echo".into(), "add".into()];
+    let gate = ScriptedGate::new([ApprovalDecision::Rejected {
+        reason: "no sums today".into(),
+    }]);
+    let asking = Arc::clone(&gate);
+    let client = harness
+        .builder(config(
+            vec![files],
+            json!({
+                "deny": [{"server": "*", "tool": "echo"}],
+                "approve": [{"server": "*", "tool": "add"}]
+            }),
+        ))
+        .govern(move |layer| layer.approval_gate(asking))
+        .build();
+    let runner = bounded(client.open_runner(&harness.input())).await.unwrap();
+    let names = || -> Vec<String> { runner.tools().into_iter().map(|t| t.name).collect() };
+
+    // Pinned: `add` is shown, `echo` — denied — is not; calling either is governed.
+    assert!(names().contains(&"files__add".to_owned()), "{:?}", names());
+    assert!(
+        !names().contains(&"files__echo".to_owned()),
+        "{:?}",
+        names()
+    );
+    let reason = denial(call_direct(&runner, "1", "files__add", json!({"a": 1, "b": 2})).await);
+    assert!(reason.contains("no sums today"), "{reason}");
+    assert_eq!(gate.asked()[0].action_ref, "files__add");
+    let reason = denial(call_direct(&runner, "2", "files__echo", json!({})).await);
+    assert!(reason.contains("`policy.deny[0]`"), "{reason}");
+
+    // Promoted through a search: shown, and its calls are evented under the real tool.
+    let promote = json!({"query": "select:files__env", "promote": true});
+    call_direct(&runner, "3", "mcp_search_tools", promote)
+        .await
+        .unwrap();
+    assert!(names().contains(&"files__env".to_owned()), "{:?}", names());
+    call_direct(&runner, "4", "files__env", json!({"names": ["HOME"]}))
+        .await
+        .unwrap();
+    let finished = harness.events.of_kind(EventKind::ToolCallFinished);
+    assert!(
+        finished
+            .iter()
+            .any(|e| e.call_id.as_deref() == Some("4") && e.tool.as_deref() == Some("files__env")),
+        "{finished:?}"
+    );
 
     runner.close().await;
     harness.assert_no_process_left().await;
