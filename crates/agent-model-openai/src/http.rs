@@ -86,7 +86,10 @@ pub(crate) fn endpoint(base_url: &str) -> Result<(http::Uri, String), OpenAiErro
         return Err(invalid("it must not have a query"));
     }
     let host = authority.as_str().to_owned();
-    let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+    // A base URL given with the endpoint's path already on it is taken as the endpoint.
+    let base = base.trim_end_matches('/');
+    let base = base.strip_suffix("/chat/completions").unwrap_or(base);
+    let url = format!("{base}/chat/completions");
     let endpoint = url
         .parse()
         .map_err(|_| invalid("it is not a URL (expected e.g. `https://api.openai.com/v1`)"))?;

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use agent_core::{Model, ModelError, ModelRequest, ModelResponse, TextSink, Usage};
 use async_trait::async_trait;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -130,6 +130,12 @@ impl OpenAiModel {
             headers.insert(AUTHORIZATION, value);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if !headers.contains_key(USER_AGENT) {
+            headers.insert(
+                USER_AGENT,
+                HeaderValue::from_static(concat!("agent-model-openai/", env!("CARGO_PKG_VERSION"))),
+            );
+        }
         let secrets: Vec<&str> = config
             .api_key
             .iter()

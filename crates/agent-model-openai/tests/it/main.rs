@@ -3,6 +3,7 @@
 
 mod provider;
 
+mod error_chains;
 mod faults;
 mod non_streaming;
 mod retries;

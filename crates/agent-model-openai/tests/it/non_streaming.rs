@@ -129,6 +129,12 @@ async fn the_request_carries_model_tools_options_and_the_key() {
     );
     assert_eq!(first.headers["openai-project"], "proj_1");
     assert_eq!(first.headers["content-type"], "application/json");
+    assert!(
+        first.headers["user-agent"]
+            .to_str()
+            .unwrap()
+            .starts_with("agent-model-openai/")
+    );
     assert_eq!(
         requests[1].body["tool_choice"],
         json!({"type": "function", "function": {"name": "weather"}})
