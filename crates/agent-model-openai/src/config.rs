@@ -226,6 +226,18 @@ impl Limits {
     }
 }
 
+/// The request field that carries [`ChatOptions::max_tokens`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_tokens`: what vLLM, Ollama, llama.cpp and OpenAI's older models read (the
+    /// default).
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's reasoning models require.
+    MaxCompletionTokens,
+}
+
 /// What is sent with every request besides the conversation. `None` leaves the provider's
 /// default. A request's own [`ModelSettings`](agent_core::ModelSettings) win over these: its
 /// `max_tokens` and `temperature` when set, its `tool_choice` when other than `Auto`.
@@ -240,6 +252,8 @@ pub struct ChatOptions {
     pub temperature: Option<f32>,
     /// `parallel_tool_calls`; sent only when the request has tools.
     pub parallel_tool_calls: Option<bool>,
+    /// The field `max_tokens` is sent as.
+    pub max_tokens_field: MaxTokensField,
 }
 
 impl ChatOptions {
@@ -261,6 +275,13 @@ impl ChatOptions {
     #[must_use]
     pub fn with_temperature(mut self, temperature: f32) -> Self {
         self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the field `max_tokens` is sent as.
+    #[must_use]
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
         self
     }
 

@@ -82,8 +82,8 @@ mod wire;
 
 pub use agent_core::{ToolChoice, Usage};
 pub use config::{
-    API_KEY_ENV, ApiKey, BASE_URL_ENV, ChatOptions, DEFAULT_BASE_URL, Limits, OpenAiConfig,
-    RetryPolicy, Timeouts,
+    API_KEY_ENV, ApiKey, BASE_URL_ENV, ChatOptions, DEFAULT_BASE_URL, Limits, MaxTokensField,
+    OpenAiConfig, RetryPolicy, Timeouts,
 };
 pub use error::{LimitKind, OpenAiError, ProviderError, TimeoutKind};
 pub use model::OpenAiModel;

@@ -5,7 +5,7 @@ use agent_core::{Message, ModelRequest, ModelSettings, Role, ToolCall, ToolChoic
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::config::ChatOptions;
+use crate::config::{ChatOptions, MaxTokensField};
 use crate::error::{OpenAiError, ProviderError};
 use crate::text::Shown;
 
@@ -50,10 +50,19 @@ pub(crate) fn request_body(
         }
     }
     if let Some(max_tokens) = options.max_tokens {
-        body.insert("max_tokens".into(), max_tokens.into());
+        let field = match options.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            _ => "max_tokens",
+        };
+        body.insert(field.into(), max_tokens.into());
     }
     if let Some(temperature) = options.temperature {
-        body.insert("temperature".into(), f64::from(temperature).into());
+        // Through its shortest decimal form, so 0.2 goes out as 0.2, not 0.20000000298….
+        let temperature = temperature
+            .to_string()
+            .parse::<f64>()
+            .unwrap_or(f64::from(temperature));
+        body.insert("temperature".into(), temperature.into());
     }
     if stream {
         body.insert("stream".into(), true.into());
@@ -342,6 +351,19 @@ mod tests {
                 "stream_options": {"include_usage": true},
             })
         );
+    }
+
+    #[test]
+    fn max_tokens_can_go_as_max_completion_tokens_and_temperatures_stay_short() {
+        let request = ModelRequest::new(vec![Message::new(Role::User, "hi")], vec![]);
+        let options = ChatOptions::default()
+            .with_max_tokens(5)
+            .with_max_tokens_field(MaxTokensField::MaxCompletionTokens)
+            .with_temperature(0.2);
+        let body = request_body("m", &request, &options, false).unwrap();
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["temperature"].to_string(), "0.2");
     }
 
     #[test]
