@@ -256,9 +256,11 @@ impl OpenAiModel {
                     last: Box::new(failure.error),
                 });
             }
+            // The error's text is safe to log: provider text in it is redacted and bounded.
             tracing::debug!(
                 attempt = attempts,
                 delay_ms = delay.as_millis() as u64,
+                error = %failure.error,
                 "chat completion attempt failed; retrying"
             );
             tokio::time::sleep(delay).await;
