@@ -1,95 +1,123 @@
-//! The main job (`mcp-agent` with no command) and the embedded demo server it falls back to.
+//! The main job (`mcp-agent` with no command): with no configuration, a whole agent run on the
+//! embedded demo server and scripted model; and the demo server itself.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use mcp_agent::agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
-use mcp_agent::mcp_catalog::{CALL_TOOL, SEARCH_TOOL};
+use std::sync::Arc;
+
+use mcp_agent::agent_core::ToolCatalog;
+use mcp_agent::mcp_client::McpRunner;
 use mcp_agent::mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
 use rmcp::ServiceExt;
-use serde_json::json;
 
-use mcp_agent::mcp_client::McpRunner;
-use serde_json::Value;
-
-use super::open::{EXIT_FAILED, Governance, fail, load, runtime, with_runner};
-use super::term::{MAX_BLOCK, MAX_NAME, block, inline, out, say};
+use super::agent::{self, AgentOptions};
+use super::demo_model;
+use super::open::{EXIT_FAILED, Governance, load, runtime, with_runner};
+use super::term::{MAX_BLOCK, MAX_NAME, inline, out, say};
 
 /// The name of the demo server in the catalog (its tools are `demo__…`).
 const DEMO: &str = "demo";
 
-/// Connects to the configured servers — or, with none configured, to the embedded demo
-/// server — shows what the model sees, and runs a search and a call end to end. `yes`
-/// approves every call that the configuration's `[policy]` says needs approval.
+/// Connects to the configured servers and shows what the model sees — or, with none
+/// configured, runs a whole agent: the embedded demo server (spawned from this binary) and
+/// the embedded scripted model, through the same loop, governed layer, events and output as
+/// `mcp-agent run`. `yes` approves every call that the configuration's `[policy]` says needs
+/// approval.
 pub(crate) fn main_job(file: Option<&Path>, yes: bool) -> ExitCode {
     let config = match load(file) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let demo = config.servers.is_empty();
-    let config = if demo {
-        match demo_config(config) {
-            Ok(config) => config,
-            Err(code) => return code,
-        }
-    } else {
-        config
+    let governance = Governance { yes, history: None };
+    if !config.servers.is_empty() {
+        return runtime().block_on(with_runner(config, &governance, async |runner| {
+            show(runner).unwrap_or_else(|code| code)
+        }));
+    }
+    let config = match demo_config(config) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
-    runtime().block_on(with_runner(
-        config,
-        &Governance { yes, history: None },
-        async |runner| show(runner, demo).await.unwrap_or_else(|code| code),
-    ))
+    say(
+        "no MCP servers configured: an agent run with the embedded demo server and a scripted model (no API key needed)",
+    );
+    let options = AgentOptions {
+        max_steps: DEMO_STEPS,
+        json: false,
+        steps_flag: None,
+    };
+    runtime().block_on(with_runner(config, &governance, async |runner| {
+        if let Err(code) = introduce(runner) {
+            return code;
+        }
+        let code = agent::run(
+            runner,
+            Arc::new(demo_model::model()),
+            demo_model::INSTRUCTION,
+            &options,
+        )
+        .await;
+        if code == ExitCode::SUCCESS {
+            say(
+                "next: configure your MCP servers (mcp-agent --help), and run a real model with \
+                 OPENAI_BASE_URL=… OPENAI_API_KEY=… mcp-agent run --model NAME \"<instruction>\"",
+            );
+        }
+        code
+    }))
 }
 
-/// What the model sees, then (for the demo server) a search and two calls.
-async fn show(runner: &McpRunner, demo: bool) -> Result<ExitCode, ExitCode> {
-    for session in runner.sessions() {
-        let id = session.identity();
-        out(format_args!(
-            "connected: {} ({} {}, protocol {})",
-            session.name(),
-            inline(id.name.as_deref().unwrap_or("?"), MAX_NAME),
-            inline(id.version.as_deref().unwrap_or("?"), MAX_NAME),
-            inline(&id.protocol_version, MAX_NAME)
-        ))?;
+/// The most steps of the demo run (it needs three).
+const DEMO_STEPS: u32 = 5;
+
+/// The servers, the surface the model sees and the instruction, on stderr.
+fn introduce(runner: &McpRunner) -> Result<(), ExitCode> {
+    for line in connected(runner) {
+        say(line);
     }
+    say(surface(runner));
+    say(format_args!("instruction: {}", demo_model::INSTRUCTION));
+    Ok(())
+}
+
+/// One line per connected server.
+fn connected(runner: &McpRunner) -> Vec<String> {
+    runner
+        .sessions()
+        .iter()
+        .map(|session| {
+            let id = session.identity();
+            format!(
+                "connected: {} ({} {}, protocol {})",
+                session.name(),
+                inline(id.name.as_deref().unwrap_or("?"), MAX_NAME),
+                inline(id.version.as_deref().unwrap_or("?"), MAX_NAME),
+                inline(&id.protocol_version, MAX_NAME)
+            )
+        })
+        .collect()
+}
+
+/// What the model sees.
+fn surface(runner: &McpRunner) -> String {
     let surface: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
-    out(format_args!(
+    format!(
         "the model sees {} tools: {} ({} MCP tools behind them)",
         surface.len(),
         inline(&surface.join(", "), MAX_BLOCK),
         runner.catalog().len()
-    ))?;
-    if !demo {
-        out("try: mcp-agent tools search \"<what you need>\"")?;
-        return Ok(ExitCode::SUCCESS);
+    )
+}
+
+/// What the model would see of the configured servers, and what to try next.
+fn show(runner: &McpRunner) -> Result<ExitCode, ExitCode> {
+    for line in connected(runner) {
+        out(line)?;
     }
-    let steps = [
-        (
-            SEARCH_TOOL,
-            json!({ "query": "add two numbers", "limit": 3 }),
-        ),
-        (
-            CALL_TOOL,
-            json!({ "tool_name": "demo__add", "arguments": { "a": 2, "b": 3 } }),
-        ),
-        (
-            CALL_TOOL,
-            json!({ "tool_name": "demo__word_count", "arguments": { "text": "the quick brown fox" } }),
-        ),
-    ];
-    for (i, (tool, arguments)) in steps.into_iter().enumerate() {
-        out(format_args!("> {tool} {arguments}"))?;
-        let Value::Object(arguments) = arguments else {
-            unreachable!("every step's arguments are an object literal")
-        };
-        let call = ToolCall::new(format!("demo-{i}"), tool, arguments);
-        match runner.dispatch(call).await {
-            Ok(output) => out(format_args!("< {}", block(&output.to_model_text())))?,
-            Err(e) => return Err(fail(&e)),
-        }
-    }
+    out(surface(runner))?;
+    out("try: mcp-agent tools search \"<what you need>\"")?;
+    out("or:  mcp-agent run --model NAME \"<instruction>\" (an OpenAI-compatible model)")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,13 +9,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent;
 mod approve;
 mod config;
 mod demo;
+mod demo_model;
 mod demo_server;
 mod history;
 mod logging;
+mod model;
 mod open;
+mod run;
 mod servers;
 mod signals;
 mod term;
@@ -31,8 +35,9 @@ pub(crate) const EXIT_INVALID_CONFIG: u8 = 2;
 #[derive(Debug, Parser)]
 #[command(name = "mcp-agent", version)]
 pub(crate) struct Cli {
-    /// What to do. Without a command: connect to the configured servers, or — with no
-    /// configuration — to the embedded demo server, and show a search and a call end to end.
+    /// What to do. Without a command: connect to the configured servers and show what the
+    /// model sees, or — with no configuration — run a whole agent: the embedded demo server
+    /// and a scripted model that searches, calls two tools and answers.
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
 
@@ -51,7 +56,7 @@ pub(crate) struct Cli {
     pub(crate) quiet: bool,
 
     /// Approve every call that the configuration's `[policy]` says needs approval, without
-    /// asking (for the main job; `tools call` takes it too).
+    /// asking (for the main job; `run` and `tools call` take it too).
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
 }
@@ -59,6 +64,14 @@ pub(crate) struct Cli {
 /// The command groups.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run an agent: an OpenAI-compatible model with the configured servers' tools, every
+    /// call through the configuration's `[policy]`, until it answers. The model's text is
+    /// printed as it arrives, one line per tool call on stderr. Exit 0 with an answer, 1 when
+    /// the run failed, 128 + n on a signal (after closing every server).
+    ///
+    /// The model: `--model`, `--base-url`, else the config's `[model]` table (`base_url`,
+    /// `model`, `api_key_env`, `headers`), else `OPENAI_BASE_URL` and `OPENAI_API_KEY`.
+    Run(run::RunArgs),
     /// Inspect the MCP server configuration.
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -86,6 +99,7 @@ fn run() -> ExitCode {
     logging::init(cli.verbose, cli.quiet);
     match cli.command {
         None => demo::main_job(cli.file.as_deref(), cli.yes),
+        Some(Command::Run(args)) => run::run(args, cli.file.as_deref(), cli.yes),
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
         Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),

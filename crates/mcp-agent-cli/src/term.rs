@@ -12,7 +12,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use mcp_agent::mcp_config::{Config, Scrubber};
+use agent_model_openai::API_KEY_ENV;
+use mcp_agent::mcp_config::{Config, Scrubber, Secret};
 
 /// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
 pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
@@ -26,10 +27,19 @@ pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 
 static SCRUBBER: OnceLock<Scrubber> = OnceLock::new();
 
-/// Makes every secret value of `config`'s servers known to what this module prints.
+/// Makes every secret value of `config` known to what this module prints: its servers'
+/// secrets, the `[model]` table's header values and the model API key (from the variable
+/// `api_key_env` names, and `OPENAI_API_KEY`).
 pub(crate) fn know_secrets(config: &Config) {
-    let values = config.servers.iter().flat_map(|s| s.secret_values());
-    let _ = SCRUBBER.set(Scrubber::new(values));
+    let servers = config.servers.iter().flat_map(|s| s.secret_values());
+    let model = config.model.headers.values().cloned();
+    let keys = [
+        config.model.api_key().ok().flatten(),
+        std::env::var(API_KEY_ENV).ok().map(Secret::new),
+    ];
+    let _ = SCRUBBER.set(Scrubber::new(
+        servers.chain(model).chain(keys.into_iter().flatten()),
+    ));
 }
 
 /// `text` with every known secret replaced.
@@ -80,6 +90,12 @@ fn escape(text: &str, max_chars: usize, keep_lines: bool) -> String {
 /// escaped too, so it cannot forge a row or a column).
 pub(crate) fn inline(text: &str, max_chars: usize) -> String {
     clean(text, max_chars, false)
+}
+
+/// `text` terminal-safe, keeping its lines and tabs, not cut (a piece of a stream whose
+/// secrets were already looked for across pieces).
+pub(crate) fn unbounded(text: &str) -> String {
+    clean(text, usize::MAX, true)
 }
 
 /// `text` terminal-safe, keeping its lines and tabs, cut to [`MAX_BLOCK`] characters.

@@ -1,5 +1,6 @@
-//! The main job (`mcp-agent` with no command) and the `tools` / `servers` commands, end to end
-//! against the embedded demo server spawned from the binary itself.
+//! The main job (`mcp-agent` with no command: with no configuration, a whole agent run of the
+//! embedded scripted model on the embedded demo server) and the `tools` / `servers` commands,
+//! end to end against the demo server spawned from the binary itself.
 
 use std::process::Output;
 
@@ -32,30 +33,77 @@ fn demo_servers() -> String {
     .to_string()
 }
 
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
-fn with_no_configuration_the_main_job_searches_and_calls_the_demo_server() {
+fn with_no_configuration_the_main_job_is_a_whole_agent_run_on_the_demo_server() {
     let output = mcp_agent(&[], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let said = stderr(&output);
+    assert!(said.contains("connected: demo (mcp-demo"), "{said}");
+    assert!(
+        said.contains(
+            "the model sees 3 tools: mcp_search_tools, mcp_call_tool, mcp_read_output (4 MCP tools"
+        ),
+        "{said}"
+    );
+    // The scripted model searched, then called what the search found and the word counter in
+    // one answer (concurrently: either may end first), each through the governed layer.
+    let lines: Vec<&str> = said.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line `{prefix}…` in:\n{said}"))
+    };
+    let search = at(r#"→ mcp_search_tools {"query":"add two numbers","limit":3}"#);
+    let add = at(r#"→ demo__add {"a":2,"b":3}"#);
+    let count = at(r#"→ demo__word_count {"text":"the quick brown fox"}"#);
+    assert!(search < add && search < count, "{said}");
+    assert!(lines[search + 1].starts_with("← ok "), "{said}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("← ok ")).count(),
+        3,
+        "{said}"
+    );
+    assert!(said.contains("done in 3 steps"), "{said}");
+    // The answer, on stdout alone, holds what the tools returned.
+    assert_eq!(
+        stdout(&output),
+        "2 + 3 = 5, and \"the quick brown fox\" has 4 words (I asked the demo server's tools: \
+         its adder and its word counter).\n"
+    );
+}
+
+#[test]
+fn the_main_job_goes_through_the_policy_a_refused_call_reaches_the_model_and_yes_approves() {
+    let policy = r#"{"approve": [{"server": "mcp-demo", "tool": "add"}]}"#;
+    let output = mcp_agent(&[], &[("MCP_AGENT__POLICY", policy)]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let said = stderr(&output);
+    assert!(said.contains("← denied "), "{said}");
+    assert!(said.contains("--yes"), "{said}");
+    // The model read the refusal and says so instead of a sum.
+    let answer = stdout(&output);
+    assert!(answer.starts_with("The tools did not give me"), "{answer}");
+    assert!(answer.contains("approval"), "{answer}");
+
+    let output = mcp_agent(&["--yes"], &[("MCP_AGENT__POLICY", policy)]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert!(stdout(&output).starts_with("2 + 3 = 5"), "{}", all(&output));
+}
+
+#[test]
+fn with_servers_configured_the_main_job_shows_what_the_model_sees() {
+    let servers = demo_servers();
+    let output = mcp_agent(&[], &[("MCP_AGENT__SERVERS", &servers)]);
     assert_eq!(output.status.code(), Some(0), "{}", all(&output));
     let out = stdout(&output);
     assert!(out.contains("connected: demo (mcp-demo"), "{out}");
-    assert!(
-        out.contains(
-            "the model sees 3 tools: mcp_search_tools, mcp_call_tool, mcp_read_output (4 MCP tools"
-        ),
-        "{out}"
-    );
-    // The search ranks the adder first, and the calls return the tools' structured results.
-    let search = out
-        .lines()
-        .find(|l| l.starts_with("< {\"tools\""))
-        .expect("a search result");
-    let search: Value = serde_json::from_str(&search[2..]).unwrap();
-    assert_eq!(search["tools"][0]["name"], "demo__add");
-    assert!(out.contains(r#"< {"sum":5"#), "{out}");
-    assert!(
-        out.contains(r#"< {"words":4,"lines":1,"characters":19}"#),
-        "{out}"
-    );
+    assert!(out.contains("the model sees 3 tools"), "{out}");
+    assert!(out.contains("mcp-agent run --model NAME"), "{out}");
 }
 
 #[test]

@@ -1,0 +1,333 @@
+//! An agent run on the command line, shared by `mcp-agent run` and the main job: the loop of
+//! `agent-core` over a runner's governed tools, its text streamed to stdout as it arrives and
+//! one line per tool call on stderr — or, with `--json`, the run's events as JSON lines.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use mcp_agent::agent_core::{
+    AgentError, AgentLoop, AgentOutcome, CallOutcome, EventRecvError, EventSink, Model, Redactor,
+    TextSink, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+};
+use mcp_agent::mcp_catalog::CALL_TOOL;
+use mcp_agent::mcp_client::McpRunner;
+use serde_json::{Value, json};
+
+use super::open::{EXIT_FAILED, chain};
+use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, inline, out_json_line, say, scrub, unbounded};
+
+/// Longest argument text shown on a tool call's line.
+const MAX_ARGS: usize = 200;
+/// Longest error text shown on a tool call's line.
+const MAX_ERROR: usize = 400;
+/// Streamed text without whitespace held back at most this long before it is printed anyway.
+const MAX_HELD: usize = 16 * 1024;
+
+/// How one agent run goes.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentOptions {
+    /// The most model answers.
+    pub(crate) max_steps: u32,
+    /// Events as JSON lines on stdout instead of text and tool lines.
+    pub(crate) json: bool,
+    /// What `--max-steps` is called, for the step-limit message (`None`: not a flag here).
+    pub(crate) steps_flag: Option<&'static str>,
+}
+
+/// Runs `instruction` with `model` over `runner`'s tools (every call through its governed
+/// layer, its events on the layer's bus, its conversation in the layer's history) and prints
+/// the run. Exit 0 with an answer, 1 when the run failed (the reason on stderr).
+pub(crate) async fn run(
+    runner: &McpRunner,
+    model: Arc<dyn Model>,
+    instruction: &str,
+    options: &AgentOptions,
+) -> ExitCode {
+    let governed = runner.governed();
+    let bus = governed.events();
+    let mut agent = AgentLoop::new(model)
+        .max_steps(options.max_steps)
+        .event_sink(bus as Arc<dyn EventSink>);
+    if let Some(history) = governed.history() {
+        agent = agent.history(Arc::clone(history));
+    }
+    let console = Arc::new(Console::default());
+    let result = if options.json {
+        json_run(runner, &agent, instruction).await
+    } else {
+        let agent = agent.text_sink(Arc::clone(&console) as Arc<dyn TextSink>);
+        let tools = Shown {
+            runner,
+            console: Arc::clone(&console),
+            redactor: Redactor::new().with_hook(|text| scrub(text).into_owned()),
+        };
+        let result = agent.run(&tools, instruction).await;
+        console.end_text();
+        Ok(result)
+    };
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
+    if let Some(code) = console.failed() {
+        return code;
+    }
+    match result {
+        Ok(outcome) => {
+            if options.json {
+                if let Err(code) = out_json_line(&answer_line(&outcome)) {
+                    return code;
+                }
+            } else {
+                say(format_args!("done in {}", steps(&outcome)));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            let hint = match (&error, options.steps_flag) {
+                (AgentError::StepLimit { .. }, Some(flag)) => {
+                    format!(" (raise the limit with {flag})")
+                }
+                _ => String::new(),
+            };
+            say(format_args!("error: {}{hint}", chain(&error)));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn steps(outcome: &AgentOutcome) -> String {
+    let n = outcome.steps;
+    let mut text = format!("{n} step{}", if n == 1 { "" } else { "s" });
+    if outcome.usage.total() > 0 {
+        text.push_str(&format!(
+            ", {} tokens in, {} out",
+            outcome.usage.input_tokens, outcome.usage.output_tokens
+        ));
+    }
+    text
+}
+
+/// The last line of `--json`: the answer, the steps and the tokens.
+fn answer_line(outcome: &AgentOutcome) -> Value {
+    json!({
+        "kind": "answer",
+        "answer": outcome.answer,
+        "step": outcome.steps,
+        "usage": outcome.usage,
+    })
+}
+
+/// The run with its events printed as JSON lines as they happen (the layer's bus: tool calls,
+/// model answers, the run's end). `Err` is the exit code of a closed stdout.
+async fn json_run(
+    runner: &McpRunner,
+    agent: &AgentLoop,
+    instruction: &str,
+) -> Result<Result<AgentOutcome, AgentError>, ExitCode> {
+    let mut events = runner.governed().subscribe();
+    let run = agent.run(runner, instruction);
+    tokio::pin!(run);
+    let result = loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => print_event(event)?,
+            result = &mut run => break result,
+        }
+    };
+    loop {
+        match events.try_recv() {
+            Ok(Some(event)) => print_event(Ok(event))?,
+            Ok(None) | Err(EventRecvError::Closed) => break,
+            Err(lagged) => print_event(Err(lagged))?,
+        }
+    }
+    Ok(result)
+}
+
+fn print_event(
+    event: Result<mcp_agent::agent_core::Event, EventRecvError>,
+) -> Result<(), ExitCode> {
+    match event {
+        Ok(event) => out_json_line(&serde_json::to_value(&event).unwrap_or_default()),
+        Err(EventRecvError::Lagged { missed }) => {
+            say(format_args!(
+                "warning: {missed} events were not printed (the output was too slow)"
+            ));
+            Ok(())
+        }
+        // The bus outlives the run; a closed one has nothing more to say.
+        Err(_) => Ok(()),
+    }
+}
+
+/// What the run prints on the terminal: the model's text on stdout, tool lines on stderr,
+/// kept apart so that a tool line never lands in the middle of a line of text.
+#[derive(Default)]
+struct Console {
+    state: Mutex<ConsoleState>,
+}
+
+#[derive(Default)]
+struct ConsoleState {
+    /// Streamed text not printed yet: the end of a word, in which a secret may continue.
+    held: String,
+    /// The last character printed on stdout was not a newline.
+    mid_line: bool,
+    /// The call whose `→` line was printed last, with nothing printed after it.
+    last_started: Option<String>,
+    /// Why stdout could not be written (the exit code), once it failed.
+    failed: Option<ExitCode>,
+}
+
+impl ConsoleState {
+    /// Writes `text` to stdout; a failure ends the printing.
+    fn write(&mut self, text: &str) {
+        if text.is_empty() || self.failed.is_some() {
+            return;
+        }
+        let mut stdout = io::stdout().lock();
+        match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => {
+                self.mid_line = !text.ends_with('\n');
+                self.last_started = None;
+            }
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.failed = Some(ExitCode::from(EXIT_BROKEN_PIPE));
+            }
+            Err(e) => {
+                say(format_args!("error: cannot write the output: {e}"));
+                self.failed = Some(ExitCode::from(EXIT_FAILED));
+            }
+        }
+    }
+
+    /// Prints what is held and ends the line of text.
+    fn end_text(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.write(&unbounded(&scrub(&held)));
+        if self.mid_line {
+            self.write("\n");
+        }
+    }
+}
+
+impl Console {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConsoleState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn end_text(&self) {
+        self.lock().end_text();
+    }
+
+    fn failed(&self) -> Option<ExitCode> {
+        self.lock().failed
+    }
+
+    /// The `→` line of a call.
+    fn started(&self, call_id: &str, line: &str) {
+        let mut state = self.lock();
+        state.end_text();
+        say(line);
+        state.last_started = Some(call_id.to_owned());
+    }
+
+    /// The `←` line of a call, naming the tool when other lines came between.
+    fn finished(&self, call_id: &str, tool: &str, line: &str) {
+        let mut state = self.lock();
+        if state.last_started.as_deref() == Some(call_id) {
+            say(line);
+        } else {
+            say(format_args!("{line} ({tool})"));
+        }
+        state.last_started = None;
+    }
+}
+
+impl TextSink for Console {
+    /// Prints the text up to its last whitespace, scrubbed and terminal-safe; the rest (a
+    /// word, in which a known secret may go on) waits for more.
+    fn text(&self, delta: &str) {
+        let mut state = self.lock();
+        state.held.push_str(delta);
+        let cut = match state.held.rfind(char::is_whitespace) {
+            Some(at) => at + state.held[at..].chars().next().map_or(1, char::len_utf8),
+            None if state.held.len() > MAX_HELD => state.held.len(),
+            None => return,
+        };
+        let ready: String = state.held.drain(..cut).collect();
+        let ready = unbounded(&scrub(&ready));
+        state.write(&ready);
+    }
+}
+
+/// The runner's tools, with a line on stderr for each call: `→ server__tool {args}` when it
+/// starts (for `mcp_call_tool`, the tool and arguments it names), `← ok 12 ms 340 B` or
+/// `← denied: …` when it ends.
+struct Shown<'a> {
+    runner: &'a McpRunner,
+    console: Arc<Console>,
+    redactor: Redactor,
+}
+
+impl Shown<'_> {
+    /// The tool a call is about and its arguments, redacted: `mcp_call_tool`'s target, or the
+    /// call itself.
+    fn subject(&self, call: &ToolCall) -> (String, String) {
+        let (name, arguments) = match (
+            call.name.as_str(),
+            call.arguments.get("tool_name").and_then(Value::as_str),
+        ) {
+            (CALL_TOOL, Some(target)) => (
+                target.to_owned(),
+                call.arguments
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or(json!({})),
+            ),
+            _ => (call.name.clone(), Value::Object(call.arguments.clone())),
+        };
+        let arguments = self.redactor.redact_json(&arguments).to_string();
+        (inline(&name, MAX_NAME), inline(&arguments, MAX_ARGS))
+    }
+}
+
+impl ToolCatalog for Shown<'_> {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        self.runner.tools()
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for Shown<'_> {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        let (name, arguments) = self.subject(&call);
+        let id = call.id.clone();
+        self.console.started(&id, &format!("→ {name} {arguments}"));
+        let began = Instant::now();
+        let result = self.runner.dispatch(call).await;
+        let ms = began.elapsed().as_millis();
+        let line = match &result {
+            Ok(output) => format!("← ok {ms} ms {} B", output.to_model_text().len()),
+            Err(error) => {
+                let outcome = serde_json::to_value(CallOutcome::of_error(error))
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                    .unwrap_or_else(|| "error".into());
+                format!(
+                    "← {outcome} {ms} ms: {}",
+                    inline(&self.redactor.redact_text(&error.to_string()), MAX_ERROR)
+                )
+            }
+        };
+        self.console.finished(&id, &name, &line);
+        result
+    }
+}

@@ -1,0 +1,137 @@
+//! The model of `mcp-agent run`: an OpenAI-compatible chat-completions endpoint, configured in
+//! layers — a flag wins over the config's `[model]` table, the table over the environment
+//! (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, the ecosystem's convention).
+
+use std::sync::Arc;
+
+use agent_model_openai::{OpenAiConfig, OpenAiModel};
+use mcp_agent::agent_core::Model;
+use mcp_agent::mcp_config::ModelConfig;
+
+/// What the command line says about the model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ModelFlags {
+    /// `--model NAME`.
+    pub(crate) model: Option<String>,
+    /// `--base-url URL`.
+    pub(crate) base_url: Option<String>,
+}
+
+/// The endpoint's configuration from `flags` over `table` over the variables `lookup` reads.
+/// The key comes from the variable the table's `api_key_env` names, else `OPENAI_API_KEY`;
+/// it is never a flag (a command line is visible to every user of the machine).
+///
+/// Fails, saying how to fix it, when no model is named or `api_key_env` names a variable that
+/// is not set.
+pub(crate) fn config(
+    flags: &ModelFlags,
+    table: &ModelConfig,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<OpenAiConfig, String> {
+    let mut config = OpenAiConfig::from_lookup(&lookup);
+    if let Some(base_url) = flags.base_url.as_ref().or(table.base_url.as_ref()) {
+        config = config.with_base_url(base_url.trim().trim_end_matches('/'));
+    }
+    let model = flags
+        .model
+        .as_ref()
+        .or(table.model.as_ref())
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            String::from(
+                "no model to run: pass --model NAME, or set `model` in the config's [model] \
+                 table (e.g. `gpt-4o-mini`, or the model a local server serves)",
+            )
+        })?;
+    config = config.with_model(model);
+    if table.api_key_env.is_some() {
+        match table.api_key_from(&lookup) {
+            Ok(Some(key)) => config = config.with_api_key(key.expose()),
+            Ok(None) => {}
+            Err(e) => return Err(super::open::chain(&e)),
+        }
+    }
+    for (name, value) in &table.headers {
+        config = config.with_header(name, value.expose());
+    }
+    Ok(config)
+}
+
+/// The model for `config`, or why it cannot be used (naming the setting, never its value).
+pub(crate) fn build(config: OpenAiConfig) -> Result<Arc<dyn Model>, String> {
+    let shown = format!("model `{}`", config.model);
+    OpenAiModel::new(config)
+        .map(|model| Arc::new(model) as Arc<dyn Model>)
+        .map_err(|e| format!("{shown}: {}", super::open::chain(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_agent::mcp_config::Secret;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn a_flag_wins_over_the_table_and_the_table_over_the_environment() {
+        let lookup = env(&[
+            ("OPENAI_BASE_URL", "http://env.example/v1"),
+            ("OPENAI_API_KEY", "sk-from-env"),
+            ("TEAM_KEY", "sk-from-table"),
+        ]);
+        let table = ModelConfig::default()
+            .with_base_url("http://table.example/v1")
+            .with_model("table-model")
+            .with_api_key_env("TEAM_KEY");
+        let flags = ModelFlags {
+            model: Some("flag-model".into()),
+            base_url: Some("http://flag.example/v1/".into()),
+        };
+
+        let config = config(&flags, &table, &lookup).unwrap();
+        assert_eq!(config.base_url, "http://flag.example/v1");
+        assert_eq!(config.model, "flag-model");
+        assert_eq!(config.api_key.unwrap().expose(), "sk-from-table");
+
+        let config = super::config(&ModelFlags::default(), &table, &lookup).unwrap();
+        assert_eq!(config.base_url, "http://table.example/v1");
+        assert_eq!(config.model, "table-model");
+
+        let only_env = ModelConfig::default().with_model("m");
+        let config = super::config(&ModelFlags::default(), &only_env, &lookup).unwrap();
+        assert_eq!(config.base_url, "http://env.example/v1");
+        assert_eq!(config.api_key.unwrap().expose(), "sk-from-env");
+    }
+
+    #[test]
+    fn no_model_or_a_missing_key_variable_says_how_to_fix_it() {
+        let err = config(&ModelFlags::default(), &ModelConfig::default(), env(&[])).unwrap_err();
+        assert!(err.contains("--model NAME"), "{err}");
+
+        let table = ModelConfig::default()
+            .with_model("m")
+            .with_api_key_env("MISSING_KEY");
+        let err = config(&ModelFlags::default(), &table, env(&[])).unwrap_err();
+        assert!(err.contains("`MISSING_KEY`"), "{err}");
+    }
+
+    #[test]
+    fn headers_of_the_table_are_sent_and_a_bad_one_is_named_without_its_value() {
+        let table = ModelConfig::default().with_model("m").with_headers(
+            [("X-Bad".to_owned(), Secret::new("line\nbreak-secret"))]
+                .into_iter()
+                .collect(),
+        );
+        let config = config(&ModelFlags::default(), &table, env(&[])).unwrap();
+        let err = build(config).err().unwrap();
+        assert!(err.contains("X-Bad"), "{err}");
+        assert!(!err.contains("break-secret"), "{err}");
+    }
+}

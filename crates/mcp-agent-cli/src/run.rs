@@ -1,0 +1,78 @@
+//! `mcp-agent run INSTRUCTION`: an agent run with an OpenAI-compatible model over the
+//! configured servers' tools.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
+
+use super::agent::{self, AgentOptions};
+use super::model::{self, ModelFlags};
+use super::open::{Governance, load, runtime, with_runner};
+use super::term::say;
+
+/// `mcp-agent run`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// What the agent should do, in words.
+    pub(crate) instruction: String,
+    /// The model's name on the endpoint (wins over `[model] model`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// The endpoint's base URL, up to and including its version, e.g.
+    /// `http://localhost:11434/v1` (wins over `[model] base_url` and `OPENAI_BASE_URL`).
+    #[arg(long, value_name = "URL")]
+    pub(crate) base_url: Option<String>,
+    /// The most model answers before the run stops without one (exit 1).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STEPS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_steps: u32,
+    /// Record the session (`messages.jsonl`, `events.jsonl`) in this directory; read it with
+    /// `history show`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) history: Option<PathBuf>,
+    /// Approve every call that the configuration's `[policy]` says needs approval, without
+    /// asking.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+    /// Print the run's events as JSON lines on stdout (the last line: the answer) instead of
+    /// the streamed text and the tool lines.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Runs `mcp-agent run`. `yes` is the top-level `--yes`.
+pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let flags = ModelFlags {
+        model: args.model,
+        base_url: args.base_url,
+    };
+    // The model is checked before any server starts.
+    let model = model::config(&flags, &config.model, |name| std::env::var(name).ok())
+        .and_then(model::build);
+    let model = match model {
+        Ok(model) => model,
+        Err(message) => {
+            say(format_args!("error: {message}"));
+            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+        }
+    };
+    let governance = Governance {
+        yes: yes || args.yes,
+        history: args.history,
+    };
+    let options = AgentOptions {
+        max_steps: args.max_steps,
+        json: args.json,
+        steps_flag: Some("--max-steps"),
+    };
+    let instruction = args.instruction;
+    runtime().block_on(with_runner(config, &governance, async |runner| {
+        agent::run(runner, model, &instruction, &options).await
+    }))
+}
