@@ -57,8 +57,11 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `command` or `url` when omitted), `command`, `args`, `env`, `cwd`, `inherit_env` (stdio),
 /// `url`, `headers`, `auth` {`headers`, `bearer_token`, `bearer_token_env`,
 /// `oauth_client_credentials` {`token_url`, `client_id`, `client_secret`, `client_secret_env`,
-/// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`, `allowed_issuers`}}
-/// (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
+/// `scope`, `resource` (alias `audience`), `token_endpoint_auth_method`, `allowed_issuers`},
+/// `oauth` (a user's login, every key optional: `client_id`, `client_secret`,
+/// `client_secret_env`, `client_metadata_url`, `scopes`, `resource`,
+/// `token_endpoint_auth_method` (`none`, `client_secret_basic`, `client_secret_post`),
+/// `redirect_uri`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
 /// {`allow`, `deny`, `pinned`}. Unknown keys are errors, and so is a key given twice.
 ///
 /// Inline credentials must say something: a `bearer_token`, `client_secret` or `auth.headers`
@@ -378,6 +381,12 @@ fn check_blank_credentials(spec: &ServerSpec, at: &JsonPath, p: &mut Problems) {
         && let SecretSource::Inline(secret) = &oauth.client_secret
     {
         let at = at.key("oauth_client_credentials").key("client_secret");
+        check_not_blank(secret.expose(), "client_secret", &at, name, p);
+    }
+    if let Some(login) = &auth.oauth
+        && let Some(SecretSource::Inline(secret)) = &login.client_secret
+    {
+        let at = at.key("oauth").key("client_secret");
         check_not_blank(secret.expose(), "client_secret", &at, name, p);
     }
 }

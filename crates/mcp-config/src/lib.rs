@@ -110,6 +110,6 @@ pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
-    OAuthClientCredentials, SecretSource, ServerSpec, SpecOrigin, StdioSpec,
+    OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec, SpecOrigin, StdioSpec,
     TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
 };

@@ -129,6 +129,17 @@ pub(crate) fn check_inline(
             }
         }
     }
+    if let Some(login) = &spec.auth.oauth {
+        let at = auth.key("oauth");
+        if matches!(login.client_secret, Some(SecretSource::Env(_))) && !policy.allow_env_secrets {
+            env_secret(name, "client_secret_env", &at.key("client_secret_env"), p);
+        }
+        if policy.ssrf_guard {
+            for (i, url) in login.allowed_issuers.iter().enumerate() {
+                check_url(name, url, &at.key("allowed_issuers").index(i), p);
+            }
+        }
+    }
 }
 
 fn env_secret(server: &str, field: &str, path: &JsonPath, p: &mut Problems) {

@@ -122,6 +122,9 @@ impl ServerSpec {
         if let Some(oauth) = &self.auth.oauth_client_credentials {
             out.extend(oauth.client_secret.resolve());
         }
+        if let Some(login) = &self.auth.oauth {
+            out.extend(login.client_secret.as_ref().and_then(SecretSource::resolve));
+        }
         out
     }
 
@@ -387,13 +390,66 @@ pub struct AuthSpec {
     /// OAuth2 client credentials.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth_client_credentials: Option<OAuthClientCredentials>,
+    /// A user's OAuth login (authorization code with PKCE): the `oauth` table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthLogin>,
 }
 
 impl AuthSpec {
     /// True when no auth is configured.
     pub fn is_empty(&self) -> bool {
-        self.headers.is_empty() && self.bearer.is_none() && self.oauth_client_credentials.is_none()
+        self.headers.is_empty()
+            && self.bearer.is_none()
+            && self.oauth_client_credentials.is_none()
+            && self.oauth.is_none()
     }
+}
+
+/// A user's OAuth login: the authorization code grant with PKCE (S256), as the MCP
+/// authorization spec asks of clients. Every field is optional: with none, the authorization
+/// server is discovered from the MCP server, the client registers itself (a client ID metadata
+/// document when [`client_metadata_url`](Self::client_metadata_url) is set and the server
+/// supports them, else dynamic client registration), and the scope comes from the server.
+///
+/// The user logs in once (`mcp-agent auth login <server>`); sessions then use the stored
+/// tokens and refresh them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct OAuthLogin {
+    /// A client registered with the authorization server beforehand. `None`: a client ID
+    /// metadata document or dynamic client registration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The pre-registered client's secret (`client_secret` or `client_secret_env`), for a
+    /// confidential client. `None`: a public client (`token_endpoint_auth_method` `none`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<SecretSource>,
+    /// The HTTPS URL of this client's metadata document (SEP-991): used as the client id when
+    /// the authorization server supports client ID metadata documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<Url>,
+    /// The scopes to ask for. `None`: the `scope` of the server's `WWW-Authenticate`
+    /// challenge, else the protected resource's `scopes_supported`, else no scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// The RFC 8707 resource indicator. `None`: the protected resource's identifier from its
+    /// metadata, else the server's URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// How the client authenticates at the token endpoint (`none`, `client_secret_basic`,
+    /// `client_secret_post`). `None`: `none` for a public client, else what the metadata
+    /// supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<TokenEndpointAuthMethod>,
+    /// Where the browser is sent back after the login (a loopback `http` URL or an `https`
+    /// one, as registered for a pre-registered client). `None`: a loopback URL on a free port,
+    /// `http://127.0.0.1:<port>/callback`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<Url>,
+    /// With a client secret: authorization servers (issuer URLs) the secret may go to besides
+    /// one on the MCP server's own host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_issuers: Vec<Url>,
 }
 
 /// OAuth2 client-credentials grant settings.
@@ -435,6 +491,8 @@ pub enum TokenEndpointAuthMethod {
     ClientSecretPost,
     /// A JWT signed with the client's private key (RFC 7523).
     PrivateKeyJwt,
+    /// No client authentication: a public client (only for a user's login, [`OAuthLogin`]).
+    None,
 }
 
 /// Which of a server's tools to use.

@@ -1,4 +1,5 @@
-//! Auth objects and credentials: `auth` (headers, bearer token, OAuth client credentials),
+//! Auth objects and credentials: `auth` (headers, bearer token, OAuth client credentials, a
+//! user's OAuth login),
 //! secrets given inline or by variable name, header maps, and the checks that refuse a
 //! credential that would send nothing. Messages name the field, the server and any `${…}`
 //! variable that gave nothing, never the value.
@@ -13,7 +14,7 @@ use super::read::{
 };
 use crate::path::{JsonPath, Problems};
 use crate::{
-    AuthSpec, HttpSpec, OAuthClientCredentials, ProblemKind, Secret, SecretSource,
+    AuthSpec, HttpSpec, OAuthClientCredentials, OAuthLogin, ProblemKind, Secret, SecretSource,
     TokenEndpointAuthMethod,
 };
 
@@ -24,6 +25,18 @@ const AUTH_FIELDS: &[&str] = &[
     "bearer_token",
     "bearer_token_env",
     "oauth_client_credentials",
+    "oauth",
+];
+const LOGIN_FIELDS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "client_secret_env",
+    "client_metadata_url",
+    "scopes",
+    "resource",
+    "token_endpoint_auth_method",
+    "redirect_uri",
+    "allowed_issuers",
 ];
 const OAUTH_FIELDS: &[&str] = &[
     "token_url",
@@ -76,7 +89,163 @@ pub(super) fn parse_auth(
             );
         }
     }
+    if let Some(v) = field(obj, "oauth") {
+        auth.oauth = parse_login(v, &path.key("oauth"), server, p);
+        let other = if field(obj, "oauth_client_credentials").is_some() {
+            Some("`oauth_client_credentials`")
+        } else if field(obj, "bearer_token").is_some() || field(obj, "bearer_token_env").is_some() {
+            Some("a bearer token")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            p.push(
+                path,
+                ConflictingFields,
+                format!(
+                    "has both `oauth` and {other}; both set the Authorization header, keep one"
+                ),
+            );
+        }
+    }
     auth
+}
+
+/// The `oauth` table: a user's login (authorization code with PKCE). Every field is optional.
+fn parse_login(
+    value: &Value,
+    path: &JsonPath,
+    server: Option<&str>,
+    p: &mut Problems,
+) -> Option<OAuthLogin> {
+    let before = p.len();
+    let obj = expect_object(value, path, "`oauth`", p)?;
+    reject_unknown(obj, LOGIN_FIELDS, path, p);
+    let mut login = OAuthLogin {
+        client_id: field(obj, "client_id")
+            .and_then(|v| non_empty_str(v, &path.key("client_id"), p)),
+        client_secret: secret_source(obj, "client_secret", "client_secret_env", path, server, p),
+        ..OAuthLogin::default()
+    };
+    if login.client_secret.is_some() && login.client_id.is_none() {
+        p.push(
+            &path.key("client_id"),
+            MissingField,
+            "a client secret belongs to a pre-registered client: set its `client_id` too",
+        );
+    }
+    login.client_metadata_url = field(obj, "client_metadata_url").and_then(|v| {
+        let at = path.key("client_metadata_url");
+        let url = parse_http_url(as_str(v, &at, p)?, &at, p)?;
+        if url.scheme() != "https" || url.path().trim_matches('/').is_empty() {
+            p.push(
+                &at,
+                InvalidUrl,
+                "a client ID metadata document URL must be https with a path (it is the client id)",
+            );
+            return None;
+        }
+        Some(url)
+    });
+    login.scopes = field(obj, "scopes").map(|v| {
+        let at = path.key("scopes");
+        let scopes = string_list(v, &at, p);
+        for (i, scope) in scopes.iter().enumerate() {
+            if scope.is_empty() || !scope.bytes().all(is_scope_byte) {
+                p.push(
+                    &at.index(i),
+                    InvalidValue,
+                    "a scope is one or more printable characters without spaces, quotes or backslashes (RFC 6749 §3.3)",
+                );
+            }
+        }
+        scopes
+    });
+    login.resource = field(obj, "resource").and_then(|v| {
+        let at = path.key("resource");
+        let resource = non_empty_str(v, &at, p)?;
+        parse_http_url(&resource, &at, p)?;
+        Some(resource)
+    });
+    login.token_endpoint_auth_method = field(obj, "token_endpoint_auth_method").and_then(|v| {
+        let at = path.key("token_endpoint_auth_method");
+        const METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
+        let method = match as_str(v, &at, p)? {
+            "none" => TokenEndpointAuthMethod::None,
+            "client_secret_basic" => TokenEndpointAuthMethod::ClientSecretBasic,
+            "client_secret_post" => TokenEndpointAuthMethod::ClientSecretPost,
+            other => {
+                p.push(
+                    &at,
+                    InvalidValue,
+                    format!(
+                        "unknown token endpoint auth method for a login: use one of {}{}",
+                        METHODS.join(", "),
+                        did_you_mean(other, METHODS)
+                    ),
+                );
+                return None;
+            }
+        };
+        let secret = login.client_secret.is_some();
+        match (method, secret) {
+            (TokenEndpointAuthMethod::None, true) => p.push(
+                &at,
+                ConflictingFields,
+                "`none` sends no client secret, but one is configured; remove one of them",
+            ),
+            (TokenEndpointAuthMethod::None, false) => {}
+            (_, false) => p.push(
+                &at,
+                MissingField,
+                "a secret-based method needs `client_secret` or `client_secret_env`",
+            ),
+            (_, true) => {}
+        }
+        Some(method)
+    });
+    login.redirect_uri = field(obj, "redirect_uri").and_then(|v| {
+        let at = path.key("redirect_uri");
+        let url = parse_http_url(as_str(v, &at, p)?, &at, p)?;
+        let loopback = matches!(
+            url.host(),
+            Some(url::Host::Ipv4(ip)) if ip.is_loopback()
+        ) || matches!(url.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+            || url.host_str() == Some("localhost");
+        if url.scheme() == "http" && !loopback {
+            p.push(
+                &at,
+                InvalidUrl,
+                "a redirect URI is https, or http on a loopback address (RFC 8252 §7.3)",
+            );
+            return None;
+        }
+        if url.fragment().is_some() {
+            p.push(
+                &at,
+                InvalidUrl,
+                "a redirect URI has no fragment (RFC 6749 §3.1.2)",
+            );
+            return None;
+        }
+        Some(url)
+    });
+    login.allowed_issuers = field(obj, "allowed_issuers")
+        .map(|v| {
+            let at = path.key("allowed_issuers");
+            string_list(v, &at, p)
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| parse_http_url(s, &at.index(i), p))
+                .collect()
+        })
+        .unwrap_or_default();
+    (p.len() == before).then_some(login)
+}
+
+/// RFC 6749 §3.3 `scope-token` characters: %x21 / %x23-5B / %x5D-7E.
+fn is_scope_byte(b: u8) -> bool {
+    matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E)
 }
 
 fn parse_oauth(
@@ -290,7 +459,7 @@ pub(super) fn check_authorization_headers(
     path: &JsonPath,
     p: &mut Problems,
 ) {
-    if auth.bearer.is_none() && auth.oauth_client_credentials.is_none() {
+    if auth.bearer.is_none() && auth.oauth_client_credentials.is_none() && auth.oauth.is_none() {
         return;
     }
     let sets = [
@@ -360,6 +529,127 @@ mod tests {
 
     use super::*;
     use crate::parse::parse_test_server as parse;
+
+    #[test]
+    fn an_empty_oauth_table_is_a_login_with_everything_discovered() {
+        let spec =
+            parse(json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": {}}})).unwrap();
+        assert_eq!(spec.auth.oauth, Some(OAuthLogin::default()));
+        assert!(!spec.auth.is_empty());
+    }
+
+    #[test]
+    fn a_full_oauth_table_is_typed() {
+        let spec = parse(json!({
+            "name": "x",
+            "url": "https://x/mcp",
+            "auth": {"oauth": {
+                "client_id": "agent", "client_secret_env": "X_SECRET",
+                "client_metadata_url": "https://agent.example/client.json",
+                "scopes": ["files:read", "offline_access"],
+                "resource": "https://x/mcp",
+                "token_endpoint_auth_method": "client_secret_post",
+                "redirect_uri": "http://127.0.0.1:8765/callback",
+                "allowed_issuers": ["https://login.example"]
+            }}
+        }))
+        .unwrap();
+        let login = spec.auth.oauth.unwrap();
+        assert_eq!(login.client_id.as_deref(), Some("agent"));
+        assert_eq!(
+            login.client_secret,
+            Some(SecretSource::Env("X_SECRET".into()))
+        );
+        assert_eq!(
+            login.client_metadata_url.unwrap().as_str(),
+            "https://agent.example/client.json"
+        );
+        assert_eq!(login.scopes.unwrap(), ["files:read", "offline_access"]);
+        assert_eq!(login.resource.as_deref(), Some("https://x/mcp"));
+        assert_eq!(
+            login.token_endpoint_auth_method,
+            Some(TokenEndpointAuthMethod::ClientSecretPost)
+        );
+        assert_eq!(
+            login.redirect_uri.unwrap().as_str(),
+            "http://127.0.0.1:8765/callback"
+        );
+        assert_eq!(login.allowed_issuers.len(), 1);
+    }
+
+    #[test]
+    fn oauth_problems_are_at_their_paths() {
+        let err = parse(json!({
+            "name": "x",
+            "url": "https://x/mcp",
+            "auth": {"bearer_token": "t", "oauth": {
+                "client_secret": "s",
+                "client_metadata_url": "http://agent.example/client.json",
+                "scopes": ["ok", "two words", 3],
+                "resource": "not a url",
+                "token_endpoint_auth_method": "private_key_jwt",
+                "redirect_uri": "http://evil.example/cb",
+                "allowed_issuers": ["ftp://x"],
+                "scope": "a"
+            }}
+        }))
+        .unwrap_err();
+        let expected = [
+            (UnknownField, "servers[0].auth.oauth.scope"),
+            (MissingField, "servers[0].auth.oauth.client_id"),
+            (InvalidUrl, "servers[0].auth.oauth.client_metadata_url"),
+            (WrongType, "servers[0].auth.oauth.scopes[2]"),
+            (InvalidValue, "servers[0].auth.oauth.scopes[1]"),
+            (InvalidUrl, "servers[0].auth.oauth.resource"),
+            (
+                InvalidValue,
+                "servers[0].auth.oauth.token_endpoint_auth_method",
+            ),
+            (InvalidUrl, "servers[0].auth.oauth.redirect_uri"),
+            (
+                UnsupportedScheme,
+                "servers[0].auth.oauth.allowed_issuers[0]",
+            ),
+            (ConflictingFields, "servers[0].auth"),
+        ];
+        let expected: Vec<_> = expected.iter().map(|(k, p)| (*k, p.to_string())).collect();
+        assert_eq!(err, expected);
+
+        let err = parse(
+            json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": {
+                "client_id": "a", "client_secret": "s", "token_endpoint_auth_method": "none"
+            }}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            [(
+                ConflictingFields,
+                "servers[0].auth.oauth.token_endpoint_auth_method".to_string()
+            )]
+        );
+        let err = parse(
+            json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": {
+                "client_id": "a", "token_endpoint_auth_method": "client_secret_basic"
+            }}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            [(
+                MissingField,
+                "servers[0].auth.oauth.token_endpoint_auth_method".to_string()
+            )]
+        );
+        let err = parse(json!({"name": "x", "url": "https://x/mcp", "auth": {
+            "oauth": {}, "oauth_client_credentials": {"client_id": "c", "client_secret": "s"}
+        }}))
+        .unwrap_err();
+        assert_eq!(err, [(ConflictingFields, "servers[0].auth".to_string())]);
+        let err = parse(json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": "yes"}}))
+            .unwrap_err();
+        assert_eq!(err, [(WrongType, "servers[0].auth.oauth".to_string())]);
+    }
 
     #[test]
     fn auth_conflicts_are_reported() {
