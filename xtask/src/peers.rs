@@ -4,6 +4,11 @@
 //!   conformance suite, a Node 22 binary, oauth2-mock-server).
 //! - `peers/python`: a venv at `.peers/venv` from `requirements.txt`, every package pinned with
 //!   its hash (`pip install --require-hashes`).
+//! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
+//!   its own published lockfile (`cargo install --locked`) into `.peers/cargo`: `llmposter`, a
+//!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
+//!   streaming, HTTP errors and stream faults), which plays the model endpoint in the CLI's
+//!   agent-run tests.
 //!
 //! Each install writes a stamp holding a hash of its inputs (the lockfile, and for Python the
 //! interpreter version); a later run whose stamp matches does nothing, so the task is cheap to
@@ -36,6 +41,8 @@ pub(crate) struct Peers {
     pub(crate) python: PathBuf,
     /// `peers/python/server.py`.
     pub(crate) py_server: PathBuf,
+    /// The `llmposter` binary (a mock OpenAI-compatible endpoint).
+    pub(crate) llmposter: PathBuf,
 }
 
 impl Peers {
@@ -49,6 +56,7 @@ impl Peers {
             oauth2_mock: node_modules.join("oauth2-mock-server/dist/oauth2-mock-server.mjs"),
             python: venv_dir(root).join("bin/python"),
             py_server: root.join("peers/python/server.py"),
+            llmposter: cargo_dir(root).join("bin/llmposter"),
         }
     }
 
@@ -61,6 +69,7 @@ impl Peers {
             ("MCP_AGENT_PEER_OAUTH2_MOCK", self.oauth2_mock.clone()),
             ("MCP_AGENT_PEER_PYTHON", self.python.clone()),
             ("MCP_AGENT_PEER_PY_SERVER", self.py_server.clone()),
+            ("MCP_AGENT_PEER_LLMPOSTER", self.llmposter.clone()),
         ]
     }
 
@@ -96,6 +105,10 @@ fn venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/venv")
 }
 
+fn cargo_dir(root: &Path) -> PathBuf {
+    root.join(".peers/cargo")
+}
+
 /// `cargo xtask peers [--env]`.
 pub(crate) fn task(args: &[String]) -> Result<()> {
     let peers = install()?;
@@ -116,16 +129,19 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
 pub(crate) fn install() -> Result<Peers> {
     let root = root();
     let peers = Peers::at(&root);
-    let (npm, python) = std::thread::scope(|s| {
+    let (npm, python, rust) = std::thread::scope(|s| {
         let npm = s.spawn(|| install_npm(&root));
         let python = s.spawn(|| install_python(&root));
+        let rust = s.spawn(|| install_cargo(&root));
         (
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
+            rust.join().expect("cargo install thread"),
         )
     });
     npm.context("installing the npm peers (peers/npm)")?;
     python.context("installing the Python peers (peers/python)")?;
+    rust.context("installing the Rust peers (peers/cargo.txt)")?;
     for (key, path) in peers.env() {
         if !path.exists() {
             bail!(
@@ -202,6 +218,73 @@ fn install_python(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One line of `peers/cargo.txt`: `crate version [feature,…]`.
+fn cargo_peers(list: &str) -> Result<Vec<(String, String, String)>> {
+    let mut peers = Vec::new();
+    for line in list.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [name, version, rest @ ..] = words.as_slice() else {
+            bail!("peers/cargo.txt: `{line}` is not `crate version [features]`");
+        };
+        if rest.len() > 1 || version.starts_with(['^', '~', '>', '<', '=']) {
+            bail!("peers/cargo.txt: `{line}`: give one exact version and at most one feature list");
+        }
+        peers.push((
+            (*name).to_owned(),
+            (*version).to_owned(),
+            rest.first().copied().unwrap_or("").to_owned(),
+        ));
+    }
+    Ok(peers)
+}
+
+/// Builds the crates of `peers/cargo.txt` from crates.io into `.peers/cargo` (binaries in
+/// `bin/`), each at its exact version with the lockfile it was published with and only the
+/// features listed; its build tree is kept in `.peers/cargo-target`, apart from the
+/// workspace's.
+fn install_cargo(root: &Path) -> Result<()> {
+    let list_path = root.join("peers/cargo.txt");
+    let list = std::fs::read_to_string(&list_path).context("reading peers/cargo.txt")?;
+    let dir = cargo_dir(root);
+    let stamp = format!("cargo {:016x}\n", fnv1a(&[list.as_bytes()]));
+    let stamp_path = dir.join(STAMP);
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        eprintln!("peers: Rust peers up to date");
+        return Ok(());
+    }
+    for (name, version, features) in cargo_peers(&list)? {
+        eprintln!("peers: building {name} {version} (cargo install --locked)");
+        let mut cmd = crate::cargo();
+        cmd.args([
+            "install",
+            "--quiet",
+            "--locked",
+            "--force",
+            "--no-default-features",
+        ])
+        .arg(&name)
+        .args(["--version", &format!("={version}")])
+        .arg("--root")
+        .arg(&dir)
+        .arg("--target-dir")
+        .arg(root.join(".peers/cargo-target"))
+        // Not the workspace's settings: the peer builds as its authors published it.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
+        if !features.is_empty() {
+            cmd.args(["--features", &features]);
+        }
+        run(&mut cmd).with_context(|| format!("`cargo install {name}@{version}` failed"))?;
+    }
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(())
+}
+
 /// FNV-1a (64 bit) over several byte strings, each followed by a separator: a stable
 /// fingerprint for the install stamps (not a security measure).
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -227,6 +310,20 @@ mod tests {
     fn stamp_hash_separates_parts() {
         assert_ne!(fnv1a(&[b"ab", b"c"]), fnv1a(&[b"a", b"bc"]));
         assert_eq!(fnv1a(&[b"x"]), fnv1a(&[b"x"]));
+    }
+
+    #[test]
+    fn cargo_peers_are_exact_versions_with_optional_features() {
+        let peers = cargo_peers("# comment\nllmposter 0.5.0 jsonpath\n\nother 1.2.3\n").unwrap();
+        assert_eq!(
+            peers,
+            [
+                ("llmposter".into(), "0.5.0".into(), "jsonpath".into()),
+                ("other".into(), "1.2.3".into(), String::new())
+            ]
+        );
+        assert!(cargo_peers("x ^1.0\n").is_err());
+        assert!(cargo_peers("x\n").is_err());
     }
 
     #[test]

@@ -9,4 +9,5 @@ mod cli_governed;
 mod cli_history;
 mod cli_hostile;
 mod cli_main_job;
+mod cli_run;
 mod cli_signals;

@@ -1,5 +1,7 @@
 //! What every CLI test shares.
 
+pub(crate) mod endpoint;
+
 use std::process::{Command, Output};
 
 /// Runs the `mcp-agent` binary with `args` and only the variables of `env`.
