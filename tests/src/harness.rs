@@ -206,8 +206,9 @@ impl Harness {
     /// connectors.
     pub fn new() -> Self {
         let spawned = Spawned::default();
-        let stdio =
-            StdioConnector::with_options(StdioOptions::default().terminate_grace(TERMINATE_GRACE));
+        let stdio = StdioConnector::with_options(
+            StdioOptions::default().with_terminate_grace(TERMINATE_GRACE),
+        );
         // Few, quick SSE reconnections: a dead HTTP server is reported in well under a second.
         let http = HttpConnector::new(HttpOptions::default().with_sse_reconnect(
             2,

@@ -35,7 +35,7 @@ const HANDLE_PREFIX: &str = "out_";
 /// ```
 /// use agent_core::OutputLimits;
 ///
-/// let limits = OutputLimits::default().max_output_bytes(16 * 1024).memory_budget(1 << 20);
+/// let limits = OutputLimits::default().with_max_output_bytes(16 * 1024).with_memory_budget(1 << 20);
 /// assert_eq!(limits.max_output_bytes, 16 * 1024);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,28 +70,28 @@ impl OutputLimits {
     /// Sets [`max_output_bytes`](Self::max_output_bytes) (raised to
     /// [`MIN_MAX_OUTPUT_BYTES`] if smaller).
     #[must_use]
-    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+    pub fn with_max_output_bytes(mut self, bytes: usize) -> Self {
         self.max_output_bytes = bytes;
         self
     }
 
     /// Sets [`memory_budget`](Self::memory_budget).
     #[must_use]
-    pub fn memory_budget(mut self, bytes: usize) -> Self {
+    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
         self.memory_budget = bytes;
         self
     }
 
     /// Sets [`max_retained_bytes`](Self::max_retained_bytes).
     #[must_use]
-    pub fn max_retained_bytes(mut self, bytes: u64) -> Self {
+    pub fn with_max_retained_bytes(mut self, bytes: u64) -> Self {
         self.max_retained_bytes = bytes;
         self
     }
 
     /// Sets [`spill_dir`](Self::spill_dir).
     #[must_use]
-    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+    pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spill_dir = Some(dir.into());
         self
     }
@@ -189,7 +189,7 @@ impl State {
 /// ```
 /// use agent_core::{OutputLimits, OutputStore, ToolOutput};
 ///
-/// let store = OutputStore::new(OutputLimits::default().max_output_bytes(1024));
+/// let store = OutputStore::new(OutputLimits::default().with_max_output_bytes(1024));
 /// let limited = store.limit(ToolOutput::text("x".repeat(5000)));
 /// assert!(limited.is_cut());
 /// assert!(limited.shown_bytes <= 1024);

@@ -221,7 +221,7 @@ impl IdentityRules {
 /// ```
 /// use agent_core::{ApprovalRules, ApprovalTrigger, ToolAnnotations};
 ///
-/// let rules = ApprovalRules::default().approve_destructive(true);
+/// let rules = ApprovalRules::default().with_approve_destructive(true);
 /// // No hints at all: the MCP defaults say "may be destructive".
 /// let trigger = rules.requires(Some("files"), Some("rm"), &ToolAnnotations::default());
 /// assert_eq!(trigger, Some(ApprovalTrigger::Destructive));
@@ -267,7 +267,7 @@ impl fmt::Display for ApprovalTrigger {
 ///
 /// let rules = ApprovalRules::default()
 ///     .approve(Rule::new("github*", "create_*"))
-///     .approve_destructive(true);
+///     .with_approve_destructive(true);
 /// let read_only = ToolAnnotations::read_only();
 /// assert!(rules.requires(Some("github"), Some("create_issue"), &read_only).is_some());
 /// assert!(rules.requires(Some("github"), Some("list_issues"), &read_only).is_none());
@@ -297,14 +297,14 @@ impl ApprovalRules {
 
     /// Sets `approve_destructive`.
     #[must_use]
-    pub fn approve_destructive(mut self, on: bool) -> Self {
+    pub fn with_approve_destructive(mut self, on: bool) -> Self {
         self.approve_destructive = on;
         self
     }
 
     /// Sets `approve_open_world`.
     #[must_use]
-    pub fn approve_open_world(mut self, on: bool) -> Self {
+    pub fn with_approve_open_world(mut self, on: bool) -> Self {
         self.approve_open_world = on;
         self
     }
@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn annotation_rules_follow_the_mcp_defaults() {
-        let destructive = ApprovalRules::default().approve_destructive(true);
+        let destructive = ApprovalRules::default().with_approve_destructive(true);
         let hints = |ro: Option<bool>, de: Option<bool>, ow: Option<bool>| ToolAnnotations {
             read_only_hint: ro,
             destructive_hint: de,
@@ -426,7 +426,7 @@ mod tests {
         // Read-only wins: a destructive hint on a read-only tool is meaningless.
         assert!(needs(&destructive, hints(Some(true), Some(true), None)).is_none());
 
-        let open = ApprovalRules::default().approve_open_world(true);
+        let open = ApprovalRules::default().with_approve_open_world(true);
         assert_eq!(
             needs(&open, hints(None, None, None)),
             Some(ApprovalTrigger::OpenWorld)

@@ -59,7 +59,7 @@ impl PolicyConfig {
     pub fn output_limits(&self) -> OutputLimits {
         let limits = OutputLimits::default();
         match self.max_output_bytes {
-            Some(bytes) => limits.max_output_bytes(bytes),
+            Some(bytes) => limits.with_max_output_bytes(bytes),
             None => limits,
         }
     }

@@ -114,8 +114,8 @@ use crate::stderr::StderrTail;
 /// use mcp_transport_stdio::StdioOptions;
 ///
 /// let options = StdioOptions::default()
-///     .stderr_capacity(16 * 1024)
-///     .terminate_grace(Duration::from_millis(500))
+///     .with_stderr_capacity(16 * 1024)
+///     .with_terminate_grace(Duration::from_millis(500))
 ///     .inherit_var("SSL_CERT_FILE");
 /// assert!(options.inherited_env.iter().any(|v| v == "PATH"));
 /// ```
@@ -162,13 +162,13 @@ impl Default for StdioOptions {
 
 impl StdioOptions {
     /// Sets how many bytes of stderr to keep.
-    pub fn stderr_capacity(mut self, bytes: usize) -> Self {
+    pub fn with_stderr_capacity(mut self, bytes: usize) -> Self {
         self.stderr_capacity = bytes;
         self
     }
 
     /// Sets the wait between SIGTERM and SIGKILL.
-    pub fn terminate_grace(mut self, grace: Duration) -> Self {
+    pub fn with_terminate_grace(mut self, grace: Duration) -> Self {
         self.terminate_grace = grace;
         self
     }
@@ -180,13 +180,13 @@ impl StdioOptions {
     }
 
     /// Sets the largest accepted message, in bytes.
-    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
         self.max_message_bytes = bytes;
         self
     }
 
     /// Sets how deep a message may nest (at most [`MAX_NESTING_DEPTH`]).
-    pub fn max_nesting_depth(mut self, levels: usize) -> Self {
+    pub fn with_max_nesting_depth(mut self, levels: usize) -> Self {
         self.max_nesting_depth = levels;
         self
     }

@@ -241,7 +241,7 @@ impl GovernedLayer {
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let governed = GovernedLayer::new()
-///     .output_limits(OutputLimits::default().max_output_bytes(1024))
+///     .output_limits(OutputLimits::default().with_max_output_bytes(1024))
 ///     .layer(AsNative::new(Logs));
 /// let mut events = governed.subscribe();
 ///

@@ -359,7 +359,7 @@ async fn once_for_the_run_and_rejections() {
         }),
     ]);
     let governed = GovernedLayer::new()
-        .approval_rules(ApprovalRules::default().approve_destructive(true))
+        .approval_rules(ApprovalRules::default().with_approve_destructive(true))
         .approval_gate(gate.clone())
         .layer(Fake::new());
     let rm = || call("files__rm", json!({}));
@@ -444,7 +444,7 @@ async fn a_gate_that_panics_or_fails_denies_and_the_next_call_works() {
     ]);
     let sink = Arc::new(Collect::default());
     let governed = GovernedLayer::new()
-        .approval_rules(ApprovalRules::default().approve_destructive(true))
+        .approval_rules(ApprovalRules::default().with_approve_destructive(true))
         .approval_gate(gate)
         .event_sink(sink.clone())
         .redactor(Redactor::new().with_secrets([SECRET]))
@@ -481,7 +481,7 @@ async fn a_gate_that_panics_or_fails_denies_and_the_next_call_works() {
 async fn a_gate_that_hangs_is_denied_after_its_timeout_and_the_next_call_works() {
     let gate = Gate::answering([Act::Hang]);
     let governed = GovernedLayer::new()
-        .approval_rules(ApprovalRules::default().approve_destructive(true))
+        .approval_rules(ApprovalRules::default().with_approve_destructive(true))
         .approval_gate(gate)
         .layer(Fake::new());
     let began = tokio::time::Instant::now();
@@ -502,7 +502,7 @@ async fn a_gate_that_hangs_is_denied_after_its_timeout_and_the_next_call_works()
 #[tokio::test]
 async fn without_a_gate_a_call_that_needs_approval_is_denied() {
     let governed = GovernedLayer::new()
-        .approval_rules(ApprovalRules::default().approve_open_world(true))
+        .approval_rules(ApprovalRules::default().with_approve_open_world(true))
         .layer(Fake::new());
     let err = denial(governed.dispatch(call("web__fetch", json!({}))).await);
     assert!(err.contains("`policy.approve_open_world`"), "{err}");
@@ -521,7 +521,7 @@ async fn events_name_the_real_tool_and_come_in_order() {
     let sink = Arc::new(Collect::default());
     let governed = GovernedLayer::new()
         .event_sink(sink.clone())
-        .output_limits(OutputLimits::default().max_output_bytes(2048))
+        .output_limits(OutputLimits::default().with_max_output_bytes(2048))
         .layer(Fake::new());
     let mut events = governed.subscribe();
     governed
@@ -687,7 +687,7 @@ async fn native_tools_get_the_same_treatment() {
     let sink = Arc::new(Collect::default());
     let governed = GovernedLayer::new()
         .identity_rules(IdentityRules::default().allow(Rule::new("nobody", "*")))
-        .approval_rules(ApprovalRules::default().approve_destructive(true))
+        .approval_rules(ApprovalRules::default().with_approve_destructive(true))
         .approval_gate(gate.clone())
         .event_sink(sink.clone())
         .layer(

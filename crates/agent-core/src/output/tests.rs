@@ -5,7 +5,7 @@ use super::*;
 const MAX: usize = 4096;
 
 fn store() -> OutputStore {
-    OutputStore::new(OutputLimits::default().max_output_bytes(MAX))
+    OutputStore::new(OutputLimits::default().with_max_output_bytes(MAX))
 }
 
 /// The text the model sees before the marker, and the marker.
@@ -197,8 +197,8 @@ fn a_50_mb_output_is_spilled_to_a_file_and_memory_stays_bounded() {
     let spill_parent = tempfile::tempdir().unwrap();
     let store = OutputStore::new(
         OutputLimits::default()
-            .memory_budget(1 << 20)
-            .spill_dir(spill_parent.path()),
+            .with_memory_budget(1 << 20)
+            .with_spill_dir(spill_parent.path()),
     );
     // A small cut output stays in memory.
     let small = store.limit(ToolOutput::text("s".repeat(100_000)));
@@ -248,8 +248,8 @@ fn dropping_the_store_deletes_its_files() {
     let spill_parent = tempfile::tempdir().unwrap();
     let store = OutputStore::new(
         OutputLimits::default()
-            .memory_budget(0)
-            .spill_dir(spill_parent.path()),
+            .with_memory_budget(0)
+            .with_spill_dir(spill_parent.path()),
     );
     store.limit(ToolOutput::text("d".repeat(2 * DEFAULT_MAX_OUTPUT_BYTES)));
     let dir = store.spill_dir().unwrap();
@@ -262,8 +262,8 @@ fn dropping_the_store_deletes_its_files() {
 fn unknown_and_expired_handles_are_clear_errors() {
     let store = OutputStore::new(
         OutputLimits::default()
-            .max_output_bytes(MAX)
-            .max_retained_bytes(3 * MAX as u64),
+            .with_max_output_bytes(MAX)
+            .with_max_retained_bytes(3 * MAX as u64),
     );
     for handle in ["nope", "out_", "out_x1", "out_0"] {
         let err = store.read(handle, 0, 10).unwrap_err();

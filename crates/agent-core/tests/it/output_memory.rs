@@ -40,7 +40,7 @@ impl ToolDispatcher for Huge {
 async fn a_50_mb_result_is_cut_kept_on_disk_and_not_in_memory() {
     let spill = tempfile::tempdir().unwrap();
     let governed = GovernedLayer::new()
-        .output_limits(OutputLimits::default().spill_dir(spill.path()))
+        .output_limits(OutputLimits::default().with_spill_dir(spill.path()))
         .layer(AsNative::new(Huge));
     let (before, _) = memory();
 

@@ -106,7 +106,7 @@ async fn a_20_mb_tool_result_fails_the_call_at_once_and_the_session_ends() {
 #[tokio::test]
 async fn the_size_limit_is_the_connectors_option() {
     let connector =
-        StdioConnector::with_options(StdioOptions::default().max_message_bytes(1 << 20));
+        StdioConnector::with_options(StdioOptions::default().with_max_message_bytes(1 << 20));
     let (transport, handle) = spawn(&connector, "small", &StdioServerArgs::new(Mode::Test)).await;
     let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
 
@@ -156,7 +156,8 @@ async fn a_schema_nested_10_000_deep_fails_tools_list_at_once() {
 #[tokio::test]
 async fn nesting_up_to_the_limit_is_read_one_more_level_is_not() {
     let limit = 20;
-    let connector = StdioConnector::with_options(StdioOptions::default().max_nesting_depth(limit));
+    let connector =
+        StdioConnector::with_options(StdioOptions::default().with_max_nesting_depth(limit));
 
     let args = StdioServerArgs::new(Mode::DeepTools).depth(limit - ENVELOPE_LEVELS);
     let (transport, handle) = spawn(&connector, "deep-enough", &args).await;

@@ -33,7 +33,7 @@ pub fn spec(name: &str, args: &StdioServerArgs) -> ServerSpec {
 /// A connector with short grace periods, so fault tests are quick.
 pub fn connector() -> StdioConnector {
     StdioConnector::with_options(
-        StdioOptions::default().terminate_grace(Duration::from_millis(300)),
+        StdioOptions::default().with_terminate_grace(Duration::from_millis(300)),
     )
 }
 
