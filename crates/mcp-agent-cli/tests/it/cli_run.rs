@@ -48,17 +48,14 @@ pub(crate) fn assert_clean(output: &Output) {
     );
 }
 
-/// `mcp-agent run --model test-model --base-url URL … INSTRUCTION` with the demo server, the
-/// key in `OPENAI_API_KEY`, and `env`.
+/// `mcp-agent run --model test-model --base-url URL … INSTRUCTION` (`--model` from `args` when
+/// given there) with the demo server, the key in `OPENAI_API_KEY`, and `env`.
 pub(crate) fn run(endpoint: &Endpoint, args: &[&str], env: &[(&str, &str)]) -> Output {
     let servers = demo_servers();
-    let mut all_args = vec![
-        "run",
-        "--model",
-        "test-model",
-        "--base-url",
-        &endpoint.base_url,
-    ];
+    let mut all_args = vec!["run", "--base-url", &endpoint.base_url];
+    if !args.contains(&"--model") {
+        all_args.extend(["--model", "test-model"]);
+    }
     all_args.extend_from_slice(args);
     let mut all_env = vec![
         ("MCP_AGENT__SERVERS", servers.as_str()),

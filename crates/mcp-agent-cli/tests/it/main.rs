@@ -10,4 +10,5 @@ mod cli_history;
 mod cli_hostile;
 mod cli_main_job;
 mod cli_run;
+mod cli_run_faults;
 mod cli_signals;
