@@ -248,3 +248,39 @@ fixtures:
     assert!(stdout(&output).is_empty(), "{}", stdout(&output));
     assert_clean(&output);
 }
+
+/// A model that echoes the key in its arguments and its streamed text (split across pieces),
+/// with terminal escapes around it.
+const LEAKY: &str = r#"
+fixtures:
+  - scenario: { name: run, required_state: "", set_state: called }
+    response:
+      tool_calls:
+        - name: mcp_call_tool
+          arguments:
+            tool_name: demo__echo
+            arguments: { text: "sk-test-4f9a2c7e1b8d6053", token: "tok-other-9c1e" }
+  - scenario: { name: run, required_state: called, set_state: done }
+    streaming: { chunk_size: 5 }
+    response:
+      content: "Your key is sk-test-4f9a2c7e1b8d6053 \e[2J\e]0;title\a and that is all."
+"#;
+
+#[test]
+fn neither_the_key_nor_a_control_character_reaches_the_terminal_from_the_model() {
+    let Some(endpoint) = Endpoint::start(LEAKY) else {
+        return;
+    };
+    let output = run(&endpoint, &["Leak it."], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert_eq!(
+        stdout(&output),
+        "Your key is [REDACTED] \\u{1b}[2J\\u{1b}]0;title\\u{7} and that is all.\n"
+    );
+    let said = stderr(&output);
+    assert!(
+        said.contains(r#"→ demo__echo {"text":"[REDACTED]","token":"[REDACTED]"}"#),
+        "{said}"
+    );
+    assert_clean(&output);
+}

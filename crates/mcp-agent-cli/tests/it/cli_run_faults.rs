@@ -176,6 +176,15 @@ fixtures:
 
 #[test]
 fn sigint_mid_stream_exits_130_and_leaves_no_server() {
+    interrupted_mid_stream(Signal::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_mid_stream_exits_143_and_leaves_no_server() {
+    interrupted_mid_stream(Signal::SIGTERM, 143);
+}
+
+fn interrupted_mid_stream(signal: Signal, code: i32) {
     let Some(endpoint) = Endpoint::start(SLOW_STREAM) else {
         return;
     };
@@ -211,9 +220,9 @@ fn sigint_mid_stream_exits_130_and_leaves_no_server() {
     assert!(text.starts_with("This"), "{text:?}");
     let server = children(cli.id());
     assert!(!server.is_empty(), "the demo server runs during the stream");
-    kill(Pid::from_raw(cli.id() as i32), Signal::SIGINT).unwrap();
+    kill(Pid::from_raw(cli.id() as i32), signal).unwrap();
     let status = cli.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(status.code(), Some(code));
     let deadline = Instant::now() + Duration::from_secs(20);
     for pid in server {
         while alive(pid) {
