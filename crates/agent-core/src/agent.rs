@@ -278,6 +278,9 @@ impl AgentLoop {
             let results: Vec<Message> = futures::stream::iter(calls)
                 .map(|call| async move {
                     let id = call.id.clone();
+                    if let Some(error) = call.arguments_error() {
+                        return self.refuse_malformed(call, &error);
+                    }
                     let text = match tools.dispatch(call).await {
                         Ok(output) => output.to_model_text(),
                         Err(error) => error.to_string(),
@@ -292,6 +295,23 @@ impl AgentLoop {
         Err(AgentError::StepLimit {
             max_steps: self.max_steps,
         })
+    }
+
+    /// Answers a call whose arguments could not be read, without running it: the model is
+    /// told why, the refusal is an event and, with a history, recorded like a call.
+    fn refuse_malformed(&self, call: ToolCall, error: &crate::ToolError) -> Message {
+        let text = error.to_string();
+        self.events.emit(
+            Event::new(EventKind::ToolCallFailed)
+                .with_tool(None, &call.name)
+                .with_call_id(&call.id)
+                .with_outcome(crate::CallOutcome::of_error(error))
+                .with_message(text.clone()),
+        );
+        let result = Message::tool_result(call.id.clone(), text);
+        self.record(&Message::tool_calls(vec![call]));
+        self.record(&result);
+        result
     }
 
     fn record(&self, message: &Message) {

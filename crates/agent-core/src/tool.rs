@@ -133,6 +133,10 @@ pub struct ToolCall {
     pub name: String,
     /// The argument object, passed through unchanged.
     pub arguments: JsonObject,
+    /// Why the model's arguments could not be read (not JSON, or not an object), when they
+    /// could not: such a call is never run; the model is told why instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_arguments: Option<String>,
 }
 
 impl ToolCall {
@@ -142,7 +146,41 @@ impl ToolCall {
             id: id.into(),
             name: name.into(),
             arguments,
+            invalid_arguments: None,
         }
+    }
+
+    /// A call the model asked for with arguments that could not be read (`problem` says
+    /// why, e.g. "invalid JSON at line 1 column 9"). It has no arguments and is never run:
+    /// the governed layer and the agent loop answer it with
+    /// [`ToolError::InvalidArguments`](crate::ToolError::InvalidArguments), so the model can
+    /// try again.
+    ///
+    /// ```
+    /// let call = agent_core::ToolCall::malformed("1", "add", "invalid JSON (EOF at column 7)");
+    /// assert!(call.arguments.is_empty());
+    /// assert_eq!(call.invalid_arguments.as_deref(), Some("invalid JSON (EOF at column 7)"));
+    /// ```
+    pub fn malformed(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Self {
+            invalid_arguments: Some(problem.into()),
+            ..Self::new(id, name, JsonObject::new())
+        }
+    }
+
+    /// The error a malformed call is answered with, if it is one.
+    pub fn arguments_error(&self) -> Option<crate::ToolError> {
+        self.invalid_arguments
+            .as_ref()
+            .map(|problem| crate::ToolError::InvalidArguments {
+                server: None,
+                tool: self.name.clone(),
+                message: format!("the arguments could not be read: {problem}"),
+            })
     }
 
     /// A call of `name` with arguments given as a JSON value, which must be an object (what a

@@ -77,14 +77,21 @@ pub struct ChatResponse {
 }
 
 impl ChatResponse {
-    /// The assistant message, with every tool call's arguments parsed. One call whose
-    /// arguments are not a JSON object fails the whole answer, so no call of a half-formed
-    /// answer is run.
+    /// The assistant message, with every tool call's arguments parsed. A call whose
+    /// arguments are not a JSON object becomes a [`ToolCall::malformed`] call: it is never
+    /// run, and the agent loop tells the model why, so it can try again.
     pub fn into_message(self) -> Result<Message, OpenAiError> {
         let calls = self
             .tool_calls
             .iter()
-            .map(RawToolCall::parse)
+            .map(|raw| {
+                raw.parse().or_else(|error| match error {
+                    OpenAiError::ToolArguments { reason, .. } => {
+                        Ok(ToolCall::malformed(&raw.id, &raw.name, reason))
+                    }
+                    other => Err(other),
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut message = if calls.is_empty() {
             Message::new(Role::Assistant, String::new())

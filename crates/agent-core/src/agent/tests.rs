@@ -339,3 +339,56 @@ async fn text_is_streamed_and_the_conversation_recorded() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_call_with_unreadable_arguments_is_never_run_and_the_model_is_told() {
+    let model = Arc::new(ScriptedModel::new([
+        Message::tool_calls(vec![
+            ToolCall::malformed("1", "fail", "invalid JSON (EOF while parsing at column 9)"),
+            call("2", "echo", json!({"n": 1})),
+        ]),
+        Message::assistant("fixed"),
+    ]));
+    let events = Arc::new(Collect::default());
+    let outcome = bounded(
+        AgentLoop::new(model.clone())
+            .event_sink(events.clone())
+            .run(&Tools::new(1), "go"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.answer, "fixed");
+    let texts: Vec<_> = model.requests()[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.clone())
+        .collect();
+    // `fail` would have said "the disk is full": it did not run.
+    assert_eq!(
+        texts[0],
+        "invalid arguments for tool `fail`: the arguments could not be read: invalid JSON (EOF while parsing at column 9)"
+    );
+    assert_eq!(texts[1], r#"{"n":1}"#);
+    let refused = events.0.lock().unwrap()[1].clone();
+    assert_eq!(refused.kind, EventKind::ToolCallFailed);
+    assert_eq!(refused.outcome, Some(CallOutcome::InvalidArguments));
+    assert_eq!(refused.call_id.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn the_governed_layer_refuses_a_call_with_unreadable_arguments() {
+    let governed = GovernedLayer::new().layer(AsNative::new(Tools::new(1)));
+    let mut events = governed.subscribe();
+    let error = governed
+        .dispatch(ToolCall::malformed("1", "fail", "not an object"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ToolError::InvalidArguments { .. }),
+        "{error}"
+    );
+    let event = events.recv().await.unwrap();
+    assert_eq!(event.kind, EventKind::ToolCallFailed);
+    assert_eq!(event.outcome, Some(CallOutcome::InvalidArguments));
+}

@@ -555,6 +555,10 @@ impl<D: CallResolver> Governed<D> {
                 }
             };
         }
+        if let Some(error) = call.arguments_error() {
+            self.end_event(&Subject::unresolved(&call), began, &error);
+            return Err(error);
+        }
         let (resolved, target) = match self.inner.resolve(&call) {
             Ok(resolved) => resolved,
             Err(error) => {

@@ -95,8 +95,15 @@ async fn no_level_of_an_error_chain_repeats_another() {
     for _ in 0..3 {
         errors.push(single.complete(request()).await.unwrap_err());
     }
-    // 8: arguments that are not an object.
-    errors.push(single.complete(request()).await.unwrap_err());
+    // 8: arguments that are not an object: not an error of the answer (the call is
+    // malformed and never runs), but the raw call's own parse error is checked like the rest.
+    let answer = single.chat(&request()).await.unwrap();
+    let parse_error = answer.tool_calls[0].parse().unwrap_err();
+    check(&parse_error);
+    assert_eq!(
+        agent_core::error_chain(&parse_error),
+        "the arguments of tool call `c` of tool `f` are not a JSON object: it is an array"
+    );
     assert_eq!(provider.requests().len(), 9);
 
     // Refused connections and bad configuration.
@@ -129,7 +136,6 @@ async fn no_level_of_an_error_chain_repeats_another() {
         "the provider reported an error: stream failed",
         "the answer is not a chat completion: a stream chunk is not valid: ",
         "the stream ended before the answer was complete",
-        "are not a JSON object: it is an array",
         "could not connect to 127.0.0.1:",
     ] {
         assert!(

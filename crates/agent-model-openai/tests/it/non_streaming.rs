@@ -156,12 +156,14 @@ async fn the_request_carries_model_tools_options_and_the_key() {
 }
 
 #[tokio::test]
-async fn invalid_tool_arguments_fail_the_answer_and_name_the_call() {
+async fn a_call_with_invalid_arguments_becomes_a_malformed_call_that_never_runs() {
     let provider = Provider::always(|| {
         Reply::ok(completion(
             json!({"role": "assistant", "tool_calls": [
                 {"id": "call_a", "type": "function",
                  "function": {"name": "weather", "arguments": "{\"city\": \"Par"}},
+                {"id": "call_b", "type": "function",
+                 "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\"}"}},
             ]}),
             "tool_calls",
             None,
@@ -172,13 +174,13 @@ async fn invalid_tool_arguments_fail_the_answer_and_name_the_call() {
 
     let raw = model.chat(&request()).await.unwrap();
     assert_eq!(raw.tool_calls[0].arguments, "{\"city\": \"Par");
-    let err = model.complete(request()).await.unwrap_err();
-    let text = agent_core::error_chain(&err);
-    assert!(
-        text.starts_with(&format!(
-            "model request failed: model `test-model` at {}: the arguments of tool call `call_a` of tool `weather` are not a JSON object: invalid JSON",
-            provider.base_url
-        )),
-        "{text}"
-    );
+    let answer = model.complete(request()).await.unwrap();
+    let calls = &answer.message.tool_calls;
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].id, "call_a");
+    assert!(calls[0].arguments.is_empty());
+    let problem = calls[0].invalid_arguments.as_deref().unwrap();
+    assert!(problem.starts_with("invalid JSON"), "{problem}");
+    assert_eq!(calls[1].invalid_arguments, None);
+    assert_eq!(calls[1].arguments["city"], "Oslo");
 }
