@@ -153,6 +153,17 @@ fn tidy_dependency_rules() {
             &["reqwest"],
             "HTTP goes through hyper, so TLS and pooling are ours",
         ),
+        (
+            "mcp-serve",
+            &[
+                transports[0],
+                transports[1],
+                "mcp-client",
+                "mcp-connector",
+                "reqwest",
+            ],
+            "serving knows the agent-side traits and rmcp's server side, no client transport",
+        ),
     ];
     for (package, forbidden, why) in rules {
         check_forbidden(package, forbidden, why);

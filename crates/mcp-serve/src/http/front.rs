@@ -1,0 +1,280 @@
+//! What every HTTP request passes before rmcp sees it: the path, the `Origin`, the bearer
+//! token, the body's size and its JSON-RPC shape. Each refusal is answered here, so a hostile
+//! request never reaches a session or the dispatcher.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, JsonRpcError, RequestId};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::Value;
+use url::Url;
+
+use super::auth::{BearerAuth, Verdict};
+use crate::drain::{InFlight, InFlightGuard};
+use crate::server::Session;
+
+/// The rmcp service behind the checks.
+pub(crate) type Mcp = StreamableHttpService<Session, LocalSessionManager>;
+
+/// The checks of one endpoint, and the rmcp service behind them.
+pub(crate) struct Front {
+    pub(crate) mcp: Mcp,
+    pub(crate) path: String,
+    pub(crate) metadata_paths: [String; 2],
+    pub(crate) resource: Url,
+    pub(crate) metadata_url: Url,
+    pub(crate) name: String,
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) auth: Option<BearerAuth>,
+    pub(crate) max_body: usize,
+    /// POST exchanges whose answer is not yet sent whole.
+    pub(crate) in_flight: InFlight,
+}
+
+/// A response body that keeps its exchange counted as in flight until it is sent (or
+/// dropped).
+pub(crate) struct Counted {
+    inner: BoxBody<Bytes, Infallible>,
+    _guard: Option<InFlightGuard>,
+}
+
+impl Body for Counted {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Counted> {
+    let mut response = Response::new(Counted {
+        inner: Full::new(Bytes::from_static(text.as_bytes())).boxed(),
+        _guard: None,
+    });
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn json(status: StatusCode, body: &Value) -> Response<Counted> {
+    let mut response = Response::new(Counted {
+        inner: Full::new(Bytes::from(body.to_string())).boxed(),
+        _guard: None,
+    });
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A JSON-RPC error answering a message the server could not take, with HTTP 400.
+fn jsonrpc_error(
+    id: Option<RequestId>,
+    code: ErrorCode,
+    message: &'static str,
+) -> Response<Counted> {
+    let error = JsonRpcError::new(id, ErrorData::new(code, message, None));
+    json(
+        StatusCode::BAD_REQUEST,
+        &serde_json::to_value(error).unwrap_or(Value::Null),
+    )
+}
+
+impl Front {
+    pub(crate) async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Counted> {
+        let path = request.uri().path();
+        if self.metadata_paths.iter().any(|p| p == path) && self.auth.is_some() {
+            return self.metadata(request.method());
+        }
+        if path != self.path {
+            return plain(StatusCode::NOT_FOUND, "Not Found");
+        }
+        if let Some(refused) = self.check_origin(request.headers()) {
+            return refused;
+        }
+        if let Some(refused) = self.check_auth(request.headers()) {
+            return refused;
+        }
+        let (parts, body) = request.into_parts();
+        if parts.method != Method::POST {
+            let request = Request::from_parts(parts, Full::new(Bytes::new()));
+            return self.forward(request, None).await;
+        }
+        let body = match self.read_body(&parts.headers, body).await {
+            Ok(body) => body,
+            Err(refused) => return refused,
+        };
+        if let Some(refused) = check_message(&body) {
+            return refused;
+        }
+        let guard = self.in_flight.enter();
+        self.forward(Request::from_parts(parts, Full::new(body)), Some(guard))
+            .await
+    }
+
+    async fn forward(
+        &self,
+        request: Request<Full<Bytes>>,
+        guard: Option<InFlightGuard>,
+    ) -> Response<Counted> {
+        self.mcp.handle(request).await.map(|inner| Counted {
+            inner,
+            _guard: guard,
+        })
+    }
+
+    fn metadata(&self, method: &Method) -> Response<Counted> {
+        if method != Method::GET {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+        }
+        let Some(auth) = &self.auth else {
+            return plain(StatusCode::NOT_FOUND, "Not Found");
+        };
+        json(StatusCode::OK, &auth.metadata(&self.resource, &self.name))
+    }
+
+    /// A request from a browser page of another origin is refused (DNS-rebinding
+    /// protection); requests without `Origin` (not from a browser) pass.
+    fn check_origin(&self, headers: &http::HeaderMap) -> Option<Response<Counted>> {
+        let mut values = headers.get_all(header::ORIGIN).iter();
+        let value = values.next()?;
+        let allowed = values.next().is_none()
+            && value
+                .to_str()
+                .ok()
+                .and_then(normalize_origin)
+                .is_some_and(|origin| self.allowed_origins.contains(&origin));
+        (!allowed).then(|| plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed"))
+    }
+
+    fn check_auth(&self, headers: &http::HeaderMap) -> Option<Response<Counted>> {
+        let auth = self.auth.as_ref()?;
+        let verdict = auth.check(headers);
+        if verdict == Verdict::Allowed {
+            return None;
+        }
+        let mut response = plain(StatusCode::UNAUTHORIZED, "Unauthorized");
+        if let Ok(value) = HeaderValue::from_str(&auth.challenge(&self.metadata_url, verdict)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        Some(response)
+    }
+
+    /// The whole body, at most `max_body` bytes (413 beyond, before reading it when its
+    /// length is declared).
+    async fn read_body(
+        &self,
+        headers: &http::HeaderMap,
+        body: Incoming,
+    ) -> Result<Bytes, Response<Counted>> {
+        let too_large = || plain(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body as u64) {
+            return Err(too_large());
+        }
+        match Limited::new(body, self.max_body).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(_) => Err(plain(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the body could not be read",
+            )),
+        }
+    }
+}
+
+/// The body must be one JSON-RPC message: not JSON → a parse error (-32700); JSON but no
+/// message a client may send → an invalid request (-32600), with the request's id when it
+/// has a readable one. `None` when the body is a message.
+fn check_message(body: &[u8]) -> Option<Response<Counted>> {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return Some(jsonrpc_error(
+            None,
+            ErrorCode::PARSE_ERROR,
+            "Parse error: the body is not JSON",
+        ));
+    };
+    let id = value
+        .get("id")
+        .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+    serde_json::from_value::<ClientJsonRpcMessage>(value)
+        .err()
+        .map(|_| {
+            jsonrpc_error(
+                id,
+                ErrorCode::INVALID_REQUEST,
+                "Invalid Request: the body is not a JSON-RPC message a client may send",
+            )
+        })
+}
+
+/// An origin as `scheme://host[:port]`, the port left out when it is the scheme's default.
+pub(crate) fn normalize_origin(origin: &str) -> Option<String> {
+    if origin.eq_ignore_ascii_case("null") {
+        return Some("null".into());
+    }
+    let url = Url::parse(origin).ok()?;
+    let serialized = url.origin().ascii_serialization();
+    (serialized != "null").then_some(serialized)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_compared_normalized() {
+        assert_eq!(
+            normalize_origin("HTTP://LocalHost:80").as_deref(),
+            Some("http://localhost")
+        );
+        assert_eq!(
+            normalize_origin("https://a.example:8443/").as_deref(),
+            Some("https://a.example:8443")
+        );
+        assert_eq!(normalize_origin("null").as_deref(), Some("null"));
+        assert_eq!(normalize_origin("not a url"), None);
+    }
+
+    #[test]
+    fn bodies_that_are_no_message_are_refused() {
+        assert!(check_message(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
+        for bad in [&b"{"[..], b"[]", b"42", br#"{"jsonrpc":"2.0","id":1}"#] {
+            assert_eq!(
+                check_message(bad).unwrap().status(),
+                StatusCode::BAD_REQUEST
+            );
+        }
+    }
+}

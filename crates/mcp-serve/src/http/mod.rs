@@ -1,0 +1,431 @@
+//! Serving over streamable HTTP on hyper-util: the listener, connections, graceful shutdown.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use url::Url;
+
+use crate::ServeError;
+use crate::drain::{InFlight, Lifecycle, ServeState, ShutdownReport};
+use crate::server::ToolServer;
+
+mod auth;
+mod front;
+
+pub use auth::BearerAuth;
+use front::Front;
+
+/// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_serve::{BearerAuth, HttpOptions};
+///
+/// let options = HttpOptions::default()
+///     .with_bind("127.0.0.1:8931".parse().unwrap())
+///     .with_allowed_origins(["http://localhost:5173"])
+///     .with_auth(BearerAuth::new("token"))
+///     .with_drain_timeout(Duration::from_secs(10));
+/// assert_eq!(options.path, "/mcp");
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Where to listen. Default `127.0.0.1:0` (loopback only, a free port).
+    pub bind: SocketAddr,
+    /// The endpoint's path. Default `/mcp`.
+    pub path: String,
+    /// The endpoint's URL as clients reach it (behind a proxy, or on a host name), which is
+    /// the resource named in the protected-resource metadata. Default
+    /// `http://<bound address><path>`.
+    pub public_url: Option<Url>,
+    /// Browser origins allowed besides the endpoint's own (`scheme://host[:port]`, or
+    /// `null`). A request with any other `Origin` is answered `403`; requests without one
+    /// (not from a browser) pass.
+    pub allowed_origins: Vec<String>,
+    /// `Host` values accepted besides the defaults (the loopback names for a loopback bind,
+    /// the bound address, the public URL's host). Binding an unspecified address
+    /// (`0.0.0.0`, `::`) needs a public URL or a host here.
+    pub allowed_hosts: Vec<String>,
+    /// Inbound authentication. Default none.
+    pub auth: Option<BearerAuth>,
+    /// How long a shutdown waits for exchanges in flight. Default 30 s.
+    pub drain_timeout: Duration,
+    /// How often an idle event stream gets a keep-alive comment. Default 15 s.
+    pub sse_keep_alive: Option<Duration>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            path: "/mcp".into(),
+            public_url: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            auth: None,
+            drain_timeout: Duration::from_secs(30),
+            sse_keep_alive: Some(Duration::from_secs(15)),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Sets [`bind`](Self::bind).
+    #[must_use]
+    pub fn with_bind(mut self, bind: SocketAddr) -> Self {
+        self.bind = bind;
+        self
+    }
+
+    /// Sets [`path`](Self::path).
+    #[must_use]
+    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Sets [`public_url`](Self::public_url).
+    #[must_use]
+    pub fn with_public_url(mut self, url: Url) -> Self {
+        self.public_url = Some(url);
+        self
+    }
+
+    /// Sets [`allowed_origins`](Self::allowed_origins).
+    #[must_use]
+    pub fn with_allowed_origins(
+        mut self,
+        origins: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.allowed_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`allowed_hosts`](Self::allowed_hosts).
+    #[must_use]
+    pub fn with_allowed_hosts(
+        mut self,
+        hosts: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`auth`](Self::auth).
+    #[must_use]
+    pub fn with_auth(mut self, auth: BearerAuth) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Sets [`drain_timeout`](Self::drain_timeout).
+    #[must_use]
+    pub fn with_drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Sets [`sse_keep_alive`](Self::sse_keep_alive).
+    #[must_use]
+    pub fn with_sse_keep_alive(mut self, interval: Option<Duration>) -> Self {
+        self.sse_keep_alive = interval;
+        self
+    }
+}
+
+/// A running streamable HTTP endpoint. Dropping it stops it at once; [`shutdown`](Self::shutdown)
+/// stops it gracefully.
+#[derive(Debug)]
+pub struct HttpServer {
+    url: Url,
+    addr: SocketAddr,
+    metadata_url: Option<Url>,
+    lifecycle: Lifecycle,
+    in_flight: InFlight,
+    drain_timeout: Duration,
+    /// Ends sessions and their event streams (rmcp's token).
+    sessions: CancellationToken,
+    /// Drops every connection still open.
+    hard_stop: CancellationToken,
+    connections: TaskTracker,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl ToolServer {
+    /// Serves over streamable HTTP: revision 2025-11-25 clients get sessions
+    /// (`Mcp-Session-Id`), 2026-07-28 clients are answered statelessly. Every request passes
+    /// the checks of `options` first (path, `Origin` → 403, bearer token → 401, body size →
+    /// 413, one JSON-RPC message → 400 with a JSON-RPC error), so nothing refused reaches a
+    /// session or the dispatcher.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: mcp_serve::ToolServer) -> Result<(), mcp_serve::ServeError> {
+    /// use mcp_serve::{BearerAuth, HttpOptions};
+    ///
+    /// let http = server
+    ///     .serve_http(HttpOptions::default().with_auth(BearerAuth::new("token")))
+    ///     .await?;
+    /// println!("serving on {}", http.url());
+    /// let report = http.shutdown().await; // drains calls in flight, then closes
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::InvalidOption`] for an unusable path, public URL or host list,
+    /// [`ServeError::Bind`] when the address cannot be bound.
+    pub async fn serve_http(self, options: HttpOptions) -> Result<HttpServer, ServeError> {
+        if !options.path.starts_with('/') || options.path.contains(['?', '#']) {
+            return Err(ServeError::InvalidOption {
+                option: "path",
+                reason: "must start with `/` and hold no query or fragment".into(),
+            });
+        }
+        let unspecified = options.bind.ip().is_unspecified();
+        if unspecified && options.public_url.is_none() && options.allowed_hosts.is_empty() {
+            return Err(ServeError::InvalidOption {
+                option: "allowed_hosts",
+                reason: format!(
+                    "binding {} accepts any address: name the hosts clients use (allowed_hosts or public_url)",
+                    options.bind.ip()
+                ),
+            });
+        }
+        let listener =
+            TcpListener::bind(options.bind)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    addr: options.bind,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+            addr: options.bind,
+            source,
+        })?;
+        let url = match &options.public_url {
+            Some(url) => url.clone(),
+            None => Url::parse(&format!("http://{addr}{}", options.path)).map_err(|e| {
+                ServeError::InvalidOption {
+                    option: "path",
+                    reason: e.to_string(),
+                }
+            })?,
+        };
+        let endpoint = Endpoint::new(&url, addr, &options)?;
+
+        let lifecycle = Lifecycle::default();
+        let shared = self.shared(lifecycle.clone());
+        let sessions = CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(endpoint.hosts)
+            .with_cancellation_token(sessions.clone())
+            .with_max_request_body_bytes(self.max_request_bytes_value())
+            .with_sse_keep_alive(options.sse_keep_alive);
+        let server = self.clone();
+        let mcp = StreamableHttpService::new(
+            move || Ok(server.session(&shared)),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let in_flight = InFlight::default();
+        let front = Arc::new(Front {
+            mcp,
+            path: options.path.clone(),
+            metadata_paths: endpoint.metadata_paths,
+            resource: url.clone(),
+            metadata_url: endpoint.metadata_url.clone(),
+            name: self.display_name(),
+            allowed_origins: endpoint.origins,
+            auth: options.auth.clone(),
+            max_body: self.max_request_bytes_value(),
+            in_flight: in_flight.clone(),
+        });
+        let connections = TaskTracker::new();
+        let hard_stop = CancellationToken::new();
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            front,
+            lifecycle.clone(),
+            connections.clone(),
+            hard_stop.clone(),
+        ));
+        Ok(HttpServer {
+            url,
+            addr,
+            metadata_url: options.auth.is_some().then_some(endpoint.metadata_url),
+            lifecycle,
+            in_flight,
+            drain_timeout: options.drain_timeout,
+            sessions,
+            hard_stop,
+            connections,
+            accept: Some(accept),
+        })
+    }
+}
+
+/// What follows from the endpoint's URL: metadata paths, origins and hosts.
+struct Endpoint {
+    metadata_paths: [String; 2],
+    metadata_url: Url,
+    origins: Vec<String>,
+    hosts: Vec<String>,
+}
+
+impl Endpoint {
+    fn new(url: &Url, addr: SocketAddr, options: &HttpOptions) -> Result<Self, ServeError> {
+        let invalid = |option, reason: String| ServeError::InvalidOption { option, reason };
+        let Some(host) = url.host_str() else {
+            return Err(invalid("public_url", "has no host".into()));
+        };
+        let well_known = "/.well-known/oauth-protected-resource";
+        let path_aware = format!("{well_known}{}", url.path().trim_end_matches('/'));
+        let mut metadata_url = url.clone();
+        metadata_url.set_path(&path_aware);
+        metadata_url.set_query(None);
+        metadata_url.set_fragment(None);
+
+        let own_origin = url.origin().ascii_serialization();
+        let mut origins = vec![own_origin];
+        let mut hosts = vec![host.trim_matches(['[', ']']).to_owned()];
+        if addr.ip().is_loopback() {
+            for name in ["localhost", "127.0.0.1", "[::1]"] {
+                origins.push(format!("http://{name}:{}", addr.port()));
+                hosts.push(name.trim_matches(['[', ']']).to_owned());
+            }
+        } else if !addr.ip().is_unspecified() {
+            hosts.push(addr.ip().to_string());
+        }
+        for origin in &options.allowed_origins {
+            let normalized = front::normalize_origin(origin)
+                .ok_or_else(|| invalid("allowed_origins", format!("`{origin}` is no origin")))?;
+            origins.push(normalized);
+        }
+        hosts.extend(options.allowed_hosts.iter().cloned());
+        Ok(Self {
+            metadata_paths: [path_aware, well_known.to_owned()],
+            metadata_url,
+            origins,
+            hosts,
+        })
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    front: Arc<Front>,
+    lifecycle: Lifecycle,
+    connections: TaskTracker,
+    hard_stop: CancellationToken,
+) {
+    loop {
+        let stream = tokio::select! {
+            () = lifecycle.leaving() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // A failed accept (e.g. out of file descriptors) ends no one else's connection.
+                Err(_) => continue,
+            },
+        };
+        // Responses go out in several small writes (headers, events): without TCP_NODELAY
+        // each exchange would wait for the client's delayed ACK.
+        let _ = stream.set_nodelay(true);
+        let front = front.clone();
+        let lifecycle = lifecycle.clone();
+        let hard_stop = hard_stop.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |request| {
+                let front = front.clone();
+                async move { Ok::<_, std::convert::Infallible>(front.handle(request).await) }
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                () = lifecycle.leaving() => connection.as_mut().graceful_shutdown(),
+                () = hard_stop.cancelled() => return,
+            }
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = hard_stop.cancelled() => {}
+            }
+        });
+    }
+    // The listener drops here: no new connection is accepted.
+}
+
+impl HttpServer {
+    /// The endpoint's URL (the public URL when one was given).
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where the protected-resource metadata is served, when auth is on.
+    pub fn resource_metadata_url(&self) -> Option<&Url> {
+        self.metadata_url.as_ref()
+    }
+
+    /// The server's state, to watch it drain and stop.
+    pub fn state(&self) -> watch::Receiver<ServeState> {
+        self.lifecycle.watch()
+    }
+
+    /// Shuts down gracefully: stops accepting connections and refuses new calls (an
+    /// `isError` result), lets exchanges in flight finish and their answers go out (waiting
+    /// at most the drain timeout), then ends every session and event stream and closes
+    /// every connection.
+    pub async fn shutdown(mut self) -> ShutdownReport {
+        let in_flight = self.in_flight.count();
+        self.lifecycle.set(ServeState::Draining);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        let abandoned = self.in_flight.drained(self.drain_timeout).await;
+        self.sessions.cancel();
+        self.connections.close();
+        // Connections end once their streams do; what still hangs after a short grace is
+        // dropped.
+        let grace = self.drain_timeout.min(Duration::from_secs(5));
+        if tokio::time::timeout(grace, self.connections.wait())
+            .await
+            .is_err()
+        {
+            self.hard_stop.cancel();
+            self.connections.wait().await;
+        }
+        self.lifecycle.set(ServeState::Stopped);
+        ShutdownReport {
+            in_flight,
+            abandoned,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if self.lifecycle.get() != ServeState::Stopped {
+            self.lifecycle.set(ServeState::Stopped);
+            self.sessions.cancel();
+            self.hard_stop.cancel();
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Serve an agent's tools as an MCP server, over stdio and streamable HTTP.
+//!
+//! Any [`ToolCatalog`](agent_core::ToolCatalog) + [`ToolDispatcher`](agent_core::ToolDispatcher)
+//! — native tools, or an `mcp_client::McpRunner`, whose calls then go through its governed
+//! layer — becomes an MCP server with [`ToolServer`]: which tools are served is opt-in
+//! ([`Exposure`]), results follow SPEC G2 ([`call_result`]), and each downstream session's
+//! concurrent calls are bounded. Over HTTP ([`ToolServer::serve_http`]) every request is
+//! checked before rmcp sees it: the endpoint binds 127.0.0.1 unless told otherwise, validates
+//! `Origin` (403), requires the bearer token when [`BearerAuth`] is set (401 with the RFC 9728
+//! metadata it serves), bounds the body (413) and answers a body that is no JSON-RPC message
+//! with a JSON-RPC error. Both serve 2025-11-25 clients (sessions) and 2026-07-28 clients
+//! (stateless over HTTP), and shut down gracefully: stop accepting, drain what is in flight
+//! (bounded), close.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+//! use mcp_serve::{Exposure, HttpOptions, ToolServer};
+//! use serde_json::json;
+//!
+//! struct Adder;
+//! impl ToolCatalog for Adder {
+//!     fn tools(&self) -> Vec<ToolDescriptor> {
+//!         let schema = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}});
+//!         vec![ToolDescriptor::new("add", schema.as_object().unwrap().clone())]
+//!     }
+//! }
+//! #[async_trait::async_trait]
+//! impl ToolDispatcher for Adder {
+//!     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+//!         let n = |k: &str| call.arguments.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+//!         Ok(ToolOutput::structured(json!(n("a") + n("b"))))
+//!     }
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), mcp_serve::ServeError> {
+//! let server = ToolServer::new(Arc::new(Adder), Exposure::only(["add"]));
+//! let http = server.serve_http(HttpOptions::default()).await?;
+//! println!("MCP endpoint: {}", http.url());
+//! // … until the process is told to stop:
+//! let report = http.shutdown().await;
+//! assert_eq!(report.abandoned, 0);
+//! # Ok(())
+//! # }
+//! ```
+
+mod convert;
+mod drain;
+mod error;
+mod exposure;
+mod http;
+mod server;
+mod stdio;
+
+pub use convert::{call_result, mcp_tool};
+pub use drain::{ServeState, ShutdownReport};
+pub use error::ServeError;
+pub use exposure::Exposure;
+pub use http::{BearerAuth, HttpOptions, HttpServer};
+pub use server::{ToolListChanges, ToolServer};
+pub use stdio::SessionServer;
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

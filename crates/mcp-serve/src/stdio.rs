@@ -1,0 +1,223 @@
+//! Serving one session over stdio, or over any rmcp transport.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
+use rmcp::service::{RunningServiceCancellationToken, serve_server};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::{IntoTransport, Transport};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::drain::{InFlight, InFlightGuard, Lifecycle, ServeState, ShutdownReport};
+use crate::server::ToolServer;
+use crate::{ServeError, cut};
+
+impl ToolServer {
+    /// Serves one session on this process's stdin and stdout (the way a desktop host runs an
+    /// MCP server). A request line longer than [`max_request_bytes`](Self::max_request_bytes)
+    /// is dropped unread; a line that is not JSON is ignored and one that is JSON but no
+    /// JSON-RPC message is answered with an error; the session goes on either way.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: mcp_serve::ToolServer) -> Result<(), mcp_serve::ServeError> {
+    /// let session = server.serve_stdio().await?;
+    /// session.wait().await; // until the host closes stdin
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn serve_stdio(self) -> Result<SessionServer, ServeError> {
+        let transport =
+            AsyncRwTransport::<RoleServer, _, _>::new(tokio::io::stdin(), tokio::io::stdout())
+                .with_max_line_length(self.max_request_bytes_value());
+        self.serve_transport(transport).await
+    }
+
+    /// Serves one session over `transport` (any rmcp server transport: a pipe pair, a socket,
+    /// an in-memory duplex). Returns once the client has initialised the session.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+    /// use mcp_serve::{Exposure, ToolServer};
+    ///
+    /// struct Nothing;
+    /// impl ToolCatalog for Nothing {
+    ///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+    /// }
+    /// #[async_trait::async_trait]
+    /// impl ToolDispatcher for Nothing {
+    ///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    ///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+    /// let serving = tokio::spawn(
+    ///     ToolServer::new(Arc::new(Nothing), Exposure::only(["none"])).serve_transport(server_end),
+    /// );
+    /// drop(client_end); // the client leaves before initialising
+    /// assert!(serving.await.unwrap().is_err());
+    /// # }
+    /// ```
+    pub async fn serve_transport<T, E, A>(self, transport: T) -> Result<SessionServer, ServeError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let lifecycle = Lifecycle::default();
+        let shared = self.shared(lifecycle.clone());
+        let in_flight = InFlight::default();
+        let tracked = Tracked {
+            inner: transport.into_transport(),
+            pending: Arc::default(),
+            in_flight: in_flight.clone(),
+        };
+        let running = serve_server(self.session(&shared), tracked)
+            .await
+            .map_err(|e| ServeError::Initialize {
+                reason: cut(&e.to_string(), 512),
+            })?;
+        let stop = running.cancellation_token();
+        let ended = lifecycle.clone();
+        let task = tokio::spawn(async move {
+            let _ = running.waiting().await;
+            ended.set(ServeState::Stopped);
+        });
+        Ok(SessionServer {
+            lifecycle,
+            in_flight,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+}
+
+/// One served session (stdio or another single transport). Dropping it closes the session.
+pub struct SessionServer {
+    lifecycle: Lifecycle,
+    in_flight: InFlight,
+    stop: Option<RunningServiceCancellationToken>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SessionServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionServer")
+            .field("state", &self.lifecycle.get())
+            .field("in_flight", &self.in_flight.count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionServer {
+    /// The server's state, to watch it drain and stop.
+    pub fn state(&self) -> watch::Receiver<ServeState> {
+        self.lifecycle.watch()
+    }
+
+    /// Waits until the session has ended: the client closed it (stdin closed), or a
+    /// shutdown did.
+    pub async fn wait(&self) {
+        let mut state = self.lifecycle.watch();
+        let _ = state.wait_for(|s| *s == ServeState::Stopped).await;
+    }
+
+    /// Shuts down gracefully: new calls are refused with an `isError` result, requests in
+    /// flight are answered (waiting at most `drain_timeout`), then the session closes.
+    pub async fn shutdown(mut self, drain_timeout: Duration) -> ShutdownReport {
+        let in_flight = self.in_flight.count();
+        if self.lifecycle.get() == ServeState::Serving {
+            self.lifecycle.set(ServeState::Draining);
+        }
+        let abandoned = self.in_flight.drained(drain_timeout).await;
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.lifecycle.set(ServeState::Stopped);
+        ShutdownReport {
+            in_flight,
+            abandoned,
+        }
+    }
+}
+
+impl Drop for SessionServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+    }
+}
+
+/// A transport that counts the client's requests until their answers are written, so a
+/// shutdown can wait for them.
+struct Tracked<T> {
+    inner: T,
+    pending: Arc<Mutex<HashMap<RequestId, InFlightGuard>>>,
+    in_flight: InFlight,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Tracked<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(response.id.clone()),
+            JsonRpcMessage::Error(error) => error.id.clone(),
+            _ => None,
+        };
+        let sent = self.inner.send(item);
+        let pending = self.pending.clone();
+        async move {
+            let outcome = sent.await;
+            if let Some(id) = answered {
+                lock(&pending).remove(&id);
+            }
+            outcome
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        let message = self.inner.receive().await?;
+        match &message {
+            JsonRpcMessage::Request(request) => {
+                let guard = self.in_flight.enter();
+                lock(&self.pending).insert(request.id.clone(), guard);
+            }
+            // A cancelled request gets no answer: it is no longer waited for.
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    lock(&self.pending).remove(id);
+                }
+            }
+            _ => {}
+        }
+        Some(message)
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        lock(&self.pending).clear();
+        self.inner.close().await
+    }
+}
