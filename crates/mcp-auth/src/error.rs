@@ -4,6 +4,7 @@
 //! [`HttpFetch`]: crate::HttpFetch
 
 use std::fmt;
+use std::path::PathBuf;
 
 use mcp_config::BoxError;
 
@@ -130,6 +131,32 @@ pub enum AuthError {
         /// What is wrong with it (never a token; scrubbed, bounded).
         message: String,
     },
+    /// A login (authorization code with PKCE) was refused or could not go on: a redirect
+    /// whose `state` or `iss` is wrong, an authorization server without PKCE S256, no way to
+    /// get a client id, the user denying access, …
+    Login {
+        /// The server.
+        server: String,
+        /// What went wrong (no code, verifier or token; server text scrubbed, bounded).
+        message: String,
+    },
+    /// The stored login cannot give a usable token (none stored, expired without a refresh
+    /// token, a refresh token refused, the authorization server changed): the user has to
+    /// log in again. The message names the command.
+    LoginRequired {
+        /// The server.
+        server: String,
+        /// Why, without the command.
+        reason: String,
+    },
+    /// The token store failed or refused (a token file others can read, a login already in
+    /// progress, an unreadable file). Shown as the store's error, which names the fix.
+    TokenStore {
+        /// The server.
+        server: String,
+        /// The store's error (not this error's `source()`: the message already shows it).
+        error: StoreError,
+    },
     /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
     /// `private_key_jwt` key).
     Provider {
@@ -164,6 +191,9 @@ impl AuthError {
             | Self::IssuerMismatch { server, .. }
             | Self::OAuthRequest { server, .. }
             | Self::InvalidResponse { server, .. }
+            | Self::Login { server, .. }
+            | Self::LoginRequired { server, .. }
+            | Self::TokenStore { server, .. }
             | Self::Provider { server, .. } => server,
         }
     }
@@ -189,6 +219,11 @@ impl AuthError {
             Self::TokenRejected { error, .. } => Some(error),
             _ => None,
         }
+    }
+
+    /// True when the user has to log in (again) before this server can be used.
+    pub fn is_login_required(&self) -> bool {
+        matches!(self, Self::LoginRequired { .. })
     }
 
     /// True when the error comes from the configuration (and retrying cannot help).
@@ -268,6 +303,12 @@ impl fmt::Display for Reason<'_> {
             ),
             AuthError::OAuthRequest { what, detail, .. } => write!(f, "{what} failed: {detail}"),
             AuthError::InvalidResponse { what, message, .. } => write!(f, "{what}: {message}"),
+            AuthError::Login { message, .. } => write!(f, "OAuth login failed: {message}"),
+            AuthError::LoginRequired { reason, server } => write!(
+                f,
+                "{reason}; log in again with `mcp-agent auth login {server}`"
+            ),
+            AuthError::TokenStore { error, .. } => write!(f, "token store: {error}"),
             AuthError::Provider { message, .. } => f.write_str(message),
         }
     }
@@ -292,4 +333,63 @@ pub enum FetchError {
         /// The limit, in bytes.
         limit: usize,
     },
+}
+
+/// Why a [`TokenStore`](crate::TokenStore) could not load, save or lock a login.
+///
+/// A third error type, because it belongs to the store seam: a store returns it without
+/// knowing the server. Messages name the file and the fix, never a token. No variant has a
+/// `source()`: what the operating system said is part of the message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A token file or directory other users can read: refused, nothing read from it.
+    #[error(
+        "{} can be read by other users (mode {mode:03o}); refused: run `chmod {fix:o} {}`",
+        path.display(),
+        path.display()
+    )]
+    Permissions {
+        /// The file or directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// The mode to set (`600` for a file, `700` for a directory).
+        fix: u32,
+    },
+    /// Another login for the same server holds the lock.
+    #[error(
+        "another login for this server is in progress ({holder}); finish or cancel it first{}",
+        path.as_ref().map(|p| format!(" (if none is running, remove {})", p.display())).unwrap_or_default()
+    )]
+    LoginInProgress {
+        /// Who holds it (a process id and since when).
+        holder: String,
+        /// The lock file, for a file store.
+        path: Option<PathBuf>,
+    },
+    /// Reading or writing failed.
+    #[error("could not {action} {}: {detail}", path.display())]
+    Io {
+        /// `read`, `write`, `create`, …
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// What the operating system said.
+        detail: String,
+    },
+    /// A stored file that is not a login this version can read.
+    #[error("{} is not a stored login ({message}); remove it and log in again", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (no value from the file).
+        message: String,
+    },
+    /// No state directory: neither `XDG_STATE_HOME` nor `HOME` is set.
+    #[error("no directory for the token store: set XDG_STATE_HOME or HOME")]
+    NoStateDir,
+    /// A custom store's failure.
+    #[error("{0}")]
+    Other(String),
 }

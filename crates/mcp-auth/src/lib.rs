@@ -103,8 +103,13 @@ use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
 pub use challenge::Challenge;
-pub use error::{AuthError, FetchError};
+pub use error::{AuthError, FetchError, StoreError};
 pub use fetch::HttpFetch;
+pub use oauth::login::{
+    Callback, FileTokenStore, Login, LoginKey, LoginLock, LoginTokens, MemoryTokenStore,
+    OFFLINE_ACCESS, PendingLogin, Pkce, StepUp, StoredLogin, TokenStore, loopback_redirect_uri,
+    select_scope,
+};
 pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
@@ -451,6 +456,12 @@ pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>,
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
             method: "OAuth2 client credentials without an HTTP client (an auth registry builds them)",
+        });
+    }
+    if auth.oauth.is_some() {
+        return Err(AuthError::Unsupported {
+            server: server.to_owned(),
+            method: "an OAuth login without an HTTP client and a token store (an auth registry builds it)",
         });
     }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;

@@ -1,10 +1,13 @@
-//! Where the token endpoint is, and whether the client credential may go there.
+//! Where the authorization server is, and whether a credential may go there.
 //!
 //! RFC 9728 protected-resource metadata (from the challenge's `resource_metadata`, else the
 //! well-known URLs of the MCP URL), then RFC 8414 / OpenID Connect authorization-server
 //! metadata at the issuer's path-aware well-known URLs, with the issuer check. The documents
 //! are typed (`metadata.rs`); the `WWW-Authenticate` challenge is read by [`crate::Challenge`].
-//! Every refusal comes before the secret is sent.
+//! Client credentials and a user's login share it ([`Discovery`], with a policy each); every
+//! refusal comes before anything is sent to the authorization server.
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::ACCEPT;
@@ -18,6 +21,43 @@ use super::flight::Shared;
 use super::metadata::{self, AuthorizationServer, ProtectedResource};
 use super::token::ClientAuth;
 use crate::Challenge;
+use crate::fetch::HttpFetch;
+
+/// One discovery: where to look, through which client, and what to refuse.
+pub(crate) struct Discovery<'a> {
+    pub(crate) http: &'a dyn HttpFetch,
+    /// Bound on each exchange.
+    pub(crate) timeout: Duration,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) mcp_url: &'a Url,
+    /// Issuers a confined credential may go to besides one on the MCP server's host.
+    pub(crate) allowed_issuers: &'a [Url],
+    /// The spec is SSRF-guarded: no discovered URL may name an internal address.
+    pub(crate) guarded: bool,
+    /// A client secret goes to what is found: the issuer must be on the MCP server's host or
+    /// allowed, and the token endpoint on the issuer's host.
+    pub(crate) confine: bool,
+    /// Why a plain-`http` MCP URL that is not loopback is refused, when it is.
+    pub(crate) plain_http_refusal: Option<&'static str>,
+    /// The grant the client will use (`client_credentials`, `authorization_code`): metadata
+    /// whose `grant_types_supported` leaves it out is refused.
+    pub(crate) grant: &'static str,
+}
+
+/// What discovery found.
+#[derive(Debug)]
+pub(crate) struct Discovered {
+    /// The issuer, as the metadata names it (checked against the one it was fetched for).
+    pub(crate) issuer: String,
+    /// The metadata document's URL.
+    pub(crate) metadata_url: Url,
+    pub(crate) metadata: AuthorizationServer,
+    pub(crate) token_url: Url,
+    /// The protected resource's identifier, when its metadata gave it.
+    pub(crate) resource: Option<String>,
+    /// The protected resource's `scopes_supported`, when its metadata gave it.
+    pub(crate) resource_scopes: Option<Vec<String>>,
+}
 
 impl Shared {
     /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
@@ -32,15 +72,43 @@ impl Shared {
     /// discover over plain `http`: its signed assertion lives 60 s and names the issuer as its
     /// audience, and the key itself is never sent.
     pub(super) async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
-        let mcp_url = &self.config.mcp_url;
+        let found = Discovery {
+            http: self.http.as_ref(),
+            timeout: self.options.request_timeout.min(self.deadline),
+            max_response_bytes: self.options.max_response_bytes,
+            mcp_url: &self.config.mcp_url,
+            allowed_issuers: &self.config.allowed_issuers,
+            guarded: self.config.guarded,
+            confine: true,
+            plain_http_refusal: (self.config.method != Some(ClientAuth::PrivateKeyJwt)).then_some(
+                "anyone on the network could choose where the client secret goes; \
+                 refused (use https, set `token_url`, or use private_key_jwt)",
+            ),
+            grant: "client_credentials",
+        }
+        .run(challenge)
+        .await?;
+        Ok(Endpoint {
+            token_url: found.token_url,
+            issuer: Some(found.issuer),
+            methods: found.metadata.token_endpoint_auth_methods_supported,
+            resource: found.resource,
+        })
+    }
+}
+
+impl Discovery<'_> {
+    /// Protected-resource metadata, then the authorization server's metadata, with every
+    /// check of the policy.
+    pub(crate) async fn run(&self, challenge: &Challenge) -> Result<Discovered, Failure> {
+        let mcp_url = self.mcp_url;
         let loopback = mcp_url.host().is_some_and(|h| is_loopback_host(&h));
         if mcp_url.scheme() == "http"
             && !loopback
-            && self.config.method != Some(ClientAuth::PrivateKeyJwt)
+            && let Some(why) = self.plain_http_refusal
         {
             return Err(Failure::Discovery(format!(
-                "the server URL {mcp_url} is plain http, so anyone on the network could choose where the client secret goes; \
-                 refused (use https, set `token_url`, or use private_key_jwt)"
+                "the server URL {mcp_url} is plain http, so {why}"
             )));
         }
         let mut candidates = Vec::new();
@@ -73,7 +141,7 @@ impl Shared {
                 Err(status) => tried.push(format!("{} (HTTP {status})", shown(&url))),
             }
         }
-        let (issuer, resource) = match resource_metadata {
+        let (issuer, resource, resource_scopes) = match resource_metadata {
             Some((url, doc)) => {
                 let resource = doc.resource.ok_or_else(|| {
                     Failure::Discovery(format!(
@@ -97,7 +165,7 @@ impl Shared {
                             shown(&url)
                         ))
                     })?;
-                (issuer, Some(resource))
+                (issuer, Some(resource), doc.scopes_supported)
             }
             None => {
                 // No protected-resource metadata: the MCP server's origin is the
@@ -106,7 +174,7 @@ impl Shared {
                     tried = %tried.join(", "),
                     "no protected resource metadata; trying the MCP server's origin as the authorization server"
                 );
-                (mcp_url.origin().ascii_serialization(), None)
+                (mcp_url.origin().ascii_serialization(), None, None)
             }
         };
         let issuer_url = Url::parse(&issuer)
@@ -118,7 +186,9 @@ impl Shared {
                     shown(&issuer)
                 ))
             })?;
-        self.check_issuer(&issuer_url)?;
+        if self.confine {
+            self.check_issuer(&issuer_url)?;
+        }
         for url in authorization_server_urls(&issuer_url) {
             self.check_url(&url, "authorization server metadata")?;
             let doc = match self
@@ -131,7 +201,7 @@ impl Shared {
                     continue;
                 }
             };
-            let found = doc.issuer.unwrap_or_default();
+            let found = doc.issuer.clone().unwrap_or_default();
             if !same_issuer(&issuer, &found) {
                 return Err(Failure::IssuerMismatch {
                     metadata_url: shown(&url),
@@ -140,27 +210,17 @@ impl Shared {
                 });
             }
             if let Some(grants) = &doc.grant_types_supported
-                && !grants.iter().any(|g| g == "client_credentials")
+                && !grants.iter().any(|g| g == self.grant)
             {
                 return Err(Failure::Discovery(format!(
-                    "the authorization server `{}` does not offer the client_credentials grant (grant_types_supported at {})",
+                    "the authorization server `{}` does not offer the {} grant (grant_types_supported at {})",
                     shown(&issuer),
+                    self.grant,
                     shown(&url)
                 )));
             }
-            let token_url = doc
-                .token_endpoint
-                .as_deref()
-                .and_then(|t| Url::parse(t).ok())
-                .filter(|u| matches!(u.scheme(), "http" | "https"))
-                .ok_or_else(|| {
-                    Failure::Discovery(format!(
-                        "the authorization server metadata at {} has no http(s) `token_endpoint`",
-                        shown(&url)
-                    ))
-                })?;
-            self.check_url(&token_url, "token endpoint")?;
-            if token_url.host() != issuer_url.host() {
+            let token_url = self.endpoint(doc.token_endpoint.as_deref(), "token_endpoint", &url)?;
+            if self.confine && token_url.host() != issuer_url.host() {
                 return Err(Failure::Discovery(format!(
                     "the token endpoint {} is not on the host of the authorization server `{}`; \
                      refused (set `token_url` to use it)",
@@ -168,18 +228,19 @@ impl Shared {
                     shown(&issuer)
                 )));
             }
-            let methods = doc.token_endpoint_auth_methods_supported;
             tracing::debug!(
                 server_url = %mcp_url,
                 issuer = %issuer,
                 token_url = %token_url,
-                "discovered the OAuth token endpoint"
+                "discovered the OAuth authorization server"
             );
-            return Ok(Endpoint {
+            return Ok(Discovered {
+                issuer: found,
+                metadata_url: url,
+                metadata: doc,
                 token_url,
-                issuer: Some(found),
-                methods,
                 resource,
+                resource_scopes,
             });
         }
         Err(Failure::Discovery(format!(
@@ -189,13 +250,33 @@ impl Shared {
         )))
     }
 
+    /// The http(s) endpoint `field` of the metadata at `metadata_url`, checked like every
+    /// discovered URL.
+    pub(crate) fn endpoint(
+        &self,
+        value: Option<&str>,
+        field: &str,
+        metadata_url: &Url,
+    ) -> Result<Url, Failure> {
+        let url = value
+            .and_then(|t| Url::parse(t).ok())
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                Failure::Discovery(format!(
+                    "the authorization server metadata at {} has no http(s) `{field}`",
+                    shown(metadata_url)
+                ))
+            })?;
+        self.check_url(&url, &field.replace('_', " "))?;
+        Ok(url)
+    }
+
     /// The client credential goes only to an authorization server on the MCP server's own
     /// host (ports may differ) or one the configuration lists in `allowed_issuers`.
     fn check_issuer(&self, issuer: &Url) -> Result<(), Failure> {
-        let mcp_url = &self.config.mcp_url;
+        let mcp_url = self.mcp_url;
         let same_host = issuer.host().is_some() && issuer.host() == mcp_url.host();
         let listed = self
-            .config
             .allowed_issuers
             .iter()
             .any(|allowed| same_issuer(allowed.as_str(), issuer.as_str()));
@@ -213,8 +294,8 @@ impl Shared {
     /// A discovered URL must not lower the transport's security (https → http), and an
     /// SSRF-guarded (caller-supplied) spec must not lead to an internal address literal (names
     /// resolving to one are refused by the guarded HTTP client).
-    fn check_url(&self, url: &Url, what: &str) -> Result<(), Failure> {
-        let mcp_url = &self.config.mcp_url;
+    pub(crate) fn check_url(&self, url: &Url, what: &str) -> Result<(), Failure> {
+        let mcp_url = self.mcp_url;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Failure::Discovery(format!(
                 "the {what} URL {} is not http(s)",
@@ -227,7 +308,7 @@ impl Shared {
                 shown(url)
             )));
         }
-        if self.config.guarded && url.host().is_some_and(|h| is_internal_host(&h)) {
+        if self.guarded && url.host().is_some_and(|h| is_internal_host(&h)) {
             return Err(Failure::Discovery(format!(
                 "the {what} URL {} targets an internal address, which a caller-supplied server may not lead to (SSRF guard)",
                 shown(url)
@@ -249,13 +330,36 @@ impl Shared {
             .header(ACCEPT, "application/json")
             .body(Bytes::new())
             .map_err(|_| Failure::invalid(&what, "the URL cannot be requested"))?;
-        let response = self.exchange(&what, request).await?;
+        let response = exchange(
+            self.http,
+            self.timeout,
+            self.max_response_bytes,
+            &what,
+            request,
+        )
+        .await?;
         if response.status() != http::StatusCode::OK {
             return Ok(Err(response.status().as_u16()));
         }
         metadata::parse(response.body())
             .map(Ok)
             .map_err(|message| Failure::invalid(what, message))
+    }
+}
+
+/// One exchange through `http`, bounded by `timeout` and `max_response_bytes`; `what` names
+/// the request in a failure.
+pub(crate) async fn exchange(
+    http: &dyn HttpFetch,
+    timeout: Duration,
+    max_response_bytes: usize,
+    what: &str,
+    request: http::Request<Bytes>,
+) -> Result<http::Response<Bytes>, Failure> {
+    match tokio::time::timeout(timeout, http.fetch(request, max_response_bytes)).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(error)) => Err(Failure::fetch(what.to_owned(), error)),
+        Err(_) => Err(Failure::timeout(what.to_owned(), timeout)),
     }
 }
 
@@ -319,7 +423,7 @@ fn well_known(base: &Url, path: &str) -> Url {
 /// True when two issuer identifiers are the same (RFC 8414 §3.3 asks for identical values;
 /// URL normalisation only removes differences that do not change the identifier: case of the
 /// scheme and host, a default port, an empty path versus `/`).
-fn same_issuer(expected: &str, found: &str) -> bool {
+pub(crate) fn same_issuer(expected: &str, found: &str) -> bool {
     if expected == found {
         return true;
     }

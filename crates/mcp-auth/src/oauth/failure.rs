@@ -35,6 +35,10 @@ pub(crate) enum Failure {
     },
     /// An answer could not be used.
     Invalid { what: String, message: String },
+    /// A login's tokens are of no more use: the user has to log in again.
+    LoginRequired(String),
+    /// The token store failed.
+    Store(crate::StoreError),
 }
 
 impl Failure {
@@ -109,6 +113,11 @@ impl Failure {
                 what: clean(what),
                 message: clean(message),
             },
+            Self::LoginRequired(reason) => AuthError::LoginRequired {
+                server,
+                reason: clean(reason),
+            },
+            Self::Store(error) => AuthError::TokenStore { server, error },
         }
     }
 }

@@ -17,7 +17,7 @@ use mcp_config::Secret;
 use tokio::time::Instant;
 
 use super::failure::Failure;
-use super::token::{self, ClientAuth, TokenRequest, choose_auth};
+use super::token::{self, ClientAuth, Grant, TokenRequest, choose_auth};
 use super::{Config, Endpoint, OAuthOptions, lock};
 use crate::fetch::HttpFetch;
 use crate::{Challenge, Credentials};
@@ -120,6 +120,16 @@ impl Shared {
     /// Obtains a new token unless an attempt completed since the caller looked at generation
     /// `seen`, in which case that attempt's outcome is the answer. One attempt at a time.
     pub(super) async fn renew(&self, seen: u64) -> Result<Token, Failure> {
+        self.renew_with(seen, || self.obtain()).await
+    }
+
+    /// [`renew`](Self::renew) with another attempt than discovery + client credentials (a
+    /// login's refresh): the same single flight, generation and failure sharing.
+    pub(super) async fn renew_with<F, Fut>(&self, seen: u64, attempt: F) -> Result<Token, Failure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Token, Failure>>,
+    {
         let _flight = self.flight.lock().await;
         {
             let state = lock(&self.state);
@@ -132,7 +142,7 @@ impl Shared {
                 }
             }
         }
-        let outcome = match tokio::time::timeout(self.deadline, self.obtain()).await {
+        let outcome = match tokio::time::timeout(self.deadline, attempt()).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Failure::timeout(
                 "obtaining an OAuth token".to_owned(),
@@ -200,6 +210,7 @@ impl Shared {
             _ => None,
         };
         let request = TokenRequest {
+            grant: Grant::ClientCredentials,
             client_id: &config.client_id,
             secret: &config.secret,
             auth,
@@ -229,23 +240,11 @@ impl Shared {
             response.body(),
             &config.secret,
         )?;
-        {
-            let mut state = lock(&self.state);
-            for secret in &issued.secrets {
-                if !state.tokens.contains(secret) {
-                    state.tokens.push_back(secret.clone());
-                }
-            }
-            while state.tokens.len() > REMEMBERED_TOKENS {
-                state.tokens.pop_front();
-            }
-        }
+        self.remember(&issued.secrets);
         let lifetime = issued
             .expires_in
             .unwrap_or(self.options.default_token_lifetime);
-        let skew = self.options.expiry_skew.min(lifetime / 2);
-        let (refresh_at, expires_at) =
-            (started + lifetime.saturating_sub(skew), started + lifetime);
+        let (refresh_at, expires_at) = self.times(started, lifetime);
         tracing::debug!(
             token_url = %endpoint.token_url,
             expires_in = ?issued.expires_in,
@@ -258,6 +257,26 @@ impl Shared {
         })
     }
 
+    /// Keeps `secrets` (tokens just issued) among those scrubbed from what servers say.
+    pub(super) fn remember(&self, secrets: &[Secret]) {
+        let mut state = lock(&self.state);
+        for secret in secrets {
+            if !state.tokens.contains(secret) {
+                state.tokens.push_back(secret.clone());
+            }
+        }
+        while state.tokens.len() > REMEMBERED_TOKENS {
+            state.tokens.pop_front();
+        }
+    }
+
+    /// When a token obtained at `started` for `lifetime` is to be renewed, and when it
+    /// expires: renewal [`OAuthOptions::expiry_skew`] (at most half the lifetime) early.
+    pub(super) fn times(&self, started: Instant, lifetime: Duration) -> (Instant, Instant) {
+        let skew = self.options.expiry_skew.min(lifetime / 2);
+        (started + lifetime.saturating_sub(skew), started + lifetime)
+    }
+
     /// One bounded exchange.
     pub(super) async fn exchange(
         &self,
@@ -265,15 +284,13 @@ impl Shared {
         request: http::Request<Bytes>,
     ) -> Result<http::Response<Bytes>, Failure> {
         let limit = self.options.request_timeout.min(self.deadline);
-        match tokio::time::timeout(
+        super::discovery::exchange(
+            self.http.as_ref(),
             limit,
-            self.http.fetch(request, self.options.max_response_bytes),
+            self.options.max_response_bytes,
+            what,
+            request,
         )
         .await
-        {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(error)) => Err(Failure::fetch(what.to_owned(), error)),
-            Err(_) => Err(Failure::timeout(what.to_owned(), limit)),
-        }
     }
 }

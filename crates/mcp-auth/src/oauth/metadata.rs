@@ -13,31 +13,56 @@ use super::failure::shown;
 
 /// RFC 9728 §2 protected-resource metadata (the fields discovery uses).
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct ProtectedResource {
+pub(crate) struct ProtectedResource {
     /// `resource`: the protected resource's identifier (required by RFC 9728).
     #[serde(default, deserialize_with = "resource")]
-    pub(super) resource: Option<String>,
+    pub(crate) resource: Option<String>,
     /// `authorization_servers`: issuer identifiers of the authorization servers it accepts.
     #[serde(default, deserialize_with = "authorization_servers")]
-    pub(super) authorization_servers: Option<Vec<String>>,
+    pub(crate) authorization_servers: Option<Vec<String>>,
+    /// `scopes_supported`: the scopes a client may ask for to use the resource.
+    #[serde(default, deserialize_with = "scopes_supported")]
+    pub(crate) scopes_supported: Option<Vec<String>>,
 }
 
 /// RFC 8414 §2 authorization-server metadata (the fields discovery uses).
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct AuthorizationServer {
+pub(crate) struct AuthorizationServer {
     /// `issuer`: must be the issuer the document was fetched for (RFC 8414 §3.3).
     #[serde(default, deserialize_with = "issuer")]
-    pub(super) issuer: Option<String>,
+    pub(crate) issuer: Option<String>,
     /// `token_endpoint`.
     #[serde(default, deserialize_with = "token_endpoint")]
-    pub(super) token_endpoint: Option<String>,
+    pub(crate) token_endpoint: Option<String>,
     /// `grant_types_supported`; absent means `authorization_code` and `implicit` by RFC 8414,
     /// but servers commonly omit it, so absent is not a refusal here.
     #[serde(default, deserialize_with = "grant_types_supported")]
-    pub(super) grant_types_supported: Option<Vec<String>>,
+    pub(crate) grant_types_supported: Option<Vec<String>>,
     /// `token_endpoint_auth_methods_supported`; absent means `client_secret_basic`.
     #[serde(default, deserialize_with = "token_endpoint_auth_methods_supported")]
-    pub(super) token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    pub(crate) token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// `authorization_endpoint`: where the user's browser logs in.
+    #[serde(default, deserialize_with = "authorization_endpoint")]
+    pub(crate) authorization_endpoint: Option<String>,
+    /// `registration_endpoint`: RFC 7591 dynamic client registration.
+    #[serde(default, deserialize_with = "registration_endpoint")]
+    pub(crate) registration_endpoint: Option<String>,
+    /// `scopes_supported` of the authorization server (offers `offline_access`, …).
+    #[serde(default, deserialize_with = "scopes_supported")]
+    pub(crate) scopes_supported: Option<Vec<String>>,
+    /// `code_challenge_methods_supported` (RFC 7636): must list `S256` for a login.
+    #[serde(default, deserialize_with = "code_challenge_methods_supported")]
+    pub(crate) code_challenge_methods_supported: Option<Vec<String>>,
+    /// RFC 9207 `authorization_response_iss_parameter_supported`: the redirect carries `iss`.
+    #[serde(
+        default,
+        deserialize_with = "authorization_response_iss_parameter_supported"
+    )]
+    pub(crate) authorization_response_iss_parameter_supported: Option<bool>,
+    /// SEP-991 `client_id_metadata_document_supported`: a client id may be the URL of its
+    /// metadata document.
+    #[serde(default, deserialize_with = "client_id_metadata_document_supported")]
+    pub(crate) client_id_metadata_document_supported: Option<bool>,
 }
 
 /// One `deserialize_with` function per field, each naming its field in a type error (serde
@@ -63,11 +88,17 @@ named_fields! {
     token_endpoint: Option<String>;
     grant_types_supported: Option<Vec<String>>;
     token_endpoint_auth_methods_supported: Option<Vec<String>>;
+    scopes_supported: Option<Vec<String>>;
+    authorization_endpoint: Option<String>;
+    registration_endpoint: Option<String>;
+    code_challenge_methods_supported: Option<Vec<String>>;
+    authorization_response_iss_parameter_supported: Option<bool>;
+    client_id_metadata_document_supported: Option<bool>;
 }
 
 /// Reads a metadata document: a JSON object whose declared fields have their types. The
 /// error says what is wrong, in words (no value longer than a short excerpt).
-pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
     let value = serde_json::from_slice::<Value>(body)
         .ok()
         .filter(Value::is_object)

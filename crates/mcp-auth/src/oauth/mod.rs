@@ -16,6 +16,7 @@ mod discovery;
 mod failure;
 mod flight;
 mod jwt;
+pub(crate) mod login;
 mod metadata;
 mod provider;
 mod registry;
@@ -31,6 +32,11 @@ use self::jwt::SigningKey;
 use self::token::ClientAuth;
 
 pub use self::provider::ClientCredentials;
+
+/// Text a server chose, bounded for an error message.
+pub(crate) fn shown_text(text: impl std::fmt::Display) -> String {
+    failure::shown(text)
+}
 pub use self::registry::AuthRegistry;
 
 /// Tunables of OAuth2 client credentials, shared by every credential of an [`AuthRegistry`].

@@ -14,11 +14,12 @@ use url::Url;
 
 use super::flight::Shared;
 use super::jwt::SigningKey;
+use super::login::{FileTokenStore, Login, LoginState, LoginTokens, TokenStore};
 use super::provider::ClientCredentials;
 use super::token::ClientAuth;
 use super::{Config, OAuthOptions, lock};
 use crate::fetch::HttpFetch;
-use crate::{AuthError, AuthProvider};
+use crate::{AuthError, AuthProvider, StoreError};
 
 /// How often (at most) the registry drops cache entries nobody uses whose token expired,
 /// besides whenever a provider is built.
@@ -74,6 +75,10 @@ pub struct AuthRegistry {
     guarded_http: Option<Arc<dyn HttpFetch>>,
     options: OAuthOptions,
     pub(super) cache: Arc<Cache>,
+    /// Where logins are kept; `None` until set or first needed (then the file store).
+    token_store: Mutex<Option<Arc<dyn TokenStore>>>,
+    /// One state per login (server URL and client), shared by its sessions.
+    logins: Mutex<HashMap<String, Arc<LoginState>>>,
 }
 
 impl fmt::Debug for AuthRegistry {
@@ -144,7 +149,113 @@ impl AuthRegistry {
             guarded_http: None,
             options: OAuthOptions::default(),
             cache: Arc::default(),
+            token_store: Mutex::new(None),
+            logins: Mutex::default(),
         }
+    }
+
+    /// Keeps users' logins (the `oauth` table) in `store`. Without one, the first login or
+    /// session that needs it uses [`FileTokenStore::default_location`].
+    pub fn with_token_store(self, store: Arc<dyn TokenStore>) -> Self {
+        self.use_token_store(store);
+        self
+    }
+
+    /// [`with_token_store`](Self::with_token_store) on a shared registry (the HTTP
+    /// transport's `HttpConnector::auth_registry`): sessions opened from now on use `store`.
+    pub fn use_token_store(&self, store: Arc<dyn TokenStore>) {
+        *lock(&self.token_store) = Some(store);
+        lock(&self.logins).clear();
+    }
+
+    /// The token store: the one set, else the file store under the user's state directory.
+    pub fn token_store(&self) -> Result<Arc<dyn TokenStore>, StoreError> {
+        let mut slot = lock(&self.token_store);
+        if let Some(store) = &*slot {
+            return Ok(store.clone());
+        }
+        let store: Arc<dyn TokenStore> = Arc::new(FileTokenStore::default_location()?);
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
+    /// A user's login to `spec`'s server (see [`Login`]), through this registry's HTTP
+    /// client (the guarded one for an SSRF-guarded spec), options and token store.
+    pub fn login(&self, spec: &ServerSpec) -> Result<Login, AuthError> {
+        let store = self.token_store().map_err(|error| AuthError::TokenStore {
+            server: spec.name.clone(),
+            error,
+        })?;
+        Ok(Login::new(spec, self.fetch_for(spec), store)?.with_options(self.options.clone()))
+    }
+
+    fn fetch_for(&self, spec: &ServerSpec) -> Arc<dyn HttpFetch> {
+        match (&self.guarded_http, spec.ssrf_guarded()) {
+            (Some(guarded), true) => guarded.clone(),
+            _ => self.http.clone(),
+        }
+    }
+
+    /// The auth hook of `spec`'s `oauth` table: the stored tokens of the user's login,
+    /// shared with every other session of the same server and client.
+    pub fn login_tokens(&self, spec: &ServerSpec) -> Result<LoginTokens, AuthError> {
+        let server = spec.name.clone();
+        let TransportSpec::StreamableHttp(mcp_spec) = &spec.transport else {
+            return Err(AuthError::Unsupported {
+                server,
+                method: "an OAuth login over a transport other than HTTP",
+            });
+        };
+        let settings = spec.auth.oauth.clone().unwrap_or_default();
+        let secret = settings
+            .client_secret
+            .as_ref()
+            .map(|source| crate::resolve_secret(&server, source, "client_secret"))
+            .transpose()?;
+        let store = self.token_store().map_err(|error| AuthError::TokenStore {
+            server: server.clone(),
+            error,
+        })?;
+        let key = format!(
+            "{}\n{}",
+            mcp_spec.url,
+            settings.client_id.as_deref().unwrap_or_default()
+        );
+        let deadline = spec
+            .connect_timeout
+            .unwrap_or(self.options.default_deadline);
+        let mut logins = lock(&self.logins);
+        logins.retain(|_, state| Arc::strong_count(state) > 1);
+        let state = logins
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(LoginState {
+                    shared: Shared::new(
+                        Config {
+                            client_id: settings.client_id.clone().unwrap_or_default(),
+                            secret: secret.clone().unwrap_or_else(|| Secret::new("")),
+                            key: None,
+                            method: None,
+                            scope: None,
+                            resource: settings.resource.clone(),
+                            token_url: None,
+                            mcp_url: mcp_spec.url.clone(),
+                            allowed_issuers: settings.allowed_issuers.clone(),
+                            guarded: spec.ssrf_guarded(),
+                        },
+                        self.fetch_for(spec),
+                        self.options.clone(),
+                        deadline,
+                    ),
+                    store,
+                    settings: settings.clone(),
+                    secret,
+                    mcp_url: mcp_spec.url.clone(),
+                    current: Mutex::new(None),
+                })
+            })
+            .clone();
+        Ok(LoginTokens::new(server, state, spec.secret_values().into()))
     }
 
     /// Sends the requests of [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs
@@ -172,6 +283,16 @@ impl AuthRegistry {
     /// sent until the first MCP request needs a token). See [`crate::from_spec`] for the
     /// static forms and their errors.
     pub fn provider(&self, spec: &ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
+        if spec.auth.oauth.is_some() {
+            let mut static_auth = spec.auth.clone();
+            static_auth.oauth = None;
+            let tokens = Arc::new(self.login_tokens(spec)?) as Arc<dyn AuthProvider>;
+            if static_auth.is_empty() {
+                return Ok(tokens);
+            }
+            let headers = crate::from_spec(&spec.name, &static_auth)?;
+            return Ok(Arc::new(crate::Chain::new(vec![headers, tokens])));
+        }
         let Some(oauth) = &spec.auth.oauth_client_credentials else {
             return crate::from_spec(&spec.name, &spec.auth);
         };

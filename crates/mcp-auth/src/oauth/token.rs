@@ -1,4 +1,5 @@
-//! The client-credentials token request (RFC 6749 §4.4) and its answer.
+//! Token requests (RFC 6749: client credentials §4.4, authorization code §4.1.3 with the PKCE
+//! verifier, refresh §6) and their answer.
 
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub(crate) enum ClientAuth {
     Post,
     /// `client_id` and a signed JWT `client_assertion` in the form body (RFC 7523 §2.2).
     PrivateKeyJwt,
+    /// `client_id` in the form body and no secret: a public client.
+    None,
 }
 
 impl ClientAuth {
@@ -28,8 +31,25 @@ impl ClientAuth {
             Self::Basic => "client_secret_basic",
             Self::Post => "client_secret_post",
             Self::PrivateKeyJwt => "private_key_jwt",
+            Self::None => "none",
         }
     }
+}
+
+/// The grant a token request uses.
+#[derive(Clone, Copy)]
+pub(crate) enum Grant<'a> {
+    /// `client_credentials`.
+    ClientCredentials,
+    /// `authorization_code`, with the redirect URI of the authorization request and the PKCE
+    /// verifier.
+    AuthorizationCode {
+        code: &'a Secret,
+        redirect_uri: &'a str,
+        verifier: &'a Secret,
+    },
+    /// `refresh_token`.
+    Refresh { token: &'a Secret },
 }
 
 /// RFC 7523 §2.2's `client_assertion_type`.
@@ -37,6 +57,7 @@ const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer
 
 /// What goes into one token request.
 pub(crate) struct TokenRequest<'a> {
+    pub(crate) grant: Grant<'a>,
     pub(crate) client_id: &'a str,
     pub(crate) secret: &'a Secret,
     pub(crate) auth: ClientAuth,
@@ -50,7 +71,25 @@ impl TokenRequest<'_> {
     /// The `POST` to `endpoint`.
     pub(crate) fn build(&self, endpoint: &Url) -> Result<http::Request<Bytes>, http::Error> {
         let mut form = form_urlencoded::Serializer::new(String::new());
-        form.append_pair("grant_type", "client_credentials");
+        match self.grant {
+            Grant::ClientCredentials => {
+                form.append_pair("grant_type", "client_credentials");
+            }
+            Grant::AuthorizationCode {
+                code,
+                redirect_uri,
+                verifier,
+            } => {
+                form.append_pair("grant_type", "authorization_code");
+                form.append_pair("code", code.expose());
+                form.append_pair("redirect_uri", redirect_uri);
+                form.append_pair("code_verifier", verifier.expose());
+            }
+            Grant::Refresh { token } => {
+                form.append_pair("grant_type", "refresh_token");
+                form.append_pair("refresh_token", token.expose());
+            }
+        }
         if let Some(scope) = self.scope {
             form.append_pair("scope", scope);
         }
@@ -81,6 +120,9 @@ impl TokenRequest<'_> {
                 form.append_pair("client_assertion_type", JWT_BEARER);
                 form.append_pair("client_assertion", self.assertion.unwrap_or_default());
             }
+            ClientAuth::None => {
+                form.append_pair("client_id", self.client_id);
+            }
         }
         request.body(Bytes::from(form.finish()))
     }
@@ -97,9 +139,15 @@ pub(crate) struct Issued {
     pub(crate) header: HeaderValue,
     /// `expires_in`, if given.
     pub(crate) expires_in: Option<Duration>,
-    /// The access token, and a `refresh_token` if the answer had one (never used; client
-    /// credentials need none): values to scrub from what servers say later.
+    /// The access token, and a `refresh_token` if the answer had one: values to scrub from
+    /// what servers say later.
     pub(crate) secrets: Vec<Secret>,
+    /// The access token.
+    pub(crate) access_token: Secret,
+    /// `refresh_token`, if given (client credentials never use it).
+    pub(crate) refresh_token: Option<Secret>,
+    /// `scope`, if given: the scope granted when it differs from the one asked for.
+    pub(crate) scope: Option<String>,
 }
 
 /// Longest OAuth `error_description` kept in an error.
@@ -175,16 +223,25 @@ pub(crate) fn parse_answer(
         )
     })?;
     header.set_sensitive(true);
-    let mut secrets = vec![Secret::new(token)];
-    secrets.extend(
-        json.get("refresh_token")
-            .and_then(Value::as_str)
-            .map(Secret::new),
-    );
+    let access_token = Secret::new(token);
+    let refresh_token = json
+        .get("refresh_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(Secret::new);
+    let mut secrets = vec![access_token.clone()];
+    secrets.extend(refresh_token.clone());
+    let scope = json
+        .get("scope")
+        .and_then(Value::as_str)
+        .map(|s| mcp_config::bounded_text(s, MAX_DESCRIPTION));
     Ok(Issued {
         header,
         expires_in,
         secrets,
+        access_token,
+        refresh_token,
+        scope,
     })
 }
 
@@ -253,6 +310,7 @@ mod tests {
     fn request(auth: ClientAuth) -> http::Request<Bytes> {
         let secret = secret();
         TokenRequest {
+            grant: Grant::ClientCredentials,
             client_id: "client one",
             secret: &secret,
             auth,

@@ -1,0 +1,31 @@
+//! A user's OAuth login: the authorization code grant with PKCE (S256), as the MCP
+//! authorization spec asks of clients, and the auth hook that uses its tokens.
+//!
+//! One room per job:
+//!
+//! - `flow.rs`: [`Login`] → [`PendingLogin`] (discovery, client, authorization URL) →
+//!   [`Callback`] checked (`state`, RFC 9207 `iss`) and exchanged for tokens, stored.
+//! - `client.rs`: which client: pre-registered, a client ID metadata document (SEP-991), or
+//!   RFC 7591 dynamic registration.
+//! - `pkce.rs`: [`Pkce`] S256 and the random `state`, from the system's CSPRNG.
+//! - `scope.rs`: [`select_scope`] and [`StepUp`].
+//! - `store.rs`: the [`TokenStore`] seam, [`StoredLogin`], [`MemoryTokenStore`].
+//! - `file_store.rs`: [`FileTokenStore`], files of mode 0600 under the user's state
+//!   directory, with a lock file per login in progress.
+//! - `provider.rs`: [`LoginTokens`], the hook that gives and refreshes the stored tokens.
+
+mod client;
+mod file_store;
+mod flow;
+mod pkce;
+mod provider;
+mod scope;
+mod store;
+
+pub use self::file_store::FileTokenStore;
+pub use self::flow::{Callback, Login, PendingLogin, loopback_redirect_uri};
+pub use self::pkce::Pkce;
+pub(in crate::oauth) use self::provider::LoginState;
+pub use self::provider::LoginTokens;
+pub use self::scope::{OFFLINE_ACCESS, StepUp, select_scope};
+pub use self::store::{LoginKey, LoginLock, MemoryTokenStore, StoredLogin, TokenStore};
