@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use mcp_agent::agent_core::{
-    AgentError, AgentLoop, AgentOutcome, CallOutcome, EventRecvError, EventSink, Model, Redactor,
-    TextSink, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    AgentError, AgentLoop, AgentOutcome, CallOutcome, Event, EventBus, EventKind, EventRecvError,
+    EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
+    ToolError, ToolOutput,
 };
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use mcp_agent::mcp_client::McpRunner;
@@ -47,14 +48,17 @@ pub(crate) async fn run(
     options: &AgentOptions,
 ) -> ExitCode {
     let governed = runner.governed();
-    let bus = governed.events();
+    let console = Arc::new(Console::default());
+    let events = LoopEvents {
+        bus: governed.events(),
+        console: (!options.json).then(|| Arc::clone(&console)),
+    };
     let mut agent = AgentLoop::new(model)
         .max_steps(options.max_steps)
-        .event_sink(bus as Arc<dyn EventSink>);
+        .event_sink(Arc::new(events));
     if let Some(history) = governed.history() {
         agent = agent.history(Arc::clone(history));
     }
-    let console = Arc::new(Console::default());
     let result = if options.json {
         json_run(runner, &agent, instruction).await
     } else {
@@ -148,9 +152,7 @@ async fn json_run(
     Ok(result)
 }
 
-fn print_event(
-    event: Result<mcp_agent::agent_core::Event, EventRecvError>,
-) -> Result<(), ExitCode> {
+fn print_event(event: Result<Event, EventRecvError>) -> Result<(), ExitCode> {
     match event {
         Ok(event) => out_json_line(&serde_json::to_value(&event).unwrap_or_default()),
         Err(EventRecvError::Lagged { missed }) => {
@@ -162,6 +164,36 @@ fn print_event(
         // The bus outlives the run; a closed one has nothing more to say.
         Err(_) => Ok(()),
     }
+}
+
+/// The loop's own events, on their way to the layer's bus. A tool call among them is one the
+/// loop answered without running it (arguments the model wrote that could not be read): on
+/// the terminal it gets its two lines like every other call.
+struct LoopEvents {
+    bus: Arc<EventBus>,
+    console: Option<Arc<Console>>,
+}
+
+impl EventSink for LoopEvents {
+    fn emit(&self, event: Event) {
+        if let (Some(console), EventKind::ToolCallFailed) = (&self.console, event.kind) {
+            let id = event.call_id.as_deref().unwrap_or("");
+            let name = inline(event.tool.as_deref().unwrap_or("?"), MAX_NAME);
+            let outcome = event.outcome.map_or_else(|| "error".into(), outcome_words);
+            let why = inline(event.message.as_deref().unwrap_or(""), MAX_ERROR);
+            console.started(id, &format!("→ {name} (arguments not readable)"));
+            console.finished(id, &name, &format!("← {outcome} 0 ms: {why}"));
+        }
+        self.bus.emit(event);
+    }
+}
+
+/// An outcome in words: `invalid arguments`.
+fn outcome_words(outcome: CallOutcome) -> String {
+    serde_json::to_value(outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+        .unwrap_or_else(|| "error".into())
 }
 
 /// What the run prints on the terminal: the model's text on stdout, tool lines on stderr,
@@ -317,10 +349,7 @@ impl ToolDispatcher for Shown<'_> {
         let line = match &result {
             Ok(output) => format!("← ok {ms} ms {} B", output.to_model_text().len()),
             Err(error) => {
-                let outcome = serde_json::to_value(CallOutcome::of_error(error))
-                    .ok()
-                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-                    .unwrap_or_else(|| "error".into());
+                let outcome = outcome_words(CallOutcome::of_error(error));
                 format!(
                     "← {outcome} {ms} ms: {}",
                     inline(&self.redactor.redact_text(&error.to_string()), MAX_ERROR)

@@ -11,6 +11,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::cli_run::{KEY, all, assert_clean, demo_servers, run, stderr, stdout};
+use crate::support::canned::{Canned, sse};
 use crate::support::endpoint::Endpoint;
 use crate::support::{alive, children, mcp_agent};
 
@@ -101,6 +102,55 @@ fn a_stream_cut_in_the_middle_of_a_tool_call_fails_clearly_and_runs_no_call() {
     let output = run(&endpoint, &["--model", "cut-model", "hi"], &[]);
     assert_model_failure(&output, &endpoint.base_url, "cut-model", "stream");
     assert!(!stderr(&output).contains('→'), "{}", stderr(&output));
+}
+
+#[test]
+fn arguments_that_are_not_json_are_an_error_the_model_sees_and_the_run_goes_on() {
+    // No registry mock sends unreadable arguments: this endpoint is a few lines of its own.
+    let endpoint = Canned::start(|body| {
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| serde_json::json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        if body.contains("could not be read") {
+            sse(&[
+                chunk(
+                    serde_json::json!({"content": "I wrote broken arguments."}),
+                    None,
+                ),
+                chunk(serde_json::json!({}), Some("stop")),
+            ])
+        } else {
+            sse(&[
+                chunk(
+                    serde_json::json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                        "function": {"name": "mcp_call_tool",
+                                     "arguments": "{\"tool_name\": \"demo__add\", \"arg"}}]}),
+                    None,
+                ),
+                chunk(serde_json::json!({}), Some("tool_calls")),
+            ])
+        }
+    });
+    let servers = demo_servers();
+    let output = mcp_agent(
+        &[
+            "run",
+            "--model",
+            "test-model",
+            "--base-url",
+            &endpoint.base_url,
+            "hi",
+        ],
+        &[("MCP_AGENT__SERVERS", &servers), ("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert_eq!(stdout(&output), "I wrote broken arguments.\n");
+    let said = stderr(&output);
+    assert!(
+        said.contains("→ mcp_call_tool (arguments not readable)"),
+        "{said}"
+    );
+    assert!(said.contains("← invalid arguments "), "{said}");
+    assert!(said.contains("done in 2 steps"), "{said}");
+    assert_clean(&output);
 }
 
 /// Which configuration answers: the model name and the key decide the fixture.

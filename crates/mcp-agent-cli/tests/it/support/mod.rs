@@ -1,5 +1,6 @@
 //! What every CLI test shares.
 
+pub(crate) mod canned;
 pub(crate) mod endpoint;
 
 use std::process::{Command, Output};
