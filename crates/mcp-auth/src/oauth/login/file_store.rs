@@ -1,6 +1,7 @@
 //! [`FileTokenStore`]: one file per login under the user's state directory, mode 0600,
 //! written atomically; refused when others can read it; a lock file per server for logins.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write as _};
@@ -77,16 +78,9 @@ impl FileTokenStore {
     /// The store under the user's state directory: `$XDG_STATE_HOME/mcp-agent/oauth`, else
     /// `$HOME/.local/state/mcp-agent/oauth`.
     pub fn default_location() -> Result<Self, StoreError> {
-        let base = std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty() && Path::new(v).is_absolute())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|home| PathBuf::from(home).join(".local").join("state"))
-            })
-            .ok_or(StoreError::NoStateDir)?;
-        Ok(Self::new(base.join("mcp-agent").join("oauth")))
+        state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+            .map(|base| Self::new(base.join("mcp-agent").join("oauth")))
+            .ok_or(StoreError::NoStateDir)
     }
 
     /// The directory.
@@ -283,6 +277,17 @@ impl TokenStore for FileTokenStore {
     }
 }
 
+/// The user's state directory: `XDG_STATE_HOME` when it is an absolute path (the XDG base
+/// directory spec ignores a relative one), else `HOME/.local/state`.
+fn state_dir(xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    xdg.filter(|v| Path::new(v).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            home.filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".local").join("state"))
+        })
+}
+
 /// Refuses a file whose group or other permission bits are set.
 fn check_private(path: &Path, mode: u32) -> Result<(), StoreError> {
     if mode & 0o077 != 0 {
@@ -332,5 +337,41 @@ impl Classify for serde_json::Error {
             serde_json::error::Category::Data => "missing or mistyped fields",
             serde_json::error::Category::Eof => "cut short",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_directory_follows_xdg_then_home() {
+        let dir = |xdg: Option<&str>, home: Option<&str>| {
+            state_dir(xdg.map(Into::into), home.map(Into::into))
+        };
+        assert_eq!(
+            dir(Some("/x/state"), Some("/home/u")),
+            Some("/x/state".into())
+        );
+        assert_eq!(
+            dir(Some("relative"), Some("/home/u")),
+            Some("/home/u/.local/state".into())
+        );
+        assert_eq!(
+            dir(None, Some("/home/u")),
+            Some("/home/u/.local/state".into())
+        );
+        assert_eq!(dir(Some(""), Some("")), None);
+        assert_eq!(dir(None, None), None);
+        let store = FileTokenStore::new("/s");
+        let key = LoginKey {
+            issuer: "https://as".into(),
+            client_id: "c".into(),
+            resource: "https://mcp/mcp".into(),
+        };
+        let path = store.path_of(&key);
+        assert!(path.starts_with("/s"));
+        assert_eq!(path.file_name().unwrap().len(), "login-.json".len() + 32);
+        assert_ne!(store.lock_path("https://a"), store.lock_path("https://b"));
     }
 }

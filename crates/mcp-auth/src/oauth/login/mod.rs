@@ -7,6 +7,8 @@
 //!   [`Callback`] checked (`state`, RFC 9207 `iss`) and exchanged for tokens, stored.
 //! - `client.rs`: which client: pre-registered, a client ID metadata document (SEP-991), or
 //!   RFC 7591 dynamic registration.
+//! - `listener.rs`: [`CallbackListener`], the loopback end of the redirect
+//!   (`http://127.0.0.1:<port>/callback`).
 //! - `pkce.rs`: [`Pkce`] S256 and the random `state`, from the system's CSPRNG.
 //! - `scope.rs`: [`select_scope`] and [`StepUp`].
 //! - `store.rs`: the [`TokenStore`] seam, [`StoredLogin`], [`MemoryTokenStore`].
@@ -17,6 +19,7 @@
 mod client;
 mod file_store;
 mod flow;
+mod listener;
 mod pkce;
 mod provider;
 mod scope;
@@ -24,6 +27,7 @@ mod store;
 
 pub use self::file_store::FileTokenStore;
 pub use self::flow::{Callback, Login, PendingLogin, loopback_redirect_uri};
+pub use self::listener::CallbackListener;
 pub use self::pkce::Pkce;
 pub(in crate::oauth) use self::provider::LoginState;
 pub use self::provider::LoginTokens;
