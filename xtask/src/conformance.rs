@@ -1,16 +1,21 @@
-//! `cargo xtask conformance [--scenario S]...`: the official MCP conformance suite's client
-//! scenarios against `mcp-conformance-client`, compared with a committed baseline.
+//! `cargo xtask conformance [--revision R] [--scenario S]...`: the official MCP conformance
+//! suite's client scenarios against `mcp-conformance-client`, compared with a committed
+//! baseline.
 //!
-//! For each client scenario the suite (`@modelcontextprotocol/conformance`, run on the Node 22
-//! binary from `peers/npm`, first on `PATH`) starts a mock server and runs
-//! `mcp-conformance-client <server URL>` with `MCP_CONFORMANCE_SCENARIO` set. A scenario passes
-//! when the suite's own verdict (its exit status) is success: no failed check, no warning, the
-//! client exited 0 in time.
+//! The suite (`@modelcontextprotocol/conformance`, run on the Node 22 binary from `peers/npm`,
+//! first on `PATH`) freezes, per protocol revision, the client scenarios that revision requires
+//! (`list --client --requirements R`). For each revision of [`REVISIONS`] the task runs those
+//! scenarios, plus the extension scenarios the client implements ([`EXTENSIONS`]), each at that
+//! revision's wire (`client --scenario S --spec-version R --force`): the suite starts a mock
+//! server and runs `mcp-conformance-client <server URL>` with `MCP_CONFORMANCE_SCENARIO` set. A
+//! scenario passes when the suite's own verdict (its exit status) is success: no failed check,
+//! no warning, the client exited 0 in time.
 //!
 //! `peers/conformance-baseline.txt` lists the scenarios expected to fail, one per line with the
-//! reason. The task fails on a regression (a scenario outside the baseline fails) and on an
-//! unexpected pass (a baseline scenario passes: remove its line), and prints a summary. Each
-//! scenario's output is kept under `target/conformance/`.
+//! reason, under a `[revision ...]` header naming the revisions the lines are about. The task
+//! fails on a regression (a scenario outside the baseline fails) and on an unexpected pass (a
+//! baseline scenario passes: remove its line), and prints a summary with the counts per
+//! revision. Each scenario's output is kept under `target/conformance/<revision>/`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,58 +35,131 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(20);
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(60);
 /// Scenarios run at once (each is a node process plus a client process).
 const PARALLEL: usize = 4;
+/// The protocol revisions checked, each with the client scenarios the suite requires of it.
+pub(crate) const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
+/// Scenarios the suite runs but does not score, which the client implements: OAuth client
+/// credentials (`client_secret_basic`, `private_key_jwt`) and JSON Schema 2020-12 kept as sent.
+const EXTENSIONS: [&str; 3] = [
+    "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
+    "json-schema-2020-12-preservation",
+];
 
-/// `cargo xtask conformance [--scenario S]...`.
+/// One scenario at one revision.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Run {
+    revision: String,
+    scenario: String,
+    /// Required by the revision (counted in its score), not an extension.
+    scored: bool,
+}
+
+/// Which scenarios to run: every one when both are empty.
+#[derive(Debug, Default)]
+pub(crate) struct Filter {
+    revisions: Vec<String>,
+    scenarios: Vec<String>,
+}
+
+/// `cargo xtask conformance [--revision R]... [--scenario S]...`.
 pub(crate) fn task(args: &[String]) -> Result<()> {
-    let mut only = Vec::new();
+    const USAGE: &str = "usage: cargo xtask conformance [--revision R]... [--scenario S]...";
+    let mut filter = Filter::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--scenario" => only.push(it.next().context("--scenario needs a name")?.clone()),
-            s if s.starts_with("--scenario=") => only.push(s["--scenario=".len()..].to_owned()),
-            other => bail!(
-                "unknown argument `{other}`; usage: cargo xtask conformance [--scenario S]..."
-            ),
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        let list = match flag {
+            "--scenario" => &mut filter.scenarios,
+            "--revision" => &mut filter.revisions,
+            other => bail!("unknown argument `{other}`; {USAGE}"),
+        };
+        let value = match inline {
+            Some(value) => value,
+            None => it
+                .next()
+                .with_context(|| format!("{flag} needs a value"))?
+                .clone(),
+        };
+        list.push(value);
+    }
+    for revision in &filter.revisions {
+        if !REVISIONS.contains(&revision.as_str()) {
+            bail!(
+                "unknown revision `{revision}`; checked are: {}",
+                REVISIONS.join(", ")
+            );
         }
     }
     let peers = peers::install()?;
-    check(&peers, &only)
+    check(&peers, &filter)
 }
 
-/// Runs the scenarios (all client scenarios when `only` is empty) and compares the outcomes
-/// with the baseline.
-pub(crate) fn check(peers: &Peers, only: &[String]) -> Result<()> {
+/// Runs the scenarios `filter` selects (all of them when it is empty) and compares the
+/// outcomes with the baseline.
+pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
     let root = peers::root();
     let client = build_client()?;
-    let all = list_scenarios(peers)?;
+    let mut all = Vec::new();
+    for revision in REVISIONS {
+        let required = list_required(peers, revision)?;
+        for scenario in &required {
+            all.push(Run {
+                revision: revision.to_owned(),
+                scenario: scenario.clone(),
+                scored: true,
+            });
+        }
+        for extension in EXTENSIONS {
+            if !required.iter().any(|s| s == extension) {
+                all.push(Run {
+                    revision: revision.to_owned(),
+                    scenario: extension.to_owned(),
+                    scored: false,
+                });
+            }
+        }
+    }
     let baseline_path = root.join("peers/conformance-baseline.txt");
     let baseline = parse_baseline(
         &std::fs::read_to_string(&baseline_path)
             .with_context(|| format!("reading {}", baseline_path.display()))?,
     )?;
-    for name in baseline.keys() {
-        if !all.contains(name) {
-            bail!("the baseline names `{name}`, which the suite does not have");
+    for (revision, name) in baseline.keys() {
+        if !all
+            .iter()
+            .any(|r| &r.revision == revision && &r.scenario == name)
+        {
+            bail!("the baseline names `{name}` at {revision}, which is not run at that revision");
         }
     }
-    for name in only {
-        if !all.contains(name) {
+    for name in &filter.scenarios {
+        if !all.iter().any(|r| &r.scenario == name) {
+            let mut names: Vec<&str> = all.iter().map(|r| r.scenario.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
             bail!(
-                "unknown scenario `{name}`; the suite's client scenarios are: {}",
-                all.join(", ")
+                "unknown scenario `{name}`; the scenarios run are: {}",
+                names.join(", ")
             );
         }
     }
-    let scenarios: Vec<String> = if only.is_empty() { all } else { only.to_vec() };
+    let runs: Vec<Run> = all
+        .into_iter()
+        .filter(|r| filter.revisions.is_empty() || filter.revisions.contains(&r.revision))
+        .filter(|r| filter.scenarios.is_empty() || filter.scenarios.contains(&r.scenario))
+        .collect();
 
     let out_root = root.join("target/conformance");
     let started = Instant::now();
     eprintln!(
-        "conformance: {} scenario(s), {PARALLEL} at a time, client {}",
-        scenarios.len(),
+        "conformance: {} run(s), {PARALLEL} at a time, client {}",
+        runs.len(),
         client.display()
     );
-    let outcomes = run_all(peers, &client, &scenarios, &out_root);
+    let outcomes = run_all(peers, &client, &runs, &out_root);
 
     let mut regressions = Vec::new();
     let mut unexpected_passes = Vec::new();
@@ -89,21 +167,23 @@ pub(crate) fn check(peers: &Peers, only: &[String]) -> Result<()> {
         "\nconformance results ({:.1} s):",
         started.elapsed().as_secs_f64()
     );
-    for (scenario, outcome) in scenarios.iter().zip(&outcomes) {
-        let expected = baseline.get(scenario);
+    for (run, outcome) in runs.iter().zip(&outcomes) {
+        let key = (run.revision.clone(), run.scenario.clone());
+        let label = format!("{} {}", run.revision, run.scenario);
+        let expected = baseline.get(&key);
         let verdict = match (outcome.passed, expected) {
             (true, None) => "pass",
             (false, Some(_)) => "expected failure",
             (false, None) => {
-                regressions.push(scenario.clone());
+                regressions.push(label.clone());
                 "FAIL (regression)"
             }
             (true, Some(_)) => {
-                unexpected_passes.push(scenario.clone());
+                unexpected_passes.push(label.clone());
                 "PASS (unexpected: remove it from the baseline)"
             }
         };
-        println!("  {scenario:<44} {verdict:<18} {}", outcome.summary);
+        println!("  {label:<55} {verdict:<18} {}", outcome.summary);
         if let (false, None) = (outcome.passed, expected) {
             for line in &outcome.failures {
                 println!("      - {line}");
@@ -114,9 +194,27 @@ pub(crate) fn check(peers: &Peers, only: &[String]) -> Result<()> {
             println!("      baseline: {reason}");
         }
     }
+    println!();
+    for revision in REVISIONS {
+        let of = |scored: bool| {
+            let these: Vec<_> = runs
+                .iter()
+                .zip(&outcomes)
+                .filter(|(r, _)| r.revision == revision && r.scored == scored)
+                .collect();
+            let passed = these.iter().filter(|(_, o)| o.passed).count();
+            (passed, these.len())
+        };
+        let ((passed, required), (ext_passed, extensions)) = (of(true), of(false));
+        if required + extensions > 0 {
+            println!(
+                "{revision}: {passed} of {required} required scenario(s) pass; extensions {ext_passed} of {extensions}"
+            );
+        }
+    }
     let passed = outcomes.iter().filter(|o| o.passed).count();
     println!(
-        "\n{passed} passed, {} failed ({} expected), {} regression(s), {} unexpected pass(es)",
+        "{passed} passed, {} failed ({} expected), {} regression(s), {} unexpected pass(es)",
         outcomes.len() - passed,
         outcomes.len() - passed - regressions.len(),
         regressions.len(),
@@ -156,43 +254,66 @@ fn build_client() -> Result<PathBuf> {
         .with_context(|| format!("cargo did not report the {CLIENT_BIN} executable"))
 }
 
-/// The suite's client scenarios, from `conformance list --client`.
-fn list_scenarios(peers: &Peers) -> Result<Vec<String>> {
+/// The client scenarios the suite requires of `revision`, from
+/// `conformance list --client --requirements <revision>`.
+fn list_required(peers: &Peers, revision: &str) -> Result<Vec<String>> {
     let out = Command::new(&peers.node22)
         .arg(&peers.conformance)
-        .args(["list", "--client"])
+        .args(["list", "--client", "--requirements", revision])
         .env("PATH", peers.path_with_node22())
         .output()
         .context("running the conformance suite's `list`")?;
     if !out.status.success() {
         bail!(
-            "`conformance list --client` failed: {}",
+            "`conformance list --client --requirements {revision}` failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let names = parse_list(&String::from_utf8_lossy(&out.stdout));
+    let names = parse_required(&String::from_utf8_lossy(&out.stdout));
     if names.is_empty() {
-        bail!("`conformance list --client` listed no scenarios");
+        bail!("`conformance list --client --requirements {revision}` listed no client scenarios");
     }
     Ok(names)
 }
 
-/// Scenario names from the `list` output: lines `  - name [versions]`.
-fn parse_list(text: &str) -> Vec<String> {
+/// The client scenarios of a `list --requirements` output: the `  - name` lines under the
+/// `Client scenarios` heading (server scenarios and those run but not scored are left out).
+fn parse_required(text: &str) -> Vec<String> {
     text.lines()
-        .filter_map(|l| l.trim_start().strip_prefix("- "))
+        .skip_while(|l| !l.starts_with("Client scenarios"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("  - "))
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect()
 }
 
-/// The baseline: `scenario  reason…` per line; `#` starts a comment; blank lines are skipped.
-/// Every entry needs a reason.
-fn parse_baseline(text: &str) -> Result<BTreeMap<String, String>> {
+/// The baseline: `[revision ...]` headers, each followed by `scenario  reason…` lines about
+/// the revisions it names; `#` starts a comment; blank lines are skipped. Every entry needs a
+/// reason and a header above it; a revision must be one of [`REVISIONS`].
+fn parse_baseline(text: &str) -> Result<BTreeMap<(String, String), String>> {
     let mut entries = BTreeMap::new();
+    let mut revisions: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        let n = n + 1;
         let line = line.split_once('#').map_or(line, |(l, _)| l).trim();
         if line.is_empty() {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header
+                .strip_suffix(']')
+                .with_context(|| format!("baseline line {n}: `[` without `]`"))?;
+            revisions = header.split_whitespace().map(str::to_owned).collect();
+            if revisions.is_empty() {
+                bail!("baseline line {n}: a header names no revision");
+            }
+            if let Some(unknown) = revisions.iter().find(|r| !REVISIONS.contains(&r.as_str())) {
+                bail!(
+                    "baseline line {n}: `{unknown}` is not a checked revision ({})",
+                    REVISIONS.join(", ")
+                );
+            }
             continue;
         }
         let (name, reason) = line
@@ -200,10 +321,18 @@ fn parse_baseline(text: &str) -> Result<BTreeMap<String, String>> {
             .map(|(n, r)| (n, r.trim()))
             .unwrap_or((line, ""));
         if reason.is_empty() {
-            bail!("baseline line {}: `{name}` has no reason", n + 1);
+            bail!("baseline line {n}: `{name}` has no reason");
         }
-        if entries.insert(name.to_owned(), reason.to_owned()).is_some() {
-            bail!("baseline line {}: `{name}` is listed twice", n + 1);
+        if revisions.is_empty() {
+            bail!("baseline line {n}: `{name}` is not under a `[revision]` header");
+        }
+        for revision in &revisions {
+            if entries
+                .insert((revision.clone(), name.to_owned()), reason.to_owned())
+                .is_some()
+            {
+                bail!("baseline line {n}: `{name}` is listed twice for {revision}");
+            }
         }
     }
     Ok(entries)
@@ -221,28 +350,30 @@ struct Outcome {
     log: PathBuf,
 }
 
-fn run_all(peers: &Peers, client: &Path, scenarios: &[String], out_root: &Path) -> Vec<Outcome> {
+fn run_all(peers: &Peers, client: &Path, runs: &[Run], out_root: &Path) -> Vec<Outcome> {
     let (tx, rx) = mpsc::channel();
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for _ in 0..PARALLEL.min(scenarios.len()) {
+        for _ in 0..PARALLEL.min(runs.len()) {
             let tx = tx.clone();
             let next = &next;
             s.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(scenario) = scenarios.get(i) else {
+                    let Some(run) = runs.get(i) else {
                         break;
                     };
                     let outcome =
-                        run_one(peers, client, scenario, out_root).unwrap_or_else(|e| Outcome {
+                        run_one(peers, client, run, out_root).unwrap_or_else(|e| Outcome {
                             passed: false,
                             summary: format!("not run: {e:#}"),
                             failures: Vec::new(),
                             log: out_root.to_path_buf(),
                         });
                     eprintln!(
-                        "conformance: {scenario}: {}",
+                        "conformance: {} {}: {}",
+                        run.revision,
+                        run.scenario,
                         if outcome.passed { "pass" } else { "fail" }
                     );
                     let _ = tx.send((i, outcome));
@@ -256,10 +387,12 @@ fn run_all(peers: &Peers, client: &Path, scenarios: &[String], out_root: &Path) 
     outcomes.into_iter().map(|(_, o)| o).collect()
 }
 
-fn run_one(peers: &Peers, client: &Path, scenario: &str, out_root: &Path) -> Result<Outcome> {
+fn run_one(peers: &Peers, client: &Path, run: &Run, out_root: &Path) -> Result<Outcome> {
     use std::os::unix::process::CommandExt;
 
-    let dir = out_root.join(scenario.replace('/', "__"));
+    let dir = out_root
+        .join(&run.revision)
+        .join(run.scenario.replace('/', "__"));
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
@@ -271,7 +404,10 @@ fn run_one(peers: &Peers, client: &Path, scenario: &str, out_root: &Path) -> Res
         .arg("client")
         .arg("--command")
         .arg(client)
-        .args(["--scenario", scenario, "--timeout"])
+        .args(["--scenario", &run.scenario, "--spec-version", &run.revision])
+        // Run at the revision's wire even where the suite would skip the scenario.
+        .arg("--force")
+        .arg("--timeout")
         .arg(CLIENT_TIMEOUT.as_millis().to_string())
         .arg("-o")
         .arg(&dir)
@@ -385,17 +521,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn list_output_is_parsed() {
-        let text = "Client scenarios (test against a client):\n  - initialize [2025-06-18,2025-11-25]\n  - auth/metadata-default [2025-11-25]\n";
-        assert_eq!(parse_list(text), ["initialize", "auth/metadata-default"]);
+    fn required_client_scenarios_are_parsed() {
+        let text = "Required for 2026-07-28 (3 scenarios, frozen):\n\nServer scenarios (test against a server):\n  - tools-list\n\nClient scenarios (test against a client):\n  - tools_call\n  - auth/metadata-default\n\nRun and reported, but never scored:\n  extension (1):\n    - auth/dpop [client]\n";
+        assert_eq!(
+            parse_required(text),
+            ["tools_call", "auth/metadata-default"]
+        );
     }
 
     #[test]
-    fn baseline_needs_reasons_and_no_duplicates() {
-        let ok = parse_baseline("# comment\n\nauth/x   not yet: OAuth  # trailing\n").unwrap();
-        assert_eq!(ok["auth/x"], "not yet: OAuth");
-        assert!(parse_baseline("auth/x\n").is_err());
-        assert!(parse_baseline("a r\na r\n").is_err());
+    fn baseline_needs_headers_reasons_and_no_duplicates() {
+        let ok = parse_baseline(
+            "# comment\n\n[2025-11-25 2026-07-28]\nauth/x   not yet: OAuth  # trailing\n[2026-07-28]\nnew  only here\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok[&("2025-11-25".into(), "auth/x".into())],
+            "not yet: OAuth"
+        );
+        assert_eq!(
+            ok[&("2026-07-28".into(), "auth/x".into())],
+            "not yet: OAuth"
+        );
+        assert_eq!(ok[&("2026-07-28".into(), "new".into())], "only here");
+        assert!(!ok.contains_key(&("2025-11-25".into(), "new".into())));
+        assert!(parse_baseline("[2026-07-28]\nauth/x\n").is_err());
+        assert!(parse_baseline("auth/x reason\n").is_err());
+        assert!(parse_baseline("[2026-07-28]\na r\na r\n").is_err());
+        assert!(parse_baseline("[1999-01-01]\na r\n").is_err());
+        assert!(parse_baseline("[2026-07-28\na r\n").is_err());
     }
 
     /// The committed baseline parses, so a malformed edit fails here rather than in CI's
@@ -405,10 +559,15 @@ mod tests {
         let text =
             std::fs::read_to_string(peers::root().join("peers/conformance-baseline.txt")).unwrap();
         let entries = parse_baseline(&text).unwrap();
-        for required in ["initialize", "tools_call", "sse-retry"] {
+        for (revision, required) in [
+            ("2025-11-25", "initialize"),
+            ("2025-11-25", "tools_call"),
+            ("2025-11-25", "sse-retry"),
+            ("2026-07-28", "tools_call"),
+        ] {
             assert!(
-                !entries.contains_key(required),
-                "`{required}` must pass, not be baselined"
+                !entries.contains_key(&(revision.into(), required.into())),
+                "`{required}` must pass at {revision}, not be baselined"
             );
         }
     }

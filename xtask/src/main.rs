@@ -9,7 +9,7 @@
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
 //! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `datasets/bfcl`) |
 //! | `bench` | criterion benchmarks in release mode: catalog search (1k/10k tools, index build, memory) and the orchestration (runner vs bare rmcp per call over stdio and HTTP, 16 in flight, `open_runner` with 1/8/32 servers); `--json` for the key figures and ratios, `--only search\|orchestration` |
-//! | `conformance` | the official MCP conformance suite's client scenarios vs `peers/conformance-baseline.txt` (`--scenario S` for one) |
+//! | `conformance` | the official MCP conformance suite's client scenarios of each checked revision vs `peers/conformance-baseline.txt` (`--revision R`, `--scenario S` to narrow) |
 
 use std::process::Command;
 
@@ -94,7 +94,7 @@ fn test(extra: &[String]) -> Result<()> {
         .args(extra))?;
     }
     embed_example()?;
-    conformance::check(&peers, &[])?;
+    conformance::check(&peers, &conformance::Filter::default())?;
     // No server process the suite started may outlive it (tests check their own servers by
     // pid and process group; this is the net under them).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

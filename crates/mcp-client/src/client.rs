@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::open::{OpenSettings, open_sessions};
 use crate::session::SessionOptions;
-use crate::{ClientError, Connectors, ListLimits, McpRunner};
+use crate::{ClientError, Connectors, ElicitationHandler, ListLimits, McpRunner};
 
 /// Opens per-run MCP runners.
 ///
@@ -65,6 +65,8 @@ struct Inner {
     max_parallel: usize,
     grace: Duration,
     list_limits: ListLimits,
+    elicitation: Option<Arc<dyn ElicitationHandler>>,
+    discover: bool,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -90,6 +92,8 @@ pub struct McpClientBuilder {
     max_parallel: usize,
     grace: Duration,
     list_limits: ListLimits,
+    elicitation: Option<Arc<dyn ElicitationHandler>>,
+    discover: bool,
 }
 
 impl McpClientBuilder {
@@ -240,6 +244,24 @@ impl McpClientBuilder {
         self
     }
 
+    /// Who answers a server's requests for user input (`elicitation/create`, form or URL
+    /// mode, also inside input-required tool results). With one set, every session declares
+    /// the elicitation capability; without (the default), none is declared and every request
+    /// is declined.
+    pub fn elicitation(mut self, handler: Arc<dyn ElicitationHandler>) -> Self {
+        self.elicitation = Some(handler);
+        self
+    }
+
+    /// Whether sessions start with `server/discover` (protocol revision 2026-07-28, per-request
+    /// metadata), falling back to `initialize` for servers of older revisions (see
+    /// [`crate::lifecycle`]). Off by default: sessions start with `initialize`, which every
+    /// server still accepts.
+    pub fn discover(mut self, discover: bool) -> Self {
+        self.discover = discover;
+        self
+    }
+
     /// Builds the client.
     pub fn build(self) -> McpClient {
         // The catalog hides what the layer's identity rules refuse.
@@ -258,6 +280,8 @@ impl McpClientBuilder {
                 max_parallel: self.max_parallel,
                 grace: self.grace,
                 list_limits: self.list_limits,
+                elicitation: self.elicitation,
+                discover: self.discover,
             }),
         }
     }
@@ -337,6 +361,8 @@ impl McpClient {
             max_parallel: 16,
             grace: Duration::from_secs(2),
             list_limits: ListLimits::default(),
+            elicitation: None,
+            discover: false,
         }
     }
 
@@ -448,6 +474,8 @@ impl McpClient {
             session: SessionOptions {
                 limits: inner.list_limits,
                 scrubber: scrubber.clone(),
+                elicitation: inner.elicitation.clone(),
+                discover: inner.discover,
             },
             tool_limits: &inner.catalog.tool_limits,
         };

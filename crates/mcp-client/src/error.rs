@@ -176,6 +176,8 @@ impl ProtocolError {
                 message: e.message.to_string(),
             },
             E::NoCompatibleProtocolVersion { .. } => Self::NoCommonVersion,
+            // The server did not discover; what counts is why `initialize` failed too.
+            E::LegacyFallbackFailed { fallback, .. } => Self::of_initialize(fallback),
             _ => Self::Unexpected,
         }
     }
@@ -204,6 +206,7 @@ fn during(context: &str) -> String {
     match context {
         c if c.contains("initialized") => "sending the initialized notification".into(),
         c if c.contains("initialize") => "sending the initialize request".into(),
+        c if c.contains("discover") => "sending server/discover".into(),
         _ => "initialising".into(),
     }
 }

@@ -1,38 +1,194 @@
-//! The client-side handler of one session: identifies the client and turns server
-//! notifications into signals for the runner.
+//! The client side of one session: identifies the client, declares what it offers, answers a
+//! server's requests for user input through the embedding runtime's [`ElicitationHandler`],
+//! and turns server notifications into signals for the runner.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::lifecycle::INITIALIZE_VERSION;
+
+/// What the embedding runtime answers when a server asks the user for input
+/// (`elicitation/create`, in form or URL mode, as a request of its own or inside an
+/// input-required tool result).
+///
+/// With one set for a session, the client declares the elicitation capability; without, it
+/// declares none and a server that asks anyway is declined. An accepted form answer gets the schema's `default` for each
+/// property it leaves out.
+#[async_trait]
+pub trait ElicitationHandler: Send + Sync + 'static {
+    /// Answers `request` from the server configured as `server`. The request's texts are the
+    /// server's choice: show them as untrusted.
+    async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult;
+}
+
+/// Declines every request: what a client without a user to ask answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeclineElicitation;
+
+#[async_trait]
+impl ElicitationHandler for DeclineElicitation {
+    async fn elicit(&self, _server: &str, _request: ElicitRequestParams) -> ElicitResult {
+        ElicitResult::new(ElicitationAction::Decline)
+    }
+}
+
 /// Handles server-to-client traffic of one session.
-#[derive(Debug, Clone)]
-pub(crate) struct SessionHandler {
+#[derive(Clone)]
+pub struct SessionHandler {
+    server: Arc<str>,
+    elicitation: Option<Arc<dyn ElicitationHandler>>,
     /// Bumped on every `notifications/tools/list_changed`.
     tools_changed: watch::Sender<u64>,
 }
 
-impl SessionHandler {
-    pub(crate) fn new() -> (Self, watch::Receiver<u64>) {
-        let (tx, rx) = watch::channel(0);
-        (Self { tools_changed: tx }, rx)
+impl std::fmt::Debug for SessionHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandler")
+            .field("server", &self.server)
+            .field("elicitation", &self.elicitation.is_some())
+            .finish_non_exhaustive()
     }
+}
+
+impl SessionHandler {
+    /// The handler of a session with the server configured as `server`, and a receiver that
+    /// changes whenever the server announces a new tool list.
+    pub fn new(
+        server: &str,
+        elicitation: Option<Arc<dyn ElicitationHandler>>,
+    ) -> (Self, watch::Receiver<u64>) {
+        let (tx, rx) = watch::channel(0);
+        (
+            Self {
+                server: server.into(),
+                elicitation,
+                tools_changed: tx,
+            },
+            rx,
+        )
+    }
+
+    /// The capabilities this client declares: elicitation (form and URL) when a handler is
+    /// set, nothing else.
+    pub fn capabilities(&self) -> ClientCapabilities {
+        let mut capabilities = ClientCapabilities::default();
+        if self.elicitation.is_some() {
+            let mut elicitation = ElicitationCapability::new();
+            elicitation.form = Some(FormElicitationCapability::new());
+            elicitation.url = Some(UrlElicitationCapability::new());
+            capabilities.elicitation = Some(elicitation);
+        }
+        capabilities
+    }
+
+    /// The answer to an elicitation request, asked of the handler (declined without one), an
+    /// accepted form answer completed with the schema's defaults.
+    pub(crate) async fn elicit(&self, request: ElicitRequestParams) -> ElicitResult {
+        let Some(handler) = &self.elicitation else {
+            return ElicitResult::new(ElicitationAction::Decline);
+        };
+        let schema = match &request {
+            ElicitRequestParams::FormElicitationParams {
+                requested_schema, ..
+            } => serde_json::to_value(requested_schema).ok(),
+            _ => None,
+        };
+        let mut result = handler.elicit(&self.server, request).await;
+        if let (ElicitationAction::Accept, Some(schema)) = (&result.action, schema) {
+            result.content = Some(with_defaults(&schema, result.content.take()));
+        }
+        result
+    }
+}
+
+/// `content` with each property of `schema` it leaves out set to that property's `default`.
+fn with_defaults(schema: &Value, content: Option<Value>) -> Value {
+    let mut content = match content {
+        Some(Value::Object(content)) => content,
+        None => serde_json::Map::new(),
+        Some(other) => return other,
+    };
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default")
+                && !content.contains_key(name)
+            {
+                content.insert(name.clone(), default.clone());
+            }
+        }
+    }
+    Value::Object(content)
 }
 
 impl ClientHandler for SessionHandler {
     fn get_info(&self) -> ClientConfig {
-        // The newest protocol version that still has the `initialize` handshake: servers in
-        // the wild (and the conformance suite) negotiate down from it; a version without the
-        // handshake would skip the identity and capabilities this client keeps (SPEC C3).
+        // For `initialize`, the newest revision that still has the handshake: older servers
+        // negotiate down from it. `server/discover` asks for the newer ones (see
+        // `crate::lifecycle`).
         ClientConfig::new(
-            ClientCapabilities::default(),
+            self.capabilities(),
             Implementation::new("mcp-agent", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        .with_protocol_version(INITIALIZE_VERSION)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(self.elicit(request).await)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.send_modify(|n| *n += 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn defaults_fill_what_an_accepted_answer_leaves_out() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "Ada"},
+            "age": {"type": "integer", "default": 36},
+            "plain": {"type": "string"},
+        }});
+        assert_eq!(
+            with_defaults(&schema, Some(json!({"name": "Grace"}))),
+            json!({"name": "Grace", "age": 36})
+        );
+        assert_eq!(
+            with_defaults(&schema, None),
+            json!({"name": "Ada", "age": 36})
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_handler_nothing_is_declared_and_every_request_declined() {
+        let (handler, _) = SessionHandler::new("s", None);
+        assert_eq!(handler.capabilities().elicitation, None);
+        let request: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form", "message": "name?",
+            "requestedSchema": {"type": "object", "properties": {}},
+        }))
+        .unwrap();
+        assert_eq!(
+            handler.elicit(request).await.action,
+            ElicitationAction::Decline
+        );
     }
 }

@@ -41,6 +41,7 @@
 mod client;
 mod error;
 mod handler;
+pub mod lifecycle;
 mod list;
 mod open;
 mod runner;
@@ -49,6 +50,7 @@ mod session;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};
+pub use handler::{DeclineElicitation, ElicitationHandler, SessionHandler};
 pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
 pub use open::SkippedServer;

@@ -8,13 +8,16 @@ use mcp_catalog::sanitize::{Lines, clean};
 use mcp_catalog::{SessionError as CallError, ToolSession};
 use mcp_config::{Scrubber, ServerSpec};
 use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
+    InputResponses, JsonObject, Tool,
+};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
 use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
-use crate::handler::SessionHandler;
+use crate::handler::{ElicitationHandler, SessionHandler};
 use crate::list::{ListError, list_all_tools};
 use crate::scrub::{scrub_connect, scrub_error, scrub_result, scrub_text};
 use crate::{ListLimits, SessionError};
@@ -50,11 +53,26 @@ pub struct ServerIdentity {
     pub capabilities: serde_json::Value,
 }
 
-/// What every session of a run shares: the bounds on listings and the run's known secrets.
-#[derive(Debug, Clone, Default)]
+/// What every session of a run shares: the bounds on listings, the run's known secrets and
+/// who answers a server's requests for user input.
+#[derive(Clone, Default)]
 pub(crate) struct SessionOptions {
     pub(crate) limits: ListLimits,
     pub(crate) scrubber: Scrubber,
+    pub(crate) elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// Start with `server/discover` (else `initialize`), not `initialize` alone.
+    pub(crate) discover: bool,
+}
+
+impl std::fmt::Debug for SessionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionOptions")
+            .field("limits", &self.limits)
+            .field("scrubber", &self.scrubber)
+            .field("elicitation", &self.elicitation.is_some())
+            .field("discover", &self.discover)
+            .finish()
+    }
 }
 
 /// A live session with one server.
@@ -62,6 +80,8 @@ pub(crate) struct SessionOptions {
 pub struct Session {
     spec: Arc<ServerSpec>,
     peer: Peer<RoleClient>,
+    /// Answers the input requests of input-required results.
+    handler: SessionHandler,
     service: Mutex<Option<RunningService<RoleClient, SessionHandler>>>,
     handle: Box<dyn ConnectionHandle>,
     identity: ServerIdentity,
@@ -133,7 +153,62 @@ impl Session {
         diag: Arc<std::sync::Mutex<Option<String>>>,
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
-        let Connection { transport, handle } = connector.connect(&spec).await?;
+        let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
+        let lifecycle = if options.discover {
+            Lifecycle::Discover
+        } else {
+            Lifecycle::Initialize
+        };
+        let started = Self::start(
+            connector,
+            &spec,
+            &diag,
+            &options,
+            handler.clone(),
+            lifecycle,
+        )
+        .await;
+        let (service, tools, handle) = match started {
+            Ok(started) => started,
+            // A server that answered `server/discover` but refuses what follows until it is
+            // initialised: once more, on a new connection, with `initialize` alone.
+            Err(Refused::AfterDiscover) => Self::start(
+                connector,
+                &spec,
+                &diag,
+                &options,
+                handler.clone(),
+                Lifecycle::Initialize,
+            )
+            .await
+            .map_err(|e| e.into_error(&spec.name))?,
+            Err(Refused::Error(e)) => return Err(e),
+        };
+        let peer = service.peer().clone();
+        let identity = identity_of(&peer, &options.scrubber);
+        let session = Self {
+            spec,
+            peer,
+            handler,
+            service: Mutex::new(Some(service)),
+            handle,
+            identity,
+            tools_changed,
+            options,
+        };
+        Ok((session, tools))
+    }
+
+    /// Connects, starts the lifecycle and lists the tools. A failure releases the connection.
+    async fn start(
+        connector: &dyn Connector,
+        spec: &ServerSpec,
+        diag: &Arc<std::sync::Mutex<Option<String>>>,
+        options: &SessionOptions,
+        handler: SessionHandler,
+        lifecycle: Lifecycle,
+    ) -> Result<Started, Refused> {
+        let Connection { transport, handle } = connector.connect(spec).await?;
         // Keeps the handle's stderr tail reachable if this future is dropped by the timeout.
         struct DiagOnDrop<'a>(
             &'a dyn ConnectionHandle,
@@ -146,43 +221,52 @@ impl Session {
                 }
             }
         }
-        let (handler, tools_changed) = SessionHandler::new();
-        let (service, tools) = {
-            let _diag = DiagOnDrop(&*handle, diag);
-            let service = match rmcp::serve_client(handler, transport).await {
-                Ok(service) => service,
-                Err(e) => {
-                    let diagnostics = release(&*handle).await;
-                    return Err(SessionError::Initialize {
-                        server: spec.name.clone(),
-                        diagnostics,
-                        source: handle
-                            .failure()
-                            .unwrap_or_else(|| Box::new(ProtocolError::of_initialize(&e))),
-                    });
-                }
-            };
-            match list_all_tools(service.peer(), options.limits).await {
-                Ok(tools) => (service, tools),
-                Err(e) => {
-                    drop(service);
-                    let diagnostics = release(&*handle).await;
-                    return Err(list_error(&spec.name, e, diagnostics, handle.failure()));
-                }
+        let _diag = DiagOnDrop(&*handle, diag.clone());
+        let served = match lifecycle {
+            Lifecycle::Discover => {
+                crate::lifecycle::serve(handler, transport, discover_timeout(spec)).await
+            }
+            Lifecycle::Initialize => crate::lifecycle::serve_initialize(handler, transport).await,
+        };
+        let service = match served {
+            Ok(service) => service,
+            Err(e) => {
+                let diagnostics = release(&*handle).await;
+                return Err(Refused::Error(SessionError::Initialize {
+                    server: spec.name.clone(),
+                    diagnostics,
+                    source: handle
+                        .failure()
+                        .unwrap_or_else(|| Box::new(ProtocolError::of_initialize(&e))),
+                }));
             }
         };
-        let peer = service.peer().clone();
-        let identity = identity_of(&peer, &options.scrubber);
-        let session = Self {
-            spec,
-            peer,
-            service: Mutex::new(Some(service)),
-            handle,
-            identity,
-            tools_changed,
-            options,
-        };
-        Ok((session, tools))
+        let discovered = service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        match list_all_tools(service.peer(), options.limits).await {
+            Ok(tools) => {
+                drop(_diag);
+                Ok((service, tools, handle))
+            }
+            Err(e) => {
+                drop(service);
+                let diagnostics = release(&*handle).await;
+                if discovered
+                    && lifecycle == Lifecycle::Discover
+                    && matches!(e, ListError::Service(ServiceError::McpError(_)))
+                {
+                    return Err(Refused::AfterDiscover);
+                }
+                Err(Refused::Error(list_error(
+                    &spec.name,
+                    e,
+                    diagnostics,
+                    handle.failure(),
+                )))
+            }
+        }
     }
 
     /// The spec this session was opened from.
@@ -291,7 +375,7 @@ impl Session {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let timeout = self.spec.call_timeout;
         let scrubber = &self.options.scrubber;
-        match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+        match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {
             Ok(Ok(result)) => {
                 scrub_result(scrubber, result).map_err(|e| CallError::Transport(Box::new(e)))
             }
@@ -335,6 +419,47 @@ impl Session {
         }
     }
 
+    /// `tools/call`, answering input-required results (SEP-2322) until the server completes
+    /// the call: each round's elicitations go to the session's handler, and the retry carries
+    /// the answers and the server's `requestState` exactly as sent, under a new request id.
+    /// Bounded by rmcp's round cap; a round asking for what this client does not offer
+    /// (sampling, roots) fails the call.
+    async fn call_tool_rounds(
+        &self,
+        mut params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        for _ in 0..DEFAULT_MRTR_MAX_ROUNDS {
+            let round = match self.peer.call_tool_once(params.clone()).await? {
+                CallToolResponse::Complete(result) => return Ok(result),
+                CallToolResponse::InputRequired(round) => round,
+                _ => return Err(ServiceError::UnexpectedResponse),
+            };
+            let requests = round.input_requests.unwrap_or_default();
+            if requests.is_empty() && round.request_state.is_none() {
+                return Err(ServiceError::UnexpectedResponse);
+            }
+            let mut responses = InputResponses::new();
+            for (key, request) in requests {
+                let InputRequest::Elicitation(request) = request else {
+                    return Err(ServiceError::McpError(rmcp::ErrorData::invalid_request(
+                        "the server asked for input this client does not offer (only elicitation)",
+                        None,
+                    )));
+                };
+                let answer = self.handler.elicit(request.params).await;
+                let answer = serde_json::to_value(answer).map_err(|e| {
+                    ServiceError::McpError(rmcp::ErrorData::internal_error(e.to_string(), None))
+                })?;
+                responses.insert(key, answer);
+            }
+            params.input_responses = (!responses.is_empty()).then_some(responses);
+            params.request_state = round.request_state;
+        }
+        Err(ServiceError::InputRequiredRoundsExceeded {
+            max_rounds: DEFAULT_MRTR_MAX_ROUNDS,
+        })
+    }
+
     fn with_stderr(&self, e: ProtocolError, suffix: &str) -> BoxError {
         if suffix.is_empty() {
             Box::new(e)
@@ -354,6 +479,60 @@ impl Session {
         }
         self.handle.shutdown(grace).await;
     }
+}
+
+/// How a session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    /// `server/discover`, else `initialize` ([`crate::lifecycle::serve`]).
+    Discover,
+    /// `initialize` only.
+    Initialize,
+}
+
+/// A started session, its tools and its connection.
+type Started = (
+    RunningService<RoleClient, SessionHandler>,
+    Vec<Tool>,
+    Box<dyn ConnectionHandle>,
+);
+
+/// Why a start failed.
+enum Refused {
+    /// The server answered `server/discover`, then refused the tool listing with a JSON-RPC
+    /// error: it may only speak `initialize`.
+    AfterDiscover,
+    Error(SessionError),
+}
+
+impl From<mcp_connector::ConnectError> for Refused {
+    fn from(e: mcp_connector::ConnectError) -> Self {
+        Self::Error(e.into())
+    }
+}
+
+impl Refused {
+    fn into_error(self, server: &str) -> SessionError {
+        match self {
+            Self::Error(e) => e,
+            // Not reached: `initialize` alone never reports a discover.
+            Self::AfterDiscover => SessionError::Initialize {
+                server: server.to_owned(),
+                diagnostics: None,
+                source: Box::new(ProtocolError::Unexpected),
+            },
+        }
+    }
+}
+
+/// The bound on the `server/discover` probe: [`DEFAULT_DISCOVER_TIMEOUT`], or half the spec's
+/// connect timeout when that is shorter, so a server that ignores the probe still has time for
+/// `initialize` and its tool list.
+///
+/// [`DEFAULT_DISCOVER_TIMEOUT`]: crate::lifecycle::DEFAULT_DISCOVER_TIMEOUT
+fn discover_timeout(spec: &ServerSpec) -> Duration {
+    let default = crate::lifecycle::DEFAULT_DISCOVER_TIMEOUT;
+    spec.connect_timeout.map_or(default, |t| default.min(t / 2))
 }
 
 /// Releases the connection of a session that failed to open, then reads its diagnostics.

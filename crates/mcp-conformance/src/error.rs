@@ -34,6 +34,9 @@ pub enum Error {
         /// Its content, as JSON.
         content: String,
     },
+    /// The server did not list a tool the scenario needs.
+    #[error("the server lists no tool `{0}`")]
+    MissingTool(String),
     /// The step did not finish in time.
     #[error("{what} did not finish within {:.1} s", after.as_secs_f64())]
     Timeout {

@@ -5,9 +5,11 @@
 //! scenarios, `MCP_CONFORMANCE_CONTEXT`) set, then judges what the client did on the wire.
 //! This crate is that client, built on the workspace's own pieces: the server spec comes from
 //! `mcp-config`'s parser ([`server_spec`]), the transport from a [`Connector`] (the binary uses
-//! `mcp-transport-http`'s `HttpConnector`), and the protocol from rmcp, as `mcp-client` does.
-//! It declares the same client capabilities as `mcp-client` (none), so the suite measures
-//! what the library offers, not a special build.
+//! `mcp-transport-http`'s `HttpConnector`), the lifecycle (`server/discover`, else
+//! `initialize`) from `mcp-client`'s [`lifecycle`](mcp_client::lifecycle) and the client side
+//! from its [`SessionHandler`], so the suite measures what the library offers, not a special
+//! build. Like an embedding runtime with a user who accepts, it answers elicitations with
+//! [`AcceptElicitation`] (the library fills in the schema's defaults).
 //!
 //! `cargo xtask conformance` runs every client scenario against it and compares the outcomes
 //! with `peers/conformance-baseline.txt`.
@@ -20,17 +22,20 @@
 
 mod error;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_client::lifecycle::DEFAULT_DISCOVER_TIMEOUT;
 use mcp_config::{ServerSpec, SpecOrigin};
 use mcp_connector::{Connection, Connector};
 
 pub use error::Error;
-use rmcp::ClientHandler;
+use mcp_client::{ElicitationHandler, SessionHandler};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
-    ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction,
+    JsonObject, Tool,
 };
+use rmcp::service::{Peer, RoleClient, RunningService};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -52,9 +57,21 @@ pub enum Step {
         /// Its arguments.
         arguments: JsonObject,
     },
+    /// `tools/call` of every listed tool in the listed order, each with a value for each
+    /// required parameter (its result is logged, not judged).
+    CallEveryTool,
+    /// The calls the scenario's context names (`toolCalls`: `name` and `arguments`).
+    ContextCalls,
+    /// `tools/call` of `echo` with `{"schema": <focal's inputSchema as listed>}`.
+    EchoSchema {
+        /// The tool whose schema is sent back.
+        focal: &'static str,
+        /// The tool that receives it.
+        echo: &'static str,
+    },
 }
 
-/// What the client does for `scenario`, after connecting and initialising.
+/// What the client does for `scenario`, after connecting and starting the session.
 ///
 /// Scenarios not named here (the auth ones) check the connection itself, so listing the tools
 /// over an authenticated session is all they need.
@@ -64,6 +81,14 @@ pub fn plan(scenario: &str) -> Vec<Step> {
         arguments: arguments.as_object().cloned().unwrap_or_default(),
     };
     match scenario {
+        "http-custom-headers" => vec![Step::ListTools, Step::ContextCalls],
+        "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
+            vec![Step::ListTools, Step::CallEveryTool]
+        }
+        "json-schema-2020-12-preservation" => vec![Step::EchoSchema {
+            focal: "json_schema_2020_12_tool",
+            echo: "json_schema_echo",
+        }],
         "tools_call" => vec![
             Step::ListTools,
             call("add_numbers", json!({"a": 5, "b": 3})),
@@ -98,40 +123,42 @@ pub fn server_spec(url: &Url, context: Option<&Value>) -> Result<ServerSpec, Err
     ServerSpec::from_json(&spec, SpecOrigin::Operator).map_err(|e| Error::Config(Box::new(e)))
 }
 
-/// The client's side of the handshake: identity and (no) capabilities, as `mcp-client`.
-///
-/// The requested protocol version is the newest one that still has an `initialize`
-/// handshake (`2025-11-25`), not rmcp's default `LATEST` (`2026-07-28`, which replaced the
-/// handshake with per-request metadata): the suite's `initialize` scenario fails a client
-/// that asks for a version it does not know.
+/// Accepts every elicitation without filling anything in: the library completes the answer
+/// with the requested schema's defaults.
 #[derive(Debug, Clone, Copy, Default)]
-struct Handler;
+pub struct AcceptElicitation;
 
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("mcp-agent-conformance-client", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+#[async_trait::async_trait]
+impl ElicitationHandler for AcceptElicitation {
+    async fn elicit(&self, _server: &str, _request: ElicitRequestParams) -> ElicitResult {
+        ElicitResult::new(ElicitationAction::Accept)
     }
 }
 
-/// Connects to `spec` through `connector`, initialises, runs `steps`, and closes the session
-/// (HTTP `DELETE`). Each request is bounded by `spec.call_timeout`. Progress goes to `log`.
+/// Connects to `spec` through `connector`, starts the session, runs `steps` (the calls of
+/// [`Step::ContextCalls`] from `context`), and closes the session (HTTP `DELETE`). Each request
+/// is bounded by `spec.call_timeout`. Progress goes to `log`.
 pub async fn run(
     connector: &dyn Connector,
     spec: &ServerSpec,
     steps: &[Step],
+    context: Option<&Value>,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Error> {
     let limit = spec.call_timeout;
     let bounded = |what: String| move |_| Error::Timeout { what, after: limit };
     let Connection { transport, handle } = connector.connect(spec).await?;
-    let service = tokio::time::timeout(limit, rmcp::serve_client(Handler, transport))
-        .await
-        .map_err(bounded("initialize".into()))?
-        .map_err(|e| Error::Initialize(Box::new(e)))?;
+    let service = tokio::time::timeout(
+        limit,
+        mcp_client::lifecycle::serve(
+            SessionHandler::new(&spec.name, Some(Arc::new(AcceptElicitation))).0,
+            transport,
+            DEFAULT_DISCOVER_TIMEOUT,
+        ),
+    )
+    .await
+    .map_err(bounded("initialize".into()))?
+    .map_err(|e| Error::Initialize(Box::new(e)))?;
     if let Some(info) = service.peer().peer_info() {
         log(format!(
             "initialized: server {:?}, protocol {}",
@@ -139,59 +166,137 @@ pub async fn run(
             info.protocol_version
         ));
     }
-    let result = run_steps(service.peer(), steps, limit, log).await;
+    let result = run_steps(&service, steps, context, limit, log).await;
     let _ = tokio::time::timeout(limit, service.cancel()).await;
     handle.shutdown(Duration::from_secs(1)).await;
     result
 }
 
 async fn run_steps(
-    peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    service: &RunningService<RoleClient, SessionHandler>,
     steps: &[Step],
+    context: Option<&Value>,
     limit: Duration,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Error> {
+    let mut listed: Vec<Tool> = Vec::new();
     for step in steps {
         match step {
             Step::ListTools => {
-                let tools = tokio::time::timeout(limit, peer.list_all_tools())
-                    .await
-                    .map_err(|_| Error::Timeout {
-                        what: "tools/list".into(),
-                        after: limit,
-                    })?
-                    .map_err(|e| Error::Request {
-                        method: "tools/list".into(),
-                        source: Box::new(e),
-                    })?;
-                let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+                listed = list_tools(service.peer(), limit).await?;
+                let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
                 log(format!("tools/list: {names:?}"));
             }
             Step::CallTool { name, arguments } => {
-                let params =
-                    CallToolRequestParams::new(name.to_string()).with_arguments(arguments.clone());
-                let result = tokio::time::timeout(limit, peer.call_tool(params))
-                    .await
-                    .map_err(|_| Error::Timeout {
-                        what: format!("tools/call {name}"),
-                        after: limit,
-                    })?
-                    .map_err(|e| Error::Request {
-                        method: format!("tools/call {name}"),
-                        source: Box::new(e),
-                    })?;
-                let content = serde_json::to_string(&result.content).unwrap_or_default();
+                let result = call(service, name, arguments.clone(), limit).await?;
                 if result.is_error == Some(true) {
                     return Err(Error::ToolError {
                         tool: name.to_string(),
-                        content,
+                        content: serde_json::to_string(&result.content).unwrap_or_default(),
                     });
                 }
-                log(format!("tools/call {name}: {content}"));
+                log(format!("tools/call {name}: {}", shown(&result)));
+            }
+            Step::CallEveryTool => {
+                for tool in &listed {
+                    let arguments = required_arguments(&tool.input_schema);
+                    let result = call(service, &tool.name, arguments, limit).await?;
+                    log(format!("tools/call {}: {}", tool.name, shown(&result)));
+                }
+            }
+            Step::ContextCalls => {
+                let calls = context
+                    .and_then(|c| c.get("toolCalls"))
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                for entry in calls {
+                    let name = entry
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let arguments = entry
+                        .get("arguments")
+                        .and_then(Value::as_object)
+                        .cloned()
+                        .unwrap_or_default();
+                    let result = call(service, name, arguments, limit).await?;
+                    log(format!("tools/call {name}: {}", shown(&result)));
+                }
+            }
+            Step::EchoSchema { focal, echo } => {
+                listed = list_tools(service.peer(), limit).await?;
+                let tool = listed
+                    .iter()
+                    .find(|t| t.name == *focal)
+                    .ok_or_else(|| Error::MissingTool(focal.to_string()))?;
+                let mut arguments = JsonObject::new();
+                arguments.insert("schema".into(), Value::Object((*tool.input_schema).clone()));
+                let result = call(service, echo, arguments, limit).await?;
+                log(format!("tools/call {echo}: {}", shown(&result)));
             }
         }
     }
     Ok(())
+}
+
+async fn list_tools(peer: &Peer<RoleClient>, limit: Duration) -> Result<Vec<Tool>, Error> {
+    tokio::time::timeout(limit, peer.list_all_tools())
+        .await
+        .map_err(|_| Error::Timeout {
+            what: "tools/list".into(),
+            after: limit,
+        })?
+        .map_err(|e| Error::Request {
+            method: "tools/list".into(),
+            source: Box::new(e),
+        })
+}
+
+/// `tools/call`, answering input-required results through the session's handler.
+async fn call(
+    service: &RunningService<RoleClient, SessionHandler>,
+    name: &str,
+    arguments: JsonObject,
+    limit: Duration,
+) -> Result<CallToolResult, Error> {
+    let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+    tokio::time::timeout(limit, service.call_tool(params))
+        .await
+        .map_err(|_| Error::Timeout {
+            what: format!("tools/call {name}"),
+            after: limit,
+        })?
+        .map_err(|e| Error::Request {
+            method: format!("tools/call {name}"),
+            source: Box::new(e),
+        })
+}
+
+fn shown(result: &CallToolResult) -> String {
+    serde_json::to_string(&result.content).unwrap_or_default()
+}
+
+/// A value for each required parameter of `schema`, of its declared type.
+fn required_arguments(schema: &JsonObject) -> JsonObject {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required = schema.get("required").and_then(Value::as_array);
+    let mut arguments = JsonObject::new();
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        let kind = properties
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str);
+        let value = match kind {
+            Some("integer" | "number") => json!(1),
+            Some("boolean") => json!(true),
+            Some("array") => json!([]),
+            Some("object") => json!({}),
+            _ => json!("test"),
+        };
+        arguments.insert(name.to_owned(), value);
+    }
+    arguments
 }
 
 #[cfg(test)]
@@ -202,6 +307,15 @@ mod tests {
     fn unknown_scenarios_list_tools() {
         assert_eq!(plan("auth/metadata-default"), vec![Step::ListTools]);
         assert_eq!(plan("initialize"), vec![Step::ListTools]);
+    }
+
+    #[test]
+    fn required_parameters_get_values_of_their_type() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string"}, "n": {"type": "integer"}, "opt": {"type": "string"},
+        }, "required": ["region", "n"]});
+        let arguments = required_arguments(schema.as_object().unwrap());
+        assert_eq!(Value::Object(arguments), json!({"region": "test", "n": 1}));
     }
 
     #[test]

@@ -3,4 +3,5 @@
 
 mod governed;
 mod in_memory;
+mod lifecycle;
 mod listing;

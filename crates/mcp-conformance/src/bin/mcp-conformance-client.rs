@@ -57,7 +57,13 @@ fn main() -> ExitCode {
         let mut log = |line: String| eprintln!("  {line}");
         match tokio::time::timeout(
             RUN_TIMEOUT,
-            run(&connector, &spec, &plan(&scenario), &mut log),
+            run(
+                &connector,
+                &spec,
+                &plan(&scenario),
+                context.as_ref(),
+                &mut log,
+            ),
         )
         .await
         {

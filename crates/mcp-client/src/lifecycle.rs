@@ -1,0 +1,205 @@
+//! How a session starts: protocol revision 2026-07-28's `server/discover` first, the
+//! `initialize` handshake of older revisions when the server does not speak it.
+//!
+//! rmcp's [`ClientLifecycleMode::Auto`] does the protocol: it sends `server/discover` with the
+//! client's metadata, and on a discover result keeps the server's identity and sends every
+//! later request with per-request `_meta` (and, over HTTP, the `MCP-Protocol-Version`,
+//! `Mcp-Method` and `Mcp-Name` headers); on a JSON-RPC error answering the probe it falls back
+//! to `initialize` on the same connection. What a legacy server answers is not always an error,
+//! though, nor always prompt, so [`serve`] puts a [`DiscoverProbe`] between rmcp and the
+//! transport, which turns each of these into the error rmcp falls back on:
+//!
+//! - an answer that is not a discover result (an empty `{}` from a server that answers every
+//!   unknown method, or any other result);
+//! - no answer within the probe's bound (a server that ignores requests before `initialize`),
+//!   so the fallback comes after that bound rather than rmcp's fixed 10 s.
+//!
+//! A late answer to the probe is dropped, so it cannot be taken for the answer to
+//! `initialize`. Errors that rmcp reads as a modern server's refusal (a missing capability, a
+//! header mismatch) still fail the open, and an unsupported version is negotiated by rmcp.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use mcp_connector::BoxTransport;
+use rmcp::model::{
+    ClientRequest, ErrorCode, ErrorData, JsonRpcMessage, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::{ClientHandler, ClientLifecycleMode};
+
+/// How long a server has to answer `server/discover` before the client takes it for a server
+/// of an older revision and sends `initialize`.
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The revisions the client asks for with `server/discover`, most preferred first.
+pub fn discover_versions() -> Vec<ProtocolVersion> {
+    vec![ProtocolVersion::V_2026_07_28]
+}
+
+/// The revision the client asks for in `initialize` when a server does not discover: the
+/// newest one that still has the handshake.
+pub const INITIALIZE_VERSION: ProtocolVersion = ProtocolVersion::LATEST_WITH_INITIALIZE;
+
+/// Starts the MCP lifecycle over `transport`: `server/discover`, falling back to `initialize`
+/// when the server does not answer it with a discover result within `discover_timeout`.
+///
+/// The server's identity (`serverInfo`, protocol version, capabilities, instructions) is the
+/// peer info of the returned service, whichever path set it.
+///
+/// # Errors
+///
+/// rmcp's [`ClientInitializeError`] when neither path opens the session.
+pub async fn serve<H: ClientHandler>(
+    handler: H,
+    transport: BoxTransport,
+    discover_timeout: Duration,
+) -> Result<RunningService<RoleClient, H>, ClientInitializeError> {
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: discover_versions(),
+        legacy_version: Some(INITIALIZE_VERSION),
+    };
+    rmcp::serve_client_with_lifecycle(
+        handler,
+        DiscoverProbe::new(transport, discover_timeout),
+        lifecycle,
+    )
+    .await
+}
+
+/// Starts the lifecycle of the older revisions over `transport`: `initialize` alone, for a
+/// server known not to discover (one that answered `server/discover` but refused what followed
+/// until initialised).
+///
+/// # Errors
+///
+/// rmcp's [`ClientInitializeError`] when the handshake fails.
+pub async fn serve_initialize<H: ClientHandler>(
+    handler: H,
+    transport: BoxTransport,
+) -> Result<RunningService<RoleClient, H>, ClientInitializeError> {
+    rmcp::serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize).await
+}
+
+/// A transport that watches the `server/discover` probe (see the [module docs](self)).
+pub struct DiscoverProbe {
+    inner: BoxTransport,
+    timeout: Duration,
+    /// The probe awaiting its answer, and when the wait ends.
+    pending: Option<(RequestId, Pin<Box<tokio::time::Sleep>>)>,
+    /// Probes answered here (an error in the server's stead): a late answer is dropped.
+    abandoned: Vec<RequestId>,
+}
+
+impl std::fmt::Debug for DiscoverProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscoverProbe")
+            .field("inner", &self.inner)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiscoverProbe {
+    /// Watches `inner`'s probes, each bounded by `timeout`.
+    pub fn new(inner: BoxTransport, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            pending: None,
+            abandoned: Vec::new(),
+        }
+    }
+
+    /// The error rmcp takes for a server without `server/discover`.
+    fn legacy(id: RequestId, why: &str) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::error(
+            ErrorData::new(ErrorCode::METHOD_NOT_FOUND, why.to_owned(), None),
+            Some(id),
+        )
+    }
+
+    /// What the client sees of `message`: a probe's answer checked, a late one dropped.
+    fn screen(&mut self, message: ServerJsonRpcMessage) -> Option<ServerJsonRpcMessage> {
+        let answered = match &message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = answered
+            && let Some(index) = self.abandoned.iter().position(|a| a == id)
+        {
+            self.abandoned.swap_remove(index);
+            return None;
+        }
+        let Some((probe, _)) = &self.pending else {
+            return Some(message);
+        };
+        match message {
+            JsonRpcMessage::Response(response) if &response.id == probe => {
+                self.pending = None;
+                if matches!(response.result, ServerResult::DiscoverResult(_)) {
+                    Some(JsonRpcMessage::Response(response))
+                } else {
+                    Some(Self::legacy(
+                        response.id,
+                        "server/discover was answered with something that is not a discover result",
+                    ))
+                }
+            }
+            JsonRpcMessage::Error(error) if error.id.as_ref().is_none_or(|id| id == probe) => {
+                self.pending = None;
+                Some(JsonRpcMessage::Error(error))
+            }
+            other => Some(other),
+        }
+    }
+}
+
+impl Transport<RoleClient> for DiscoverProbe {
+    type Error = <BoxTransport as Transport<RoleClient>>::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(request) = &item
+            && matches!(request.request, ClientRequest::DiscoverRequest(_))
+        {
+            self.pending = Some((
+                request.id.clone(),
+                Box::pin(tokio::time::sleep(self.timeout)),
+            ));
+        }
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            let message = match &mut self.pending {
+                None => self.inner.receive().await?,
+                Some((id, deadline)) => {
+                    tokio::select! {
+                        message = self.inner.receive() => message?,
+                        () = deadline.as_mut() => {
+                            let id = id.clone();
+                            self.pending = None;
+                            self.abandoned.push(id.clone());
+                            return Some(Self::legacy(id, "server/discover went unanswered"));
+                        }
+                    }
+                }
+            };
+            if let Some(message) = self.screen(message) {
+                return Some(message);
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}

@@ -1,0 +1,300 @@
+//! How a session started with `server/discover` (`McpClientBuilder::discover`) goes against
+//! servers of either revision, on a scripted server that answers
+//! `server/discover` as each kind of server in the wild does: a 2026-07-28 server (discover
+//! result, then per-request metadata), a legacy one refusing it, one answering garbage, one
+//! never answering, and one that claims 2026-07-28 but only works after `initialize`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_core::{RunInput, Runner};
+use mcp_client::McpClient;
+use mcp_config::Config;
+use mcp_connector::Connectors;
+use mcp_connector::testing::{InMemoryConnector, spec};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// How the scripted server answers `server/discover`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Discover {
+    /// A discover result offering 2026-07-28; no `initialize` needed.
+    Modern,
+    /// JSON-RPC method not found.
+    MethodNotFound,
+    /// A result that is not a discover result (`{}`), as servers answering every method do.
+    Garbage,
+    /// Nothing, ever (its answer would come after `initialize`'s, so it is never sent).
+    Never,
+    /// A discover result, but every other request fails until `initialize`.
+    ClaimsModern,
+}
+
+/// Every request the server received, in order.
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+fn discover_result() -> Value {
+    json!({
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {}},
+        "instructions": "modern instructions",
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-server", "version": "2.0.0"}},
+    })
+}
+
+fn initialize_result() -> Value {
+    json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "legacy-server", "version": "1.0.0"},
+        "instructions": "legacy instructions",
+    })
+}
+
+/// A line-delimited JSON-RPC server scripted by `mode`, recording what it received.
+fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let (read, mut write) = tokio::io::split(server);
+        let mut lines = BufReader::new(read).lines();
+        let mut initialized = false;
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            seen.lock().unwrap().push(message.clone());
+            let id = message.get("id").cloned();
+            let method = message["method"].as_str().unwrap_or_default();
+            let reply = match (method, mode) {
+                ("server/discover", Discover::Modern | Discover::ClaimsModern) => {
+                    Some(json!({"result": discover_result()}))
+                }
+                ("server/discover", Discover::MethodNotFound) => {
+                    Some(json!({"error": {"code": -32601, "message": "Method not found"}}))
+                }
+                ("server/discover", Discover::Garbage) => Some(json!({"result": {}})),
+                ("server/discover", Discover::Never) => None,
+                ("initialize", _) => {
+                    initialized = true;
+                    Some(json!({"result": initialize_result()}))
+                }
+                ("tools/list", Discover::ClaimsModern) if !initialized => {
+                    Some(json!({"error": {"code": -32600, "message": "Server not initialized"}}))
+                }
+                ("tools/list", _) => Some(json!({"result": {"tools": [
+                    {"name": "echo", "inputSchema": {
+                        "$schema": "https://json-schema.org/draft/2020-12/schema",
+                        "type": "object",
+                        "properties": {"m": {"$ref": "#/$defs/text"}},
+                        "$defs": {"text": {"type": "string"}},
+                    }},
+                ]}})),
+                _ => None,
+            };
+            let (Some(id), Some(mut reply)) = (id, reply) else {
+                continue;
+            };
+            reply["jsonrpc"] = json!("2.0");
+            reply["id"] = id;
+            let mut text = reply.to_string();
+            text.push('\n');
+            if write.write_all(text.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    client
+}
+
+fn client(mode: Discover, seen: Seen, connect_timeout: Duration) -> McpClient {
+    let memory = InMemoryConnector::new().server("s", move || scripted(mode, seen.clone()));
+    let mut spec = spec("s");
+    spec.connect_timeout = Some(connect_timeout);
+    McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
+        .connectors(Connectors::new().with(memory))
+        .discover(true)
+        .build()
+}
+
+fn methods(seen: &Seen) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["method"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Opens a run on a server answering discover as `mode`; returns the session's identity
+/// (name, protocol, instructions), what the server received and how long the open took.
+async fn open(
+    mode: Discover,
+    connect_timeout: Duration,
+) -> (Result<(String, String, String), String>, Seen, Duration) {
+    let seen = Seen::default();
+    let started = Instant::now();
+    let opened = client(mode, seen.clone(), connect_timeout)
+        .open_runner(&RunInput::new("s", "i"))
+        .await;
+    let took = started.elapsed();
+    let outcome = match opened {
+        Ok(runner) => {
+            let identity = runner.sessions()[0].identity().clone();
+            let tools = runner.catalog().len();
+            assert!(tools > 0, "the tool was listed");
+            runner.close().await;
+            Ok((
+                identity.name.unwrap_or_default(),
+                identity.protocol_version,
+                identity.instructions.unwrap_or_default(),
+            ))
+        }
+        Err(e) => Err(agent_core::error_chain(&e)),
+    };
+    (outcome, seen, took)
+}
+
+#[tokio::test]
+async fn a_2026_07_28_server_is_discovered_and_sent_per_request_metadata() {
+    let (outcome, seen, _) = open(Discover::Modern, Duration::from_secs(10)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        (
+            "modern-server".into(),
+            "2026-07-28".into(),
+            "modern instructions".into()
+        )
+    );
+    assert_eq!(methods(&seen)[..2], ["server/discover", "tools/list"]);
+    let list = seen.lock().unwrap()[1].clone();
+    let meta = &list["params"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+        "{list}"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"], "mcp-agent",
+        "{list}"
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_server_refusing_discover_is_initialized_at_once() {
+    let (outcome, seen, took) = open(Discover::MethodNotFound, Duration::from_secs(10)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        (
+            "legacy-server".into(),
+            "2025-11-25".into(),
+            "legacy instructions".into()
+        )
+    );
+    assert_eq!(
+        methods(&seen)[..4],
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list"
+        ]
+    );
+    assert!(took < Duration::from_secs(1), "no wait: {took:?}");
+}
+
+#[tokio::test]
+async fn a_discover_answered_with_garbage_falls_back_to_initialize_at_once() {
+    let (outcome, seen, took) = open(Discover::Garbage, Duration::from_secs(10)).await;
+    assert_eq!(outcome.unwrap().0, "legacy-server");
+    assert_eq!(methods(&seen)[..2], ["server/discover", "initialize"]);
+    assert!(took < Duration::from_secs(1), "no wait: {took:?}");
+}
+
+#[tokio::test]
+async fn a_discover_never_answered_falls_back_within_its_bound() {
+    // The probe waits half the connect timeout at most (here 1 s), not rmcp's 10 s.
+    let (outcome, seen, took) = open(Discover::Never, Duration::from_secs(2)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        (
+            "legacy-server".into(),
+            "2025-11-25".into(),
+            "legacy instructions".into()
+        )
+    );
+    assert_eq!(methods(&seen)[..2], ["server/discover", "initialize"]);
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(2),
+        "bounded wait: {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_claiming_2026_07_28_that_only_speaks_initialize_is_initialized() {
+    let (outcome, seen, _) = open(Discover::ClaimsModern, Duration::from_secs(10)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        (
+            "legacy-server".into(),
+            "2025-11-25".into(),
+            "legacy instructions".into()
+        )
+    );
+    let methods = methods(&seen);
+    assert_eq!(
+        methods,
+        [
+            "server/discover",
+            "tools/list",
+            "initialize",
+            "notifications/initialized",
+            "tools/list"
+        ],
+        "{methods:?}"
+    );
+}
+
+#[tokio::test]
+async fn json_schema_2020_12_is_kept_as_sent() {
+    let seen = Seen::default();
+    let runner = client(Discover::Modern, seen, Duration::from_secs(10))
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let schema = runner
+        .catalog()
+        .entries()
+        .iter()
+        .find(|t| t.remote_name == "echo")
+        .map(|t| t.input_schema_json().to_owned())
+        .expect("the tool is listed");
+    let schema: Value = serde_json::from_str(&schema).unwrap();
+    assert_eq!(schema["properties"]["m"]["$ref"], "#/$defs/text");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    runner.close().await;
+}
+
+#[tokio::test]
+async fn without_discover_sessions_start_with_initialize() {
+    let seen = Seen::default();
+    let memory = InMemoryConnector::new().server("s", {
+        let seen = seen.clone();
+        move || scripted(Discover::Modern, seen.clone())
+    });
+    let runner = McpClient::builder(Config::new(vec![spec("s")]).expect("a valid spec"))
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    assert_eq!(
+        runner.sessions()[0].identity().protocol_version,
+        "2025-11-25"
+    );
+    runner.close().await;
+    assert_eq!(methods(&seen)[0], "initialize");
+}
