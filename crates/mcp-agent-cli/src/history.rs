@@ -317,6 +317,14 @@ fn describe_event(event: &Value) -> (String, String) {
         }
         None => line.push_str(on_server.trim_start_matches(" on ")),
     }
+    // The agent loop's events: its step (the steps taken, for the run's end).
+    if let Some(step) = event["step"].as_u64() {
+        if kind == "run_finished" {
+            line.push_str(&format!("{step} step{}", if step == 1 { "" } else { "s" }));
+        } else {
+            line.push_str(&format!("step {step}"));
+        }
+    }
     let mut details = Vec::new();
     if let Some(outcome) = text(event, "outcome") {
         let mut what = inline(outcome, MAX_NAME);
@@ -344,8 +352,21 @@ fn describe_event(event: &Value) -> (String, String) {
     if let Some(handle) = text(event, "output_handle") {
         details.push(format!("handle {}", inline(handle, MAX_NAME)));
     }
+    if let Some(n) = event["tool_call_count"].as_u64() {
+        details.push(format!("{n} tool call{}", if n == 1 { "" } else { "s" }));
+    }
+    let tokens = |key: &str| event["usage"][key].as_u64().unwrap_or(0);
+    if tokens("input_tokens") + tokens("output_tokens") > 0 {
+        details.push(format!(
+            "tokens {} in, {} out",
+            tokens("input_tokens"),
+            tokens("output_tokens")
+        ));
+    }
     if !details.is_empty() {
-        line.push_str(": ");
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
         line.push_str(&details.join(", "));
     }
     if let Some(message) = text(event, "message") {
@@ -426,6 +447,27 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_agent_loop_s_events_show_their_step_calls_and_tokens() {
+        let (_, line) = describe_event(&json!({
+            "kind": "model_responded", "step": 1, "duration": 6.6, "tool_call_count": 2,
+            "usage": {"input_tokens": 120, "output_tokens": 30}
+        }));
+        assert_eq!(
+            line,
+            "step 1: in 6.6 ms, 2 tool calls, tokens 120 in, 30 out"
+        );
+        let (_, line) = describe_event(&json!({
+            "kind": "run_finished", "step": 2, "duration": 74.0,
+            "usage": {"input_tokens": 0, "output_tokens": 0}
+        }));
+        assert_eq!(line, "2 steps: in 74.0 ms");
+        let (_, line) = describe_event(&json!({
+            "kind": "run_failed", "duration": 9.0, "message": "no final answer within 3 steps"
+        }));
+        assert_eq!(line, "in 9.0 ms — no final answer within 3 steps");
+    }
 
     #[test]
     fn dates_are_utc_calendar_dates() {

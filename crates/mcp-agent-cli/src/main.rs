@@ -64,10 +64,12 @@ pub(crate) struct Cli {
 /// The command groups.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run an agent: an OpenAI-compatible model with the configured servers' tools, every
-    /// call through the configuration's `[policy]`, until it answers. The model's text is
-    /// printed as it arrives, one line per tool call on stderr. Exit 0 with an answer, 1 when
-    /// the run failed, 128 + n on a signal (after closing every server).
+    /// Run an agent: an OpenAI-compatible model with the configured servers' tools.
+    ///
+    /// The model calls tools (every call through the configuration's `[policy]`) until it
+    /// answers. Its text is printed as it arrives, one line per tool call on stderr. Exit 0
+    /// with an answer, 1 when the run failed, 128 + n on a signal (after closing every
+    /// server).
     ///
     /// The model: `--model`, `--base-url`, else the config's `[model]` table (`base_url`,
     /// `model`, `api_key_env`, `headers`), else `OPENAI_BASE_URL` and `OPENAI_API_KEY`.
@@ -81,7 +83,7 @@ pub(crate) enum Command {
     /// List, search and call the configured servers' tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
-    /// Read a session's history (what `tools call --history DIR` wrote).
+    /// Read a session's history (what `run` or `tools call` wrote with `--history DIR`).
     #[command(subcommand)]
     History(history::HistoryCommand),
     /// Serve the embedded demo MCP server on stdin/stdout (what the main job spawns).
