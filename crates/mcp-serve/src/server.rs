@@ -171,6 +171,8 @@ impl ToolServer {
         Session {
             shared: shared.clone(),
             calls: Arc::new(Semaphore::new(self.max_calls_per_session)),
+            // Subscribed now, so a change during the handshake is not missed.
+            changes: std::sync::Mutex::new(self.changes.as_ref().map(ToolListChanges::subscribe)),
             ended: ended.clone(),
             _ended_on_drop: ended.drop_guard(),
         }
@@ -228,6 +230,8 @@ pub(crate) struct Shared {
 pub(crate) struct Session {
     shared: Arc<Shared>,
     calls: Arc<Semaphore>,
+    /// The change signal, until the session is initialised and starts forwarding it.
+    changes: std::sync::Mutex<Option<watch::Receiver<u64>>>,
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
     _ended_on_drop: DropGuard,
@@ -248,10 +252,14 @@ impl Session {
 
     /// Sends `notifications/tools/list_changed` on each change until the session ends.
     fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
-        let Some(changes) = &self.server().changes else {
+        let taken = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(mut rx) = taken else {
             return;
         };
-        let mut rx = changes.subscribe();
         let ended = self.ended.clone();
         tokio::spawn(async move {
             loop {

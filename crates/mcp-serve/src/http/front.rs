@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, JsonRpcError, RequestId};
 use rmcp::transport::StreamableHttpService;
@@ -188,30 +188,64 @@ impl Front {
         Some(response)
     }
 
-    /// The whole body, at most `max_body` bytes (413 beyond, before reading it when its
-    /// length is declared).
+    /// The whole body, at most `max_body` bytes. Beyond, `413` — before reading when the
+    /// length is declared — and the rest of the upload is read and dropped in the background
+    /// (at most [`LINGER_BYTES`] for [`LINGER_TIME`]), so a client still sending gets to read
+    /// the answer instead of a reset connection.
     async fn read_body(
         &self,
         headers: &http::HeaderMap,
-        body: Incoming,
+        mut body: Incoming,
     ) -> Result<Bytes, Response<Counted>> {
-        let too_large = || plain(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_body as u64) {
-            return Err(too_large());
+            return Err(too_large(body));
         }
-        match Limited::new(body, self.max_body).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(_) => Err(plain(
-                StatusCode::BAD_REQUEST,
-                "Bad Request: the body could not be read",
-            )),
+        let mut collected = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return Err(plain(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the body could not be read",
+                ));
+            };
+            if let Ok(data) = frame.into_data() {
+                if data.len() > self.max_body - collected.len() {
+                    return Err(too_large(body));
+                }
+                collected.extend_from_slice(&data);
+            }
         }
+        Ok(collected.freeze())
     }
+}
+
+/// How much of an oversized upload is read and dropped after the `413`, and for how long.
+const LINGER_BYTES: usize = 64 * 1024 * 1024;
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `413 Payload Too Large`, closing the connection once the rest of `body` was dropped.
+fn too_large(mut body: Incoming) -> Response<Counted> {
+    tokio::spawn(async move {
+        let drain = async {
+            let mut dropped = 0usize;
+            while let Some(Ok(frame)) = body.frame().await {
+                dropped += frame.data_ref().map_or(0, Bytes::len);
+                if dropped > LINGER_BYTES {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER_TIME, drain).await;
+    });
+    let mut response = plain(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The body must be one JSON-RPC message: not JSON → a parse error (-32700); JSON but no

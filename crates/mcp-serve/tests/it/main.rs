@@ -1,1 +1,7 @@
-//! Integration tests of mcp-serve.
+//! Integration tests of mcp-serve: one module per behaviour, `support` beside them.
+
+mod exposure;
+mod http_checks;
+mod mcp_client;
+mod results;
+mod support;
