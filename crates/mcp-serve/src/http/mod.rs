@@ -157,6 +157,8 @@ pub struct HttpServer {
     drain_timeout: Duration,
     /// Ends sessions and their event streams (rmcp's token).
     sessions: CancellationToken,
+    /// Ends the accept loop.
+    accepting: CancellationToken,
     /// Drops every connection still open.
     hard_stop: CancellationToken,
     connections: TaskTracker,
@@ -255,12 +257,16 @@ impl ToolServer {
         });
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();
+        let accepting = CancellationToken::new();
         let accept = tokio::spawn(accept_loop(
             listener,
             front,
-            lifecycle.clone(),
-            connections.clone(),
-            hard_stop.clone(),
+            Loop {
+                accepting: accepting.clone(),
+                lifecycle: lifecycle.clone(),
+                connections: connections.clone(),
+                hard_stop: hard_stop.clone(),
+            },
         ));
         Ok(HttpServer {
             url,
@@ -270,6 +276,7 @@ impl ToolServer {
             in_flight,
             drain_timeout: options.drain_timeout,
             sessions,
+            accepting,
             hard_stop,
             connections,
             accept: Some(accept),
@@ -324,16 +331,24 @@ impl Endpoint {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    front: Arc<Front>,
+/// What the accept loop and its connections watch.
+struct Loop {
+    accepting: CancellationToken,
     lifecycle: Lifecycle,
     connections: TaskTracker,
     hard_stop: CancellationToken,
-) {
+}
+
+async fn accept_loop(listener: TcpListener, front: Arc<Front>, watch: Loop) {
+    let Loop {
+        accepting,
+        lifecycle,
+        connections,
+        hard_stop,
+    } = watch;
     loop {
         let stream = tokio::select! {
-            () = lifecycle.leaving() => break,
+            () = accepting.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 // A failed accept (e.g. out of file descriptors) ends no one else's connection.
@@ -389,16 +404,18 @@ impl HttpServer {
         self.lifecycle.watch()
     }
 
-    /// Shuts down gracefully: stops accepting connections and refuses new calls (an
-    /// `isError` result), lets exchanges in flight finish and their answers go out (waiting
+    /// Shuts down gracefully: closes the listener (then the state is
+    /// [`ServeState::Draining`]), refuses new calls (an `isError` result), lets exchanges in flight finish and their answers go out (waiting
     /// at most the drain timeout), then ends every session and event stream and closes
     /// every connection.
     pub async fn shutdown(mut self) -> ShutdownReport {
         let in_flight = self.in_flight.count();
-        self.lifecycle.set(ServeState::Draining);
+        // The listener is closed before the state says `Draining`.
+        self.accepting.cancel();
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
         }
+        self.lifecycle.set(ServeState::Draining);
         let abandoned = self.in_flight.drained(self.drain_timeout).await;
         self.sessions.cancel();
         self.connections.close();
@@ -424,6 +441,7 @@ impl Drop for HttpServer {
     fn drop(&mut self) {
         if self.lifecycle.get() != ServeState::Stopped {
             self.lifecycle.set(ServeState::Stopped);
+            self.accepting.cancel();
             self.sessions.cancel();
             self.hard_stop.cancel();
         }

@@ -4,4 +4,5 @@ mod exposure;
 mod http_checks;
 mod mcp_client;
 mod results;
+mod shutdown;
 mod support;
