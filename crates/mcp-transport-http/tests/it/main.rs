@@ -14,6 +14,7 @@ mod hostile_messages;
 mod json_and_sse;
 mod limits;
 mod oauth;
+mod oauth_login_peers;
 mod oauth_peers;
 mod oauth_secrets;
 mod session_expiry;
