@@ -153,6 +153,47 @@ fn arguments_that_are_not_json_are_an_error_the_model_sees_and_the_run_goes_on()
     assert_clean(&output);
 }
 
+#[test]
+fn a_10_mb_reply_is_streamed_to_stdout_whole() {
+    const PIECE: &str = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_. \n";
+    const PIECES_PER_EVENT: usize = 1024;
+    let events = 10 * 1024 * 1024 / (PIECE.len() * PIECES_PER_EVENT);
+    let endpoint = Canned::start(move |_| {
+        let text = PIECE.repeat(PIECES_PER_EVENT);
+        let mut chunks: Vec<serde_json::Value> = (0..events)
+            .map(|_| serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}))
+            .collect();
+        chunks.push(
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        );
+        sse(&chunks)
+    });
+    let servers = demo_servers();
+    let output = mcp_agent(
+        &[
+            "run",
+            "--model",
+            "test-model",
+            "--base-url",
+            &endpoint.base_url,
+            "Talk.",
+        ],
+        &[("MCP_AGENT__SERVERS", &servers), ("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let expected = PIECE.repeat(PIECES_PER_EVENT * events);
+    assert!(
+        expected.len() >= 10 * 1000 * 1000,
+        "{} bytes",
+        expected.len()
+    );
+    assert!(
+        output.stdout == expected.as_bytes(),
+        "{} bytes printed",
+        output.stdout.len()
+    );
+}
+
 /// Which configuration answers: the model name and the key decide the fixture.
 const WHO_ANSWERS: &str = r#"
 fixtures:
