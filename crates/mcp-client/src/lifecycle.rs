@@ -14,6 +14,10 @@
 //! - no answer within the probe's bound (a server that ignores requests before `initialize`),
 //!   so the fallback comes after that bound rather than rmcp's fixed 10 s.
 //!
+//! A modern server that was only slow to start then refuses the `initialize` that followed;
+//! [`gave_up_on_a_modern_server`] tells that case, which a caller opens again on a new
+//! connection with [`serve_discover`].
+//!
 //! A late answer to the probe is dropped, so it cannot be taken for the answer to
 //! `initialize`. Errors that rmcp reads as a modern server's refusal (a missing capability, a
 //! header mismatch) still fail the open, and an unsupported version is negotiated by rmcp.
@@ -32,8 +36,12 @@ use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ClientLifecycleMode};
 
 /// How long a server has to answer `server/discover` before the client takes it for a server
-/// of an older revision and sends `initialize`.
-pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
+/// of an older revision and sends `initialize` (rmcp's own figure; a session caps it at half
+/// its connect timeout).
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The message of the error the probe answers in an unanswered server's stead.
+const UNANSWERED: &str = "server/discover went unanswered";
 
 /// The revisions the client asks for with `server/discover`, most preferred first.
 pub fn discover_versions() -> Vec<ProtocolVersion> {
@@ -68,6 +76,34 @@ pub async fn serve<H: ClientHandler>(
         lifecycle,
     )
     .await
+}
+
+/// Whether `error` is the failure of [`serve`] after a probe that went unanswered and an
+/// `initialize` the server refused with a JSON-RPC error: a server of revision 2026-07-28 that
+/// was slower to answer than the probe's bound.
+pub fn gave_up_on_a_modern_server(error: &ClientInitializeError) -> bool {
+    matches!(
+        error,
+        ClientInitializeError::LegacyFallbackFailed { discover, fallback }
+            if matches!(&**discover, ClientInitializeError::JsonRpcError(e) if e.message == UNANSWERED)
+                && matches!(&**fallback, ClientInitializeError::JsonRpcError(_))
+    )
+}
+
+/// Starts the lifecycle of revision 2026-07-28 over `transport`: `server/discover`, waited for
+/// as long as the caller's own bound allows, with no fallback.
+///
+/// # Errors
+///
+/// rmcp's [`ClientInitializeError`] when discovery fails.
+pub async fn serve_discover<H: ClientHandler>(
+    handler: H,
+    transport: BoxTransport,
+) -> Result<RunningService<RoleClient, H>, ClientInitializeError> {
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: discover_versions(),
+    };
+    rmcp::serve_client_with_lifecycle(handler, transport, lifecycle).await
 }
 
 /// Starts the lifecycle of the older revisions over `transport`: `initialize` alone, for a
@@ -188,7 +224,7 @@ impl Transport<RoleClient> for DiscoverProbe {
                             let id = id.clone();
                             self.pending = None;
                             self.abandoned.push(id.clone());
-                            return Some(Self::legacy(id, "server/discover went unanswered"));
+                            return Some(Self::legacy(id, UNANSWERED));
                         }
                     }
                 }

@@ -182,6 +182,22 @@ impl Session {
             )
             .await
             .map_err(|e| e.into_error(&spec.name))?,
+            // A modern server slower than the probe, which then refused `initialize`: once
+            // more, on a new connection, waiting for its discover result; if that fails too,
+            // the first failure is the one told.
+            Err(Refused::Slow(first)) => match Self::start(
+                connector,
+                &spec,
+                &diag,
+                &options,
+                handler.clone(),
+                Lifecycle::DiscoverOnly,
+            )
+            .await
+            {
+                Ok(started) => started,
+                Err(_) => return Err(first),
+            },
             Err(Refused::Error(e)) => return Err(e),
         };
         let peer = service.peer().clone();
@@ -226,19 +242,26 @@ impl Session {
             Lifecycle::Discover => {
                 crate::lifecycle::serve(handler, transport, discover_timeout(spec)).await
             }
+            Lifecycle::DiscoverOnly => crate::lifecycle::serve_discover(handler, transport).await,
             Lifecycle::Initialize => crate::lifecycle::serve_initialize(handler, transport).await,
         };
         let service = match served {
             Ok(service) => service,
             Err(e) => {
                 let diagnostics = release(&*handle).await;
-                return Err(Refused::Error(SessionError::Initialize {
+                let error = SessionError::Initialize {
                     server: spec.name.clone(),
                     diagnostics,
                     source: handle
                         .failure()
                         .unwrap_or_else(|| Box::new(ProtocolError::of_initialize(&e))),
-                }));
+                };
+                if lifecycle == Lifecycle::Discover
+                    && crate::lifecycle::gave_up_on_a_modern_server(&e)
+                {
+                    return Err(Refused::Slow(error));
+                }
+                return Err(Refused::Error(error));
             }
         };
         let discovered = service
@@ -486,6 +509,8 @@ impl Session {
 enum Lifecycle {
     /// `server/discover`, else `initialize` ([`crate::lifecycle::serve`]).
     Discover,
+    /// `server/discover` alone ([`crate::lifecycle::serve_discover`]).
+    DiscoverOnly,
     /// `initialize` only.
     Initialize,
 }
@@ -502,6 +527,9 @@ enum Refused {
     /// The server answered `server/discover`, then refused the tool listing with a JSON-RPC
     /// error: it may only speak `initialize`.
     AfterDiscover,
+    /// The probe gave up on the server, which then refused `initialize`: a modern server slow
+    /// to start. The error is the one to tell if the next attempt fails too.
+    Slow(SessionError),
     Error(SessionError),
 }
 
@@ -514,7 +542,7 @@ impl From<mcp_connector::ConnectError> for Refused {
 impl Refused {
     fn into_error(self, server: &str) -> SessionError {
         match self {
-            Self::Error(e) => e,
+            Self::Error(e) | Self::Slow(e) => e,
             // Not reached: `initialize` alone never reports a discover.
             Self::AfterDiscover => SessionError::Initialize {
                 server: server.to_owned(),

@@ -28,6 +28,9 @@ enum Discover {
     Never,
     /// A discover result, but every other request fails until `initialize`.
     ClaimsModern,
+    /// A discover result, late on the first connection (a server slow to start), and
+    /// `initialize` refused, as a server of 2026-07-28 refuses it.
+    SlowModern,
 }
 
 /// Every request the server received, in order.
@@ -65,13 +68,26 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
             let Ok(message) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
+            let first_discover = !seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|m| m["method"] == "server/discover");
             seen.lock().unwrap().push(message.clone());
             let id = message.get("id").cloned();
             let method = message["method"].as_str().unwrap_or_default();
+            if method == "server/discover" && mode == Discover::SlowModern && first_discover {
+                tokio::time::sleep(Duration::from_millis(2000)).await;
+            }
             let reply = match (method, mode) {
-                ("server/discover", Discover::Modern | Discover::ClaimsModern) => {
-                    Some(json!({"result": discover_result()}))
-                }
+                ("initialize", Discover::SlowModern) => Some(json!({"error": {
+                    "code": -32022,
+                    "message": "connection is serving the 2026-07-28 protocol",
+                }})),
+                (
+                    "server/discover",
+                    Discover::Modern | Discover::ClaimsModern | Discover::SlowModern,
+                ) => Some(json!({"result": discover_result()})),
                 ("server/discover", Discover::MethodNotFound) => {
                     Some(json!({"error": {"code": -32601, "message": "Method not found"}}))
                 }
@@ -253,6 +269,30 @@ async fn a_server_claiming_2026_07_28_that_only_speaks_initialize_is_initialized
         ],
         "{methods:?}"
     );
+}
+
+#[tokio::test]
+async fn a_2026_07_28_server_slower_than_the_probe_is_discovered_on_a_new_connection() {
+    // The probe waits 1.5 s; the server answers after 2 s and then refuses `initialize`.
+    let (outcome, seen, took) = open(Discover::SlowModern, Duration::from_secs(3)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        (
+            "modern-server".into(),
+            "2026-07-28".into(),
+            "modern instructions".into()
+        )
+    );
+    assert_eq!(
+        methods(&seen),
+        [
+            "server/discover",
+            "initialize",
+            "server/discover",
+            "tools/list"
+        ]
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
 #[tokio::test]
