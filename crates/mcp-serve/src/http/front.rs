@@ -123,8 +123,15 @@ impl Front {
         }
         let (parts, body) = request.into_parts();
         if parts.method != Method::POST {
+            let ends_session = parts.method == Method::DELETE;
             let request = Request::from_parts(parts, Full::new(Bytes::new()));
-            return self.forward(request, None).await;
+            let mut response = self.forward(request, None).await;
+            // A session ended by DELETE is answered `204 No Content` (rmcp says `202`, which
+            // clients such as the Python SDK report as a failed termination).
+            if ends_session && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            return response;
         }
         let body = match self.read_body(&parts.headers, body).await {
             Ok(body) => body,
