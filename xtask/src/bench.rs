@@ -1,5 +1,5 @@
-//! `cargo xtask bench [--json] [--only search|orchestration] [criterion args]`: the criterion
-//! benchmarks in release mode, then their key figures and ratios.
+//! `cargo xtask bench [--json] [--only SUITE]... [criterion args]`: the criterion benchmarks in
+//! release mode, then their key figures and ratios. The suites (`--only` may be repeated):
 //!
 //! - `search` (`mcp-catalog`, bench `search`): query latency on 1k/10k tools, index build time
 //!   and memory.
@@ -7,13 +7,27 @@
 //!   vs a bare rmcp client on the same test-kit server over stdio and HTTP, 16 calls in flight
 //!   on one session, and `open_runner` with 1/8/32 stdio servers. Needs `mcp-test-server`,
 //!   built here in release first.
+//! - `agent_loop` (`integration-tests`, bench `agent_loop`): the agent loop's own cost per step
+//!   beyond model and tool time: runs of 20 steps of `AgentLoop` with a scripted model that
+//!   answers at once, on a runner over the test-kit server (stdio), beside the same tool
+//!   calls dispatched directly on the runner. Needs `mcp-test-server` too.
+//! - `model_stream` (`agent-model-openai`, bench `stream`): the OpenAI-compatible adapter's
+//!   parse cost per streamed chunk (SSE, JSON, assembling), for text deltas and for tool-call
+//!   argument fragments.
 //!
 //! The figures are read from criterion's `target/criterion/**/new/{benchmark,estimates}.json`
 //! of this run (files older than the run are ignored), as medians. A group with a throughput
-//! of N elements (1,000 sequential calls, 16 calls in flight) is also reported per element.
-//! The orchestration bench also measures the runner's overhead paired (rounds of calls on each
-//! path back to back, robust to a machine whose load changes between benchmarks) and writes it
-//! to `target/criterion/orchestration-paired.json`, reported as `orchestration.paired`.
+//! of N elements (1,000 sequential calls, 16 calls in flight, the 20 steps of a run, 1,000
+//! chunks) is also reported per element. The orchestration and agent-loop benches also measure
+//! paired (rounds on each path back to back, robust to a machine whose load changes between
+//! benchmarks) and write it to `target/criterion/orchestration-paired.json` and
+//! `target/criterion/agent-loop-paired.json`, reported as `orchestration.paired` and
+//! `agent_loop.paired`. The loop's own cost per step is the run's time minus its tool calls'
+//! direct time, over its steps (its last step calls no tool).
+//!
+//! Targets, checked on the criterion medians (`met`) and on the paired figures
+//! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
+//! the time of 1 (issue 3); the loop's own cost ≤ 1 ms per step (issue 11).
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
 use std::collections::BTreeMap;
@@ -30,8 +44,10 @@ use crate::{cargo, run};
 const CALL_OVERHEAD_MAX: f64 = 1.10;
 /// How much longer 8 servers may take to open than 1 (issue 3).
 const OPEN_8_VS_1_MAX: f64 = 1.5;
+/// The agent loop's own cost per step beyond model and tool time, in µs (issue 11).
+const LOOP_STEP_MAX_US: f64 = 1_000.0;
 
-const SUITES: [&str; 2] = ["search", "orchestration"];
+const SUITES: [&str; 4] = ["search", "orchestration", "agent_loop", "model_stream"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,7 +74,7 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
             "--only" => {
                 let suite = iter
                     .next()
-                    .context("`--only` needs search or orchestration")?;
+                    .with_context(|| format!("`--only` needs a suite: {}", SUITES.join(", ")))?;
                 if !SUITES.contains(&suite.as_str()) {
                     bail!(
                         "unknown suite `{suite}`; the suites are: {}",
@@ -75,10 +91,15 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         .filter(|s| only.is_empty() || only.iter().any(|o| o == s))
         .collect();
 
-    let paired_file = target_dir()
-        .join("criterion")
-        .join("orchestration-paired.json");
-    let _ = std::fs::remove_file(&paired_file);
+    let criterion_dir = target_dir().join("criterion");
+    let paired_file = |suite: &str| criterion_dir.join(format!("{suite}-paired.json"));
+    let paired_files = [
+        ("orchestration", paired_file("orchestration")),
+        ("agent_loop", paired_file("agent-loop")),
+    ];
+    for (_, file) in &paired_files {
+        let _ = std::fs::remove_file(file);
+    }
     let started = SystemTime::now();
     for suite in &suites {
         let mut cmd = cargo();
@@ -89,7 +110,10 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
             "search" => {
                 cmd.args(["-p", "mcp-catalog", "--bench", "search"]);
             }
-            _ => {
+            "model_stream" => {
+                cmd.args(["-p", "agent-model-openai", "--bench", "stream"]);
+            }
+            bench => {
                 // The benchmark spawns the test server; build it with the same optimisations.
                 quiet(
                     cargo()
@@ -106,20 +130,30 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                     json_out,
                 )?;
                 let server = target_dir().join("release").join("mcp-test-server");
-                std::fs::create_dir_all(paired_file.parent().expect("a parent"))?;
-                cmd.args(["-p", "integration-tests", "--bench", "orchestration"])
+                let (_, paired) = paired_files
+                    .iter()
+                    .find(|(suite, _)| *suite == bench)
+                    .expect("a paired file for every integration bench");
+                std::fs::create_dir_all(&criterion_dir)?;
+                cmd.args(["-p", "integration-tests", "--bench", bench])
                     .env("MCP_TEST_SERVER_BIN", server)
-                    .env("MCP_AGENT_BENCH_PAIRED", &paired_file);
+                    .env("MCP_AGENT_BENCH_PAIRED", paired);
             }
         }
         cmd.arg("--").args(&criterion_args);
         quiet(&mut cmd, json_out)?;
     }
 
-    let results = collect(&target_dir().join("criterion"), started)?;
-    let paired = std::fs::read_to_string(&paired_file)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok());
+    let results = collect(&criterion_dir, started)?;
+    let read_paired = |suite: &str| -> Option<Value> {
+        let (_, file) = paired_files.iter().find(|(s, _)| *s == suite)?;
+        let text = std::fs::read_to_string(file).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let paired = Paired {
+        orchestration: read_paired("orchestration"),
+        agent_loop: read_paired("agent_loop"),
+    };
     let report = report(&results, paired);
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -220,9 +254,17 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
     }
 }
 
-/// The key figures and ratios: per-call medians (µs), overheads, open times (ms), search
-/// latencies (µs), and every median found (ns).
-fn report(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Value {
+/// The paired measurements the benches wrote, by suite.
+#[derive(Debug, Default)]
+struct Paired {
+    orchestration: Option<Value>,
+    agent_loop: Option<Value>,
+}
+
+/// The key figures and ratios: per-call medians (µs), overheads, open times (ms), the agent
+/// loop's cost per step (µs), the model adapter's per chunk (µs), search latencies (µs), and
+/// every median found (ns).
+fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
     let per_us = |id: &str| results.get(id).map(|m| m.per_element_ns() / 1_000.0);
     let mut out = Map::new();
 
@@ -315,6 +357,7 @@ fn report(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Value 
         for transport in ["stdio", "http"] {
             for path in ["call_tool", "direct"] {
                 let overhead = paired
+                    .orchestration
                     .as_ref()
                     .and_then(|p| p[transport][format!("overhead_{path}")].as_f64());
                 if let Some(r) = overhead {
@@ -334,10 +377,24 @@ fn report(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Value 
                 "met_paired": met_paired,
             }),
         );
-        if let Some(paired) = paired {
+        if let Some(paired) = paired.orchestration {
             orchestration.insert("paired".into(), paired);
         }
         out.insert("orchestration".into(), Value::Object(orchestration));
+    }
+    if let Some(agent_loop) = agent_loop(results, paired.agent_loop) {
+        out.insert("agent_loop".into(), agent_loop);
+    }
+    let stream_us = |f: &str| per_us(&format!("model_stream/{f}")).map(|x| round(x, 3));
+    let (text, fragments) = (stream_us("text_chunks"), stream_us("tool_call_fragments"));
+    if text.is_some() || fragments.is_some() {
+        out.insert(
+            "model_stream".into(),
+            json!({
+                "text_us_per_chunk": text,
+                "tool_call_fragment_us_per_chunk": fragments,
+            }),
+        );
     }
 
     let search: Map<String, Value> = results
@@ -361,6 +418,51 @@ fn report(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Value 
             .into(),
     );
     Value::Object(out)
+}
+
+/// The agent loop's figures: a step of a run and a direct call (µs), the loop's own cost per
+/// step (the run minus its calls made directly, over its steps), the run's time over its calls'
+/// direct time, and the 1 ms target on both the criterion medians and the paired figures.
+fn agent_loop(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Option<Value> {
+    let run = results
+        .iter()
+        .find(|(id, _)| id.starts_with("agent_loop/run_"))
+        .map(|(_, m)| m);
+    let direct = results.get("agent_loop/direct_dispatch");
+    if run.is_none() && direct.is_none() && paired.is_none() {
+        return None;
+    }
+    let steps = run.and_then(|m| m.elements);
+    let call_ns = direct.map(Measured::per_element_ns);
+    // The run's tool calls, made directly: one per step but the last.
+    let calls_ns = call_ns.zip(steps).map(|(call, steps)| call * (steps - 1.0));
+    let own_us = run
+        .zip(calls_ns)
+        .map(|(run, calls)| (run.median_ns - calls) / steps.unwrap_or(1.0) / 1_000.0);
+    let mut figures = json!({
+        "steps_per_run": steps.map(|s| s as u64),
+        "loop_us_per_step": run.map(|m| round(m.per_element_ns() / 1_000.0, 2)),
+        "direct_us_per_call": call_ns.map(|x| round(x / 1_000.0, 2)),
+        "own_us_per_step": own_us.map(|x| round(x, 2)),
+        "loop_vs_direct": ratio(run.map(|m| m.median_ns), calls_ns),
+    });
+    let mut met = Map::new();
+    if let Some(own) = own_us {
+        met.insert("own_per_step".into(), json!(own <= LOOP_STEP_MAX_US));
+    }
+    let mut met_paired = Map::new();
+    if let Some(own) = paired.as_ref().and_then(|p| p["own_us_per_step"].as_f64()) {
+        met_paired.insert("own_per_step".into(), json!(own <= LOOP_STEP_MAX_US));
+    }
+    figures["targets"] = json!({
+        "own_us_per_step_max": LOOP_STEP_MAX_US,
+        "met": met,
+        "met_paired": met_paired,
+    });
+    if let Some(paired) = paired {
+        figures["paired"] = paired;
+    }
+    Some(figures)
 }
 
 fn print_summary(report: &Value) {
@@ -428,7 +530,13 @@ mod tests {
             ),
         ]);
         let paired = json!({"stdio": {"overhead_call_tool": 1.04, "overhead_direct": 1.12}});
-        let report = report(&results, Some(paired));
+        let report = report(
+            &results,
+            Paired {
+                orchestration: Some(paired),
+                agent_loop: None,
+            },
+        );
         let o = &report["orchestration"];
         assert_eq!(o["sequential_stdio"]["bare_rmcp_us_per_call"], json!(50.0));
         assert_eq!(o["sequential_stdio"]["overhead_call_tool"], json!(1.08));
@@ -448,9 +556,56 @@ mod tests {
         );
         assert_eq!(o["paired"]["stdio"]["overhead_call_tool"], json!(1.04));
         assert!(o.get("sequential_http").is_none());
+        assert!(report.get("agent_loop").is_none());
+        assert!(report.get("model_stream").is_none());
         assert_eq!(
             report["search_median_us"]["search/query_top10_1000_tools"],
             json!(2.5)
         );
+    }
+
+    #[test]
+    fn the_loop_cost_per_step_leaves_out_its_calls_and_is_checked() {
+        // 20 steps in 2,000 µs; 19 direct calls in 1,710 µs (90 µs each): the loop's own is
+        // (2,000 − 1,710) / 20 = 14.5 µs per step.
+        let results = BTreeMap::from([
+            (
+                "agent_loop/run_20_steps".to_owned(),
+                measured(2_000_000.0, Some(20.0)),
+            ),
+            (
+                "agent_loop/direct_dispatch".to_owned(),
+                measured(1_710_000.0, Some(19.0)),
+            ),
+            (
+                "model_stream/text_chunks".to_owned(),
+                measured(1_000_000.0, Some(1_000.0)),
+            ),
+            (
+                "model_stream/tool_call_fragments".to_owned(),
+                measured(2_050_000.0, Some(1_000.0)),
+            ),
+        ]);
+        let paired = json!({"own_us_per_step": 1_200.0, "loop_vs_direct": 1.4});
+        let report = report(
+            &results,
+            Paired {
+                orchestration: None,
+                agent_loop: Some(paired),
+            },
+        );
+        let a = &report["agent_loop"];
+        assert_eq!(a["steps_per_run"], json!(20));
+        assert_eq!(a["loop_us_per_step"], json!(100.0));
+        assert_eq!(a["direct_us_per_call"], json!(90.0));
+        assert_eq!(a["own_us_per_step"], json!(14.5));
+        assert_eq!(a["loop_vs_direct"], json!(1.17));
+        assert_eq!(a["targets"]["met"]["own_per_step"], json!(true));
+        assert_eq!(a["targets"]["met_paired"]["own_per_step"], json!(false));
+        assert_eq!(a["paired"]["loop_vs_direct"], json!(1.4));
+        let m = &report["model_stream"];
+        assert_eq!(m["text_us_per_chunk"], json!(1.0));
+        assert_eq!(m["tool_call_fragment_us_per_chunk"], json!(2.05));
+        assert!(report.get("orchestration").is_none());
     }
 }
