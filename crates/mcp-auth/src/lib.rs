@@ -25,6 +25,16 @@
 //! every exchange is bounded (time, body size). The requests go through [`HttpFetch`], which
 //! the transport implements: this crate has no HTTP client.
 //!
+//! A user's OAuth login (the `oauth` table): the authorization code grant with PKCE S256.
+//! [`Login`] discovers the authorization server, picks the client (pre-registered, a client
+//! ID metadata document, or RFC 7591 registration) and builds the authorization URL
+//! ([`PendingLogin`]); the redirect ([`Callback`], from a [`CallbackListener`] on
+//! `127.0.0.1:<port>/callback` or pasted) is checked (`state`, RFC 9207 `iss`) and its code
+//! exchanged; the tokens go to a [`TokenStore`] ([`FileTokenStore`] for the command line,
+//! [`MemoryTokenStore`] for services). Sessions then use [`LoginTokens`], which refreshes the
+//! token before it expires and, when nothing usable is left, fails with
+//! [`AuthError::LoginRequired`] naming `mcp-agent auth login <server>`.
+//!
 //! # Where a client secret may go
 //!
 //! - With `token_url`: there, and nowhere else.
