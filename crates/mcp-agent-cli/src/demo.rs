@@ -1,7 +1,7 @@
 //! The main job (`mcp-agent` with no command): with no configuration, a whole agent run on the
 //! embedded demo server and scripted model; and the demo server itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use std::sync::Arc;
@@ -23,13 +23,13 @@ const DEMO: &str = "demo";
 /// configured, runs a whole agent: the embedded demo server (spawned from this binary) and
 /// the embedded scripted model, through the same loop, governed layer, events and output as
 /// `mcp-agent run`. `yes` approves every call that the configuration's `[policy]` says needs
-/// approval.
-pub(crate) fn main_job(file: Option<&Path>, yes: bool) -> ExitCode {
+/// approval; `history` records the session there.
+pub(crate) fn main_job(file: Option<&Path>, yes: bool, history: Option<PathBuf>) -> ExitCode {
     let config = match load(file) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let governance = Governance { yes, history: None };
+    let governance = Governance { yes, history };
     if !config.servers.is_empty() {
         return runtime().block_on(with_runner(config, &governance, async |runner| {
             show(runner).unwrap_or_else(|code| code)

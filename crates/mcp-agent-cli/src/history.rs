@@ -213,10 +213,19 @@ fn merge<'a>(messages: &'a [Value], events: &'a [Value]) -> Vec<Entry<'a>> {
             (Some(_), None) => true,
             (None, _) => false,
             (Some(mt), Some(et)) if mt != et => mt < et,
-            (Some(_), Some(_)) => events[e]["call_id"].as_str().is_some_and(|id| {
-                open.get(id).copied().unwrap_or(0) == 0
-                    && asked.get(id).is_some_and(|at| at.iter().any(|&i| i >= m))
-            }),
+            (Some(_), Some(_)) => match events[e]["call_id"].as_str() {
+                Some(id) => {
+                    open.get(id).copied().unwrap_or(0) == 0
+                        && asked.get(id).is_some_and(|at| at.iter().any(|&i| i >= m))
+                }
+                // The agent loop's events: a model's answer comes after the results it read
+                // (and the instruction) and before what it said; the run's end after it all.
+                None => match text(&events[e], "kind") {
+                    Some("run_finished" | "run_failed") => true,
+                    Some("model_responded") => text(&messages[m], "role") != Some("assistant"),
+                    _ => false,
+                },
+            },
         };
         if take_message {
             let message = &messages[m];
@@ -447,6 +456,44 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_agent_loop_s_events_sit_between_what_the_model_read_and_what_it_said() {
+        let messages = [
+            json!({"ts_ms": 1, "role": "user", "content": "hi"}),
+            json!({"ts_ms": 1, "role": "assistant", "content": "", "tool_calls": [{"id": "1", "name": "a", "arguments": {}}]}),
+            json!({"ts_ms": 2, "role": "tool", "content": "x", "tool_call_id": "1"}),
+            json!({"ts_ms": 2, "role": "assistant", "content": "done"}),
+        ];
+        let events = [
+            json!({"ts_ms": 1, "kind": "model_responded", "step": 1}),
+            json!({"ts_ms": 1, "kind": "tool_call_started", "call_id": "1"}),
+            json!({"ts_ms": 2, "kind": "tool_call_finished", "call_id": "1"}),
+            json!({"ts_ms": 2, "kind": "model_responded", "step": 2}),
+            json!({"ts_ms": 2, "kind": "run_finished", "step": 2}),
+        ];
+        let order: Vec<String> = merge(&messages, &events)
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Message(m) => m["role"].as_str().unwrap().to_owned(),
+                Entry::Event(e) => e["kind"].as_str().unwrap().to_owned(),
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "user",
+                "model_responded",
+                "assistant",
+                "tool_call_started",
+                "tool_call_finished",
+                "tool",
+                "model_responded",
+                "assistant",
+                "run_finished"
+            ]
+        );
+    }
 
     #[test]
     fn the_agent_loop_s_events_show_their_step_calls_and_tokens() {

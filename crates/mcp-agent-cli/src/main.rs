@@ -59,6 +59,11 @@ pub(crate) struct Cli {
     /// asking (for the main job; `run` and `tools call` take it too).
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
+
+    /// Record the main job's session (`messages.jsonl`, `events.jsonl`) in this directory;
+    /// read it with `history show DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) history: Option<std::path::PathBuf>,
 }
 
 /// The command groups.
@@ -100,7 +105,7 @@ fn run() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.verbose, cli.quiet);
     match cli.command {
-        None => demo::main_job(cli.file.as_deref(), cli.yes),
+        None => demo::main_job(cli.file.as_deref(), cli.yes, cli.history),
         Some(Command::Run(args)) => run::run(args, cli.file.as_deref(), cli.yes),
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),

@@ -78,6 +78,27 @@ fn with_no_configuration_the_main_job_is_a_whole_agent_run_on_the_demo_server() 
 }
 
 #[test]
+fn the_main_job_s_session_is_recorded_like_a_real_run_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("demo");
+    let output = mcp_agent(&["--history", history.to_str().unwrap()], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let output = mcp_agent(&["history", "show", history.to_str().unwrap()], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    let shown = stdout(&output);
+    for expected in [
+        "user                What is 2 + 3",
+        "model_responded     step 1: ",
+        "tool_call_finished  call add: demo__add on demo (mcp-demo): ok",
+        "tool_call_finished  call count: demo__word_count on demo (mcp-demo): ok",
+        "run_finished        3 steps",
+        "assistant           2 + 3 = 5",
+    ] {
+        assert!(shown.contains(expected), "`{expected}` not in:\n{shown}");
+    }
+}
+
+#[test]
 fn the_main_job_goes_through_the_policy_a_refused_call_reaches_the_model_and_yes_approves() {
     let policy = r#"{"approve": [{"server": "mcp-demo", "tool": "add"}]}"#;
     let output = mcp_agent(&[], &[("MCP_AGENT__POLICY", policy)]);
