@@ -156,6 +156,25 @@ async fn scope_comes_from_configuration_then_challenge_then_resource_else_none()
             .as_deref(),
         Some("files:read files:write")
     );
+    // Step-up: the union of the granted scope and the one a 403 asks for, exactly.
+    let mut step_up = mcp_auth::StepUp::new(2);
+    let scope = step_up
+        .next_scope(
+            "srv",
+            Some("files:read"),
+            &Challenge::parse(r#"Bearer error="insufficient_scope", scope="files:write""#),
+        )
+        .unwrap();
+    let pending = login_with(&fake, OAuthLogin::default(), memory())
+        .with_scope(scope)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        param(pending.authorization_url(), "scope").as_deref(),
+        Some("files:read files:write")
+    );
+    drop(pending);
     // Neither a challenge scope nor scopes_supported: no scope parameter at all.
     let bare = server(no_offline);
     bare.route(

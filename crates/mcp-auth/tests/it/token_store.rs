@@ -56,6 +56,18 @@ async fn logins_are_written_private_and_read_back() {
     assert!(store.remove(&login.key()).await.unwrap());
     assert!(!store.remove(&login.key()).await.unwrap());
     assert!(store.load(&login.key()).await.unwrap().is_none());
+
+    // A logout forgets every login of the server, and only those.
+    let mut other_client = login.clone();
+    other_client.client_id = "another".into();
+    let mut other_server = login.clone();
+    other_server.server_url = "https://other.example/mcp".into();
+    other_server.resource = other_server.server_url.clone();
+    for l in [&login, &other_client, &other_server] {
+        store.save(l).await.unwrap();
+    }
+    assert_eq!(store.forget(MCP_URL).await.unwrap(), 2);
+    assert_eq!(store.list().await.unwrap(), [other_server]);
 }
 
 #[tokio::test]

@@ -180,6 +180,17 @@ pub trait TokenStore: Send + Sync + fmt::Debug {
     /// [`StoreError::LoginInProgress`] until the returned guard is dropped.
     fn lock_login(&self, server_url: &str) -> Result<LoginLock, StoreError>;
 
+    /// Forgets every login for the server at `server_url` (a logout); how many there were.
+    async fn forget(&self, server_url: &str) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for login in self.find(server_url).await? {
+            if self.remove(&login.key()).await? {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// The logins for the server at `server_url`, the most recent first.
     async fn find(&self, server_url: &str) -> Result<Vec<StoredLogin>, StoreError> {
         let mut found: Vec<StoredLogin> = self
