@@ -189,7 +189,10 @@ impl AuthRegistry {
         Ok(Login::new(spec, self.fetch_for(spec), store)?.with_options(self.options.clone()))
     }
 
-    fn fetch_for(&self, spec: &ServerSpec) -> Arc<dyn HttpFetch> {
+    /// The HTTP client this registry uses for `spec`'s OAuth requests: the guarded one for an
+    /// SSRF-guarded spec (when set), else the main one. A headless login (a test, a
+    /// conformance client) can follow the authorization URL's redirect through it.
+    pub fn fetch_for(&self, spec: &ServerSpec) -> Arc<dyn HttpFetch> {
         match (&self.guarded_http, spec.ssrf_guarded()) {
             (Some(guarded), true) => guarded.clone(),
             _ => self.http.clone(),
