@@ -101,6 +101,38 @@ impl ToolServer {
 }
 
 /// One served session (stdio or another single transport). Dropping it closes the session.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+/// use mcp_serve::{Exposure, ServeState, ToolServer};
+/// use rmcp::ServiceExt as _;
+///
+/// struct Nothing;
+/// impl ToolCatalog for Nothing {
+///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+/// }
+/// #[async_trait::async_trait]
+/// impl ToolDispatcher for Nothing {
+///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+/// let server = ToolServer::new(Arc::new(Nothing), Exposure::read_only());
+/// let serving = tokio::spawn(server.serve_transport(server_end));
+/// let client = ().serve(client_end).await.unwrap();
+/// let session = serving.await.unwrap().unwrap();
+/// assert_eq!(*session.state().borrow(), ServeState::Serving);
+/// let report = session.shutdown(Duration::from_secs(5)).await;
+/// assert_eq!(report.abandoned, 0);
+/// drop(client);
+/// # }
+/// ```
 pub struct SessionServer {
     lifecycle: Lifecycle,
     in_flight: InFlight,

@@ -147,6 +147,40 @@ impl HttpOptions {
 
 /// A running streamable HTTP endpoint. Dropping it stops it at once; [`shutdown`](Self::shutdown)
 /// stops it gracefully.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+/// use mcp_serve::{BearerAuth, Exposure, HttpOptions, ServeState, ToolServer};
+///
+/// struct Nothing;
+/// impl ToolCatalog for Nothing {
+///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+/// }
+/// #[async_trait::async_trait]
+/// impl ToolDispatcher for Nothing {
+///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), mcp_serve::ServeError> {
+/// let server = ToolServer::new(Arc::new(Nothing), Exposure::read_only());
+/// let http = server
+///     .serve_http(HttpOptions::default().with_auth(BearerAuth::new("token")))
+///     .await?;
+/// assert!(http.local_addr().ip().is_loopback());
+/// assert_eq!(http.url().path(), "/mcp");
+/// let metadata = http.resource_metadata_url().unwrap();
+/// assert_eq!(metadata.path(), "/.well-known/oauth-protected-resource/mcp");
+/// let state = http.state();
+/// let report = http.shutdown().await;
+/// assert_eq!((report.in_flight, report.abandoned), (0, 0));
+/// assert_eq!(*state.borrow(), ServeState::Stopped);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct HttpServer {
     url: Url,
