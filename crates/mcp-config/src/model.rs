@@ -151,7 +151,18 @@ pub(crate) fn parse_model(value: &Value, path: &JsonPath, p: &mut Problems) -> M
     let Some(obj) = expect_object(value, path, "`model`", p) else {
         return layer;
     };
-    reject_unknown(obj, MODEL_FIELDS, path, p);
+    // A key written into the table is refused with the way to give it (never echoing it).
+    let mut known = MODEL_FIELDS.to_vec();
+    if obj.contains_key("api_key") {
+        known.push("api_key");
+        p.push(
+            &path.key("api_key"),
+            ProblemKind::UnknownField,
+            "the API key is not written in the configuration: put it in an environment \
+             variable and name that variable in `api_key_env` (default `OPENAI_API_KEY`)",
+        );
+    }
+    reject_unknown(obj, &known, path, p);
     if let Some(v) = field(obj, "base_url") {
         layer.base_url = base_url(v, &path.key("base_url"), p);
     }
@@ -325,7 +336,12 @@ headers = { "bad name" = "x", "X-Ok" = 3 }
         }
         let text = err.to_string();
         assert!(!text.contains("sk-never-echoed"), "{text}");
-        assert!(text.contains("api_key_env"), "did you mean: {text}");
+        let api_key = err
+            .problems()
+            .iter()
+            .find(|p| p.path == "model.api_key")
+            .unwrap();
+        assert!(api_key.message.contains("`api_key_env`"), "{api_key}");
 
         let err = toml("[model]\nbase_url = \"https://user:pw-secret@host/v1\"\n").unwrap_err();
         assert!(!err.to_string().contains("pw-secret"), "{err}");
