@@ -9,9 +9,9 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
-use mcp_serve::{BearerAuth, HttpOptions};
+use mcp_serve::{BearerAuth, Exposure, HttpOptions, ToolListChanges, ToolServer};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::support::{Tools, all_but_hidden, bounded, serve_http};
 
@@ -141,4 +141,47 @@ async fn python_sdk_over_http_both_revisions_with_a_bearer_token() {
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(tools.calls(), before);
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_listens_for_tool_list_changes_until_shutdown() {
+    let Some(python) = python() else { return };
+    let tools = Arc::new(Tools::default());
+    let changes = ToolListChanges::new();
+    let server = ToolServer::new(tools, Exposure::read_only())
+        .list_changes(changes.clone())
+        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
+        .await
+        .unwrap();
+    let url = server.url().to_string();
+    let mut child = tokio::process::Command::new(&python)
+        .arg(SCRIPT)
+        .args(["2026-07-28", "listen", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the Python client");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        bounded("a line from the Python client", lines.next_line())
+            .await
+            .unwrap()
+            .unwrap_or_default()
+    };
+    let subscribed = next().await;
+    assert_eq!(subscribed, r#"subscribed {"toolsListChanged": true}"#);
+
+    changes.notify();
+    let event = next().await;
+    assert!(event.starts_with("event "), "{event}");
+    assert!(event.to_ascii_lowercase().contains("tool"), "{event}");
+
+    // A shutdown ends the subscription gracefully instead of waiting for it.
+    let report = bounded("the shutdown", server.shutdown()).await;
+    assert_eq!(report.abandoned, 0);
+    assert_eq!(next().await, "closed");
+    let status = bounded("the client exits", child.wait()).await.unwrap();
+    assert!(status.success());
 }

@@ -3,6 +3,7 @@
 Usage:
     python client.py MODE stdio COMMAND [ARG...]
     python client.py MODE http URL [TOKEN]
+    python client.py MODE listen URL [TOKEN]
 
 MODE is the SDK's negotiation mode: `legacy` (the 2025-11-25 initialize handshake), `auto`
 (probe `server/discover`, fall back to the handshake) or a modern revision such as
@@ -12,6 +13,10 @@ It lists the tools, calls every tool named in the JSON object on stdin ({"tool":
 and prints one JSON object on stdout: the negotiated protocol version, the server's name,
 the tool names, and per call its structured content, text and isError (or the protocol
 error's message).
+
+`listen` (2026-07-28) opens `subscriptions/listen` for tool-list changes over HTTP, prints
+`subscribed <honored filter>` once acknowledged, then one `event <type>` line per change,
+and `closed` when the server ends the subscription gracefully.
 """
 
 from __future__ import annotations
@@ -62,6 +67,19 @@ async def main() -> None:
         async with create_mcp_http_client(headers=headers) as http:
             async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
                 report = await run(client, calls)
+    elif transport == "listen":
+        url = rest[0]
+        headers = {"Authorization": f"Bearer {rest[1]}"} if len(rest) > 1 else None
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    honored = subscription.honored
+                    shown = honored.model_dump(by_alias=True, exclude_none=True) if honored else None
+                    print("subscribed", json.dumps(shown), flush=True)
+                    async for event in subscription:
+                        print("event", type(event).__name__, flush=True)
+                print("closed", flush=True)
+        return
     else:
         raise SystemExit(f"unknown transport {transport!r}")
     print(json.dumps(report))
