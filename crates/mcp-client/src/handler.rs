@@ -90,6 +90,11 @@ impl SessionHandler {
         capabilities
     }
 
+    /// Signals a new tool list, as `notifications/tools/list_changed` does.
+    pub(crate) fn tools_changed(&self) {
+        self.tools_changed.send_modify(|n| *n += 1);
+    }
+
     /// The answer to an elicitation request, asked of the handler (declined without one), an
     /// accepted form answer completed with the schema's defaults.
     pub(crate) async fn elicit(&self, request: ElicitRequestParams) -> ElicitResult {
@@ -150,7 +155,7 @@ impl ClientHandler for SessionHandler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.send_modify(|n| *n += 1);
+        self.tools_changed();
     }
 }
 

@@ -10,7 +10,7 @@ use mcp_config::{Scrubber, ServerSpec};
 use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
-    InputResponses, JsonObject, Tool,
+    InputResponses, JsonObject, ServerNotification, SubscriptionFilter, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
@@ -82,6 +82,8 @@ pub struct Session {
     peer: Peer<RoleClient>,
     /// Answers the input requests of input-required results.
     handler: SessionHandler,
+    /// The `subscriptions/listen` of a discovered server that announces tool-list changes.
+    listener: Option<AbortOnDrop>,
     service: Mutex<Option<RunningService<RoleClient, SessionHandler>>>,
     handle: Box<dyn ConnectionHandle>,
     identity: ServerIdentity,
@@ -202,10 +204,12 @@ impl Session {
         };
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.scrubber);
+        let listener = listen_for_tool_changes(&peer, &handler);
         let session = Self {
             spec,
             peer,
             handler,
+            listener,
             service: Mutex::new(Some(service)),
             handle,
             identity,
@@ -495,6 +499,9 @@ impl Session {
     /// then releases the transport's resources, giving a child `grace` to exit before it is
     /// terminated and killed. Idempotent.
     pub async fn close(&self, grace: Duration) {
+        if let Some(listener) = &self.listener {
+            listener.0.abort();
+        }
         let service = self.service.lock().await.take();
         if let Some(service) = service {
             // Bounded: a transport that cannot close cleanly is dropped, which tears it down.
@@ -502,6 +509,53 @@ impl Session {
         }
         self.handle.shutdown(grace).await;
     }
+}
+
+/// A task aborted when its owner is dropped.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// On revision 2026-07-28 a server announces tool-list changes only on a `subscriptions/listen`
+/// stream: for a discovered server whose capabilities say it announces them, one is opened in
+/// the background and each `notifications/tools/list_changed` on it signals the session like
+/// the notification of the older revisions. It ends with the session (or when the server ends
+/// it); a server that refuses it leaves the session as it was.
+fn listen_for_tool_changes(
+    peer: &Peer<RoleClient>,
+    handler: &SessionHandler,
+) -> Option<AbortOnDrop> {
+    let info = peer.peer_info()?;
+    let announces = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if info.protocol_version.has_initialize() || !announces {
+        return None;
+    }
+    let (peer, handler) = (peer.clone(), handler.clone());
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let Ok(mut subscription) = peer.listen(filter).await else {
+            tracing::debug!("the server refused subscriptions/listen; no tool-list changes");
+            return;
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                ServerNotification::ToolListChangedNotification(_)
+            ) {
+                handler.tools_changed();
+            }
+        }
+    })))
 }
 
 /// How a session starts.

@@ -28,6 +28,9 @@ enum Discover {
     Never,
     /// A discover result, but every other request fails until `initialize`.
     ClaimsModern,
+    /// A discover result announcing tool-list changes, which it sends only on a
+    /// `subscriptions/listen` stream (after each `tools/call`), as revision 2026-07-28 asks.
+    Announcing,
     /// A discover result, late on the first connection (a server slow to start), and
     /// `initialize` refused, as a server of 2026-07-28 refuses it.
     SlowModern,
@@ -64,6 +67,7 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
         let (read, mut write) = tokio::io::split(server);
         let mut lines = BufReader::new(read).lines();
         let mut initialized = false;
+        let mut listening: Option<Value> = None;
         while let Ok(Some(line)) = lines.next_line().await {
             let Ok(message) = serde_json::from_str::<Value>(&line) else {
                 continue;
@@ -79,6 +83,24 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
             if method == "server/discover" && mode == Discover::SlowModern && first_discover {
                 tokio::time::sleep(Duration::from_millis(2000)).await;
             }
+            let mut notify = None;
+            if method == "subscriptions/listen" {
+                listening = id.clone();
+                notify = Some(json!({
+                    "method": "notifications/subscriptions/acknowledged",
+                    "params": {
+                        "notifications": {"toolsListChanged": true},
+                        "_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                    },
+                }));
+            } else if method == "tools/call"
+                && let Some(subscription) = &listening
+            {
+                notify = Some(json!({
+                    "method": "notifications/tools/list_changed",
+                    "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": subscription}},
+                }));
+            }
             let reply = match (method, mode) {
                 ("initialize", Discover::SlowModern) => Some(json!({"error": {
                     "code": -32022,
@@ -93,6 +115,14 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                 }
                 ("server/discover", Discover::Garbage) => Some(json!({"result": {}})),
                 ("server/discover", Discover::Never) => None,
+                ("server/discover", Discover::Announcing) => {
+                    let mut result = discover_result();
+                    result["capabilities"] = json!({"tools": {"listChanged": true}});
+                    Some(json!({"result": result}))
+                }
+                ("tools/call", _) => Some(json!({"result": {
+                    "content": [{"type": "text", "text": "done"}],
+                }})),
                 ("initialize", _) => {
                     initialized = true;
                     Some(json!({"result": initialize_result()}))
@@ -110,15 +140,19 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                 ]}})),
                 _ => None,
             };
-            let (Some(id), Some(mut reply)) = (id, reply) else {
-                continue;
-            };
-            reply["jsonrpc"] = json!("2.0");
-            reply["id"] = id;
-            let mut text = reply.to_string();
-            text.push('\n');
-            if write.write_all(text.as_bytes()).await.is_err() {
-                break;
+            let mut out = Vec::new();
+            if let (Some(id), Some(mut reply)) = (id, reply) {
+                reply["id"] = id;
+                out.push(reply);
+            }
+            out.extend(notify);
+            for mut message in out {
+                message["jsonrpc"] = json!("2.0");
+                let mut text = message.to_string();
+                text.push('\n');
+                if write.write_all(text.as_bytes()).await.is_err() {
+                    return;
+                }
             }
         }
     });
@@ -296,6 +330,46 @@ async fn a_2026_07_28_server_slower_than_the_probe_is_discovered_on_a_new_connec
 }
 
 #[tokio::test]
+async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription() {
+    let seen = Seen::default();
+    let runner = client(Discover::Announcing, seen.clone(), Duration::from_secs(10))
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let session = runner.sessions()[0].clone();
+    let mut changed = session.tools_changed();
+    // The subscription is opened in the background once the session is open.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !methods(&seen).contains(&"subscriptions/listen".to_owned()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the session subscribes");
+    let listen = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|m| m["method"] == "subscriptions/listen")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        listen["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "{listen}"
+    );
+    session
+        .call_tool("echo", serde_json::Map::new())
+        .await
+        .expect("the call succeeds");
+    tokio::time::timeout(Duration::from_secs(5), changed.changed())
+        .await
+        .expect("the change is signalled")
+        .expect("the session is open");
+    runner.close().await;
+}
+
+#[tokio::test]
 async fn json_schema_2020_12_is_kept_as_sent() {
     let seen = Seen::default();
     let runner = client(Discover::Modern, seen, Duration::from_secs(10))
@@ -337,4 +411,41 @@ async fn without_discover_sessions_start_with_initialize() {
     );
     runner.close().await;
     assert_eq!(methods(&seen)[0], "initialize");
+}
+
+#[tokio::test]
+async fn a_discovered_server_announces_tool_list_changes_through_its_subscription() {
+    use mcp_test_kit::{TestServer, TestServerOptions, serve_in_memory};
+    let memory = InMemoryConnector::new().server("kit", || {
+        serve_in_memory(TestServer::new(TestServerOptions::default().name("kit")))
+    });
+    let runner = McpClient::builder(Config::new(vec![spec("kit")]).expect("a valid spec"))
+        .connectors(Connectors::new().with(memory))
+        .discover(true)
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let session = runner.sessions()[0].clone();
+    assert_eq!(session.identity().protocol_version, "2026-07-28");
+    let mut changed = session.tools_changed();
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("name".into(), json!("weather_report"));
+    session
+        .call_tool("add_tool", arguments)
+        .await
+        .expect("the call succeeds");
+    tokio::time::timeout(Duration::from_secs(5), changed.changed())
+        .await
+        .expect("the change is announced")
+        .expect("the session is open");
+    let names: Vec<String> = session
+        .list_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"weather_report".to_owned()), "{names:?}");
+    runner.close().await;
 }
