@@ -53,7 +53,8 @@ const MAX_NAME_SHOWN: usize = 128;
 /// let server = ToolServer::new(Arc::new(Clock), Exposure::only(["now"]))
 ///     .name("clock", "1.0.0")
 ///     .instructions("Tells the time.")
-///     .max_calls_per_session(4);
+///     .max_calls_per_session(4)
+///     .max_calls(64);
 /// assert_eq!(server.exposed_tools().len(), 1);
 /// ```
 #[derive(Clone)]
@@ -64,6 +65,7 @@ pub struct ToolServer {
     version: String,
     instructions: Option<String>,
     max_calls_per_session: usize,
+    max_calls: usize,
     max_request_bytes: usize,
     changes: Option<ToolListChanges>,
 }
@@ -75,6 +77,7 @@ impl std::fmt::Debug for ToolServer {
             .field("name", &self.name)
             .field("version", &self.version)
             .field("max_calls_per_session", &self.max_calls_per_session)
+            .field("max_calls", &self.max_calls)
             .field("max_request_bytes", &self.max_request_bytes)
             .field("list_changes", &self.changes.is_some())
             .finish_non_exhaustive()
@@ -84,6 +87,9 @@ impl std::fmt::Debug for ToolServer {
 impl ToolServer {
     /// How many calls one downstream session may have in flight by default.
     pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 16;
+
+    /// How many calls all sessions of one served endpoint may have in flight by default.
+    pub const DEFAULT_MAX_CALLS: usize = 256;
 
     /// The largest request a client may send by default (4 MiB): an HTTP body, a stdio line.
     pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
@@ -101,6 +107,7 @@ impl ToolServer {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             instructions: None,
             max_calls_per_session: Self::DEFAULT_MAX_CALLS_PER_SESSION,
+            max_calls: Self::DEFAULT_MAX_CALLS,
             max_request_bytes: Self::DEFAULT_MAX_REQUEST_BYTES,
             changes: None,
         }
@@ -126,6 +133,16 @@ impl ToolServer {
     #[must_use]
     pub fn max_calls_per_session(mut self, max: usize) -> Self {
         self.max_calls_per_session = max.max(1);
+        self
+    }
+
+    /// At most this many calls of all sessions of one endpoint run at once (at least 1),
+    /// refused like calls beyond [`max_calls_per_session`](Self::max_calls_per_session).
+    /// 2026-07-28 clients over HTTP have no session: each of their requests is bounded by
+    /// this limit alone.
+    #[must_use]
+    pub fn max_calls(mut self, max: usize) -> Self {
+        self.max_calls = max.max(1);
         self
     }
 
@@ -182,6 +199,7 @@ impl ToolServer {
     pub(crate) fn shared(&self, lifecycle: Lifecycle) -> Arc<Shared> {
         Arc::new(Shared {
             server: self.clone(),
+            calls: Arc::new(Semaphore::new(self.max_calls)),
             lifecycle,
         })
     }
@@ -223,6 +241,8 @@ impl ToolListChanges {
 #[derive(Debug)]
 pub(crate) struct Shared {
     server: ToolServer,
+    /// Calls in flight across every session.
+    calls: Arc<Semaphore>,
     pub(crate) lifecycle: Lifecycle,
 }
 
@@ -337,10 +357,18 @@ impl ServerHandler for Session {
             ))
             .into());
         }
-        let Ok(_permit) = self.calls.clone().try_acquire_owned() else {
+        let Ok(_session_permit) = self.calls.clone().try_acquire_owned() else {
             return Ok(error_result(format!(
                 "too many calls in flight on this session (at most {}); `{}` was not run",
                 self.server().max_calls_per_session,
+                shown(&name)
+            ))
+            .into());
+        };
+        let Ok(_server_permit) = self.shared.calls.clone().try_acquire_owned() else {
+            return Ok(error_result(format!(
+                "too many calls in flight on this server (at most {}); `{}` was not run",
+                self.server().max_calls,
                 shown(&name)
             ))
             .into());

@@ -92,6 +92,33 @@ async fn calls_beyond_the_session_bound_are_refused_and_not_run() {
     assert_eq!(first.structured_content, Some(json!({"gate": "passed"})));
 }
 
+#[tokio::test]
+async fn calls_beyond_the_server_bound_are_refused_and_not_run() {
+    let tools = Arc::new(Tools::default());
+    let mut started = tools.on_gate();
+    let server = ToolServer::new(tools.clone(), Exposure::only(["gate"])).max_calls(1);
+    let (client, _session) = in_memory(server).await;
+    let client = Arc::new(client);
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move { rmcp_call(&client, "gate", json!({})).await }
+    });
+    bounded("the first call runs", started.recv())
+        .await
+        .unwrap();
+    let second = rmcp_call(&client, "gate", json!({})).await.unwrap();
+    assert_eq!(
+        text_of(&second),
+        "too many calls in flight on this server (at most 1); `gate` was not run"
+    );
+    assert_eq!(tools.calls(), 1);
+    tools.open_gate();
+    bounded("the first call ends", first)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 struct Watcher(mpsc::UnboundedSender<()>);
 
 impl ClientHandler for Watcher {
