@@ -5,5 +5,6 @@ mod http_checks;
 mod mcp_client;
 mod python_peer;
 mod results;
+mod runner;
 mod shutdown;
 mod support;
