@@ -213,6 +213,14 @@ async fn a_wrong_iss_or_none_when_advertised_is_refused_and_nothing_is_sent() {
     );
     assert!(err.to_string().contains("RFC 9207"), "{err}");
 
+    // Compared as a string (RFC 9207 §2.4): a normalised form is another issuer.
+    let err = finish_with(&fake, |url| {
+        Callback::parse(&redirect(url, "code-1", Some("https://auth.example/")))
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("RFC 9207"), "{err}");
+
     let err = finish_with(&fake, |url| Callback::parse(&redirect(url, "code-1", None)))
         .await
         .unwrap_err();

@@ -9,7 +9,7 @@ use mcp_config::{OAuthLogin, Scrubber, Secret, ServerSpec, TransportSpec};
 use url::Url;
 
 use super::super::OAuthOptions;
-use super::super::discovery::{Discovered, Discovery, exchange, same_issuer};
+use super::super::discovery::{Discovered, Discovery, exchange};
 use super::super::failure::{Failure, shown};
 use super::super::token::{self, Grant, TokenRequest};
 use super::client::{self, Client};
@@ -361,7 +361,8 @@ impl PendingLogin {
             )));
         }
         match &callback.iss {
-            Some(iss) if !same_issuer(&self.found.issuer, iss) => {
+            // RFC 9207 §2.4: simple string comparison, no URL normalisation.
+            Some(iss) if iss != &self.found.issuer => {
                 return Err(login.refuse(format!(
                     "the redirect's `iss` is `{}`, not the issuer `{}`; refused (RFC 9207: a mix-up attack)",
                     shown(iss),
