@@ -139,3 +139,64 @@ async fn configuration_mistakes_are_connect_errors() {
     })
     .await;
 }
+
+/// A session of revision 2026-07-28 (`server/discover`, per-request metadata): every POST
+/// carries `MCP-Protocol-Version` and `Mcp-Method` (and a `tools/call` its tool as `Mcp-Name`)
+/// beside the spec's headers and credentials, which the protocol headers never replace.
+#[tokio::test]
+async fn a_discovered_session_sends_the_2026_07_28_headers_with_the_credentials() {
+    use rmcp::ClientLifecycleMode;
+    use rmcp::model::ProtocolVersion;
+
+    bounded(async {
+        for mode in [Mode::StatelessJson, Mode::SessionSse] {
+            let rmcp = Arc::new(RmcpServer::new(mode));
+            let server = serve(rmcp.handler()).await;
+            let mut spec = server.spec("modern");
+            spec.auth.bearer = Some(SecretSource::Inline(Secret::from(TOKEN)));
+            let connection = connector().connect(&spec).await.unwrap();
+            let lifecycle = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            };
+            let client = rmcp::serve_client_with_lifecycle((), connection.transport, lifecycle)
+                .await
+                .unwrap();
+            let protocol = client.peer().peer_info().unwrap().protocol_version.clone();
+            assert_eq!(protocol, ProtocolVersion::V_2026_07_28);
+            client.peer().list_all_tools().await.unwrap();
+            client.peer().call_tool(echo("x")).await.unwrap();
+            client.cancel().await.unwrap();
+
+            let seen = server.seen();
+            let posts: Vec<_> = seen
+                .iter()
+                .filter(|s| s.method == Method::POST && s.rpc.is_some())
+                .collect();
+            let methods: Vec<&str> = posts.iter().filter_map(|s| s.rpc.as_deref()).collect();
+            assert!(
+                methods.contains(&"server/discover"),
+                "{mode:?}: {methods:?}"
+            );
+            assert!(!methods.contains(&"initialize"), "{mode:?}: {methods:?}");
+            for s in &posts {
+                assert_eq!(
+                    s.header("mcp-protocol-version"),
+                    Some("2026-07-28"),
+                    "{s:?}"
+                );
+                assert_eq!(s.header("mcp-method"), s.rpc.as_deref(), "{s:?}");
+                assert_eq!(
+                    s.header("authorization"),
+                    Some(format!("Bearer {TOKEN}").as_str()),
+                    "{s:?}"
+                );
+            }
+            let call = posts
+                .iter()
+                .find(|s| s.rpc.as_deref() == Some("tools/call"))
+                .expect("the call was posted");
+            assert_eq!(call.header("mcp-name"), Some("echo"), "{call:?}");
+        }
+    })
+    .await;
+}
