@@ -318,6 +318,13 @@ async fn a_request_for_more_scope_says_to_log_in_for_it() {
         err.to_string(),
         "server `srv`: the server asks for more scope (`files:write`); log in again with `mcp-agent auth login srv`"
     );
+    // The next login can ask for it: the challenge is kept for every session of the login.
+    let challenge = registry
+        .login_tokens(&spec(OAuthLogin::default()))
+        .unwrap()
+        .last_challenge()
+        .unwrap();
+    assert_eq!(challenge.scope.as_deref(), Some("files:write"));
 }
 
 #[tokio::test]

@@ -85,6 +85,13 @@ impl LoginTokens {
         lock(&self.state.shared.state).token_requests
     }
 
+    /// The server's latest `WWW-Authenticate` challenge to this login (any session): give it
+    /// to the next [`Login`](crate::Login) ([`with_challenge`](crate::Login::with_challenge))
+    /// so it asks for the scope the server wants.
+    pub fn last_challenge(&self) -> Option<Challenge> {
+        lock(&self.state.shared.state).challenge.clone()
+    }
+
     fn error(&self, failure: &Failure) -> AuthError {
         let scrubber = {
             let state = lock(&self.state.shared.state);
@@ -342,6 +349,7 @@ impl AuthProvider for LoginTokens {
         www_authenticate: Option<&str>,
     ) -> Result<OnUnauthorized, AuthError> {
         let challenge = www_authenticate.map(Challenge::parse).unwrap_or_default();
+        lock(&self.state.shared.state).challenge = Some(challenge.clone());
         if challenge.error.as_deref() == Some("insufficient_scope") {
             return Err(self.error(&Failure::LoginRequired(format!(
                 "the server asks for more scope{}",
