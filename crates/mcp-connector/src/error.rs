@@ -80,14 +80,13 @@ impl ConnectError {
     }
 }
 
-/// The error of a [`BoxTransport`](crate::BoxTransport): the inner transport's error, kept as
-/// `source()`. Its message does not name the transport's Rust type (that is
+/// The error of a [`BoxTransport`](crate::BoxTransport): the inner transport's error, shown
+/// as it is (its message and its `source()` are the inner error's own), so a readable cause
+/// reaches the reader once and the transport's Rust type never does (that is
 /// [`transport_name`](Self::transport_name), for diagnostics).
-#[derive(Debug, thiserror::Error)]
-#[error("the MCP transport failed")]
+#[derive(Debug)]
 pub struct TransportError {
     name: Cow<'static, str>,
-    #[source]
     source: BoxError,
 }
 
@@ -99,5 +98,17 @@ impl TransportError {
     /// The inner transport's name (its Rust type, as rmcp names transports).
     pub fn transport_name(&self) -> &str {
         &self.name
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
     }
 }
