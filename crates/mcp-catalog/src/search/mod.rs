@@ -22,10 +22,27 @@
 //! The work of one search is bounded whatever the query: only its first [`MAX_QUERY_CHARS`]
 //! characters and its first [`MAX_QUERY_TERMS`] distinct words are read (the catalog refuses a
 //! longer query outright, so the model learns the limit).
+//!
+//! With the `embed` feature, [`HybridIndex`] blends this ranking with the cosine similarity of
+//! sentence embeddings from any [`Embedder`] (back ends live outside this crate), caching tool
+//! vectors by (model, document hash) in an [`EmbeddingCache`]; an embedder that fails, stalls
+//! or answers nonsense gives the lexical ranking with a [`SearchWarning`].
 
+#[cfg(feature = "embed")]
+mod cache;
+#[cfg(feature = "embed")]
+mod embed;
+#[cfg(feature = "embed")]
+mod hybrid;
 mod index;
 mod text;
 
+#[cfg(feature = "embed")]
+pub use cache::{CacheLoad, EmbeddingCache};
+#[cfg(feature = "embed")]
+pub use embed::{EmbedError, Embedder, MAX_DOCUMENT_CHARS, embedding_text};
+#[cfg(feature = "embed")]
+pub use hybrid::{HybridConfig, HybridIndex, HybridResults, SearchWarning};
 pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};
 
 /// The longest query read, in characters; the rest is ignored (and `mcp_search_tools` refuses a

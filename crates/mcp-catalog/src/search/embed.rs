@@ -1,0 +1,141 @@
+//! The embedding side of hybrid search: the [`Embedder`] trait, the text of a tool that is
+//! embedded, and what can go wrong with an embedder's answer.
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use super::ToolText;
+
+/// The longest text handed to an embedder for one tool, in characters; the rest is cut.
+///
+/// Sentence-embedding models read a few hundred tokens at most, so a longer text costs time and
+/// changes nothing.
+pub const MAX_DOCUMENT_CHARS: usize = 2048;
+
+/// A sentence-embedding model: texts in, one vector of [`dimension`](Self::dimension) numbers
+/// per text out, in the same order.
+///
+/// Implementations are back ends (a local model, an OpenAI-compatible `/v1/embeddings`
+/// endpoint); the catalog only ranks with what they return and never trusts it: a vector of the
+/// wrong length or with a NaN is refused, an error or a stall falls back to lexical ranking.
+#[async_trait]
+pub trait Embedder: Send + Sync + fmt::Debug {
+    /// What identifies the model's vectors, e.g. `all-MiniLM-L6-v2`; cached vectors are keyed
+    /// by it, so two models never share a cache entry.
+    fn model_id(&self) -> &str;
+
+    /// The length of every vector the model returns.
+    fn dimension(&self) -> usize;
+
+    /// The most texts sent in one [`embed`](Self::embed) call.
+    fn max_batch(&self) -> usize {
+        32
+    }
+
+    /// Embeds `texts`, one vector per text in their order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why an embedder gave no usable vectors.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// The back end failed (HTTP, model, configuration); the text says why.
+    #[error("{0}")]
+    Backend(String),
+    /// No answer within the bound.
+    #[error("no answer within {0} ms")]
+    Timeout(u128),
+    /// An answer of the wrong shape.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl EmbedError {
+    /// A back-end failure described by `message`.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self::Backend(message.into())
+    }
+}
+
+/// Checks an embedder's answer for `expected` texts: as many vectors, each of `dimension`
+/// finite numbers and not all zero. Returns them scaled to unit length.
+pub(crate) fn check_vectors(
+    vectors: Vec<Vec<f32>>,
+    expected: usize,
+    dimension: usize,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if vectors.len() != expected {
+        return Err(EmbedError::Invalid(format!(
+            "{} vectors for {expected} texts",
+            vectors.len()
+        )));
+    }
+    vectors
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut v)| {
+            if v.len() != dimension {
+                return Err(EmbedError::Invalid(format!(
+                    "vector {i} has {} numbers, the model's dimension is {dimension}",
+                    v.len()
+                )));
+            }
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(EmbedError::Invalid(format!(
+                    "vector {i} holds a NaN or an infinity"
+                )));
+            }
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if norm == 0.0 || !norm.is_finite() {
+                return Err(EmbedError::Invalid(format!("vector {i} has no length")));
+            }
+            v.iter_mut().for_each(|x| *x /= norm);
+            Ok(v)
+        })
+        .collect()
+}
+
+/// The text of a tool that is embedded: its name as words, its title and description, and its
+/// parameter names, cut to [`MAX_DOCUMENT_CHARS`].
+///
+/// ```
+/// use mcp_catalog::search::{ToolText, embedding_text};
+///
+/// let text = ToolText::new("gh__create_issue", "gh", "create_issue")
+///     .with_description(Some("Open a new issue"));
+/// assert_eq!(embedding_text(&text), "create issue. Open a new issue");
+/// ```
+pub fn embedding_text(tool: &ToolText<'_>) -> String {
+    let mut out = super::split_words_lower(tool.name).join(" ");
+    for extra in [tool.title, tool.description].into_iter().flatten() {
+        let extra = extra.trim();
+        if !extra.is_empty() {
+            out.push_str(". ");
+            out.push_str(extra);
+        }
+    }
+    if let Some(props) = tool
+        .input_schema
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.as_object())
+        && !props.is_empty()
+    {
+        out.push_str(". Parameters: ");
+        let names: Vec<String> = props
+            .keys()
+            .map(|k| super::split_words_lower(k).join(" "))
+            .collect();
+        out.push_str(&names.join(", "));
+    }
+    cut_chars(&out, MAX_DOCUMENT_CHARS).to_owned()
+}
+
+/// The first `max` characters of `text`.
+pub(crate) fn cut_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}

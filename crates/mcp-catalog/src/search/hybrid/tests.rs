@@ -1,0 +1,380 @@
+//! Hybrid ranking with fake embedders: every fault gives the lexical ranking and a warning.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::super::cache::{EmbeddingCache, document_hash};
+use super::super::embed::{EmbedError, Embedder};
+use super::{HybridConfig, HybridIndex};
+use crate::search::{SearchIndex, ToolText};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// Vectors by topic words: money, weather, files.
+    Good,
+    WrongDimension,
+    Nan,
+    Error,
+    Hang,
+    TooFew,
+}
+
+#[derive(Debug)]
+struct Fake {
+    mode: Mode,
+    /// The mode of query calls (single texts), when it differs.
+    query_mode: Option<Mode>,
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+    longest: AtomicUsize,
+}
+
+impl Fake {
+    fn new(mode: Mode) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            query_mode: None,
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+            longest: AtomicUsize::new(0),
+        })
+    }
+
+    fn failing_queries(mode: Mode) -> Arc<Self> {
+        Arc::new(Self {
+            mode: Mode::Good,
+            query_mode: Some(mode),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+            longest: AtomicUsize::new(0),
+        })
+    }
+}
+
+fn topic(text: &str) -> Vec<f32> {
+    let t = text.to_lowercase();
+    let has = |words: &[&str]| f32::from(u8::from(words.iter().any(|w| t.contains(w))));
+    vec![
+        has(&["pay", "invoice", "bill", "money"]) + 0.05,
+        has(&["weather", "rain", "forecast", "umbrella"]) + 0.05,
+        has(&["file", "document", "disk"]) + 0.05,
+    ]
+}
+
+#[async_trait]
+impl Embedder for Fake {
+    fn model_id(&self) -> &str {
+        "fake-topics"
+    }
+
+    fn dimension(&self) -> usize {
+        3
+    }
+
+    fn max_batch(&self) -> usize {
+        2
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        for t in texts {
+            self.longest.fetch_max(t.len(), Ordering::SeqCst);
+        }
+        let mode = match self.query_mode {
+            Some(m) if texts.len() == 1 && !texts[0].contains('.') => m,
+            _ => self.mode,
+        };
+        let good = || texts.iter().map(|t| topic(t)).collect::<Vec<_>>();
+        match mode {
+            Mode::Good => Ok(good()),
+            Mode::WrongDimension => Ok(texts.iter().map(|_| vec![1.0; 4]).collect()),
+            Mode::Nan => Ok(texts.iter().map(|_| vec![f32::NAN, 1.0, 0.0]).collect()),
+            Mode::Error => Err(EmbedError::backend("the model server said 503")),
+            Mode::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(good())
+            }
+            Mode::TooFew => Ok(good().into_iter().skip(1).collect()),
+        }
+    }
+}
+
+const TOOLS: [(&str, &str); 4] = [
+    ("create_invoice", "Create an invoice for a customer."),
+    ("get_forecast", "Tomorrow's weather for a city."),
+    ("read_file", "Read a file from disk."),
+    ("list_items", "List the items of a store."),
+];
+
+fn texts() -> Vec<ToolText<'static>> {
+    TOOLS
+        .iter()
+        .map(|(name, desc)| {
+            let id: &'static str = Box::leak(format!("shop__{name}").into_boxed_str());
+            ToolText::new(id, "shop", name).with_description(Some(desc))
+        })
+        .collect()
+}
+
+fn lexical() -> SearchIndex {
+    let mut index = SearchIndex::default();
+    index.replace_server("shop", texts());
+    index
+}
+
+fn config() -> HybridConfig {
+    HybridConfig {
+        query_timeout: Duration::from_millis(100),
+        batch_timeout: Duration::from_millis(100),
+        ..HybridConfig::default()
+    }
+}
+
+async fn hybrid(fake: Arc<Fake>, cache: Arc<EmbeddingCache>) -> (HybridIndex, usize) {
+    let mut h = HybridIndex::new(fake, cache, config());
+    let warnings = h.set_tools(texts()).await;
+    (h, warnings.len())
+}
+
+#[tokio::test]
+async fn a_query_in_other_words_finds_the_tool_by_meaning() {
+    let index = lexical();
+    let (h, warnings) = hybrid(Fake::new(Mode::Good), Arc::default()).await;
+    assert_eq!(warnings, 0);
+    assert_eq!(h.len(), 4);
+    // No query word is in any tool's text.
+    assert!(index.search("will it rain", None, 5).hits.is_empty());
+    let found = h.search(&index, "will it rain", None, 5).await;
+    assert!(found.warning.is_none());
+    assert_eq!(&*found.results.hits[0].id, "shop__get_forecast");
+    // A lexical match still counts: "invoice" wins for an invoice query.
+    let found = h.search(&index, "invoice", None, 2).await;
+    assert_eq!(&*found.results.hits[0].id, "shop__create_invoice");
+    assert_eq!(found.results.hits.len(), 2);
+    // The server filter holds.
+    let found = h.search(&index, "will it rain", Some("other"), 5).await;
+    assert!(found.results.hits.is_empty());
+}
+
+async fn assert_lexical_fallback(fake: Arc<Fake>, expect: &str) {
+    let index = lexical();
+    let mut h = HybridIndex::new(fake, Arc::default(), config());
+    let _ = h.set_tools(texts()).await;
+    let found = tokio::time::timeout(
+        Duration::from_secs(5),
+        h.search(&index, "read a file", None, 3),
+    )
+    .await
+    .expect("a search never stalls");
+    assert_eq!(found.results, index.search("read a file", None, 3));
+    let warning = found
+        .warning
+        .expect("a warning says why the ranking is lexical");
+    assert!(
+        warning.message.contains(expect),
+        "{expect:?} not in {:?}",
+        warning.message
+    );
+}
+
+#[tokio::test]
+async fn tool_vectors_of_the_wrong_dimension_give_lexical_results_and_a_warning() {
+    assert_lexical_fallback(Fake::new(Mode::WrongDimension), "0 of 4 tools").await;
+}
+
+#[tokio::test]
+async fn a_query_vector_of_the_wrong_dimension_gives_lexical_results_and_a_warning() {
+    assert_lexical_fallback(
+        Fake::failing_queries(Mode::WrongDimension),
+        "the model's dimension is 3",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_nan_gives_lexical_results_and_a_warning() {
+    assert_lexical_fallback(Fake::new(Mode::Nan), "0 of 4 tools").await;
+    assert_lexical_fallback(Fake::failing_queries(Mode::Nan), "NaN").await;
+}
+
+#[tokio::test]
+async fn an_embedder_error_gives_lexical_results_and_a_warning() {
+    assert_lexical_fallback(Fake::new(Mode::Error), "0 of 4 tools").await;
+    assert_lexical_fallback(Fake::failing_queries(Mode::Error), "503").await;
+}
+
+#[tokio::test]
+async fn a_hanging_embedder_is_waited_for_boundedly() {
+    assert_lexical_fallback(Fake::new(Mode::Hang), "0 of 4 tools").await;
+    assert_lexical_fallback(Fake::failing_queries(Mode::Hang), "no answer within 100 ms").await;
+}
+
+#[tokio::test]
+async fn too_few_vectors_give_lexical_results_and_a_warning() {
+    assert_lexical_fallback(Fake::failing_queries(Mode::TooFew), "0 vectors for 1 texts").await;
+}
+
+#[tokio::test]
+async fn the_warnings_of_a_failed_update_name_the_model_and_the_cause() {
+    let mut h = HybridIndex::new(Fake::new(Mode::Error), Arc::default(), config());
+    let warnings = h.set_tools(texts()).await;
+    // Two batches of two tools.
+    assert_eq!(warnings.len(), 2);
+    assert!(warnings[0].message.contains("`fake-topics`"));
+    assert!(warnings[0].message.contains("503"));
+    assert!(h.is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_catalog_never_calls_the_embedder() {
+    let fake = Fake::new(Mode::Good);
+    let mut h = HybridIndex::new(fake.clone(), Arc::default(), config());
+    assert!(h.set_tools([]).await.is_empty());
+    let found = h.search(&SearchIndex::default(), "anything", None, 5).await;
+    assert!(found.results.hits.is_empty());
+    assert!(found.warning.is_none());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_query_of_100_kb_is_cut_before_it_is_embedded() {
+    let index = lexical();
+    let fake = Fake::new(Mode::Good);
+    let (h, _) = hybrid(fake.clone(), Arc::default()).await;
+    let query = "umbrella ".repeat(100 * 1024 / 9);
+    let found = h.search(&index, &query, None, 3).await;
+    assert!(found.warning.is_none());
+    assert_eq!(&*found.results.hits[0].id, "shop__get_forecast");
+    assert!(fake.longest.load(Ordering::SeqCst) <= crate::search::MAX_QUERY_CHARS);
+}
+
+#[tokio::test]
+async fn vectors_are_embedded_once_per_model_and_document() {
+    let fake = Fake::new(Mode::Good);
+    let cache = Arc::new(EmbeddingCache::in_memory());
+    let (_, _) = hybrid(fake.clone(), cache.clone()).await;
+    assert_eq!(fake.texts.load(Ordering::SeqCst), 4);
+    let (again, _) = hybrid(fake.clone(), cache.clone()).await;
+    assert_eq!(fake.texts.load(Ordering::SeqCst), 4, "all from the cache");
+    assert_eq!(again.len(), 4);
+    // A changed description is embedded again, alone.
+    let mut changed = texts();
+    changed[0] = ToolText::new("shop__create_invoice", "shop", "create_invoice")
+        .with_description(Some("Bill a customer."));
+    let mut h = HybridIndex::new(fake.clone(), cache, config());
+    assert!(h.set_tools(changed).await.is_empty());
+    assert_eq!(fake.texts.load(Ordering::SeqCst), 5);
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-vec-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    dir
+}
+
+#[tokio::test]
+async fn the_disk_cache_serves_a_new_process() {
+    let dir = temp_dir("serve");
+    let fake = Fake::new(Mode::Good);
+    let _ = hybrid(fake.clone(), Arc::new(EmbeddingCache::on_disk(&dir))).await;
+    assert_eq!(fake.texts.load(Ordering::SeqCst), 4);
+    // A new cache on the same directory: nothing embedded again.
+    let fresh = Fake::new(Mode::Good);
+    let (h, warnings) = hybrid(fresh.clone(), Arc::new(EmbeddingCache::on_disk(&dir))).await;
+    assert_eq!(warnings, 0);
+    assert_eq!(h.len(), 4);
+    assert_eq!(fresh.calls.load(Ordering::SeqCst), 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+async fn assert_rebuilt(name: &str, spoil: impl Fn(&mut Vec<u8>)) {
+    let dir = temp_dir(name);
+    let cache = EmbeddingCache::on_disk(&dir);
+    let _ = hybrid(Fake::new(Mode::Good), Arc::new(cache)).await;
+    let file = EmbeddingCache::on_disk(&dir)
+        .file_of("fake-topics")
+        .expect("a directory");
+    let mut bytes = std::fs::read(&file).unwrap();
+    spoil(&mut bytes);
+    std::fs::write(&file, &bytes).unwrap();
+
+    let fake = Fake::new(Mode::Good);
+    let mut h = HybridIndex::new(
+        fake.clone(),
+        Arc::new(EmbeddingCache::on_disk(&dir)),
+        config(),
+    );
+    let warnings = h.set_tools(texts()).await;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].message.contains("rebuilt"), "{warnings:?}");
+    assert_eq!(h.len(), 4);
+    assert_eq!(fake.texts.load(Ordering::SeqCst), 4, "embedded again");
+    // The file was rewritten whole: a third process reads it without a warning.
+    let third = Fake::new(Mode::Good);
+    let (_, warnings) = hybrid(third.clone(), Arc::new(EmbeddingCache::on_disk(&dir))).await;
+    assert_eq!(warnings, 0);
+    assert_eq!(third.calls.load(Ordering::SeqCst), 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_corrupted_cache_file_is_detected_and_rebuilt() {
+    assert_rebuilt("flip", |b| {
+        let mid = b.len() / 2;
+        b[mid] ^= 0x40;
+    })
+    .await;
+    assert_rebuilt("garbage", |b| *b = b"not vectors at all".to_vec()).await;
+}
+
+#[tokio::test]
+async fn a_half_written_cache_file_is_detected_and_rebuilt() {
+    assert_rebuilt("half", |b| b.truncate(b.len() / 2)).await;
+}
+
+#[test]
+fn concurrent_writers_leave_a_whole_file() {
+    let dir = temp_dir("writers");
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let cache = EmbeddingCache::on_disk(&dir);
+                for i in 0..20u64 {
+                    cache.insert("m", t * 1000 + i, vec![t as f32, i as f32]);
+                    cache.save("m", 2).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let cache = EmbeddingCache::on_disk(&dir);
+    let loaded = cache.load("m", 2);
+    assert!(
+        matches!(loaded, super::CacheLoad::Loaded(n) if n >= 20),
+        "{loaded:?}"
+    );
+    // No temporary file is left behind.
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(names.len(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_cache_file_of_another_dimension_is_not_used() {
+    let dir = temp_dir("dim");
+    let cache = EmbeddingCache::on_disk(&dir);
+    cache.insert("m", 1, vec![1.0, 2.0]);
+    cache.save("m", 2).unwrap();
+    let other = EmbeddingCache::on_disk(&dir);
+    assert!(matches!(other.load("m", 3), super::CacheLoad::Rebuilt(_)));
+    assert!(other.get("m", 1).is_none());
+    assert_ne!(document_hash("a"), document_hash("b"));
+    std::fs::remove_dir_all(&dir).ok();
+}
