@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod agent;
 mod approve;
+mod auth;
 mod config;
 mod demo;
 mod demo_model;
@@ -88,6 +89,10 @@ pub(crate) enum Command {
     /// List, search and call the configured servers' tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Log in to an HTTP server with OAuth (its `oauth` auth table), see the stored logins,
+    /// log out.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
     /// Read a session's history (what `run` or `tools call` wrote with `--history DIR`).
     #[command(subcommand)]
     History(history::HistoryCommand),
@@ -110,6 +115,7 @@ fn run() -> ExitCode {
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
         Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),
+        Some(Command::Auth(cmd)) => auth::run(cmd, cli.file.as_deref()),
         Some(Command::History(cmd)) => history::run(cmd, cli.file.as_deref()),
         Some(Command::DemoServer) => demo::serve(),
     }

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cli_auth;
 mod cli_config;
 mod cli_errors;
 mod cli_governed;
