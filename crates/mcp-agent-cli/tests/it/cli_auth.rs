@@ -421,3 +421,75 @@ fn a_server_that_cannot_log_in_is_named_with_exit_2() {
     assert_code(&status, 0);
     assert!(String::from_utf8_lossy(&status.stderr).contains("no stored logins"));
 }
+
+#[test]
+fn a_second_login_is_refused_while_one_waits_and_a_signal_ends_the_wait_cleanly() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let Some(world) = World::start() else { return };
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["auth", "login", "fastmcp", "--no-browser"])
+        .env_clear()
+        .envs(world.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(waiting.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+
+    let second = world.run(&["auth", "login", "fastmcp", "--no-browser"]);
+    assert_code(&second, 1);
+    assert!(
+        text(&second).contains("another login for this server is in progress"),
+        "{}",
+        text(&second)
+    );
+
+    // Stdin stays open: the login is still waiting for a paste when the signal comes.
+    let stdin = waiting.stdin.take().unwrap();
+    kill(Pid::from_raw(waiting.id() as i32), Signal::SIGINT).unwrap();
+    drop(stdout);
+    let ended = waiting.wait_with_output().unwrap();
+    drop(stdin);
+    assert_code(&ended, 130);
+    assert!(text(&ended).contains("interrupted"), "{}", text(&ended));
+    assert!(world.tokens().is_empty());
+
+    // The lock went with it: the next login runs to the end.
+    let (login, _) = world.login();
+    assert_code(&login, 0);
+}
+
+#[test]
+fn the_browser_redirect_to_the_loopback_listener_completes_the_login() {
+    let Some(world) = World::start() else { return };
+    let child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["auth", "login", "fastmcp", "--timeout", "60"])
+        .env_clear()
+        .envs(world.env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let redirect = location(&get(url.trim_end()));
+    // The browser follows the redirect to the CLI's listener, which answers a short page.
+    let page = get(&redirect);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_code(&output, 0);
+    assert!(rest.contains("logged in to `fastmcp`"), "{rest}");
+    assert_eq!(world.tokens().len(), 1);
+    assert_code(&world.run(&["tools", "list"]), 0);
+}
