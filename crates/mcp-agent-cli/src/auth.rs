@@ -121,16 +121,37 @@ async fn login(
 ) -> Result<ExitCode, ExitCode> {
     let spec = oauth_server(config, &args.server)?;
     let mut signals = Signals::install();
-    let listener = CallbackListener::bind(args.port).await.map_err(|e| {
+    // A configured `redirect_uri` is kept (a pre-registered client's must match): on
+    // loopback its port is the one listened on; elsewhere the redirect can only be pasted.
+    let configured = spec
+        .auth
+        .oauth
+        .as_ref()
+        .and_then(|o| o.redirect_uri.clone());
+    // The port of a plain-`http` loopback redirect URI with an explicit port.
+    let configured_port = configured.as_ref().and_then(|uri| {
+        let loopback = matches!(uri.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        (uri.scheme() == "http" && loopback)
+            .then(|| uri.port())
+            .flatten()
+    });
+    let port = match (args.port, configured_port) {
+        (0, Some(port)) => port,
+        (port, _) => port,
+    };
+    let listener = CallbackListener::bind(port).await.map_err(|e| {
         say(format_args!(
-            "error: cannot listen for the redirect on 127.0.0.1:{}: {}",
-            args.port,
+            "error: cannot listen for the redirect on 127.0.0.1:{port}: {}",
             inline(&e.to_string(), MAX_LINE)
         ));
         ExitCode::from(super::open::EXIT_FAILED)
     })?;
     let login = registry.login(spec).map_err(|e| fail(&e))?;
-    let login = login.with_redirect_uri(listener.redirect_uri().clone());
+    let paste = args.no_browser || configured.is_some() && configured_port.is_none();
+    let login = match configured {
+        Some(_) if args.port == 0 => login,
+        _ => login.with_redirect_uri(listener.redirect_uri().clone()),
+    };
     let pending = tokio::select! {
         started = login.start() => started.map_err(|e| fail(&e))?,
         code = signals.recv() => {
@@ -144,7 +165,7 @@ async fn login(
         inline(pending.issuer(), MAX_LINE)
     ));
     out(inline(pending.authorization_url().as_str(), MAX_URL))?;
-    if args.no_browser {
+    if paste {
         say(format_args!(
             "Then paste here the address the browser was sent to (it starts with {}), or the \
              code (waiting {} s)",
@@ -159,7 +180,7 @@ async fn login(
         ));
     }
     let pasted = async {
-        if args.no_browser {
+        if paste {
             pasted_line().await
         } else {
             std::future::pending().await

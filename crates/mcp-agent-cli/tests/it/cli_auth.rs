@@ -117,6 +117,11 @@ struct World {
 
 impl World {
     fn start() -> Option<Self> {
+        Self::with_oauth(json!({}))
+    }
+
+    /// With this `oauth` table.
+    fn with_oauth(oauth: Value) -> Option<Self> {
         let (Some(node), Some(mock), Some(python)) = (
             peer("MCP_AGENT_PEER_NODE22"),
             peer("MCP_AGENT_PEER_OAUTH2_MOCK"),
@@ -138,7 +143,7 @@ impl World {
             "name": "fastmcp",
             "url": mcp.url,
             "connect_timeout_seconds": 30,
-            "auth": {"oauth": {}},
+            "auth": {"oauth": oauth},
         }])
         .to_string();
         Some(Self {
@@ -467,7 +472,16 @@ fn a_second_login_is_refused_while_one_waits_and_a_signal_ends_the_wait_cleanly(
 
 #[test]
 fn the_browser_redirect_to_the_loopback_listener_completes_the_login() {
-    let Some(world) = World::start() else { return };
+    // The configured redirect URI's port is the one listened on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let Some(world) = World::with_oauth(json!({ "redirect_uri": redirect_uri })) else {
+        return;
+    };
     let child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["auth", "login", "fastmcp", "--timeout", "60"])
         .env_clear()
@@ -482,6 +496,7 @@ fn the_browser_redirect_to_the_loopback_listener_completes_the_login() {
     let mut url = String::new();
     stdout.read_line(&mut url).unwrap();
     let redirect = location(&get(url.trim_end()));
+    assert!(redirect.starts_with(&redirect_uri), "{redirect}");
     // The browser follows the redirect to the CLI's listener, which answers a short page.
     let page = get(&redirect);
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
