@@ -149,6 +149,18 @@ fn tidy_dependency_rules() {
             "the model adapter knows agent-core and HTTP, nothing of MCP",
         ),
         (
+            "mcp-embed",
+            &[
+                "mcp-config",
+                "mcp-client",
+                "mcp-connector",
+                transports[0],
+                transports[1],
+                "reqwest",
+            ],
+            "embedding back ends know the catalog's search seam and HTTP, nothing of MCP",
+        ),
+        (
             "mcp-agent",
             &["reqwest"],
             "HTTP goes through hyper, so TLS and pooling are ours",

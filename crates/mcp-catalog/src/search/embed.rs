@@ -33,8 +33,18 @@ pub trait Embedder: Send + Sync + fmt::Debug {
         32
     }
 
-    /// Embeds `texts`, one vector per text in their order.
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds `texts`, one vector per text in their order. `kind` tells queries from tool
+    /// documents, for models that embed them differently (e5's `query:` / `passage:`).
+    async fn embed(&self, texts: &[String], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// What the texts of one [`Embedder::embed`] call are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmbedKind {
+    /// A user's search query.
+    Query,
+    /// A tool's text ([`embedding_text`]).
+    Document,
 }
 
 /// Why an embedder gave no usable vectors.

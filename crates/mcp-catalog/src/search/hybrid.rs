@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cache::{CacheLoad, EmbeddingCache, document_hash};
-use super::embed::{EmbedError, Embedder, check_vectors, cut_chars, embedding_text};
+use super::embed::{EmbedError, EmbedKind, Embedder, check_vectors, cut_chars, embedding_text};
 use super::{Hit, MAX_QUERY_CHARS, SearchIndex, SearchResults, ToolText};
 
 /// The constants of hybrid ranking.
@@ -79,8 +79,8 @@ pub struct HybridResults {
 /// ```
 /// # use std::sync::Arc;
 /// use async_trait::async_trait;
-/// use mcp_catalog::search::{EmbedError, Embedder, EmbeddingCache, HybridConfig, HybridIndex,
-///     SearchIndex, ToolText};
+/// use mcp_catalog::search::{EmbedError, EmbedKind, Embedder, EmbeddingCache, HybridConfig,
+///     HybridIndex, SearchIndex, ToolText};
 ///
 /// /// Two made-up dimensions: "money" and "weather".
 /// #[derive(Debug)]
@@ -89,7 +89,7 @@ pub struct HybridResults {
 /// impl Embedder for Toy {
 ///     fn model_id(&self) -> &str { "toy" }
 ///     fn dimension(&self) -> usize { 2 }
-///     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+///     async fn embed(&self, texts: &[String], _: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
 ///         Ok(texts.iter().map(|t| {
 ///             let money = ["pay", "invoice", "bill"].iter().any(|w| t.contains(w));
 ///             if money { vec![1.0, 0.1] } else { vec![0.1, 1.0] }
@@ -197,7 +197,10 @@ impl HybridIndex {
         let mut added = 0usize;
         for batch in missing.chunks(self.embedder.max_batch().max(1)) {
             let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].2.clone()).collect();
-            match self.call(&batch_texts, self.config.batch_timeout).await {
+            match self
+                .call(&batch_texts, EmbedKind::Document, self.config.batch_timeout)
+                .await
+            {
                 Ok(vectors) => {
                     for (&i, v) in batch.iter().zip(vectors) {
                         self.cache.insert(&model, hashes[i], v);
@@ -232,8 +235,13 @@ impl HybridIndex {
     }
 
     /// One bounded, checked call of the embedder.
-    async fn call(&self, texts: &[String], wait: Duration) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let answer = tokio::time::timeout(wait, self.embedder.embed(texts))
+    async fn call(
+        &self,
+        texts: &[String],
+        kind: EmbedKind,
+        wait: Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let answer = tokio::time::timeout(wait, self.embedder.embed(texts, kind))
             .await
             .map_err(|_| EmbedError::Timeout(wait.as_millis()))??;
         check_vectors(answer, texts.len(), self.embedder.dimension())
@@ -243,7 +251,9 @@ impl HybridIndex {
     /// [`HybridConfig::query_timeout`].
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let query = cut_chars(query.trim(), MAX_QUERY_CHARS).to_owned();
-        let mut v = self.call(&[query], self.config.query_timeout).await?;
+        let mut v = self
+            .call(&[query], EmbedKind::Query, self.config.query_timeout)
+            .await?;
         Ok(v.pop().unwrap_or_default())
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::super::cache::{EmbeddingCache, document_hash};
-use super::super::embed::{EmbedError, Embedder};
+use super::super::embed::{EmbedError, EmbedKind, Embedder};
 use super::{HybridConfig, HybridIndex};
 use crate::search::{SearchIndex, ToolText};
 
@@ -78,14 +78,14 @@ impl Embedder for Fake {
         2
     }
 
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    async fn embed(&self, texts: &[String], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.texts.fetch_add(texts.len(), Ordering::SeqCst);
         for t in texts {
             self.longest.fetch_max(t.len(), Ordering::SeqCst);
         }
         let mode = match self.query_mode {
-            Some(m) if texts.len() == 1 && !texts[0].contains('.') => m,
+            Some(m) if kind == EmbedKind::Query => m,
             _ => self.mode,
         };
         let good = || texts.iter().map(|t| topic(t)).collect::<Vec<_>>();

@@ -1,0 +1,3 @@
+//! Integration tests of the embedding back ends.
+
+mod openai;
