@@ -283,7 +283,7 @@ impl AgentLoop {
                     }
                     let text = match tools.dispatch(call).await {
                         Ok(output) => output.to_model_text(),
-                        Err(error) => error.to_string(),
+                        Err(error) => crate::error_chain(&error),
                     };
                     Message::tool_result(id, text)
                 })

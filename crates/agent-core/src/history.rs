@@ -16,13 +16,16 @@ use crate::{Event, EventSink, HistoryError, JsonObject, Message, Redactor};
 pub const MESSAGES_FILE: &str = "messages.jsonl";
 /// The file of a session's events.
 pub const EVENTS_FILE: &str = "events.jsonl";
-/// Present while a writer has the session open.
+/// Locked (an advisory lock) while a writer has the session open; the lock goes with the
+/// writer, also when its process dies, and the file itself stays.
 pub const LOCK_FILE: &str = ".writer.lock";
 
 struct Files {
     messages: File,
     events: File,
-    lock: PathBuf,
+    /// Holds the lock file's advisory lock while the session is open; the kernel releases it
+    /// when the writer dies, so a crash leaves no session locked.
+    _held: File,
 }
 
 struct State {
@@ -78,7 +81,6 @@ impl Drop for History {
         if let Some(files) = self.lock().files.take() {
             let _ = files.messages.sync_all();
             let _ = files.events.sync_all();
-            let _ = fs::remove_file(&files.lock);
         }
     }
 }
@@ -89,19 +91,31 @@ impl History {
     /// left by a crash is ended first, so new lines stay whole.
     pub fn create(dir: impl AsRef<Path>, redactor: Redactor) -> Result<Self, HistoryError> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|source| HistoryError::Create {
+        private_dir(&dir).map_err(|source| HistoryError::Create {
             path: dir.clone(),
             source,
         })?;
         let lock = dir.join(LOCK_FILE);
-        match File::options().write(true).create_new(true).open(&lock) {
-            Ok(mut file) => {
-                let _ = writeln!(file, "{}", std::process::id());
+        let held = private_file(
+            File::options().write(true).create(true).truncate(false),
+            &lock,
+        )
+        .map_err(|source| HistoryError::Create {
+            path: lock.clone(),
+            source,
+        })?;
+        match held.try_lock() {
+            Ok(()) => {
+                let mut pid = &held;
+                let _ = pid.set_len(0);
+                let _ = writeln!(pid, "{}", std::process::id());
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(HistoryError::Busy { dir, lock });
             }
-            Err(source) => return Err(HistoryError::Create { path: lock, source }),
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(HistoryError::Create { path: lock, source });
+            }
         }
         let open = |name: &str| {
             let path = dir.join(name);
@@ -111,13 +125,7 @@ impl History {
             let events = open(EVENTS_FILE)?;
             Ok((messages, events))
         });
-        let (messages, events) = match files {
-            Ok(files) => files,
-            Err(e) => {
-                let _ = fs::remove_file(&lock);
-                return Err(e);
-            }
-        };
+        let (messages, events) = files?;
         Ok(Self {
             dir,
             redactor,
@@ -125,7 +133,7 @@ impl History {
                 files: Some(Files {
                     messages,
                     events,
-                    lock,
+                    _held: held,
                 }),
                 failed: None,
             }),
@@ -213,7 +221,7 @@ impl History {
             (MESSAGES_FILE, files.messages.sync_all()),
             (EVENTS_FILE, files.events.sync_all()),
         ];
-        let _ = fs::remove_file(&files.lock);
+        // The lock is released as `files` drops, at the end of this function.
         if let Some(failed) = state.failed.take() {
             return Err(failed);
         }
@@ -243,12 +251,25 @@ impl EventSink for History {
     }
 }
 
+/// Creates `dir` and its parents, the directory itself readable by its owner only (a session
+/// holds conversations and tool results). An existing directory keeps its mode.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Opens `path` with `options`, a new file readable and writable by its owner only.
+fn private_file(options: &mut fs::OpenOptions, path: &Path) -> std::io::Result<File> {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);
+    options.open(path)
+}
+
 fn open_append(path: &Path) -> std::io::Result<File> {
-    let mut file = File::options()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)?;
+    let mut file = private_file(File::options().read(true).append(true).create(true), path)?;
     let len = file.metadata()?.len();
     if len > 0 {
         let mut last = [0u8; 1];
@@ -384,11 +405,32 @@ mod tests {
         first.close().unwrap();
         let second = History::create(dir.path(), Redactor::new()).unwrap();
         drop(second);
-        assert!(
-            !dir.path().join(LOCK_FILE).exists(),
-            "drop releases the lock"
-        );
+        // Dropping releases the lock.
         assert!(History::create(dir.path(), Redactor::new()).is_ok());
+    }
+
+    #[test]
+    fn a_lock_file_left_by_a_writer_that_died_does_not_lock_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        // What a killed writer leaves: the lock file, with its pid, but no lock on it.
+        fs::write(dir.path().join(LOCK_FILE), "4242\n").unwrap();
+        let history = History::create(dir.path(), Redactor::new()).unwrap();
+        history.close().unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_session_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("s");
+        let history = History::create(&session, Redactor::new()).unwrap();
+        history.close().unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&session), 0o700);
+        for file in [MESSAGES_FILE, EVENTS_FILE, LOCK_FILE] {
+            assert_eq!(mode(&session.join(file)), 0o600, "{file}");
+        }
     }
 
     #[test]

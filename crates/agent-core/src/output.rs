@@ -673,7 +673,11 @@ fn make_spill_dir(parent: Option<&Path>) -> std::io::Result<PathBuf> {
             "mcp-agent-outputs-{}-{n}-{nanos:09}",
             std::process::id()
         ));
-        match fs::create_dir(&dir) {
+        let mut builder = fs::DirBuilder::new();
+        // Readable by the owner only: it holds whole tool results.
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
@@ -683,7 +687,11 @@ fn make_spill_dir(parent: Option<&Path>) -> std::io::Result<PathBuf> {
 }
 
 fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = File::options().write(true).create_new(true).open(path)?;
+    let mut options = File::options();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
     file.write_all(bytes)
 }
 

@@ -232,11 +232,11 @@ impl Redactor {
                 }
                 let mut at = start + name.len();
                 if labelled {
-                    at = skip(bytes, at, b"\"' ");
+                    at = skip(bytes, at, b"\"'` ");
                     if !matches!(bytes.get(at), Some(b':' | b'=')) {
                         continue;
                     }
-                    at = skip(bytes, at + 1, b"\"' ");
+                    at = skip(bytes, at + 1, b"\"'` ");
                     if name.ends_with("authorization") {
                         at = skip_scheme(bytes, at);
                     }
@@ -324,6 +324,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_value_behind_a_quoted_json_path_is_redacted() {
+        // How a schema validation message names a field and its value.
+        let r = Redactor::new();
+        let text = r.redact_text(r#"`/password`: "hunter2" is shorter than 8 characters"#);
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("is shorter than 8 characters"), "{text}");
+    }
 
     #[test]
     fn labelled_values_are_redacted_in_text() {

@@ -340,10 +340,14 @@ impl ApprovalRules {
     }
 }
 
-/// The MCP defaults: `destructiveHint` defaults to true and only means something when the tool
-/// is not read-only.
+/// `destructiveHint: true` selects the tool whatever else it claims (a hint never exempts a
+/// call); without it, the MCP default applies: destructive unless it says it is read-only.
 fn may_be_destructive(annotations: &ToolAnnotations) -> bool {
-    annotations.read_only_hint != Some(true) && annotations.destructive_hint != Some(false)
+    match annotations.destructive_hint {
+        Some(true) => true,
+        Some(false) => false,
+        None => annotations.read_only_hint != Some(true),
+    }
 }
 
 #[cfg(test)]
@@ -423,8 +427,9 @@ mod tests {
         assert!(needs(&destructive, hints(None, Some(true), None)).is_some());
         assert!(needs(&destructive, hints(None, Some(false), None)).is_none());
         assert!(needs(&destructive, hints(Some(true), None, None)).is_none());
-        // Read-only wins: a destructive hint on a read-only tool is meaningless.
-        assert!(needs(&destructive, hints(Some(true), Some(true), None)).is_none());
+        // A hint never exempts a call: a tool that says it is destructive is asked about, also
+        // when it claims to be read-only too.
+        assert!(needs(&destructive, hints(Some(true), Some(true), None)).is_some());
 
         let open = ApprovalRules::default().with_approve_open_world(true);
         assert_eq!(

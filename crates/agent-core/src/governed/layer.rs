@@ -176,6 +176,12 @@ impl GovernedLayer {
         self
     }
 
+    /// The redactor set so far, for extending it with a run's own secrets
+    /// (`layer.configured_redactor().clone().with_secrets(…)`).
+    pub fn configured_redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Sets the output limits.
     #[must_use]
     pub fn output_limits(mut self, limits: OutputLimits) -> Self {
@@ -516,7 +522,7 @@ impl<D> Governed<D> {
             subject
                 .event(kind, began)
                 .with_outcome(CallOutcome::of_error(error))
-                .with_message(self.redactor.redact_text(&error.to_string())),
+                .with_message(self.redactor.redact_text(&crate::error_chain(error))),
         );
     }
 
@@ -619,7 +625,7 @@ impl<D: CallResolver> ToolDispatcher for Governed<D> {
         if self.history.is_some() {
             let text = match &result {
                 Ok(output) => output.to_model_text(),
-                Err(error) => error.to_string(),
+                Err(error) => crate::error_chain(error),
             };
             self.record(&Message::tool_result(call_id, text));
         }

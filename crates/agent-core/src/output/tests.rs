@@ -225,6 +225,17 @@ fn a_50_mb_output_is_spilled_to_a_file_and_memory_stays_bounded() {
         size as u64,
         "the full text is in the file"
     );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700, "the spill directory is the owner's only");
+        assert_eq!(
+            mode(&dir.join(&handle)),
+            0o600,
+            "a spilled output is the owner's only"
+        );
+    }
     let tail = store.read(&handle, size as u64 - 6, 100).unwrap();
     assert_eq!((tail.text.as_str(), tail.end), ("zztail", size as u64));
     assert!(store.read(small.handle.as_ref().unwrap(), 0, 10).is_ok());
