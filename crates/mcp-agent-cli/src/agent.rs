@@ -352,7 +352,12 @@ impl ToolDispatcher for Shown<'_> {
                 let outcome = outcome_words(CallOutcome::of_error(error));
                 format!(
                     "← {outcome} {ms} ms: {}",
-                    inline(&self.redactor.redact_text(&error.to_string()), MAX_ERROR)
+                    inline(
+                        &self
+                            .redactor
+                            .redact_text(&mcp_agent::agent_core::error_chain(error)),
+                        MAX_ERROR
+                    )
                 )
             }
         };

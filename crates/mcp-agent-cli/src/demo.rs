@@ -29,7 +29,11 @@ pub(crate) fn main_job(file: Option<&Path>, yes: bool, history: Option<PathBuf>)
         Ok(config) => config,
         Err(code) => return code,
     };
-    let governance = Governance { yes, history };
+    let governance = Governance {
+        yes,
+        history,
+        ..Governance::default()
+    };
     if !config.servers.is_empty() {
         return runtime().block_on(with_runner(config, &governance, async |runner| {
             show(runner).unwrap_or_else(|code| code)

@@ -42,6 +42,9 @@ pub(crate) struct Governance {
     pub(crate) yes: bool,
     /// `--history DIR`: record the session directly in this directory.
     pub(crate) history: Option<PathBuf>,
+    /// Secrets of the run the servers' specs do not hold (a model's API key and header
+    /// values): redacted from approval prompts, events and the history like theirs.
+    pub(crate) secrets: Vec<String>,
 }
 
 /// Opens every server of `config` for one run, printing why on failure. A run left with no
@@ -57,7 +60,13 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     let client = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-cli")
-        .govern(|layer| layer.approval_gate(gate))
+        .govern(|layer| {
+            let redactor = layer
+                .configured_redactor()
+                .clone()
+                .with_secrets(governance.secrets.iter().cloned());
+            layer.approval_gate(gate).redactor(redactor)
+        })
         .build();
     let input = RunInput::new("cli", "");
     let runner = match &governance.history {

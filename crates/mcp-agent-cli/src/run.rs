@@ -53,8 +53,18 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
         base_url: args.base_url,
     };
     // The model is checked before any server starts.
-    let model = model::config(&flags, &config.model, |name| std::env::var(name).ok())
-        .and_then(model::build);
+    let model_config = model::config(&flags, &config.model, |name| std::env::var(name).ok());
+    let secrets: Vec<String> = model_config
+        .as_ref()
+        .map(|c| {
+            c.api_key
+                .iter()
+                .map(|key| key.expose().to_owned())
+                .chain(c.headers.values().cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let model = model_config.and_then(model::build);
     let model = match model {
         Ok(model) => model,
         Err(message) => {
@@ -65,6 +75,7 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
     let governance = Governance {
         yes: yes || args.yes,
         history: args.history,
+        secrets,
     };
     let options = AgentOptions {
         max_steps: args.max_steps,

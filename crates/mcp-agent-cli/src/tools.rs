@@ -76,7 +76,10 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
         Ok(config) => config,
         Err(code) => return code,
     };
-    let mut governance = Governance { yes, history: None };
+    let mut governance = Governance {
+        yes,
+        ..Governance::default()
+    };
     if let ToolsCommand::Call {
         arguments,
         yes,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{
-    AsNative, EventSink, GovernedLayer, History, IdentityRules, Redactor, RunInput, RunScope,
-    RunnerError, RunnerFactory, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    AsNative, EventSink, GovernedLayer, History, IdentityRules, RunInput, RunScope, RunnerError,
+    RunnerFactory, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
@@ -135,8 +135,9 @@ impl McpClientBuilder {
     /// configuration's `[policy]` (identity rules, approval rules, `max_output_bytes`).
     ///
     /// The identity rules the template ends with also hide the tools they refuse from the
-    /// model. Each run's redactor (for approval prompts and event messages) knows every
-    /// secret of the run's specs, and replaces one set here; the history is set per run
+    /// model. Each run's redactor (for approval prompts, event messages and the history)
+    /// is the one set here plus every secret of the run's specs: give it the secrets the
+    /// client cannot know (a model's API key, say); the history is set per run
     /// ([`history_root`](Self::history_root), [`McpClient::open_runner_with_history`]).
     ///
     /// ```
@@ -447,7 +448,13 @@ impl McpClient {
         let inner = &*self.inner;
         let secrets: Vec<_> = run.servers.iter().flat_map(|s| s.secret_values()).collect();
         let scrubber = Scrubber::new(secrets.iter().cloned());
-        let redactor = Redactor::new().with_secrets(secrets.iter().map(|s| s.expose().to_owned()));
+        // The template's redactor (with whatever secrets the caller gave it: a model's key…)
+        // plus every secret of the run's specs.
+        let redactor = inner
+            .layer
+            .configured_redactor()
+            .clone()
+            .with_secrets(secrets.iter().map(|s| s.expose().to_owned()));
         let mut layer = inner.layer.clone().redactor(redactor.clone());
         if let Some(dir) = history {
             // Before any server is contacted: a run never starts with a history it cannot keep.

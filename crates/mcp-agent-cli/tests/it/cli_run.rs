@@ -271,8 +271,18 @@ fn neither_the_key_nor_a_control_character_reaches_the_terminal_from_the_model()
     let Some(endpoint) = Endpoint::start(LEAKY) else {
         return;
     };
-    let output = run(&endpoint, &["Leak it."], &[]);
+    let history = tempfile::tempdir().unwrap();
+    let dir = history.path().join("session");
+    let dir_arg = dir.display().to_string();
+    let output = run(&endpoint, &["--history", &dir_arg, "Leak it."], &[]);
     assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    // Nor the session's files: the key the model echoed is redacted there too.
+    for file in ["messages.jsonl", "events.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(!text.contains(KEY), "{file} holds the key: {text}");
+    }
+    let messages = std::fs::read_to_string(dir.join("messages.jsonl")).unwrap();
+    assert!(messages.contains("[REDACTED]"), "{messages}");
     assert_eq!(
         stdout(&output),
         "Your key is [REDACTED] \\u{1b}[2J\\u{1b}]0;title\\u{7} and that is all.\n"
