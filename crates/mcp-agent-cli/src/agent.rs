@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use mcp_agent::agent_core::{
-    AgentError, AgentLoop, AgentOutcome, CallOutcome, Event, EventBus, EventKind, EventRecvError,
-    EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
-    ToolError, ToolOutput,
+    AgentError, AgentLoop, AgentOutcome, CallOutcome, CancellationToken, Event, EventBus,
+    EventKind, EventRecvError, EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog,
+    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use mcp_agent::mcp_client::McpRunner;
@@ -53,9 +53,11 @@ pub(crate) async fn run(
         bus: governed.events(),
         console: (!options.json).then(|| Arc::clone(&console)),
     };
+    let stop = console.lock().stop.clone();
     let mut agent = AgentLoop::new(model)
         .max_steps(options.max_steps)
-        .event_sink(Arc::new(events));
+        .event_sink(Arc::new(events))
+        .cancel_on(stop);
     if let Some(history) = governed.history() {
         agent = agent.history(Arc::clone(history));
     }
@@ -213,6 +215,9 @@ struct ConsoleState {
     last_started: Option<String>,
     /// Why stdout could not be written (the exit code), once it failed.
     failed: Option<ExitCode>,
+    /// Cancelled when stdout fails: no one reads the run any more, so no further tool call
+    /// (with its side effects) is made for it.
+    stop: CancellationToken,
 }
 
 impl ConsoleState {
@@ -232,10 +237,12 @@ impl ConsoleState {
             }
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
                 self.failed = Some(ExitCode::from(EXIT_BROKEN_PIPE));
+                self.stop.cancel();
             }
             Err(e) => {
                 say(format_args!("error: cannot write the output: {e}"));
                 self.failed = Some(ExitCode::from(EXIT_FAILED));
+                self.stop.cancel();
             }
         }
     }

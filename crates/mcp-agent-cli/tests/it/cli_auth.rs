@@ -393,6 +393,11 @@ fn a_wrong_state_is_refused_and_nothing_is_stored() {
     let output = child.wait_with_output().unwrap();
     assert_code(&output, 1);
     assert!(text(&output).contains("state"), "{}", text(&output));
+    let code = redirect
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("code="))
+        .expect("a code");
+    assert!(!text(&output).contains(code), "the code was shown");
     assert!(world.tokens().is_empty());
 }
 
