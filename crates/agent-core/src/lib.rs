@@ -32,6 +32,9 @@ mod run;
 mod scripted;
 mod tool;
 
+/// The token that cancels an [`AgentLoop`] run ([`AgentLoop::cancel_on`]).
+pub use tokio_util::sync::CancellationToken;
+
 pub use agent::{AgentLoop, AgentOutcome, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_STEPS};
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver};
