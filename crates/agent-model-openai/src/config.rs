@@ -74,9 +74,14 @@ pub struct Timeouts {
     /// One attempt: until the response's headers arrive, and for a non-streaming request also
     /// its whole body. Default 300 s (a long answer without streaming takes minutes).
     pub request: Duration,
-    /// A stream that sends nothing (not even a keep-alive comment) for this long is abandoned.
+    /// A stream that sends nothing of its answer for this long is abandoned. Keep-alive
+    /// comments (`: ping`) and blank lines do not count: only bytes of an event's fields do.
     /// Default 90 s.
     pub idle: Duration,
+    /// One streamed attempt as a whole, from sending the request to the answer's last event:
+    /// however steadily the endpoint sends, a stream still going after this long is abandoned
+    /// (and not retried). Default 600 s (10 minutes).
+    pub stream: Duration,
 }
 
 impl Default for Timeouts {
@@ -85,6 +90,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(10),
             request: Duration::from_secs(300),
             idle: Duration::from_secs(90),
+            stream: Duration::from_secs(600),
         }
     }
 }
@@ -108,6 +114,13 @@ impl Timeouts {
     #[must_use]
     pub fn with_idle(mut self, idle: Duration) -> Self {
         self.idle = idle;
+        self
+    }
+
+    /// Sets the whole-stream timeout.
+    #[must_use]
+    pub fn with_stream(mut self, stream: Duration) -> Self {
+        self.stream = stream;
         self
     }
 }
@@ -333,8 +346,8 @@ pub struct OpenAiConfig {
     /// Sampling and tool options.
     pub options: ChatOptions,
     /// Whether [`Model::complete`](agent_core::Model::complete) streams the answer (SSE).
-    /// Default true: a stream is watched by the idle timeout rather than one long request
-    /// timeout.
+    /// Default true: a stream is watched by the idle and whole-stream timeouts rather than one
+    /// request timeout.
     pub stream: bool,
 }
 

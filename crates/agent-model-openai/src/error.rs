@@ -18,6 +18,8 @@ pub enum TimeoutKind {
     Request,
     /// [`Timeouts::idle`](crate::Timeouts::idle).
     IdleStream,
+    /// [`Timeouts::stream`](crate::Timeouts::stream): the whole stream took too long.
+    Stream,
 }
 
 /// Which bound was passed.
@@ -125,6 +127,7 @@ pub enum OpenAiError {
     #[error("{} timeout of {} expired", match kind {
         TimeoutKind::Request => "request",
         TimeoutKind::IdleStream => "idle-stream",
+        TimeoutKind::Stream => "stream",
     }, after_text(after))]
     Timeout {
         /// Which one.

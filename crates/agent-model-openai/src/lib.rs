@@ -61,8 +61,9 @@
 //! `408`, `429` and `5xx` answers and connections reset or closed before the answer are retried
 //! ([`RetryPolicy`]: bounded in count and in total time, exponential backoff with jitter, the
 //! provider's `Retry-After` or `retry-after-ms` honoured); a stream that already handed text on
-//! is not. Each attempt has a request timeout and a stream an idle timeout ([`Timeouts`]);
-//! bodies and single events are bounded ([`Limits`]). The provider's error (`error.message`,
+//! is not. Each attempt has a request timeout, and a stream an idle timeout (keep-alive comments
+//! do not reset it) and a bound on its whole length ([`Timeouts`]); bodies and single events
+//! are bounded ([`Limits`]). The provider's error (`error.message`,
 //! `code`, `type`) is shown with the key and header values redacted, control characters removed
 //! and its length bounded. The key never appears in an error or `Debug` output.
 //!

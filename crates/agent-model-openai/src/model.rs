@@ -12,7 +12,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::time::{Instant, timeout_at};
 
 use crate::config::{ChatOptions, OpenAiConfig, RetryPolicy};
 use crate::error::{LimitKind, OpenAiError, TimeoutKind};
@@ -24,6 +24,14 @@ use crate::wire::{Completion, effective_options, error_body, request_body};
 
 /// How much of an error answer's body is read.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// `start + wait`, a very long wait (`Duration::MAX` for "no limit") capped at 30 years
+/// rather than overflowing.
+fn deadline_after(start: Instant, wait: Duration) -> Instant {
+    start
+        .checked_add(wait)
+        .unwrap_or_else(|| start + Duration::from_secs(30 * 365 * 86_400))
+}
 
 /// An OpenAI-compatible chat-completions endpoint as an [`agent_core::Model`].
 ///
@@ -276,7 +284,8 @@ impl OpenAiModel {
     ) -> Result<ChatResponse, Failure> {
         let inner = &self.inner;
         let timeouts = inner.config.timeouts;
-        let deadline = Instant::now() + timeouts.request;
+        let started = Instant::now();
+        let deadline = deadline_after(started, timeouts.request);
         let request_timeout = || OpenAiError::Timeout {
             kind: TimeoutKind::Request,
             after: timeouts.request,
@@ -338,7 +347,10 @@ impl OpenAiModel {
             .into());
         }
         if stream && is_event_stream {
-            return self.read_stream(&mut body, sink, emitted).await;
+            let stream_deadline = deadline_after(started, timeouts.stream);
+            return self
+                .read_stream(&mut body, stream_deadline, sink, emitted)
+                .await;
         }
         let bytes = match timeout_at(deadline, h::read_bounded(&mut body, limit, &inner.host)).await
         {
@@ -358,24 +370,38 @@ impl OpenAiModel {
         Ok(response)
     }
 
+    /// Reads an event stream until `[DONE]` or its end, within two deadlines: `stream_deadline`
+    /// for the whole of it ([`Timeouts::stream`](crate::Timeouts::stream)), and the idle one,
+    /// pushed back only by frames that carry event fields (a keep-alive comment or a blank line
+    /// does not). Neither timeout is retried.
     async fn read_stream(
         &self,
         body: &mut Incoming,
+        stream_deadline: Instant,
         sink: &mut (dyn FnMut(StreamDelta<'_>) + Send),
         emitted: &mut bool,
     ) -> Result<ChatResponse, Failure> {
         let inner = &self.inner;
-        let idle = inner.config.timeouts.idle;
+        let timeouts = inner.config.timeouts;
+        let expired = |kind| -> Failure {
+            let after = match kind {
+                TimeoutKind::Stream => timeouts.stream,
+                _ => timeouts.idle,
+            };
+            OpenAiError::Timeout { kind, after }.into()
+        };
         let mut decoder = StreamDecoder::with_shown(inner.config.limits, inner.shown.clone());
+        let mut idle_deadline = deadline_after(Instant::now(), timeouts.idle);
         let result = loop {
-            let frame = match timeout(idle, body.frame()).await {
-                Err(_) => {
-                    break Err(OpenAiError::Timeout {
-                        kind: TimeoutKind::IdleStream,
-                        after: idle,
-                    }
-                    .into());
-                }
+            // Checked here too: a body whose frames are always ready would never let the timer
+            // below fire.
+            if Instant::now() >= stream_deadline {
+                break Err(expired(TimeoutKind::Stream));
+            }
+            let next = stream_deadline.min(idle_deadline);
+            let frame = match timeout_at(next, body.frame()).await {
+                Err(_) if next == stream_deadline => break Err(expired(TimeoutKind::Stream)),
+                Err(_) => break Err(expired(TimeoutKind::IdleStream)),
                 Ok(None) => break Ok(()),
                 Ok(Some(Err(e))) => break Err(Failure::from(h::failure(&e, false, &inner.host))),
                 Ok(Some(Ok(frame))) => frame,
@@ -383,8 +409,12 @@ impl OpenAiModel {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
+            let progress = decoder.progress();
             if let Err(e) = decoder.feed(&data, sink) {
                 break Err(e.into());
+            }
+            if decoder.progress() != progress {
+                idle_deadline = deadline_after(Instant::now(), timeouts.idle);
             }
             if decoder.is_done() {
                 break Ok(());

@@ -13,6 +13,8 @@ pub(crate) struct SseDecoder {
     /// A `\r` ended the last line; a `\n` right after it belongs to it.
     after_cr: bool,
     max_event: usize,
+    /// Bytes of lines that are neither comments nor blank: what counts as the stream going on.
+    progress: u64,
 }
 
 impl SseDecoder {
@@ -23,7 +25,14 @@ impl SseDecoder {
             has_data: false,
             after_cr: false,
             max_event,
+            progress: 0,
         }
+    }
+
+    /// Bytes of field lines (`data`, `event`, …) seen so far; comments (`: ping`) and blank
+    /// lines are not counted.
+    pub(crate) fn progress(&self) -> u64 {
+        self.progress
     }
 
     /// Feeds bytes; each complete event's data is passed to `on_event`.
@@ -73,6 +82,9 @@ impl SseDecoder {
                 kind: LimitKind::Event,
                 limit: self.max_event,
             });
+        }
+        if self.line.first().or(part.first()) != Some(&b':') {
+            self.progress = self.progress.saturating_add(part.len() as u64);
         }
         self.line.extend_from_slice(part);
         Ok(())
@@ -143,6 +155,21 @@ mod tests {
             let parts = events(&mut SseDecoder::new(1024), &[a, b]).unwrap();
             assert_eq!(parts, whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn only_field_lines_count_as_progress() {
+        let mut decoder = SseDecoder::new(1024);
+        let mut ignore = |_: &[u8]| Ok(());
+        for part in [&b": ping\n\n"[..], b":", b" keep-alive\r\n", b"\n\r\n"] {
+            decoder.feed(part, &mut ignore).unwrap();
+        }
+        assert_eq!(decoder.progress(), 0);
+        decoder.feed(b"da", &mut ignore).unwrap();
+        decoder.feed(b"ta: x\n\n: ping\n", &mut ignore).unwrap();
+        assert_eq!(decoder.progress(), "data: x".len() as u64);
+        decoder.feed(b"event: e\n", &mut ignore).unwrap();
+        assert_eq!(decoder.progress(), "data: xevent: e".len() as u64);
     }
 
     #[test]

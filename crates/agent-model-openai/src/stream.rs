@@ -88,6 +88,12 @@ impl StreamDecoder {
         self.assembler.done
     }
 
+    /// Bytes of event fields received so far: keep-alive comments and blank lines are not
+    /// counted, so a stream sending only those makes no progress.
+    pub(crate) fn progress(&self) -> u64 {
+        self.sse.progress()
+    }
+
     /// Whether a delta was handed on.
     pub fn has_emitted(&self) -> bool {
         self.assembler.emitted

@@ -53,6 +53,110 @@ async fn a_stream_that_stops_sending_fails_with_the_idle_timeout() {
     assert_eq!(provider.requests().len(), 1);
 }
 
+/// A stream of `frame` every 5 ms, for ever, read with these idle and whole-stream timeouts
+/// (and retries allowed): the error, the text handed on, how long it took, and the requests.
+async fn read_endless_stream(
+    frame: String,
+    idle: Duration,
+    stream: Duration,
+) -> (OpenAiError, String, Duration, usize) {
+    let provider = Provider::always(move || Reply::Trickle {
+        frame: frame.clone(),
+        every: Duration::from_millis(5),
+    })
+    .await;
+    let config = provider.config();
+    let timeouts = config.timeouts.with_idle(idle).with_stream(stream);
+    let model = OpenAiModel::new(config.with_timeouts(timeouts)).unwrap();
+    let mut text = String::new();
+    let started = tokio::time::Instant::now();
+    let err = model
+        .chat_stream(&request(), &mut |d| {
+            if let agent_model_openai::StreamDelta::Text(t) = d {
+                text.push_str(t);
+            }
+        })
+        .await
+        .unwrap_err();
+    (err, text, started.elapsed(), provider.requests().len())
+}
+
+#[tokio::test]
+async fn a_stream_of_keep_alives_for_ever_fails_with_the_stream_timeout() {
+    // The idle timeout (20 s) is far off: only the whole-stream bound can end this.
+    let (err, text, took, requests) = read_endless_stream(
+        ": keep-alive\n\n".into(),
+        Duration::from_secs(20),
+        Duration::from_millis(300),
+    )
+    .await;
+    assert!(
+        matches!(
+            err,
+            OpenAiError::Timeout {
+                kind: TimeoutKind::Stream,
+                after
+            } if after == Duration::from_millis(300)
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "stream timeout of 0.3 s expired");
+    assert_eq!(text, "");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+    // A timeout is final: the attempt is not repeated.
+    assert_eq!(requests, 1);
+}
+
+#[tokio::test]
+async fn a_stream_sending_text_for_ever_fails_with_the_stream_timeout_and_is_not_retried() {
+    let event = format!(
+        "data: {}\n\n",
+        json!({"choices": [{"delta": {"content": "."}}]})
+    );
+    let (err, text, took, requests) =
+        read_endless_stream(event, Duration::from_secs(20), Duration::from_millis(300)).await;
+    assert!(
+        matches!(
+            err,
+            OpenAiError::Timeout {
+                kind: TimeoutKind::Stream,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!text.is_empty() && text.chars().all(|c| c == '.'), "{text}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert_eq!(requests, 1);
+}
+
+#[tokio::test]
+async fn keep_alive_comments_do_not_hold_off_the_idle_timeout() {
+    // Comments every 5 ms, the idle timeout 200 ms, the whole-stream bound 20 s far off.
+    let (err, _, took, requests) = read_endless_stream(
+        ": ping\n\n".into(),
+        Duration::from_millis(200),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(
+        matches!(
+            err,
+            OpenAiError::Timeout {
+                kind: TimeoutKind::IdleStream,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "idle-stream timeout of 0.2 s expired");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert_eq!(requests, 1);
+}
+
 #[tokio::test]
 async fn a_request_without_an_answer_fails_with_the_request_timeout() {
     let provider = Provider::always(|| Reply::Sse {

@@ -31,6 +31,8 @@ pub(crate) enum Reply {
     Sse { frames: Vec<String>, then: End },
     /// A `200` JSON body that never ends: the same bytes again and again.
     Endless,
+    /// A server-sent event stream that never ends: `frame` at once, then again every `every`.
+    Trickle { frame: String, every: Duration },
     /// The connection is reset (TCP RST) instead of an answer.
     Reset,
 }
@@ -225,6 +227,21 @@ async fn respond(reply: Reply, reset: &Notify) -> Result<Response<Body>, Infalli
                 futures::stream::repeat(chunk).map(|c| Ok::<_, Infallible>(Frame::data(c)));
             Response::builder()
                 .header("content-type", "application/json")
+                .body(BodyExt::boxed(StreamBody::new(frames)))
+        }
+        Reply::Trickle { frame, every } => {
+            let frame = Bytes::from(frame);
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let frames = futures::stream::unfold(ticks, move |mut ticks| {
+                let frame = frame.clone();
+                async move {
+                    ticks.tick().await;
+                    Some((Ok::<_, Infallible>(Frame::data(frame)), ticks))
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
                 .body(BodyExt::boxed(StreamBody::new(frames)))
         }
         Reply::Reset => {
