@@ -110,7 +110,12 @@ fn surface(runner: &McpRunner) -> String {
         "the model sees {} tools: {} ({} MCP tools behind them)",
         surface.len(),
         inline(&surface.join(", "), MAX_BLOCK),
-        runner.catalog().len()
+        runner
+            .catalog()
+            .entries()
+            .iter()
+            .filter(|t| !t.is_hidden())
+            .count()
     )
 }
 

@@ -115,8 +115,12 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
     }))
 }
 
+/// The tools, each marked with whether the model sees it: a tool the configuration's
+/// `[policy]` refuses (by server identity or name) is listed for the operator, marked
+/// `(refused by [policy])`, and not counted among the model's tools.
 fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
     let tools = runner.catalog().entries();
+    let refused = tools.iter().filter(|t| t.is_hidden()).count();
     if json {
         let list: Vec<Value> = tools
             .iter()
@@ -128,21 +132,32 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
                     "remote_name": t.remote_name,
                     "description": t.description(),
                     "input_schema": *t.input_schema(),
+                    "refused_by_policy": t.is_hidden(),
                 })
             })
             .collect();
         out_json(&Value::Array(list))?;
     } else {
         for t in &tools {
+            let mark = if t.is_hidden() {
+                "(refused by [policy]) "
+            } else {
+                ""
+            };
             out(format_args!(
-                "{}\t{}",
+                "{}\t{mark}{}",
                 inline(&t.id, MAX_NAME),
                 first_line(t.description())
             ))?;
         }
+        let shown = tools.len() - refused;
+        let refused = if refused > 0 {
+            format!(" ({refused} more refused by [policy])")
+        } else {
+            String::new()
+        };
         say(format_args!(
-            "{} tools from {} servers",
-            tools.len(),
+            "{shown} tools from {} servers{refused}",
             runner.sessions().len()
         ));
     }

@@ -81,6 +81,42 @@ fn a_policy_deny_refuses_the_call_and_names_the_rule() {
 }
 
 #[test]
+fn tools_list_marks_what_the_policy_refuses_and_counts_only_what_the_model_sees() {
+    let policy = json!({"deny": [{"server": "mcp-test-kit", "tool": "ec*"}]});
+    let output = with_policy(&["tools", "list"], &policy);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listed = stdout(&output);
+    let echo = listed
+        .lines()
+        .find(|l| l.starts_with("kit__echo\t"))
+        .expect("the refused tool is still listed for the operator");
+    assert!(echo.contains("(refused by [policy])"), "{echo}");
+    let add = listed
+        .lines()
+        .find(|l| l.starts_with("kit__add\t"))
+        .unwrap();
+    assert!(!add.contains("refused"), "{add}");
+    let total = listed.lines().count();
+    let said = stderr(&output);
+    assert!(
+        said.contains(&format!(
+            "{} tools from 1 servers (1 more refused by [policy])",
+            total - 1
+        )),
+        "{said}"
+    );
+
+    let output = with_policy(&["tools", "list", "--json"], &policy);
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&stdout(&output)).unwrap();
+    let refused: Vec<_> = tools
+        .iter()
+        .filter(|t| t["refused_by_policy"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused, ["kit__echo"]);
+}
+
+#[test]
 fn a_call_that_needs_approval_with_no_terminal_is_refused_saying_how_to_allow_it() {
     let policy = json!({"approve": [{"server": "mcp-test-kit", "tool": "echo"}]});
     let output = with_policy(&["tools", "call", "kit__echo", r#"{"a": 1}"#], &policy);
