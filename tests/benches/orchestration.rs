@@ -352,7 +352,7 @@ fn opening(c: &mut Criterion) {
         for servers in [1_usize, 8, 32] {
             let harness = Harness::new();
             let args = match init_delay {
-                Some(delay) => StdioServerArgs::new(Mode::Test).init_delay(delay),
+                Some(delay) => StdioServerArgs::new(Mode::Test).with_init_delay(delay),
                 None => StdioServerArgs::new(Mode::Test),
             };
             let specs = (0..servers)

@@ -83,8 +83,8 @@ pub enum Pages {
 /// use mcp_test_kit::hostile::{HostileOptions, Pages};
 ///
 /// let options = HostileOptions::new(Pages::RepeatCursor)
-///     .server_info("evil", "9".repeat(100_000))
-///     .echo("sk-live-0123456789");
+///     .with_server_info("evil", "9".repeat(100_000))
+///     .with_echo("sk-live-0123456789");
 /// assert_eq!(options.version.len(), 100_000);
 /// ```
 #[derive(Debug, Clone)]
@@ -122,32 +122,32 @@ impl HostileOptions {
     }
 
     /// Sets `serverInfo.name` and `serverInfo.version`.
-    pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+    pub fn with_server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
         self.name = name.into();
         self.version = version.into();
         self
     }
 
     /// Sets the initialize result's `instructions`.
-    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
         self.instructions = Some(instructions.into());
         self
     }
 
     /// Sets the text the server repeats in its errors and results.
-    pub fn echo(mut self, text: impl Into<String>) -> Self {
+    pub fn with_echo(mut self, text: impl Into<String>) -> Self {
         self.echo = text.into();
         self
     }
 
     /// Makes `initialize` fail, naming the echo text.
-    pub fn fail_initialize(mut self) -> Self {
+    pub fn with_fail_initialize(mut self) -> Self {
         self.fail_initialize = true;
         self
     }
 
     /// Makes `tools/list` fail, naming the echo text.
-    pub fn fail_list(mut self) -> Self {
+    pub fn with_fail_list(mut self) -> Self {
         self.fail_list = true;
         self
     }

@@ -65,7 +65,7 @@ impl Drop for HttpServer {
 /// ```
 pub async fn serve_http(options: TestServerOptions) -> std::io::Result<HttpServer> {
     let stop = CancellationToken::new();
-    let options = options.crash(CrashAction::Disconnect(stop.clone()));
+    let options = options.with_crash(CrashAction::Disconnect(stop.clone()));
     serve_handler_http_with(move || TestServer::new(options.clone()), stop).await
 }
 

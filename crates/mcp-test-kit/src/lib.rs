@@ -24,7 +24,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let seen = Observations::new();
-//! let server = TestServer::new(TestServerOptions::default().observations(seen.clone()));
+//! let server = TestServer::new(TestServerOptions::default().with_observations(seen.clone()));
 //! let client = rmcp::serve_client((), serve_in_memory(server)).await?;
 //! let args = json!({ "greeting": "hi" }).as_object().cloned().unwrap();
 //! let result = client

@@ -42,7 +42,7 @@ pub enum Mode {
 /// ```
 /// use mcp_test_kit::stdio::{Mode, StdioServerArgs};
 ///
-/// let args = StdioServerArgs::new(Mode::Paginated).page_size(50).to_args();
+/// let args = StdioServerArgs::new(Mode::Paginated).with_page_size(50).to_args();
 /// assert_eq!(args, ["--mode", "paginated", "--page-size", "50"]);
 /// ```
 #[derive(Debug, Clone, Default, Parser)]
@@ -99,43 +99,43 @@ impl StdioServerArgs {
     }
 
     /// Sets the `initialize` delay.
-    pub fn init_delay(mut self, delay: Duration) -> Self {
+    pub fn with_init_delay(mut self, delay: Duration) -> Self {
         self.init_delay_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
         self
     }
 
     /// Sets the number of synthetic tools.
-    pub fn extra_tools(mut self, count: usize) -> Self {
+    pub fn with_extra_tools(mut self, count: usize) -> Self {
         self.extra_tools = Some(count);
         self
     }
 
     /// Sets the page size of `tools/list`.
-    pub fn page_size(mut self, size: usize) -> Self {
+    pub fn with_page_size(mut self, size: usize) -> Self {
         self.page_size = Some(size);
         self
     }
 
     /// Sets the size of the oversized message.
-    pub fn message_bytes(mut self, bytes: usize) -> Self {
+    pub fn with_message_bytes(mut self, bytes: usize) -> Self {
         self.message_bytes = Some(bytes);
         self
     }
 
     /// Sets the nesting depth of the deep message.
-    pub fn depth(mut self, depth: usize) -> Self {
+    pub fn with_depth(mut self, depth: usize) -> Self {
         self.depth = Some(depth);
         self
     }
 
     /// Records calls and cancellations into `path`.
-    pub fn record(mut self, path: impl Into<PathBuf>) -> Self {
+    pub fn with_record(mut self, path: impl Into<PathBuf>) -> Self {
         self.record = Some(path.into());
         self
     }
 
     /// Prints non-JSON lines on stdout before speaking MCP.
-    pub fn stdout_noise(mut self) -> Self {
+    pub fn with_stdout_noise(mut self) -> Self {
         self.stdout_noise = true;
         self
     }
@@ -187,10 +187,10 @@ impl StdioServerArgs {
             None => Observations::new(),
         };
         let mut options = TestServerOptions::default()
-            .extra_tools(self.extra_tools.unwrap_or(extra))
-            .init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
-            .observations(observations)
-            .crash(CrashAction::ExitProcess(3));
+            .with_extra_tools(self.extra_tools.unwrap_or(extra))
+            .with_init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
+            .with_observations(observations)
+            .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
     }
@@ -412,7 +412,7 @@ mod tests {
         let options = StdioServerArgs::new(Mode::Paginated).server_options();
         assert_eq!((options.extra_tools, options.page_size), (1_000, Some(100)));
         let options = StdioServerArgs::new(Mode::Paginated)
-            .extra_tools(5)
+            .with_extra_tools(5)
             .server_options();
         assert_eq!(options.extra_tools, 5);
         let options = StdioServerArgs::new(Mode::SlowInitialize).server_options();

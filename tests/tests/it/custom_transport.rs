@@ -39,8 +39,8 @@ impl Connector for Loopback {
             ));
         };
         let options = TestServerOptions::default()
-            .name(identity)
-            .extra_tools(tools as usize);
+            .with_name(identity)
+            .with_extra_tools(tools as usize);
         let (read, write) = tokio::io::split(serve_in_memory(TestServer::new(options)));
         Ok(Connection::new(
             AsyncRwTransport::new_client(read, write),

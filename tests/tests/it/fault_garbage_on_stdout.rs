@@ -35,7 +35,7 @@ async fn non_json_lines_before_the_handshake_are_skipped() {
     let harness = Harness::new();
     let client = harness.client(vec![stdio_server(
         "chatty",
-        &StdioServerArgs::new(Mode::Test).stdout_noise(),
+        &StdioServerArgs::new(Mode::Test).with_stdout_noise(),
     )]);
     let runner = bounded(client.open_runner(&harness.input())).await.unwrap();
     let out = call_tool(&runner, "chatty__echo", json!({"heard": true}))

@@ -18,7 +18,7 @@ async fn a_hung_call_times_out_and_is_cancelled_on_the_server() {
     let harness = Harness::new();
     let mut spec = stdio_server(
         "hung",
-        &StdioServerArgs::new(Mode::Test).record(record.path()),
+        &StdioServerArgs::new(Mode::Test).with_record(record.path()),
     );
     spec.call_timeout = CALL_TIMEOUT;
     let client = harness.client(vec![spec]);

@@ -15,7 +15,7 @@ async fn initialize_slower_than_the_connect_timeout() {
     let harness = Harness::new();
     let spec = stdio_server(
         "sluggish",
-        &StdioServerArgs::new(Mode::SlowInitialize).init_delay(Duration::from_secs(30)),
+        &StdioServerArgs::new(Mode::SlowInitialize).with_init_delay(Duration::from_secs(30)),
     );
     // The run's default connect timeout, which the spec does not override.
     let config = Config::new(vec![spec])

@@ -117,7 +117,7 @@ async fn an_unwritable_history_directory_fails_the_run_before_any_server_is_cont
 
 #[tokio::test]
 async fn a_secret_in_tool_arguments_or_a_servers_error_text_is_in_no_event_and_no_history_file() {
-    let http = serve_http(TestServerOptions::default().name("kit-over-http"))
+    let http = serve_http(TestServerOptions::default().with_name("kit-over-http"))
         .await
         .unwrap();
     let mut stdio = kit("local");

@@ -27,8 +27,8 @@ fn is_clean(text: &str, multiline: bool) -> bool {
 async fn a_hostile_identity_is_kept_bounded_and_clean() {
     let osc_name = "\u{1b}]0;pwned\u{7}\u{1b}[2Jevil\r\nserver";
     let options = HostileOptions::new(Pages::Fixed(Vec::new()))
-        .server_info(osc_name, "9".repeat(100 * 1024))
-        .instructions(format!("Use me.\n\t{}\u{1b}[31m", "i".repeat(1024 * 1024)));
+        .with_server_info(osc_name, "9".repeat(100 * 1024))
+        .with_instructions(format!("Use me.\n\t{}\u{1b}[31m", "i".repeat(1024 * 1024)));
     let client = builder(
         vec![spec("evil", &[], CONNECT_TIMEOUT)],
         InMemory::new(HostileServer::new(options)),

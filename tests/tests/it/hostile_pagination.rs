@@ -113,8 +113,8 @@ async fn large_pages_stop_at_the_byte_limit() {
 async fn an_honest_paginated_server_lists_whole_and_the_limits_are_the_clients_choice() {
     let paginated = TestServer::new(
         TestServerOptions::default()
-            .extra_tools(1_000)
-            .page_size(100),
+            .with_extra_tools(1_000)
+            .with_page_size(100),
     );
     let client = |limits: ListLimits| {
         builder(

@@ -26,10 +26,10 @@ async fn http_and_stdio_servers_in_one_run() {
     let seen = Observations::new();
     let server = serve_http(
         TestServerOptions::default()
-            .name("kit-over-http")
-            .extra_tools(250)
-            .page_size(40)
-            .observations(seen.clone()),
+            .with_name("kit-over-http")
+            .with_extra_tools(250)
+            .with_page_size(40)
+            .with_observations(seen.clone()),
     )
     .await
     .unwrap();

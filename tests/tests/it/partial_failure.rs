@@ -54,7 +54,7 @@ async fn fail_fast_closes_servers_that_had_already_opened() {
     // `late` fails only when its connect timeout expires, long after the others opened.
     let mut late = stdio_server(
         "late",
-        &StdioServerArgs::new(Mode::SlowInitialize).init_delay(Duration::from_secs(20)),
+        &StdioServerArgs::new(Mode::SlowInitialize).with_init_delay(Duration::from_secs(20)),
     );
     late.connect_timeout = Some(Duration::from_millis(1_500));
     let config = Config::new(vec![good("a"), late, good("b")])

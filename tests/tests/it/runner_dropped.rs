@@ -80,7 +80,7 @@ async fn cancelling_open_runner_while_servers_connect() {
         stdio_server("quick", &StdioServerArgs::new(Mode::Test)),
         stdio_server(
             "slow",
-            &StdioServerArgs::new(Mode::SlowInitialize).init_delay(Duration::from_secs(30)),
+            &StdioServerArgs::new(Mode::SlowInitialize).with_init_delay(Duration::from_secs(30)),
         ),
     ]);
     let input = harness.input();

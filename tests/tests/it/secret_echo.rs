@@ -22,7 +22,7 @@ const SECRET: &str = "sk-live-Zq8Wm3Rt6Yp1";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn echoing(options: HostileOptions) -> HostileServer {
-    HostileServer::new(options.echo(SECRET))
+    HostileServer::new(options.with_echo(SECRET))
 }
 
 /// Every way the events can be shown.
@@ -80,11 +80,11 @@ async fn a_failed_handshake_or_listing_that_echoes_the_secret_shows_it_nowhere()
     for (what, options) in [
         (
             "initialize",
-            HostileOptions::new(Pages::Fixed(Vec::new())).fail_initialize(),
+            HostileOptions::new(Pages::Fixed(Vec::new())).with_fail_initialize(),
         ),
         (
             "tools/list",
-            HostileOptions::new(Pages::Fixed(Vec::new())).fail_list(),
+            HostileOptions::new(Pages::Fixed(Vec::new())).with_fail_list(),
         ),
     ] {
         let secret_spec = || spec("echo", &[("API_KEY", SECRET)], CONNECT_TIMEOUT);
@@ -128,8 +128,8 @@ async fn the_servers_identity_and_tool_names_never_hold_the_secret() {
     let events = Arc::new(Events::default());
     let leaky = mcp_test_kit::hostile::tool(format!("key_{SECRET}"), format!("Uses {SECRET}."));
     let options = HostileOptions::new(Pages::Fixed(vec![leaky]))
-        .server_info(format!("srv {SECRET}"), "1.0")
-        .instructions(format!("Authenticate with {SECRET}."));
+        .with_server_info(format!("srv {SECRET}"), "1.0")
+        .with_instructions(format!("Authenticate with {SECRET}."));
     let client = builder(
         vec![spec("echo", &[("API_KEY", SECRET)], CONNECT_TIMEOUT)],
         InMemory::new(echoing(options)),

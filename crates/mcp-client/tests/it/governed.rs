@@ -19,11 +19,13 @@ use serde_json::json;
 fn builder(policy: PolicyConfig) -> McpClientBuilder {
     let memory = InMemoryConnector::new()
         .server("a", || {
-            serve_in_memory(TestServer::new(TestServerOptions::default().name("acme/a")))
+            serve_in_memory(TestServer::new(
+                TestServerOptions::default().with_name("acme/a"),
+            ))
         })
         .server("b", || {
             serve_in_memory(TestServer::new(
-                TestServerOptions::default().name("other/b"),
+                TestServerOptions::default().with_name("other/b"),
             ))
         });
     let config = Config::new(vec![spec("a"), spec("b")])

@@ -12,11 +12,15 @@ use serde_json::json;
 fn client() -> McpClient {
     let memory = InMemoryConnector::new()
         .server("a", || {
-            serve_in_memory(TestServer::new(TestServerOptions::default().name("acme/a")))
+            serve_in_memory(TestServer::new(
+                TestServerOptions::default().with_name("acme/a"),
+            ))
         })
         .server("b", || {
             serve_in_memory(TestServer::new(
-                TestServerOptions::default().name("acme/b").extra_tools(5),
+                TestServerOptions::default()
+                    .with_name("acme/b")
+                    .with_extra_tools(5),
             ))
         });
     let config = Config::new(vec![spec("a"), spec("b")]).expect("valid specs");

@@ -417,7 +417,9 @@ async fn without_discover_sessions_start_with_initialize() {
 async fn a_discovered_server_announces_tool_list_changes_through_its_subscription() {
     use mcp_test_kit::{TestServer, TestServerOptions, serve_in_memory};
     let memory = InMemoryConnector::new().server("kit", || {
-        serve_in_memory(TestServer::new(TestServerOptions::default().name("kit")))
+        serve_in_memory(TestServer::new(
+            TestServerOptions::default().with_name("kit"),
+        ))
     });
     let runner = McpClient::builder(Config::new(vec![spec("kit")]).expect("a valid spec"))
         .connectors(Connectors::new().with(memory))

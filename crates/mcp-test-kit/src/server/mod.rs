@@ -42,9 +42,9 @@ pub enum CrashAction {
 /// use mcp_test_kit::TestServerOptions;
 ///
 /// let options = TestServerOptions::default()
-///     .extra_tools(1_000)
-///     .page_size(100)
-///     .init_delay(Duration::from_millis(50));
+///     .with_extra_tools(1_000)
+///     .with_page_size(100)
+///     .with_init_delay(Duration::from_millis(50));
 /// assert_eq!(options.extra_tools, 1_000);
 /// ```
 #[derive(Debug, Clone)]
@@ -79,37 +79,37 @@ impl Default for TestServerOptions {
 
 impl TestServerOptions {
     /// Sets `serverInfo.name`.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
 
     /// Delays the `initialize` response.
-    pub fn init_delay(mut self, delay: Duration) -> Self {
+    pub fn with_init_delay(mut self, delay: Duration) -> Self {
         self.init_delay = delay;
         self
     }
 
     /// Adds `count` synthetic tools.
-    pub fn extra_tools(mut self, count: usize) -> Self {
+    pub fn with_extra_tools(mut self, count: usize) -> Self {
         self.extra_tools = count;
         self
     }
 
     /// Serves `tools/list` in pages of `size` (at least 1).
-    pub fn page_size(mut self, size: usize) -> Self {
+    pub fn with_page_size(mut self, size: usize) -> Self {
         self.page_size = Some(size.max(1));
         self
     }
 
     /// Records into `observations` (keep a clone to assert on).
-    pub fn observations(mut self, observations: Observations) -> Self {
+    pub fn with_observations(mut self, observations: Observations) -> Self {
         self.observations = observations;
         self
     }
 
     /// Sets what the `crash` tool does.
-    pub fn crash(mut self, crash: CrashAction) -> Self {
+    pub fn with_crash(mut self, crash: CrashAction) -> Self {
         self.crash = crash;
         self
     }
@@ -224,7 +224,7 @@ const NOUNS: &[&str] = &[
 /// ```
 /// use mcp_test_kit::{TestServer, TestServerOptions};
 ///
-/// let server = TestServer::new(TestServerOptions::default().extra_tools(10));
+/// let server = TestServer::new(TestServerOptions::default().with_extra_tools(10));
 /// assert!(server.tool_names().contains(&"echo".to_string()));
 /// assert!(server.tool_names().contains(&"tool_0009".to_string()));
 /// ```

@@ -132,8 +132,8 @@ async fn huge_output_arrives_whole() {
 async fn thousand_tools_come_in_pages() {
     let client = client(
         TestServerOptions::default()
-            .extra_tools(1_000)
-            .page_size(100),
+            .with_extra_tools(1_000)
+            .with_page_size(100),
     )
     .await;
     let first = bounded(client.list_tools(None)).await.unwrap();
@@ -193,7 +193,7 @@ async fn adding_and_removing_tools_notifies() {
 #[tokio::test]
 async fn a_dropped_slow_call_is_recorded_as_cancelled() {
     let seen = Observations::new();
-    let client = client(TestServerOptions::default().observations(seen.clone())).await;
+    let client = client(TestServerOptions::default().with_observations(seen.clone())).await;
     let args = json!({"ms": 60_000}).as_object().cloned().unwrap();
     let slow = client.call_tool(CallToolRequestParams::new("slow").with_arguments(args));
     tokio::select! {
@@ -223,7 +223,7 @@ async fn crash_drops_the_connection() {
 #[tokio::test]
 async fn slow_initialize_delays_the_handshake() {
     let stream = serve_in_memory(TestServer::new(
-        TestServerOptions::default().init_delay(Duration::from_secs(60)),
+        TestServerOptions::default().with_init_delay(Duration::from_secs(60)),
     ));
     let handshake =
         tokio::time::timeout(Duration::from_millis(200), rmcp::serve_client((), stream)).await;
@@ -300,8 +300,8 @@ mod stdio {
         let record = RecordFile::new(dir.join("record.jsonl"));
         let _ = std::fs::remove_file(record.path());
         let args = StdioServerArgs::new(Mode::Test)
-            .record(record.path())
-            .stdout_noise();
+            .with_record(record.path())
+            .with_stdout_noise();
         let mut child = command(&args).spawn().unwrap();
         let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let client = bounded(rmcp::serve_client((), transport)).await.unwrap();

@@ -74,7 +74,7 @@ async fn garbage_on_stdout_is_an_error() {
 
 #[tokio::test]
 async fn log_lines_before_mcp_are_tolerated() {
-    let args = StdioServerArgs::new(Mode::Test).stdout_noise();
+    let args = StdioServerArgs::new(Mode::Test).with_stdout_noise();
     let Started {
         handle,
         pid,

@@ -43,7 +43,7 @@ async fn close(handle: &StdioHandle) {
 
 #[tokio::test]
 async fn a_50_mb_initialize_answer_fails_the_handshake_at_once() {
-    let args = StdioServerArgs::new(Mode::OversizedInitialize).message_bytes(50_000_000);
+    let args = StdioServerArgs::new(Mode::OversizedInitialize).with_message_bytes(50_000_000);
     let (transport, handle) = spawn(&connector(), "bloated", &args).await;
 
     let started = Instant::now();
@@ -132,7 +132,7 @@ async fn the_size_limit_is_the_connectors_option() {
 
 #[tokio::test]
 async fn a_schema_nested_10_000_deep_fails_tools_list_at_once() {
-    let args = StdioServerArgs::new(Mode::DeepTools).depth(10_000);
+    let args = StdioServerArgs::new(Mode::DeepTools).with_depth(10_000);
     let (transport, handle) = spawn(&connector(), "abyss", &args).await;
     let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
 
@@ -159,7 +159,7 @@ async fn nesting_up_to_the_limit_is_read_one_more_level_is_not() {
     let connector =
         StdioConnector::with_options(StdioOptions::default().with_max_nesting_depth(limit));
 
-    let args = StdioServerArgs::new(Mode::DeepTools).depth(limit - ENVELOPE_LEVELS);
+    let args = StdioServerArgs::new(Mode::DeepTools).with_depth(limit - ENVELOPE_LEVELS);
     let (transport, handle) = spawn(&connector, "deep-enough", &args).await;
     let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
     let tools = bounded(client.list_all_tools()).await.unwrap();
@@ -168,7 +168,7 @@ async fn nesting_up_to_the_limit_is_read_one_more_level_is_not() {
     drop(client);
     close(&handle).await;
 
-    let args = StdioServerArgs::new(Mode::DeepTools).depth(limit - ENVELOPE_LEVELS + 1);
+    let args = StdioServerArgs::new(Mode::DeepTools).with_depth(limit - ENVELOPE_LEVELS + 1);
     let (transport, handle) = spawn(&connector, "too-deep", &args).await;
     let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
     assert!(bounded(client.list_all_tools()).await.is_err());
@@ -185,7 +185,8 @@ async fn nesting_up_to_the_limit_is_read_one_more_level_is_not() {
 
 #[tokio::test]
 async fn the_deepest_message_the_parser_reads_passes_by_default() {
-    let args = StdioServerArgs::new(Mode::DeepTools).depth(MAX_NESTING_DEPTH - ENVELOPE_LEVELS);
+    let args =
+        StdioServerArgs::new(Mode::DeepTools).with_depth(MAX_NESTING_DEPTH - ENVELOPE_LEVELS);
     let (transport, handle) = spawn(&connector(), "deepest", &args).await;
     let client = bounded(rmcp::serve_client((), transport)).await.unwrap();
     let tools = bounded(client.list_all_tools()).await.unwrap();
