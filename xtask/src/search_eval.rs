@@ -16,10 +16,16 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `cargo xtask search-eval --dataset DIR [--json] [--subset all|even|odd]`: ranks the whole
-/// catalog of `DIR/tools.jsonl` for each query of `DIR/queries.jsonl` and prints hit@1/5/10,
-/// recall@1/5/10, MRR and p50/p99 query latency (`--json`: one JSON object with those keys).
-/// Without `--dataset`, uses `datasets/bfcl` of the repository.
+/// `cargo xtask search-eval --dataset DIR [--json] [--subset all|even|odd]
+/// [--embedder local[:PATH] | openai:URL#MODEL]`: ranks the whole catalog of `DIR/tools.jsonl`
+/// for each query of `DIR/queries.jsonl` and prints hit@1/5/10, recall@1/5/10, MRR and p50/p99
+/// query latency (`--json`: one JSON object with those keys). Without `--dataset`, uses
+/// `datasets/bfcl` of the repository.
+///
+/// With `--embedder`, runs `mcp-embed`'s `search_eval` example instead (feature `local`), which
+/// prints the lexical and the hybrid figures side by side, with the query's embedding and
+/// ranking timed apart. `local` alone is the all-MiniLM-L6-v2 folder that `cargo xtask peers`
+/// (and so the test command) installs at `.peers/models/all-MiniLM-L6-v2`.
 pub(crate) fn search_eval(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     if !args.iter().any(|a| a == "--dataset") {
@@ -27,18 +33,23 @@ pub(crate) fn search_eval(args: &[String]) -> Result<()> {
         args.push("--dataset".into());
         args.push(default.to_string_lossy().into_owned());
     }
+    let hybrid = args.iter().position(|a| a == "--embedder");
+    if let Some(at) = hybrid
+        && args.get(at + 1).is_some_and(|e| e == "local")
+    {
+        let model = crate::peers::models_dir(&root()).join("all-MiniLM-L6-v2");
+        args[at + 1] = format!("local:{}", model.display());
+    }
+    let package: &[&str] = match hybrid {
+        Some(_) => &["-p", "mcp-embed", "--features", "local"],
+        None => &["-p", "mcp-catalog"],
+    };
     run(cargo()
         .arg("run")
         .arg("--manifest-path")
         .arg(root().join("Cargo.toml"))
-        .args([
-            "--quiet",
-            "--release",
-            "-p",
-            "mcp-catalog",
-            "--example",
-            "search_eval",
-            "--",
-        ])
+        .args(["--quiet", "--release"])
+        .args(package)
+        .args(["--example", "search_eval", "--"])
         .args(&args))
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 use agent_core::JsonObject;
 use serde::Deserialize;
 
-use crate::search::{SearchIndex, ToolText};
+use crate::search::{SearchIndex, SearchResults, ToolText};
 
 /// One line of `tools.jsonl`.
 #[derive(Debug, Clone, Deserialize)]
@@ -161,15 +161,27 @@ impl fmt::Display for EvalReport {
 
 /// Runs every query against `index`, ranking the whole catalog, and averages the metrics.
 pub fn evaluate(index: &SearchIndex, queries: &[DatasetQuery]) -> EvalReport {
+    evaluate_with(index.len(), queries, |_, q| {
+        index.search(&q.query, None, usize::MAX)
+    })
+}
+
+/// [`evaluate`] for any ranking of a catalog of `tools` tools: `rank(i, query)` ranks the whole
+/// catalog for the `i`-th query, and its time is the query's latency.
+pub fn evaluate_with(
+    tools: usize,
+    queries: &[DatasetQuery],
+    mut rank: impl FnMut(usize, &DatasetQuery) -> SearchResults,
+) -> EvalReport {
     let mut report = EvalReport {
         queries: queries.len(),
-        tools: index.len(),
+        tools,
         ..EvalReport::default()
     };
     let mut latencies = Vec::with_capacity(queries.len());
-    for q in queries {
+    for (i, q) in queries.iter().enumerate() {
         let start = Instant::now();
-        let found = index.search(&q.query, None, usize::MAX);
+        let found = rank(i, q);
         latencies.push(start.elapsed().as_secs_f64() * 1000.0);
         let ranked: Vec<&Arc<str>> = found.hits.iter().map(|h| &h.id).collect();
         let rank_of = |id: &str| ranked.iter().position(|r| &***r == id);

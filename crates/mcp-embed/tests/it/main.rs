@@ -1,3 +1,5 @@
 //! Integration tests of the embedding back ends.
 
+#[cfg(feature = "local")]
+mod local;
 mod openai;

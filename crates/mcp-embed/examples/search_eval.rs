@@ -1,0 +1,299 @@
+//! Lexical and hybrid ranking side by side on a tool-search dataset.
+//!
+//! ```text
+//! cargo run --release -p mcp-embed --features local --example search_eval -- \
+//!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
+//!     [--subset all|even|odd] [--weight W] [--input-type] [--scale N] [--json]
+//! ```
+//!
+//! Prints hit@1/5/10, recall@1/5/10 and MRR of both rankings, the query latency split into
+//! embedding and ranking, the cold embedding throughput of the tools, the time to build the
+//! index from the vector cache, and the process's added memory (RSS) for the model.
+//! `--scale N` adds synthetic tools up to N for the latency figures (quality is measured on the
+//! dataset's own tools). `cargo xtask search-eval --embedder …` runs this example.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mcp_catalog::eval::{DatasetTool, EvalReport};
+use mcp_catalog::search::{
+    Embedder, EmbeddingCache, HybridConfig, HybridIndex, RankingConfig, SearchIndex, ToolText,
+};
+
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("search_eval: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The resident memory of this process, in MiB (Linux; 0 elsewhere).
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    xs[((xs.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn embedder(spec: &str, input_type: bool) -> Result<Arc<dyn Embedder>, String> {
+    if let Some(rest) = spec.strip_prefix("openai:") {
+        let (url, model) = rest
+            .rsplit_once('#')
+            .ok_or("--embedder openai:URL#MODEL needs a model after #")?;
+        let key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .map(mcp_embed::ApiKey::new);
+        let config = mcp_embed::OpenAiEmbedConfig::new(url, model)
+            .with_api_key(key)
+            .with_input_type(input_type);
+        let e = mcp_embed::OpenAiEmbedder::connect(config)
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(Arc::new(e));
+    }
+    if let Some(path) = spec.strip_prefix("local:") {
+        return local(path);
+    }
+    Err(format!(
+        "unknown embedder `{spec}` (local:PATH or openai:URL#MODEL)"
+    ))
+}
+
+#[cfg(feature = "local")]
+fn local(path: &str) -> Result<Arc<dyn Embedder>, String> {
+    mcp_embed::LocalEmbedder::load(path)
+        .map(|e| Arc::new(e) as Arc<dyn Embedder>)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "local"))]
+fn local(_: &str) -> Result<Arc<dyn Embedder>, String> {
+    Err("this build has no local model; build with --features local".into())
+}
+
+fn texts<'a>(tools: &'a [DatasetTool], ids: &'a [String]) -> Vec<ToolText<'a>> {
+    tools
+        .iter()
+        .zip(ids)
+        .map(|(t, id)| {
+            ToolText::new(id, &t.server, &t.name)
+                .with_description(t.description.as_deref())
+                .with_input_schema(t.input_schema.as_ref())
+        })
+        .collect()
+}
+
+fn index_of(texts: &[ToolText<'_>]) -> SearchIndex {
+    let mut by_server: BTreeMap<&str, Vec<ToolText<'_>>> = BTreeMap::new();
+    for t in texts {
+        by_server.entry(t.server).or_default().push(*t);
+    }
+    let mut index = SearchIndex::new(RankingConfig::default());
+    index.replace_servers(by_server);
+    index
+}
+
+async fn run() -> Result<(), String> {
+    let mut dataset: Option<PathBuf> = None;
+    let mut spec: Option<String> = None;
+    let mut json = false;
+    let mut subset = String::from("all");
+    let mut weight: Option<f32> = None;
+    let mut input_type = false;
+    let mut scale = 0usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--dataset" => dataset = args.next().map(PathBuf::from),
+            "--embedder" => spec = args.next(),
+            "--json" => json = true,
+            "--input-type" => input_type = true,
+            "--subset" => subset = args.next().ok_or("--subset needs a value")?,
+            "--weight" => {
+                let w = args.next().ok_or("--weight needs a number")?;
+                weight = Some(w.parse().map_err(|_| format!("bad weight `{w}`"))?);
+            }
+            "--scale" => {
+                let n = args.next().ok_or("--scale needs a number")?;
+                scale = n.parse().map_err(|_| format!("bad number `{n}`"))?;
+            }
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    let dataset = dataset.ok_or("--dataset DIR is required")?;
+    let spec = spec.ok_or("--embedder local:PATH | openai:URL#MODEL is required")?;
+    let keep: fn(usize) -> bool = match subset.as_str() {
+        "all" => |_| true,
+        "even" => |i| i % 2 == 0,
+        "odd" => |i| i % 2 == 1,
+        other => return Err(format!("unknown subset `{other}`")),
+    };
+    let tools = mcp_catalog::eval::load_tools(&dataset.join("tools.jsonl"))?;
+    let queries: Vec<_> = mcp_catalog::eval::load_queries(&dataset.join("queries.jsonl"))?
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, q)| q)
+        .collect();
+    let ids: Vec<String> = tools.iter().map(DatasetTool::id).collect();
+    let texts = texts(&tools, &ids);
+    let index = index_of(&texts);
+    let lexical = mcp_catalog::eval::evaluate(&index, &queries);
+
+    let rss_before = rss_mib();
+    let embedder = embedder(&spec, input_type).await?;
+    let mut config = HybridConfig::default();
+    if let Some(w) = weight {
+        config.semantic_weight = w;
+    }
+    // Cold: every tool embedded, nothing cached.
+    let cache = Arc::new(EmbeddingCache::in_memory());
+    let mut hybrid = HybridIndex::new(embedder.clone(), cache.clone(), config.clone());
+    let start = Instant::now();
+    let warnings = hybrid.set_tools(texts.iter().copied()).await;
+    let cold_s = start.elapsed().as_secs_f64();
+    if let Some(w) = warnings.first() {
+        return Err(format!("embedding the tools: {w}"));
+    }
+    // From the cache: what a catalog pays when its tools were embedded before.
+    let start = Instant::now();
+    let mut again = HybridIndex::new(embedder.clone(), cache.clone(), config.clone());
+    let _ = again.set_tools(texts.iter().copied()).await;
+    let from_cache_ms = start.elapsed().as_secs_f64() * 1000.0;
+
+    let mut vectors = Vec::with_capacity(queries.len());
+    let mut embed_ms = Vec::with_capacity(queries.len());
+    for q in &queries {
+        let start = Instant::now();
+        let v = hybrid
+            .embed_query(&q.query)
+            .await
+            .map_err(|e| format!("embedding a query: {e}"))?;
+        embed_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+        vectors.push(v);
+    }
+    let rss_after = rss_mib();
+    let hybrid_report = mcp_catalog::eval::evaluate_with(index.len(), &queries, |i, q| {
+        hybrid.rank(&index, &q.query, &vectors[i], None, usize::MAX)
+    });
+
+    // Latency at scale: synthetic tools added up to `scale`, their vectors embedded (cold),
+    // then queries ranked over the whole catalog.
+    let mut scaled = serde_json::Value::Null;
+    if scale > tools.len() {
+        let extra = mcp_catalog::eval::synthetic_tools(scale - tools.len(), 7);
+        let mut all = tools.clone();
+        all.extend(extra);
+        let all_ids: Vec<String> = all.iter().map(DatasetTool::id).collect();
+        let all_texts = self::texts(&all, &all_ids);
+        let big = index_of(&all_texts);
+        let start = Instant::now();
+        let mut big_hybrid = HybridIndex::new(embedder.clone(), cache.clone(), config.clone());
+        let _ = big_hybrid.set_tools(all_texts.iter().copied()).await;
+        let cold_big_s = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let mut rebuilt = HybridIndex::new(embedder.clone(), cache.clone(), config.clone());
+        let _ = rebuilt.set_tools(all_texts.iter().copied()).await;
+        let big_cache_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let mut rank_ms = Vec::new();
+        for (i, q) in queries.iter().enumerate().take(500) {
+            let start = Instant::now();
+            let _ = big_hybrid.rank(&big, &q.query, &vectors[i], None, 10);
+            rank_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+        scaled = serde_json::json!({
+            "tools": big.len(),
+            "rank_p50_ms": pct(rank_ms, 0.5),
+            "from_cache_ms": big_cache_ms,
+            "new_tools_embedded_s": cold_big_s,
+        });
+    }
+
+    let embed_p50 = pct(embed_ms.clone(), 0.5);
+    let out = serde_json::json!({
+        "dataset": dataset.display().to_string(),
+        "subset": subset,
+        "model": embedder.model_id(),
+        "semantic_weight": config.semantic_weight,
+        "lexical": lexical.to_json(),
+        "hybrid": hybrid_report.to_json(),
+        "query_embed_p50_ms": embed_p50,
+        "query_embed_p99_ms": pct(embed_ms, 0.99),
+        "cold_tools_per_s": texts.len() as f64 / cold_s,
+        "index_from_cache_ms": from_cache_ms,
+        "model_rss_mib": rss_after - rss_before,
+        "scale": scaled,
+    });
+    if json {
+        println!("{out}");
+    } else {
+        print_side_by_side(&lexical, &hybrid_report, &out);
+    }
+    Ok(())
+}
+
+fn print_side_by_side(lexical: &EvalReport, hybrid: &EvalReport, out: &serde_json::Value) {
+    println!(
+        "dataset {} ({} tools, {} queries, subset {}), embedder {} (weight {})",
+        out["dataset"].as_str().unwrap_or(""),
+        lexical.tools,
+        lexical.queries,
+        out["subset"].as_str().unwrap_or(""),
+        out["model"].as_str().unwrap_or(""),
+        out["semantic_weight"]
+    );
+    println!("| metric | lexical | hybrid |");
+    println!("|---|---|---|");
+    for (i, k) in [1, 5, 10].iter().enumerate() {
+        println!("| hit@{k} | {:.3} | {:.3} |", lexical.hit[i], hybrid.hit[i]);
+    }
+    for (i, k) in [1, 5, 10].iter().enumerate() {
+        println!(
+            "| recall@{k} | {:.3} | {:.3} |",
+            lexical.recall[i], hybrid.recall[i]
+        );
+    }
+    println!("| MRR | {:.3} | {:.3} |", lexical.mrr, hybrid.mrr);
+    println!(
+        "| ranking p50 ms | {:.3} | {:.3} |",
+        lexical.p50_ms, hybrid.p50_ms
+    );
+    println!(
+        "query embedding: p50 {:.2} ms, p99 {:.2} ms",
+        out["query_embed_p50_ms"].as_f64().unwrap_or(0.0),
+        out["query_embed_p99_ms"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "tools embedded cold: {:.0} tools/s; index built from the cache in {:.1} ms; model RSS +{:.0} MiB",
+        out["cold_tools_per_s"].as_f64().unwrap_or(0.0),
+        out["index_from_cache_ms"].as_f64().unwrap_or(0.0),
+        out["model_rss_mib"].as_f64().unwrap_or(0.0)
+    );
+    if !out["scale"].is_null() {
+        println!(
+            "at {} tools: hybrid ranking p50 {:.3} ms (plus the query's embedding), index from the cache {:.1} ms",
+            out["scale"]["tools"],
+            out["scale"]["rank_p50_ms"].as_f64().unwrap_or(0.0),
+            out["scale"]["from_cache_ms"].as_f64().unwrap_or(0.0)
+        );
+    }
+}

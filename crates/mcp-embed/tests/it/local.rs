@@ -1,0 +1,123 @@
+//! The local model: a folder that is missing or incomplete is an error naming it and the file;
+//! the all-MiniLM-L6-v2 folder that `cargo xtask peers` installs embeds by meaning.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use mcp_catalog::search::{EmbedKind, Embedder, EmbeddingCache, HybridConfig, HybridIndex};
+use mcp_catalog::search::{SearchIndex, ToolText};
+use mcp_embed::{LoadError, LocalEmbedder};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-embed-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_missing_folder_is_named_with_its_missing_file() {
+    let dir = std::env::temp_dir().join("mcp-embed-no-such-model");
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LoadError::Missing {
+                file: "config.json",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("mcp-embed-no-such-model"), "{err}");
+}
+
+#[test]
+fn an_incomplete_folder_names_the_missing_file() {
+    let dir = scratch("incomplete");
+    std::fs::write(dir.join("config.json"), "{}").unwrap();
+    std::fs::write(dir.join("tokenizer.json"), "{}").unwrap();
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    assert!(
+        err.to_string().contains("has no model.safetensors"),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&*dir.to_string_lossy()), "{err}");
+    // A config that is not a BERT config is named too.
+    std::fs::write(dir.join("model.safetensors"), b"\0").unwrap();
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    assert!(err.to_string().contains("config.json"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn cut_weights_are_an_error_naming_the_file() {
+    let Some(model) = model() else { return };
+    let dir = scratch("cut");
+    for file in ["config.json", "tokenizer.json"] {
+        std::fs::copy(model.join(file), dir.join(file)).unwrap();
+    }
+    let weights = std::fs::read(model.join("model.safetensors")).unwrap();
+    std::fs::write(dir.join("model.safetensors"), &weights[..weights.len() / 2]).unwrap();
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    assert!(err.to_string().contains("model.safetensors"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The installed model folder, or `None` (the test is skipped) when the peers are not installed
+/// and not required.
+fn model() -> Option<PathBuf> {
+    match std::env::var_os("MCP_AGENT_PEER_MINILM").map(PathBuf::from) {
+        Some(p) if p.join("model.safetensors").is_file() => Some(p),
+        _ if std::env::var_os("MCP_AGENT_REQUIRE_PEERS").is_some() => {
+            panic!("MCP_AGENT_PEER_MINILM is not an installed model folder (cargo xtask peers)")
+        }
+        _ => {
+            eprintln!("skipped: MCP_AGENT_PEER_MINILM is not set (cargo xtask peers --env)");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn minilm_embeds_by_meaning_and_ranks_a_paraphrase_first() {
+    let Some(dir) = model() else { return };
+    let embedder = LocalEmbedder::load(&dir).unwrap();
+    assert_eq!(embedder.dimension(), 384);
+    let texts: Vec<String> = [
+        "send a message to the team",
+        "post chat message. Post a message to a chat channel",
+        "get weather forecast for a city",
+    ]
+    .map(String::from)
+    .to_vec();
+    let v = embedder.embed(&texts, EmbedKind::Document).await.unwrap();
+    let cos = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |x: &[f32]| x.iter().map(|y| y * y).sum::<f32>().sqrt();
+        dot / (n(a) * n(b))
+    };
+    assert!(cos(&v[0], &v[1]) > cos(&v[0], &v[2]) + 0.1);
+
+    let tools = [
+        ToolText::new("chat__post_chat_message", "chat", "post_chat_message")
+            .with_description(Some("Post to a channel.")),
+        ToolText::new("wx__get_forecast", "wx", "get_forecast")
+            .with_description(Some("Tomorrow's weather for a city.")),
+    ];
+    let mut index = SearchIndex::default();
+    index.replace_servers(
+        [("chat", &tools[..1]), ("wx", &tools[1..])].map(|(s, t)| (s, t.iter().copied())),
+    );
+    let mut hybrid = HybridIndex::new(
+        Arc::new(embedder),
+        Arc::new(EmbeddingCache::in_memory()),
+        HybridConfig::default(),
+    );
+    assert!(hybrid.set_tools(tools).await.is_empty());
+    let found = hybrid
+        .search(&index, "tell my team something", None, 2)
+        .await;
+    assert!(found.warning.is_none());
+    assert_eq!(&*found.results.hits[0].id, "chat__post_chat_message");
+}
