@@ -128,7 +128,7 @@ fn embed_example() -> Result<()> {
         .output()
         .context("running examples/embed")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || !stdout.contains("the model sees 2 tools") {
+    if !out.status.success() || !stdout.contains("the model sees 3 tools") {
         bail!(
             "examples/embed failed ({}):\n{stdout}{}",
             out.status,

@@ -15,7 +15,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let input = RunInput::new("conversation-7", "file the bug")
         .with_meta("mcp", McpSelection::servers(["github"]));
     let runner = client.open_runner(&input).await?;
-    let tools = runner.tools(); // mcp_search_tools, mcp_call_tool (+ pinned tools)
+    let tools = runner.tools(); // mcp_search_tools, mcp_call_tool, mcp_read_output (+ pinned)
     println!("the model sees {} tools", tools.len());
     let found = runner
         .dispatch(ToolCall::from_json(
