@@ -3,14 +3,15 @@
 //! ```text
 //! cargo run --release -p mcp-embed --features local --example search_eval -- \
 //!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
-//!     [--subset all|even|odd] [--weight W] [--input-type] [--scale N] [--json]
+//!     [--subset all|even|odd] [--weight W] [--sweep W,W,…] [--input-type] [--scale N] [--json]
 //! ```
 //!
 //! Prints hit@1/5/10, recall@1/5/10 and MRR of both rankings, the query latency split into
 //! embedding and ranking, the cold embedding throughput of the tools, the time to build the
 //! index from the vector cache, and the process's added memory (RSS) for the model.
 //! `--scale N` adds synthetic tools up to N for the latency figures (quality is measured on the
-//! dataset's own tools). `cargo xtask search-eval --embedder …` runs this example.
+//! dataset's own tools). `--sweep` also prints the figures at each blend weight (the tools
+//! embedded once). `cargo xtask search-eval --embedder …` runs this example.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -118,6 +119,7 @@ async fn run() -> Result<(), String> {
     let mut json = false;
     let mut subset = String::from("all");
     let mut weight: Option<f32> = None;
+    let mut sweep: Vec<f32> = Vec::new();
     let mut input_type = false;
     let mut scale = 0usize;
     let mut args = std::env::args().skip(1);
@@ -131,6 +133,12 @@ async fn run() -> Result<(), String> {
             "--weight" => {
                 let w = args.next().ok_or("--weight needs a number")?;
                 weight = Some(w.parse().map_err(|_| format!("bad weight `{w}`"))?);
+            }
+            "--sweep" => {
+                let list = args.next().ok_or("--sweep needs W,W,...")?;
+                for w in list.split(',') {
+                    sweep.push(w.parse().map_err(|_| format!("bad weight `{w}`"))?);
+                }
             }
             "--scale" => {
                 let n = args.next().ok_or("--scale needs a number")?;
@@ -162,6 +170,10 @@ async fn run() -> Result<(), String> {
     let rss_before = rss_mib();
     let embedder = embedder(&spec, input_type).await?;
     let mut config = HybridConfig::default();
+    // Quality is measured here, not the fallback: a busy machine must not turn a slow answer
+    // into a lexical one.
+    config.query_timeout = std::time::Duration::from_secs(60);
+    config.batch_timeout = std::time::Duration::from_secs(600);
     if let Some(w) = weight {
         config.semantic_weight = w;
     }
@@ -192,6 +204,19 @@ async fn run() -> Result<(), String> {
         vectors.push(v);
     }
     let rss_after = rss_mib();
+    for w in &sweep {
+        let mut swept = config.clone();
+        swept.semantic_weight = *w;
+        let mut h = HybridIndex::new(embedder.clone(), cache.clone(), swept);
+        let _ = h.set_tools(texts.iter().copied()).await;
+        let r = mcp_catalog::eval::evaluate_with(index.len(), &queries, |i, q| {
+            h.rank(&index, &q.query, &vectors[i], None, usize::MAX)
+        });
+        eprintln!(
+            "weight {w}: hit@1 {:.3} hit@5 {:.3} hit@10 {:.3} MRR {:.3}",
+            r.hit[0], r.hit[1], r.hit[2], r.mrr
+        );
+    }
     let hybrid_report = mcp_catalog::eval::evaluate_with(index.len(), &queries, |i, q| {
         hybrid.rank(&index, &q.query, &vectors[i], None, usize::MAX)
     });
