@@ -363,7 +363,7 @@ pub enum HistoryError {
     },
 }
 
-/// Why [`EventReceiver::recv`] returned no event.
+/// Why [`EventReceiver::recv`](crate::EventReceiver::recv) returned no event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EventRecvError {
