@@ -3,6 +3,7 @@
 
 mod common;
 mod oauth_support;
+mod peer_process;
 
 mod causes;
 mod close;

@@ -8,9 +8,9 @@
 //! under `CI=true` or `MCP_AGENT_REQUIRE_PEERS=1`, and otherwise returns early with a note.
 
 use crate::oauth_support::chain;
+use crate::peer_process::{Peer, peer};
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,75 +19,8 @@ use mcp_connector::Connector;
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-
-const START: Duration = Duration::from_secs(60);
-
-fn peer(var: &str) -> Option<PathBuf> {
-    let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|v| {
-        std::env::var(v).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
-    });
-    match std::env::var_os(var).map(PathBuf::from) {
-        Some(path) if path.exists() => Some(path),
-        _ => {
-            assert!(
-                !required,
-                "{var} is not set or does not exist; run `cargo xtask peers`"
-            );
-            eprintln!(
-                "note: skipping: {var} is not set (run `eval \"$(cargo xtask peers --env)\"`)"
-            );
-            None
-        }
-    }
-}
-
-/// A peer process, killed on drop, with the first URL of its ready line.
-struct Peer {
-    child: Child,
-    url: String,
-}
-
-impl Peer {
-    async fn start(mut cmd: Command, ready: &str) -> Self {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("spawn the peer");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = String::new();
-        let wait = async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                seen.push_str(&line);
-                seen.push('\n');
-                if line.contains(ready) {
-                    return Some(line);
-                }
-            }
-            None
-        };
-        let line = tokio::time::timeout(START, wait)
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| panic!("the peer did not print `{ready}`; stderr:\n{seen}"));
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .expect("a URL on the ready line")
-            .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 
 /// One plain HTTP/1.1 exchange on loopback (as a browser would): status line, headers, body.
 async fn exchange(method: &str, url: &str) -> (String, String) {
