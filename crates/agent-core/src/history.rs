@@ -292,14 +292,21 @@ pub struct SessionHistory {
     pub events: JsonlLines,
 }
 
+/// The longest line [`read_jsonl`] reads: 16 MiB. A longer line is skipped (its bytes are
+/// read past, never held) and reported as an [`OversizedLine`]; the reader goes on with the
+/// next line.
+pub const MAX_JSONL_LINE_BYTES: usize = 16 * 1024 * 1024;
+
 /// What [`read_jsonl`] found in one file.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct JsonlLines {
-    /// Every whole (newline-terminated) line that is JSON, in order.
+    /// Every whole line that is JSON, in order.
     pub records: Vec<Value>,
     /// Whole lines that are not JSON (for example a torn line ended by a later writer).
     pub invalid: Vec<InvalidLine>,
+    /// Lines longer than the limit ([`MAX_JSONL_LINE_BYTES`]), skipped.
+    pub oversized: Vec<OversizedLine>,
     /// A last line with no newline: a write that did not finish.
     pub torn: Option<TornLine>,
 }
@@ -314,6 +321,45 @@ pub struct InvalidLine {
     pub message: String,
 }
 
+/// A line longer than the reader's limit, skipped without being held in memory.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("events.jsonl");
+/// std::fs::write(&path, format!("{{\"a\":\"{}\"}}\n{{\"a\":2}}\n", "x".repeat(64))).unwrap();
+/// let lines = agent_core::read_jsonl_with_limit(&path, 16)?;
+/// assert_eq!(lines.records.len(), 1);
+/// let skipped = &lines.oversized[0];
+/// assert_eq!((skipped.line, skipped.bytes, skipped.limit), (1, 72, 16));
+/// assert!(skipped.to_string().contains("events.jsonl"), "{skipped}");
+/// # Ok::<(), agent_core::HistoryError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OversizedLine {
+    /// The file it is in.
+    pub path: PathBuf,
+    /// Its number, from 1.
+    pub line: usize,
+    /// How many bytes it has, without its newline.
+    pub bytes: usize,
+    /// The limit it is over.
+    pub limit: usize,
+}
+
+impl std::fmt::Display for OversizedLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` line {}: {} bytes, over the line limit of {} bytes; skipped",
+            self.path.display(),
+            self.line,
+            self.bytes,
+            self.limit
+        )
+    }
+}
+
 /// An unterminated last line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -324,9 +370,9 @@ pub struct TornLine {
     pub bytes: usize,
 }
 
-/// Reads a JSONL file: every whole line, the whole lines that are not JSON, and a torn last
-/// line — reported, not an error. Blank lines are skipped. Fails only when the file cannot be
-/// read, naming it.
+/// Reads a JSONL file: every whole line, the whole lines that are not JSON, the lines over
+/// [`MAX_JSONL_LINE_BYTES`] (skipped) and a torn last line — reported, not an error. Blank
+/// lines are skipped. Fails only when the file cannot be read, naming it.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -338,7 +384,18 @@ pub struct TornLine {
 /// # Ok::<(), agent_core::HistoryError>(())
 /// ```
 pub fn read_jsonl(path: impl AsRef<Path>) -> Result<JsonlLines, HistoryError> {
+    read_jsonl_with_limit(path, MAX_JSONL_LINE_BYTES)
+}
+
+/// [`read_jsonl`] with another line limit (`max_line_bytes`, at least 1): a longer line is
+/// read past in bounded chunks, reported as an [`OversizedLine`] and skipped. An oversized
+/// last line without a newline is reported as oversized, and as torn.
+pub fn read_jsonl_with_limit(
+    path: impl AsRef<Path>,
+    max_line_bytes: usize,
+) -> Result<JsonlLines, HistoryError> {
     let path = path.as_ref();
+    let limit = max_line_bytes.max(1);
     let failed = |source| HistoryError::Read {
         path: path.to_path_buf(),
         source,
@@ -349,11 +406,36 @@ pub fn read_jsonl(path: impl AsRef<Path>) -> Result<JsonlLines, HistoryError> {
     let mut number = 0;
     loop {
         buf.clear();
-        if reader.read_until(b'\n', &mut buf).map_err(failed)? == 0 {
+        // At most the limit, its newline, and one byte more to tell an oversized line.
+        let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+        if (&mut reader)
+            .take(cap)
+            .read_until(b'\n', &mut buf)
+            .map_err(failed)?
+            == 0
+        {
             break;
         }
         number += 1;
         let Some(line) = buf.strip_suffix(b"\n") else {
+            if buf.len() > limit {
+                let (rest, ended) = skip_line(&mut reader).map_err(failed)?;
+                let bytes = buf.len() + rest;
+                out.oversized.push(OversizedLine {
+                    path: path.to_path_buf(),
+                    line: number,
+                    bytes,
+                    limit,
+                });
+                if ended {
+                    continue;
+                }
+                out.torn = Some(TornLine {
+                    line: number,
+                    bytes,
+                });
+                break;
+            }
             out.torn = Some(TornLine {
                 line: number,
                 bytes: buf.len(),
@@ -374,12 +456,91 @@ pub fn read_jsonl(path: impl AsRef<Path>) -> Result<JsonlLines, HistoryError> {
     Ok(out)
 }
 
+/// Reads past the rest of a line without keeping it: the bytes skipped (without the newline)
+/// and whether a newline ended it (else the file did).
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<(usize, bool)> {
+    let mut skipped = 0;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((skipped, false));
+        }
+        if let Some(at) = chunk.iter().position(|&b| b == b'\n') {
+            reader.consume(at + 1);
+            return Ok((skipped + at, true));
+        }
+        let n = chunk.len();
+        skipped += n;
+        reader.consume(n);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::{EventKind, Role};
+
+    #[test]
+    fn an_oversized_line_is_skipped_and_named_and_the_reader_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(EVENTS_FILE);
+        let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(4096));
+        fs::write(
+            &path,
+            format!("{{\"n\":1}}\n{big}\n{{\"n\":3}}\nnot json\n{big}"),
+        )
+        .unwrap();
+        let lines = read_jsonl_with_limit(&path, 1024).unwrap();
+        assert_eq!(lines.records, vec![json!({"n": 1}), json!({"n": 3})]);
+        assert_eq!(lines.invalid.len(), 1);
+        assert_eq!(lines.invalid[0].line, 4);
+        let skipped: Vec<(usize, usize)> =
+            lines.oversized.iter().map(|o| (o.line, o.bytes)).collect();
+        assert_eq!(skipped, vec![(2, big.len()), (5, big.len())]);
+        assert!(
+            lines
+                .oversized
+                .iter()
+                .all(|o| o.limit == 1024 && o.path == path)
+        );
+        // The last one had no newline: it is torn as well.
+        assert_eq!(lines.torn.as_ref().map(|t| t.line), Some(5));
+        let shown = lines.oversized[0].to_string();
+        assert!(shown.contains(&path.display().to_string()), "{shown}");
+        assert!(
+            shown.contains("line 2") && shown.contains("1024"),
+            "{shown}"
+        );
+        // A line exactly at the limit is read.
+        let exact = format!("{{\"s\":\"{}\"}}", "y".repeat(1024 - 8));
+        assert_eq!(exact.len(), 1024);
+        fs::write(&path, format!("{exact}\n")).unwrap();
+        let lines = read_jsonl_with_limit(&path, 1024).unwrap();
+        assert_eq!((lines.records.len(), lines.oversized.len()), (1, 0));
+    }
+
+    #[test]
+    fn the_default_line_limit_is_sixteen_mebibytes() {
+        assert_eq!(MAX_JSONL_LINE_BYTES, 16 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MESSAGES_FILE);
+        let mut file = File::create(&path).unwrap();
+        let chunk = vec![b'z'; 1 << 20];
+        file.write_all(b"{\"n\":1}\n\"").unwrap();
+        for _ in 0..17 {
+            file.write_all(&chunk).unwrap();
+        }
+        file.write_all(b"\"\n{\"n\":2}\n").unwrap();
+        drop(file);
+        let lines = read_jsonl(&path).unwrap();
+        assert_eq!(lines.records, vec![json!({"n": 1}), json!({"n": 2})]);
+        assert_eq!(lines.oversized.len(), 1);
+        assert_eq!(lines.oversized[0].line, 2);
+        assert_eq!(lines.oversized[0].bytes, (17 << 20) + 2);
+        assert!(lines.torn.is_none());
+    }
 
     #[test]
     fn an_unwritable_directory_fails_at_once_naming_the_path() {

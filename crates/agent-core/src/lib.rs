@@ -48,8 +48,8 @@ pub use governed::{
     ResolvedCall,
 };
 pub use history::{
-    EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MESSAGES_FILE, SessionHistory,
-    TornLine, read_jsonl,
+    EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MAX_JSONL_LINE_BYTES, MESSAGES_FILE,
+    OversizedLine, SessionHistory, TornLine, read_jsonl, read_jsonl_with_limit,
 };
 pub use model::{
     Message, Model, ModelRequest, ModelResponse, ModelSettings, Role, TextSink, ToolChoice, Usage,

@@ -2,8 +2,9 @@
 //!
 //! The two files are merged into one timeline by their `ts_ms` timestamps. Within one
 //! millisecond the order the writer gave them is kept: a call's message comes before its
-//! events, and its result after them. A torn last line (a write that did not finish) and
-//! whole lines that are not JSON are noted on stderr and left out; they are not a failure.
+//! events, and its result after them. A torn last line (a write that did not finish), whole
+//! lines that are not JSON and lines over the reader's limit (16 MiB) are noted on stderr and
+//! left out; they are not a failure.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -115,6 +116,12 @@ fn note_damage(dir: &Path, file: &str, lines: &JsonlLines) {
             "note: `{path}` line {} is not JSON and is left out: {}",
             invalid.line,
             inline(&invalid.message, MAX_LINE)
+        ));
+    }
+    for oversized in &lines.oversized {
+        say(format_args!(
+            "note: `{path}` line {} has {} bytes, over the line limit of {} bytes, and is left out",
+            oversized.line, oversized.bytes, oversized.limit
         ));
     }
     if let Some(torn) = &lines.torn {
