@@ -55,6 +55,12 @@ pub struct ServerSpec {
     /// guarded, whatever it says.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allow_internal_addresses: bool,
+    /// The operator's `shared = true`: runs of one client reuse one session of this server
+    /// from the client's session pool (SPEC C6) instead of opening their own. Honoured for
+    /// operator specs only: a caller-supplied ([`SpecOrigin::Inline`]) spec always gets a
+    /// private session, whatever it says.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 impl ServerSpec {
@@ -70,6 +76,7 @@ impl ServerSpec {
             tools: ToolFilter::default(),
             origin: SpecOrigin::Operator,
             allow_internal_addresses: false,
+            shared: false,
         }
     }
 

@@ -33,6 +33,7 @@ const SERVER_FIELDS: &[&str] = &[
     "connect_timeout_seconds",
     "call_timeout_seconds",
     "tools",
+    "shared",
 ];
 
 /// The fields of an `mcpServers` entry: the name is the key; `type` and `disabled` come from
@@ -52,6 +53,7 @@ const MCP_SERVERS_FIELDS: &[&str] = &[
     "connect_timeout_seconds",
     "call_timeout_seconds",
     "tools",
+    "shared",
 ];
 
 /// The fields every server has whatever its transport; a custom transport's other fields are
@@ -62,6 +64,7 @@ const COMMON_FIELDS: &[&str] = &[
     "connect_timeout_seconds",
     "call_timeout_seconds",
     "tools",
+    "shared",
 ];
 
 const STDIO_FIELDS: &[&str] = &["command", "args", "env", "cwd", "inherit_env"];
@@ -165,6 +168,9 @@ pub(crate) fn parse_server(
     let tools = field(obj, "tools")
         .map(|v| parse_tools(v, &path.key("tools"), p))
         .unwrap_or_default();
+    let shared = field(obj, "shared")
+        .and_then(|v| as_bool(v, &path.key("shared"), p))
+        .unwrap_or(false);
     if dialect == Dialect::McpServers
         && let Some(v) = field(obj, "disabled")
     {
@@ -180,6 +186,7 @@ pub(crate) fn parse_server(
     spec.call_timeout = call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
     spec.tools = tools;
     spec.origin = origin;
+    spec.shared = shared;
     Some(spec)
 }
 
@@ -560,6 +567,23 @@ mod tests {
         ];
         let expected: Vec<_> = expected.iter().map(|(k, p)| (*k, p.to_string())).collect();
         assert_eq!(err, expected);
+    }
+
+    #[test]
+    fn shared_is_a_boolean_of_every_dialect_and_transport() {
+        let spec = parse(json!({"name": "git", "command": "git-mcp", "shared": true})).unwrap();
+        assert!(spec.shared);
+        let spec = parse(json!({"name": "git", "command": "git-mcp"})).unwrap();
+        assert!(!spec.shared, "not shared unless the operator says so");
+        let spec = parse(json!({"name": "bus", "transport": "bus", "shared": true})).unwrap();
+        assert!(spec.shared);
+        assert!(
+            !matches!(&spec.transport, TransportSpec::Custom(c) if c.params.contains_key("shared")),
+            "`shared` is no parameter of a custom transport"
+        );
+        let err =
+            parse(json!({"name": "web", "url": "https://x/mcp", "shared": "yes"})).unwrap_err();
+        assert_eq!(err, [(WrongType, "servers[0].shared".to_string())]);
     }
 
     #[test]
