@@ -47,6 +47,7 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// | `ssrf_guard` | `MCP_AGENT__SSRF_GUARD` | `true` |
 /// | `policy` (table, see [`PolicyConfig`]) | `MCP_AGENT__POLICY` (JSON object) | no rules, 64 KiB |
 /// | `model` (table, see [`ModelConfig`]) | `MCP_AGENT__MODEL` (JSON object) | nothing set |
+/// | `search` (table, see [`SearchConfig`](crate::SearchConfig)) | files only | lexical search |
 ///
 /// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
 /// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
@@ -112,6 +113,9 @@ pub struct Config {
     /// The `[model]` table: the chat-completions endpoint an agent run asks.
     #[serde(skip_serializing_if = "is_unset")]
     pub model: ModelConfig,
+    /// The `[search]` table: hybrid tool search (lexical when `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<crate::SearchConfig>,
 }
 
 fn is_unset(model: &ModelConfig) -> bool {
@@ -129,6 +133,7 @@ impl Default for Config {
             inline: InlinePolicy::default(),
             policy: PolicyConfig::default(),
             model: ModelConfig::default(),
+            search: None,
         }
     }
 }
@@ -404,6 +409,7 @@ const DOCUMENT_FIELDS: &[&str] = &[
     "ssrf_guard",
     "policy",
     "model",
+    "search",
 ];
 
 /// The settings one source (a file, the environment) gives; unset ones are `None`.
@@ -423,6 +429,7 @@ pub(crate) struct Layer {
     pub(crate) ssrf_guard: Option<bool>,
     pub(crate) policy: Option<PolicyLayer>,
     pub(crate) model: Option<crate::model::ModelLayer>,
+    pub(crate) search: Option<crate::SearchConfig>,
 }
 
 impl Layer {
@@ -492,6 +499,10 @@ impl Layer {
         }
         if let Some(v) = field(obj, "model") {
             layer.model = Some(crate::model::parse_model(v, &root.key("model"), p));
+        }
+        if let Some(v) = field(obj, "search") {
+            let base = layer.file.as_deref().and_then(std::path::Path::parent);
+            layer.search = crate::search::parse_search(v, &root.key("search"), base, p);
         }
         layer
     }
@@ -585,6 +596,9 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
         }
         if let Some(model) = layer.model {
             model.apply(&mut config.model);
+        }
+        if let Some(search) = layer.search {
+            config.search = Some(search);
         }
     }
     if problems.is_empty() {

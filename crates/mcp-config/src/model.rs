@@ -200,7 +200,7 @@ fn non_blank(value: &Value, path: &JsonPath, what: &str, p: &mut Problems) -> Op
 
 /// An `http` or `https` URL with a host and no credentials; kept as written (less trailing
 /// slashes), since the endpoint's path is appended to it.
-fn base_url(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<String> {
+pub(crate) fn base_url(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<String> {
     let s = non_blank(value, path, "the base URL", p)?;
     let url = match url::Url::parse(&s) {
         Ok(url) => url,
