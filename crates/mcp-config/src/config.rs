@@ -16,7 +16,7 @@ use crate::parse::{
 use crate::path::{JsonPath, Problems};
 use crate::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, ModelConfig, PolicyConfig, Problem,
-    ProblemKind, SecretSource, ServerSpec, SpecOrigin, TransportSpec,
+    ProblemKind, SecretSource, ServeConfig, ServerSpec, SpecOrigin, TransportSpec,
 };
 
 /// The name the server direction announces when none is configured.
@@ -48,6 +48,7 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// | `policy` (table, see [`PolicyConfig`]) | `MCP_AGENT__POLICY` (JSON object) | no rules, 64 KiB |
 /// | `model` (table, see [`ModelConfig`]) | `MCP_AGENT__MODEL` (JSON object) | nothing set |
 /// | `search` (table, see [`SearchConfig`](crate::SearchConfig)) | files only | lexical search |
+/// | `serve` (table, see [`ServeConfig`]) | `MCP_AGENT__SERVE` (JSON object) | nothing set |
 ///
 /// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
 /// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
@@ -116,6 +117,13 @@ pub struct Config {
     /// The `[search]` table: hybrid tool search (lexical when `None`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<crate::SearchConfig>,
+    /// The `[serve]` table: how `mcp-agent serve` offers the servers to MCP clients.
+    #[serde(skip_serializing_if = "is_default")]
+    pub serve: ServeConfig,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 fn is_unset(model: &ModelConfig) -> bool {
@@ -134,6 +142,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             model: ModelConfig::default(),
             search: None,
+            serve: ServeConfig::default(),
         }
     }
 }
@@ -410,6 +419,7 @@ const DOCUMENT_FIELDS: &[&str] = &[
     "policy",
     "model",
     "search",
+    "serve",
 ];
 
 /// The settings one source (a file, the environment) gives; unset ones are `None`.
@@ -430,6 +440,7 @@ pub(crate) struct Layer {
     pub(crate) policy: Option<PolicyLayer>,
     pub(crate) model: Option<crate::model::ModelLayer>,
     pub(crate) search: Option<crate::SearchConfig>,
+    pub(crate) serve: Option<crate::serve::ServeLayer>,
 }
 
 impl Layer {
@@ -503,6 +514,9 @@ impl Layer {
         if let Some(v) = field(obj, "search") {
             let base = layer.file.as_deref().and_then(std::path::Path::parent);
             layer.search = crate::search::parse_search(v, &root.key("search"), base, p);
+        }
+        if let Some(v) = field(obj, "serve") {
+            layer.serve = Some(crate::serve::parse_serve(v, &root.key("serve"), p));
         }
         layer
     }
@@ -599,6 +613,9 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
         }
         if let Some(search) = layer.search {
             config.search = Some(search);
+        }
+        if let Some(serve) = layer.serve {
+            serve.apply(&mut config.serve);
         }
     }
     if problems.is_empty() {

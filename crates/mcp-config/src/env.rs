@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "SSRF_GUARD",
     "POLICY",
     "MODEL",
+    "SERVE",
 ];
 
 impl Config {
@@ -45,7 +46,8 @@ impl Config {
     /// `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` and `MCP_AGENT__SSRF_GUARD` (`true`/`false`,
     /// `1`/`0`, `yes`/`no`, `on`/`off`), and `MCP_AGENT__POLICY` (a JSON object: the `[policy]`
     /// table of a file, see [`PolicyConfig`](crate::PolicyConfig)) and `MCP_AGENT__MODEL` (a
-    /// JSON object: the `[model]` table, see [`ModelConfig`](crate::ModelConfig)). A variable
+    /// JSON object: the `[model]` table, see [`ModelConfig`](crate::ModelConfig)) and
+    /// `MCP_AGENT__SERVE` (the `[serve]` table, see [`ServeConfig`](crate::ServeConfig)). A variable
     /// set to the empty string counts as unset. Other variables with the prefix are errors (a
     /// typo must not be ignored); variables without it are ignored. Problem paths start with
     /// the variable's name: `MCP_AGENT__SERVERS[1].url`; a key given twice in one object of
@@ -182,6 +184,15 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
             },
             "MODEL" => match crate::json::parse(value, &at, p) {
                 Ok(v) => layer.model = Some(crate::model::parse_model(&v, &at, p)),
+                Err(e) => p.push_caused(
+                    &at,
+                    ProblemKind::Syntax,
+                    format!("{name} is not valid JSON"),
+                    e,
+                ),
+            },
+            "SERVE" => match crate::json::parse(value, &at, p) {
+                Ok(v) => layer.serve = Some(crate::serve::parse_serve(&v, &at, p)),
                 Err(e) => p.push_caused(
                     &at,
                     ProblemKind::Syntax,

@@ -94,6 +94,7 @@ mod safety;
 mod search;
 mod secret;
 mod select;
+mod serve;
 mod spec;
 
 pub use config::{
@@ -110,6 +111,9 @@ pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
 pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
+pub use serve::{
+    MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig, ServeExposure,
+};
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
     OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec, SpecOrigin, StdioSpec,

@@ -1,0 +1,564 @@
+//! The `[serve]` table: how `mcp-agent serve` offers the configured servers to downstream MCP
+//! clients (a governed gateway over stdio or streamable HTTP). Pure data, validated here; the
+//! bearer token itself is never in the configuration, only the name of the variable that
+//! holds it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::parse::{as_str, expect_object, field, reject_unknown, shown, type_name};
+use crate::path::{JsonPath, Problems};
+use crate::{ConfigError, Problem, ProblemKind, Secret};
+
+/// The keys of the `[serve]` table.
+const SERVE_FIELDS: &[&str] = &[
+    "http",
+    "expose",
+    "allowed_origins",
+    "auth",
+    "max_body_bytes",
+    "max_sessions",
+    "max_calls_per_session",
+    "rate_limit",
+    "approve",
+    "history",
+];
+
+/// The keys of `rate_limit`.
+const RATE_FIELDS: &[&str] = &["per_second", "burst"];
+
+/// The smallest request body bound (a JSON-RPC `initialize` must fit).
+pub const MIN_SERVE_BODY_BYTES: u64 = 1024;
+
+/// What downstream clients of the gateway see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ServeExposure {
+    /// `mcp_search_tools` and `mcp_call_tool` (and `mcp_read_output`): the lazy surface.
+    #[default]
+    Lazy,
+    /// Every upstream tool, as `server__tool`.
+    Eager,
+}
+
+impl ServeExposure {
+    /// Parses `lazy` or `eager`.
+    ///
+    /// ```
+    /// use mcp_config::ServeExposure;
+    /// assert_eq!(ServeExposure::parse("eager"), Some(ServeExposure::Eager));
+    /// assert_eq!(ServeExposure::parse("all"), None);
+    /// ```
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "lazy" => Some(Self::Lazy),
+            "eager" => Some(Self::Eager),
+            _ => None,
+        }
+    }
+}
+
+/// What happens to a call that `[policy]` says needs approval: the gateway has nobody to ask.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ServeApproval {
+    /// Refused, with a message saying so (the default).
+    #[default]
+    Deny,
+    /// Run, as if approved.
+    Allow,
+}
+
+/// Inbound authentication of the HTTP endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum ServeAuth {
+    /// `auth = { bearer_token_env = "VAR" }`: clients send `Authorization: Bearer <token>`,
+    /// the token being the value of `VAR` when the gateway starts.
+    BearerTokenEnv(String),
+}
+
+impl ServeAuth {
+    /// The bearer token from the process environment; see [`token_from`](Self::token_from).
+    pub fn token(&self) -> Result<Secret, ConfigError> {
+        self.token_from(|name| std::env::var(name).ok())
+    }
+
+    /// The bearer token read through `lookup` from the named variable. Unset, empty or blank
+    /// is an error naming the variable (never an endpoint open to any token).
+    ///
+    /// ```
+    /// use mcp_config::ServeAuth;
+    /// let auth = ServeAuth::BearerTokenEnv("GATEWAY_TOKEN".into());
+    /// let token = auth.token_from(|_| Some("t-1".into())).unwrap();
+    /// assert_eq!(token.expose(), "t-1");
+    /// assert!(auth.token_from(|_| None).unwrap_err().to_string().contains("GATEWAY_TOKEN"));
+    /// ```
+    pub fn token_from(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Secret, ConfigError> {
+        let Self::BearerTokenEnv(name) = self;
+        match lookup(name).filter(|v| !v.trim().is_empty()) {
+            Some(value) => Ok(Secret::new(value.trim())),
+            None => Err(ConfigError::invalid(vec![Problem::new(
+                "serve.auth.bearer_token_env",
+                ProblemKind::UndefinedVariable,
+                format!(
+                    "the bearer token variable {} is not set or empty",
+                    shown(name)
+                ),
+            )])),
+        }
+    }
+}
+
+/// A token bucket per client address: `per_second` requests refill each second, up to
+/// `burst` at once. A request finding the bucket empty is answered `429 Too Many Requests`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// Requests per second, sustained (positive).
+    pub per_second: f64,
+    /// Requests at once after an idle spell (at least 1). Default: `per_second` rounded up.
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// `per_second` requests a second, in bursts of up to `burst`.
+    pub fn new(per_second: f64, burst: u32) -> Self {
+        Self { per_second, burst }
+    }
+}
+
+/// The operator's `[serve]` table. Every key is optional; `mcp-agent serve`'s flags win over
+/// it.
+///
+/// | key | meaning | default |
+/// | --- | --- | --- |
+/// | `http` | address to serve streamable HTTP on (`"127.0.0.1:8080"`) | stdio |
+/// | `expose` | `lazy` or `eager` | `lazy` |
+/// | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
+/// | `auth` | `{ bearer_token_env = "VAR" }` | none |
+/// | `max_body_bytes` | largest request body (at least 1024) | 4 MiB |
+/// | `max_sessions` | downstream sessions open at once | 64 |
+/// | `max_calls_per_session` | calls in flight per downstream session | 16 |
+/// | `rate_limit` | `{ per_second = 10, burst = 20 }`, per client address | none |
+/// | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
+/// | `history` | directory recording each session's run (one subdirectory each) | none |
+///
+/// ```
+/// use mcp_config::{Config, FileFormat, ServeApproval, ServeExposure};
+///
+/// let config = Config::parse(
+///     r#"
+/// [serve]
+/// http = "127.0.0.1:8080"
+/// expose = "eager"
+/// auth = { bearer_token_env = "GATEWAY_TOKEN" }
+/// rate_limit = { per_second = 5 }
+/// "#,
+///     FileFormat::Toml,
+///     std::iter::empty::<(&str, &str)>(),
+/// )?;
+/// let serve = &config.serve;
+/// assert_eq!(serve.http, Some("127.0.0.1:8080".parse().unwrap()));
+/// assert_eq!(serve.expose, Some(ServeExposure::Eager));
+/// assert_eq!(serve.approve, ServeApproval::Deny);
+/// assert_eq!(serve.rate_limit.unwrap().burst, 5);
+/// # Ok::<(), mcp_config::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// Serve streamable HTTP on this address (stdio when unset and no flag says otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<SocketAddr>,
+    /// Lazy or eager exposure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expose: Option<ServeExposure>,
+    /// Browser origins allowed besides the endpoint's own (`scheme://host[:port]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+    /// Inbound authentication.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ServeAuth>,
+    /// The largest request body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    /// Downstream sessions open at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
+    /// Calls in flight per downstream session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_session: Option<usize>,
+    /// Requests per second per client address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// Calls that need approval: denied or allowed.
+    pub approve: ServeApproval,
+    /// Where each session's run is recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<PathBuf>,
+}
+
+/// What one source's `[serve]` sets; a later source overrides only the keys it sets.
+#[derive(Debug, Default)]
+pub(crate) struct ServeLayer {
+    http: Option<SocketAddr>,
+    expose: Option<ServeExposure>,
+    allowed_origins: Option<Vec<String>>,
+    auth: Option<ServeAuth>,
+    max_body_bytes: Option<u64>,
+    max_sessions: Option<usize>,
+    max_calls_per_session: Option<usize>,
+    rate_limit: Option<RateLimit>,
+    approve: Option<ServeApproval>,
+    history: Option<PathBuf>,
+}
+
+impl ServeLayer {
+    /// Applies the keys this layer sets to `serve`.
+    pub(crate) fn apply(self, serve: &mut ServeConfig) {
+        if let Some(v) = self.http {
+            serve.http = Some(v);
+        }
+        if let Some(v) = self.expose {
+            serve.expose = Some(v);
+        }
+        if let Some(v) = self.allowed_origins {
+            serve.allowed_origins = v;
+        }
+        if let Some(v) = self.auth {
+            serve.auth = Some(v);
+        }
+        if let Some(v) = self.max_body_bytes {
+            serve.max_body_bytes = Some(v);
+        }
+        if let Some(v) = self.max_sessions {
+            serve.max_sessions = Some(v);
+        }
+        if let Some(v) = self.max_calls_per_session {
+            serve.max_calls_per_session = Some(v);
+        }
+        if let Some(v) = self.rate_limit {
+            serve.rate_limit = Some(v);
+        }
+        if let Some(v) = self.approve {
+            serve.approve = v;
+        }
+        if let Some(v) = self.history {
+            serve.history = Some(v);
+        }
+    }
+}
+
+/// Reads a `[serve]` table at `path`.
+pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> ServeLayer {
+    let mut layer = ServeLayer::default();
+    let Some(obj) = expect_object(value, path, "`serve`", p) else {
+        return layer;
+    };
+    reject_unknown(obj, SERVE_FIELDS, path, p);
+    if let Some(v) = field(obj, "http") {
+        let at = path.key("http");
+        if let Some(s) = as_str(v, &at, p) {
+            match s.trim().parse::<SocketAddr>() {
+                Ok(addr) => layer.http = Some(addr),
+                Err(_) => p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!(
+                        "{} is not an address: write `IP:PORT`, e.g. `127.0.0.1:8080`",
+                        shown(s)
+                    ),
+                ),
+            }
+        }
+    }
+    if let Some(v) = field(obj, "expose") {
+        let at = path.key("expose");
+        if let Some(s) = as_str(v, &at, p) {
+            layer.expose = ServeExposure::parse(s);
+            if layer.expose.is_none() {
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!("unknown exposure {}: use `lazy` or `eager`", shown(s)),
+                );
+            }
+        }
+    }
+    if let Some(v) = field(obj, "allowed_origins") {
+        layer.allowed_origins = origins(v, &path.key("allowed_origins"), p);
+    }
+    if let Some(v) = field(obj, "auth") {
+        layer.auth = auth(v, &path.key("auth"), p);
+    }
+    if let Some(v) = field(obj, "max_body_bytes") {
+        layer.max_body_bytes = integer(v, &path.key("max_body_bytes"), MIN_SERVE_BODY_BYTES, p);
+    }
+    let count = |key: &str, p: &mut Problems| {
+        field(obj, key)
+            .and_then(|v| integer(v, &path.key(key), 1, p))
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    };
+    layer.max_sessions = count("max_sessions", p);
+    layer.max_calls_per_session = count("max_calls_per_session", p);
+    if let Some(v) = field(obj, "rate_limit") {
+        layer.rate_limit = rate_limit(v, &path.key("rate_limit"), p);
+    }
+    if let Some(v) = field(obj, "approve") {
+        let at = path.key("approve");
+        if let Some(s) = as_str(v, &at, p) {
+            layer.approve = match s {
+                "deny" => Some(ServeApproval::Deny),
+                "allow" => Some(ServeApproval::Allow),
+                other => {
+                    p.push(
+                        &at,
+                        ProblemKind::InvalidValue,
+                        format!("unknown approval {}: use `deny` or `allow`", shown(other)),
+                    );
+                    None
+                }
+            };
+        }
+    }
+    if let Some(v) = field(obj, "history") {
+        let at = path.key("history");
+        if let Some(s) = as_str(v, &at, p) {
+            if s.trim().is_empty() {
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    "the history directory is empty",
+                );
+            } else {
+                layer.history = Some(PathBuf::from(s));
+            }
+        }
+    }
+    layer
+}
+
+/// A whole number of at least `min`.
+fn integer(value: &Value, path: &JsonPath, min: u64, p: &mut Problems) -> Option<u64> {
+    match value.as_u64() {
+        Some(n) if n >= min => Some(n),
+        Some(_) => {
+            p.push(
+                path,
+                ProblemKind::InvalidValue,
+                format!("must be at least {min}"),
+            );
+            None
+        }
+        None => {
+            p.push(
+                path,
+                ProblemKind::WrongType,
+                format!("must be a whole number, found {}", type_name(value)),
+            );
+            None
+        }
+    }
+}
+
+fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
+    let Some(items) = value.as_array() else {
+        p.push(
+            path,
+            ProblemKind::WrongType,
+            format!("must be an array of origins, found {}", type_name(value)),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = path.index(i);
+        let Some(s) = as_str(item, &at, p) else {
+            continue;
+        };
+        let ok = s == "null"
+            || url::Url::parse(s)
+                .ok()
+                .is_some_and(|u| u.origin().is_tuple() && matches!(u.scheme(), "http" | "https"));
+        if ok {
+            out.push(s.to_owned());
+        } else {
+            p.push(
+                &at,
+                ProblemKind::InvalidValue,
+                format!("{} is no origin: write `scheme://host[:port]`", shown(s)),
+            );
+        }
+    }
+    Some(out)
+}
+
+fn auth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<ServeAuth> {
+    let obj = expect_object(value, path, "`auth`", p)?;
+    let mut known = vec!["bearer_token_env"];
+    if obj.contains_key("jwt") {
+        known.push("jwt");
+        p.push(
+            &path.key("jwt"),
+            ProblemKind::InvalidValue,
+            "JWT authentication of downstream clients is not supported yet: use \
+             `bearer_token_env`",
+        );
+    }
+    for secret in ["bearer_token", "token"] {
+        if obj.contains_key(secret) {
+            known.push(secret);
+            p.push(
+                &path.key(secret),
+                ProblemKind::UnknownField,
+                "the token is not written in the configuration: put it in an environment \
+                 variable and name that variable in `bearer_token_env`",
+            );
+        }
+    }
+    reject_unknown(obj, &known, path, p);
+    let v = field(obj, "bearer_token_env")?;
+    let at = path.key("bearer_token_env");
+    let name = as_str(v, &at, p)?.trim();
+    if name.is_empty() || name.contains(['=', '\0', ' ']) {
+        p.push(
+            &at,
+            ProblemKind::InvalidValue,
+            format!("{} is not a valid environment variable name", shown(name)),
+        );
+        return None;
+    }
+    Some(ServeAuth::BearerTokenEnv(name.to_owned()))
+}
+
+fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLimit> {
+    let obj = expect_object(
+        value,
+        path,
+        "`rate_limit` (`{ per_second = N, burst = M }`)",
+        p,
+    )?;
+    reject_unknown(obj, RATE_FIELDS, path, p);
+    let at = path.key("per_second");
+    let Some(v) = field(obj, "per_second") else {
+        p.push(&at, ProblemKind::MissingField, "`per_second` is required");
+        return None;
+    };
+    let per_second = match v.as_f64() {
+        Some(n) if n.is_finite() && n > 0.0 => n,
+        Some(_) => {
+            p.push(&at, ProblemKind::InvalidValue, "must be positive");
+            return None;
+        }
+        None => {
+            p.push(
+                &at,
+                ProblemKind::WrongType,
+                format!("must be a number, found {}", type_name(v)),
+            );
+            return None;
+        }
+    };
+    let burst = match field(obj, "burst") {
+        Some(v) => integer(v, &path.key("burst"), 1, p)?,
+        None => per_second.ceil() as u64,
+    };
+    Some(RateLimit::new(
+        per_second,
+        u32::try_from(burst).unwrap_or(u32::MAX),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, FileFormat, ProblemKind, ServeApproval, ServeAuth};
+
+    fn toml(text: &str) -> Result<Config, crate::ConfigError> {
+        Config::parse(text, FileFormat::Toml, std::iter::empty::<(&str, &str)>())
+    }
+
+    #[test]
+    fn a_whole_serve_table_is_read() {
+        let config = toml(
+            r#"
+[serve]
+http = "127.0.0.1:9000"
+expose = "lazy"
+allowed_origins = ["http://localhost:5173"]
+auth = { bearer_token_env = "GW_TOKEN" }
+max_body_bytes = 2048
+max_sessions = 3
+max_calls_per_session = 2
+rate_limit = { per_second = 0.5, burst = 4 }
+approve = "allow"
+history = "/tmp/h"
+"#,
+        )
+        .unwrap();
+        let s = &config.serve;
+        assert_eq!(s.max_sessions, Some(3));
+        assert_eq!(s.max_calls_per_session, Some(2));
+        assert_eq!(s.max_body_bytes, Some(2048));
+        assert_eq!(s.approve, ServeApproval::Allow);
+        assert_eq!(s.auth, Some(ServeAuth::BearerTokenEnv("GW_TOKEN".into())));
+        assert_eq!(s.rate_limit.unwrap().burst, 4);
+        assert_eq!(s.allowed_origins, ["http://localhost:5173"]);
+        let env = Config::from_env_vars([("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)]).unwrap();
+        assert_eq!(env.serve.approve, ServeApproval::Allow);
+    }
+
+    #[test]
+    fn every_bad_key_is_named() {
+        let err = toml(
+            r#"
+[serve]
+http = "localhost"
+expose = "all"
+allowed_origins = ["not an origin"]
+auth = { jwt = { issuer = "x" }, bearer_token = "tok-never-echoed" }
+max_body_bytes = 10
+max_sessions = 0
+max_calls_per_session = "many"
+rate_limit = { burst = 2 }
+approve = "ask"
+colour = 1
+"#,
+        )
+        .unwrap_err();
+        let problems: Vec<(ProblemKind, String)> = err
+            .problems()
+            .iter()
+            .map(|p| (p.kind, p.path.clone()))
+            .collect();
+        for (kind, path) in [
+            (ProblemKind::InvalidValue, "serve.http"),
+            (ProblemKind::InvalidValue, "serve.expose"),
+            (ProblemKind::InvalidValue, "serve.allowed_origins[0]"),
+            (ProblemKind::InvalidValue, "serve.auth.jwt"),
+            (ProblemKind::UnknownField, "serve.auth.bearer_token"),
+            (ProblemKind::InvalidValue, "serve.max_body_bytes"),
+            (ProblemKind::InvalidValue, "serve.max_sessions"),
+            (ProblemKind::WrongType, "serve.max_calls_per_session"),
+            (ProblemKind::MissingField, "serve.rate_limit.per_second"),
+            (ProblemKind::InvalidValue, "serve.approve"),
+            (ProblemKind::UnknownField, "serve.colour"),
+        ] {
+            assert!(
+                problems.contains(&(kind, path.to_owned())),
+                "{kind:?} {path} not in {problems:?}"
+            );
+        }
+        let text = err.to_string();
+        assert!(!text.contains("tok-never-echoed"), "{text}");
+        assert!(text.contains("not supported yet"), "{text}");
+    }
+}
