@@ -50,6 +50,7 @@ mod drain;
 mod error;
 mod exposure;
 mod http;
+mod per_session;
 mod server;
 mod stdio;
 
@@ -57,7 +58,8 @@ pub use convert::{call_result, mcp_tool};
 pub use drain::{ServeState, ShutdownReport};
 pub use error::ServeError;
 pub use exposure::Exposure;
-pub use http::{BearerAuth, HttpOptions, HttpServer};
+pub use http::{BearerAuth, HttpOptions, HttpServer, RateLimit};
+pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use server::{ToolListChanges, ToolServer};
 pub use stdio::SessionServer;
 

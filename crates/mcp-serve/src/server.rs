@@ -1,8 +1,9 @@
 //! The served tools as an MCP server: one handler per downstream session.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
+use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerNotification,
@@ -10,16 +11,26 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::convert::{call_result, error_result, mcp_tool};
-use crate::drain::Lifecycle;
+use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::exposure::Exposure;
+use crate::per_session::{OpenTools, SessionTools};
 
 /// A catalog that can also run its tools: what a [`ToolServer`] serves.
 trait ServedTools: ToolCatalog + ToolDispatcher {}
 impl<T: ToolCatalog + ToolDispatcher + ?Sized> ServedTools for T {}
+
+/// Where a server's tools come from.
+#[derive(Clone)]
+enum Source {
+    /// One set of tools for every session, filtered by the exposure.
+    Fixed(Arc<dyn ServedTools>),
+    /// Tools opened for each session, served whole.
+    PerSession(Arc<dyn OpenTools>),
+}
 
 /// The longest tool name an error message repeats (a client's text, so it is cut).
 const MAX_NAME_SHOWN: usize = 128;
@@ -59,7 +70,7 @@ const MAX_NAME_SHOWN: usize = 128;
 /// ```
 #[derive(Clone)]
 pub struct ToolServer {
-    tools: Arc<dyn ServedTools>,
+    source: Source,
     exposure: Exposure,
     name: String,
     version: String,
@@ -100,8 +111,50 @@ impl ToolServer {
     where
         T: ToolCatalog + ToolDispatcher + 'static,
     {
+        Self::with_source(Source::Fixed(tools), exposure)
+    }
+
+    /// Serves tools opened for each downstream session by `opener` (a gateway: one upstream
+    /// run per session), every tool they list. They are opened when the session is
+    /// initialised (or at its first request) and closed when it ends; a shutdown waits for
+    /// those closes. The server declares `tools.listChanged` and forwards each session's
+    /// [`SessionTools::list_changes`]. [`exposed_tools`](Self::exposed_tools) is empty:
+    /// there are no tools outside a session.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+    /// use mcp_serve::{OpenError, OpenTools, SessionTools, ToolServer};
+    ///
+    /// struct Fresh;
+    /// impl ToolCatalog for Fresh {
+    ///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+    /// }
+    /// #[async_trait::async_trait]
+    /// impl ToolDispatcher for Fresh {
+    ///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    ///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+    ///     }
+    /// }
+    /// impl SessionTools for Fresh {}
+    /// struct Opener;
+    /// #[async_trait::async_trait]
+    /// impl OpenTools for Opener {
+    ///     async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError> {
+    ///         Ok(Arc::new(Fresh))
+    ///     }
+    /// }
+    ///
+    /// let server = ToolServer::per_session(Arc::new(Opener)).name("gateway", "1.0.0");
+    /// assert!(server.exposed_tools().is_empty());
+    /// ```
+    pub fn per_session<O: OpenTools>(opener: Arc<O>) -> Self {
+        Self::with_source(Source::PerSession(opener), Exposure::read_only())
+    }
+
+    fn with_source(source: Source, exposure: Exposure) -> Self {
         Self {
-            tools,
+            source,
             exposure,
             name: env!("CARGO_PKG_NAME").to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -172,14 +225,22 @@ impl ToolServer {
         self
     }
 
-    /// The MCP definitions of the tools served now, in the catalog's order.
+    /// The MCP definitions of the tools served now, in the catalog's order (none for
+    /// [`per_session`](Self::per_session) tools, which exist only in a session).
     pub fn exposed_tools(&self) -> Vec<Tool> {
-        self.tools
-            .tools()
-            .iter()
-            .filter(|t| self.exposure.allows(t))
-            .map(mcp_tool)
-            .collect()
+        match &self.source {
+            Source::Fixed(tools) => tools
+                .tools()
+                .iter()
+                .filter(|t| self.exposure.allows(t))
+                .map(mcp_tool)
+                .collect(),
+            Source::PerSession(_) => Vec::new(),
+        }
+    }
+
+    fn announces_changes(&self) -> bool {
+        self.changes.is_some() || matches!(self.source, Source::PerSession(_))
     }
 
     /// The handler of one new session.
@@ -192,6 +253,8 @@ impl ToolServer {
             changes: std::sync::Mutex::new(self.changes.as_ref().map(ToolListChanges::subscribe)),
             ended: ended.clone(),
             _ended_on_drop: ended.drop_guard(),
+            opened: OnceCell::new(),
+            counted: AtomicBool::new(false),
         }
     }
 
@@ -201,6 +264,8 @@ impl ToolServer {
             server: self.clone(),
             calls: Arc::new(Semaphore::new(self.max_calls)),
             lifecycle,
+            live: Arc::default(),
+            open_tools: InFlight::default(),
         })
     }
 }
@@ -244,7 +309,15 @@ pub(crate) struct Shared {
     /// Calls in flight across every session.
     calls: Arc<Semaphore>,
     pub(crate) lifecycle: Lifecycle,
+    /// Initialised sessions not yet ended.
+    pub(crate) live: Arc<AtomicUsize>,
+    /// Per-session tools opened and not yet closed.
+    pub(crate) open_tools: InFlight,
 }
+
+/// A session's per-session tools, or why they could not be opened; the guard counts them
+/// open until they are closed.
+type Opened = Result<(Arc<dyn SessionTools>, InFlightGuard), String>;
 
 /// The rmcp handler of one downstream session.
 pub(crate) struct Session {
@@ -255,6 +328,57 @@ pub(crate) struct Session {
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
     _ended_on_drop: DropGuard,
+    /// Per-session tools, opened once.
+    opened: OnceCell<Opened>,
+    /// Whether this session counts in [`Shared::live`].
+    counted: AtomicBool,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.counted.load(Ordering::Acquire) {
+            self.shared.live.fetch_sub(1, Ordering::AcqRel);
+        }
+        let Some(Ok((tools, guard))) = self.opened.take() else {
+            return;
+        };
+        // Closed on the runtime; the guard keeps a shutdown waiting until it is done.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tools.close().await;
+                drop(guard);
+            });
+        }
+    }
+}
+
+/// The tools a session serves now.
+enum Served {
+    Fixed(Arc<dyn ServedTools>),
+    Session(Arc<dyn SessionTools>),
+}
+
+impl Served {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        match self {
+            Self::Fixed(t) => t.tools(),
+            Self::Session(t) => t.tools(),
+        }
+    }
+
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        match self {
+            Self::Fixed(t) => t.tool(name),
+            Self::Session(t) => t.tool(name),
+        }
+    }
+
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        match self {
+            Self::Fixed(t) => t.dispatch(call).await,
+            Self::Session(t) => t.dispatch(call).await,
+        }
+    }
 }
 
 impl Session {
@@ -262,22 +386,68 @@ impl Session {
         &self.shared.server
     }
 
-    fn exposed(&self, name: &str) -> Option<agent_core::ToolDescriptor> {
-        let server = self.server();
-        server
-            .tools
-            .tool(name)
-            .filter(|t| server.exposure.allows(t))
+    /// Counts this session among the live ones (once).
+    fn count_live(&self) {
+        if !self.counted.swap(true, Ordering::AcqRel) {
+            self.shared.live.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The session's tools: the fixed ones, or its own, opened on first need.
+    async fn served(&self) -> Result<Served, String> {
+        let opener = match &self.server().source {
+            Source::Fixed(tools) => return Ok(Served::Fixed(tools.clone())),
+            Source::PerSession(opener) => opener.clone(),
+        };
+        let opened = self
+            .opened
+            .get_or_init(|| async {
+                if !self.shared.lifecycle.is_serving() {
+                    return Err("the server is shutting down".to_owned());
+                }
+                let guard = self.shared.open_tools.enter();
+                match opener.open().await {
+                    Ok(tools) => Ok((tools, guard)),
+                    Err(e) => Err(crate::cut(&agent_core::error_chain(&*e), 2048)),
+                }
+            })
+            .await;
+        match opened {
+            Ok((tools, _)) => Ok(Served::Session(tools.clone())),
+            Err(reason) => Err(reason.clone()),
+        }
+    }
+
+    /// The tools served now, without waiting for per-session tools to open.
+    fn served_now(&self) -> Option<Served> {
+        match &self.server().source {
+            Source::Fixed(tools) => Some(Served::Fixed(tools.clone())),
+            Source::PerSession(_) => match self.opened.get()? {
+                Ok((tools, _)) => Some(Served::Session(tools.clone())),
+                Err(_) => None,
+            },
+        }
+    }
+
+    fn admits(&self, tool: &ToolDescriptor) -> bool {
+        match &self.server().source {
+            Source::Fixed(_) => self.server().exposure.allows(tool),
+            Source::PerSession(_) => true,
+        }
+    }
+
+    fn exposed(&self, served: &Served, name: &str) -> Option<ToolDescriptor> {
+        served.tool(name).filter(|t| self.admits(t))
     }
 
     /// Sends `notifications/tools/list_changed` on each change until the session ends.
-    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
+    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>, own: Option<watch::Receiver<u64>>) {
         let taken = self
             .changes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        let Some(mut rx) = taken else {
+        let Some(mut rx) = taken.or(own) else {
             return;
         };
         let ended = self.ended.clone();
@@ -306,7 +476,7 @@ fn shown(name: &str) -> String {
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         let server = self.server();
-        let capabilities = if server.changes.is_some() {
+        let capabilities = if server.announces_changes() {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -329,13 +499,21 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            self.server().exposed_tools(),
-        ))
+        let served = self.served().await.map_err(|reason| {
+            ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
+        })?;
+        let tools = served
+            .tools()
+            .iter()
+            .filter(|t| self.admits(t))
+            .map(mcp_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.exposed(name).as_ref().map(mcp_tool)
+        let served = self.served_now()?;
+        self.exposed(&served, name).as_ref().map(mcp_tool)
     }
 
     async fn call_tool(
@@ -344,7 +522,17 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if self.exposed(&name).is_none() {
+        let served = match self.served().await {
+            Ok(served) => served,
+            Err(reason) => {
+                return Ok(error_result(format!(
+                    "the tools could not be opened: {reason}; `{}` was not run",
+                    shown(&name)
+                ))
+                .into());
+            }
+        };
+        if self.exposed(&served, &name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{}`", shown(&name)),
                 None,
@@ -379,28 +567,42 @@ impl ServerHandler for Session {
             request.arguments.unwrap_or_default(),
         );
         tokio::select! {
-            outcome = self.server().tools.dispatch(call) => Ok(call_result(outcome).into()),
+            outcome = served.dispatch(call) => Ok(call_result(outcome).into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
         }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.forward_changes(context.peer);
+        self.count_live();
+        // Per-session tools open now, so the session's first request finds them ready.
+        let own = match self.served().await {
+            Ok(Served::Session(tools)) => tools.list_changes().map(|c| c.subscribe()),
+            _ => None,
+        };
+        self.forward_changes(context.peer, own);
     }
 
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        self.server().changes.as_ref()?;
+        if !self.server().announces_changes() {
+            return None;
+        }
         Some(requested.intersection(&SubscriptionFilter::builder().tools_list_changed().build()))
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let Some(changes) = &self.server().changes else {
-            return Ok(());
+        let mut rx = match &self.server().changes {
+            Some(changes) => changes.subscribe(),
+            None => match self.served().await {
+                Ok(Served::Session(tools)) => match tools.list_changes() {
+                    Some(changes) => changes.subscribe(),
+                    None => return Ok(()),
+                },
+                _ => return Ok(()),
+            },
         };
-        let mut rx = changes.subscribe();
         let lifecycle = self.shared.lifecycle.clone();
         loop {
             tokio::select! {

@@ -80,6 +80,7 @@ impl ToolServer {
             pending: Arc::default(),
             in_flight: in_flight.clone(),
         };
+        let open_tools = shared.open_tools.clone();
         let running = serve_server(self.session(&shared), tracked)
             .await
             .map_err(|e| ServeError::Initialize {
@@ -94,6 +95,7 @@ impl ToolServer {
         Ok(SessionServer {
             lifecycle,
             in_flight,
+            open_tools,
             stop: Some(stop),
             task: Some(task),
         })
@@ -136,6 +138,8 @@ impl ToolServer {
 pub struct SessionServer {
     lifecycle: Lifecycle,
     in_flight: InFlight,
+    /// Per-session tools still open.
+    open_tools: InFlight,
     stop: Option<RunningServiceCancellationToken>,
     task: Option<JoinHandle<()>>,
 }
@@ -163,7 +167,9 @@ impl SessionServer {
     }
 
     /// Shuts down gracefully: new calls are refused with an `isError` result, requests in
-    /// flight are answered (waiting at most `drain_timeout`), then the session closes.
+    /// flight are answered (waiting at most `drain_timeout`), then the session closes, and
+    /// its per-session tools are closed (waiting at most `drain_timeout` again). Call it
+    /// after [`wait`](Self::wait) too, to wait for those closes.
     pub async fn shutdown(mut self, drain_timeout: Duration) -> ShutdownReport {
         let in_flight = self.in_flight.count();
         if self.lifecycle.get() == ServeState::Serving {
@@ -176,6 +182,8 @@ impl SessionServer {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        // The ended session closes its per-session tools (upstream sessions, processes).
+        self.open_tools.drained(drain_timeout).await;
         self.lifecycle.set(ServeState::Stopped);
         ShutdownReport {
             in_flight,

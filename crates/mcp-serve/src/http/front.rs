@@ -3,8 +3,10 @@
 //! request never reaches a session or the dispatcher.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -19,6 +21,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::auth::{BearerAuth, Verdict};
+use super::limit::Limiter;
 use crate::drain::{InFlight, InFlightGuard};
 use crate::server::Session;
 
@@ -38,6 +41,10 @@ pub(crate) struct Front {
     pub(crate) max_body: usize,
     /// POST exchanges whose answer is not yet sent whole.
     pub(crate) in_flight: InFlight,
+    /// Initialised sessions not yet ended, and their bound.
+    pub(crate) live: Arc<AtomicUsize>,
+    pub(crate) max_sessions: Option<usize>,
+    pub(crate) limiter: Option<Limiter>,
 }
 
 /// A response body that keeps its exchange counted as in flight until it is sent (or
@@ -107,7 +114,21 @@ fn jsonrpc_error(
 }
 
 impl Front {
-    pub(crate) async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Counted> {
+    pub(crate) async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        client: IpAddr,
+    ) -> Response<Counted> {
+        if let Some(limiter) = &self.limiter
+            && let Err(wait) = limiter.take(client)
+        {
+            let mut response = plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return response;
+        }
         let path = request.uri().path();
         if self.metadata_paths.iter().any(|p| p == path) && self.auth.is_some() {
             return self.metadata(request.method());
@@ -140,6 +161,9 @@ impl Front {
         if let Some(refused) = check_message(&body) {
             return refused;
         }
+        if let Some(refused) = self.check_sessions(&parts.headers, &body) {
+            return refused;
+        }
         let guard = self.in_flight.enter();
         self.forward(Request::from_parts(parts, Full::new(body)), Some(guard))
             .await
@@ -154,6 +178,33 @@ impl Front {
             inner,
             _guard: guard,
         })
+    }
+
+    /// An `initialize` beyond `max_sessions` initialised sessions is refused with `503` and a
+    /// JSON-RPC error saying why.
+    fn check_sessions(&self, headers: &http::HeaderMap, body: &[u8]) -> Option<Response<Counted>> {
+        let max = self.max_sessions?;
+        if headers.contains_key("mcp-session-id") || self.live.load(Ordering::Acquire) < max {
+            return None;
+        }
+        let value: Value = serde_json::from_slice(body).ok()?;
+        if value.get("method").and_then(Value::as_str) != Some("initialize") {
+            return None;
+        }
+        let id = value
+            .get("id")
+            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+        let message =
+            format!("too many sessions: this server allows {max} at once; close one and retry");
+        let error = JsonRpcError::new(id, ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None));
+        let mut response = json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::to_value(error).unwrap_or(Value::Null),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        Some(response)
     }
 
     fn metadata(&self, method: &Method) -> Response<Counted> {

@@ -22,9 +22,11 @@ use crate::server::ToolServer;
 
 mod auth;
 mod front;
+mod limit;
 
 pub use auth::BearerAuth;
 use front::Front;
+pub use limit::RateLimit;
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
 ///
@@ -64,6 +66,11 @@ pub struct HttpOptions {
     pub drain_timeout: Duration,
     /// How often an idle event stream gets a keep-alive comment. Default 15 s.
     pub sse_keep_alive: Option<Duration>,
+    /// At most this many initialised sessions at once; a client initialising one more is
+    /// answered `503 Service Unavailable` with a JSON-RPC error saying so. Default none.
+    pub max_sessions: Option<usize>,
+    /// Requests per second per client address. Default none.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for HttpOptions {
@@ -77,6 +84,8 @@ impl Default for HttpOptions {
             auth: None,
             drain_timeout: Duration::from_secs(30),
             sse_keep_alive: Some(Duration::from_secs(15)),
+            max_sessions: None,
+            rate_limit: None,
         }
     }
 }
@@ -143,6 +152,20 @@ impl HttpOptions {
         self.sse_keep_alive = interval;
         self
     }
+
+    /// Sets [`max_sessions`](Self::max_sessions) (at least 1).
+    #[must_use]
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = Some(max.max(1));
+        self
+    }
+
+    /// Sets [`rate_limit`](Self::rate_limit).
+    #[must_use]
+    pub fn with_rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = Some(limit);
+        self
+    }
 }
 
 /// A running streamable HTTP endpoint. Dropping it stops it at once; [`shutdown`](Self::shutdown)
@@ -188,6 +211,8 @@ pub struct HttpServer {
     metadata_url: Option<Url>,
     lifecycle: Lifecycle,
     in_flight: InFlight,
+    /// Per-session tools still open.
+    open_tools: InFlight,
     drain_timeout: Duration,
     /// Ends sessions and their event streams (rmcp's token).
     sessions: CancellationToken,
@@ -271,6 +296,8 @@ impl ToolServer {
             .with_max_request_body_bytes(self.max_request_bytes_value())
             .with_sse_keep_alive(options.sse_keep_alive);
         let server = self.clone();
+        let live = shared.live.clone();
+        let open_tools = shared.open_tools.clone();
         let mcp = StreamableHttpService::new(
             move || Ok(server.session(&shared)),
             Arc::new(LocalSessionManager::default()),
@@ -288,6 +315,9 @@ impl ToolServer {
             auth: options.auth.clone(),
             max_body: self.max_request_bytes_value(),
             in_flight: in_flight.clone(),
+            live,
+            max_sessions: options.max_sessions,
+            limiter: options.rate_limit.map(limit::Limiter::new),
         });
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();
@@ -308,6 +338,7 @@ impl ToolServer {
             metadata_url: options.auth.is_some().then_some(endpoint.metadata_url),
             lifecycle,
             in_flight,
+            open_tools,
             drain_timeout: options.drain_timeout,
             sessions,
             accepting,
@@ -384,13 +415,14 @@ async fn accept_loop(listener: TcpListener, front: Arc<Front>, watch: Loop) {
         let stream = tokio::select! {
             () = accepting.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // A failed accept (e.g. out of file descriptors) ends no one else's connection.
                 Err(_) => continue,
             },
         };
         // Responses go out in several small writes (headers, events): without TCP_NODELAY
         // each exchange would wait for the client's delayed ACK.
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let front = front.clone();
         let lifecycle = lifecycle.clone();
@@ -398,7 +430,7 @@ async fn accept_loop(listener: TcpListener, front: Arc<Front>, watch: Loop) {
         connections.spawn(async move {
             let service = service_fn(move |request| {
                 let front = front.clone();
-                async move { Ok::<_, std::convert::Infallible>(front.handle(request).await) }
+                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer.ip()).await) }
             });
             let builder = auto::Builder::new(TokioExecutor::new());
             let connection = builder.serve_connection(TokioIo::new(stream), service);
@@ -440,8 +472,9 @@ impl HttpServer {
 
     /// Shuts down gracefully: closes the listener (then the state is
     /// [`ServeState::Draining`]), refuses new calls (an `isError` result), lets exchanges in flight finish and their answers go out (waiting
-    /// at most the drain timeout), then ends every session and event stream and closes
-    /// every connection.
+    /// at most the drain timeout), then ends every session and event stream, closes
+    /// every connection, and waits (at most the drain timeout again) until the tools opened
+    /// per session are closed.
     pub async fn shutdown(mut self) -> ShutdownReport {
         let in_flight = self.in_flight.count();
         // The listener is closed before the state says `Draining`.
@@ -463,6 +496,8 @@ impl HttpServer {
             self.hard_stop.cancel();
             self.connections.wait().await;
         }
+        // Every ended session closes its per-session tools (upstream sessions, processes).
+        self.open_tools.drained(self.drain_timeout).await;
         self.lifecycle.set(ServeState::Stopped);
         ShutdownReport {
             in_flight,

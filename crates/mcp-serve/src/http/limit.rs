@@ -1,0 +1,119 @@
+//! Request rate limiting: a token bucket per client address.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// A token bucket per client address (the TCP peer's IP): `per_second` tokens refill each
+/// second, up to `burst`; each HTTP request takes one. A request finding its bucket empty is
+/// answered `429 Too Many Requests` with `Retry-After`, and reaches nothing else.
+///
+/// ```
+/// use mcp_serve::{HttpOptions, RateLimit};
+///
+/// let options = HttpOptions::default().with_rate_limit(RateLimit::new(10.0, 20));
+/// assert_eq!(options.rate_limit.unwrap().burst, 20);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// Tokens refilled per second (sustained requests per second). At least 0.001.
+    pub per_second: f64,
+    /// The bucket's size: requests at once after an idle spell. At least 1.
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// `per_second` requests a second per client, in bursts of up to `burst`.
+    pub fn new(per_second: f64, burst: u32) -> Self {
+        Self {
+            per_second: if per_second.is_finite() {
+                per_second.max(0.001)
+            } else {
+                0.001
+            },
+            burst: burst.max(1),
+        }
+    }
+}
+
+/// How many client buckets are kept; beyond, full (idle) buckets are forgotten first.
+const MAX_CLIENTS: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The buckets of one endpoint.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    limit: RateLimit,
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+}
+
+impl Limiter {
+    pub(crate) fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a token for `client`: `Ok` when it had one, else how long until it has.
+    pub(crate) fn take(&self, client: IpAddr) -> Result<(), Duration> {
+        self.take_at(client, Instant::now())
+    }
+
+    fn take_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        let burst = f64::from(self.limit.burst);
+        let rate = self.limit.per_second;
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() >= MAX_CLIENTS && !buckets.contains_key(&client) {
+            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
+            if buckets.len() >= MAX_CLIENTS {
+                buckets.clear();
+            }
+        }
+        let bucket = buckets.entry(client).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        let refilled =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
+        bucket.at = now;
+        if refilled >= 1.0 {
+            bucket.tokens = refilled - 1.0;
+            Ok(())
+        } else {
+            bucket.tokens = refilled;
+            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_the_sustained_rate_per_client() {
+        let limiter = Limiter::new(RateLimit::new(2.0, 3));
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(limiter.take_at(a, t0).is_ok());
+        }
+        let wait = limiter.take_at(a, t0).unwrap_err();
+        assert!(wait <= Duration::from_millis(500), "{wait:?}");
+        assert!(
+            limiter.take_at(b, t0).is_ok(),
+            "another client has its own bucket"
+        );
+        assert!(limiter.take_at(a, t0 + Duration::from_millis(500)).is_ok());
+        assert!(limiter.take_at(a, t0 + Duration::from_millis(500)).is_err());
+    }
+}

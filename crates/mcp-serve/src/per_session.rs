@@ -1,0 +1,84 @@
+//! Tools opened for each downstream session (a gateway: one upstream run per session), and
+//! the count of sessions whose tools are still open.
+
+use std::sync::Arc;
+
+use agent_core::{ToolCatalog, ToolDispatcher};
+use async_trait::async_trait;
+
+use crate::server::ToolListChanges;
+
+/// Why a session's tools could not be opened: shown to the downstream client, so it must
+/// hold no secret.
+pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The tools one downstream session uses, opened for it by an [`OpenTools`] (for a gateway:
+/// a governed run over the upstream servers) and closed when the session ends.
+///
+/// ```
+/// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+/// use mcp_serve::SessionTools;
+///
+/// struct Upstream;
+/// impl ToolCatalog for Upstream {
+///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+/// }
+/// #[async_trait::async_trait]
+/// impl ToolDispatcher for Upstream {
+///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+///     }
+/// }
+/// #[async_trait::async_trait]
+/// impl SessionTools for Upstream {
+///     async fn close(&self) { /* close the upstream sessions */ }
+/// }
+/// ```
+#[async_trait]
+pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
+    /// Raised when this session's tool list changes: the session then sends
+    /// `notifications/tools/list_changed` to its client. Default none.
+    fn list_changes(&self) -> Option<ToolListChanges> {
+        None
+    }
+
+    /// Closes what was opened for the session (upstream sessions, child processes). Called
+    /// once, when the downstream session ends or the server shuts down.
+    async fn close(&self) {}
+}
+
+/// Opens the tools of each new downstream session (see [`ToolServer::per_session`]).
+///
+/// [`ToolServer::per_session`]: crate::ToolServer::per_session
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
+/// use mcp_serve::{OpenError, OpenTools, SessionTools};
+///
+/// struct Fresh;
+/// impl ToolCatalog for Fresh {
+///     fn tools(&self) -> Vec<ToolDescriptor> { Vec::new() }
+/// }
+/// #[async_trait::async_trait]
+/// impl ToolDispatcher for Fresh {
+///     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+///         Err(ToolError::unknown_tool(call.name, Vec::new()))
+///     }
+/// }
+/// impl SessionTools for Fresh {}
+///
+/// struct Opener;
+/// #[async_trait::async_trait]
+/// impl OpenTools for Opener {
+///     async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError> {
+///         Ok(Arc::new(Fresh))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait OpenTools: Send + Sync + 'static {
+    /// Opens one session's tools. An error is shown to the client (on listing, and as the
+    /// `isError` result of each call), and the session goes on without tools.
+    async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError>;
+}
