@@ -21,6 +21,7 @@ mod logging;
 mod model;
 mod open;
 mod run;
+mod serve;
 mod servers;
 mod signals;
 mod term;
@@ -93,6 +94,11 @@ pub(crate) enum Command {
     /// log out.
     #[command(subcommand)]
     Auth(auth::AuthCommand),
+    /// Serve the configured servers as one MCP server (a governed gateway), on stdin/stdout
+    /// or streamable HTTP (`--http ADDR`, or `[serve] http`). Each client session gets its
+    /// own upstream sessions; every call goes through `[policy]`; a call that needs approval
+    /// is denied unless `[serve] approve = "allow"`. SIGTERM/SIGINT drain and exit 0.
+    Serve(serve::ServeArgs),
     /// Read a session's history (what `run` or `tools call` wrote with `--history DIR`).
     #[command(subcommand)]
     History(history::HistoryCommand),
@@ -117,6 +123,7 @@ fn run() -> ExitCode {
         Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),
         Some(Command::Auth(cmd)) => auth::run(cmd, cli.file.as_deref()),
         Some(Command::History(cmd)) => history::run(cmd, cli.file.as_deref()),
+        Some(Command::Serve(args)) => serve::run(args, cli.file.as_deref()),
         Some(Command::DemoServer) => demo::serve(),
     }
 }

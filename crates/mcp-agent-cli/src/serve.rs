@@ -1,0 +1,344 @@
+//! `mcp-agent serve`: the configured servers behind one MCP endpoint (stdio or streamable
+//! HTTP), every call through the governed layer. Each downstream session gets its own
+//! upstream run, opened when it starts and closed when it ends.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_agent::agent_core::{
+    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
+    ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+};
+use mcp_agent::mcp_catalog::{CatalogConfig, Exposure};
+use mcp_agent::mcp_client::{McpClient, McpRunner};
+use mcp_agent::mcp_config::{Config, ServeApproval, ServeExposure};
+use mcp_serve::{
+    BearerAuth, HttpOptions, OpenError, OpenTools, RateLimit, SessionTools, ToolListChanges,
+    ToolServer,
+};
+use tokio::task::JoinHandle;
+
+use super::EXIT_INVALID_CONFIG;
+use super::open::{EXIT_FAILED, chain, fail, load, runtime};
+use super::signals::Signals;
+use super::term::say;
+
+/// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Downstream sessions open at once when `[serve] max_sessions` says nothing.
+const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// Why a call that needs approval is refused by the gateway.
+const DENIED: &str = "this call needs approval and the gateway has nobody to ask: \
+                      `[serve] approve = \"allow\"` runs such calls";
+
+/// `mcp-agent serve`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Serve one session on stdin/stdout (the default unless `[serve] http` is set).
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve streamable HTTP on ADDR (`127.0.0.1:8080`; a port alone binds 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// What downstream clients see: `lazy` (`mcp_search_tools`, `mcp_call_tool`; the
+    /// default) or `eager` (every upstream tool as `server__tool`).
+    #[arg(long, value_name = "MODE", value_parser = ["lazy", "eager"])]
+    expose: Option<String>,
+}
+
+/// Where the gateway serves.
+enum Mode {
+    Stdio,
+    Http(SocketAddr),
+}
+
+/// Runs `mcp-agent serve`.
+pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let mode = match mode(&args, &config) {
+        Ok(mode) => mode,
+        Err(message) => {
+            say(format_args!("error: {message}"));
+            return ExitCode::from(EXIT_INVALID_CONFIG);
+        }
+    };
+    let auth = match &config.serve.auth {
+        Some(auth) if matches!(mode, Mode::Http(_)) => match auth.token() {
+            Ok(token) => Some(BearerAuth::new(token.expose())),
+            Err(e) => {
+                super::config::report(&e);
+                return ExitCode::from(EXIT_INVALID_CONFIG);
+            }
+        },
+        _ => None,
+    };
+    let exposure = match args.expose.as_deref() {
+        Some(word) => ServeExposure::parse(word).unwrap_or_default(),
+        None => config.serve.expose.unwrap_or_default(),
+    };
+    runtime().block_on(serve(config, mode, exposure, auth))
+}
+
+fn mode(args: &ServeArgs, config: &Config) -> Result<Mode, String> {
+    if args.stdio {
+        return Ok(Mode::Stdio);
+    }
+    match (&args.http, config.serve.http) {
+        (Some(addr), _) => parse_addr(addr).map(Mode::Http),
+        (None, Some(addr)) => Ok(Mode::Http(addr)),
+        (None, None) => Ok(Mode::Stdio),
+    }
+}
+
+/// `IP:PORT`, or a port alone (bound on 127.0.0.1).
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    text.parse().map_err(|_| {
+        format!(
+            "--http `{}`: not an address (write `127.0.0.1:8080`, or a port)",
+            text.escape_debug()
+        )
+    })
+}
+
+async fn serve(
+    config: Config,
+    mode: Mode,
+    exposure: ServeExposure,
+    auth: Option<BearerAuth>,
+) -> ExitCode {
+    let mut signals = Signals::install();
+    let connectors = match mcp_agent::connectors() {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let settings = config.serve.clone();
+    let name = config.tool_server.name.clone();
+    let client = client(
+        config,
+        connectors,
+        exposure,
+        settings.approve,
+        settings.history.clone(),
+    );
+    let opener = Arc::new(Gateway {
+        client,
+        runs: AtomicU64::new(0),
+    });
+    let mut server = ToolServer::per_session(opener)
+        .name(name, env!("CARGO_PKG_VERSION"))
+        .instructions(match exposure {
+            ServeExposure::Eager => "The tools of the configured MCP servers, as `server__tool`.",
+            _ => {
+                "The tools of the configured MCP servers: find one with `mcp_search_tools`, \
+                 run it with `mcp_call_tool`."
+            }
+        });
+    if let Some(max) = settings.max_calls_per_session {
+        server = server.max_calls_per_session(max);
+    }
+    if let Some(max) = settings.max_body_bytes {
+        server = server.max_request_bytes(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    match mode {
+        Mode::Stdio => {
+            let session = tokio::select! {
+                served = server.serve_stdio() => match served {
+                    Ok(session) => session,
+                    Err(e) => return fail(&e),
+                },
+                _ = signals.recv() => return ExitCode::SUCCESS,
+            };
+            tokio::select! {
+                () = session.wait() => {}
+                _ = signals.recv() => say("stopping: draining calls in flight"),
+            }
+            let report = session.shutdown(DRAIN_TIMEOUT).await;
+            if report.abandoned > 0 {
+                say(format_args!(
+                    "warning: {} calls were cut off",
+                    report.abandoned
+                ));
+            }
+            ExitCode::SUCCESS
+        }
+        Mode::Http(bind) => {
+            let mut options = HttpOptions::default()
+                .with_bind(bind)
+                .with_allowed_origins(settings.allowed_origins.iter().cloned())
+                .with_drain_timeout(DRAIN_TIMEOUT)
+                .with_max_sessions(settings.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS));
+            if let Some(auth) = auth {
+                options = options.with_auth(auth);
+            }
+            if let Some(limit) = settings.rate_limit {
+                options = options.with_rate_limit(RateLimit::new(limit.per_second, limit.burst));
+            }
+            let http = match server.serve_http(options).await {
+                Ok(http) => http,
+                Err(e) => {
+                    say(format_args!("error: {}", chain(&e)));
+                    return ExitCode::from(EXIT_FAILED);
+                }
+            };
+            say(format_args!("listening on {}", http.url()));
+            let _ = signals.recv().await;
+            say("stopping: draining calls in flight");
+            let report = http.shutdown().await;
+            if report.abandoned > 0 {
+                say(format_args!(
+                    "warning: {} calls were cut off",
+                    report.abandoned
+                ));
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// The client every session's run is opened with.
+fn client(
+    config: Config,
+    connectors: mcp_agent::mcp_client::Connectors,
+    exposure: ServeExposure,
+    approve: ServeApproval,
+    history: Option<std::path::PathBuf>,
+) -> McpClient {
+    let pinned: Vec<String> = config
+        .servers
+        .iter()
+        .flat_map(|s| {
+            s.tools
+                .pinned
+                .iter()
+                .map(move |t| mcp_agent::mcp_catalog::external_name(&s.name, t))
+        })
+        .collect();
+    let exposure = match exposure {
+        ServeExposure::Eager => Exposure::Eager,
+        _ => Exposure::Lazy,
+    };
+    let catalog = CatalogConfig::default()
+        .with_pinned(pinned)
+        .with_exposure(exposure)
+        .with_identity_rules(config.policy.identity.clone());
+    let gate: Arc<dyn ApprovalGate> = match approve {
+        ServeApproval::Allow => Arc::new(AutoApprove),
+        _ => Arc::new(Deny),
+    };
+    let mut builder = McpClient::builder(config)
+        .connectors(connectors)
+        .agent("mcp-agent-serve")
+        .catalog(catalog)
+        .govern(|layer| layer.approval_gate(gate));
+    if let Some(dir) = history {
+        builder = builder.history_root(dir);
+    }
+    builder.build()
+}
+
+/// Refuses every call that needs approval: nobody can be asked.
+struct Deny;
+
+#[async_trait]
+impl ApprovalGate for Deny {
+    async fn request(&self, _request: ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::Rejected {
+            reason: DENIED.to_owned(),
+        }
+    }
+}
+
+/// Opens one upstream run per downstream session.
+struct Gateway {
+    client: McpClient,
+    runs: AtomicU64,
+}
+
+#[async_trait]
+impl OpenTools for Gateway {
+    async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError> {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed);
+        let id = format!("serve-{}-{n}", std::process::id());
+        let runner = self.client.open_runner(&RunInput::new(id, "")).await?;
+        for skipped in runner.skipped() {
+            say(format_args!("warning: skipped: {}", chain(&skipped.error)));
+        }
+        Ok(Arc::new(Upstream::new(runner)))
+    }
+}
+
+/// One downstream session's upstream run, and the watcher turning its `tools_changed` events
+/// into list-changed notifications.
+struct Upstream {
+    runner: McpRunner,
+    changes: ToolListChanges,
+    watcher: JoinHandle<()>,
+}
+
+impl Upstream {
+    fn new(runner: McpRunner) -> Self {
+        let changes = ToolListChanges::new();
+        let mut events = runner.governed().subscribe();
+        let notify = changes.clone();
+        let watcher = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) if event.kind == EventKind::ToolsChanged => notify.notify(),
+                    Ok(_) => {}
+                    Err(mcp_agent::agent_core::EventRecvError::Lagged { .. }) => notify.notify(),
+                    Err(_) => return,
+                }
+            }
+        });
+        Self {
+            runner,
+            changes,
+            watcher,
+        }
+    }
+}
+
+impl ToolCatalog for Upstream {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        self.runner.tools()
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for Upstream {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        self.runner.dispatch(call).await
+    }
+}
+
+#[async_trait]
+impl SessionTools for Upstream {
+    fn list_changes(&self) -> Option<ToolListChanges> {
+        Some(self.changes.clone())
+    }
+
+    async fn close(&self) {
+        self.watcher.abort();
+        if let Err(e) = self.runner.shutdown().await {
+            say(format_args!("warning: {}", chain(&e)));
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
