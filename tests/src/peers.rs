@@ -287,15 +287,16 @@ fn free_port() -> u16 {
         .expect("a free port on 127.0.0.1")
 }
 
-/// A live MCP session with a peer, opened the way an application opens one: an
-/// [`McpClient`](mcp_client::McpClient) with the workspace's connectors opens a runner for
-/// this one server, and the test talks to the runner's [`Session`](mcp_client::Session).
+/// A live MCP session with a peer, opened through `mcp-client`'s low-level single-session
+/// API ([`Session::open_standalone`](mcp_client::Session::open_standalone)) with the
+/// workspace's connectors: the protocol as the client speaks it, with no run and no governed
+/// layer around it, so a test sees the server's raw results.
 pub struct PeerSession {
-    runner: mcp_client::McpRunner,
+    session: std::sync::Arc<mcp_client::Session>,
 }
 
 impl PeerSession {
-    /// Opens a runner for `spec` through `connectors` (connect, initialise, list every tool),
+    /// Opens a session to `spec` through `connectors` (connect, initialise, list every tool),
     /// with `timeout` as the connect timeout.
     pub async fn open(
         connectors: mcp_client::Connectors,
@@ -303,30 +304,20 @@ impl PeerSession {
         timeout: Duration,
     ) -> Self {
         spec.connect_timeout = Some(timeout);
-        let config = mcp_config::Config::new(vec![spec.clone()]).expect("a valid spec");
-        let client = mcp_client::McpClient::builder(config)
-            .connectors(connectors)
-            .build();
-        let mut options = mcp_config::RunOptions::default();
-        options.connect_timeout = timeout;
-        let run = mcp_config::ResolvedRun::new(vec![spec.clone()], options);
+        let name = spec.name.clone();
         // Bounded by the connect timeout inside; the outer bound only guards against a bug.
-        let runner =
-            tokio::time::timeout(timeout + Duration::from_secs(5), client.open_resolved(run))
-                .await
-                .unwrap_or_else(|_| panic!("{} not open within {timeout:?}", spec.name))
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "open {}: {e}: {:?}",
-                        spec.name,
-                        std::error::Error::source(&e)
-                    )
-                });
-        Self { runner }
+        let (session, _tools) = tokio::time::timeout(
+            timeout + Duration::from_secs(5),
+            mcp_client::Session::open_standalone(&connectors, spec),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{name} not open within {timeout:?}"))
+        .unwrap_or_else(|e| panic!("open {name}: {e}: {:?}", std::error::Error::source(&e)));
+        Self { session }
     }
 
     fn session(&self) -> &mcp_client::Session {
-        self.runner.sessions().first().expect("one session")
+        &self.session
     }
 
     /// What the server said about itself in its initialize result.
@@ -358,10 +349,10 @@ impl PeerSession {
             .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
     }
 
-    /// Closes the runner: the session ends (stdin close or HTTP `DELETE`) and a child process
-    /// gets the client's grace period before it is terminated.
+    /// Closes the session: it ends (stdin close or HTTP `DELETE`) and a child process gets
+    /// the client's default grace period (2 s) before it is terminated.
     pub async fn close(self) {
-        agent_core::Runner::close(&self.runner).await;
+        self.session.close(Duration::from_secs(2)).await;
     }
 }
 

@@ -32,6 +32,9 @@ mod run;
 mod scripted;
 mod tool;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 /// The token that cancels an [`AgentLoop`] run ([`AgentLoop::cancel_on`]).
 pub use tokio_util::sync::CancellationToken;
 
@@ -44,7 +47,7 @@ pub use error::{
 };
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
-    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,
+    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer, Permit,
     ResolvedCall,
 };
 pub use history::{

@@ -24,7 +24,10 @@
 //!
 //! A server that fails is fatal under `fail_fast` and reported in [`McpRunner::skipped`] under
 //! `skip_unavailable`. Each session keeps the server's initialize identity
-//! ([`ServerIdentity`]) and re-lists its tools on `notifications/tools/list_changed`.
+//! ([`ServerIdentity`]) and re-lists its tools on `notifications/tools/list_changed`. A run's
+//! sessions are reachable only as read-only [`SessionView`]s ([`McpRunner::sessions`]); the
+//! one ungoverned way to call a server is the explicitly low-level
+//! [`Session::open_standalone`], a single session outside any run.
 //!
 //! # A hostile server
 //!
@@ -47,6 +50,7 @@ mod open;
 mod runner;
 mod scrub;
 mod session;
+mod standalone;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};
@@ -54,7 +58,7 @@ pub use handler::{DeclineElicitation, ElicitationHandler, SessionHandler};
 pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
 pub use open::SkippedServer;
-pub use runner::McpRunner;
+pub use runner::{McpRunner, SessionView};
 pub use scrub::Scrubbed;
 pub use session::{
     MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,

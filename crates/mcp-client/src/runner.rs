@@ -36,7 +36,7 @@ use crate::{ClientError, Session, SessionError, SkippedServer};
 /// best-effort basis) and syncs the history.
 pub struct McpRunner {
     governed: Arc<Governed<Catalog>>,
-    sessions: Vec<Arc<Session>>,
+    sessions: Vec<SessionView>,
     skipped: Vec<SkippedServer>,
     watchers: Vec<JoinHandle<()>>,
     closed: AtomicBool,
@@ -48,7 +48,11 @@ impl std::fmt::Debug for McpRunner {
         f.debug_struct("McpRunner")
             .field(
                 "servers",
-                &self.sessions.iter().map(|s| s.name()).collect::<Vec<_>>(),
+                &self
+                    .sessions
+                    .iter()
+                    .map(SessionView::name)
+                    .collect::<Vec<_>>(),
             )
             .field(
                 "skipped",
@@ -128,7 +132,7 @@ impl McpRunner {
             .collect();
         Ok(Self {
             governed,
-            sessions: added,
+            sessions: added.into_iter().map(SessionView).collect(),
             skipped,
             watchers,
             closed: AtomicBool::new(false),
@@ -136,8 +140,19 @@ impl McpRunner {
         })
     }
 
-    /// The catalog behind this runner: search, promote, list entries (every call runs through
-    /// the governed layer instead).
+    /// The catalog behind this runner: search, promote, list entries. Its calls run only
+    /// through the governed layer: [`CallResolver::dispatch_resolved`] takes a
+    /// [`Permit`](agent_core::Permit) that only the layer makes.
+    ///
+    /// ```compile_fail,E0061
+    /// # async fn call(runner: &mcp_client::McpRunner, call: agent_core::ToolCall) {
+    /// use agent_core::CallResolver;
+    /// let (_, target) = CallResolver::resolve(runner.catalog(), &call).unwrap();
+    /// runner.catalog().dispatch_resolved(call, target).await; // no permit: does not compile
+    /// # }
+    /// ```
+    ///
+    /// [`CallResolver::dispatch_resolved`]: agent_core::CallResolver::dispatch_resolved
     pub fn catalog(&self) -> &Catalog {
         self.governed.inner()
     }
@@ -172,17 +187,94 @@ impl McpRunner {
         for watcher in &self.watchers {
             watcher.abort();
         }
-        futures::future::join_all(self.sessions.iter().map(|s| s.close(self.grace))).await;
+        futures::future::join_all(self.sessions.iter().map(|s| s.0.close(self.grace))).await;
     }
 
-    /// The run's open sessions, in the order of its server list.
-    pub fn sessions(&self) -> &[Arc<Session>] {
+    /// The run's open sessions, in the order of its server list, as read-only views: name,
+    /// spec, identity, process and listings, but no way to call a tool (calls go through
+    /// [`dispatch`](ToolDispatcher::dispatch), i.e. the governed layer).
+    ///
+    /// ```no_run
+    /// # fn show(runner: &mcp_client::McpRunner) {
+    /// for session in runner.sessions() {
+    ///     println!("{}: {:?}", session.name(), session.identity().name);
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// A view does not hand out its session, so a run's tools cannot be called around the
+    /// layer:
+    ///
+    /// ```compile_fail,E0599
+    /// # async fn call(runner: &mcp_client::McpRunner) {
+    /// runner.sessions()[0].call_tool("echo", Default::default()).await;
+    /// # }
+    /// ```
+    pub fn sessions(&self) -> &[SessionView] {
         &self.sessions
     }
 
     /// The servers skipped under `skip_unavailable`, with their causes.
     pub fn skipped(&self) -> &[SkippedServer] {
         &self.skipped
+    }
+}
+
+/// A read-only view of one session of a run ([`McpRunner::sessions`]): what the server said
+/// about itself, its spec, its process, its tool listings — and no way to call a tool, which
+/// only the run's governed layer does.
+///
+/// A session outside any run, called directly, is the explicitly ungoverned
+/// [`Session::open_standalone`].
+#[derive(Debug, Clone)]
+pub struct SessionView(Arc<Session>);
+
+impl SessionView {
+    /// The spec this session was opened from.
+    pub fn spec(&self) -> &mcp_config::ServerSpec {
+        self.0.spec()
+    }
+
+    /// The configured name of the server.
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// What the server said about itself.
+    pub fn identity(&self) -> &crate::ServerIdentity {
+        self.0.identity()
+    }
+
+    /// The operating-system pid of a child-process server.
+    pub fn pid(&self) -> Option<u32> {
+        self.0.pid()
+    }
+
+    /// Recent stderr of a child-process server, with the run's known secrets replaced.
+    pub fn diagnostics(&self) -> Option<String> {
+        self.0.diagnostics()
+    }
+
+    /// The bounds on this session's tool listings.
+    pub fn list_limits(&self) -> crate::ListLimits {
+        self.0.list_limits()
+    }
+
+    /// A receiver that changes whenever the server announces a new tool list.
+    pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.tools_changed()
+    }
+
+    /// A receiver that changes whenever the transport renewed the protocol session on its
+    /// own; `None` for transports that never do.
+    pub fn renewals(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.0.renewals()
+    }
+
+    /// Lists every tool again (`tools/list`, every page, within the server's connect timeout
+    /// and the session's [`ListLimits`](crate::ListLimits)). Listing runs no tool.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
+        self.0.list_tools().await
     }
 }
 

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use agent_core::{RunInput, Runner};
-use integration_tests::peers::{self, HttpPeer, text_of};
+use agent_core::{ContentPart, RunInput, Runner, ToolCall, ToolDispatcher};
+use integration_tests::peers::{self, HttpPeer};
 use mcp_client::{Connectors, McpClient};
 use mcp_config::{Config, ServerSpec};
 use mcp_transport_http::{HttpConnector, HttpOptions};
@@ -23,6 +23,7 @@ async fn open_and_call(
     arguments: serde_json::Value,
 ) -> (String, String, String) {
     spec.connect_timeout = Some(Duration::from_secs(30));
+    let server = spec.name.clone();
     let runner = McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
         .connectors(connectors)
         .discover(true)
@@ -30,17 +31,28 @@ async fn open_and_call(
         .open_runner(&RunInput::new("s", "i"))
         .await
         .unwrap_or_else(|e| panic!("the run opens: {}", agent_core::error_chain(&e)));
-    let session = runner.sessions()[0].clone();
-    let identity = session.identity().clone();
-    let result = session
-        .call_tool(tool, arguments.as_object().cloned().unwrap_or_default())
-        .await
-        .expect("the call succeeds");
+    let identity = runner.sessions()[0].identity().clone();
+    // The call goes as a model's does: `server__tool` through the run's governed layer.
+    let call = ToolCall::new(
+        "c1",
+        format!("{server}__{tool}"),
+        arguments.as_object().cloned().unwrap_or_default(),
+    );
+    let output = runner.dispatch(call).await.expect("the call succeeds");
     runner.close().await;
+    let text = output
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            ContentPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     (
         identity.name.unwrap_or_default(),
         identity.protocol_version,
-        text_of(&result),
+        text,
     )
 }
 

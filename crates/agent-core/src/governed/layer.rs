@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::approval::{self, Answer, NoGate};
-use super::{CallKind, CallResolver, ResolvedCall};
+use super::{CallKind, CallResolver, Permit, ResolvedCall};
 use crate::{
     AllowAll, ApprovalDecision, ApprovalGate, ApprovalRules, ApprovalTrigger, CallOutcome,
     DEFAULT_EVENT_CAPACITY, Event, EventBus, EventKind, EventReceiver, EventSink, History,
@@ -586,7 +586,7 @@ impl<D: CallResolver> Governed<D> {
             began,
             armed: true,
         };
-        let running = self.inner.dispatch_resolved(call, target);
+        let running = self.inner.dispatch_resolved(Permit::new(), call, target);
         let outcome = match resolved.timeout.or(self.call_timeout) {
             Some(after) => tokio::time::timeout(after, running)
                 .await

@@ -159,15 +159,48 @@ impl ResolvedCall {
     }
 }
 
+/// The capability to run a resolved call: [`CallResolver::dispatch_resolved`] takes one, and
+/// only a [`Governed`] layer makes one — once identity rules, policy and approval agreed —
+/// so the layer is the only caller of a resolver's dispatch. Other crates implement
+/// [`CallResolver`] (they receive a permit) but cannot call one.
+///
+/// Zero-sized, neither `Clone` nor `Default`, with a private field. A test of a resolver
+/// itself takes one from [`testing::ungoverned_permit`](crate::testing::ungoverned_permit)
+/// (the `testing` feature, for tests only).
+///
+/// Outside this crate it cannot be made, so a catalog's calls cannot be run around the layer:
+///
+/// ```compile_fail,E0451
+/// let permit = agent_core::Permit { _private: () };
+/// ```
+///
+/// ```compile_fail,E0599
+/// let permit = agent_core::Permit::default();
+/// ```
+#[derive(Debug)]
+#[must_use = "a permit is handed to `dispatch_resolved`"]
+pub struct Permit {
+    _private: (),
+}
+
+impl Permit {
+    /// Made by the layer only, for the one call it approved.
+    pub(crate) fn new() -> Self {
+        Self { _private: () }
+    }
+}
+
 /// What the wrapped side of a [`Governed`] layer provides: resolving a model's call to the
 /// real tool, and running a call it resolved.
 ///
 /// `resolve` must not run anything. Its `Target` is whatever the wrapped side needs to run
 /// exactly the resolved tool (for a catalog, the resolved entry); the layer hands it back to
-/// [`dispatch_resolved`](Self::dispatch_resolved) once rules, policy and approval agreed.
+/// [`dispatch_resolved`](Self::dispatch_resolved), with a [`Permit`] only the layer can make,
+/// once rules, policy and approval agreed. Any crate can implement this trait; only the layer
+/// can call `dispatch_resolved`.
 ///
 /// ```
-/// use agent_core::{CallResolver, ResolvedCall, ToolCall, ToolError, ToolOutput};
+/// use agent_core::{CallResolver, Permit, ResolvedCall, ToolCall, ToolError, ToolOutput};
 /// use async_trait::async_trait;
 ///
 /// /// One server's tools, reached as `files__<tool>`.
@@ -184,7 +217,12 @@ impl ResolvedCall {
 ///             .with_identity("acme/files");
 ///         Ok((resolved, remote.to_owned()))
 ///     }
-///     async fn dispatch_resolved(&self, _call: ToolCall, remote: String) -> Result<ToolOutput, ToolError> {
+///     async fn dispatch_resolved(
+///         &self,
+///         _permit: Permit,
+///         _call: ToolCall,
+///         remote: String,
+///     ) -> Result<ToolOutput, ToolError> {
 ///         Ok(ToolOutput::text(format!("ran {remote}")))
 ///     }
 /// }
@@ -200,9 +238,11 @@ pub trait CallResolver: Send + Sync {
     /// call).
     fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, Self::Target), ToolError>;
 
-    /// Runs `call`, which `resolve` turned into `target`.
+    /// Runs `call`, which `resolve` turned into `target`, as it is: the `permit` says the
+    /// layer checked it.
     async fn dispatch_resolved(
         &self,
+        permit: Permit,
         call: ToolCall,
         target: Self::Target,
     ) -> Result<ToolOutput, ToolError>;
@@ -277,7 +317,12 @@ impl<D: ToolDispatcher> CallResolver for AsNative<D> {
         ))
     }
 
-    async fn dispatch_resolved(&self, call: ToolCall, (): ()) -> Result<ToolOutput, ToolError> {
+    async fn dispatch_resolved(
+        &self,
+        _permit: Permit,
+        call: ToolCall,
+        (): (),
+    ) -> Result<ToolOutput, ToolError> {
         self.inner.dispatch(call).await
     }
 }

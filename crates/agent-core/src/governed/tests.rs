@@ -121,6 +121,7 @@ impl CallResolver for Fake {
 
     async fn dispatch_resolved(
         &self,
+        _permit: Permit,
         call: ToolCall,
         target: Target,
     ) -> Result<ToolOutput, ToolError> {

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use agent_core::{CallResolver, JsonObject, ResolvedCall, ToolCall, ToolError, ToolOutput};
+use agent_core::{
+    CallResolver, JsonObject, Permit, ResolvedCall, ToolCall, ToolError, ToolOutput,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -277,11 +279,12 @@ impl CallResolver for Catalog {
     }
 
     /// Runs a call [`resolve`](CallResolver::resolve) resolved, as it is: no rule, policy or
-    /// approval is checked here. The governed layer calls it once it agreed; an application
-    /// wraps the catalog in a [`GovernedLayer`](agent_core::GovernedLayer) rather than calling
-    /// it.
+    /// approval is checked here. Only the governed layer can call it (it alone makes the
+    /// [`Permit`]), once it agreed: an application wraps the catalog in a
+    /// [`GovernedLayer`](agent_core::GovernedLayer).
     async fn dispatch_resolved(
         &self,
+        _permit: Permit,
         call: ToolCall,
         target: CallTarget,
     ) -> Result<ToolOutput, ToolError> {

@@ -46,12 +46,15 @@ fn numbered(n: usize) -> Arc<FakeServer> {
     Arc::new(fake)
 }
 
-/// Runs a call through the catalog's side of the governed layer (no rules): resolve, then
+/// Runs a call through the catalog's side of the governed layer (no rules, with the test-only
+/// permit): resolve, then
 /// dispatch what it resolved.
 async fn run(catalog: &Catalog, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
     let call = call(name, args);
     let (_, target) = CallResolver::resolve(catalog, &call)?;
-    catalog.dispatch_resolved(call, target).await
+    catalog
+        .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
+        .await
 }
 
 async fn search(catalog: &Catalog, args: Value) -> Value {

@@ -189,7 +189,7 @@ async fn a_query_over_the_length_limit_is_refused_naming_the_limit() {
     let call = ToolCall::new("1", "mcp_search_tools", obj(json!({"query": query})));
     let (_, target) = CallResolver::resolve(&catalog, &call).unwrap();
     let err = catalog
-        .dispatch_resolved(call, target)
+        .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
         .await
         .expect_err("refused");
     let ToolError::InvalidArguments { message, .. } = &err else {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{RunInput, Runner};
+use agent_core::{RunInput, Runner, ToolCall, ToolDispatcher};
 use mcp_client::McpClient;
 use mcp_config::Config;
 use mcp_connector::Connectors;
@@ -358,8 +358,9 @@ async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription(
         json!({"toolsListChanged": true}),
         "{listen}"
     );
-    session
-        .call_tool("echo", serde_json::Map::new())
+    // Through the run's governed layer, as every call of a run goes.
+    runner
+        .dispatch(ToolCall::new("c1", "s__echo", serde_json::Map::new()))
         .await
         .expect("the call succeeds");
     tokio::time::timeout(Duration::from_secs(5), changed.changed())
@@ -433,8 +434,8 @@ async fn a_discovered_server_announces_tool_list_changes_through_its_subscriptio
     let mut changed = session.tools_changed();
     let mut arguments = serde_json::Map::new();
     arguments.insert("name".into(), json!("weather_report"));
-    session
-        .call_tool("add_tool", arguments)
+    runner
+        .dispatch(ToolCall::new("c1", "kit__add_tool", arguments))
         .await
         .expect("the call succeeds");
     tokio::time::timeout(Duration::from_secs(5), changed.changed())

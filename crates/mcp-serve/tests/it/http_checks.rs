@@ -132,13 +132,8 @@ async fn no_token_or_a_wrong_one_is_unauthorized_and_reaches_nothing() {
 
     // With the token, a real client works.
     let runner = mcp_client_http(server.url(), Some(TOKEN)).await;
-    let session = runner.sessions()[0].clone();
-    let out = bounded(
-        "a call",
-        session.call_tool("mapping", crate::support::object(json!({"a": 1}))),
-    )
-    .await;
-    assert_eq!(out.unwrap().structured_content, Some(json!({"sum": 1.0})));
+    let out = crate::support::call_through(&runner, "mapping", json!({"a": 1})).await;
+    assert_eq!(out.unwrap().structured, Some(json!({"sum": 1.0})));
     assert_eq!(tools.calls(), 1);
     agent_core::Runner::close(&runner).await;
     server.shutdown().await;
@@ -217,16 +212,8 @@ async fn malformed_json_rpc_is_answered_and_the_server_stays_up() {
     }
     assert_eq!(tools.calls(), 0);
 
-    let session = runner.sessions()[0].clone();
-    let out = bounded(
-        "a call",
-        session.call_tool("scalar", crate::support::object(json!({"a": 2, "b": 3}))),
-    )
-    .await;
-    assert_eq!(
-        out.unwrap().structured_content,
-        Some(json!({"result": 5.0}))
-    );
+    let out = crate::support::call_through(&runner, "scalar", json!({"a": 2, "b": 3})).await;
+    assert_eq!(out.unwrap().structured, Some(json!({"result": 5.0})));
     agent_core::Runner::close(&runner).await;
     server.shutdown().await;
 }

@@ -7,12 +7,9 @@ use mcp_serve::HttpOptions;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Tools, all_but_hidden, bounded, mcp_client_http, mcp_client_stdio, object, serve_http,
+    Tools, all_but_hidden, bounded, call_through, mcp_client_http, mcp_client_stdio, output_text,
+    serve_http,
 };
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    crate::support::text_of(result)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_the_demo_binary_lists_and_calls() {
@@ -30,28 +27,31 @@ async fn over_stdio_the_demo_binary_lists_and_calls() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ["echo", "add", "greet", "fail"]);
 
+    // Every call through the run's governed layer, as a model's calls go.
     let call = |tool: &'static str, args: Value| {
-        let session = session.clone();
+        let runner = &runner;
         async move {
-            bounded(tool, session.call_tool(tool, object(args)))
+            call_through(runner, tool, args)
                 .await
                 .unwrap_or_else(|e| panic!("{tool}: {e}"))
         }
     };
     let echo = call("echo", json!({"x": [1, "two"]})).await;
-    assert_eq!(echo.structured_content, Some(json!({"x": [1, "two"]})));
+    assert_eq!(echo.structured, Some(json!({"x": [1, "two"]})));
     let add = call("add", json!({"a": 40, "b": 2})).await;
-    assert_eq!(add.structured_content, Some(json!({"result": 42.0})));
-    assert_eq!(text(&add), "42.0");
+    assert_eq!(add.structured, Some(json!({"result": 42.0})));
+    assert_eq!(output_text(&add), "42.0");
     let greet = call("greet", json!({"name": "Ada"})).await;
-    assert_eq!(text(&greet), "Hello, Ada!");
-    let fail = call("fail", json!({"message": "nope"})).await;
-    assert_eq!(fail.is_error, Some(true));
-    assert_eq!(text(&fail), "tool `fail` failed: nope");
+    assert_eq!(output_text(&greet), "Hello, Ada!");
+    let fail = call_through(&runner, "fail", json!({"message": "nope"}))
+        .await
+        .expect_err("a tool error");
     assert!(
-        bounded("secret", session.call_tool("secret", object(json!({}))))
-            .await
-            .is_err(),
+        fail.to_string().contains("tool `fail` failed: nope"),
+        "{fail}"
+    );
+    assert!(
+        call_through(&runner, "secret", json!({})).await.is_err(),
         "a tool that is not exposed cannot be called"
     );
 
@@ -91,15 +91,14 @@ async fn over_http_the_runner_lists_and_calls_through_its_catalog() {
     assert_eq!(out.structured, Some(json!({"sum": 7.0})));
     assert_eq!(tools.seen()[0].name, "mapping");
 
-    // Several calls at once on one session.
+    // Several calls at once on one session, each through the governed layer.
     let calls = (0..8).map(|i| {
-        let session = session.clone();
+        let runner = &runner;
         async move {
-            session
-                .call_tool("scalar", object(json!({"a": i, "b": 1})))
+            call_through(runner, "scalar", json!({"a": i, "b": 1}))
                 .await
                 .unwrap()
-                .structured_content
+                .structured
         }
     });
     let results = bounded("8 calls", futures::future::join_all(calls)).await;

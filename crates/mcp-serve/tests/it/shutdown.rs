@@ -8,7 +8,7 @@ use mcp_serve::{Exposure, HttpOptions, ServeState, ToolServer};
 use serde_json::json;
 
 use crate::support::{
-    Tools, bounded, in_memory, mcp_client_http, object, rmcp_call, serve_http, text_of,
+    Tools, bounded, call_through, in_memory, mcp_client_http, rmcp_call, serve_http, text_of,
 };
 
 async fn reach(state: &mut tokio::sync::watch::Receiver<ServeState>, wanted: ServeState) {
@@ -28,12 +28,11 @@ async fn http_shutdown_drains_the_call_in_flight_then_stops() {
     let server = serve_http(&tools, Exposure::only(["gate", "mapping"]), options).await;
     let addr = server.local_addr();
     let mut state = server.state();
-    let runner = mcp_client_http(server.url(), None).await;
-    let session = runner.sessions()[0].clone();
+    let runner = Arc::new(mcp_client_http(server.url(), None).await);
 
     let in_flight = tokio::spawn({
-        let session = session.clone();
-        async move { session.call_tool("gate", object(json!({}))).await }
+        let runner = Arc::clone(&runner);
+        async move { call_through(&runner, "gate", json!({})).await }
     });
     bounded("the call runs", started.recv()).await.unwrap();
 
@@ -53,13 +52,13 @@ async fn http_shutdown_drains_the_call_in_flight_then_stops() {
         .await
         .unwrap()
         .expect("the call in flight is answered");
-    assert_eq!(result.structured_content, Some(json!({"gate": "passed"})));
+    assert_eq!(result.structured, Some(json!({"gate": "passed"})));
 
     let report = bounded("the shutdown", shutdown).await.unwrap();
     assert_eq!(report.in_flight, 1);
     assert_eq!(report.abandoned, 0);
     assert_eq!(*state.borrow(), ServeState::Stopped);
-    agent_core::Runner::close(&runner).await;
+    agent_core::Runner::close(&*runner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -298,6 +298,35 @@ pub(crate) async fn mcp_client_stdio() -> mcp_client::McpRunner {
     open_runner(spec, mcp_client::Connectors::new().with(connector)).await
 }
 
+/// Calls `tool` of the runner's one server as a model's call does: `server__tool` through the
+/// run's governed layer (the only way to a run's tools), bounded.
+pub(crate) async fn call_through(
+    runner: &mcp_client::McpRunner,
+    tool: &str,
+    args: Value,
+) -> Result<agent_core::ToolOutput, agent_core::ToolError> {
+    let server = runner.sessions()[0].name().to_owned();
+    let call = agent_core::ToolCall::new(
+        format!("call-{tool}"),
+        format!("{server}__{tool}"),
+        object(args),
+    );
+    bounded(tool, agent_core::ToolDispatcher::dispatch(runner, call)).await
+}
+
+/// The text parts of a tool output, joined by newlines.
+pub(crate) fn output_text(output: &agent_core::ToolOutput) -> String {
+    output
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            agent_core::ContentPart::Text { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn open_runner(
     mut spec: mcp_config::ServerSpec,
     connectors: mcp_client::Connectors,
