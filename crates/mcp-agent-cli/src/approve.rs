@@ -3,11 +3,15 @@
 //! allow them.
 
 use std::future::Future;
-use std::io::{self, BufRead, IsTerminal, Write};
+use std::io::{self, BufRead, IsTerminal, Read, Write};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use mcp_agent::agent_core::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
+use mcp_agent::agent_core::{
+    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, DEFAULT_APPROVAL_TIMEOUT,
+};
+use tokio::sync::mpsc;
 
 use super::term::{MAX_NAME, inline};
 
@@ -22,7 +26,8 @@ const MAX_PROMPT: usize = 4096;
 const ATTEMPTS: usize = 3;
 
 /// The gate for this command: everything with `--yes`; else the terminal when stdin and stderr
-/// are one; else none, which refuses with [`NO_TERMINAL`].
+/// are one (each question open for the layer's approval timeout,
+/// [`DEFAULT_APPROVAL_TIMEOUT`]); else none, which refuses with [`NO_TERMINAL`].
 pub(crate) fn gate(yes: bool) -> Arc<dyn ApprovalGate> {
     if yes {
         Arc::new(AutoApprove)
@@ -30,6 +35,7 @@ pub(crate) fn gate(yes: bool) -> Arc<dyn ApprovalGate> {
         Arc::new(TerminalGate::new(
             io::BufReader::new(io::stdin()),
             io::stderr(),
+            DEFAULT_APPROVAL_TIMEOUT,
         ))
     } else {
         Arc::new(NoTerminal)
@@ -61,37 +67,134 @@ impl ApprovalGate for NoTerminal {
     }
 }
 
-struct Terminal {
-    input: Box<dyn BufRead + Send>,
-    output: Box<dyn Write + Send>,
+/// One line read from the terminal, or how reading ended.
+enum Line {
+    /// A line, and when it was read.
+    Text(String, Instant),
+    /// The input ended.
+    End,
+    /// Reading failed.
+    Failed(String),
 }
+
+/// The reading side: lines from the reader thread, started at the first question.
+struct Lines {
+    input: Option<Box<dyn BufRead + Send>>,
+    /// How many lines the reader thread has read so far.
+    read: Arc<tokio::sync::watch::Sender<usize>>,
+    rx: Option<mpsc::UnboundedReceiver<Line>>,
+    /// The input ended (or failed): no answer will come any more.
+    ended: Option<String>,
+}
+
+impl Lines {
+    /// Starts the reader thread, once. It reads a line at a time for as long as the input
+    /// lasts: a line typed while no question is open waits in the channel, and the next
+    /// question drops it as stale.
+    fn start(&mut self) -> io::Result<()> {
+        let Some(mut input) = self.input.take() else {
+            return Ok(());
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let counter = Arc::clone(&self.read);
+        std::thread::Builder::new()
+            .name("approval".into())
+            .spawn(move || {
+                loop {
+                    let mut line = String::new();
+                    let read = (&mut input)
+                        .take(MAX_ANSWER_BYTES as u64)
+                        .read_line(&mut line);
+                    let sent = match read {
+                        Ok(0) => {
+                            let _ = tx.send(Line::End);
+                            return;
+                        }
+                        Ok(_) => tx.send(Line::Text(line, Instant::now())),
+                        Err(e) => {
+                            let _ = tx.send(Line::Failed(e.to_string()));
+                            return;
+                        }
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                    counter.send_modify(|n| *n += 1);
+                }
+            })?;
+        self.rx = Some(rx);
+        Ok(())
+    }
+
+    /// Drops every line read before `shown` (typed ahead, or answering a question that timed
+    /// out): how many. Notes an end of the input.
+    fn drop_stale(&mut self) -> usize {
+        let mut stale = 0;
+        let Some(rx) = self.rx.as_mut() else {
+            return 0;
+        };
+        while let Ok(line) = rx.try_recv() {
+            match line {
+                Line::Text(..) => stale += 1,
+                Line::End => self.ended = Some(CLOSED.to_owned()),
+                Line::Failed(e) => self.ended = Some(format!("cannot ask on the terminal: {e}")),
+            }
+        }
+        stale
+    }
+}
+
+/// Why a request is refused once the terminal's input ended.
+const CLOSED: &str = "the terminal closed before an answer was given";
+
+/// Longest answer line kept (longer ones are read in parts, each a wrong answer).
+const MAX_ANSWER_BYTES: usize = 1024;
 
 /// Asks a person: writes the request's prompt (naming server, tool and the redacted
 /// arguments) to `output` and reads one answer a line from `input`: `y` allows the call once,
 /// `a` allows the tool for the rest of the run, `n` or an empty line refuses. An input that
 /// ends or fails refuses too. One request is asked at a time.
+///
+/// A question has a deadline (`timeout`, the layer's approval timeout): when it passes — or
+/// when the layer gives up first and drops the request — the prompt ends on the terminal with
+/// `no answer within Ns: denied`, and the call is refused. Only a line read after a question
+/// was shown answers it: lines typed before (ahead of the question, or too late for one that
+/// timed out) are dropped, never taken for the next question's answer.
 pub(crate) struct TerminalGate {
-    terminal: Arc<Mutex<Terminal>>,
+    lines: tokio::sync::Mutex<Lines>,
+    output: Arc<Mutex<Box<dyn Write + Send>>>,
+    timeout: Duration,
 }
 
 impl TerminalGate {
-    /// A gate asking on `output` and reading answers from `input`.
+    /// A gate asking on `output` and reading answers from `input`, each question open for at
+    /// most `timeout`.
     pub(crate) fn new(
         input: impl BufRead + Send + 'static,
         output: impl Write + Send + 'static,
+        timeout: Duration,
     ) -> Self {
         Self {
-            terminal: Arc::new(Mutex::new(Terminal {
-                input: Box::new(input),
-                output: Box::new(output),
-            })),
+            lines: tokio::sync::Mutex::new(Lines {
+                input: Some(Box::new(input)),
+                read: Arc::new(tokio::sync::watch::Sender::new(0)),
+                rx: None,
+                ended: None,
+            }),
+            output: Arc::new(Mutex::new(Box::new(output))),
+            timeout,
         }
     }
-}
 
-impl Terminal {
-    fn ask(&mut self, request: &ApprovalRequest) -> ApprovalDecision {
-        match self.ask_io(request) {
+    /// Writes `text` to the terminal; a failed write is what the caller reports.
+    fn write(&self, text: std::fmt::Arguments<'_>) -> io::Result<()> {
+        let mut output = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+        output.write_fmt(text)?;
+        output.flush()
+    }
+
+    async fn ask(&self, request: ApprovalRequest) -> ApprovalDecision {
+        match self.ask_io(&request).await {
             Ok(decision) => decision,
             Err(e) => ApprovalDecision::Failed {
                 message: format!("cannot ask on the terminal: {e}"),
@@ -99,26 +202,75 @@ impl Terminal {
         }
     }
 
-    fn ask_io(&mut self, request: &ApprovalRequest) -> io::Result<ApprovalDecision> {
+    async fn ask_io(&self, request: &ApprovalRequest) -> io::Result<ApprovalDecision> {
+        // One question at a time; a request dropped while waiting here never asked anything.
+        let mut lines = self.lines.lock().await;
+        lines.start()?;
+        let stale = lines.drop_stale();
+        if let Some(message) = &lines.ended {
+            return Ok(ApprovalDecision::Failed {
+                message: message.clone(),
+            });
+        }
         let tool = inline(&request.action_ref, MAX_NAME);
-        writeln!(
-            self.output,
-            "approval needed: {}",
+        if stale > 0 {
+            self.write(format_args!(
+                "(dropped {stale} line(s) typed before this question)\n"
+            ))?;
+        }
+        self.write(format_args!(
+            "approval needed: {}\n",
             inline(&request.prompt, MAX_PROMPT)
-        )?;
-        for _ in 0..ATTEMPTS {
-            write!(
-                self.output,
+        ))?;
+        let shown = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        // Ends the prompt visibly if the layer gives up on this request before it is answered.
+        let mut open = OpenPrompt {
+            output: Arc::clone(&self.output),
+            shown,
+            armed: true,
+        };
+        let Some(rx) = lines.rx.as_mut() else {
+            open.armed = false;
+            return Ok(ApprovalDecision::Failed {
+                message: CLOSED.to_owned(),
+            });
+        };
+        let mut tries = 0;
+        while tries < ATTEMPTS {
+            self.write(format_args!(
                 "run {tool}? [y] yes, once  [a] yes, for the rest of the run  [n] no (default): "
-            )?;
-            self.output.flush()?;
-            let mut answer = String::new();
-            if self.input.read_line(&mut answer)? == 0 {
-                writeln!(self.output)?;
-                return Ok(ApprovalDecision::Failed {
-                    message: String::from("the terminal closed before an answer was given"),
-                });
-            }
+            ))?;
+            let line = loop {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    // Read before the question was on the screen: not an answer to it.
+                    Ok(Some(Line::Text(_, at))) if at < shown => continue,
+                    Ok(line) => break line,
+                    Err(_) => {
+                        open.armed = false;
+                        let waited = self.timeout.as_secs();
+                        self.write(format_args!("\nno answer within {waited}s: denied\n"))?;
+                        return Ok(ApprovalDecision::Rejected {
+                            reason: format!("no answer on the terminal within {waited}s"),
+                        });
+                    }
+                }
+            };
+            open.armed = false;
+            let answer = match line {
+                Some(Line::Text(answer, _)) => answer,
+                Some(Line::Failed(e)) => {
+                    lines.ended = Some(format!("cannot ask on the terminal: {e}"));
+                    return Err(io::Error::other(e));
+                }
+                Some(Line::End) | None => {
+                    lines.ended = Some(CLOSED.to_owned());
+                    self.write(format_args!("\n"))?;
+                    return Ok(ApprovalDecision::Failed {
+                        message: CLOSED.to_owned(),
+                    });
+                }
+            };
             match answer.trim().to_ascii_lowercase().as_str() {
                 "y" | "yes" => return Ok(ApprovalDecision::Approved),
                 "a" | "all" | "always" => return Ok(ApprovalDecision::ApprovedForRun),
@@ -127,12 +279,35 @@ impl Terminal {
                         reason: String::from("refused on the terminal"),
                     });
                 }
-                _ => writeln!(self.output, "please answer y, a or n")?,
+                _ => self.write(format_args!("please answer y, a or n\n"))?,
             }
+            open.armed = true;
+            tries += 1;
         }
+        open.armed = false;
         Ok(ApprovalDecision::Rejected {
             reason: format!("no answer on the terminal was y, a or n ({ATTEMPTS} tries)"),
         })
+    }
+}
+
+/// A question on the screen: dropped unanswered (the layer's approval timeout, or the run
+/// ending), it ends the prompt with `no answer within Ns: denied`.
+struct OpenPrompt {
+    output: Arc<Mutex<Box<dyn Write + Send>>>,
+    shown: Instant,
+    armed: bool,
+}
+
+impl Drop for OpenPrompt {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let waited = self.shown.elapsed().as_secs_f64().round();
+        let mut output = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(output, "\nno answer within {waited}s: denied");
+        let _ = output.flush();
     }
 }
 
@@ -149,46 +324,25 @@ impl ApprovalGate for TerminalGate {
     }
 }
 
-impl TerminalGate {
-    async fn ask(&self, request: ApprovalRequest) -> ApprovalDecision {
-        // Reading a terminal blocks; a thread of its own keeps the runtime free, and one left
-        // waiting when the command ends (a signal, the layer's approval timeout) does not hold
-        // the process up.
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let terminal = Arc::clone(&self.terminal);
-        let asking = std::thread::Builder::new()
-            .name("approval".into())
-            .spawn(move || {
-                let decision = terminal
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .ask(&request);
-                let _ = answer.send(decision);
-            });
-        if let Err(e) = asking {
-            return ApprovalDecision::Failed {
-                message: format!("cannot ask on the terminal: {e}"),
-            };
-        }
-        answered.await.unwrap_or_else(|_| ApprovalDecision::Failed {
-            message: String::from("asking on the terminal failed"),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::io::Cursor;
+    use std::io::PipeWriter;
 
     use super::*;
 
-    /// A writer whose bytes the test reads back.
-    #[derive(Clone, Default)]
-    struct Screen(Arc<Mutex<Vec<u8>>>);
+    /// A writer whose bytes the test reads back; each question it shows is signalled.
+    #[derive(Clone)]
+    struct Screen {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        questions: mpsc::UnboundedSender<()>,
+    }
 
     impl Write for Screen {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
+            self.bytes.lock().unwrap().extend_from_slice(buf);
+            if buf.ends_with(b"(default): ") {
+                let _ = self.questions.send(());
+            }
             Ok(buf.len())
         }
         fn flush(&mut self) -> io::Result<()> {
@@ -196,9 +350,55 @@ mod tests {
         }
     }
 
-    impl Screen {
+    /// A terminal: the gate on one end, the person typing on the other.
+    struct Person {
+        gate: Arc<TerminalGate>,
+        screen: Arc<Mutex<Vec<u8>>>,
+        questions: mpsc::UnboundedReceiver<()>,
+        keyboard: PipeWriter,
+    }
+
+    impl Person {
+        fn new(timeout: Duration) -> Self {
+            let (reader, keyboard) = std::io::pipe().unwrap();
+            let (tx, questions) = mpsc::unbounded_channel();
+            let bytes = Arc::new(Mutex::new(Vec::new()));
+            let screen = Screen {
+                bytes: Arc::clone(&bytes),
+                questions: tx,
+            };
+            let gate = TerminalGate::new(io::BufReader::new(reader), screen, timeout);
+            Self {
+                gate: Arc::new(gate),
+                screen: bytes,
+                questions,
+                keyboard,
+            }
+        }
+
         fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+            String::from_utf8(self.screen.lock().unwrap().clone()).unwrap()
+        }
+
+        fn typing(&mut self, line: &str) {
+            writeln!(self.keyboard, "{line}").unwrap();
+        }
+
+        /// Asks, typing each of `lines` once a question is on the screen.
+        async fn answers(&mut self, lines: &[&str]) -> ApprovalDecision {
+            let gate = Arc::clone(&self.gate);
+            let asking = tokio::spawn(async move { gate.request(request()).await });
+            for line in lines {
+                self.questions.recv().await.unwrap();
+                self.typing(line);
+            }
+            asking.await.unwrap()
+        }
+
+        /// Waits until the reader has read `n` lines in all.
+        async fn read(&self, n: usize) {
+            let mut read = self.gate.lines.lock().await.read.subscribe();
+            read.wait_for(|&r| r >= n).await.unwrap();
         }
     }
 
@@ -210,60 +410,126 @@ mod tests {
         )
     }
 
-    fn answers(input: &str) -> (Vec<ApprovalDecision>, String) {
-        let screen = Screen::default();
-        let gate = TerminalGate::new(Cursor::new(input.to_owned()), screen.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let mut decisions = Vec::new();
-        runtime.block_on(async {
-            for _ in 0..input.lines().count().max(1) {
-                decisions.push(gate.request(request()).await);
-            }
-        });
-        (decisions, screen.text())
-    }
+    const LONG: Duration = Duration::from_secs(300);
 
-    #[test]
-    fn y_allows_once_a_for_the_run_n_and_an_empty_line_refuse() {
-        let (decisions, screen) = answers("y\nA\nn\n\n");
-        assert_eq!(decisions[0], ApprovalDecision::Approved);
-        assert_eq!(decisions[1], ApprovalDecision::ApprovedForRun);
-        assert!(matches!(decisions[2], ApprovalDecision::Rejected { .. }));
-        assert!(matches!(decisions[3], ApprovalDecision::Rejected { .. }));
+    #[tokio::test]
+    async fn y_allows_once_a_for_the_run_n_and_an_empty_line_refuse() {
+        let mut person = Person::new(LONG);
+        assert_eq!(person.answers(&["y"]).await, ApprovalDecision::Approved);
+        assert_eq!(
+            person.answers(&["A"]).await,
+            ApprovalDecision::ApprovedForRun
+        );
+        assert!(matches!(
+            person.answers(&["n"]).await,
+            ApprovalDecision::Rejected { .. }
+        ));
+        assert!(matches!(
+            person.answers(&[""]).await,
+            ApprovalDecision::Rejected { .. }
+        ));
+        let screen = person.text();
         assert_eq!(screen.matches("approval needed: ").count(), 4, "{screen}");
         assert!(screen.contains("run kit__echo? [y] yes, once"), "{screen}");
     }
 
-    #[test]
-    fn the_prompt_names_server_tool_and_redacted_arguments_and_is_terminal_safe() {
-        let (_, screen) = answers("n\n");
+    #[tokio::test]
+    async fn the_prompt_names_server_tool_and_redacted_arguments_and_is_terminal_safe() {
+        let mut person = Person::new(LONG);
+        person.answers(&["n"]).await;
+        let screen = person.text();
         assert!(screen.contains("`echo` of MCP server `kit`"), "{screen}");
         assert!(screen.contains(r#""token":"[REDACTED]""#), "{screen}");
         assert!(!screen.contains('\u{1b}'), "{screen:?}");
         assert!(screen.contains("\\u{1b}[2J"), "{screen}");
     }
 
-    #[test]
-    fn another_answer_is_asked_again_and_three_wrong_ones_refuse() {
-        let (decisions, screen) = answers("maybe\ny\n");
-        assert_eq!(decisions[0], ApprovalDecision::Approved);
-        assert_eq!(screen.matches("please answer y, a or n").count(), 1);
+    #[tokio::test]
+    async fn another_answer_is_asked_again_and_three_wrong_ones_refuse() {
+        let mut person = Person::new(LONG);
+        let decision = person.answers(&["maybe", "y"]).await;
+        assert_eq!(decision, ApprovalDecision::Approved);
+        assert_eq!(person.text().matches("please answer y, a or n").count(), 1);
 
-        let (decisions, _) = answers("x\nx\nx\ny\n");
+        let decision = person.answers(&["x", "x", "x"]).await;
         assert!(
-            matches!(&decisions[0], ApprovalDecision::Rejected { reason } if reason.contains("3 tries")),
-            "{decisions:?}"
+            matches!(&decision, ApprovalDecision::Rejected { reason } if reason.contains("3 tries")),
+            "{decision:?}"
         );
     }
 
-    #[test]
-    fn a_closed_terminal_refuses() {
-        let (decisions, _) = answers("");
+    #[tokio::test]
+    async fn a_closed_terminal_refuses_this_and_every_later_request() {
+        let mut person = Person::new(LONG);
+        let gate = Arc::clone(&person.gate);
+        let asking = tokio::spawn(async move { gate.request(request()).await });
+        person.questions.recv().await.unwrap();
+        drop(person.keyboard);
+        let decision = asking.await.unwrap();
         assert!(
-            matches!(&decisions[0], ApprovalDecision::Failed { message } if message.contains("closed")),
-            "{decisions:?}"
+            matches!(&decision, ApprovalDecision::Failed { message } if message.contains("closed")),
+            "{decision:?}"
+        );
+        let again = person.gate.request(request()).await;
+        assert!(
+            matches!(&again, ApprovalDecision::Failed { message } if message.contains("closed")),
+            "{again:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_question_past_its_deadline_ends_visibly_and_a_late_answer_answers_nothing() {
+        let mut person = Person::new(Duration::from_secs(1));
+        // Nobody answers: the question ends on the screen, refused.
+        let decision = person.answers(&[]).await;
+        assert!(
+            matches!(&decision, ApprovalDecision::Rejected { reason } if reason.contains("within 1s")),
+            "{decision:?}"
+        );
+        assert!(
+            person.text().contains("\nno answer within 1s: denied\n"),
+            "{}",
+            person.text()
+        );
+        // A `y` typed too late is read, and dropped by the next question, which only its own
+        // answer decides.
+        person.typing("y");
+        person.read(1).await;
+        let decision = person.answers(&["n"]).await;
+        assert!(
+            matches!(&decision, ApprovalDecision::Rejected { reason } if reason.contains("refused")),
+            "{decision:?}"
+        );
+        assert!(
+            person
+                .text()
+                .contains("(dropped 1 line(s) typed before this question)"),
+            "{}",
+            person.text()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_the_layer_gives_up_on_ends_visibly_and_its_late_answer_is_dropped() {
+        let mut person = Person::new(LONG);
+        // What the layer does at its approval timeout: stop waiting, drop the request.
+        let gate = Arc::clone(&person.gate);
+        let asking = tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_secs(1), gate.request(request())).await
+        });
+        person.questions.recv().await.unwrap();
+        assert!(asking.await.unwrap().is_err(), "the layer gave up");
+        let screen = person.text();
+        assert!(
+            screen.ends_with("\nno answer within 1s: denied\n"),
+            "{screen}"
+        );
+        person.typing("a");
+        person.read(1).await;
+        let decision = person.answers(&["n"]).await;
+        assert!(
+            matches!(decision, ApprovalDecision::Rejected { .. }),
+            "the late `a` allowed nothing: {decision:?}"
         );
     }
 
