@@ -25,6 +25,10 @@ pub enum EventKind {
     ServerFailed,
     /// A server's tool list changed and the catalog was updated.
     ToolsChanged,
+    /// A tool search ranked by words alone although hybrid ranking is configured (the
+    /// embedder failed, stalled or answered nonsense), or the embedding of the tools ran into
+    /// trouble; `message` says what. The search itself still answered.
+    SearchWarning,
     /// The agent loop asked the model and it answered (one per step: `step`, `duration`,
     /// `usage`, and how many tool calls it asked for in `tool_call_count`).
     ModelResponded,

@@ -102,7 +102,7 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
                 limit,
                 server,
                 json,
-            } => search(runner, query, limit, server, json),
+            } => search(runner, query, limit, server, json).await,
             ToolsCommand::Call {
                 name,
                 arguments,
@@ -164,7 +164,11 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn search(
+/// With `[search]` configured the ranking is hybrid ([`Catalog::search_ranked`]); when the
+/// embedder fails or stalls the words alone rank and a warning line on stderr says why.
+///
+/// [`Catalog::search_ranked`]: mcp_agent::Catalog::search_ranked
+async fn search(
     runner: &McpRunner,
     query: String,
     limit: Option<usize>,
@@ -178,8 +182,11 @@ fn search(
     if let Some(server) = server {
         request = request.with_server(server);
     }
-    match runner.catalog().search(&request) {
+    match runner.catalog().search_ranked(&request).await {
         Ok(response) => {
+            if let Some(warning) = &response.warning {
+                say(format_args!("warning: {}", inline(warning, MAX_WARNING)));
+            }
             let value = response.to_json();
             if json {
                 out_json(&value)?;
@@ -191,6 +198,9 @@ fn search(
         Err(e) => Err(fail(&e)),
     }
 }
+
+/// The longest search warning printed, in characters.
+const MAX_WARNING: usize = 512;
 
 /// The id of the one call a `tools call` makes (in events and the history).
 const CALL_ID: &str = "cli-1";

@@ -91,6 +91,8 @@ pub use mcp_catalog;
 pub use mcp_client;
 pub use mcp_config;
 pub use mcp_connector;
+#[cfg(feature = "embed")]
+pub use mcp_embed;
 #[cfg(feature = "http")]
 pub use mcp_transport_http;
 #[cfg(feature = "stdio")]

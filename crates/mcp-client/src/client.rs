@@ -56,6 +56,8 @@ struct Natives {
 
 struct Inner {
     agent: String,
+    /// The `[search]` table's embedder and vectors, shared by every run.
+    search: Option<crate::search::SearchSetup>,
     connectors: Connectors,
     resolver: Arc<dyn ServerResolver>,
     catalog: CatalogConfig,
@@ -94,6 +96,7 @@ pub struct McpClientBuilder {
     list_limits: ListLimits,
     elicitation: Option<Arc<dyn ElicitationHandler>>,
     discover: bool,
+    search: Option<mcp_config::SearchConfig>,
 }
 
 impl McpClientBuilder {
@@ -263,6 +266,16 @@ impl McpClientBuilder {
         self
     }
 
+    /// Hybrid tool search (the configuration's `[search]` table, which
+    /// [`McpClient::builder`] starts from; `None`: lexical). The embedder is built by the
+    /// first run and shared by the later ones; it needs the `embed` feature (an embeddings
+    /// endpoint) or `embed-local` (a local model), else opening a run fails naming the
+    /// feature. See [`SearchSetupError`](crate::SearchSetupError).
+    pub fn search(mut self, search: Option<mcp_config::SearchConfig>) -> Self {
+        self.search = search;
+        self
+    }
+
     /// Builds the client.
     pub fn build(self) -> McpClient {
         // The catalog hides what the layer's identity rules refuse.
@@ -283,6 +296,7 @@ impl McpClientBuilder {
                 list_limits: self.list_limits,
                 elicitation: self.elicitation,
                 discover: self.discover,
+                search: crate::search::SearchSetup::new(self.search),
             }),
         }
     }
@@ -336,6 +350,7 @@ impl McpClient {
     /// A builder resolving runs against `config` with the default resolver (SPEC A5), its
     /// `[policy]` as the governed layer's identity rules, approval rules and output limit.
     pub fn builder(config: Config) -> McpClientBuilder {
+        let search = config.search.clone();
         let policy = &config.policy;
         let layer = GovernedLayer::new()
             .identity_rules(policy.identity.clone())
@@ -364,6 +379,7 @@ impl McpClient {
             list_limits: ListLimits::default(),
             elicitation: None,
             discover: false,
+            search,
         }
     }
 
@@ -486,9 +502,15 @@ impl McpClient {
             },
             tool_limits: &inner.catalog.tool_limits,
         };
-        let opened = open_sessions(&inner.connectors, run.servers, settings)
-            .await
-            .map_err(ClientError::Server)?;
+        // The embedder is built (once per client) while the servers connect.
+        let searching =
+            crate::search::attach(inner.search.as_ref(), governed.inner(), events.clone());
+        let (opened, searching) = tokio::join!(
+            open_sessions(&inner.connectors, run.servers, settings),
+            searching
+        );
+        searching?;
+        let opened = opened.map_err(ClientError::Server)?;
         let runner = McpRunner::new(
             governed,
             opened.sessions,

@@ -49,6 +49,7 @@ mod list;
 mod open;
 mod runner;
 mod scrub;
+mod search;
 mod session;
 mod standalone;
 
@@ -60,6 +61,7 @@ pub use mcp_connector::Connectors;
 pub use open::SkippedServer;
 pub use runner::{McpRunner, SessionView};
 pub use scrub::Scrubbed;
+pub use search::SearchSetupError;
 pub use session::{
     MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
     MAX_SERVER_VERSION_BYTES, ServerIdentity, Session,

@@ -298,7 +298,7 @@ impl CallResolver for Catalog {
                             message,
                         }
                     })?;
-                let response = self.search(&request)?;
+                let response = self.search_ranked(&request).await?;
                 Ok(ToolOutput::structured(response.to_json()))
             }
             CallTarget::Native { .. } => match &self.native_dispatcher {

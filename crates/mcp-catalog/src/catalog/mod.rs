@@ -22,6 +22,7 @@ pub const CALL_TOOL: &str = "mcp_call_tool";
 
 mod dispatch;
 mod limits;
+mod semantic;
 mod surface;
 
 pub use dispatch::{CallTarget, ResolvedTool};
@@ -368,6 +369,7 @@ pub struct Catalog {
     natives: Vec<ToolDescriptor>,
     native_dispatcher: Option<Arc<dyn ToolDispatcher>>,
     state: RwLock<State>,
+    semantic: semantic::Slot,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -394,6 +396,7 @@ impl Catalog {
             natives: Vec::new(),
             native_dispatcher: None,
             state: RwLock::new(state),
+            semantic: semantic::Slot::default(),
         }
     }
 
@@ -466,6 +469,7 @@ impl Catalog {
             .expect("install registers the server");
         entry.identity = server.identity;
         entry.session = server.session;
+        self.tools_changed(&state);
         Ok(())
     }
 
@@ -482,6 +486,7 @@ impl Catalog {
         let identity = state.servers.get(server).and_then(|s| s.identity.clone());
         let (prepared, skipped) = self.prepare(&state, server, identity.as_deref(), tools)?;
         Self::install(&mut state, server, prepared, skipped);
+        self.tools_changed(&state);
         Ok(())
     }
 
@@ -523,6 +528,7 @@ impl Catalog {
         state.forget(&old.tools);
         state.index.remove_server(server);
         state.prune_promoted();
+        self.tools_changed(&state);
         true
     }
 

@@ -6,9 +6,13 @@ use std::sync::Arc;
 use agent_core::{JsonObject, ToolAnnotations, ToolCatalog, ToolDescriptor, ToolError};
 use serde_json::{Value, json};
 
+use crate::search::{SearchIndex, SearchResults};
 use crate::{CatalogError, Exposure};
 
 use super::{CALL_TOOL, Catalog, CatalogTool, SEARCH_TOOL, State};
+
+/// A ranking of a query: (index, query, server filter, limit) → results.
+pub(crate) type Ranker<'a> = dyn Fn(&SearchIndex, &str, Option<&str>, usize) -> SearchResults + 'a;
 
 /// What `mcp_search_tools` was asked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,6 +100,9 @@ pub struct SearchResponse {
     pub not_found: Vec<String>,
     /// Model-facing names of the tools this search promoted.
     pub promoted: Vec<String>,
+    /// Set when hybrid ranking is configured but this search ranked by words alone (the
+    /// embedder failed, stalled or answered nonsense): why. Not shown to the model.
+    pub warning: Option<String>,
 }
 
 impl SearchResponse {
@@ -192,11 +199,26 @@ impl Catalog {
     /// let names: Vec<&str> = found.tools.iter().map(|t| t.model_name()).collect();
     /// assert_eq!(names, ["demo__fail", "demo__echo"]);
     /// ```
+    ///
+    /// This ranking is lexical; [`search_ranked`](Self::search_ranked) is the one
+    /// `mcp_search_tools` runs, hybrid when an embedder is set.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse, ToolError> {
-        let limit = request
+        self.search_by(request, &|index, query, server, limit| {
+            index.search(query, server, limit)
+        })
+    }
+
+    /// The limit a request gets.
+    pub(crate) fn limit_of(&self, request: &SearchRequest) -> usize {
+        request
             .limit
             .unwrap_or(self.config.default_limit)
-            .clamp(1, self.config.max_limit.max(1));
+            .clamp(1, self.config.max_limit.max(1))
+    }
+
+    /// Refuses a query over [`MAX_QUERY_CHARS`](crate::search::MAX_QUERY_CHARS) characters,
+    /// naming the limit, before anything reads it.
+    pub(crate) fn check_query(request: &SearchRequest) -> Result<(), ToolError> {
         let max_chars = crate::search::MAX_QUERY_CHARS;
         if request.query.len() > max_chars && request.query.chars().nth(max_chars).is_some() {
             return Err(ToolError::InvalidArguments {
@@ -208,6 +230,18 @@ impl Catalog {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// [`search`](Self::search) with the ranking of a non-`select:` query done by `rank`
+    /// (index, query, server filter, limit).
+    pub(crate) fn search_by(
+        &self,
+        request: &SearchRequest,
+        rank: &Ranker<'_>,
+    ) -> Result<SearchResponse, ToolError> {
+        let limit = self.limit_of(request);
+        Self::check_query(request)?;
         let mut response = {
             let state = self.read();
             if let Some(server) = &request.server
@@ -240,7 +274,7 @@ impl Catalog {
                 response.tools.truncate(limit);
                 response
             } else {
-                let found = state.index.search(query, request.server.as_deref(), limit);
+                let found = rank(&state.index, query, request.server.as_deref(), limit);
                 SearchResponse {
                     tools: found
                         .hits

@@ -174,7 +174,11 @@ impl HybridIndex {
         self.set_texts(texts).await
     }
 
-    async fn set_texts(&mut self, texts: Vec<(Arc<str>, Arc<str>, String)>) -> Vec<SearchWarning> {
+    /// [`set_tools`](Self::set_tools) with each tool's embedded text already made.
+    pub(crate) async fn set_texts(
+        &mut self,
+        texts: Vec<(Arc<str>, Arc<str>, String)>,
+    ) -> Vec<SearchWarning> {
         let model = self.embedder.model_id().to_owned();
         let dim = self.embedder.dimension();
         let mut warnings = Vec::new();
