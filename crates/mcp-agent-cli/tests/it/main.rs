@@ -12,5 +12,6 @@ mod cli_hostile;
 mod cli_main_job;
 mod cli_run;
 mod cli_run_faults;
+mod cli_serve;
 mod cli_search;
 mod cli_signals;

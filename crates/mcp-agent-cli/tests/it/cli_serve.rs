@@ -1,0 +1,504 @@
+//! `mcp-agent serve`: the gateway in front of a test-kit upstream, reached by the official
+//! Python MCP SDK (the client script of mcp-serve's tests, on the venv `cargo xtask peers`
+//! installs) over stdio and streamable HTTP, and by raw HTTP requests for what the gateway
+//! refuses before any upstream is opened. Each downstream session gets its own upstream
+//! process; a crashed upstream fails its call (an `isError` result naming the server) and
+//! the next session gets a fresh one; SIGTERM drains a call in flight and leaves no process.
+//!
+//! The Python tests need `MCP_AGENT_PEER_PYTHON`: they fail without it under `CI=true` /
+//! `MCP_AGENT_REQUIRE_PEERS=1`, and skip with a note otherwise.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mcp_test_kit::{Event, RecordFile};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+use crate::support::{alive, children};
+
+const CLIENT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../mcp-serve/tests/peers/client.py"
+);
+
+/// Every wait of these tests is bounded by this.
+const LIMIT: Duration = Duration::from_secs(60);
+
+const TOKEN: &str = "gateway-test-token-7f3a";
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LIMIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The venv's python, or `None` (with a note) when peers are not required.
+fn python() -> Option<String> {
+    let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|var| {
+        std::env::var(var).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
+    });
+    match std::env::var("MCP_AGENT_PEER_PYTHON") {
+        Ok(path) if std::path::Path::new(&path).exists() => Some(path),
+        _ => {
+            assert!(
+                !required,
+                "MCP_AGENT_PEER_PYTHON is not set; run `cargo xtask peers`"
+            );
+            eprintln!("note: skipping: MCP_AGENT_PEER_PYTHON is not set");
+            None
+        }
+    }
+}
+
+/// A config file with the test-kit server `kit` (recording its calls) and `serve` as the
+/// `[serve]` table; its directory and the record.
+fn config(serve: &str) -> (tempfile::TempDir, std::path::PathBuf, RecordFile) {
+    let dir = tempfile::tempdir().unwrap();
+    let record = RecordFile::new(dir.path().join("record.jsonl"));
+    let text = format!(
+        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n{serve}\n",
+        mcp_test_kit::stdio::binary().display().to_string(),
+        record.path().display().to_string(),
+    );
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path, record)
+}
+
+/// Runs the Python client with `args`, the calls on stdin: its report, or its stderr.
+fn python_client(python: &str, args: &[&str], calls: &Value) -> Result<Value, String> {
+    let mut child = Command::new(python)
+        .arg(CLIENT)
+        .args(args)
+        .env("GW_TOKEN", TOKEN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the Python client");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(calls.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    Ok(serde_json::from_str(last).unwrap_or_else(|e| panic!("not a report ({e}): {stdout}")))
+}
+
+/// `mcp-agent serve --http 127.0.0.1:0` on `file`: killed on drop.
+struct Gateway {
+    child: Child,
+    url: String,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Gateway {
+    fn start(file: &std::path::Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+            .args(["serve", "--http", "127.0.0.1:0", "--file"])
+            .arg(file)
+            .env_clear()
+            .env("GW_TOKEN", TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut gateway = Self {
+            child,
+            url: String::new(),
+            lines,
+        };
+        let line = gateway.line_containing("listening on ");
+        gateway.url = line.rsplit(' ').next().unwrap().to_owned();
+        gateway
+    }
+
+    fn line_containing(&self, text: &str) -> String {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no stderr line with `{text}`: {e}"));
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn addr(&self) -> String {
+        let rest = self.url.trim_start_matches("http://");
+        rest.split('/').next().unwrap().to_owned()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange on a fresh connection: status, head (lower-cased) and body.
+fn http(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // The gateway may answer (413) before reading it all; what it then drops is fine.
+    for chunk in body.chunks(1 << 20) {
+        if stream.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+fn initialize(id: u32) -> String {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    })
+    .to_string()
+}
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// The session id of an initialize answer's head.
+fn session_id(head: &str) -> String {
+    head.lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("no session id in {head}"))
+}
+
+#[test]
+fn python_sdk_through_the_gateway_over_stdio_eager_and_lazy() {
+    let Some(python) = python() else { return };
+    let (_dir, file, _record) = config("");
+    let file = file.to_string_lossy().into_owned();
+    let gateway = env!("CARGO_BIN_EXE_mcp-agent");
+
+    let calls = json!({
+        "kit__add": {"a": 40, "b": 2},
+        "kit__fail": {"message": "as asked"},
+    });
+    let args = [
+        "legacy", "stdio", gateway, "serve", "--stdio", "--expose", "eager", "--file", &file,
+    ];
+    let report = python_client(&python, &args, &calls).unwrap();
+    assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
+    assert_eq!(report["server"], "mcp-agent");
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("kit__add")), "{report}");
+    assert!(tools.contains(&json!("kit__slow")), "{report}");
+    assert!(!tools.contains(&json!("mcp_search_tools")), "{report}");
+    let calls = &report["calls"];
+    assert_eq!(calls["kit__add"]["structured"], json!({"sum": 42.0}));
+    assert_eq!(calls["kit__fail"]["is_error"], true);
+    let text = calls["kit__fail"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("`kit`") && text.contains("as asked"),
+        "{text}"
+    );
+
+    // Lazy (the default): the search surface, a call through it; revision 2026-07-28.
+    let calls = json!({
+        "mcp_search_tools": {"query": "add two numbers"},
+        "mcp_call_tool": {"tool_name": "kit__add", "arguments": {"a": 1, "b": 2}},
+    });
+    let args = ["auto", "stdio", gateway, "serve", "--file", &file];
+    let report = python_client(&python, &args, &calls).unwrap();
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("mcp_search_tools")), "{report}");
+    assert!(tools.contains(&json!("mcp_call_tool")), "{report}");
+    assert!(!tools.contains(&json!("kit__add")), "{report}");
+    let calls = &report["calls"];
+    let found = calls["mcp_search_tools"]["text"].as_str().unwrap();
+    assert!(found.contains("kit__add"), "{found}");
+    assert_eq!(calls["mcp_call_tool"]["structured"], json!({"sum": 3.0}));
+}
+
+#[test]
+fn python_sdk_over_http_with_a_token_and_a_crashed_upstream_replaced_for_the_next_session() {
+    let Some(python) = python() else { return };
+    let (_dir, file, record) =
+        config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
+    let mut gateway = Gateway::start(&file);
+    let url = gateway.url.clone();
+
+    for mode in ["legacy", "auto"] {
+        let calls = json!({"kit__add": {"a": 2, "b": 3}});
+        let report = python_client(&python, &[mode, "http", &url, TOKEN], &calls)
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(report["server"], "mcp-agent", "{report}");
+        assert_eq!(
+            report["calls"]["kit__add"]["structured"],
+            json!({"sum": 5.0}),
+            "{mode}: {report}"
+        );
+    }
+
+    // The upstream dies mid-call: the call is an isError result naming the server.
+    let calls = json!({"kit__crash": {}});
+    let report = python_client(&python, &["legacy", "http", &url, TOKEN], &calls).unwrap();
+    let crashed = &report["calls"]["kit__crash"];
+    assert_eq!(crashed["is_error"], true, "{report}");
+    let text = crashed["text"].as_str().unwrap();
+    assert!(text.contains("server `kit`"), "{text}");
+    assert!(!text.contains(TOKEN));
+    assert!(gateway.is_running(), "the gateway stays up");
+
+    // The next session gets a fresh upstream.
+    let calls = json!({"kit__add": {"a": 1, "b": 1}});
+    let report = python_client(&python, &["legacy", "http", &url, TOKEN], &calls).unwrap();
+    assert_eq!(
+        report["calls"]["kit__add"]["structured"],
+        json!({"sum": 2.0})
+    );
+    let calls = record
+        .snapshot()
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Call { .. }))
+        .count();
+    assert_eq!(calls, 4, "each call reached an upstream once");
+
+    // Every session ended: no upstream process is left behind.
+    wait_until("the upstream processes to close", || {
+        children(gateway.pid()).is_empty()
+    });
+}
+
+#[test]
+fn refused_requests_reach_no_upstream_and_the_gateway_stays_up() {
+    let (_dir, file, record) = config("auth = { bearer_token_env = \"GW_TOKEN\" }");
+    let mut gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+    let init = initialize(1);
+
+    let (status, head, _) = http(&addr, &[], init.as_bytes());
+    assert_eq!(status, 401);
+    assert!(
+        head.contains("www-authenticate: bearer resource_metadata=\"http://")
+            && head.contains("/.well-known/oauth-protected-resource/mcp\""),
+        "{head}"
+    );
+    let (status, head, _) = http(
+        &addr,
+        &[("Authorization", "Bearer not-the-token")],
+        init.as_bytes(),
+    );
+    assert_eq!(status, 401);
+    assert!(head.contains("error=\"invalid_token\""), "{head}");
+    assert!(head.contains("resource_metadata="), "{head}");
+
+    let token = bearer();
+    let (status, _, _) = http(
+        &addr,
+        &[("Authorization", &token), ("Origin", "http://evil.example")],
+        init.as_bytes(),
+    );
+    assert_eq!(status, 403);
+
+    let mut big = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
+    big.resize(50 * 1024 * 1024, b'a');
+    big.extend_from_slice(br#""}}"#);
+    let (status, _, _) = http(&addr, &[("Authorization", &token)], &big);
+    assert_eq!(status, 413);
+
+    let (status, _, body) = http(&addr, &[("Authorization", &token)], b"{not json");
+    assert_eq!(status, 400);
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["code"], -32700, "{body}");
+
+    assert!(gateway.is_running());
+    assert!(children(gateway.pid()).is_empty(), "no upstream was opened");
+    assert!(record.snapshot().events.is_empty());
+
+    // A good client still gets through.
+    let (status, head, body) = http(&addr, &[("Authorization", &token)], init.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"serverInfo\""), "{body}");
+    session_id(&head);
+}
+
+#[test]
+fn sessions_beyond_max_sessions_are_refused_with_a_clear_error() {
+    let (_dir, file, _record) = config("max_sessions = 1");
+    let gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let first = session_id(&head);
+
+    let (status, head, body) = http(&addr, &[], initialize(2).as_bytes());
+    assert_eq!(status, 503, "{head}{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["id"], 2);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("too many sessions") && message.contains('1'),
+        "{message}"
+    );
+
+    // The first session goes on.
+    let list = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) = http(
+        &addr,
+        &[
+            ("Mcp-Session-Id", &first),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        list.as_bytes(),
+    );
+    assert!(status < 300, "{status}");
+}
+
+#[test]
+fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
+    let (_dir, file, record) = config("");
+    let mut gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let session = session_id(&head);
+    let headers = vec![
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+    ];
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    http(&addr, &refs, initialized.to_string().as_bytes());
+
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": "kit__slow", "arguments": {"ms": 1500}},
+        },
+    });
+    let in_flight = {
+        let addr = addr.clone();
+        let headers = headers.clone();
+        std::thread::spawn(move || {
+            let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(&addr, &refs, call.to_string().as_bytes())
+        })
+    };
+    wait_until("the call to reach the upstream", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+    let upstream = children(gateway.pid());
+    assert!(!upstream.is_empty());
+
+    kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
+    let (status, _, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("slept_ms"), "the call was drained: {body}");
+
+    let deadline = Instant::now() + LIMIT;
+    let code = loop {
+        if let Some(status) = gateway.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "the gateway did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+    for pid in upstream {
+        wait_until(&format!("upstream {pid} to be gone"), || !alive(pid));
+    }
+}
+
+#[test]
+fn bad_serve_settings_are_named() {
+    let (_dir, file, _record) =
+        config("expose = \"everything\"\nauth = { jwt = { issuer = \"x\" } }");
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["serve", "--file"])
+        .arg(&file)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serve.expose"), "{stderr}");
+    assert!(
+        stderr.contains("serve.auth.jwt") && stderr.contains("not supported yet"),
+        "{stderr}"
+    );
+
+    let (_dir, file, _record) = config("auth = { bearer_token_env = \"GW_UNSET_TOKEN\" }");
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["serve", "--http", "127.0.0.1:0", "--file"])
+        .arg(&file)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("GW_UNSET_TOKEN"), "{stderr}");
+}
