@@ -93,6 +93,7 @@ fn test(extra: &[String]) -> Result<()> {
         )
         .args(extra))?;
     }
+    local_model_tests(&peers)?;
     embed_example()?;
     conformance::check(&peers, &conformance::Filter::default())?;
     // No server process the suite started may outlive it (tests check their own servers by
@@ -103,6 +104,42 @@ fn test(extra: &[String]) -> Result<()> {
     leaks::check(root, &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
     Ok(())
+}
+
+/// The tests of the local embedding model (mcp-embed's `local` feature, candle): mcp-embed's
+/// own (the installed all-MiniLM-L6-v2 folder, a missing or incomplete one) and `tools search`
+/// with `[search] embedder = { local = … }` (the CLI's `embed-local` feature).
+///
+/// Run by `cargo xtask test` although candle's first build takes about 4 minutes on 2 cores:
+/// `cargo xtask lint` compiles it already (`--all-features`), later runs reuse the build, and
+/// a back end no test command runs would rot. `MCP_AGENT_SKIP_LOCAL_MODEL=1` leaves it out
+/// (say, for a quick run while working on something else).
+fn local_model_tests(peers: &peers::Peers) -> Result<()> {
+    if std::env::var_os("MCP_AGENT_SKIP_LOCAL_MODEL").is_some_and(|v| v == "1") {
+        eprintln!("local embedding model tests skipped (MCP_AGENT_SKIP_LOCAL_MODEL=1)");
+        return Ok(());
+    }
+    let features = ["--features", "mcp-embed/local,mcp-agent-cli/embed-local"];
+    let packages = ["-p", "mcp-embed", "-p", "mcp-agent-cli"];
+    if has_nextest() {
+        run(with_peers(
+            cargo()
+                .args(["nextest", "run", "--no-fail-fast"])
+                .args(packages)
+                .args(features)
+                .args(["-E", "package(mcp-embed) or test(/cli_search::/)"]),
+            peers,
+        ))
+    } else {
+        run(with_peers(
+            cargo()
+                .args(["test", "--no-fail-fast"])
+                .args(packages)
+                .args(features)
+                .arg("local"),
+            peers,
+        ))
+    }
 }
 
 /// Builds `examples/embed` (the README's library example, a project of its own that depends on
