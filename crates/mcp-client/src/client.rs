@@ -15,6 +15,7 @@ use mcp_config::{Config, DefaultResolver, ResolvedRun, Scrubber, ServerResolver}
 use tracing::Instrument;
 
 use crate::open::{OpenSettings, open_sessions};
+use crate::pool::Pool;
 use crate::session::SessionOptions;
 use crate::{ClientError, Connectors, ElicitationHandler, ListLimits, McpRunner};
 
@@ -69,6 +70,8 @@ struct Inner {
     list_limits: ListLimits,
     elicitation: Option<Arc<dyn ElicitationHandler>>,
     discover: bool,
+    /// The sessions of `shared = true` servers (SPEC C6), reused by every run.
+    pool: Pool,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -297,6 +300,7 @@ impl McpClientBuilder {
                 elicitation: self.elicitation,
                 discover: self.discover,
                 search: crate::search::SearchSetup::new(self.search),
+                pool: Pool::new(),
             }),
         }
     }
@@ -427,6 +431,41 @@ impl McpClient {
         self.open_runner_in(input, Some(dir.to_path_buf())).await
     }
 
+    /// Closes the client's shared sessions: every session of a `shared = true` server, which
+    /// the runs using it left open (SPEC C6), is closed (its process gone, its HTTP session
+    /// deleted). Runs still open keep their private sessions; their calls to a shared server
+    /// fail from then on with an error naming it. Runs opened later get private sessions of
+    /// shared servers. Idempotent.
+    ///
+    /// Dropping every clone of the client without this releases a shared session only when
+    /// the last run using it is gone too (its child process group is killed then).
+    ///
+    /// ```no_run
+    /// use agent_core::{RunInput, Runner};
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // `shared = true` servers of the configuration are opened once, by the first run.
+    /// let client = McpClient::builder(Config::from_env()?).build();
+    /// for state in ["a", "b"] {
+    ///     let runner = client.open_runner(&RunInput::new(state, "…")).await?;
+    ///     runner.close().await; // the shared sessions stay open for the next run
+    /// }
+    /// client.shutdown().await; // now they close
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.inner.pool.close(self.inner.grace).await;
+    }
+
+    /// How many sessions of `shared = true` servers this client has opened so far, re-opens
+    /// after a failed check included: with every run reusing them, one per shared server.
+    pub fn shared_sessions_opened(&self) -> u64 {
+        self.inner.pool.opened()
+    }
+
     async fn open_runner_in(
         &self,
         input: &RunInput,
@@ -470,7 +509,9 @@ impl McpClient {
             .layer
             .configured_redactor()
             .clone()
-            .with_secrets(secrets.iter().map(|s| s.expose().to_owned()));
+            .with_secrets(secrets.iter().map(|s| s.expose().to_owned()))
+            // Tokens obtained while the run goes on (OAuth access and refresh tokens).
+            .with_hook(|text| mcp_config::scrub_learned(text).into_owned());
         let mut layer = inner.layer.clone().redactor(redactor.clone());
         if let Some(dir) = history {
             // Before any server is contacted: a run never starts with a history it cannot keep.
@@ -501,6 +542,7 @@ impl McpClient {
                 discover: inner.discover,
             },
             tool_limits: &inner.catalog.tool_limits,
+            pool: &inner.pool,
         };
         // The embedder is built (once per client) while the servers connect.
         let searching =

@@ -47,6 +47,7 @@ mod handler;
 pub mod lifecycle;
 mod list;
 mod open;
+mod pool;
 mod runner;
 mod scrub;
 mod search;

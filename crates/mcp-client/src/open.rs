@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 use agent_core::{Event, EventKind, EventSink};
 use futures::StreamExt;
 use mcp_catalog::{SkipReason, SkippedTool, ToolLimits};
-use mcp_config::{PartialFailure, Scrubber, ServerSpec};
+use mcp_config::{PartialFailure, Scrubber, ServerSpec, SpecOrigin};
 use rmcp::model::Tool;
 
+use crate::pool::{Fingerprint, Pool};
 use crate::session::SessionOptions;
 use crate::{Connectors, Session, SessionError};
 
@@ -37,6 +38,8 @@ pub(crate) struct OpenSettings<'a> {
     pub(crate) events: &'a dyn EventSink,
     pub(crate) session: SessionOptions,
     pub(crate) tool_limits: &'a ToolLimits,
+    /// The client's pool, for `shared = true` operator servers.
+    pub(crate) pool: &'a Pool,
 }
 
 /// Opens every server of `specs`, at most `max_parallel` at a time.
@@ -59,11 +62,14 @@ pub(crate) async fn open_sessions(
         events,
         session: options,
         tool_limits,
+        pool,
     } = settings;
     let scrubber = options.scrubber.clone();
     let count = specs.len();
     let mut attempts =
         futures::stream::iter(specs.into_iter().enumerate().map(|(index, mut spec)| {
+            // The pool knows a spec as configured, before the run's defaults.
+            let fingerprint = spec.shared.then(|| Fingerprint::of(&spec));
             // Decided once, here: every later step of the session (re-listing, OAuth renewal)
             // reads the spec's own timeout, whoever resolved the spec.
             let timeout = *spec.connect_timeout.get_or_insert(default_connect_timeout);
@@ -71,7 +77,14 @@ pub(crate) async fn open_sessions(
             let options = options.clone();
             async move {
                 let started = Instant::now();
-                let outcome = Session::open(connectors, spec.clone(), timeout, options).await;
+                let how = How {
+                    connectors,
+                    pool,
+                    fingerprint,
+                    timeout,
+                    grace,
+                };
+                let outcome = open_one(how, spec.clone(), options).await;
                 (index, spec, started.elapsed(), outcome)
             }
         }))
@@ -82,16 +95,20 @@ pub(crate) async fn open_sessions(
     let mut failure = None;
     while let Some((index, spec, took, outcome)) = attempts.next().await {
         match outcome {
-            Ok((session, tools)) => {
+            Ok((session, tools, note)) => {
                 let listed = tools.len();
                 let (tools, left_out) = screen(&spec.name, tools, tool_limits, &scrubber);
+                let mut message = tools_message(listed, &left_out);
+                if let Some(note) = note {
+                    message = format!("{message}; {note}");
+                }
                 events.emit(
                     Event::new(EventKind::ServerConnected)
                         .with_server(&spec.name)
                         .with_duration(took)
-                        .with_message(scrubber.scrub(&tools_message(listed, &left_out))),
+                        .with_message(scrubber.scrub(&message)),
                 );
-                slots[index] = Some((Arc::new(session), tools));
+                slots[index] = Some((session, tools));
             }
             Err(error) => {
                 events.emit(
@@ -130,6 +147,60 @@ pub(crate) async fn open_sessions(
         sessions,
         skipped: skipped.into_iter().map(|(_, s)| s).collect(),
     })
+}
+
+/// What opening one server needs beside its spec.
+struct How<'a> {
+    connectors: &'a Connectors,
+    pool: &'a Pool,
+    /// Set for a `shared = true` spec.
+    fingerprint: Option<Fingerprint>,
+    timeout: Duration,
+    grace: Duration,
+}
+
+/// What the `server_connected` event of an inline spec with `shared = true` says.
+pub(crate) const INLINE_NOT_SHARED: &str =
+    "`shared` ignored: a caller-supplied server always gets a private session";
+
+/// What the `server_connected` event of a shared server says once the client has shut down.
+pub(crate) const POOL_CLOSED: &str =
+    "`shared` not honoured: the client has shut down its session pool, so a private session";
+
+/// Opens one server: from the client's pool for a `shared = true` operator spec, else a
+/// private session. The note, if any, says which (for the `server_connected` event).
+async fn open_one(
+    how: How<'_>,
+    spec: Arc<ServerSpec>,
+    options: SessionOptions,
+) -> Result<(Arc<Session>, Vec<Tool>, Option<&'static str>), SessionError> {
+    let note = match how.fingerprint {
+        // SPEC A7: whatever a caller asks, its servers are its own.
+        Some(_) if spec.origin != SpecOrigin::Operator => Some(INLINE_NOT_SHARED),
+        Some(fingerprint) => {
+            let pooled = how
+                .pool
+                .acquire(
+                    how.connectors,
+                    fingerprint,
+                    spec.clone(),
+                    how.timeout,
+                    options.clone(),
+                    how.grace,
+                )
+                .await;
+            match pooled {
+                Some(outcome) => {
+                    return outcome
+                        .map(|(session, tools, reuse)| (session, tools, Some(reuse.note())));
+                }
+                None => Some(POOL_CLOSED),
+            }
+        }
+        None => None,
+    };
+    let (session, tools) = Session::open(how.connectors, spec, how.timeout, options).await?;
+    Ok((Arc::new(session), tools, note))
 }
 
 /// Removes the tools whose name holds a known secret (the catalog cannot know them), and lists

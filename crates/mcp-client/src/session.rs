@@ -89,6 +89,8 @@ pub struct Session {
     identity: ServerIdentity,
     tools_changed: watch::Receiver<u64>,
     options: SessionOptions,
+    /// Held by the client's session pool (`pool.rs`): [`close`](Self::close) leaves it open.
+    pub(crate) shared: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -215,6 +217,7 @@ impl Session {
             identity,
             tools_changed,
             options,
+            shared: Default::default(),
         };
         Ok((session, tools))
     }
@@ -497,8 +500,12 @@ impl Session {
 
     /// Closes the session: ends the protocol session (closing stdin or sending HTTP DELETE),
     /// then releases the transport's resources, giving a child `grace` to exit before it is
-    /// terminated and killed. Idempotent.
+    /// terminated and killed. Idempotent. A [shared](Self::is_shared) session stays open: its
+    /// pool closes it.
     pub async fn close(&self, grace: Duration) {
+        if self.is_shared() {
+            return;
+        }
         if let Some(listener) = &self.listener {
             listener.0.abort();
         }

@@ -5,3 +5,5 @@ mod governed;
 mod in_memory;
 mod lifecycle;
 mod listing;
+mod pool;
+mod run_secrets;

@@ -1,0 +1,232 @@
+//! The session pool (SPEC C6): one session per `shared = true` operator server, reused by every
+//! run of the client that owns the pool.
+//!
+//! - **Keyed by the spec's fingerprint** ([`Fingerprint`]): a 128-bit hash of the whole spec
+//!   as configured — name, transport and its parameters, timeouts, tool filter, and the
+//!   secret values (headers, tokens, environment), so two specs that differ in a token never
+//!   share a session.
+//! - **Opened once**: each fingerprint has one slot whose lock is held while its session
+//!   opens, so concurrent first opens coalesce into one (the others wait, then reuse it).
+//! - **Checked before every reuse**: a run that finds a session in the slot lists its tools
+//!   (`tools/list`, within the server's connect timeout). The listing is what the run needs
+//!   anyway — the tools as they are now — and a session that fails it (its process died, its
+//!   HTTP session is gone) is closed and replaced by a new one for this run. Between runs
+//!   nothing polls: an idle shared session costs nothing. A hung server holds its slot, and
+//!   the runs asking for it, for at most its connect timeout.
+//! - **Closed by its owner**: a run's close leaves a pooled session open
+//!   ([`Session::is_shared`]); [`McpClient::shutdown`](crate::McpClient::shutdown) closes
+//!   every one (and later runs get private sessions). Runs still using one then see their
+//!   calls fail with an error naming the server.
+//! - **Never for caller-supplied specs** (SPEC A7): the caller of [`Pool::acquire`] passes only
+//!   operator specs; an inline spec with `shared = true` gets a private session.
+//!
+//! A pooled session's own texts are scrubbed of its spec's secrets (it outlives the run that
+//! opened it, so it cannot keep that run's); each run's governed layer still redacts every
+//! secret of the run.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use mcp_config::{Scrubber, ServerSpec, TransportSpec};
+use rmcp::model::Tool;
+
+use crate::session::SessionOptions;
+use crate::{Connectors, Session, SessionError};
+
+impl Session {
+    /// True while the session belongs to its client's session pool (a `shared = true`
+    /// server): the runs using it do not close it; the client's
+    /// [`shutdown`](crate::McpClient::shutdown) does.
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Acquire)
+    }
+
+    /// Marks the session as the pool's, or no longer.
+    pub(crate) fn set_shared(&self, shared: bool) {
+        self.shared.store(shared, Ordering::Release);
+    }
+}
+
+/// A spec's identity in the pool: a 128-bit hash of everything that makes up its sessions.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Fingerprint(u64, u64);
+
+impl std::fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}{:016x}", self.0, self.1)
+    }
+}
+
+impl Fingerprint {
+    /// The fingerprint of `spec` as configured (before a run fills in its default timeouts).
+    pub(crate) fn of(spec: &ServerSpec) -> Self {
+        // The spec's own JSON shows every field but redacts secrets and a custom transport's
+        // strings: both are added as they are.
+        let mut material = serde_json::to_string(spec).unwrap_or_default();
+        if let TransportSpec::Custom(custom) = &spec.transport {
+            material.push('\0');
+            material.push_str(&serde_json::Value::Object(custom.params.clone()).to_string());
+        }
+        for secret in spec.secret_values() {
+            material.push('\0');
+            material.push_str(secret.expose());
+        }
+        let half = |seed: u8| {
+            let mut hasher = DefaultHasher::new();
+            seed.hash(&mut hasher);
+            material.hash(&mut hasher);
+            hasher.finish()
+        };
+        Self(half(1), half(2))
+    }
+}
+
+/// How a run got its pooled session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Opened for this run (the first run to ask).
+    Opened,
+    /// The pool's session, which passed its check.
+    Reused,
+    /// The pool's session failed its check and was replaced by a new one.
+    Reopened,
+}
+
+impl Reuse {
+    /// How the `server_connected` event says it.
+    pub(crate) fn note(self) -> &'static str {
+        match self {
+            Self::Opened => "shared session, opened",
+            Self::Reused => "shared session, reused",
+            Self::Reopened => "shared session, re-opened after it failed its check",
+        }
+    }
+}
+
+/// One fingerprint's place in the pool; its lock is held while its session is checked or
+/// opened.
+#[derive(Default)]
+struct Slot {
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+/// The sessions of `shared = true` operator servers, owned by one client.
+pub(crate) struct Pool {
+    slots: std::sync::Mutex<HashMap<Fingerprint, Arc<Slot>>>,
+    closed: AtomicBool,
+    opened: AtomicU64,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("slots", &self.slots.lock().map(|s| s.len()).unwrap_or(0))
+            .field("closed", &self.closed.load(Ordering::Acquire))
+            .field("opened", &self.opened.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Pool {
+    /// An empty, open pool.
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: std::sync::Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            opened: AtomicU64::new(0),
+        }
+    }
+
+    /// True once [`close`](Self::close) ran: shared servers then get private sessions.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// How many sessions the pool has opened so far (re-opens included).
+    pub(crate) fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// The pooled session of `spec` (an operator spec; `fingerprint` is of the spec as
+    /// configured) and its tools as listed now: the slot's session if it passes its check,
+    /// else a new one, opened within `connect_timeout` with `options` (its scrubber replaced
+    /// by one of the spec's own secrets). `None` once the pool is closed: the caller opens a
+    /// private session.
+    ///
+    /// A check that fails closes the old session (its runs' later calls fail naming the
+    /// server). An open that fails leaves the slot empty and returns the error; the next run
+    /// tries again.
+    pub(crate) async fn acquire(
+        &self,
+        connectors: &Connectors,
+        fingerprint: Fingerprint,
+        spec: Arc<ServerSpec>,
+        connect_timeout: Duration,
+        mut options: SessionOptions,
+        grace: Duration,
+    ) -> Option<Result<(Arc<Session>, Vec<Tool>, Reuse), SessionError>> {
+        if self.is_closed() {
+            return None;
+        }
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(slots.entry(fingerprint).or_default())
+        };
+        let mut held = slot.session.lock().await;
+        let mut how = Reuse::Opened;
+        if let Some(session) = held.as_ref() {
+            match session.list_tools().await {
+                Ok(tools) => return Some(Ok((Arc::clone(session), tools, Reuse::Reused))),
+                Err(error) => {
+                    tracing::info!(
+                        server = %spec.name,
+                        error = %agent_core::error_chain(&error),
+                        "shared session failed its check; re-opening it"
+                    );
+                    if let Some(old) = held.take() {
+                        old.set_shared(false);
+                        old.close(grace).await;
+                    }
+                    how = Reuse::Reopened;
+                }
+            }
+        }
+        options.scrubber = Scrubber::new(spec.secret_values());
+        let (session, tools) = match Session::open(connectors, spec, connect_timeout, options).await
+        {
+            Ok(opened) => opened,
+            Err(error) => return Some(Err(error)),
+        };
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        let session = Arc::new(session);
+        if self.is_closed() {
+            // The pool closed while this session opened: it is this run's own.
+            return Some(Ok((session, tools, how)));
+        }
+        session.set_shared(true);
+        *held = Some(Arc::clone(&session));
+        Some(Ok((session, tools, how)))
+    }
+
+    /// Closes every pooled session (each given `grace` to exit) and stops pooling: later
+    /// runs get private sessions. Idempotent.
+    pub(crate) async fn close(&self, grace: Duration) {
+        self.closed.store(true, Ordering::Release);
+        let slots: Vec<Arc<Slot>> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.drain().map(|(_, slot)| slot).collect()
+        };
+        let closing = slots.into_iter().map(|slot| async move {
+            // Waits for an open in flight on this slot, then closes what it left.
+            let session = slot.session.lock().await.take();
+            if let Some(session) = session {
+                session.set_shared(false);
+                session.close(grace).await;
+            }
+        });
+        futures::future::join_all(closing).await;
+    }
+}
