@@ -116,9 +116,9 @@ pub use challenge::Challenge;
 pub use error::{AuthError, FetchError, StoreError};
 pub use fetch::HttpFetch;
 pub use oauth::login::{
-    Callback, CallbackListener, FileTokenStore, Login, LoginKey, LoginLock, LoginTokens,
-    MemoryTokenStore, OFFLINE_ACCESS, PendingLogin, Pkce, StepUp, StoredLogin, TokenStore,
-    loopback_redirect_uri, select_scope,
+    Callback, CallbackListener, FileTokenStore, Login, LoginKey, LoginLock, LoginOnDemand,
+    LoginTokens, MemoryTokenStore, OFFLINE_ACCESS, PendingLogin, Pkce, StepUp, StoredLogin,
+    TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
 pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
 

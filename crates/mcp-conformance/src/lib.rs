@@ -21,7 +21,9 @@
 //! ```
 
 mod error;
+mod login;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,12 +32,15 @@ use mcp_config::{ServerSpec, SpecOrigin};
 use mcp_connector::{Connection, Connector};
 
 pub use error::Error;
+pub use login::HeadlessBrowser;
+use mcp_auth::LoginOnDemand;
 use mcp_client::{ElicitationHandler, SessionHandler};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction,
     JsonObject, Tool,
 };
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::InsufficientScopeError;
 use serde_json::{Value, json};
 use url::Url;
 
@@ -43,6 +48,14 @@ use url::Url;
 pub const SCENARIO_ENV: &str = "MCP_CONFORMANCE_SCENARIO";
 /// The environment variable with the scenario's JSON context (credentials for auth scenarios).
 pub const CONTEXT_ENV: &str = "MCP_CONFORMANCE_CONTEXT";
+/// The client ID metadata document (SEP-991) the suite's authorization servers expect as a
+/// URL client id.
+pub const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+/// Logins a scenario may run: the first, one after an authorization server moved, and the
+/// step-ups.
+pub const MAX_LOGINS: u32 = 5;
+/// Step-ups (new logins for more scope after a 403 `insufficient_scope`) a scenario may run.
+pub const MAX_STEP_UPS: u32 = 3;
 
 /// One thing the client does after the handshake.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,8 +86,9 @@ pub enum Step {
 
 /// What the client does for `scenario`, after connecting and starting the session.
 ///
-/// Scenarios not named here (the auth ones) check the connection itself, so listing the tools
-/// over an authenticated session is all they need.
+/// The auth scenarios list the tools and call each (a call may need more scope than the
+/// listing); other scenarios not named here check the connection itself, so listing the
+/// tools is all they need.
 pub fn plan(scenario: &str) -> Vec<Step> {
     let call = |name, arguments: Value| Step::CallTool {
         name,
@@ -85,6 +99,8 @@ pub fn plan(scenario: &str) -> Vec<Step> {
         "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
             vec![Step::ListTools, Step::CallEveryTool]
         }
+        // Authorized, then a call (which may need more scope than the listing: step-up).
+        auth if auth.starts_with("auth/") => vec![Step::ListTools, Step::CallEveryTool],
         "json-schema-2020-12-preservation" => vec![Step::EchoSchema {
             focal: "json_schema_2020_12_tool",
             echo: "json_schema_echo",
@@ -102,23 +118,49 @@ pub fn plan(scenario: &str) -> Vec<Step> {
     }
 }
 
-/// The spec of the suite's mock server at `url`, through `mcp-config`'s own parser, with the
-/// credentials of `context` as OAuth2 client credentials: `client_id` and `client_secret`, or
-/// `client_id` and `private_key_pem` (`private_key_jwt`, the key where the secret goes).
-pub fn server_spec(url: &Url, context: Option<&Value>) -> Result<ServerSpec, Error> {
+/// The spec of the suite's mock server at `url` for `scenario`, through `mcp-config`'s own
+/// parser:
+///
+/// - `auth/client-credentials-*`: the context's credentials as OAuth2 client credentials
+///   (`client_id` and `client_secret`, or `client_id` and `private_key_pem` for
+///   `private_key_jwt`, the key where the secret goes);
+/// - other `auth/*` scenarios: a user's login (the `oauth` table), with the suite's
+///   [`CLIENT_METADATA_URL`] and the context's pre-registered `client_id` and
+///   `client_secret` when it gives them;
+/// - anything else: no auth.
+///
+/// ```
+/// let url = "http://localhost:1234/mcp".parse().unwrap();
+/// let spec = mcp_conformance::server_spec(&url, "auth/metadata-default", None).unwrap();
+/// assert!(spec.auth.oauth.is_some());
+/// ```
+pub fn server_spec(
+    url: &Url,
+    scenario: &str,
+    context: Option<&Value>,
+) -> Result<ServerSpec, Error> {
     let mut spec = json!({"name": "conformance", "url": url.as_str()});
-    if let Some((id, secret)) = context.and_then(|c| c.get("client_id").zip(c.get("client_secret")))
-    {
-        spec["auth"] = json!({"oauth_client_credentials": {
-            "client_id": id, "client_secret": secret,
-        }});
-    } else if let Some((id, key)) =
-        context.and_then(|c| c.get("client_id").zip(c.get("private_key_pem")))
-    {
-        spec["auth"] = json!({"oauth_client_credentials": {
-            "client_id": id, "client_secret": key,
-            "token_endpoint_auth_method": "private_key_jwt",
-        }});
+    let field = |name: &str| context.and_then(|c| c.get(name));
+    if scenario.starts_with("auth/client-credentials") {
+        if let Some((id, secret)) = field("client_id").zip(field("client_secret")) {
+            spec["auth"] = json!({"oauth_client_credentials": {
+                "client_id": id, "client_secret": secret,
+            }});
+        } else if let Some((id, key)) = field("client_id").zip(field("private_key_pem")) {
+            spec["auth"] = json!({"oauth_client_credentials": {
+                "client_id": id, "client_secret": key,
+                "token_endpoint_auth_method": "private_key_jwt",
+            }});
+        }
+    } else if scenario.starts_with("auth/") {
+        let mut oauth = json!({"client_metadata_url": CLIENT_METADATA_URL});
+        if let Some(id) = field("client_id") {
+            oauth["client_id"] = id.clone();
+        }
+        if let Some(secret) = field("client_secret") {
+            oauth["client_secret"] = secret.clone();
+        }
+        spec["auth"] = json!({ "oauth": oauth });
     }
     ServerSpec::from_json(&spec, SpecOrigin::Operator).map_err(|e| Error::Config(Box::new(e)))
 }
@@ -137,12 +179,15 @@ impl ElicitationHandler for AcceptElicitation {
 
 /// Connects to `spec` through `connector`, starts the session, runs `steps` (the calls of
 /// [`Step::ContextCalls`] from `context`), and closes the session (HTTP `DELETE`). Each request
-/// is bounded by `spec.call_timeout`. Progress goes to `log`.
+/// is bounded by `spec.call_timeout`. Progress goes to `log`. With `login` (the hook the
+/// connector uses for `spec`), a request refused with 403 `insufficient_scope` is resent
+/// after [`LoginOnDemand::step_up`], until the step-ups run out.
 pub async fn run(
     connector: &dyn Connector,
     spec: &ServerSpec,
     steps: &[Step],
     context: Option<&Value>,
+    login: Option<&LoginOnDemand>,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Error> {
     let limit = spec.call_timeout;
@@ -166,111 +211,154 @@ pub async fn run(
             info.protocol_version
         ));
     }
-    let result = run_steps(&service, steps, context, limit, log).await;
+    let session = Steps {
+        service: &service,
+        limit,
+        login,
+    };
+    let result = session.run(steps, context, log).await;
     let _ = tokio::time::timeout(limit, service.cancel()).await;
     handle.shutdown(Duration::from_secs(1)).await;
     result
 }
 
-async fn run_steps(
-    service: &RunningService<RoleClient, SessionHandler>,
-    steps: &[Step],
-    context: Option<&Value>,
+/// A started session and how its requests are run.
+struct Steps<'a> {
+    service: &'a RunningService<RoleClient, SessionHandler>,
     limit: Duration,
-    log: &mut dyn FnMut(String),
-) -> Result<(), Error> {
-    let mut listed: Vec<Tool> = Vec::new();
-    for step in steps {
-        match step {
-            Step::ListTools => {
-                listed = list_tools(service.peer(), limit).await?;
-                let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
-                log(format!("tools/list: {names:?}"));
-            }
-            Step::CallTool { name, arguments } => {
-                let result = call(service, name, arguments.clone(), limit).await?;
-                if result.is_error == Some(true) {
-                    return Err(Error::ToolError {
-                        tool: name.to_string(),
-                        content: serde_json::to_string(&result.content).unwrap_or_default(),
-                    });
+    login: Option<&'a LoginOnDemand>,
+}
+
+impl Steps<'_> {
+    async fn run(
+        &self,
+        steps: &[Step],
+        context: Option<&Value>,
+        log: &mut dyn FnMut(String),
+    ) -> Result<(), Error> {
+        let mut listed: Vec<Tool> = Vec::new();
+        for step in steps {
+            match step {
+                Step::ListTools => {
+                    listed = self.list_tools().await?;
+                    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+                    log(format!("tools/list: {names:?}"));
                 }
-                log(format!("tools/call {name}: {}", shown(&result)));
-            }
-            Step::CallEveryTool => {
-                for tool in &listed {
-                    let arguments = required_arguments(&tool.input_schema);
-                    let result = call(service, &tool.name, arguments, limit).await?;
-                    log(format!("tools/call {}: {}", tool.name, shown(&result)));
-                }
-            }
-            Step::ContextCalls => {
-                let calls = context
-                    .and_then(|c| c.get("toolCalls"))
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                for entry in calls {
-                    let name = entry
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    let arguments = entry
-                        .get("arguments")
-                        .and_then(Value::as_object)
-                        .cloned()
-                        .unwrap_or_default();
-                    let result = call(service, name, arguments, limit).await?;
+                Step::CallTool { name, arguments } => {
+                    let result = self.call(name, arguments.clone()).await?;
+                    if result.is_error == Some(true) {
+                        return Err(Error::ToolError {
+                            tool: name.to_string(),
+                            content: serde_json::to_string(&result.content).unwrap_or_default(),
+                        });
+                    }
                     log(format!("tools/call {name}: {}", shown(&result)));
                 }
+                Step::CallEveryTool => {
+                    for tool in &listed {
+                        let arguments = required_arguments(&tool.input_schema);
+                        let result = self.call(&tool.name, arguments).await?;
+                        log(format!("tools/call {}: {}", tool.name, shown(&result)));
+                    }
+                }
+                Step::ContextCalls => {
+                    let calls = context
+                        .and_then(|c| c.get("toolCalls"))
+                        .and_then(Value::as_array)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    for entry in calls {
+                        let name = entry
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        let arguments = entry
+                            .get("arguments")
+                            .and_then(Value::as_object)
+                            .cloned()
+                            .unwrap_or_default();
+                        let result = self.call(name, arguments).await?;
+                        log(format!("tools/call {name}: {}", shown(&result)));
+                    }
+                }
+                Step::EchoSchema { focal, echo } => {
+                    listed = self.list_tools().await?;
+                    let tool = listed
+                        .iter()
+                        .find(|t| t.name == *focal)
+                        .ok_or_else(|| Error::MissingTool(focal.to_string()))?;
+                    let mut arguments = JsonObject::new();
+                    arguments.insert("schema".into(), Value::Object((*tool.input_schema).clone()));
+                    let result = self.call(echo, arguments).await?;
+                    log(format!("tools/call {echo}: {}", shown(&result)));
+                }
             }
-            Step::EchoSchema { focal, echo } => {
-                listed = list_tools(service.peer(), limit).await?;
-                let tool = listed
-                    .iter()
-                    .find(|t| t.name == *focal)
-                    .ok_or_else(|| Error::MissingTool(focal.to_string()))?;
-                let mut arguments = JsonObject::new();
-                arguments.insert("schema".into(), Value::Object((*tool.input_schema).clone()));
-                let result = call(service, echo, arguments, limit).await?;
-                log(format!("tools/call {echo}: {}", shown(&result)));
+        }
+        Ok(())
+    }
+
+    /// Runs `request` (`method`, bounded by the limit); a 403 `insufficient_scope` answer
+    /// steps up and sends it again.
+    async fn send<T, F>(&self, method: &str, request: impl Fn() -> F) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        loop {
+            let error = match tokio::time::timeout(self.limit, request()).await {
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        what: method.to_owned(),
+                        after: self.limit,
+                    });
+                }
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(error)) => error,
+            };
+            match (self.login, insufficient_scope(&error)) {
+                (Some(login), Some(challenge)) => {
+                    login
+                        .step_up(&challenge)
+                        .await
+                        .map_err(|source| Error::StepUp {
+                            method: method.to_owned(),
+                            source,
+                        })?;
+                }
+                _ => {
+                    return Err(Error::Request {
+                        method: method.to_owned(),
+                        source: Box::new(error),
+                    });
+                }
             }
         }
     }
-    Ok(())
+
+    async fn list_tools(&self) -> Result<Vec<Tool>, Error> {
+        self.send("tools/list", || self.service.peer().list_all_tools())
+            .await
+    }
+
+    /// `tools/call`, answering input-required results through the session's handler.
+    async fn call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        self.send(&format!("tools/call {name}"), || {
+            self.service.call_tool(params.clone())
+        })
+        .await
+    }
 }
 
-async fn list_tools(peer: &Peer<RoleClient>, limit: Duration) -> Result<Vec<Tool>, Error> {
-    tokio::time::timeout(limit, peer.list_all_tools())
-        .await
-        .map_err(|_| Error::Timeout {
-            what: "tools/list".into(),
-            after: limit,
-        })?
-        .map_err(|e| Error::Request {
-            method: "tools/list".into(),
-            source: Box::new(e),
-        })
-}
-
-/// `tools/call`, answering input-required results through the session's handler.
-async fn call(
-    service: &RunningService<RoleClient, SessionHandler>,
-    name: &str,
-    arguments: JsonObject,
-    limit: Duration,
-) -> Result<CallToolResult, Error> {
-    let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
-    tokio::time::timeout(limit, service.call_tool(params))
-        .await
-        .map_err(|_| Error::Timeout {
-            what: format!("tools/call {name}"),
-            after: limit,
-        })?
-        .map_err(|e| Error::Request {
-            method: format!("tools/call {name}"),
-            source: Box::new(e),
-        })
+/// The `WWW-Authenticate` challenge of a 403 `insufficient_scope` somewhere in `error`'s chain.
+fn insufficient_scope(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(refused) = error.downcast_ref::<InsufficientScopeError>() {
+            return Some(refused.www_authenticate_header.clone());
+        }
+        next = error.source();
+    }
+    None
 }
 
 fn shown(result: &CallToolResult) -> String {
@@ -305,7 +393,10 @@ mod tests {
 
     #[test]
     fn unknown_scenarios_list_tools() {
-        assert_eq!(plan("auth/metadata-default"), vec![Step::ListTools]);
+        assert_eq!(
+            plan("auth/metadata-default"),
+            vec![Step::ListTools, Step::CallEveryTool]
+        );
         assert_eq!(plan("initialize"), vec![Step::ListTools]);
     }
 
@@ -323,13 +414,24 @@ mod tests {
         let url: Url = "http://localhost:1234/mcp".parse().unwrap();
         let spec = server_spec(
             &url,
+            "auth/client-credentials-basic",
             Some(&json!({"client_id": "id-1", "client_secret": "s3cret"})),
         )
         .unwrap();
         let oauth = spec.auth.oauth_client_credentials.as_ref().unwrap();
         assert_eq!(oauth.client_id, "id-1");
         assert!(!format!("{spec:?}").contains("s3cret"));
-        let plain = server_spec(&url, None).unwrap();
+        let plain = server_spec(&url, "tools_call", None).unwrap();
         assert!(plain.auth.is_empty());
+        let login = server_spec(
+            &url,
+            "auth/pre-registration",
+            Some(&json!({"client_id": "id-2", "client_secret": "s3cret"})),
+        )
+        .unwrap();
+        let oauth = login.auth.oauth.as_ref().unwrap();
+        assert_eq!(oauth.client_id.as_deref(), Some("id-2"));
+        assert!(login.auth.oauth_client_credentials.is_none());
+        assert!(!format!("{login:?}").contains("s3cret"));
     }
 }

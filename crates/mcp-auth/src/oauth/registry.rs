@@ -14,7 +14,10 @@ use url::Url;
 
 use super::flight::Shared;
 use super::jwt::SigningKey;
-use super::login::{FileTokenStore, Login, LoginState, LoginTokens, TokenStore};
+use super::login::{
+    FileTokenStore, Login, LoginFactory, LoginOnDemand, LoginState, LoginTokens, TokenStore,
+    UserAuthorization,
+};
 use super::provider::ClientCredentials;
 use super::token::ClientAuth;
 use super::{Config, OAuthOptions, lock};
@@ -259,6 +262,38 @@ impl AuthRegistry {
             })
             .clone();
         Ok(LoginTokens::new(server, state, spec.secret_values().into()))
+    }
+
+    /// The auth hook of `spec`'s `oauth` table that also logs in when the server asks for it:
+    /// the stored tokens ([`login_tokens`](Self::login_tokens)), and on a 401 that they
+    /// cannot answer a new [`login`](Self::login) run through `user` (at most `max_logins`
+    /// in the hook's life), on a 403 `insufficient_scope` a step-up (at most
+    /// `max_step_ups`). See [`LoginOnDemand`].
+    pub fn login_on_demand(
+        &self,
+        spec: &ServerSpec,
+        user: Arc<dyn UserAuthorization>,
+        max_logins: u32,
+        max_step_ups: u32,
+    ) -> Result<LoginOnDemand, AuthError> {
+        let tokens = self.login_tokens(spec)?;
+        let store = self.token_store().map_err(|error| AuthError::TokenStore {
+            server: spec.name.clone(),
+            error,
+        })?;
+        let (spec_copy, fetch, options) =
+            (spec.clone(), self.fetch_for(spec), self.options.clone());
+        let new_login: LoginFactory = Arc::new(move || {
+            Ok(Login::new(&spec_copy, fetch.clone(), store.clone())?.with_options(options.clone()))
+        });
+        Ok(LoginOnDemand::new(
+            spec.name.clone(),
+            tokens,
+            new_login,
+            user,
+            max_logins,
+            max_step_ups,
+        ))
     }
 
     /// Sends the requests of [SSRF-guarded](mcp_config::ServerSpec::ssrf_guarded) specs

@@ -6,6 +6,7 @@ mod fake;
 
 mod login_errors;
 mod login_flow;
+mod login_on_demand;
 mod login_secrets;
 mod login_tokens;
 mod token_store;

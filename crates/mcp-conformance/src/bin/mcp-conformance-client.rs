@@ -6,13 +6,19 @@
 //! or prints the error chain and exits 1 (2 for a usage error).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_conformance::{CONTEXT_ENV, SCENARIO_ENV, plan, run, server_spec};
+use mcp_auth::{AuthProvider, MemoryTokenStore};
+use mcp_conformance::{
+    CONTEXT_ENV, HeadlessBrowser, MAX_LOGINS, MAX_STEP_UPS, SCENARIO_ENV, plan, run, server_spec,
+};
 use mcp_transport_http::{HttpConnector, HttpOptions};
 
 /// Bound on the whole run, under the suite's own client timeout.
 const RUN_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bound on each request of the headless browser.
+const LOGIN_STEP_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -51,9 +57,26 @@ fn main() -> ExitCode {
     };
     eprintln!("scenario {scenario}: {url}");
     let result = runtime.block_on(async {
-        let spec = server_spec(&url, context.as_ref())?;
-        let connector = HttpConnector::new(HttpOptions::default())
+        let spec = server_spec(&url, &scenario, context.as_ref())?;
+        let mut connector = HttpConnector::new(HttpOptions::default())
             .map_err(|e| mcp_conformance::Error::Config(Box::new(e)))?;
+        // A user's login (the `oauth` table): tokens in memory, the browser played headless.
+        let login = match &spec.auth.oauth {
+            None => None,
+            Some(_) => {
+                let registry = connector.auth_registry().clone();
+                registry.use_token_store(Arc::new(MemoryTokenStore::new()));
+                let browser = HeadlessBrowser::new(registry.fetch_for(&spec), LOGIN_STEP_TIMEOUT);
+                let hook = registry
+                    .login_on_demand(&spec, Arc::new(browser), MAX_LOGINS, MAX_STEP_UPS)
+                    .map_err(|e| mcp_conformance::Error::Config(Box::new(e)))?;
+                Some(Arc::new(hook))
+            }
+        };
+        if let Some(hook) = login.clone() {
+            connector =
+                connector.with_auth_factory(move |_| Ok(hook.clone() as Arc<dyn AuthProvider>));
+        }
         let mut log = |line: String| eprintln!("  {line}");
         match tokio::time::timeout(
             RUN_TIMEOUT,
@@ -62,6 +85,7 @@ fn main() -> ExitCode {
                 &spec,
                 &plan(&scenario),
                 context.as_ref(),
+                login.as_deref(),
                 &mut log,
             ),
         )

@@ -88,6 +88,23 @@ pub(crate) async fn choose(
     )))
 }
 
+/// The OpenID `application_type` of a client coming back to `redirect_uri` (SEP-837):
+/// `native` for a loopback or private-scheme redirect (an application on the user's
+/// machine), `web` otherwise.
+fn application_type(redirect_uri: &Url) -> &'static str {
+    let loopback = match redirect_uri.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if loopback || !matches!(redirect_uri.scheme(), "http" | "https") {
+        "native"
+    } else {
+        "web"
+    }
+}
+
 /// RFC 7591: registers a public client for the authorization code grant with refresh tokens.
 async fn register(
     discovery: &Discovery<'_>,
@@ -106,6 +123,7 @@ async fn register(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        "application_type": application_type(redirect_uri),
     });
     if let Some(scope) = scope {
         body["scope"] = Value::from(scope);
@@ -208,6 +226,19 @@ mod tests {
                 )
             })
             .map_err(|f| f.to_error("srv", &Default::default()).to_string())
+    }
+
+    #[test]
+    fn loopback_and_private_scheme_redirects_are_native_apps() {
+        for (uri, kind) in [
+            ("http://127.0.0.1:8765/callback", "native"),
+            ("http://localhost:9/callback", "native"),
+            ("http://[::1]:9/callback", "native"),
+            ("com.example.app:/callback", "native"),
+            ("https://app.example.com/callback", "web"),
+        ] {
+            assert_eq!(application_type(&Url::parse(uri).unwrap()), kind, "{uri}");
+        }
     }
 
     #[test]

@@ -15,11 +15,14 @@
 //! - `file_store.rs`: [`FileTokenStore`], files of mode 0600 under the user's state
 //!   directory, with a lock file per login in progress.
 //! - `provider.rs`: [`LoginTokens`], the hook that gives and refreshes the stored tokens.
+//! - `on_demand.rs`: [`LoginOnDemand`], the hook that also runs a login (through the
+//!   runtime's [`UserAuthorization`]) when the server asks for one, and step-up.
 
 mod client;
 mod file_store;
 mod flow;
 mod listener;
+mod on_demand;
 mod pkce;
 mod provider;
 mod scope;
@@ -28,6 +31,8 @@ mod store;
 pub use self::file_store::FileTokenStore;
 pub use self::flow::{Callback, Login, PendingLogin, loopback_redirect_uri};
 pub use self::listener::CallbackListener;
+pub(in crate::oauth) use self::on_demand::LoginFactory;
+pub use self::on_demand::{LoginOnDemand, UserAuthorization};
 pub use self::pkce::Pkce;
 pub(in crate::oauth) use self::provider::LoginState;
 pub use self::provider::LoginTokens;

@@ -92,6 +92,20 @@ impl LoginTokens {
         lock(&self.state.shared.state).challenge.clone()
     }
 
+    /// True once a stored login is in use.
+    pub(in crate::oauth) fn has_login(&self) -> bool {
+        lock(&self.state.current).is_some()
+    }
+
+    /// Uses `login` (just stored by a new login) from the next request on: the token in
+    /// use is dropped, so the next request loads the new one.
+    pub(in crate::oauth) fn use_login(&self, login: StoredLogin) {
+        *lock(&self.state.current) = Some(login);
+        let mut state = lock(&self.state.shared.state);
+        state.token = None;
+        state.retry_after = None;
+    }
+
     fn error(&self, failure: &Failure) -> AuthError {
         let scrubber = {
             let state = lock(&self.state.shared.state);
