@@ -4,3 +4,4 @@
 mod catalog;
 mod dataset;
 mod hostile;
+mod hybrid_catalog;
