@@ -23,6 +23,7 @@ mod missing_transport;
 mod oauth_secret_never_shown;
 mod open_runner;
 mod partial_failure;
+mod pool_shared;
 mod peer_discover;
 mod peer_everything;
 mod peer_python_sdk;
