@@ -502,3 +502,62 @@ fn bad_serve_settings_are_named() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("GW_UNSET_TOKEN"), "{stderr}");
 }
+
+#[test]
+fn an_upstream_tool_list_change_reaches_the_downstream_session() {
+    let (_dir, file, _record) = config("expose = \"eager\"");
+    let gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let session = session_id(&head);
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    http(&addr, &headers, initialized.to_string().as_bytes());
+
+    // The session's event stream, read line by line on a thread.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    )
+    .unwrap();
+    let (tx, events) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let next = |what: &str| {
+        events
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    let status = next("the stream's status line");
+    assert!(status.contains(" 200 "), "{status}");
+
+    let add = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "kit__add_tool", "arguments": {"name": "extra"}},
+    });
+    let (status, _, body) = http(&addr, &headers, add.to_string().as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("\"isError\":true"), "{body}");
+    loop {
+        let line = next("notifications/tools/list_changed");
+        if line.contains("notifications/tools/list_changed") {
+            break;
+        }
+    }
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (status, _, body) = http(&addr, &headers, list.to_string().as_bytes());
+    assert_eq!(status, 200);
+    assert!(body.contains("\"kit__extra\""), "{body}");
+}
