@@ -109,7 +109,10 @@ pub use policy::PolicyConfig;
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
-pub use secret::{MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text};
+pub use secret::{
+    MAX_LEARNED_SECRETS, MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text, learn_secret,
+    scrub_learned,
+};
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use serve::{
     MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig, ServeExposure,

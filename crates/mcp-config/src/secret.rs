@@ -1,7 +1,8 @@
 //! A string that never shows itself.
 
+use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -77,13 +78,89 @@ impl From<&str> for Secret {
 /// would destroy it and protect nothing (a credential that short is guessable anyway).
 pub const MIN_SCRUBBED_LEN: usize = 6;
 
+/// How many secret values learned at run time ([`learn_secret`]) are kept: the oldest are
+/// forgotten first (a token that old has long expired).
+pub const MAX_LEARNED_SECRETS: usize = 256;
+
+/// Secret values obtained at run time, known to every [`Scrubber`] of the process.
+static LEARNED: RwLock<VecDeque<Secret>> = RwLock::new(VecDeque::new());
+
+/// Teaches every [`Scrubber`] of this process — and so every run's redaction of errors,
+/// events, history and results — a secret value obtained at run time: an OAuth access or
+/// refresh token when it is issued or loaded from a token store, a client secret a server
+/// issued. Static secrets of a spec are in [`ServerSpec::secret_values`](crate::ServerSpec::secret_values)
+/// instead. Values shorter than [`MIN_SCRUBBED_LEN`] are ignored; at most
+/// [`MAX_LEARNED_SECRETS`] are kept.
+///
+/// ```
+/// use mcp_config::{Scrubber, Secret, learn_secret};
+///
+/// learn_secret(&Secret::new("at-issued-at-run-time-1234"));
+/// // Any scrubber, even one made before and knowing nothing else.
+/// let scrubber = Scrubber::default();
+/// assert_eq!(
+///     scrubber.scrub("token at-issued-at-run-time-1234 refused"),
+///     "token [REDACTED] refused"
+/// );
+/// ```
+pub fn learn_secret(secret: &Secret) {
+    if secret.expose().chars().count() < MIN_SCRUBBED_LEN {
+        return;
+    }
+    let mut learned = LEARNED.write().unwrap_or_else(PoisonError::into_inner);
+    if learned.contains(secret) {
+        return;
+    }
+    if learned.len() == MAX_LEARNED_SECRETS {
+        learned.pop_front();
+    }
+    learned.push_back(secret.clone());
+}
+
+/// `text` with every secret value learned at run time ([`learn_secret`]) replaced by
+/// [`REDACTED`]; borrowed when none occurs. [`Scrubber::scrub`] does this too; this is for
+/// redaction that has no scrubber (a run's `agent_core::Redactor` takes it as a hook).
+///
+/// ```
+/// use mcp_config::{Secret, learn_secret, scrub_learned};
+///
+/// learn_secret(&Secret::new("rt-refresh-token-5678"));
+/// assert_eq!(scrub_learned("rt-refresh-token-5678"), "[REDACTED]");
+/// assert_eq!(scrub_learned("nothing"), "nothing");
+/// ```
+pub fn scrub_learned(text: &str) -> std::borrow::Cow<'_, str> {
+    let learned = LEARNED.read().unwrap_or_else(PoisonError::into_inner);
+    let mut out = std::borrow::Cow::Borrowed(text);
+    // Longest first, so that a secret containing another is replaced whole.
+    let mut values: Vec<&Secret> = learned
+        .iter()
+        .filter(|s| out.contains(s.expose()))
+        .collect();
+    values.sort_by_key(|s| std::cmp::Reverse(s.expose().len()));
+    for secret in values {
+        if out.contains(secret.expose()) {
+            out = std::borrow::Cow::Owned(out.replace(secret.expose(), REDACTED));
+        }
+    }
+    out
+}
+
+/// True when some secret value was learned at run time.
+fn any_learned() -> bool {
+    !LEARNED
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_empty()
+}
+
 /// Removes known secret values from text a server chose before it is shown to anyone.
 ///
 /// A server may echo what it was sent — `"denied for Bearer tok-…"` in a JSON-RPC error, the
 /// request headers in a 500 page, its own environment in a tool result. Everything that shows
 /// server-chosen text (errors, events, history, the CLI, results for the model) passes it
 /// through the scrubber of the run that knows the secrets; each occurrence becomes
-/// [`REDACTED`]. Values shorter than [`MIN_SCRUBBED_LEN`] are ignored.
+/// [`REDACTED`]. Values shorter than [`MIN_SCRUBBED_LEN`] are ignored. Every scrubber also
+/// replaces the secret values learned at run time ([`learn_secret`]: OAuth tokens).
 ///
 /// Cheap to clone (the values are shared) and `Debug` prints only how many values it holds.
 ///
@@ -132,12 +209,13 @@ impl Scrubber {
         }
     }
 
-    /// True when there is nothing to scrub.
+    /// True when there is nothing to scrub: no value of its own, none learned at run time.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.values.is_empty() && !any_learned()
     }
 
-    /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
+    /// `text` with every known secret — its own, then those learned at run time — replaced by
+    /// [`REDACTED`]; borrowed when nothing matched.
     pub fn scrub<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         let mut out = std::borrow::Cow::Borrowed(text);
         for secret in self.values.iter() {
@@ -145,7 +223,10 @@ impl Scrubber {
                 out = std::borrow::Cow::Owned(out.replace(secret.expose(), REDACTED));
             }
         }
-        out
+        match scrub_learned(&out) {
+            std::borrow::Cow::Borrowed(_) => out,
+            std::borrow::Cow::Owned(clean) => std::borrow::Cow::Owned(clean),
+        }
     }
 
     /// Scrubs `text` in place; true when something was replaced.

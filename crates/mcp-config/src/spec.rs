@@ -104,9 +104,27 @@ impl ServerSpec {
     }
 
     /// Every secret value this spec knows now: header values, an inline bearer token or one
-    /// read from its variable, an OAuth client secret (inline or from its variable), and the
-    /// `env` values of a stdio server. Tokens obtained at run time (OAuth access tokens) are
-    /// not here; the transport that obtains them scrubs them.
+    /// read from its variable, an OAuth client secret (inline or from its variable), the
+    /// `env` values of a stdio server, and every string value of a custom transport's
+    /// parameters (at any depth: the workspace cannot tell a custom transport's password from
+    /// its host name, so all of them are treated as secret, as a stdio server's whole
+    /// environment is). Tokens obtained at run time (OAuth access and refresh tokens) are not
+    /// here: whoever obtains one passes it to [`learn_secret`](crate::learn_secret), which
+    /// every scrubber consults.
+    ///
+    /// ```
+    /// use mcp_config::{CustomSpec, ServerSpec, TransportSpec};
+    ///
+    /// let custom = CustomSpec::new("queue")
+    ///     .with_param("password", "hunter2-queue")
+    ///     .with_param("nodes", serde_json::json!([{"dsn": "amqp://u:p@mq.internal"}]))
+    ///     .with_param("partition", 3);
+    /// let spec = ServerSpec::new("q", TransportSpec::Custom(custom));
+    /// let values: Vec<String> = spec.secret_values().iter().map(|s| s.expose().to_owned()).collect();
+    /// assert!(values.contains(&"hunter2-queue".to_owned()));
+    /// assert!(values.contains(&"amqp://u:p@mq.internal".to_owned()));
+    /// assert_eq!(values.len(), 2);
+    /// ```
     ///
     /// ```
     /// use mcp_config::{Scrubber, Secret, ServerSpec, StdioSpec, TransportSpec};
@@ -122,7 +140,11 @@ impl ServerSpec {
         match &self.transport {
             TransportSpec::Stdio(stdio) => out.extend(stdio.env.values().cloned()),
             TransportSpec::StreamableHttp(http) => out.extend(http.headers.values().cloned()),
-            TransportSpec::Custom(_) => {}
+            TransportSpec::Custom(custom) => {
+                for value in custom.params.values() {
+                    string_values(value, &mut out);
+                }
+            }
         }
         out.extend(self.auth.headers.values().cloned());
         out.extend(self.auth.bearer.as_ref().and_then(SecretSource::resolve));
@@ -142,6 +164,16 @@ impl ServerSpec {
             TransportSpec::StreamableHttp(_) => TransportKind::StreamableHttp,
             TransportSpec::Custom(custom) => TransportKind::Other(custom.kind.clone()),
         }
+    }
+}
+
+/// Every string of a JSON value, at any depth, as a secret.
+fn string_values(value: &serde_json::Value, out: &mut Vec<Secret>) {
+    match value {
+        serde_json::Value::String(s) if !s.is_empty() => out.push(Secret::new(s.as_str())),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| string_values(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| string_values(v, out)),
+        _ => {}
     }
 }
 
