@@ -407,7 +407,19 @@ impl Session {
                 }
                 let guard = self.shared.open_tools.enter();
                 match opener.open().await {
-                    Ok(tools) => Ok((tools, guard)),
+                    Ok(tools) => {
+                        // Subscribed at once, so no change after the open is missed.
+                        if let Some(changes) = tools.list_changes() {
+                            let mut slot = self
+                                .changes
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                            if slot.is_none() {
+                                *slot = Some(changes.subscribe());
+                            }
+                        }
+                        Ok((tools, guard))
+                    }
                     Err(e) => Err(crate::cut(&agent_core::error_chain(&*e), 2048)),
                 }
             })
@@ -441,13 +453,13 @@ impl Session {
     }
 
     /// Sends `notifications/tools/list_changed` on each change until the session ends.
-    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>, own: Option<watch::Receiver<u64>>) {
+    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
         let taken = self
             .changes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        let Some(mut rx) = taken.or(own) else {
+        let Some(mut rx) = taken else {
             return;
         };
         let ended = self.ended.clone();
@@ -584,12 +596,10 @@ impl ServerHandler for Session {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Per-session tools open now, so the session's first request finds them ready.
-        let own = match self.served().await {
-            Ok(Served::Session(tools)) => tools.list_changes().map(|c| c.subscribe()),
-            _ => None,
-        };
-        self.forward_changes(context.peer, own);
+        // Per-session tools open now, so the session's first request finds them ready (and
+        // their change signal is subscribed).
+        let _ = self.served().await;
+        self.forward_changes(context.peer);
     }
 
     fn accepted_subscription_filter(

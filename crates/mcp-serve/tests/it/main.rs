@@ -3,6 +3,7 @@
 mod exposure;
 mod http_checks;
 mod mcp_client;
+mod per_session;
 mod python_peer;
 mod results;
 mod runner;
