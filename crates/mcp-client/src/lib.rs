@@ -29,6 +29,16 @@
 //! one ungoverned way to call a server is the explicitly low-level
 //! [`Session::open_standalone`], a single session outside any run.
 //!
+//! # Shared sessions
+//!
+//! A server the operator marks `shared = true` ([`mcp_config::ServerSpec::shared`]) is not
+//! opened per run: the client keeps one session of it in its pool (SPEC C6), keyed by the
+//! spec's fingerprint, opened by the first run that needs it (concurrent first opens make
+//! one), checked with a `tools/list` before each reuse and re-opened when that fails. A run's
+//! close leaves it open; [`McpClient::shutdown`] closes it. Each run still has its own
+//! governed layer, catalog, events and history over it, and its tool-list changes reach every
+//! run using it. Caller-supplied specs are never pooled: they always get a private session.
+//!
 //! # A hostile server
 //!
 //! Everything a server chooses is bounded: its tool listing by [`ListLimits`] (pages, tools,
