@@ -17,7 +17,7 @@ pub(crate) use on::Slot;
 /// Nothing to hold without the feature.
 #[cfg(not(feature = "embed"))]
 #[derive(Debug, Default)]
-pub(crate) struct Slot;
+pub(crate) struct Slot {}
 
 #[cfg(not(feature = "embed"))]
 impl Catalog {
@@ -32,7 +32,7 @@ impl Catalog {
 
     /// Called after every change of the tools (nothing to do without the feature).
     pub(in crate::catalog) fn tools_changed(&self, _state: &State) {
-        let Slot = self.semantic;
+        let Slot {} = self.semantic;
     }
 }
 
