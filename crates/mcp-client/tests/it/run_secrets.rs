@@ -2,7 +2,7 @@
 //! secret) and OAuth tokens obtained at run time (`mcp_config::learn_secret`), whether they
 //! come back in a tool's result, in a tool's error text or in the call's own arguments.
 
-use agent_core::{EVENTS_FILE, MESSAGES_FILE, RunInput, Runner, ToolCall, ToolDispatcher};
+use agent_core::{EVENTS_FILE, MESSAGES_FILE, RunInput, ToolCall, ToolDispatcher};
 use mcp_client::McpClient;
 use mcp_config::{Config, CustomSpec, REDACTED, Secret, ServerSpec, TransportSpec};
 use mcp_connector::Connectors;
