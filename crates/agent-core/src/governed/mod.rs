@@ -165,8 +165,8 @@ impl ResolvedCall {
 /// [`CallResolver`] (they receive a permit) but cannot call one.
 ///
 /// Zero-sized, neither `Clone` nor `Default`, with a private field. A test of a resolver
-/// itself takes one from [`testing::ungoverned_permit`](crate::testing::ungoverned_permit)
-/// (the `testing` feature, for tests only).
+/// itself takes one from `agent_core::testing::ungoverned_permit` (the `testing` feature, for
+/// tests only).
 ///
 /// Outside this crate it cannot be made, so a catalog's calls cannot be run around the layer:
 ///
