@@ -561,3 +561,116 @@ fn an_upstream_tool_list_change_reaches_the_downstream_session() {
     assert_eq!(status, 200);
     assert!(body.contains("\"kit__extra\""), "{body}");
 }
+
+#[test]
+fn calls_needing_approval_are_denied_unless_allowed_and_each_session_is_recorded() {
+    let Some(python) = python() else { return };
+    let history = tempfile::tempdir().unwrap();
+    let policy = format!(
+        "expose = \"eager\"\nhistory = {:?}\n\n[policy]\napprove = [{{ server = \"*\", tool = \"add\" }}]",
+        history.path().display().to_string()
+    );
+    let (_dir, file, record) = config(&policy);
+    let file = file.to_string_lossy().into_owned();
+    let gateway = env!("CARGO_BIN_EXE_mcp-agent");
+    let calls = json!({"kit__add": {"a": 1, "b": 2}, "kit__echo": {"x": 1}});
+    let args = ["legacy", "stdio", gateway, "serve", "--file", &file];
+    let report = python_client(&python, &args, &calls).unwrap();
+    let denied = &report["calls"]["kit__add"];
+    assert_eq!(denied["is_error"], true, "{report}");
+    let text = denied["text"].as_str().unwrap();
+    assert!(
+        text.contains("needs approval") && text.contains("approve = \"allow\""),
+        "{text}"
+    );
+    assert_eq!(report["calls"]["kit__echo"]["structured"], json!({"x": 1}));
+    let reached: Vec<String> = record
+        .snapshot()
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Call { tool, .. } => Some(tool.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reached,
+        ["echo"],
+        "the denied call never reached the upstream"
+    );
+
+    // The session's run was recorded in a directory of its own.
+    let runs: Vec<_> = std::fs::read_dir(history.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let events = std::fs::read_to_string(runs[0].join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("kit__add") && events.contains("kit__echo"),
+        "{events}"
+    );
+
+    let allowed = format!("{policy}\n").replace(
+        "expose = \"eager\"",
+        "expose = \"eager\"\napprove = \"allow\"",
+    );
+    let (_dir, file, _record) = config(&allowed);
+    let file = file.to_string_lossy().into_owned();
+    let args = ["legacy", "stdio", gateway, "serve", "--file", &file];
+    let report = python_client(&python, &args, &calls).unwrap();
+    assert_eq!(
+        report["calls"]["kit__add"]["structured"],
+        json!({"sum": 3.0}),
+        "{report}"
+    );
+}
+
+#[test]
+fn stdio_closed_by_the_client_ends_the_gateway_and_its_upstream() {
+    let (_dir, file, _record) = config("");
+    let mut gateway = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["serve", "--stdio", "--file"])
+        .arg(&file)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = gateway.stdin.take().unwrap();
+    let mut stdout = BufReader::new(gateway.stdout.take().unwrap());
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": "kit__add", "arguments": {"a": 2, "b": 2}},
+        },
+    });
+    for message in [initialize(1), initialized.to_string(), call.to_string()] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let answer = loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout closed");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"sum": 4.0}),
+        "{answer}"
+    );
+    let upstream = children(gateway.id());
+    assert_eq!(upstream.len(), 1, "one upstream for the session");
+
+    drop(stdin);
+    let status = gateway.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    for pid in upstream {
+        wait_until(&format!("upstream {pid} to be gone"), || !alive(pid));
+    }
+}
