@@ -73,6 +73,7 @@ fn answer(mut stream: TcpStream, on_query: OnQuery, longest: &AtomicUsize) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut length = 0usize;
+    let mut authorization = String::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -80,6 +81,9 @@ fn answer(mut stream: TcpStream, on_query: OnQuery, longest: &AtomicUsize) {
         }
         if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
             length = v.trim().parse().unwrap_or(0);
+        }
+        if line.to_ascii_lowercase().starts_with("authorization:") {
+            authorization = line["authorization:".len()..].trim().to_owned();
         }
     }
     let mut body = vec![0u8; length];
@@ -104,7 +108,11 @@ fn answer(mut stream: TcpStream, on_query: OnQuery, longest: &AtomicUsize) {
             std::thread::sleep(Duration::from_secs(60));
             return;
         }
-        (true, OnQuery::Refuse) => ("400 Bad Request", json!({"error": {"message": "no"}})),
+        // A hostile endpoint echoes the credentials it was sent.
+        (true, OnQuery::Refuse) => (
+            "400 Bad Request",
+            json!({"error": {"message": format!("no, {authorization}")}}),
+        ),
         (true, OnQuery::WrongDimension) => (
             "200 OK",
             json!({"data": [{"index": 0, "embedding": [1.0, 0.0]}]}),
@@ -172,6 +180,10 @@ fn openai_config(name: &str, endpoint: &Endpoint, timeout_ms: u64) -> ConfigFile
 }
 
 fn search(config: Option<&ConfigFile>, query: &str) -> Output {
+    search_with(config, query, &[])
+}
+
+fn search_with(config: Option<&ConfigFile>, query: &str, env: &[(&str, &str)]) -> Output {
     let servers = demo_servers();
     let mut args = vec!["tools", "search", query, "--json"];
     let path;
@@ -179,7 +191,9 @@ fn search(config: Option<&ConfigFile>, query: &str) -> Output {
         path = config.0.display().to_string();
         args.extend(["--file", path.as_str()]);
     }
-    mcp_agent(&args, &[("MCP_AGENT__SERVERS", &servers)])
+    let mut env = env.to_vec();
+    env.push(("MCP_AGENT__SERVERS", &servers));
+    mcp_agent(&args, &env)
 }
 
 fn names(output: &Output) -> Vec<String> {
@@ -257,6 +271,33 @@ fn an_unreachable_endpoint_gives_lexical_results_and_a_warning() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(names(&output)[0], "demo__word_count");
     assert!(stderr(&output).contains("warning: lexical ranking only"));
+}
+
+#[test]
+fn the_api_key_is_sent_and_never_shown() {
+    const KEY: &str = "sk-embed-0123456789abcdef";
+    let endpoint = Endpoint::start(OnQuery::Refuse);
+    let config = ConfigFile::new(
+        "key",
+        &format!(
+            "[search]\nembedder = {{ openai = {{ base_url = {:?}, model = \"concepts\", \
+             api_key_env = \"EMBED_KEY\" }} }}\ntimeout_ms = 5000\n",
+            endpoint.base_url
+        ),
+    );
+    let output = search_with(Some(&config), QUERY, &[("EMBED_KEY", KEY)]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    // The endpoint echoed `Bearer <key>` into its refusal: the warning shows neither.
+    assert!(err.contains("warning: lexical ranking only"), "{err}");
+    assert!(!err.contains(KEY), "{err}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(KEY));
+
+    // The variable unset: the run does not open, naming the variable (not a silent lexical).
+    let output = search(Some(&config), QUERY);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("`EMBED_KEY` is not set"), "{err}");
 }
 
 #[test]
