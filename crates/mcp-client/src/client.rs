@@ -262,8 +262,9 @@ impl McpClientBuilder {
 
     /// Whether sessions start with `server/discover` (protocol revision 2026-07-28, per-request
     /// metadata), falling back to `initialize` for servers of older revisions (see
-    /// [`crate::lifecycle`]). Off by default: sessions start with `initialize`, which every
-    /// server still accepts.
+    /// [`crate::lifecycle`]). On by default; a server of an older revision answers
+    /// `server/discover` with method-not-found and is initialised at once. Off: sessions start
+    /// with `initialize` alone, which every server of those revisions accepts.
     pub fn discover(mut self, discover: bool) -> Self {
         self.discover = discover;
         self
@@ -382,7 +383,7 @@ impl McpClient {
             grace: Duration::from_secs(2),
             list_limits: ListLimits::default(),
             elicitation: None,
-            discover: false,
+            discover: true,
             search,
         }
     }

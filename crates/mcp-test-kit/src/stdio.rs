@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use rmcp::{ServerHandler, ServiceExt};
+use rmcp::model::JsonRpcMessage;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt as _;
 
 use crate::{CrashAction, Observations, TestServer, TestServerOptions};
@@ -257,10 +261,11 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
 }
 
 async fn serve_stdio<S: ServerHandler>(server: S) {
-    match server
-        .serve((tokio::io::stdin(), tokio::io::stdout()))
-        .await
-    {
+    let transport = IgnoreIdlessErrors(AsyncRwTransport::new_server(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
+    match server.serve(transport).await {
         Ok(running) => {
             let _ = running.waiting().await;
         }
@@ -268,6 +273,42 @@ async fn serve_stdio<S: ServerHandler>(server: S) {
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "mcp-test-server: handshake failed: {e}");
         }
+    }
+}
+
+/// The stdio transport, minus the JSON-RPC errors without an id a client sends back for a
+/// line of ours that was not JSON-RPC (`--stdout-noise`): they answer nothing the server
+/// asked, and rmcp's server refuses any such message before the client has chosen a
+/// lifecycle (after a `server/discover` answered method-not-found, before `initialize`).
+struct IgnoreIdlessErrors<T>(T);
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for IgnoreIdlessErrors<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.0.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.0.receive().await? {
+                JsonRpcMessage::Error(error) if error.id.is_none() => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "mcp-test-server: the client sent an error without id: {}",
+                        error.error.message
+                    );
+                }
+                message => return Some(message),
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
     }
 }
 

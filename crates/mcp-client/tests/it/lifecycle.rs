@@ -402,6 +402,7 @@ async fn without_discover_sessions_start_with_initialize() {
     });
     let runner = McpClient::builder(Config::new(vec![spec("s")]).expect("a valid spec"))
         .connectors(Connectors::new().with(memory))
+        .discover(false)
         .build()
         .open_runner(&RunInput::new("s", "i"))
         .await
@@ -419,7 +420,9 @@ async fn a_discovered_server_announces_tool_list_changes_through_its_subscriptio
     use mcp_test_kit::{TestServer, TestServerOptions, serve_in_memory};
     let memory = InMemoryConnector::new().server("kit", || {
         serve_in_memory(TestServer::new(
-            TestServerOptions::default().with_name("kit"),
+            TestServerOptions::default()
+                .with_name("kit")
+                .with_discover(true),
         ))
     });
     let runner = McpClient::builder(Config::new(vec![spec("kit")]).expect("a valid spec"))
@@ -450,5 +453,35 @@ async fn a_discovered_server_announces_tool_list_changes_through_its_subscriptio
         .map(|t| t.name.to_string())
         .collect();
     assert!(names.contains(&"weather_report".to_owned()), "{names:?}");
+    runner.close().await;
+}
+
+#[tokio::test]
+async fn by_default_a_legacy_test_kit_server_is_discovered_then_initialized_without_a_stall() {
+    use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
+    let memory = InMemoryConnector::new().server("kit", || {
+        serve_in_memory(TestServer::new(
+            TestServerOptions::default()
+                .with_name("kit")
+                .with_observations(Observations::new()),
+        ))
+    });
+    let started = Instant::now();
+    // No `discover` call: the default.
+    let runner = McpClient::builder(Config::new(vec![spec("kit")]).expect("a valid spec"))
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let took = started.elapsed();
+    let session = runner.sessions()[0].clone();
+    assert_eq!(session.identity().protocol_version, "2025-11-25");
+    assert_eq!(session.identity().name.as_deref(), Some("kit"));
+    // Method-not-found is an answer: no waiting for the probe's bound.
+    assert!(
+        took < mcp_client::lifecycle::DEFAULT_DISCOVER_TIMEOUT / 4,
+        "{took:?}"
+    );
     runner.close().await;
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -62,6 +62,12 @@ pub struct TestServerOptions {
     pub observations: Observations,
     /// What the `crash` tool does.
     pub crash: CrashAction,
+    /// Whether the server speaks revision 2026-07-28's `server/discover` (then
+    /// [`init_delay`](Self::init_delay) delays the discover answer too). Off by default: the
+    /// server is of revision 2025-11-25, like most servers a client meets, and answers
+    /// `server/discover` with method-not-found, so a discovering client falls back to
+    /// `initialize` at once.
+    pub discover: bool,
 }
 
 impl Default for TestServerOptions {
@@ -73,6 +79,7 @@ impl Default for TestServerOptions {
             page_size: None,
             observations: Observations::new(),
             crash: CrashAction::Disconnect(CancellationToken::new()),
+            discover: false,
         }
     }
 }
@@ -84,9 +91,16 @@ impl TestServerOptions {
         self
     }
 
-    /// Delays the `initialize` response.
+    /// Delays the `initialize` response (and the `server/discover` one of a discovering
+    /// server).
     pub fn with_init_delay(mut self, delay: Duration) -> Self {
         self.init_delay = delay;
+        self
+    }
+
+    /// Answers `server/discover` (revision 2026-07-28) instead of method-not-found.
+    pub fn with_discover(mut self, discover: bool) -> Self {
+        self.discover = discover;
         self
     }
 
@@ -523,6 +537,22 @@ impl ServerHandler for TestServer {
             env!("CARGO_PKG_VERSION"),
         ))
         .with_instructions("A test server: every tool exercises one client path.")
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        if !self.options.discover {
+            return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
+        }
+        if !self.options.init_delay.is_zero() {
+            tokio::time::sleep(self.options.init_delay).await;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn initialize(
