@@ -259,13 +259,14 @@ impl ToolServer {
     }
 
     /// What every session of one served endpoint shares.
-    pub(crate) fn shared(&self, lifecycle: Lifecycle) -> Arc<Shared> {
+    pub(crate) fn shared(&self, lifecycle: Lifecycle, max_open: Option<usize>) -> Arc<Shared> {
         Arc::new(Shared {
             server: self.clone(),
             calls: Arc::new(Semaphore::new(self.max_calls)),
             lifecycle,
             live: Arc::default(),
             open_tools: InFlight::default(),
+            max_open,
         })
     }
 }
@@ -313,6 +314,9 @@ pub(crate) struct Shared {
     pub(crate) live: Arc<AtomicUsize>,
     /// Per-session tools opened and not yet closed.
     pub(crate) open_tools: InFlight,
+    /// At most this many per-session tools open at once (HTTP `max_sessions`: stateless
+    /// requests open tools too).
+    max_open: Option<usize>,
 }
 
 /// A session's per-session tools, or why they could not be opened; the guard counts them
@@ -404,6 +408,13 @@ impl Session {
             .get_or_init(|| async {
                 if !self.shared.lifecycle.is_serving() {
                     return Err("the server is shutting down".to_owned());
+                }
+                if let Some(max) = self.shared.max_open
+                    && self.shared.open_tools.count() >= max
+                {
+                    return Err(format!(
+                        "too many sessions: this server allows {max} at once; close one and retry"
+                    ));
                 }
                 let guard = self.shared.open_tools.enter();
                 match opener.open().await {

@@ -73,7 +73,7 @@ impl ToolServer {
         E: std::error::Error + Send + Sync + 'static,
     {
         let lifecycle = Lifecycle::default();
-        let shared = self.shared(lifecycle.clone());
+        let shared = self.shared(lifecycle.clone(), None);
         let in_flight = InFlight::default();
         let tracked = Tracked {
             inner: transport.into_transport(),

@@ -67,7 +67,9 @@ pub struct HttpOptions {
     /// How often an idle event stream gets a keep-alive comment. Default 15 s.
     pub sse_keep_alive: Option<Duration>,
     /// At most this many initialised sessions at once; a client initialising one more is
-    /// answered `503 Service Unavailable` with a JSON-RPC error saying so. Default none.
+    /// answered `503 Service Unavailable` with a JSON-RPC error saying so. With
+    /// [`ToolServer::per_session`] tools it also bounds the tools open at once, stateless
+    /// (2026-07-28) requests included: one more open fails with that message. Default none.
     pub max_sessions: Option<usize>,
     /// Requests per second per client address. Default none.
     pub rate_limit: Option<RateLimit>,
@@ -288,7 +290,7 @@ impl ToolServer {
         let endpoint = Endpoint::new(&url, addr, &options)?;
 
         let lifecycle = Lifecycle::default();
-        let shared = self.shared(lifecycle.clone());
+        let shared = self.shared(lifecycle.clone(), options.max_sessions);
         let sessions = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(endpoint.hosts)
