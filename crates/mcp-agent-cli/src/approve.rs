@@ -386,6 +386,8 @@ mod tests {
 
         /// Asks, typing each of `lines` once a question is on the screen.
         async fn answers(&mut self, lines: &[&str]) -> ApprovalDecision {
+            // Only a question shown from now on is answered.
+            while self.questions.try_recv().is_ok() {}
             let gate = Arc::clone(&self.gate);
             let asking = tokio::spawn(async move { gate.request(request()).await });
             for line in lines {

@@ -107,8 +107,8 @@ pub use metadata::{MCP_METADATA_KEY, McpSelection};
 pub use model::ModelConfig;
 pub use policy::PolicyConfig;
 pub use resolver::{DefaultResolver, ServerResolver};
-pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
+pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use secret::{
     MAX_LEARNED_SECRETS, MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text, learn_secret,
     scrub_learned,
@@ -120,5 +120,5 @@ pub use serve::{
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
     OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec, SpecOrigin, StdioSpec,
-    TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
+    TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec, is_secret_param_name,
 };

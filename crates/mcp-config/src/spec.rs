@@ -105,12 +105,12 @@ impl ServerSpec {
 
     /// Every secret value this spec knows now: header values, an inline bearer token or one
     /// read from its variable, an OAuth client secret (inline or from its variable), the
-    /// `env` values of a stdio server, and every string value of a custom transport's
-    /// parameters (at any depth: the workspace cannot tell a custom transport's password from
-    /// its host name, so all of them are treated as secret, as a stdio server's whole
-    /// environment is). Tokens obtained at run time (OAuth access and refresh tokens) are not
-    /// here: whoever obtains one passes it to [`learn_secret`](crate::learn_secret), which
-    /// every scrubber consults.
+    /// `env` values of a stdio server, and the string values of a custom transport's
+    /// parameters whose name says they are secret ([`is_secret_param_name`]: `password`,
+    /// `api_key`, `token`, `dsn`…; every string beneath such a parameter, at any depth).
+    /// Tokens obtained at run time (OAuth access and refresh tokens) are not here: whoever
+    /// obtains one passes it to [`learn_secret`](crate::learn_secret), which every scrubber
+    /// consults.
     ///
     /// ```
     /// use mcp_config::{CustomSpec, ServerSpec, TransportSpec};
@@ -118,6 +118,7 @@ impl ServerSpec {
     /// let custom = CustomSpec::new("queue")
     ///     .with_param("password", "hunter2-queue")
     ///     .with_param("nodes", serde_json::json!([{"dsn": "amqp://u:p@mq.internal"}]))
+    ///     .with_param("host", "mq.internal")
     ///     .with_param("partition", 3);
     /// let spec = ServerSpec::new("q", TransportSpec::Custom(custom));
     /// let values: Vec<String> = spec.secret_values().iter().map(|s| s.expose().to_owned()).collect();
@@ -125,24 +126,14 @@ impl ServerSpec {
     /// assert!(values.contains(&"amqp://u:p@mq.internal".to_owned()));
     /// assert_eq!(values.len(), 2);
     /// ```
-    ///
-    /// ```
-    /// use mcp_config::{Scrubber, Secret, ServerSpec, StdioSpec, TransportSpec};
-    ///
-    /// let mut stdio = StdioSpec::new("server", ["--flag"]);
-    /// stdio.env.insert("API_KEY".into(), Secret::new("sk-live-123456"));
-    /// let spec = ServerSpec::new("s", TransportSpec::Stdio(stdio));
-    /// let scrubber = Scrubber::new(spec.secret_values());
-    /// assert_eq!(scrubber.scrub("key=sk-live-123456"), "key=[REDACTED]");
-    /// ```
     pub fn secret_values(&self) -> Vec<Secret> {
         let mut out = Vec::new();
         match &self.transport {
             TransportSpec::Stdio(stdio) => out.extend(stdio.env.values().cloned()),
             TransportSpec::StreamableHttp(http) => out.extend(http.headers.values().cloned()),
             TransportSpec::Custom(custom) => {
-                for value in custom.params.values() {
-                    string_values(value, &mut out);
+                for (name, value) in &custom.params {
+                    secret_params(name, value, false, &mut out);
                 }
             }
         }
@@ -167,12 +158,83 @@ impl ServerSpec {
     }
 }
 
-/// Every string of a JSON value, at any depth, as a secret.
-fn string_values(value: &serde_json::Value, out: &mut Vec<Secret>) {
+/// Words that make a custom transport parameter secret when its name holds one (see
+/// [`is_secret_param_name`]).
+const SECRET_PARAM_WORDS: &[&str] = &[
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "token",
+    "key",
+    "apikey",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "cookie",
+    "private",
+    "dsn",
+];
+
+/// True when a custom transport parameter named `name` holds a secret: one of the words of
+/// its name (split at `_`, `-`, `.`, spaces and lower-to-upper case changes, compared
+/// case-insensitively) is `secret`, `password`, `passwd`, `pwd`, `passphrase`, `token`, `key`,
+/// `apikey`, `auth`, `authorization`, `credential(s)`, `cookie`, `private` or `dsn` (a
+/// connection string, which carries its password). Every string beneath such a parameter, at
+/// any depth, is then a secret of the spec ([`ServerSpec::secret_values`]); other parameters
+/// (a host, a port, a server identity) are not, so that what servers say about them stays
+/// readable. A custom transport names its secret parameters accordingly.
+///
+/// ```
+/// use mcp_config::is_secret_param_name;
+///
+/// assert!(is_secret_param_name("api_key"));
+/// assert!(is_secret_param_name("clientSecret"));
+/// assert!(is_secret_param_name("AUTH-TOKEN"));
+/// assert!(is_secret_param_name("dsn"));
+/// assert!(!is_secret_param_name("monkey"));
+/// assert!(!is_secret_param_name("identity"));
+/// assert!(!is_secret_param_name("host"));
+/// ```
+pub fn is_secret_param_name(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut lower_before = false;
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.' | ' ') {
+            words.push(std::mem::take(&mut word));
+            lower_before = false;
+            continue;
+        }
+        if c.is_uppercase() && lower_before {
+            words.push(std::mem::take(&mut word));
+        }
+        lower_before = c.is_lowercase() || c.is_ascii_digit();
+        word.extend(c.to_lowercase());
+    }
+    words.push(word);
+    words
+        .iter()
+        .any(|w| SECRET_PARAM_WORDS.contains(&w.as_str()))
+}
+
+/// The secrets among a custom transport's parameter `name`: every string beneath it when its
+/// name (or an enclosing one, `secret`) says it is secret.
+fn secret_params(name: &str, value: &serde_json::Value, secret: bool, out: &mut Vec<Secret>) {
+    let secret = secret || is_secret_param_name(name);
     match value {
-        serde_json::Value::String(s) if !s.is_empty() => out.push(Secret::new(s.as_str())),
-        serde_json::Value::Array(items) => items.iter().for_each(|v| string_values(v, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| string_values(v, out)),
+        serde_json::Value::String(s) if secret && !s.is_empty() => {
+            out.push(Secret::new(s.as_str()));
+        }
+        serde_json::Value::Array(items) => items
+            .iter()
+            .for_each(|v| secret_params(name, v, secret, out)),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .for_each(|(k, v)| secret_params(k, v, secret, out)),
         _ => {}
     }
 }

@@ -1,5 +1,5 @@
-//! What a run must never write down: a custom transport's parameter values (all treated as
-//! secret) and OAuth tokens obtained at run time (`mcp_config::learn_secret`), whether they
+//! What a run must never write down: a custom transport's secret parameters (those whose name
+//! says so: `password`, `api_key`, `token`…) and OAuth tokens obtained at run time (`mcp_config::learn_secret`), whether they
 //! come back in a tool's result, in a tool's error text or in the call's own arguments.
 
 use agent_core::{EVENTS_FILE, MESSAGES_FILE, RunInput, ToolCall, ToolDispatcher};
@@ -19,7 +19,8 @@ const REFRESH_TOKEN: &str = "oauth-refresh-token-77aa";
 #[tokio::test]
 async fn custom_params_and_run_time_tokens_never_reach_events_messages_or_the_model() {
     let custom = CustomSpec::new(IN_MEMORY)
-        .with_param("queue", json!({"password": PARAM_SECRET, "port": 5672}));
+        .with_param("queue", json!({"password": PARAM_SECRET, "port": 5672}))
+        .with_param("host", "queue.internal.example");
     let spec = ServerSpec::new("kit", TransportSpec::Custom(custom));
     let memory = InMemoryConnector::new().server("kit", || {
         serve_in_memory(TestServer::new(TestServerOptions::default()))
@@ -73,10 +74,13 @@ async fn custom_params_and_run_time_tokens_never_reach_events_messages_or_the_mo
 }
 
 #[test]
-fn every_string_parameter_of_a_custom_transport_is_a_secret_of_its_spec() {
+fn the_secret_parameters_of_a_custom_transport_are_secrets_of_its_spec() {
     let custom = CustomSpec::new("queue")
         .with_param("queue", json!({"password": PARAM_SECRET, "port": 5672}))
-        .with_param("hosts", json!(["mq-1.internal.example"]));
+        .with_param("nodes", json!([{"dsn": "amqp://u:p@mq-1.internal"}]))
+        .with_param("apiKey", "custom-api-key-0c9d")
+        .with_param("hosts", json!(["mq-1.internal.example"]))
+        .with_param("identity", "acme/queue");
     let spec = ServerSpec::new("q", TransportSpec::Custom(custom));
     let mut values: Vec<String> = spec
         .secret_values()
@@ -84,7 +88,14 @@ fn every_string_parameter_of_a_custom_transport_is_a_secret_of_its_spec() {
         .map(|s| s.expose().to_owned())
         .collect();
     values.sort();
-    assert_eq!(values, [PARAM_SECRET, "mq-1.internal.example"]);
+    assert_eq!(
+        values,
+        [
+            "amqp://u:p@mq-1.internal",
+            "custom-api-key-0c9d",
+            PARAM_SECRET
+        ]
+    );
 }
 
 /// A directory of this test's own, removed at the end.
