@@ -7,3 +7,4 @@ mod lifecycle;
 mod listing;
 mod pool;
 mod run_secrets;
+mod search;
