@@ -169,12 +169,22 @@ impl Drop for Gateway {
     }
 }
 
-/// One HTTP/1.1 exchange on a fresh connection: status, head (lower-cased) and body.
+/// One POST exchange on a fresh connection: status, head (lower-cased) and body.
 fn http(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, String) {
+    request(addr, "POST", headers, body)
+}
+
+/// One HTTP/1.1 exchange on a fresh connection: status, head (lower-cased) and body.
+fn request(
+    addr: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(LIMIT)).unwrap();
     let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
@@ -673,4 +683,33 @@ fn stdio_closed_by_the_client_ends_the_gateway_and_its_upstream() {
     for pid in upstream {
         wait_until(&format!("upstream {pid} to be gone"), || !alive(pid));
     }
+}
+
+#[test]
+fn sessions_opened_and_ended_leave_no_upstream_process() {
+    let (_dir, file, _record) = config("max_sessions = 8");
+    let gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    for round in 0..24 {
+        let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+        assert_eq!(status, 200, "round {round}: {body}");
+        let session = session_id(&head);
+        let headers = [
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        http(&addr, &headers, initialized.to_string().as_bytes());
+        let (status, _, body) = http(&addr, &headers, list.to_string().as_bytes());
+        assert_eq!(status, 200);
+        assert!(body.contains("mcp_search_tools"), "{body}");
+        let (status, _, _) = request(&addr, "DELETE", &headers, b"");
+        assert!(status < 300, "round {round}: DELETE answered {status}");
+    }
+    // Ended sessions free their places: the bound of 8 never refused one of the 24, and
+    // every upstream process is gone.
+    wait_until("every upstream to close", || {
+        children(gateway.pid()).is_empty()
+    });
 }
