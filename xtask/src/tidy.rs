@@ -248,6 +248,30 @@ fn tidy_the_library_has_no_cli_dependencies() {
     }
 }
 
+/// Rule: agent-core's `testing` feature (an ungoverned `Permit`, for tests that drive a
+/// `CallResolver` directly) never reaches a product: no package's normal dependency tree turns
+/// it on, so the governed layer stays the only way to a run's tools.
+#[test]
+fn tidy_no_product_enables_ungoverned_permits() {
+    for dir in crate_dirs() {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let Some(name) = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|l| l.strip_suffix('"'))
+        else {
+            continue;
+        };
+        let tree = cargo_tree(name);
+        assert!(
+            !tree
+                .lines()
+                .any(|l| l.starts_with("agent-core feature \"testing\"")),
+            "{name} turns on agent-core's `testing` feature outside its dev-dependencies"
+        );
+    }
+}
+
 /// Rule: the README's library example is `examples/embed/src/main.rs` word for word, so the
 /// project CI builds and runs is the one a reader copies.
 #[test]
