@@ -713,3 +713,78 @@ fn sessions_opened_and_ended_leave_no_upstream_process() {
         children(gateway.pid()).is_empty()
     });
 }
+
+#[test]
+fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
+    let (_dir, file, record) = config(
+        "expose = \"eager\"\nmax_body_bytes = 2048\nmax_calls_per_session = 1\n\
+         rate_limit = { per_second = 0.01, burst = 5 }",
+    );
+    let gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let session = session_id(&head);
+    let headers = vec![
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+    ];
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    http(&addr, &refs, initialized.to_string().as_bytes());
+
+    // A body over max_body_bytes: 413.
+    let padded =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"pad": "x".repeat(4096)}});
+    let (status, _, _) = http(&addr, &refs, padded.to_string().as_bytes());
+    assert_eq!(status, 413);
+
+    // One call in flight on the session: a second one is refused at once, not run.
+    let slow = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "kit__slow", "arguments": {"ms": 1500}},
+    });
+    let in_flight = {
+        let addr = addr.clone();
+        let headers = headers.clone();
+        std::thread::spawn(move || {
+            let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(&addr, &refs, slow.to_string().as_bytes())
+        })
+    };
+    wait_until("the slow call to reach the upstream", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+    let add = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "kit__add", "arguments": {"a": 1, "b": 1}},
+    });
+    let (status, _, body) = http(&addr, &refs, add.to_string().as_bytes());
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"isError\":true")
+            && body.contains("too many calls in flight on this session"),
+        "{body}"
+    );
+    let (status, _, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("slept_ms"), "{body}");
+
+    // Five requests were the burst (initialize, initialized, the 413, two calls); the next
+    // one is over the rate.
+    let (status, head, _) = http(&addr, &refs, add.to_string().as_bytes());
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("retry-after:"), "{head}");
+    let calls = record
+        .snapshot()
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Call { .. }))
+        .count();
+    assert_eq!(calls, 1, "only the slow call reached the upstream");
+}
