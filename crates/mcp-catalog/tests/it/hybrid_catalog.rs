@@ -33,6 +33,12 @@ impl Embedder for Concepts {
             self.documents.lock().unwrap().extend(texts.iter().cloned());
         } else if texts.iter().any(|t| t.contains("stall")) {
             std::future::pending::<()>().await;
+        } else if texts.iter().any(|t| t.contains("nan")) {
+            return Ok(vec![vec![f32::NAN, 0.0, 0.0]]);
+        } else if texts.iter().any(|t| t.contains("short")) {
+            return Ok(vec![vec![1.0, 0.0]]);
+        } else if texts.iter().any(|t| t.contains("broken")) {
+            return Err(EmbedError::backend("the model is broken"));
         }
         Ok(texts
             .iter()
@@ -203,4 +209,36 @@ async fn without_an_embedder_or_with_none_available_search_is_lexical() {
     let found = catalog.search_ranked(&request).await.unwrap();
     assert_eq!(names(&found), names(&plain));
     assert_eq!(found.warning.as_deref(), Some("the endpoint is down"));
+}
+
+#[tokio::test]
+async fn a_nan_a_wrong_dimension_or_an_error_gives_the_lexical_ranking() {
+    let catalog = Catalog::new(CatalogConfig::default());
+    let events = Arc::new(Collect::default());
+    catalog.set_search_events(events.clone());
+    catalog.set_embedder(
+        Arc::new(Concepts::default()),
+        Arc::new(EmbeddingCache::in_memory()),
+        hybrid(Duration::from_secs(10)),
+    );
+    catalog.add_server(server().into_server("s")).unwrap();
+    for (query, cause) in [
+        ("read file nan", "NaN"),
+        ("read file short", "the model's dimension is 3"),
+        ("read file broken", "the model is broken"),
+    ] {
+        let request = SearchRequest::new(query);
+        let found = catalog.search_ranked(&request).await.unwrap();
+        assert_eq!(names(&found), names(&catalog.search(&request).unwrap()));
+        let warning = found.warning.expect("a warning");
+        assert!(warning.contains(cause), "{cause}: {warning}");
+    }
+    let warnings = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventKind::SearchWarning)
+        .count();
+    assert_eq!(warnings, 3);
 }
