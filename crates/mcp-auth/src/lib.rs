@@ -241,6 +241,22 @@ pub trait AuthProvider: Send + Sync + fmt::Debug {
         let _ = (rejected, www_authenticate);
         Ok(OnUnauthorized::Fail)
     }
+
+    /// The server answered 403 with a `WWW-Authenticate` challenge saying
+    /// `insufficient_scope` to a request sent with `rejected`: the token is good but its scope
+    /// too narrow. Called at most once per request; on [`OnUnauthorized::Retry`] the
+    /// transport asks for credentials again and resends once.
+    ///
+    /// The default answers [`OnUnauthorized::Fail`] (the request fails with the 403): only a
+    /// hook that can log in again for more scope ([`LoginOnDemand`]) does better.
+    async fn on_insufficient_scope(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: &str,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let _ = (rejected, www_authenticate);
+        Ok(OnUnauthorized::Fail)
+    }
 }
 
 /// No credentials at all.
@@ -400,8 +416,8 @@ impl AuthProvider for BearerToken {
 /// Several providers, asked in order; a later provider's header replaces an earlier one of the
 /// same name.
 ///
-/// `on_unauthorized` asks every provider (each at most once) and retries when any of them
-/// answers [`OnUnauthorized::Retry`].
+/// `on_unauthorized` and `on_insufficient_scope` ask every provider (each at most once) and
+/// retry when any of them answers [`OnUnauthorized::Retry`].
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
     providers: Vec<Arc<dyn AuthProvider>>,
@@ -434,6 +450,24 @@ impl AuthProvider for Chain {
         let mut decision = OnUnauthorized::Fail;
         for provider in &self.providers {
             if provider.on_unauthorized(rejected, www_authenticate).await? == OnUnauthorized::Retry
+            {
+                decision = OnUnauthorized::Retry;
+            }
+        }
+        Ok(decision)
+    }
+
+    async fn on_insufficient_scope(
+        &self,
+        rejected: &Credentials,
+        www_authenticate: &str,
+    ) -> Result<OnUnauthorized, AuthError> {
+        let mut decision = OnUnauthorized::Fail;
+        for provider in &self.providers {
+            if provider
+                .on_insufficient_scope(rejected, www_authenticate)
+                .await?
+                == OnUnauthorized::Retry
             {
                 decision = OnUnauthorized::Retry;
             }

@@ -37,16 +37,6 @@ pub enum Error {
     /// The server did not list a tool the scenario needs.
     #[error("the server lists no tool `{0}`")]
     MissingTool(String),
-    /// A step-up (a new login for more scope after a 403 `insufficient_scope`) was refused
-    /// or failed.
-    #[error("`{method}` needs more scope, and the step-up failed")]
-    StepUp {
-        /// The method the server refused.
-        method: String,
-        /// Why the step-up stopped.
-        #[source]
-        source: mcp_auth::AuthError,
-    },
     /// The step did not finish in time.
     #[error("{what} did not finish within {:.1} s", after.as_secs_f64())]
     Timeout {

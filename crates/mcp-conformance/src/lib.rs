@@ -33,14 +33,12 @@ use mcp_connector::{Connection, Connector};
 
 pub use error::Error;
 pub use login::HeadlessBrowser;
-use mcp_auth::LoginOnDemand;
 use mcp_client::{ElicitationHandler, SessionHandler};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction,
     JsonObject, Tool,
 };
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::streamable_http_client::InsufficientScopeError;
 use serde_json::{Value, json};
 use url::Url;
 
@@ -179,15 +177,15 @@ impl ElicitationHandler for AcceptElicitation {
 
 /// Connects to `spec` through `connector`, starts the session, runs `steps` (the calls of
 /// [`Step::ContextCalls`] from `context`), and closes the session (HTTP `DELETE`). Each request
-/// is bounded by `spec.call_timeout`. Progress goes to `log`. With `login` (the hook the
-/// connector uses for `spec`), a request refused with 403 `insufficient_scope` is resent
-/// after [`LoginOnDemand::step_up`], until the step-ups run out.
+/// is bounded by `spec.call_timeout`. Progress goes to `log`. For a user's login (the `oauth`
+/// table) give `connector` an auth hook of [`LoginOnDemand`](mcp_auth::LoginOnDemand) with a
+/// [`HeadlessBrowser`]: it logs in on the first 401 and steps up on a 403
+/// `insufficient_scope`, which the transport then resends.
 pub async fn run(
     connector: &dyn Connector,
     spec: &ServerSpec,
     steps: &[Step],
     context: Option<&Value>,
-    login: Option<&LoginOnDemand>,
     log: &mut dyn FnMut(String),
 ) -> Result<(), Error> {
     let limit = spec.call_timeout;
@@ -214,7 +212,6 @@ pub async fn run(
     let session = Steps {
         service: &service,
         limit,
-        login,
     };
     let result = session.run(steps, context, log).await;
     let _ = tokio::time::timeout(limit, service.cancel()).await;
@@ -226,7 +223,6 @@ pub async fn run(
 struct Steps<'a> {
     service: &'a RunningService<RoleClient, SessionHandler>,
     limit: Duration,
-    login: Option<&'a LoginOnDemand>,
 }
 
 impl Steps<'_> {
@@ -297,41 +293,22 @@ impl Steps<'_> {
         Ok(())
     }
 
-    /// Runs `request` (`method`, bounded by the limit); a 403 `insufficient_scope` answer
-    /// steps up and sends it again.
+    /// Runs `request` (`method`), bounded by the limit. (A 403 `insufficient_scope` is
+    /// answered below this: the transport asks the login hook to step up, then resends.)
     async fn send<T, F>(&self, method: &str, request: impl Fn() -> F) -> Result<T, Error>
     where
         F: Future<Output = Result<T, rmcp::ServiceError>>,
     {
-        loop {
-            let error = match tokio::time::timeout(self.limit, request()).await {
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        what: method.to_owned(),
-                        after: self.limit,
-                    });
-                }
-                Ok(Ok(answer)) => return Ok(answer),
-                Ok(Err(error)) => error,
-            };
-            match (self.login, insufficient_scope(&error)) {
-                (Some(login), Some(challenge)) => {
-                    login
-                        .step_up(&challenge)
-                        .await
-                        .map_err(|source| Error::StepUp {
-                            method: method.to_owned(),
-                            source,
-                        })?;
-                }
-                _ => {
-                    return Err(Error::Request {
-                        method: method.to_owned(),
-                        source: Box::new(error),
-                    });
-                }
-            }
-        }
+        tokio::time::timeout(self.limit, request())
+            .await
+            .map_err(|_| Error::Timeout {
+                what: method.to_owned(),
+                after: self.limit,
+            })?
+            .map_err(|error| Error::Request {
+                method: method.to_owned(),
+                source: Box::new(error),
+            })
     }
 
     async fn list_tools(&self) -> Result<Vec<Tool>, Error> {
@@ -347,18 +324,6 @@ impl Steps<'_> {
         })
         .await
     }
-}
-
-/// The `WWW-Authenticate` challenge of a 403 `insufficient_scope` somewhere in `error`'s chain.
-fn insufficient_scope(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut next = Some(error);
-    while let Some(error) = next {
-        if let Some(refused) = error.downcast_ref::<InsufficientScopeError>() {
-            return Some(refused.www_authenticate_header.clone());
-        }
-        next = error.source();
-    }
-    None
 }
 
 fn shown(result: &CallToolResult) -> String {

@@ -222,6 +222,9 @@ impl HttpClient {
     async fn send(&self, template: &Template) -> Result<Response<Incoming>, Error> {
         let credentials = self.credentials().await?;
         let response = self.execute(self.build(template, &credentials)?).await?;
+        if response.status() == StatusCode::FORBIDDEN {
+            return self.after_forbidden(template, &credentials, response).await;
+        }
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
@@ -249,6 +252,41 @@ impl HttpClient {
             return Err(self.auth_required(header_text(response.headers(), &WWW_AUTHENTICATE)));
         }
         Ok(response)
+    }
+
+    /// A 403 whose challenge says `insufficient_scope`: the provider may get a token with more
+    /// scope ([`AuthProvider::on_insufficient_scope`](mcp_auth::AuthProvider::on_insufficient_scope)),
+    /// then the request is resent once. Any other 403, or a provider that cannot, is returned
+    /// as it is (the caller reports it).
+    async fn after_forbidden(
+        &self,
+        template: &Template,
+        rejected: &mcp_auth::Credentials,
+        response: Response<Incoming>,
+    ) -> Result<Response<Incoming>, Error> {
+        let Some(challenge) = header_text(response.headers(), &WWW_AUTHENTICATE).filter(|c| {
+            mcp_auth::Challenge::parse(c).error.as_deref() == Some("insufficient_scope")
+        }) else {
+            return Ok(response);
+        };
+        let decision = self
+            .inner
+            .auth
+            .on_insufficient_scope(rejected, &challenge)
+            .await
+            .map_err(|error| {
+                self.client_error(HttpError::Auth {
+                    server: self.server_name(),
+                    error,
+                })
+            })?;
+        if decision != OnUnauthorized::Retry {
+            return Ok(response);
+        }
+        drop(response);
+        tracing::debug!(server = %self.inner.server, "HTTP 403 insufficient_scope: retrying once with more scope");
+        let credentials = self.credentials().await?;
+        self.execute(self.build(template, &credentials)?).await
     }
 
     /// A JSON body as a message (scrubbed, depth-checked).

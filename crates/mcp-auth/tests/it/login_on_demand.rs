@@ -75,6 +75,20 @@ async fn a_401_without_a_login_runs_one_and_the_request_is_retried_with_its_toke
         exchanges[0].form("grant_type").as_deref(),
         Some("authorization_code")
     );
+
+    // What the HTTP transport asks after a 403 insufficient_scope: a step-up, then a retry;
+    // a static hook answers Fail (the 403 stands).
+    let forbidden = r#"Bearer error="insufficient_scope", scope="files:write""#;
+    let decision = hook.on_insufficient_scope(&first, forbidden).await.unwrap();
+    assert_eq!(decision, OnUnauthorized::Retry);
+    assert_eq!(hook.logins(), 2);
+    assert_eq!(
+        mcp_auth::NoAuth
+            .on_insufficient_scope(&first, forbidden)
+            .await
+            .unwrap(),
+        OnUnauthorized::Fail
+    );
 }
 
 #[tokio::test]

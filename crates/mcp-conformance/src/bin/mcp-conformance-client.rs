@@ -85,7 +85,6 @@ fn main() -> ExitCode {
                 &spec,
                 &plan(&scenario),
                 context.as_ref(),
-                login.as_deref(),
                 &mut log,
             ),
         )

@@ -4,7 +4,7 @@
 //! moved), runs a new login through the embedding runtime's [`UserAuthorization`] — the
 //! step where the user opens the authorization URL — then has the request retried. A 403
 //! `insufficient_scope` goes to [`LoginOnDemand::step_up`]: a new login for the union of the
-//! granted and the asked scope, bounded by [`StepUp`].
+//! granted and the asked scope, bounded by [`StepUp`], then one retry.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -64,9 +64,9 @@ pub(in crate::oauth) type LoginFactory = Arc<dyn Fn() -> Result<Login, AuthError
 ///   challenge (its `resource_metadata` and `scope`), then one retry. At most
 ///   `max_logins` logins in the hook's life, so a server that refuses every token cannot
 ///   loop.
-/// - **A 403 `insufficient_scope`** (which the transport reports as an error rather than
-///   asking the hook): the caller gives its challenge to [`step_up`](Self::step_up) and
-///   resends.
+/// - **After a 403 `insufficient_scope`** ([`AuthProvider::on_insufficient_scope`], which
+///   the HTTP transport asks before it reports the 403): [`step_up`](Self::step_up), then one
+///   retry. A caller whose transport does not ask can call `step_up` itself and resend.
 pub struct LoginOnDemand {
     server: String,
     tokens: LoginTokens,
@@ -215,6 +215,15 @@ impl AuthProvider for LoginOnDemand {
             }
         }
         self.login(challenge, None).await?;
+        Ok(OnUnauthorized::Retry)
+    }
+
+    async fn on_insufficient_scope(
+        &self,
+        _rejected: &Credentials,
+        www_authenticate: &str,
+    ) -> Result<OnUnauthorized, AuthError> {
+        self.step_up(www_authenticate).await?;
         Ok(OnUnauthorized::Retry)
     }
 }
