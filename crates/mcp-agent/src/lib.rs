@@ -74,6 +74,11 @@
 //! |---|---|---|
 //! | `stdio` | yes | MCP servers run as child processes ([`mcp_transport_stdio`]) |
 //! | `http` | yes | MCP servers over streamable HTTP on hyper + rustls ([`mcp_transport_http`]) |
+//! | `embed` | no | hybrid tool search for the config's `[search]` with an OpenAI-compatible embeddings endpoint (`mcp_embed`; no ML dependency) |
+//! | `embed-local` | no | `embed` plus a local sentence-transformers model (candle, tokenizers) |
+//!
+//! A `[search]` whose back end is not compiled in fails a run's opening, naming the feature
+//! ([`mcp_client::SearchSetupError::NotBuilt`]).
 //!
 //! A spec whose transport is not compiled in is refused when its session opens, with an error
 //! naming the missing feature ([`mcp_connector::ConnectError::Unsupported`]).
