@@ -164,14 +164,11 @@ async fn serve(
                 () = session.wait() => {}
                 _ = signals.recv() => say("stopping: draining calls in flight"),
             }
-            let report = session.shutdown(DRAIN_TIMEOUT).await;
-            if report.abandoned > 0 {
-                say(format_args!(
-                    "warning: {} calls were cut off",
-                    report.abandoned
-                ));
-            }
-            ExitCode::SUCCESS
+            let report = tokio::select! {
+                report = session.shutdown(DRAIN_TIMEOUT) => Some(report),
+                _ = signals.recv() => None,
+            };
+            stopped(report)
         }
         Mode::Http(bind) => {
             let mut options = HttpOptions::default()
@@ -195,16 +192,29 @@ async fn serve(
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
             say("stopping: draining calls in flight");
-            let report = http.shutdown().await;
-            if report.abandoned > 0 {
-                say(format_args!(
-                    "warning: {} calls were cut off",
-                    report.abandoned
-                ));
-            }
-            ExitCode::SUCCESS
+            let report = tokio::select! {
+                report = http.shutdown() => Some(report),
+                _ = signals.recv() => None,
+            };
+            stopped(report)
         }
     }
+}
+
+/// Reports how a shutdown went: `None` when a second signal cut it short (what is left is
+/// killed as the runtime drops it: every upstream process group). Exit 0 either way.
+fn stopped(report: Option<mcp_serve::ShutdownReport>) -> ExitCode {
+    match report {
+        Some(report) if report.abandoned > 0 => {
+            say(format_args!(
+                "warning: {} calls were cut off",
+                report.abandoned
+            ));
+        }
+        Some(_) => {}
+        None => say("interrupted again: stopping the MCP servers now"),
+    }
+    ExitCode::SUCCESS
 }
 
 /// The client every session's run is opened with.
