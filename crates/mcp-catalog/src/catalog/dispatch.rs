@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_core::{
-    CallResolver, JsonObject, Permit, ResolvedCall, ToolCall, ToolError, ToolOutput,
-};
+use agent_core::{CallResolver, JsonObject, Permit, ResolvedCall, ToolCall, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;
 
