@@ -6,8 +6,9 @@
 //! ([`Exposure`]), results follow SPEC G2 ([`call_result`]), and each downstream session's
 //! concurrent calls are bounded. Over HTTP ([`ToolServer::serve_http`]) every request is
 //! checked before rmcp sees it: the endpoint binds 127.0.0.1 unless told otherwise, validates
-//! `Origin` (403), requires the bearer token when [`BearerAuth`] is set (401 with the RFC 9728
-//! metadata it serves), bounds the body (413) and answers a body that is no JSON-RPC message
+//! `Origin` (403), requires the bearer token when [`BearerAuth`] is set — one token, or a JWT
+//! verified against its issuer's JWKS ([`JwtAuth`]) — (401 with the RFC 9728 metadata it
+//! serves), bounds the body (413) and answers a body that is no JSON-RPC message
 //! with a JSON-RPC error. Both serve 2025-11-25 clients (sessions) and 2026-07-28 clients
 //! (stateless over HTTP), and shut down gracefully: stop accepting, drain what is in flight
 //! (bounded), close.
@@ -58,7 +59,7 @@ pub use convert::{call_result, mcp_tool};
 pub use drain::{ServeState, ShutdownReport};
 pub use error::ServeError;
 pub use exposure::Exposure;
-pub use http::{BearerAuth, HttpOptions, HttpServer, RateLimit};
+pub use http::{BearerAuth, HttpOptions, HttpServer, JwksError, JwtAlgorithm, JwtAuth, RateLimit};
 pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use server::{ToolListChanges, ToolServer};
 pub use stdio::SessionServer;

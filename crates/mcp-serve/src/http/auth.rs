@@ -1,16 +1,22 @@
 //! Inbound bearer authentication and the RFC 9728 protected-resource metadata.
 
+use std::sync::Arc;
+
 use http::HeaderMap;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 use url::Url;
+
+use super::jwt::{JwtAuth, Rejection, Verifier};
+use crate::ServeError;
 
 /// The bearer token downstream clients must send (`Authorization: Bearer <token>`), compared
 /// in constant time. A request without it, or with another, is answered `401` with a
 /// `WWW-Authenticate` challenge naming the RFC 9728 protected-resource metadata, which the
 /// server publishes, and reaches nothing else.
 ///
-/// The token never appears in `Debug`, an error or a log line.
+/// The token never appears in `Debug`, an error or a log line. With [`BearerAuth::jwt`] the
+/// token is a JWT instead, verified against the issuer's published keys.
 ///
 /// ```
 /// use mcp_serve::BearerAuth;
@@ -23,20 +29,31 @@ use url::Url;
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct BearerAuth {
-    /// SHA-256 of the token: compared digest to digest, so neither the token's length nor
-    /// its bytes show in timing.
-    expected: [u8; 32],
+    /// What a token must be.
+    expected: Expected,
     /// Authorization servers named in the metadata (where a client may obtain a token).
     pub authorization_servers: Vec<Url>,
     /// Scopes named in the metadata and the challenge.
     pub scopes: Vec<String>,
 }
 
+/// The one token, or a JWT verifier.
+#[derive(Clone)]
+enum Expected {
+    /// SHA-256 of the token: compared digest to digest, so neither the token's length nor
+    /// its bytes show in timing.
+    Token([u8; 32]),
+    Jwt(Arc<Verifier>),
+}
+
 impl std::fmt::Debug for BearerAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BearerAuth")
-            .field("token", &"[REDACTED]")
-            .field("authorization_servers", &self.authorization_servers)
+        let mut out = f.debug_struct("BearerAuth");
+        match &self.expected {
+            Expected::Token(_) => out.field("token", &"[REDACTED]"),
+            Expected::Jwt(verifier) => out.field("jwt", verifier.settings()),
+        };
+        out.field("authorization_servers", &self.authorization_servers)
             .field("scopes", &self.scopes)
             .finish()
     }
@@ -46,10 +63,44 @@ impl BearerAuth {
     /// Requires `token`.
     pub fn new(token: impl AsRef<str>) -> Self {
         Self {
-            expected: sha256(token.as_ref().as_bytes()),
+            expected: Expected::Token(sha256(token.as_ref().as_bytes())),
             authorization_servers: Vec::new(),
             scopes: Vec::new(),
         }
+    }
+
+    /// Requires a JWT from `settings.issuer`, signed by a key of its JWKS with an allowed
+    /// algorithm, current (`exp`, `nbf`) and for the audience (the endpoint's URL unless
+    /// set). The metadata names the issuer as the authorization server when it is a URL.
+    /// The keys are fetched on the first request, and again when a token names an unknown
+    /// key (at most once per [`JwtAuth::refetch_interval`]).
+    ///
+    /// ```
+    /// use mcp_serve::{BearerAuth, JwtAuth};
+    ///
+    /// let jwt = JwtAuth::new(
+    ///     "https://auth.example.com",
+    ///     "https://auth.example.com/jwks".parse().unwrap(),
+    /// );
+    /// let auth = BearerAuth::jwt(jwt).unwrap();
+    /// assert_eq!(auth.authorization_servers[0].as_str(), "https://auth.example.com/");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::InvalidOption`] (`auth.jwt`) for an empty issuer or algorithm list, or a
+    /// JWKS URL that is not `https` (plain `http` is allowed on a loopback host only).
+    pub fn jwt(settings: JwtAuth) -> Result<Self, ServeError> {
+        let issuer = Url::parse(&settings.issuer).ok();
+        let verifier = Verifier::new(settings).map_err(|reason| ServeError::InvalidOption {
+            option: "auth.jwt",
+            reason,
+        })?;
+        Ok(Self {
+            expected: Expected::Jwt(verifier),
+            authorization_servers: issuer.into_iter().collect(),
+            scopes: Vec::new(),
+        })
     }
 
     /// Names authorization servers in the metadata document.
@@ -66,8 +117,9 @@ impl BearerAuth {
         self
     }
 
-    /// Checks the request's `Authorization` header.
-    pub(crate) fn check(&self, headers: &HeaderMap) -> Verdict {
+    /// Checks the request's `Authorization` header; `resource` is the endpoint's URL (a JWT's
+    /// default audience).
+    pub(crate) async fn check(&self, headers: &HeaderMap, resource: &Url) -> Verdict {
         let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return if headers.contains_key(http::header::AUTHORIZATION) {
@@ -85,10 +137,22 @@ impl BearerAuth {
         else {
             return Verdict::Invalid;
         };
-        if same(&sha256(token.as_bytes()), &self.expected) {
-            Verdict::Allowed
-        } else {
-            Verdict::Invalid
+        match &self.expected {
+            Expected::Token(expected) if same(&sha256(token.as_bytes()), expected) => {
+                Verdict::Allowed
+            }
+            Expected::Token(_) => Verdict::Invalid,
+            Expected::Jwt(verifier) => match verifier.verify(token, resource).await {
+                Ok(()) => Verdict::Allowed,
+                Err(rejection) => {
+                    tracing::debug!(target: "mcp_serve::jwt", ?rejection, "inbound token refused");
+                    match rejection {
+                        Rejection::Expired => Verdict::Expired,
+                        Rejection::KeysUnavailable => Verdict::Unavailable,
+                        _ => Verdict::Invalid,
+                    }
+                }
+            },
         }
     }
 
@@ -98,11 +162,15 @@ impl BearerAuth {
         if !self.scopes.is_empty() {
             challenge.push_str(&format!(", scope=\"{}\"", self.scopes.join(" ")));
         }
-        if verdict == Verdict::Invalid {
-            challenge.push_str(
-                ", error=\"invalid_token\", error_description=\"the access token is not valid\"",
-            );
-        }
+        let description = match verdict {
+            Verdict::Invalid => "the access token is not valid",
+            Verdict::Expired => "the access token expired",
+            Verdict::Unavailable => "the access token cannot be verified now",
+            Verdict::Allowed | Verdict::Missing => return challenge,
+        };
+        challenge.push_str(&format!(
+            ", error=\"invalid_token\", error_description=\"{description}\""
+        ));
         challenge
     }
 
@@ -130,6 +198,10 @@ pub(crate) enum Verdict {
     Allowed,
     Missing,
     Invalid,
+    /// A JWT past its `exp`.
+    Expired,
+    /// A JWT that cannot be checked: the issuer's keys could not be fetched.
+    Unavailable,
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -159,19 +231,27 @@ mod tests {
         map
     }
 
+    fn check(auth: &BearerAuth, headers: &HeaderMap) -> Verdict {
+        let resource: Url = "http://127.0.0.1:1/mcp".parse().unwrap();
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(auth.check(headers, &resource))
+    }
+
     #[test]
     fn only_the_one_token_passes() {
         let auth = BearerAuth::new("tok");
-        assert_eq!(auth.check(&headers(&["Bearer tok"])), Verdict::Allowed);
-        assert_eq!(auth.check(&headers(&["bearer tok"])), Verdict::Allowed);
-        assert_eq!(auth.check(&headers(&[])), Verdict::Missing);
+        assert_eq!(check(&auth, &headers(&["Bearer tok"])), Verdict::Allowed);
+        assert_eq!(check(&auth, &headers(&["bearer tok"])), Verdict::Allowed);
+        assert_eq!(check(&auth, &headers(&[])), Verdict::Missing);
         for bad in [
             &["Bearer tok2"][..],
             &["Basic tok"],
             &["tok"],
             &["Bearer tok", "Bearer tok"],
         ] {
-            assert_eq!(auth.check(&headers(bad)), Verdict::Invalid, "{bad:?}");
+            assert_eq!(check(&auth, &headers(bad)), Verdict::Invalid, "{bad:?}");
         }
     }
 

@@ -139,7 +139,7 @@ impl Front {
         if let Some(refused) = self.check_origin(request.headers()) {
             return refused;
         }
-        if let Some(refused) = self.check_auth(request.headers()) {
+        if let Some(refused) = self.check_auth(request.headers()).await {
             return refused;
         }
         let (parts, body) = request.into_parts();
@@ -231,9 +231,9 @@ impl Front {
         (!allowed).then(|| plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed"))
     }
 
-    fn check_auth(&self, headers: &http::HeaderMap) -> Option<Response<Counted>> {
+    async fn check_auth(&self, headers: &http::HeaderMap) -> Option<Response<Counted>> {
         let auth = self.auth.as_ref()?;
-        let verdict = auth.check(headers);
+        let verdict = auth.check(headers, &self.resource).await;
         if verdict == Verdict::Allowed {
             return None;
         }

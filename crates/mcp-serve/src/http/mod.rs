@@ -22,10 +22,14 @@ use crate::server::ToolServer;
 
 mod auth;
 mod front;
+mod jwks;
+mod jwt;
 mod limit;
 
 pub use auth::BearerAuth;
 use front::Front;
+pub use jwks::JwksError;
+pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.

@@ -2,6 +2,7 @@
 
 mod exposure;
 mod http_checks;
+mod jwt;
 mod mcp_client;
 mod per_session;
 mod python_peer;

@@ -1,0 +1,451 @@
+//! Inbound JWT authentication against a JWKS served by an in-test hyper server: RS256 and
+//! ES256 tokens signed here pass; no token, an expired one, another audience, another
+//! issuer, an unknown key, `alg: none` and an HS256 token keyed with the public key are
+//! answered 401 with the resource metadata and reach nothing; a rotated key is found after
+//! one refetch (and an unknown `kid` does not refetch again within the interval); a JWKS
+//! that cannot be fetched gives 401 and leaves the gateway up.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use mcp_serve::{BearerAuth, HttpOptions, HttpServer, JwtAuth};
+use ring::rand::SystemRandom;
+use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+use serde_json::{Value, json};
+
+use crate::support::{POST_HEADERS, Tools, all_but_hidden, initialize_body, send, serve_http};
+
+const ISSUER: &str = "https://issuer.test";
+/// A 2048-bit RSA key made for these tests only.
+const RSA_PEM: &str = include_str!("keys/rsa-2048-test-only.pem");
+
+/// A signing key and the JWK of its public half.
+pub(crate) enum Signer {
+    Rsa(RsaKeyPair),
+    Ec(EcdsaKeyPair),
+}
+
+impl Signer {
+    fn rsa() -> Self {
+        let body: String = RSA_PEM
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        let der = STANDARD.decode(body).unwrap();
+        Self::Rsa(RsaKeyPair::from_pkcs8(&der).unwrap())
+    }
+
+    pub(crate) fn ec() -> Self {
+        let rng = SystemRandom::new();
+        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        Self::Ec(EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap())
+    }
+
+    fn alg(&self) -> &'static str {
+        match self {
+            Self::Rsa(_) => "RS256",
+            Self::Ec(_) => "ES256",
+        }
+    }
+
+    pub(crate) fn jwk(&self, kid: &str) -> Value {
+        match self {
+            Self::Rsa(key) => {
+                let (n, e) = rsa_public(key.public().as_ref());
+                json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+                       "n": URL_SAFE_NO_PAD.encode(n), "e": URL_SAFE_NO_PAD.encode(e)})
+            }
+            Self::Ec(key) => {
+                let point = key.public_key().as_ref();
+                json!({"kty": "EC", "kid": kid, "crv": "P-256",
+                       "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+                       "y": URL_SAFE_NO_PAD.encode(&point[33..65])})
+            }
+        }
+    }
+
+    /// A compact JWT with these `claims`, signed with this key and naming `kid`.
+    pub(crate) fn token(&self, kid: &str, claims: &Value) -> String {
+        let header = json!({"alg": self.alg(), "typ": "JWT", "kid": kid});
+        let input = format!("{}.{}", b64(&header), b64(claims));
+        let rng = SystemRandom::new();
+        let sig = match self {
+            Self::Rsa(key) => {
+                let mut sig = vec![0; key.public().modulus_len()];
+                key.sign(
+                    &signature::RSA_PKCS1_SHA256,
+                    &rng,
+                    input.as_bytes(),
+                    &mut sig,
+                )
+                .unwrap();
+                sig
+            }
+            Self::Ec(key) => key.sign(&rng, input.as_bytes()).unwrap().as_ref().to_vec(),
+        };
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
+    }
+}
+
+fn b64(value: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(value.to_string())
+}
+
+/// `n` and `e` of a DER `RSAPublicKey` (SEQUENCE of two INTEGERs).
+fn rsa_public(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    fn item(der: &[u8]) -> (u8, &[u8], &[u8]) {
+        let tag = der[0];
+        let (len, start) = if der[1] < 0x80 {
+            (der[1] as usize, 2)
+        } else {
+            let count = (der[1] & 0x7f) as usize;
+            let len = der[2..2 + count]
+                .iter()
+                .fold(0usize, |acc, b| (acc << 8) | *b as usize);
+            (len, 2 + count)
+        };
+        (tag, &der[start..start + len], &der[start + len..])
+    }
+    let (_, seq, _) = item(der);
+    let (_, n, rest) = item(seq);
+    let (_, e, _) = item(rest);
+    let strip = |b: &[u8]| b.iter().skip_while(|x| **x == 0).copied().collect();
+    (strip(n), strip(e))
+}
+
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Claims valid for `aud` for the next ten minutes.
+pub(crate) fn claims(aud: &str) -> Value {
+    json!({"iss": ISSUER, "aud": aud, "sub": "client-1", "iat": now(), "exp": now() + 600})
+}
+
+/// A JWKS endpoint on 127.0.0.1 serving whatever `keys` holds, counting its requests.
+pub(crate) struct Jwks {
+    pub(crate) url: url::Url,
+    keys: Arc<Mutex<Value>>,
+    hits: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Jwks {
+    pub(crate) async fn serve(keys: Value) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let keys = Arc::new(Mutex::new(keys));
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (k, h) = (keys.clone(), hits.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (k, h) = (k.clone(), h.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |_request| {
+                        h.fetch_add(1, Ordering::SeqCst);
+                        let body = json!({"keys": k.lock().unwrap().clone()}).to_string();
+                        async move {
+                            Ok::<_, Infallible>(
+                                http::Response::builder()
+                                    .header("content-type", "application/json")
+                                    .body(Full::new(Bytes::from(body)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://{addr}/jwks").parse().unwrap(),
+            keys,
+            hits,
+            task,
+        }
+    }
+
+    pub(crate) fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    fn publish(&self, keys: Value) {
+        *self.keys.lock().unwrap() = keys;
+    }
+}
+
+impl Drop for Jwks {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn gateway(tools: &Arc<Tools>, jwt: JwtAuth) -> HttpServer {
+    let auth = BearerAuth::jwt(jwt).expect("JWT settings");
+    serve_http(
+        tools,
+        all_but_hidden(),
+        HttpOptions::default().with_auth(auth),
+    )
+    .await
+}
+
+/// POSTs `initialize` with `token` (none: no `Authorization`) and returns status and challenge.
+async fn attempt(server: &HttpServer, token: Option<&str>) -> (u16, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
+    if let Some(b) = &bearer {
+        headers.push(("authorization", b.as_str()));
+    }
+    let answer = send("POST", server.url().as_str(), &headers, initialize_body()).await;
+    let www = answer
+        .headers
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (answer.status, www)
+}
+
+fn assert_refused(server: &HttpServer, (status, www): &(u16, String), what: &str) {
+    assert_eq!(*status, 401, "{what}");
+    let metadata = server.resource_metadata_url().unwrap();
+    assert!(
+        www.starts_with(&format!("Bearer resource_metadata=\"{metadata}\"")),
+        "{what}: {www}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_current_token_of_the_issuer_for_this_endpoint_passes() {
+    let rsa = Signer::rsa();
+    let ec = Signer::ec();
+    let jwks = Jwks::serve(json!([rsa.jwk("rsa-1"), ec.jwk("ec-1")])).await;
+    let tools = Arc::new(Tools::default());
+    let server = gateway(&tools, JwtAuth::new(ISSUER, jwks.url.clone())).await;
+    let aud = server.url().to_string();
+
+    // The metadata names the issuer as the authorization server.
+    let metadata = server.resource_metadata_url().unwrap().clone();
+    let doc = send("GET", metadata.as_str(), &[], Bytes::new())
+        .await
+        .json();
+    assert_eq!(doc["resource"], aud.as_str());
+    assert_eq!(
+        doc["authorization_servers"],
+        json!(["https://issuer.test/"])
+    );
+
+    // Valid tokens: RS256, ES256, and an audience list holding the endpoint.
+    for token in [
+        rsa.token("rsa-1", &claims(&aud)),
+        ec.token("ec-1", &claims(&aud)),
+        ec.token(
+            "ec-1",
+            &json!({"iss": ISSUER, "aud": ["other", aud], "exp": now() + 60, "nbf": now()}),
+        ),
+    ] {
+        assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+    }
+    // A real client calls a tool with one.
+    let token = rsa.token("rsa-1", &claims(&aud));
+    let runner = crate::support::mcp_client_http(server.url(), Some(&token)).await;
+    let out = crate::support::call_through(&runner, "mapping", json!({"a": 2})).await;
+    assert_eq!(out.unwrap().structured, Some(json!({"sum": 2.0})));
+    assert_eq!(tools.calls(), 1);
+    agent_core::Runner::close(&runner).await;
+
+    let stranger = Signer::ec();
+    let mut expired = claims(&aud);
+    expired["exp"] = json!(now() - 120);
+    let mut early = claims(&aud);
+    early["nbf"] = json!(now() + 600);
+    let mut no_exp = claims(&aud);
+    no_exp.as_object_mut().unwrap().remove("exp");
+    let mut issuer = claims(&aud);
+    issuer["iss"] = json!("https://issuer.test/");
+    let unsigned = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "kid": "rsa-1"})),
+        b64(&claims(&aud))
+    );
+    // HS256 keyed with the RSA public key's JWK modulus (the classic confusion attack).
+    let hs256 = {
+        let input = format!(
+            "{}.{}",
+            b64(&json!({"alg": "HS256", "kid": "rsa-1"})),
+            b64(&claims(&aud))
+        );
+        let secret = rsa.jwk("rsa-1")["n"].as_str().unwrap().to_owned();
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        let tag = ring::hmac::sign(&key, input.as_bytes());
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    };
+    let tampered = {
+        let good = rsa.token("rsa-1", &claims(&aud));
+        let mut parts: Vec<&str> = good.split('.').collect();
+        let other = b64(&claims("https://elsewhere.test/mcp"));
+        parts[1] = &other;
+        parts.join(".")
+    };
+    let cases: Vec<(&str, Option<String>, &str)> = vec![
+        ("no token", None, ""),
+        ("expired", Some(rsa.token("rsa-1", &expired)), "expired"),
+        (
+            "not yet valid",
+            Some(rsa.token("rsa-1", &early)),
+            "invalid_token",
+        ),
+        ("no exp", Some(rsa.token("rsa-1", &no_exp)), "invalid_token"),
+        (
+            "another audience",
+            Some(rsa.token("rsa-1", &claims("https://elsewhere.test/mcp"))),
+            "invalid_token",
+        ),
+        (
+            "another issuer",
+            Some(rsa.token("rsa-1", &issuer)),
+            "invalid_token",
+        ),
+        (
+            "an unknown key under a known kid",
+            Some(stranger.token("ec-1", &claims(&aud))),
+            "invalid_token",
+        ),
+        (
+            "an unknown kid",
+            Some(stranger.token("ec-9", &claims(&aud))),
+            "invalid_token",
+        ),
+        ("alg none", Some(unsigned), "invalid_token"),
+        ("HS256", Some(hs256), "invalid_token"),
+        ("tampered claims", Some(tampered), "invalid_token"),
+        ("not a JWT", Some("abc.def".into()), "invalid_token"),
+    ];
+    for (what, token, challenge) in cases {
+        let answer = attempt(&server, token.as_deref()).await;
+        assert_refused(&server, &answer, what);
+        assert!(answer.1.contains(challenge), "{what}: {}", answer.1);
+        assert!(!answer.1.contains("issuer.test"), "{what}: {}", answer.1);
+    }
+    assert_eq!(tools.calls(), 1, "no refused request reached the tools");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_fetched_once_and_unknown_kids_do_not_refetch_within_the_interval() {
+    let old = Signer::ec();
+    let new = Signer::ec();
+    let jwks = Jwks::serve(json!([old.jwk("k1")])).await;
+    let tools = Arc::new(Tools::default());
+    let jwt =
+        JwtAuth::new(ISSUER, jwks.url.clone()).with_refetch_interval(Duration::from_secs(600));
+    let server = gateway(&tools, jwt).await;
+    let aud = server.url().to_string();
+    assert_eq!(jwks.hits(), 0, "keys are fetched on demand");
+
+    assert_eq!(
+        attempt(&server, Some(&old.token("k1", &claims(&aud))))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        attempt(&server, Some(&old.token("k1", &claims(&aud))))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(jwks.hits(), 1, "known keys come from the cache");
+
+    // The issuer rotates: the set now holds the new key only.
+    jwks.publish(json!([new.jwk("k2")]));
+    assert_eq!(
+        attempt(&server, Some(&new.token("k2", &claims(&aud))))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(jwks.hits(), 2, "an unknown kid fetched the set once");
+    assert_eq!(
+        attempt(&server, Some(&new.token("k2", &claims(&aud))))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(jwks.hits(), 2);
+
+    // The old key is gone; a token naming yet another kid does not refetch again.
+    let answer = attempt(&server, Some(&old.token("k1", &claims(&aud)))).await;
+    assert_refused(&server, &answer, "the retired key");
+    for _ in 0..3 {
+        let answer = attempt(&server, Some(&new.token("k3", &claims(&aud)))).await;
+        assert_refused(&server, &answer, "an unknown kid");
+    }
+    assert_eq!(jwks.hits(), 2, "refetches are rate-limited");
+    assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_that_cannot_be_fetched_refuses_tokens_and_the_gateway_stays_up() {
+    // A port nothing listens on any more.
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let url: url::Url = format!("http://{closed}/jwks").parse().unwrap();
+    let tools = Arc::new(Tools::default());
+    let jwt = JwtAuth::new(ISSUER, url).with_fetch_timeout(Duration::from_secs(5));
+    let server = gateway(&tools, jwt).await;
+    let aud = server.url().to_string();
+    let signer = Signer::ec();
+    for _ in 0..3 {
+        let answer = attempt(&server, Some(&signer.token("k1", &claims(&aud)))).await;
+        assert_refused(&server, &answer, "JWKS down");
+        assert!(answer.1.contains("cannot be verified now"), "{}", answer.1);
+    }
+    // Still serving: the metadata answers.
+    let metadata = server.resource_metadata_url().unwrap().clone();
+    assert_eq!(
+        send("GET", metadata.as_str(), &[], Bytes::new())
+            .await
+            .status,
+        200
+    );
+    assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
+#[test]
+fn unsafe_settings_are_refused_by_name() {
+    let err = BearerAuth::jwt(JwtAuth::new(
+        ISSUER,
+        "http://auth.example.com/jwks".parse().unwrap(),
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("auth.jwt"), "{err}");
+    assert!(
+        err.to_string().contains("http://auth.example.com/jwks"),
+        "{err}"
+    );
+    let err = BearerAuth::jwt(
+        JwtAuth::new(ISSUER, "https://auth.example.com/jwks".parse().unwrap()).with_algorithms([]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no algorithm"), "{err}");
+}
