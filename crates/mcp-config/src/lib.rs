@@ -115,7 +115,8 @@ pub use secret::{
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use serve::{
-    MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig, ServeExposure,
+    JWT_ALGORITHMS, MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig,
+    ServeExposure, ServeJwt,
 };
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,

@@ -13,6 +13,10 @@ use crate::parse::{as_str, expect_object, field, reject_unknown, shown, type_nam
 use crate::path::{JsonPath, Problems};
 use crate::{ConfigError, Problem, ProblemKind, Secret};
 
+mod jwt;
+
+pub use jwt::{JWT_ALGORITHMS, ServeJwt};
+
 /// The keys of the `[serve]` table.
 const SERVE_FIELDS: &[&str] = &[
     "http",
@@ -81,6 +85,9 @@ pub enum ServeAuth {
     /// `auth = { bearer_token_env = "VAR" }`: clients send `Authorization: Bearer <token>`,
     /// the token being the value of `VAR` when the gateway starts.
     BearerTokenEnv(String),
+    /// `auth = { jwt = { issuer = "...", jwks_url = "..." } }`: clients send a JWT of that
+    /// issuer, signed by a key of its JWKS.
+    Jwt(ServeJwt),
 }
 
 impl ServeAuth {
@@ -103,7 +110,13 @@ impl ServeAuth {
         &self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Secret, ConfigError> {
-        let Self::BearerTokenEnv(name) = self;
+        let Self::BearerTokenEnv(name) = self else {
+            return Err(ConfigError::invalid(vec![Problem::new(
+                "serve.auth",
+                ProblemKind::InvalidValue,
+                "JWT authentication has no bearer token variable",
+            )]));
+        };
         match lookup(name).filter(|v| !v.trim().is_empty()) {
             Some(value) => Ok(Secret::new(value.trim())),
             None => Err(ConfigError::invalid(vec![Problem::new(
@@ -144,7 +157,7 @@ impl RateLimit {
 /// | `http` | address to serve streamable HTTP on (`"127.0.0.1:8080"`) | stdio |
 /// | `expose` | `lazy` or `eager` | `lazy` |
 /// | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
-/// | `auth` | `{ bearer_token_env = "VAR" }` | none |
+/// | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s } }` | none |
 /// | `max_body_bytes` | largest request body (at least 1024) | 4 MiB |
 /// | `max_sessions` | downstream sessions open at once | 64 |
 /// | `max_calls_per_session` | calls in flight per downstream session | 16 |
@@ -404,16 +417,7 @@ fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<Strin
 
 fn auth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<ServeAuth> {
     let obj = expect_object(value, path, "`auth`", p)?;
-    let mut known = vec!["bearer_token_env"];
-    if obj.contains_key("jwt") {
-        known.push("jwt");
-        p.push(
-            &path.key("jwt"),
-            ProblemKind::InvalidValue,
-            "JWT authentication of downstream clients is not supported yet: use \
-             `bearer_token_env`",
-        );
-    }
+    let mut known = vec!["bearer_token_env", "jwt"];
     for secret in ["bearer_token", "token"] {
         if obj.contains_key(secret) {
             known.push(secret);
@@ -426,6 +430,16 @@ fn auth(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<ServeAuth> {
         }
     }
     reject_unknown(obj, &known, path, p);
+    if let Some(v) = field(obj, "jwt") {
+        if obj.contains_key("bearer_token_env") {
+            p.push(
+                path,
+                ProblemKind::InvalidValue,
+                "set `bearer_token_env` or `jwt`, not both",
+            );
+        }
+        return jwt::jwt(v, &path.key("jwt"), p).map(ServeAuth::Jwt);
+    }
     let v = field(obj, "bearer_token_env")?;
     let at = path.key("bearer_token_env");
     let name = as_str(v, &at, p)?.trim();
@@ -524,7 +538,7 @@ history = "/tmp/h"
 http = "localhost"
 expose = "all"
 allowed_origins = ["not an origin"]
-auth = { jwt = { issuer = "x" }, bearer_token = "tok-never-echoed" }
+auth = { jwt = { issuer = "x", jwks_url = "http://auth.example.com/k", algorithms = ["none", "HS256"] }, bearer_token = "tok-never-echoed" }
 max_body_bytes = 10
 max_sessions = 0
 max_calls_per_session = "many"
@@ -543,7 +557,9 @@ colour = 1
             (ProblemKind::InvalidValue, "serve.http"),
             (ProblemKind::InvalidValue, "serve.expose"),
             (ProblemKind::InvalidValue, "serve.allowed_origins[0]"),
-            (ProblemKind::InvalidValue, "serve.auth.jwt"),
+            (ProblemKind::InvalidValue, "serve.auth.jwt.jwks_url"),
+            (ProblemKind::InvalidValue, "serve.auth.jwt.algorithms[0]"),
+            (ProblemKind::InvalidValue, "serve.auth.jwt.algorithms[1]"),
             (ProblemKind::UnknownField, "serve.auth.bearer_token"),
             (ProblemKind::InvalidValue, "serve.max_body_bytes"),
             (ProblemKind::InvalidValue, "serve.max_sessions"),
@@ -559,6 +575,6 @@ colour = 1
         }
         let text = err.to_string();
         assert!(!text.contains("tok-never-echoed"), "{text}");
-        assert!(text.contains("not supported yet"), "{text}");
+        assert!(text.contains("never accepted"), "{text}");
     }
 }
