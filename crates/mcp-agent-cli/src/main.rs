@@ -16,6 +16,7 @@ mod config;
 mod demo;
 mod demo_model;
 mod demo_server;
+mod elicit;
 mod history;
 mod logging;
 mod model;

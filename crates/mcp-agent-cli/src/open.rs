@@ -60,6 +60,7 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     let client = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-cli")
+        .elicitation(super::elicit::handler())
         .govern(|layer| {
             let redactor = layer
                 .configured_redactor()

@@ -6,7 +6,8 @@
 //!   `env`, `stderr`, `content` (image, audio, embedded resource, resource link), `huge`,
 //!   `crash`, `add_tool` / `remove_tool` (with `notifications/tools/list_changed`),
 //!   `spawn_child` (a grandchild process) and `observations`; plus, by option, many
-//!   synthetic tools served in pages and a slow `initialize`.
+//!   synthetic tools served in pages, a slow `initialize` and `ask` (an elicitation request
+//!   sent to the client).
 //! - [`hostile::HostileServer`]: correct MCP that abuses what a server may choose — endless
 //!   `tools/list` pagination (a repeated cursor, a two-cursor cycle, ever-new pages), tools with
 //!   escape-laden or enormous names, a `serverInfo` of any size, and a text (a secret) it echoes

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::observe::{Event, Observations};
 
+mod ask;
 mod content;
 
 use crate::schema::object;
@@ -68,6 +69,9 @@ pub struct TestServerOptions {
     /// `server/discover` with method-not-found, so a discovering client falls back to
     /// `initialize` at once.
     pub discover: bool,
+    /// Whether the `ask` tool is listed: it sends the client the elicitation request given
+    /// as its `request` argument and returns the answer.
+    pub ask: bool,
 }
 
 impl Default for TestServerOptions {
@@ -80,6 +84,7 @@ impl Default for TestServerOptions {
             observations: Observations::new(),
             crash: CrashAction::Disconnect(CancellationToken::new()),
             discover: false,
+            ask: false,
         }
     }
 }
@@ -101,6 +106,12 @@ impl TestServerOptions {
     /// Answers `server/discover` (revision 2026-07-28) instead of method-not-found.
     pub fn with_discover(mut self, discover: bool) -> Self {
         self.discover = discover;
+        self
+    }
+
+    /// Lists the `ask` tool (an elicitation request sent to the client).
+    pub fn with_ask(mut self, ask: bool) -> Self {
+        self.ask = ask;
         self
     }
 
@@ -296,6 +307,9 @@ impl TestServer {
 
     fn all_tools(&self) -> Vec<Tool> {
         let mut tools: Vec<Tool> = self.built_in.as_ref().clone();
+        if self.options.ask {
+            tools.push(ask::tool());
+        }
         tools.extend(lock(&self.added).values().cloned());
         tools.extend((0..self.options.extra_tools).map(synthetic_tool));
         tools
@@ -412,6 +426,7 @@ impl TestServer {
                     .unwrap_or_else(|| seen.snapshot());
                 structured(serde_json::to_value(&snapshot).unwrap_or_default())
             }
+            "ask" if self.options.ask => return ask::call(&args, context).await,
             other if self.is_echo_like(other) => structured(Value::Object(args)),
             other => {
                 return Err(ErrorData::invalid_params(
