@@ -484,7 +484,7 @@ fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
 #[test]
 fn bad_serve_settings_are_named() {
     let (_dir, file, _record) =
-        config("expose = \"everything\"\nauth = { jwt = { issuer = \"x\" } }");
+        config("expose = \"everything\"\nmax_sessions = 0\nrate_limit = { burst = 2 }");
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["serve", "--file"])
         .arg(&file)
@@ -495,10 +495,8 @@ fn bad_serve_settings_are_named() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("serve.expose"), "{stderr}");
-    assert!(
-        stderr.contains("serve.auth.jwt") && stderr.contains("not supported yet"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("serve.max_sessions"), "{stderr}");
+    assert!(stderr.contains("serve.rate_limit.per_second"), "{stderr}");
 
     let (_dir, file, _record) = config("auth = { bearer_token_env = \"GW_UNSET_TOKEN\" }");
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
@@ -787,4 +785,76 @@ fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
         .filter(|e| matches!(e, Event::Call { .. }))
         .count();
     assert_eq!(calls, 1, "only the slow call reached the upstream");
+}
+
+#[test]
+fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
+    // An upstream that ignores both stdin closing and SIGTERM, with a call of a minute in
+    // flight: the drain would wait; the second signal cuts it short.
+    let (dir, _file, record) = config("");
+    let text = format!(
+        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--ignore-stdin-close\", \"--ignore-sigterm\", \"--record\", {:?}]\n",
+        mcp_test_kit::stdio::binary().display().to_string(),
+        record.path().display().to_string(),
+    );
+    let file = dir.path().join("stubborn.toml");
+    std::fs::write(&file, text).unwrap();
+    let mut gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let headers = [
+        ("Mcp-Session-Id", session_id(&head)),
+        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+    ];
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    http(&addr, &refs, initialized.to_string().as_bytes());
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": "kit__slow", "arguments": {"ms": 60000}},
+        },
+    });
+    let in_flight = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(&addr, &refs, call.to_string().as_bytes())
+        })
+    };
+    wait_until("the call to reach the upstream", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+    let upstream = children(gateway.pid());
+    assert!(!upstream.is_empty());
+
+    let pid = Pid::from_raw(gateway.pid() as i32);
+    kill(pid, Signal::SIGTERM).unwrap();
+    gateway.line_containing("draining");
+    let started = Instant::now();
+    kill(pid, Signal::SIGINT).unwrap();
+    let code = loop {
+        if let Some(status) = gateway.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() - started < LIMIT, "the gateway did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    for pid in upstream {
+        wait_until(&format!("upstream {pid} to be gone"), || !alive(pid));
+    }
+    let _ = in_flight.join();
 }
