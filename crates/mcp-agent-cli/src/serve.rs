@@ -15,10 +15,10 @@ use mcp_agent::agent_core::{
 };
 use mcp_agent::mcp_catalog::{CatalogConfig, Exposure};
 use mcp_agent::mcp_client::{McpClient, McpRunner};
-use mcp_agent::mcp_config::{Config, ServeApproval, ServeExposure};
+use mcp_agent::mcp_config::{Config, ServeApproval, ServeAuth, ServeExposure, ServeJwt};
 use mcp_serve::{
-    BearerAuth, HttpOptions, OpenError, OpenTools, RateLimit, SessionTools, ToolListChanges,
-    ToolServer,
+    BearerAuth, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit, SessionTools,
+    ToolListChanges, ToolServer,
 };
 use tokio::task::JoinHandle;
 
@@ -72,6 +72,13 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         }
     };
     let auth = match &config.serve.auth {
+        Some(ServeAuth::Jwt(jwt)) if matches!(mode, Mode::Http(_)) => match jwt_auth(jwt) {
+            Ok(auth) => Some(auth),
+            Err(message) => {
+                say(format_args!("error: serve.auth.jwt: {message}"));
+                return ExitCode::from(EXIT_INVALID_CONFIG);
+            }
+        },
         Some(auth) if matches!(mode, Mode::Http(_)) => match auth.token() {
             Ok(token) => Some(BearerAuth::new(token.expose())),
             Err(e) => {
@@ -86,6 +93,23 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         None => config.serve.expose.unwrap_or_default(),
     };
     runtime().block_on(serve(config, mode, exposure, auth))
+}
+
+/// `[serve] auth.jwt` as the endpoint's JWT authentication.
+fn jwt_auth(jwt: &ServeJwt) -> Result<BearerAuth, String> {
+    let url = jwt.jwks_url.parse().map_err(|e| format!("jwks_url: {e}"))?;
+    let algorithms = jwt
+        .algorithms
+        .iter()
+        .map(|a| a.parse::<JwtAlgorithm>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut settings = JwtAuth::new(jwt.issuer.clone(), url)
+        .with_algorithms(algorithms)
+        .with_leeway(Duration::from_secs(jwt.leeway_s));
+    if let Some(audience) = &jwt.audience {
+        settings = settings.with_audience(audience.clone());
+    }
+    BearerAuth::jwt(settings).map_err(|e| e.to_string())
 }
 
 fn mode(args: &ServeArgs, config: &Config) -> Result<Mode, String> {
