@@ -3,7 +3,8 @@
 //! ```text
 //! cargo run --release -p mcp-embed --features local --example search_eval -- \
 //!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
-//!     [--subset all|even|odd] [--weight W] [--sweep W,W,…] [--input-type] [--scale N] [--json]
+//!     [--subset all|even|odd] [--weight W] [--fusion F] [--sweep W,W,…] [--input-type]
+//!     [--scale N] [--cache DIR] [--variants F:W,F:W,…] [--json]
 //! ```
 //!
 //! Prints hit@1/5/10, recall@1/5/10 and MRR of both rankings, the query latency split into
@@ -11,7 +12,12 @@
 //! index from the vector cache, and the process's added memory (RSS) for the model.
 //! `--scale N` adds synthetic tools up to N for the latency figures (quality is measured on the
 //! dataset's own tools). `--sweep` also prints the figures at each blend weight (the tools
-//! embedded once). `cargo xtask search-eval --embedder …` runs this example.
+//! embedded once). `--fusion` is `minmax`, `z<K>` (z-scores over the top K) or `rrf<K>`
+//! (reciprocal-rank fusion with offset K). `--variants` prints hit@5 and MRR of each fusion and
+//! weight on the even and the odd queries apart (the held-out check: choose on one half,
+//! confirm on the other). `--cache DIR` keeps tool and query vectors on disk between runs (the
+//! cold timing is then that of the cache; query vectors are cached only with `--variants`).
+//! `cargo xtask search-eval --embedder …` runs this example.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,8 +27,35 @@ use std::time::Instant;
 
 use mcp_catalog::eval::{DatasetTool, EvalReport};
 use mcp_catalog::search::{
-    Embedder, EmbeddingCache, HybridConfig, HybridIndex, RankingConfig, SearchIndex, ToolText,
+    Embedder, EmbeddingCache, Fusion, HybridConfig, HybridIndex, RankingConfig, SearchIndex,
+    ToolText,
 };
+
+/// `minmax`, `z<K>` or `rrf<K>`.
+fn parse_fusion(text: &str) -> Result<Fusion, String> {
+    let bad = || format!("bad fusion `{text}` (minmax, z<K>, rrf<K>)");
+    if text == "minmax" {
+        Ok(Fusion::MinMax)
+    } else if let Some(k) = text.strip_prefix("rrf") {
+        Ok(Fusion::Rrf {
+            k: k.parse().map_err(|_| bad())?,
+        })
+    } else if let Some(k) = text.strip_prefix('z') {
+        Ok(Fusion::ZScore {
+            top_k: k.parse().map_err(|_| bad())?,
+        })
+    } else {
+        Err(bad())
+    }
+}
+
+/// A stable key for a query's cached vector.
+fn query_key(query: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    ("query", query).hash(&mut h);
+    h.finish()
+}
 
 fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -122,6 +155,9 @@ async fn run() -> Result<(), String> {
     let mut sweep: Vec<f32> = Vec::new();
     let mut input_type = false;
     let mut scale = 0usize;
+    let mut fusion: Option<Fusion> = None;
+    let mut cache_dir: Option<PathBuf> = None;
+    let mut variants: Vec<(String, Fusion, f32)> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -138,6 +174,16 @@ async fn run() -> Result<(), String> {
                 let list = args.next().ok_or("--sweep needs W,W,...")?;
                 for w in list.split(',') {
                     sweep.push(w.parse().map_err(|_| format!("bad weight `{w}`"))?);
+                }
+            }
+            "--fusion" => fusion = Some(parse_fusion(&args.next().ok_or("--fusion needs F")?)?),
+            "--cache" => cache_dir = args.next().map(PathBuf::from),
+            "--variants" => {
+                let list = args.next().ok_or("--variants needs F:W,F:W,...")?;
+                for v in list.split(',') {
+                    let (f, w) = v.split_once(':').ok_or(format!("bad variant `{v}`"))?;
+                    let w: f32 = w.parse().map_err(|_| format!("bad weight `{w}`"))?;
+                    variants.push((v.to_owned(), parse_fusion(f)?, w));
                 }
             }
             "--scale" => {
@@ -177,8 +223,23 @@ async fn run() -> Result<(), String> {
     if let Some(w) = weight {
         config.semantic_weight = w;
     }
-    // Cold: every tool embedded, nothing cached.
-    let cache = Arc::new(EmbeddingCache::in_memory());
+    if let Some(f) = fusion {
+        config.fusion = f;
+    }
+    // Cold: every tool embedded, nothing cached (unless `--cache`).
+    let cache = Arc::new(match &cache_dir {
+        Some(dir) => EmbeddingCache::on_disk(dir.join("tools")),
+        None => EmbeddingCache::in_memory(),
+    });
+    // Query vectors are cached only to compare fusions, never when timing the model.
+    let query_cache = cache_dir
+        .as_ref()
+        .filter(|_| !variants.is_empty())
+        .map(|dir| {
+            let c = EmbeddingCache::on_disk(dir.join("queries"));
+            let _ = c.load(embedder.model_id(), embedder.dimension());
+            c
+        });
     let mut hybrid = HybridIndex::new(embedder.clone(), cache.clone(), config.clone());
     let start = Instant::now();
     let warnings = hybrid.set_tools(texts.iter().copied()).await;
@@ -196,14 +257,55 @@ async fn run() -> Result<(), String> {
     let mut embed_ms = Vec::with_capacity(queries.len());
     for q in &queries {
         let start = Instant::now();
-        let v = hybrid
-            .embed_query(&q.query)
-            .await
-            .map_err(|e| format!("embedding a query: {e}"))?;
+        let cached = query_cache
+            .as_ref()
+            .and_then(|c| c.get(embedder.model_id(), query_key(&q.query)));
+        let v = match cached {
+            Some(v) => v.to_vec(),
+            None => {
+                let v = hybrid
+                    .embed_query(&q.query)
+                    .await
+                    .map_err(|e| format!("embedding a query: {e}"))?;
+                if let Some(c) = &query_cache {
+                    c.insert(embedder.model_id(), query_key(&q.query), v.clone());
+                }
+                v
+            }
+        };
         embed_ms.push(start.elapsed().as_secs_f64() * 1000.0);
         vectors.push(v);
     }
+    if let Some(c) = &query_cache {
+        c.save(embedder.model_id(), embedder.dimension())
+            .map_err(|e| format!("saving the query vectors: {e}"))?;
+    }
     let rss_after = rss_mib();
+    if !variants.is_empty() {
+        println!("| variant | even hit@5 | even MRR | odd hit@5 | odd MRR |");
+        println!("|---|---|---|---|---|");
+        let halves: [Vec<usize>; 2] = [
+            (0..queries.len()).filter(|i| i % 2 == 0).collect(),
+            (0..queries.len()).filter(|i| i % 2 == 1).collect(),
+        ];
+        for (name, f, w) in &variants {
+            let mut c = config.clone();
+            c.fusion = *f;
+            c.semantic_weight = *w;
+            let mut h = HybridIndex::new(embedder.clone(), cache.clone(), c);
+            let _ = h.set_tools(texts.iter().copied()).await;
+            let mut row = format!("| {name} |");
+            for half in &halves {
+                let qs: Vec<_> = half.iter().map(|&i| queries[i].clone()).collect();
+                let r = mcp_catalog::eval::evaluate_with(index.len(), &qs, |i, q| {
+                    h.rank(&index, &q.query, &vectors[half[i]], None, usize::MAX)
+                });
+                row.push_str(&format!(" {:.3} | {:.3} |", r.hit[1], r.mrr));
+            }
+            println!("{row}");
+        }
+        return Ok(());
+    }
     for w in &sweep {
         let mut swept = config.clone();
         swept.semantic_weight = *w;

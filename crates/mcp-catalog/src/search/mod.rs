@@ -42,7 +42,7 @@ pub use cache::{CacheLoad, EmbeddingCache};
 #[cfg(feature = "embed")]
 pub use embed::{EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, embedding_text};
 #[cfg(feature = "embed")]
-pub use hybrid::{HybridConfig, HybridIndex, HybridResults, SearchWarning};
+pub use hybrid::{Fusion, HybridConfig, HybridIndex, HybridResults, SearchWarning};
 pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};
 
 /// The longest query read, in characters; the rest is ignored (and `mcp_search_tools` refuses a

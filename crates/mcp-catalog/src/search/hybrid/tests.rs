@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::super::cache::{EmbeddingCache, document_hash};
 use super::super::embed::{EmbedError, EmbedKind, Embedder};
-use super::{HybridConfig, HybridIndex};
+use super::{Fusion, HybridConfig, HybridIndex, head_stats, ranks_of};
 use crate::search::{SearchIndex, ToolText};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -158,6 +158,48 @@ async fn a_query_in_other_words_finds_the_tool_by_meaning() {
     // The server filter holds.
     let found = h.search(&index, "will it rain", Some("other"), 5).await;
     assert!(found.results.hits.is_empty());
+}
+
+#[tokio::test]
+async fn every_fusion_finds_by_meaning_keeps_word_matches_and_the_server_filter() {
+    let index = lexical();
+    for fusion in [
+        Fusion::MinMax,
+        Fusion::ZScore { top_k: 2 },
+        Fusion::ZScore { top_k: 100 },
+        Fusion::Rrf { k: 10.0 },
+    ] {
+        let config = HybridConfig { fusion, ..config() };
+        let mut h = HybridIndex::new(Fake::new(Mode::Good), Arc::default(), config);
+        assert!(h.set_tools(texts()).await.is_empty());
+        let found = h.search(&index, "will it rain", None, 5).await;
+        assert_eq!(
+            &*found.results.hits[0].id, "shop__get_forecast",
+            "{fusion:?}"
+        );
+        assert_eq!(found.results.hits.len(), 4, "{fusion:?}");
+        let found = h.search(&index, "invoice", None, 2).await;
+        assert_eq!(
+            &*found.results.hits[0].id, "shop__create_invoice",
+            "{fusion:?}"
+        );
+        assert_eq!(found.results.hits.len(), 2);
+        let found = h.search(&index, "will it rain", Some("other"), 5).await;
+        assert!(found.results.hits.is_empty(), "{fusion:?}");
+    }
+}
+
+#[test]
+fn ranks_and_head_statistics() {
+    assert_eq!(ranks_of(&[0.1, 0.9, 0.5, 0.9]), vec![4, 1, 3, 2]);
+    assert!(ranks_of(&[]).is_empty());
+    // The head is the two largest: 4 and 2, mean 3, deviation 1.
+    assert_eq!(head_stats(&[1.0, 4.0, 2.0, 0.0], 2), (3.0, 1.0));
+    // Equal scores: a floor on the deviation, never a division by zero.
+    let (mean, dev) = head_stats(&[0.5, 0.5], 10);
+    assert_eq!(mean, 0.5);
+    assert!(dev > 0.0);
+    assert_eq!(head_stats(&[], 5), (0.0, 1.0));
 }
 
 async fn assert_lexical_fallback(fake: Arc<Fake>, expect: &str) {
