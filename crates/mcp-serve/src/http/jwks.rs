@@ -323,13 +323,15 @@ impl KeyCache {
         if !found.is_empty() && !stale {
             return Lookup::Keys(found);
         }
+        // The first fetch is free; every later one (a miss, stale keys, a retry after a
+        // failure) at most once per interval, so a token naming random `kid`s or a JWKS that
+        // is down is not hammered.
         let allowed = !cached.tried
-            || stale
             || cached
                 .refetched
                 .is_none_or(|at| at.elapsed() >= self.refetch_interval);
         if allowed {
-            if cached.tried && !stale {
+            if cached.tried {
                 cached.refetched = Some(Instant::now());
             }
             cached.tried = true;
@@ -339,8 +341,6 @@ impl KeyCache {
                     cached.fetched = Some(Instant::now());
                 }
                 Err(error) => {
-                    // A stale set is retried no sooner than a miss would be.
-                    cached.refetched = Some(Instant::now());
                     tracing::warn!(
                         target: "mcp_serve::jwt",
                         error = %error,

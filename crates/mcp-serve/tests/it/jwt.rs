@@ -431,6 +431,28 @@ async fn a_jwks_that_cannot_be_fetched_refuses_tokens_and_the_gateway_stays_up()
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwks_without_usable_keys_is_not_fetched_again_on_every_request() {
+    let jwks = Jwks::serve(json!([{"kty": "oct", "k": "c2VjcmV0", "kid": "h"}])).await;
+    let tools = Arc::new(Tools::default());
+    let jwt =
+        JwtAuth::new(ISSUER, jwks.url.clone()).with_refetch_interval(Duration::from_secs(600));
+    let server = gateway(&tools, jwt).await;
+    let aud = server.url().to_string();
+    let signer = Signer::ec();
+    for _ in 0..5 {
+        let answer = attempt(&server, Some(&signer.token("k1", &claims(&aud)))).await;
+        assert_refused(&server, &answer, "no usable key");
+    }
+    assert_eq!(
+        jwks.hits(),
+        2,
+        "the first fetch and one retry, then the interval"
+    );
+    assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
 #[test]
 fn unsafe_settings_are_refused_by_name() {
     let err = BearerAuth::jwt(JwtAuth::new(
