@@ -389,4 +389,71 @@ mod tests {
         assert!(err.to_string().contains("https://a.example/jwks"), "{err}");
         assert!(parse_jwks(b"<html>", &url).is_err());
     }
+
+    /// A server on 127.0.0.1 answering every connection with `answer` (none: never answers).
+    async fn answering(answer: Option<String>) -> Url {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    match answer {
+                        Some(a) => {
+                            let _ = stream.write_all(a.as_bytes()).await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                });
+            }
+        });
+        url.parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn fetch_failures_are_typed_and_name_the_url() {
+        let fetch = |url: Url| async move {
+            Fetcher::new(url, Duration::from_millis(300), 1024)
+                .unwrap()
+                .fetch()
+                .await
+                .unwrap_err()
+        };
+        let url = answering(Some(
+            "HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n".into(),
+        ))
+        .await;
+        let err = fetch(url.clone()).await;
+        assert!(
+            matches!(err, JwksError::Status { status: 302, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains(url.as_str()), "{err}");
+
+        let big = "x".repeat(4096);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{big}",
+            big.len()
+        );
+        let err = fetch(answering(Some(answer)).await).await;
+        assert!(
+            matches!(err, JwksError::TooLarge { limit: 1024, .. }),
+            "{err}"
+        );
+
+        let err = fetch(answering(None).await).await;
+        assert!(matches!(err, JwksError::Timeout { .. }), "{err}");
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let url: Url = format!("http://{closed}/jwks").parse().unwrap();
+        let err = fetch(url.clone()).await;
+        assert!(matches!(err, JwksError::Unreachable { .. }), "{err}");
+        assert!(err.to_string().contains(url.as_str()), "{err}");
+    }
 }
