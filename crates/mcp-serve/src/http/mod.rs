@@ -64,7 +64,7 @@ pub struct HttpOptions {
     /// the bound address, the public URL's host). Binding an unspecified address
     /// (`0.0.0.0`, `::`) needs a public URL or a host here.
     pub allowed_hosts: Vec<String>,
-    /// Inbound authentication. Default none.
+    /// Inbound authentication: one bearer token, or JWTs ([`BearerAuth::jwt`]). Default none.
     pub auth: Option<BearerAuth>,
     /// How long a shutdown waits for exchanges in flight. Default 30 s.
     pub drain_timeout: Duration,
