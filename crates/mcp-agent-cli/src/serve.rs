@@ -156,6 +156,7 @@ async fn serve(
         settings.approve,
         settings.history.clone(),
     );
+    let pool = client.clone();
     let opener = Arc::new(Gateway {
         client,
         runs: AtomicU64::new(0),
@@ -192,7 +193,7 @@ async fn serve(
                 report = session.shutdown(DRAIN_TIMEOUT) => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report)
+            stopped(report, &pool, &mut signals).await
         }
         Mode::Http(bind) => {
             let mut options = HttpOptions::default()
@@ -220,14 +221,26 @@ async fn serve(
                 report = http.shutdown() => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report)
+            stopped(report, &pool, &mut signals).await
         }
     }
 }
 
 /// Reports how a shutdown went: `None` when a second signal cut it short (what is left is
-/// killed as the runtime drops it: every upstream process group). Exit 0 either way.
-fn stopped(report: Option<mcp_serve::ShutdownReport>) -> ExitCode {
+/// killed as the runtime drops it: every upstream process group). Otherwise the shared
+/// upstream sessions (`shared = true`, which outlive the downstream sessions) are closed too,
+/// unless another signal cuts that short. Exit 0 either way.
+async fn stopped(
+    report: Option<mcp_serve::ShutdownReport>,
+    pool: &McpClient,
+    signals: &mut Signals,
+) -> ExitCode {
+    if report.is_some() {
+        tokio::select! {
+            () = pool.shutdown() => {}
+            _ = signals.recv() => say("interrupted again: stopping the MCP servers now"),
+        }
+    }
     match report {
         Some(report) if report.abandoned > 0 => {
             say(format_args!(

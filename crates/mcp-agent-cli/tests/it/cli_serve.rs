@@ -858,3 +858,55 @@ fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
     }
     let _ = in_flight.join();
 }
+
+/// A `shared = true` upstream serves every downstream session from one process, outlives the
+/// sessions that used it, and is closed by the gateway's shutdown (exit 0, no process left).
+#[test]
+fn a_shared_upstream_serves_every_session_from_one_process_until_shutdown() {
+    let (_dir, file, _record) = config("");
+    let text =
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replacen("args = ", "shared = true\nargs = ", 1);
+    std::fs::write(&file, text).unwrap();
+    let mut gateway = Gateway::start(&file);
+    let addr = gateway.addr();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let mut upstreams = std::collections::BTreeSet::new();
+    for round in 0..3 {
+        let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+        assert_eq!(status, 200, "round {round}: {body}");
+        let session = session_id(&head);
+        let headers = [
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        http(&addr, &headers, initialized.to_string().as_bytes());
+        let (status, _, body) = http(&addr, &headers, list.to_string().as_bytes());
+        assert_eq!(status, 200);
+        assert!(body.contains("mcp_search_tools"), "{body}");
+        upstreams.extend(children(gateway.pid()));
+        let (status, _, _) = request(&addr, "DELETE", &headers, b"");
+        assert!(status < 300, "round {round}: DELETE answered {status}");
+    }
+    assert_eq!(
+        upstreams.len(),
+        1,
+        "three sessions, one shared upstream process: {upstreams:?}"
+    );
+    let upstream = *upstreams.first().unwrap();
+    assert!(alive(upstream), "the shared upstream outlives its sessions");
+
+    kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let code = loop {
+        if let Some(status) = gateway.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "the gateway did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+    wait_until("the shared upstream to be gone", || !alive(upstream));
+}
