@@ -32,8 +32,8 @@ pub(crate) fn gate(yes: bool) -> Arc<dyn ApprovalGate> {
     if yes {
         Arc::new(AutoApprove)
     } else if io::stdin().is_terminal() && io::stderr().is_terminal() {
-        Arc::new(TerminalGate::new(
-            io::BufReader::new(io::stdin()),
+        Arc::new(TerminalGate::with_input(
+            stdin_input(),
             io::stderr(),
             DEFAULT_APPROVAL_TIMEOUT,
         ))
@@ -77,8 +77,30 @@ enum Line {
     Failed(String),
 }
 
+/// A terminal's input, read by one thread and shared by every question asked on it —
+/// approvals and a server's elicitations — one question at a time (whoever holds the lock
+/// asks). Lines read before a question was shown never answer it.
+pub(crate) type TerminalInput = Arc<tokio::sync::Mutex<Lines>>;
+
+/// The input of a terminal reading `input` (its reader thread starts at the first question).
+pub(crate) fn terminal_input(input: impl BufRead + Send + 'static) -> TerminalInput {
+    Arc::new(tokio::sync::Mutex::new(Lines {
+        input: Some(Box::new(input)),
+        read: Arc::new(tokio::sync::watch::Sender::new(0)),
+        rx: None,
+        ended: None,
+    }))
+}
+
+/// Standard input as a [`TerminalInput`]: one per process, so the approval gate and the
+/// elicitation handler never read past each other's answers.
+pub(crate) fn stdin_input() -> TerminalInput {
+    static STDIN: std::sync::OnceLock<TerminalInput> = std::sync::OnceLock::new();
+    Arc::clone(STDIN.get_or_init(|| terminal_input(io::BufReader::new(io::stdin()))))
+}
+
 /// The reading side: lines from the reader thread, started at the first question.
-struct Lines {
+pub(crate) struct Lines {
     input: Option<Box<dyn BufRead + Send>>,
     /// How many lines the reader thread has read so far.
     read: Arc<tokio::sync::watch::Sender<usize>>,
@@ -126,6 +148,40 @@ impl Lines {
         Ok(())
     }
 
+    /// For a question asked from blocking code (an elicitation, on a blocking thread): starts
+    /// the reader, drops what was typed before, and gives the question's start; `None` when
+    /// the input already ended.
+    pub(crate) fn begin_blocking(&mut self) -> io::Result<Option<Instant>> {
+        self.start()?;
+        self.drop_stale();
+        Ok(self.ended.is_none().then(Instant::now))
+    }
+
+    /// The next line read after `shown`, waiting for it (blocking code only); `None` once the
+    /// input ended.
+    pub(crate) fn next_blocking(&mut self, shown: Instant) -> io::Result<Option<String>> {
+        if self.ended.is_some() {
+            return Ok(None);
+        }
+        let Some(rx) = self.rx.as_mut() else {
+            return Ok(None);
+        };
+        loop {
+            match rx.blocking_recv() {
+                Some(Line::Text(_, at)) if at < shown => {}
+                Some(Line::Text(text, _)) => return Ok(Some(text)),
+                Some(Line::End) | None => {
+                    self.ended = Some(CLOSED.to_owned());
+                    return Ok(None);
+                }
+                Some(Line::Failed(e)) => {
+                    self.ended = Some(format!("cannot ask on the terminal: {e}"));
+                    return Err(io::Error::other(e));
+                }
+            }
+        }
+    }
+
     /// Drops every line read before `shown` (typed ahead, or answering a question that timed
     /// out): how many. Notes an end of the input.
     fn drop_stale(&mut self) -> usize {
@@ -161,7 +217,7 @@ const MAX_ANSWER_BYTES: usize = 1024;
 /// was shown answers it: lines typed before (ahead of the question, or too late for one that
 /// timed out) are dropped, never taken for the next question's answer.
 pub(crate) struct TerminalGate {
-    lines: tokio::sync::Mutex<Lines>,
+    lines: TerminalInput,
     output: Arc<Mutex<Box<dyn Write + Send>>>,
     timeout: Duration,
 }
@@ -174,13 +230,18 @@ impl TerminalGate {
         output: impl Write + Send + 'static,
         timeout: Duration,
     ) -> Self {
+        Self::with_input(terminal_input(input), output, timeout)
+    }
+
+    /// A gate reading answers from a shared terminal input (the process's stdin, which the
+    /// elicitation handler asks on too).
+    pub(crate) fn with_input(
+        lines: TerminalInput,
+        output: impl Write + Send + 'static,
+        timeout: Duration,
+    ) -> Self {
         Self {
-            lines: tokio::sync::Mutex::new(Lines {
-                input: Some(Box::new(input)),
-                read: Arc::new(tokio::sync::watch::Sender::new(0)),
-                rx: None,
-                ended: None,
-            }),
+            lines,
             output: Arc::new(Mutex::new(Box::new(output))),
             timeout,
         }
@@ -546,5 +607,60 @@ mod tests {
         };
         assert!(message.contains("--yes"), "{message}");
         assert!(message.contains("terminal"), "{message}");
+    }
+
+    /// The approval gate and a server's elicitation ask on one terminal input: the late answer
+    /// to a timed-out approval never answers the elicitation asked next, whose own answers
+    /// (typed once it is shown) go to it.
+    #[tokio::test]
+    async fn an_elicitation_after_a_timed_out_approval_never_takes_its_late_answer() {
+        use mcp_agent::mcp_client::ElicitationHandler;
+        use mcp_agent::rmcp::model::ElicitRequestParams;
+
+        let mut person = Person::new(Duration::from_secs(1));
+        let decision = person.answers(&[]).await;
+        assert!(matches!(decision, ApprovalDecision::Rejected { .. }));
+        person.typing("y");
+        person.read(1).await;
+
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let terminal =
+            crate::elicit::Terminal::new(Arc::clone(&person.gate.lines), Shared(screen.clone()));
+        let request: ElicitRequestParams = serde_json::from_value(serde_json::json!({
+            "mode": "form",
+            "message": "Your name",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}},
+                                "required": ["name"]},
+        }))
+        .unwrap();
+        let asking = tokio::spawn(async move { terminal.elicit("kit", request).await });
+        let shown = |screen: &Mutex<Vec<u8>>| {
+            String::from_utf8_lossy(&screen.lock().unwrap()).contains("Your name")
+        };
+        let deadline = Instant::now() + LONG;
+        while !shown(&screen) {
+            assert!(Instant::now() < deadline, "the elicitation was never shown");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        person.typing("y");
+        person.typing("Ada");
+        let result = asking.await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&result).unwrap(),
+            serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+        );
+    }
+
+    /// A writer the test reads afterwards.
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
     }
 }

@@ -14,6 +14,7 @@ use mcp_agent::mcp_client::{DeclineElicitation, ElicitationHandler};
 use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
 
+use super::approve::{Lines, TerminalInput, stdin_input};
 use super::term::{MAX_LINE, MAX_NAME, inline};
 
 /// Wrong answers to one field before the whole request is cancelled.
@@ -21,46 +22,96 @@ const ATTEMPTS: usize = 3;
 /// Longest answer line read.
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
-/// The handler for this command: the terminal when stdin and stderr are one, else
+/// The handler for this command: the terminal when stdin and stderr are one (the same input
+/// the approval gate asks on, so neither reads the other's answers), else
 /// [`DeclineElicitation`].
 pub(crate) fn handler() -> Arc<dyn ElicitationHandler> {
     if io::stdin().is_terminal() && io::stderr().is_terminal() {
-        Arc::new(Terminal::new(io::BufReader::new(io::stdin()), io::stderr()))
+        Arc::new(Terminal::new(stdin_input(), io::stderr()))
     } else {
         Arc::new(DeclineElicitation)
     }
 }
 
-/// Asks on a terminal (any reader and writer, for tests): one request at a time.
-pub(crate) struct Terminal<R, W> {
-    io: Arc<Mutex<(R, W)>>,
+/// Asks on a terminal (any shared input and writer, for tests): one question at a time,
+/// approvals included; lines typed before a request was shown never answer it.
+pub(crate) struct Terminal<W> {
+    input: TerminalInput,
+    output: Arc<Mutex<W>>,
 }
 
-impl<R, W> Terminal<R, W> {
-    pub(crate) fn new(input: R, output: W) -> Self {
+impl<W> Terminal<W> {
+    pub(crate) fn new(input: TerminalInput, output: W) -> Self {
         Self {
-            io: Arc::new(Mutex::new((input, output))),
+            input,
+            output: Arc::new(Mutex::new(output)),
         }
     }
 }
 
 #[async_trait]
-impl<R, W> ElicitationHandler for Terminal<R, W>
+impl<W> ElicitationHandler for Terminal<W>
 where
-    R: BufRead + Send + 'static,
     W: Write + Send + 'static,
 {
     async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult {
-        let io = Arc::clone(&self.io);
+        let input = Arc::clone(&self.input);
+        let output = Arc::clone(&self.output);
         let server = server.to_owned();
         tokio::task::spawn_blocking(move || {
-            let mut guard = io.lock().unwrap_or_else(PoisonError::into_inner);
-            let (input, output) = &mut *guard;
-            ask(input, output, &server, &request)
-                .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
+            let mut lines = input.blocking_lock();
+            let mut output = output.lock().unwrap_or_else(PoisonError::into_inner);
+            let cancel = || ElicitResult::new(ElicitationAction::Cancel);
+            let Ok(Some(shown)) = lines.begin_blocking() else {
+                return cancel();
+            };
+            let mut answers = Answers {
+                lines: &mut lines,
+                shown,
+                line: Vec::new(),
+                at: 0,
+            };
+            ask(&mut answers, &mut *output, &server, &request).unwrap_or_else(|_| cancel())
         })
         .await
         .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
+    }
+}
+
+/// The terminal's lines read after a request was shown, as a blocking reader.
+struct Answers<'a> {
+    lines: &'a mut Lines,
+    shown: std::time::Instant,
+    /// The line being read, and how much of it was consumed.
+    line: Vec<u8>,
+    at: usize,
+}
+
+impl io::Read for Answers<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Answers<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.at >= self.line.len() {
+            self.line = self
+                .lines
+                .next_blocking(self.shown)?
+                .map(String::into_bytes)
+                .unwrap_or_default();
+            self.at = 0;
+        }
+        Ok(&self.line[self.at..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.at = (self.at + amount).min(self.line.len());
     }
 }
 
@@ -445,9 +496,21 @@ mod tests {
         use mcp_agent::rmcp::model::CallToolRequestParams;
         use mcp_test_kit::{TestServer, TestServerOptions, bounded, serve_in_memory};
 
-        let typed = io::Cursor::new(b"y\nAda\n7\n".to_vec());
+        let (keyboard, mut typing) = io::pipe().unwrap();
+        let input = crate::approve::terminal_input(io::BufReader::new(keyboard));
         let shown = SharedBuffer::default();
-        let terminal = Arc::new(Terminal::new(typed, shown.clone()));
+        let terminal = Arc::new(Terminal::new(input, shown.clone()));
+        let person = {
+            let shown = shown.clone();
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while !shown.text().contains("Your details") {
+                    assert!(std::time::Instant::now() < deadline, "no question shown");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                typing.write_all(b"y\nAda\n7\n").unwrap();
+            })
+        };
         let (handler, _) = SessionHandler::new("kit", Some(terminal));
         let server = TestServer::new(TestServerOptions::default().with_ask(true));
         let client = bounded(mcp_agent::rmcp::serve_client(
@@ -473,6 +536,7 @@ mod tests {
             result.structured_content,
             Some(json!({"action": "accept", "content": {"name": "Ada", "tickets": 7}}))
         );
+        person.join().unwrap();
         let shown = shown.text();
         assert!(shown.contains("server `kit` asks: Your details"), "{shown}");
         assert!(
