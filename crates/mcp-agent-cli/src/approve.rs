@@ -225,6 +225,7 @@ pub(crate) struct TerminalGate {
 impl TerminalGate {
     /// A gate asking on `output` and reading answers from `input`, each question open for at
     /// most `timeout`.
+    #[cfg(test)]
     pub(crate) fn new(
         input: impl BufRead + Send + 'static,
         output: impl Write + Send + 'static,
