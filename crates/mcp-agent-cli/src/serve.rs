@@ -199,8 +199,18 @@ async fn serve(
             let mut options = HttpOptions::default()
                 .with_bind(bind)
                 .with_allowed_origins(settings.allowed_origins.iter().cloned())
+                .with_allowed_hosts(settings.allowed_hosts.iter().cloned())
                 .with_drain_timeout(DRAIN_TIMEOUT)
                 .with_max_sessions(settings.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS));
+            if let Some(url) = &settings.public_url {
+                match url.parse() {
+                    Ok(url) => options = options.with_public_url(url),
+                    Err(e) => {
+                        say(format_args!("error: serve.public_url: {e}"));
+                        return ExitCode::from(EXIT_INVALID_CONFIG);
+                    }
+                }
+            }
             if let Some(auth) = auth {
                 options = options.with_auth(auth);
             }

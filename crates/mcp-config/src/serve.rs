@@ -22,6 +22,8 @@ const SERVE_FIELDS: &[&str] = &[
     "http",
     "expose",
     "allowed_origins",
+    "public_url",
+    "allowed_hosts",
     "auth",
     "max_body_bytes",
     "max_sessions",
@@ -157,6 +159,8 @@ impl RateLimit {
 /// | `http` | address to serve streamable HTTP on (`"127.0.0.1:8080"`) | stdio |
 /// | `expose` | `lazy` or `eager` | `lazy` |
 /// | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
+/// | `public_url` | the URL clients reach the endpoint by (behind a proxy, or on `0.0.0.0`) | none |
+/// | `allowed_hosts` | `Host` values accepted besides the bound address and the public URL's | `[]` |
 /// | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s } }` | none |
 /// | `max_body_bytes` | largest request body (at least 1024) | 4 MiB |
 /// | `max_sessions` | downstream sessions open at once | 64 |
@@ -198,6 +202,15 @@ pub struct ServeConfig {
     /// Browser origins allowed besides the endpoint's own (`scheme://host[:port]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// The URL clients reach the endpoint by (`http(s)://host[:port]/path`): its host is an
+    /// accepted `Host`, and it names the resource in the protected-resource metadata. Binding
+    /// an unspecified address (`0.0.0.0`, `::`) needs it or [`allowed_hosts`](Self::allowed_hosts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// `Host` header values accepted besides the bound address and the public URL's host
+    /// (DNS-rebinding protection).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
     /// Inbound authentication.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<ServeAuth>,
@@ -226,6 +239,8 @@ pub(crate) struct ServeLayer {
     http: Option<SocketAddr>,
     expose: Option<ServeExposure>,
     allowed_origins: Option<Vec<String>>,
+    public_url: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
     auth: Option<ServeAuth>,
     max_body_bytes: Option<u64>,
     max_sessions: Option<usize>,
@@ -246,6 +261,12 @@ impl ServeLayer {
         }
         if let Some(v) = self.allowed_origins {
             serve.allowed_origins = v;
+        }
+        if let Some(v) = self.public_url {
+            serve.public_url = Some(v);
+        }
+        if let Some(v) = self.allowed_hosts {
+            serve.allowed_hosts = v;
         }
         if let Some(v) = self.auth {
             serve.auth = Some(v);
@@ -309,6 +330,32 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
     }
     if let Some(v) = field(obj, "allowed_origins") {
         layer.allowed_origins = origins(v, &path.key("allowed_origins"), p);
+    }
+    if let Some(v) = field(obj, "public_url") {
+        let at = path.key("public_url");
+        if let Some(s) = as_str(v, &at, p) {
+            let ok = url::Url::parse(s.trim()).ok().is_some_and(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host().is_some()
+                    && u.username().is_empty()
+                    && u.password().is_none()
+            });
+            if ok {
+                layer.public_url = Some(s.trim().to_owned());
+            } else {
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!(
+                        "{} is no public URL: write `http(s)://host[:port]/path`, without credentials",
+                        shown(s)
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(v) = field(obj, "allowed_hosts") {
+        layer.allowed_hosts = hosts(v, &path.key("allowed_hosts"), p);
     }
     if let Some(v) = field(obj, "auth") {
         layer.auth = auth(v, &path.key("auth"), p);
@@ -381,6 +428,39 @@ fn integer(value: &Value, path: &JsonPath, min: u64, p: &mut Problems) -> Option
             None
         }
     }
+}
+
+/// `Host` header values: a name or address, with an optional port, nothing else.
+fn hosts(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
+    let Some(items) = value.as_array() else {
+        p.push(
+            path,
+            ProblemKind::WrongType,
+            format!("must be an array of host names, found {}", type_name(value)),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = path.index(i);
+        let Some(s) = as_str(item, &at, p) else {
+            continue;
+        };
+        let ok = !s.is_empty()
+            && s.len() <= 261
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+        if ok {
+            out.push(s.to_ascii_lowercase());
+        } else {
+            p.push(
+                &at,
+                ProblemKind::InvalidValue,
+                format!("{} is no host: write `name` or `name:port`", shown(s)),
+            );
+        }
+    }
+    Some(out)
 }
 
 fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
@@ -508,6 +588,8 @@ mod tests {
 http = "127.0.0.1:9000"
 expose = "lazy"
 allowed_origins = ["http://localhost:5173"]
+public_url = "https://gateway.example.com/mcp"
+allowed_hosts = ["Gateway.internal:8443"]
 auth = { bearer_token_env = "GW_TOKEN" }
 max_body_bytes = 2048
 max_sessions = 3
@@ -526,6 +608,11 @@ history = "/tmp/h"
         assert_eq!(s.auth, Some(ServeAuth::BearerTokenEnv("GW_TOKEN".into())));
         assert_eq!(s.rate_limit.unwrap().burst, 4);
         assert_eq!(s.allowed_origins, ["http://localhost:5173"]);
+        assert_eq!(
+            s.public_url.as_deref(),
+            Some("https://gateway.example.com/mcp")
+        );
+        assert_eq!(s.allowed_hosts, ["gateway.internal:8443"]);
         let env = Config::from_env_vars([("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)]).unwrap();
         assert_eq!(env.serve.approve, ServeApproval::Allow);
     }
@@ -538,6 +625,8 @@ history = "/tmp/h"
 http = "localhost"
 expose = "all"
 allowed_origins = ["not an origin"]
+public_url = "ftp://user:pw@gateway"
+allowed_hosts = ["evil.example/path"]
 auth = { jwt = { issuer = "x", jwks_url = "http://auth.example.com/k", algorithms = ["none", "HS256"] }, bearer_token = "tok-never-echoed" }
 max_body_bytes = 10
 max_sessions = 0
@@ -557,6 +646,8 @@ colour = 1
             (ProblemKind::InvalidValue, "serve.http"),
             (ProblemKind::InvalidValue, "serve.expose"),
             (ProblemKind::InvalidValue, "serve.allowed_origins[0]"),
+            (ProblemKind::InvalidValue, "serve.public_url"),
+            (ProblemKind::InvalidValue, "serve.allowed_hosts[0]"),
             (ProblemKind::InvalidValue, "serve.auth.jwt.jwks_url"),
             (ProblemKind::InvalidValue, "serve.auth.jwt.algorithms[0]"),
             (ProblemKind::InvalidValue, "serve.auth.jwt.algorithms[1]"),

@@ -107,8 +107,12 @@ struct Gateway {
 
 impl Gateway {
     fn start(file: &std::path::Path) -> Self {
+        Self::start_on(file, "127.0.0.1:0")
+    }
+
+    fn start_on(file: &std::path::Path, bind: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["serve", "--http", "127.0.0.1:0", "--file"])
+            .args(["serve", "--http", bind, "--file"])
             .arg(file)
             .env_clear()
             .env("GW_TOKEN", TOKEN)
@@ -183,13 +187,20 @@ fn request(
 ) -> (u16, String, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(LIMIT)).unwrap();
+    // A `Host` among `headers` replaces the connection's own.
+    let host = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+        .map_or(addr, |(_, value)| *value);
     let mut head = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+        "{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        if !name.eq_ignore_ascii_case("host") {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();
@@ -909,4 +920,39 @@ fn a_shared_upstream_serves_every_session_from_one_process_until_shutdown() {
     };
     assert_eq!(code, Some(0));
     wait_until("the shared upstream to be gone", || !alive(upstream));
+}
+
+/// Bound to every address, the gateway needs the hosts clients use named (`allowed_hosts` or
+/// `public_url`): without them it refuses to start, naming the keys; with them it answers
+/// those hosts and refuses any other `Host` (DNS rebinding).
+#[test]
+fn an_unspecified_bind_answers_only_the_hosts_serve_names() {
+    let (_dir, file, _record) = config("");
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["serve", "--http", "0.0.0.0:0", "--file"])
+        .arg(&file)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("allowed_hosts"), "{stderr}");
+
+    let (_dir, file, _record) = config("allowed_hosts = [\"gw.test\"]");
+    let gateway = Gateway::start_on(&file, "0.0.0.0:0");
+    let port = gateway.addr().rsplit(':').next().unwrap().to_owned();
+    let addr = format!("127.0.0.1:{port}");
+    let named = format!("gw.test:{port}");
+    let (status, _, body) = http(&addr, &[("Host", &named)], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = http(
+        &addr,
+        &[("Host", "rebound.example")],
+        initialize(2).as_bytes(),
+    );
+    assert!(
+        (400..500).contains(&status),
+        "a foreign Host answered {status}"
+    );
 }
