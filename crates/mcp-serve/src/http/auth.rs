@@ -71,9 +71,14 @@ impl BearerAuth {
 
     /// Requires a JWT from `settings.issuer`, signed by a key of its JWKS with an allowed
     /// algorithm, current (`exp`, `nbf`) and for the audience (the endpoint's URL unless
-    /// set). The metadata names the issuer as the authorization server when it is a URL.
-    /// The keys are fetched on the first request, and again when a token names an unknown
-    /// key (at most once per [`JwtAuth::refetch_interval`]).
+    /// set). The metadata names the issuer as the authorization server when it is a URL,
+    /// spelled exactly as configured (the `iss` clients compare it with). The keys are
+    /// fetched on the first request, and again when a token names an unknown key (at most
+    /// once per [`JwtAuth::refetch_interval`]) or the keys are older than
+    /// [`JwtAuth::max_key_age`] (in the background; keys older than [`JwtAuth::key_expiry`]
+    /// are refused). A fetch is never cancelled by a client going away. A token without a
+    /// `kid` is checked against every key of the set (at most 64); one whose `kid` is over
+    /// 256 bytes is refused without a lookup.
     ///
     /// ```
     /// use mcp_serve::{BearerAuth, JwtAuth};
@@ -182,7 +187,20 @@ impl BearerAuth {
             "resource_name": name,
         });
         if !self.authorization_servers.is_empty() {
-            let servers: Vec<&str> = self.authorization_servers.iter().map(Url::as_str).collect();
+            // The issuer as configured: URL parsing would add a `/` to a bare origin, and
+            // clients compare it with the `iss` of the authorization server's metadata.
+            let issuer = match &self.expected {
+                Expected::Jwt(verifier) => Some(verifier.settings().issuer.as_str()),
+                Expected::Token(_) => None,
+            };
+            let servers: Vec<&str> = self
+                .authorization_servers
+                .iter()
+                .map(|server| match issuer {
+                    Some(issuer) if Url::parse(issuer).as_ref() == Ok(server) => issuer,
+                    _ => server.as_str(),
+                })
+                .collect();
             doc["authorization_servers"] = json!(servers);
         }
         if !self.scopes.is_empty() {

@@ -1,7 +1,8 @@
 //! The JSON Web Key Set of inbound JWT authentication: fetched over hyper-util + rustls
 //! (bounded in size and time, no redirects), parsed into the public keys a token may be
 //! signed with, and cached with rotation (a token whose `kid` is unknown triggers one
-//! refetch, at most once per interval).
+//! refetch, at most once per interval). A fetch runs in a task of its own: requests wait
+//! for it without holding a lock and cannot cancel it; cached keys are served meanwhile.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use tokio::sync::Mutex;
+use tokio::sync::watch;
 use url::Url;
 
 /// Why the JWKS could not be fetched or read. Each names the URL; none holds a token.
@@ -99,11 +100,17 @@ pub(crate) struct Jwk {
     pub(crate) key: PublicKey,
 }
 
-/// At most this many keys are kept from one set.
+/// At most this many keys are kept from one set, so a token without a `kid` (checked against
+/// every key) costs at most this many signature checks.
 const MAX_KEYS: usize = 64;
 
+/// The longest `kid` accepted, in a token or a key; a token naming a longer one is refused
+/// before any lookup (so it cannot trigger a refetch).
+pub(crate) const MAX_KID_BYTES: usize = 256;
+
 /// The usable keys of a JWKS document: `kty` RSA or EC (P-256, P-384), `use` absent or
-/// `sig`; anything else is skipped.
+/// `sig`, `key_ops` absent or including `verify`; anything else is skipped, as is a key whose
+/// `kid`, `use` or `alg` is not a string or whose `kid` is over [`MAX_KID_BYTES`].
 pub(crate) fn parse_jwks(body: &[u8], url: &Url) -> Result<Vec<Jwk>, JwksError> {
     let invalid = |reason| JwksError::Invalid {
         url: url.clone(),
@@ -122,14 +129,36 @@ pub(crate) fn parse_jwks(body: &[u8], url: &Url) -> Result<Vec<Jwk>, JwksError> 
 }
 
 fn jwk(value: &Value) -> Option<Jwk> {
+    // A member that is present must be a string (`None`: a malformed key); absent is
+    // `Some(None)`.
+    let optional = |k: &str| match value.get(k) {
+        None => Some(None),
+        Some(v) => v.as_str().map(Some),
+    };
     let text = |k: &str| value.get(k).and_then(Value::as_str);
     let bytes = |k: &str| text(k).and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
-    if text("use").is_some_and(|u| u != "sig") {
+    let (kid, usage, alg) = (optional("kid")?, optional("use")?, optional("alg")?);
+    if usage.is_some_and(|u| u != "sig") || kid.is_some_and(|k| k.len() > MAX_KID_BYTES) {
         return None;
+    }
+    if let Some(ops) = value.get("key_ops") {
+        let verify = ops
+            .as_array()?
+            .iter()
+            .any(|op| op.as_str() == Some("verify"));
+        if !verify {
+            return None;
+        }
     }
     let key = match text("kty")? {
         "RSA" => {
-            let (n, e) = (bytes("n")?, bytes("e")?);
+            // Some issuers publish the two's-complement form, with a leading zero byte,
+            // which ring refuses: the unsigned big-endian integer has none.
+            let unsigned = |b: Vec<u8>| -> Vec<u8> {
+                let zeros = b.iter().take_while(|x| **x == 0).count();
+                b[zeros..].to_vec()
+            };
+            let (n, e) = (unsigned(bytes("n")?), unsigned(bytes("e")?));
             if n.is_empty() || e.is_empty() {
                 return None;
             }
@@ -154,8 +183,8 @@ fn jwk(value: &Value) -> Option<Jwk> {
         _ => return None,
     };
     Some(Jwk {
-        kid: text("kid").map(|k| crate::cut(k, 256)),
-        alg: text("alg").map(|a| crate::cut(a, 16)),
+        kid: kid.map(str::to_owned),
+        alg: alg.map(|a| crate::cut(a, 16)),
         key,
     })
 }
@@ -268,6 +297,9 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
     crate::cut(&inner.to_string(), 200)
 }
 
+/// The cache's time source: `Instant::now`, shifted in tests.
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
 /// The cached keys and when they were fetched.
 #[derive(Debug, Default)]
 struct Cached {
@@ -276,8 +308,10 @@ struct Cached {
     fetched: Option<Instant>,
     /// Whether any fetch was tried.
     tried: bool,
-    /// When a fetch was last tried because a token named an unknown key.
+    /// When the last fetch after the first one started (they are rate-limited).
     refetched: Option<Instant>,
+    /// Whether a fetch is running now.
+    fetching: bool,
 }
 
 /// What a key lookup found.
@@ -287,58 +321,144 @@ pub(crate) enum Lookup {
     Keys(Vec<Jwk>),
     /// No key has that `kid`, and no refetch is allowed now.
     Unknown,
-    /// No key at all: the set was never fetched successfully.
+    /// No key at all: the set was never fetched successfully, or its keys expired.
     Unavailable,
 }
 
 /// The key cache with rotation.
-#[derive(Debug)]
+///
+/// A fetch runs in a task of its own that writes the cache: a request waits for its result
+/// (at most the fetch timeout) without holding any lock, and a request that goes away (a
+/// client resetting its stream) cancels nothing. A request whose `kid` is cached is answered
+/// from the cache at once, while stale keys are refreshed in the background.
 pub(crate) struct KeyCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     fetcher: Fetcher,
-    /// Unknown `kid`s trigger a refetch at most this often.
-    pub(crate) refetch_interval: Duration,
-    /// Keys older than this are fetched again before use.
-    pub(crate) max_age: Duration,
-    cached: Mutex<Cached>,
+    /// Fetches after the first start at most this often.
+    refetch_interval: Duration,
+    /// Keys older than this are refreshed in the background (and still used meanwhile).
+    max_age: Duration,
+    /// Keys older than this are refused: the refreshes kept failing.
+    expiry: Duration,
+    cached: std::sync::Mutex<Cached>,
+    /// Bumped whenever a fetch ends.
+    done: watch::Sender<u64>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for KeyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCache")
+            .field("fetcher", &self.inner.fetcher)
+            .field("refetch_interval", &self.inner.refetch_interval)
+            .field("max_age", &self.inner.max_age)
+            .field("expiry", &self.inner.expiry)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KeyCache {
-    pub(crate) fn new(fetcher: Fetcher, refetch_interval: Duration, max_age: Duration) -> Self {
+    /// A cache of the keys `fetcher` fetches; see [`JwtAuth`](super::jwt::JwtAuth) for the
+    /// three durations.
+    pub(crate) fn new(
+        fetcher: Fetcher,
+        refetch_interval: Duration,
+        max_age: Duration,
+        expiry: Duration,
+    ) -> Self {
         Self {
-            fetcher,
-            refetch_interval,
-            max_age,
-            cached: Mutex::new(Cached::default()),
+            inner: Arc::new(Inner {
+                fetcher,
+                refetch_interval,
+                max_age,
+                expiry,
+                cached: std::sync::Mutex::new(Cached::default()),
+                done: watch::Sender::new(0),
+                clock: Arc::new(Instant::now),
+            }),
         }
     }
 
-    /// The keys for `kid`: from the cache; on a miss (or stale keys) one fetch, rate-limited.
-    /// Holding the lock across the fetch makes concurrent misses wait for one fetch.
-    pub(crate) async fn lookup(&self, kid: Option<&str>) -> Lookup {
-        let mut cached = self.cached.lock().await;
-        let stale = cached
-            .fetched
-            .is_some_and(|at| at.elapsed() >= self.max_age);
-        let found = matching(&cached.keys, kid);
-        if !found.is_empty() && !stale {
-            return Lookup::Keys(found);
+    /// The same cache reading the time from `clock`.
+    #[cfg(test)]
+    fn with_clock(self, clock: Clock) -> Self {
+        let inner = Arc::into_inner(self.inner).expect("no fetch started yet");
+        Self {
+            inner: Arc::new(Inner { clock, ..inner }),
         }
-        // The first fetch is free; every later one (a miss, stale keys, a retry after a
-        // failure) at most once per interval, so a token naming random `kid`s or a JWKS that
-        // is down is not hammered.
+    }
+
+    /// The keys for `kid`. A cached `kid` is answered at once (stale keys are refreshed in
+    /// the background); a miss waits for one fetch (the one running, or a new one: the first
+    /// is free, later ones at most once per interval), at most the fetch timeout.
+    pub(crate) async fn lookup(&self, kid: Option<&str>) -> Lookup {
+        let inner = &self.inner;
+        // Subscribed before the state is read, so the end of a fetch seen running is not missed.
+        let mut done = inner.done.subscribe();
+        let wait = {
+            let mut cached = inner.lock();
+            let now = (inner.clock)();
+            inner.expire(&mut cached, now);
+            let found = matching(&cached.keys, kid);
+            if !found.is_empty() {
+                let stale = cached
+                    .fetched
+                    .is_some_and(|at| now.saturating_duration_since(at) >= inner.max_age);
+                if stale {
+                    self.start(&mut cached, now);
+                }
+                return Lookup::Keys(found);
+            }
+            cached.fetching || self.start(&mut cached, now)
+        };
+        if wait {
+            // Bounded by the fetch's own timeout; dropping this future leaves the fetch running.
+            let _ = tokio::time::timeout(inner.fetcher.timeout, done.changed()).await;
+        }
+        let mut cached = inner.lock();
+        inner.expire(&mut cached, (inner.clock)());
+        let found = matching(&cached.keys, kid);
+        if !found.is_empty() {
+            Lookup::Keys(found)
+        } else if cached.keys.is_empty() {
+            Lookup::Unavailable
+        } else {
+            Lookup::Unknown
+        }
+    }
+
+    /// Starts a fetch in its own task unless one runs or the rate limit forbids it; whether
+    /// one runs now.
+    fn start(&self, cached: &mut Cached, now: Instant) -> bool {
+        if cached.fetching {
+            return true;
+        }
+        // A token naming random `kid`s, or a JWKS that is down, is not hammered.
         let allowed = !cached.tried
             || cached
                 .refetched
-                .is_none_or(|at| at.elapsed() >= self.refetch_interval);
-        if allowed {
-            if cached.tried {
-                cached.refetched = Some(Instant::now());
-            }
-            cached.tried = true;
-            match self.fetcher.fetch().await {
+                .is_none_or(|at| now.saturating_duration_since(at) >= self.inner.refetch_interval);
+        if !allowed {
+            return false;
+        }
+        if cached.tried {
+            cached.refetched = Some(now);
+        }
+        cached.tried = true;
+        cached.fetching = true;
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            // Marks the fetch ended and wakes the waiters even if this task is dropped.
+            let ended = Ended(&inner);
+            let result = inner.fetcher.fetch().await;
+            let mut cached = inner.lock();
+            match result {
                 Ok(keys) => {
                     cached.keys = keys;
-                    cached.fetched = Some(Instant::now());
+                    cached.fetched = Some((inner.clock)());
                 }
                 Err(error) => {
                     tracing::warn!(
@@ -348,15 +468,45 @@ impl KeyCache {
                     );
                 }
             }
+            drop(cached);
+            drop(ended);
+        });
+        true
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
+        // The state stays consistent at every point a panic could happen.
+        self.cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops keys fetched longer than `expiry` ago: the refreshes failed all that time.
+    fn expire(&self, cached: &mut Cached, now: Instant) {
+        if let Some(at) = cached.fetched
+            && now.saturating_duration_since(at) >= self.expiry
+        {
+            tracing::warn!(
+                target: "mcp_serve::jwt",
+                jwks_url = %self.fetcher.url,
+                expiry = ?self.expiry,
+                "the cached JWKS keys expired and no refresh succeeded: inbound tokens are refused until one does"
+            );
+            cached.keys.clear();
+            cached.fetched = None;
         }
-        let found = matching(&cached.keys, kid);
-        if !found.is_empty() {
-            Lookup::Keys(found)
-        } else if cached.keys.is_empty() {
-            Lookup::Unavailable
-        } else {
-            Lookup::Unknown
-        }
+    }
+}
+
+/// Ends a fetch when dropped: clears the running flag and wakes the waiters.
+struct Ended<'a>(&'a Inner);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.lock().fetching = false;
+        self.0.done.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -368,92 +518,4 @@ fn matching(keys: &[Jwk], kid: Option<&str>) -> Vec<Jwk> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_signing_keys_of_known_types_are_kept() {
-        let url: Url = "https://a.example/jwks".parse().unwrap();
-        let x = URL_SAFE_NO_PAD.encode([1u8; 32]);
-        let body = serde_json::json!({"keys": [
-            {"kty": "oct", "k": "c2VjcmV0", "kid": "h"},
-            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "use": "enc", "kid": "enc"},
-            {"kty": "EC", "crv": "P-256", "x": x, "y": x, "kid": "ec"},
-            {"kty": "EC", "crv": "P-256", "x": "AA", "y": x, "kid": "short"},
-            {"kty": "RSA", "n": "AQAB", "e": "AQAB", "kid": "rsa", "alg": "RS256"},
-        ]});
-        let keys = parse_jwks(body.to_string().as_bytes(), &url).unwrap();
-        let kids: Vec<_> = keys.iter().filter_map(|k| k.kid.as_deref()).collect();
-        assert_eq!(kids, ["ec", "rsa"]);
-        let err = parse_jwks(br#"{"keys": []}"#, &url).unwrap_err();
-        assert!(err.to_string().contains("https://a.example/jwks"), "{err}");
-        assert!(parse_jwks(b"<html>", &url).is_err());
-    }
-
-    /// A server on 127.0.0.1 answering every connection with `answer` (none: never answers).
-    async fn answering(answer: Option<String>) -> Url {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let answer = answer.clone();
-                tokio::spawn(async move {
-                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let mut buf = [0u8; 4096];
-                    let _ = stream.read(&mut buf).await;
-                    match answer {
-                        Some(a) => {
-                            let _ = stream.write_all(a.as_bytes()).await;
-                        }
-                        None => std::future::pending::<()>().await,
-                    }
-                });
-            }
-        });
-        url.parse().unwrap()
-    }
-
-    #[tokio::test]
-    async fn fetch_failures_are_typed_and_name_the_url() {
-        let fetch = |url: Url| async move {
-            Fetcher::new(url, Duration::from_millis(300), 1024)
-                .unwrap()
-                .fetch()
-                .await
-                .unwrap_err()
-        };
-        let url = answering(Some(
-            "HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n".into(),
-        ))
-        .await;
-        let err = fetch(url.clone()).await;
-        assert!(
-            matches!(err, JwksError::Status { status: 302, .. }),
-            "{err}"
-        );
-        assert!(err.to_string().contains(url.as_str()), "{err}");
-
-        let big = "x".repeat(4096);
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{big}",
-            big.len()
-        );
-        let err = fetch(answering(Some(answer)).await).await;
-        assert!(
-            matches!(err, JwksError::TooLarge { limit: 1024, .. }),
-            "{err}"
-        );
-
-        let err = fetch(answering(None).await).await;
-        assert!(matches!(err, JwksError::Timeout { .. }), "{err}");
-
-        let closed = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let url: Url = format!("http://{closed}/jwks").parse().unwrap();
-        let err = fetch(url.clone()).await;
-        assert!(matches!(err, JwksError::Unreachable { .. }), "{err}");
-        assert!(err.to_string().contains(url.as_str()), "{err}");
-    }
-}
+mod tests;

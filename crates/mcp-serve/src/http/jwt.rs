@@ -13,7 +13,7 @@ use ring::signature::{RsaPublicKeyComponents, UnparsedPublicKey};
 use serde_json::Value;
 use url::Url;
 
-use super::jwks::{Curve, Fetcher, Jwk, KeyCache, Lookup, PublicKey};
+use super::jwks::{Curve, Fetcher, Jwk, KeyCache, Lookup, MAX_KID_BYTES, PublicKey};
 
 /// A signature algorithm a token may use. Only asymmetric ones exist here: `none` and the
 /// HMAC family (`HS256`…) are refused when parsed, so a public key can never serve as an
@@ -155,12 +155,17 @@ pub struct JwtAuth {
     pub jwks_url: Url,
     /// The algorithms accepted. Default RS256 and ES256.
     pub algorithms: Vec<JwtAlgorithm>,
-    /// Clock skew allowed on `exp` and `nbf`. Default 30 s.
+    /// Clock skew allowed on `exp` and `nbf`. Default 30 s, at most [`JwtAuth::MAX_LEEWAY`].
     pub leeway: Duration,
     /// A token naming an unknown key fetches the set again at most this often. Default 30 s.
     pub refetch_interval: Duration,
-    /// Cached keys older than this are fetched again. Default 1 hour.
+    /// Cached keys older than this are fetched again, in the background: tokens are checked
+    /// against them meanwhile. Default 1 hour.
     pub max_key_age: Duration,
+    /// Cached keys fetched longer ago than this are refused (with a warning logged): every
+    /// refresh since failed, so the issuer may have revoked them. Default 24 hours; at least
+    /// [`max_key_age`](Self::max_key_age).
+    pub key_expiry: Duration,
     /// How long one JWKS fetch may take. Default 10 s.
     pub fetch_timeout: Duration,
     /// The largest JWKS body read. Default 256 KiB.
@@ -168,6 +173,9 @@ pub struct JwtAuth {
 }
 
 impl JwtAuth {
+    /// The largest [`leeway`](Self::leeway): more would let expired tokens pass.
+    pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+
     /// Tokens from `issuer`, signed by a key of the set at `jwks_url`.
     pub fn new(issuer: impl Into<String>, jwks_url: Url) -> Self {
         Self {
@@ -178,6 +186,7 @@ impl JwtAuth {
             leeway: Duration::from_secs(30),
             refetch_interval: Duration::from_secs(30),
             max_key_age: Duration::from_secs(3600),
+            key_expiry: Duration::from_secs(24 * 3600),
             fetch_timeout: Duration::from_secs(10),
             max_jwks_bytes: 256 * 1024,
         }
@@ -211,6 +220,20 @@ impl JwtAuth {
         self
     }
 
+    /// Sets [`max_key_age`](Self::max_key_age).
+    #[must_use]
+    pub fn with_max_key_age(mut self, age: Duration) -> Self {
+        self.max_key_age = age;
+        self
+    }
+
+    /// Sets [`key_expiry`](Self::key_expiry).
+    #[must_use]
+    pub fn with_key_expiry(mut self, expiry: Duration) -> Self {
+        self.key_expiry = expiry;
+        self
+    }
+
     /// Sets [`fetch_timeout`](Self::fetch_timeout).
     #[must_use]
     pub fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
@@ -225,6 +248,35 @@ impl JwtAuth {
         }
         if self.algorithms.is_empty() {
             return Some("no algorithm is allowed".into());
+        }
+        if self
+            .audience
+            .as_deref()
+            .is_some_and(|a| a.trim().is_empty())
+        {
+            return Some("the audience is empty".into());
+        }
+        if self.leeway > Self::MAX_LEEWAY {
+            return Some(format!(
+                "the leeway {:?} is over {:?}",
+                self.leeway,
+                Self::MAX_LEEWAY
+            ));
+        }
+        for (name, value) in [
+            ("refetch_interval", self.refetch_interval),
+            ("max_key_age", self.max_key_age),
+            ("fetch_timeout", self.fetch_timeout),
+        ] {
+            if value.is_zero() {
+                return Some(format!("`{name}` is zero"));
+            }
+        }
+        if self.max_jwks_bytes == 0 {
+            return Some("`max_jwks_bytes` is zero".into());
+        }
+        if self.key_expiry < self.max_key_age {
+            return Some("`key_expiry` is shorter than `max_key_age`".into());
         }
         let loopback = match self.jwks_url.host() {
             Some(url::Host::Domain(d)) => d == "localhost",
@@ -279,7 +331,12 @@ impl Verifier {
             settings.fetch_timeout,
             settings.max_jwks_bytes,
         )?;
-        let keys = KeyCache::new(fetcher, settings.refetch_interval, settings.max_key_age);
+        let keys = KeyCache::new(
+            fetcher,
+            settings.refetch_interval,
+            settings.max_key_age,
+            settings.key_expiry,
+        );
         Ok(Arc::new(Self { settings, keys }))
     }
 
@@ -314,7 +371,8 @@ impl Verifier {
         let claims = decode_json(body)?;
         let kid = match header.get("kid") {
             None => None,
-            Some(Value::String(kid)) => Some(kid.as_str()),
+            // An over-long `kid` matches no key; refused here, it costs no refetch.
+            Some(Value::String(kid)) if kid.len() <= MAX_KID_BYTES => Some(kid.as_str()),
             Some(_) => return Err(Rejection::Malformed),
         };
         let keys = match self.keys.lookup(kid).await {
@@ -414,5 +472,24 @@ mod tests {
                 .problem()
                 .is_some()
         );
+    }
+
+    #[test]
+    fn unsafe_durations_sizes_and_audiences_are_refused_by_name() {
+        let ok = || JwtAuth::new("iss", "https://a.example/jwks".parse().unwrap());
+        let problem = |jwt: JwtAuth| jwt.problem().unwrap_or_default();
+        assert!(ok().with_leeway(JwtAuth::MAX_LEEWAY).problem().is_none());
+        let big = ok().with_leeway(JwtAuth::MAX_LEEWAY + Duration::from_secs(1));
+        assert!(problem(big).contains("leeway"));
+        let zero = Duration::ZERO;
+        assert!(problem(ok().with_refetch_interval(zero)).contains("refetch_interval"));
+        assert!(problem(ok().with_fetch_timeout(zero)).contains("fetch_timeout"));
+        assert!(problem(ok().with_max_key_age(zero)).contains("max_key_age"));
+        let mut bytes = ok();
+        bytes.max_jwks_bytes = 0;
+        assert!(problem(bytes).contains("max_jwks_bytes"));
+        assert!(problem(ok().with_audience(" ")).contains("audience"));
+        let short = ok().with_key_expiry(Duration::from_secs(60));
+        assert!(problem(short).contains("key_expiry"));
     }
 }

@@ -3,7 +3,9 @@
 //! issuer, an unknown key, `alg: none` and an HS256 token keyed with the public key are
 //! answered 401 with the resource metadata and reach nothing; a rotated key is found after
 //! one refetch (and an unknown `kid` does not refetch again within the interval); a JWKS
-//! that cannot be fetched gives 401 and leaves the gateway up.
+//! that cannot be fetched gives 401 and leaves the gateway up; an RSA key published with
+//! leading zero bytes verifies; an over-long `kid` is refused without a refetch; the
+//! metadata names the issuer exactly as configured.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -245,10 +247,7 @@ async fn only_a_current_token_of_the_issuer_for_this_endpoint_passes() {
         .await
         .json();
     assert_eq!(doc["resource"], aud.as_str());
-    assert_eq!(
-        doc["authorization_servers"],
-        json!(["https://issuer.test/"])
-    );
+    assert_eq!(doc["authorization_servers"], json!(["https://issuer.test"]));
 
     // Valid tokens: RS256, ES256, and an audience list holding the endpoint.
     for token in [
@@ -453,6 +452,50 @@ async fn a_jwks_without_usable_keys_is_not_fetched_again_on_every_request() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rsa_key_published_with_leading_zero_bytes_verifies() {
+    // Some Java and .NET issuers publish `n` and `e` as two's-complement integers.
+    let rsa = Signer::rsa();
+    let mut jwk = rsa.jwk("padded");
+    for member in ["n", "e"] {
+        let mut bytes = URL_SAFE_NO_PAD
+            .decode(jwk[member].as_str().unwrap())
+            .unwrap();
+        bytes.insert(0, 0);
+        jwk[member] = json!(URL_SAFE_NO_PAD.encode(bytes));
+    }
+    let jwks = Jwks::serve(json!([jwk])).await;
+    let tools = Arc::new(Tools::default());
+    let server = gateway(&tools, JwtAuth::new(ISSUER, jwks.url.clone())).await;
+    let aud = server.url().to_string();
+    let token = rsa.token("padded", &claims(&aud));
+    assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_long_kid_is_refused_without_a_refetch() {
+    let ec = Signer::ec();
+    let jwks = Jwks::serve(json!([ec.jwk("k1")])).await;
+    let tools = Arc::new(Tools::default());
+    let server = gateway(&tools, JwtAuth::new(ISSUER, jwks.url.clone())).await;
+    let aud = server.url().to_string();
+    assert_eq!(
+        attempt(&server, Some(&ec.token("k1", &claims(&aud))))
+            .await
+            .0,
+        200
+    );
+    assert_eq!(jwks.hits(), 1);
+    // The first refetch would be allowed now: an over-long kid does not get it.
+    let long = "k".repeat(257);
+    let answer = attempt(&server, Some(&ec.token(&long, &claims(&aud)))).await;
+    assert_refused(&server, &answer, "an over-long kid");
+    assert_eq!(jwks.hits(), 1, "no refetch for an over-long kid");
+    assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
 #[test]
 fn unsafe_settings_are_refused_by_name() {
     let err = BearerAuth::jwt(JwtAuth::new(
@@ -470,4 +513,8 @@ fn unsafe_settings_are_refused_by_name() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("no algorithm"), "{err}");
+    let jwks: url::Url = "https://auth.example.com/jwks".parse().unwrap();
+    let leeway = JwtAuth::new(ISSUER, jwks).with_leeway(Duration::from_secs(3600));
+    let err = BearerAuth::jwt(leeway).unwrap_err();
+    assert!(err.to_string().contains("leeway"), "{err}");
 }
