@@ -16,6 +16,9 @@ pub const JWT_ALGORITHMS: &[&str] = &[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
 ];
 
+/// The largest `auth.jwt.leeway_s`: a larger clock skew would let expired tokens pass.
+const MAX_LEEWAY_S: u64 = 300;
+
 /// `auth.jwt`: which tokens the gateway accepts.
 ///
 /// ```
@@ -45,7 +48,7 @@ pub struct ServeJwt {
     pub jwks_url: String,
     /// Allowed algorithms (names from [`JWT_ALGORITHMS`]). Default RS256 and ES256.
     pub algorithms: Vec<String>,
-    /// Clock skew allowed on `exp` and `nbf`, in seconds. Default 30.
+    /// Clock skew allowed on `exp` and `nbf`, in seconds. Default 30, at most 300.
     pub leeway_s: u64,
 }
 
@@ -140,7 +143,20 @@ pub(super) fn jwt(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Se
         }
     }
     let leeway_s = match field(obj, "leeway_s") {
-        Some(v) => integer(v, &path.key("leeway_s"), 0, p)?,
+        Some(v) => {
+            let at = path.key("leeway_s");
+            let leeway = integer(v, &at, 0, p)?;
+            if leeway > MAX_LEEWAY_S {
+                // More would let long-expired tokens pass.
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!("must be at most {MAX_LEEWAY_S} (seconds)"),
+                );
+                return None;
+            }
+            leeway
+        }
         None => 30,
     };
     Some(ServeJwt {
@@ -186,5 +202,36 @@ auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mc
             paths.contains(&"serve.auth.jwt.jwks_url".to_owned()),
             "{paths:?}"
         );
+    }
+
+    #[test]
+    fn a_leeway_over_five_minutes_and_an_empty_audience_are_refused() {
+        let jwt = |extra: &str| {
+            toml(&format!(
+                "[serve]\nauth = {{ jwt = {{ issuer = \"https://i.example\", jwks_url = \"https://i.example/jwks\"{extra} }} }}"
+            ))
+        };
+        let config = jwt(", leeway_s = 300").unwrap();
+        let Some(ServeAuth::Jwt(ok)) = &config.serve.auth else {
+            panic!("{:?}", config.serve.auth)
+        };
+        assert_eq!(ok.leeway_s, 300);
+        for (extra, path, words) in [
+            (", leeway_s = 301", "serve.auth.jwt.leeway_s", "at most 300"),
+            (
+                ", leeway_s = 99999999",
+                "serve.auth.jwt.leeway_s",
+                "at most 300",
+            ),
+            (", audience = \" \"", "serve.auth.jwt.audience", "empty"),
+        ] {
+            let err = jwt(extra).unwrap_err();
+            let problem = err
+                .problems()
+                .iter()
+                .find(|p| p.path == path)
+                .unwrap_or_else(|| panic!("{extra}: {err}"));
+            assert!(problem.to_string().contains(words), "{extra}: {problem}");
+        }
     }
 }
