@@ -261,3 +261,21 @@ fn unsigned_and_hmac_algorithms_are_refused_in_the_configuration() {
     assert!(stderr.contains("serve.auth.jwt.algorithms[0]"), "{stderr}");
     assert!(stderr.contains("serve.auth.jwt.algorithms[1]"), "{stderr}");
 }
+
+#[test]
+fn a_leeway_over_five_minutes_is_refused_in_the_configuration() {
+    let (_dir, file, _record) = config("https://issuer.test/jwks", "[\"ES256\"]");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("leeway_s = 5", "leeway_s = 86400")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["serve", "--http", "127.0.0.1:0", "--file"])
+        .arg(&file)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serve.auth.jwt.leeway_s"), "{stderr}");
+    assert!(stderr.contains("at most 300"), "{stderr}");
+}
