@@ -11,6 +11,11 @@
 //!   beyond model and tool time: runs of 20 steps of `AgentLoop` with a scripted model that
 //!   answers at once, on a runner over the test-kit server (stdio), beside the same tool
 //!   calls dispatched directly on the runner. Needs `mcp-test-server` too.
+//! - `gateway` (`integration-tests`, bench `gateway`): per-call cost through the gateway
+//!   (`mcp-serve`'s per-session server in front of an `McpRunner`, in process) vs calling the
+//!   same test-kit upstream directly over streamable HTTP, sequential and 16 in flight, and
+//!   downstream sessions opened and closed per second. Paired figures in
+//!   `target/criterion/gateway-paired.json`, reported as `gateway.paired`.
 //! - `model_stream` (`agent-model-openai`, bench `stream`): the OpenAI-compatible adapter's
 //!   parse cost per streamed chunk (SSE, JSON, assembling), for text deltas and for tool-call
 //!   argument fragments.
@@ -27,7 +32,8 @@
 //!
 //! Targets, checked on the criterion medians (`met`) and on the paired figures
 //! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
-//! the time of 1 (issue 3); the loop's own cost ≤ 1 ms per step (issue 11).
+//! the time of 1 (issue 3); the loop's own cost ≤ 1 ms per step (issue 11); the gateway's per
+//! call ≤ 1.2× the direct call's (issue 13).
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
 use std::collections::BTreeMap;
@@ -46,8 +52,16 @@ const CALL_OVERHEAD_MAX: f64 = 1.10;
 const OPEN_8_VS_1_MAX: f64 = 1.5;
 /// The agent loop's own cost per step beyond model and tool time, in µs (issue 11).
 const LOOP_STEP_MAX_US: f64 = 1_000.0;
+/// The per-call cost the gateway may add over calling the upstream directly (issue 13).
+const GATEWAY_OVERHEAD_MAX: f64 = 1.2;
 
-const SUITES: [&str; 4] = ["search", "orchestration", "agent_loop", "model_stream"];
+const SUITES: [&str; 5] = [
+    "search",
+    "orchestration",
+    "agent_loop",
+    "gateway",
+    "model_stream",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -96,6 +110,7 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
     let paired_files = [
         ("orchestration", paired_file("orchestration")),
         ("agent_loop", paired_file("agent-loop")),
+        ("gateway", paired_file("gateway")),
     ];
     for (_, file) in &paired_files {
         let _ = std::fs::remove_file(file);
@@ -153,6 +168,7 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
     let paired = Paired {
         orchestration: read_paired("orchestration"),
         agent_loop: read_paired("agent_loop"),
+        gateway: read_paired("gateway"),
     };
     let report = report(&results, paired);
     if json_out {
@@ -259,6 +275,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Value {
 struct Paired {
     orchestration: Option<Value>,
     agent_loop: Option<Value>,
+    gateway: Option<Value>,
 }
 
 /// The key figures and ratios: per-call medians (µs), overheads, open times (ms), the agent
@@ -385,6 +402,9 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
     if let Some(agent_loop) = agent_loop(results, paired.agent_loop) {
         out.insert("agent_loop".into(), agent_loop);
     }
+    if let Some(gateway) = gateway(results, paired.gateway) {
+        out.insert("gateway".into(), gateway);
+    }
     let stream_us = |f: &str| per_us(&format!("model_stream/{f}")).map(|x| round(x, 3));
     let (text, fragments) = (stream_us("text_chunks"), stream_us("tool_call_fragments"));
     if text.is_some() || fragments.is_some() {
@@ -418,6 +438,43 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
             .into(),
     );
     Value::Object(out)
+}
+
+/// The gateway's figures: per call direct and through the gateway (µs), their ratio against
+/// the 1.2× target, sequential and 16 in flight; sessions opened and closed per second.
+fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Option<Value> {
+    let us = |group: &str, path: &str| {
+        let m = results.get(&format!("gateway_{group}_http/{path}"))?;
+        Some(m.per_element_ns() / 1_000.0)
+    };
+    let mut out = Map::new();
+    for group in ["calls", "in_flight_16"] {
+        let (direct, gateway) = (us(group, "direct"), us(group, "gateway"));
+        if direct.is_none() && gateway.is_none() {
+            continue;
+        }
+        let overhead = ratio(gateway, direct);
+        out.insert(
+            group.into(),
+            json!({
+                "direct_us_per_call": direct.map(|x| round(x, 2)),
+                "gateway_us_per_call": gateway.map(|x| round(x, 2)),
+                "overhead": overhead,
+                "met": overhead.as_f64().map(|r| r <= GATEWAY_OVERHEAD_MAX),
+            }),
+        );
+    }
+    let per_second = |path| us("sessions", path).map(|x| round(1e6 / x, 1));
+    if let (Some(direct), Some(gateway)) = (per_second("direct"), per_second("gateway")) {
+        out.insert(
+            "sessions_per_second".into(),
+            json!({"direct": direct, "gateway": gateway}),
+        );
+    }
+    if let Some(paired) = paired {
+        out.insert("paired".into(), paired);
+    }
+    (!out.is_empty()).then(|| Value::Object(out))
 }
 
 /// The agent loop's figures: a step of a run and a direct call (µs), the loop's own cost per
@@ -535,6 +592,7 @@ mod tests {
             Paired {
                 orchestration: Some(paired),
                 agent_loop: None,
+                gateway: None,
             },
         );
         let o = &report["orchestration"];
@@ -592,6 +650,7 @@ mod tests {
             Paired {
                 orchestration: None,
                 agent_loop: Some(paired),
+                gateway: None,
             },
         );
         let a = &report["agent_loop"];

@@ -1,0 +1,411 @@
+//! Gateway benchmarks (issue 13): what a call costs through the gateway (`mcp-serve`'s
+//! per-session server in front of an `McpRunner`, built the way `mcp-agent serve` builds it)
+//! against calling the same upstream directly, over streamable HTTP, and how many downstream
+//! sessions the gateway opens and closes per second.
+//!
+//! ```text
+//! cargo xtask bench --only gateway      # --json for the figures
+//! cargo bench -p integration-tests --bench gateway
+//! ```
+//!
+//! The upstream is the test kit's streamable HTTP server (`serve_http`, in process). The
+//! gateway is `ToolServer::per_session` served on streamable HTTP in the same process, each
+//! downstream session opening its own `McpRunner` (governed layer, eager exposure, every call
+//! approved) on that upstream. Both paths are driven by the same client: a bare rmcp client on
+//! the workspace's hyper transport (`HttpConnector`), so the difference is the gateway: one
+//! more HTTP hop, the server side, the governed layer and the runner.
+//!
+//! - `gateway_calls_http`: one iteration is 1,000 sequential `echo` calls, `direct` (to the
+//!   upstream) and `gateway` (`kit__echo` through the gateway).
+//! - `gateway_in_flight_16_http`: one iteration is 16 concurrent calls on one session.
+//! - `gateway_sessions_http`: one iteration opens a downstream session (initialize, which
+//!   opens its upstream run, then `tools/list`) and closes it (which closes the upstream
+//!   session); `direct` does the same against the upstream alone.
+//! - `paired` (not criterion): rounds of each path back to back in rotating order and the
+//!   median of the per-round ratios, robust to a shared machine's changing load. Printed, and
+//!   written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
+//!
+//! Target: the gateway's cost per call ≤ 1.2× the direct call's, sequential and 16 in flight.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_core::{
+    AutoApprove, RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError,
+    ToolOutput,
+};
+use async_trait::async_trait;
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use integration_tests::harness::object;
+use mcp_catalog::{CatalogConfig, Exposure};
+use mcp_client::{Connectors, McpClient, McpRunner};
+use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
+use mcp_connector::Connector as _;
+use mcp_serve::{OpenError, OpenTools, SessionTools, ToolServer};
+use mcp_test_kit::{HttpServer, TestServerOptions, serve_http};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+use rmcp::RoleClient;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+
+/// Sequential calls per iteration of `gateway_calls_http`.
+const CALLS: usize = 1_000;
+/// Concurrent calls per iteration of `gateway_in_flight_16_http`.
+const IN_FLIGHT: usize = 16;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn echo_args() -> Value {
+    json!({"text": "hello, server", "n": 42, "flags": [true, false]})
+}
+
+fn params(name: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned()).with_arguments(object(echo_args()))
+}
+
+fn http_spec(name: &str, url: &str) -> ServerSpec {
+    ServerSpec::new(
+        name,
+        TransportSpec::StreamableHttp(HttpSpec::new(url.parse().expect("URL"))),
+    )
+}
+
+/// Opens one upstream run per downstream session, as `mcp-agent serve` does.
+struct Gateway {
+    client: McpClient,
+}
+
+#[async_trait]
+impl OpenTools for Gateway {
+    async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError> {
+        let runner = self.client.open_runner(&RunInput::new("bench", "")).await?;
+        Ok(Arc::new(Upstream(runner)))
+    }
+}
+
+/// One downstream session's upstream run.
+struct Upstream(McpRunner);
+
+impl ToolCatalog for Upstream {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        self.0.tools()
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for Upstream {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        self.0.dispatch(call).await
+    }
+}
+
+#[async_trait]
+impl SessionTools for Upstream {
+    async fn close(&self) {
+        let _ = self.0.shutdown().await;
+    }
+}
+
+/// The upstream, the gateway in front of it, and one client session on each.
+struct Fixture {
+    upstream: HttpServer,
+    gateway: mcp_serve::HttpServer,
+    connector: HttpConnector,
+    direct: RunningService<RoleClient, ()>,
+    through: RunningService<RoleClient, ()>,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let upstream = serve_http(TestServerOptions::default())
+            .await
+            .expect("the HTTP test server");
+        let connector = HttpConnector::new(HttpOptions::default()).expect("HTTP connector");
+        let config = Config::new(vec![http_spec("kit", upstream.url())]).expect("valid specs");
+        let client = McpClient::builder(config)
+            .connectors(Connectors::new().with(connector.clone()))
+            .agent("mcp-agent-serve")
+            .catalog(CatalogConfig::default().with_exposure(Exposure::Eager))
+            .govern(|layer| layer.approval_gate(Arc::new(AutoApprove)))
+            .build();
+        let gateway = ToolServer::per_session(Arc::new(Gateway { client }))
+            .name("mcp-agent", "bench")
+            .serve_http(mcp_serve::HttpOptions::default())
+            .await
+            .expect("the gateway");
+        let direct = session(&connector, upstream.url()).await;
+        let through = session(&connector, gateway.url().as_str()).await;
+        Self {
+            upstream,
+            gateway,
+            connector,
+            direct,
+            through,
+        }
+    }
+
+    /// Checks that both paths echo, so no benchmark measures errors.
+    async fn check(&self) {
+        let expected = Some(echo_args());
+        let out = self.direct.call_tool(params("echo")).await.expect("direct");
+        assert_eq!(out.structured_content, expected);
+        let out = self
+            .through
+            .call_tool(params("kit__echo"))
+            .await
+            .expect("gateway");
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+        assert_eq!(out.structured_content, expected);
+    }
+
+    async fn call(&self, path: Path) {
+        let out = match path {
+            Path::Direct => self.direct.call_tool(params("echo")).await,
+            Path::Gateway => self.through.call_tool(params("kit__echo")).await,
+        };
+        black_box(out.expect("call"));
+    }
+
+    async fn sequential(&self, path: Path, calls: usize) {
+        for _ in 0..calls {
+            self.call(path).await;
+        }
+    }
+
+    async fn in_flight(&self, path: Path) {
+        futures::future::join_all((0..IN_FLIGHT).map(|_| self.call(path))).await;
+    }
+
+    /// Opens a session on `path` (initialize, `tools/list`) and closes it.
+    async fn open_close(&self, path: Path) {
+        let url = match path {
+            Path::Direct => self.upstream.url(),
+            Path::Gateway => self.gateway.url().as_str(),
+        };
+        let client = session(&self.connector, url).await;
+        let tools = client.list_all_tools().await.expect("tools/list");
+        assert!(!tools.is_empty());
+        let _ = client.cancel().await;
+    }
+
+    async fn close(self) {
+        let _ = self.direct.cancel().await;
+        let _ = self.through.cancel().await;
+        self.gateway.shutdown().await;
+        self.upstream.shutdown().await;
+    }
+}
+
+async fn session(connector: &HttpConnector, url: &str) -> RunningService<RoleClient, ()> {
+    let connection = connector
+        .connect(&http_spec("peer", url))
+        .await
+        .expect("HTTP transport");
+    rmcp::serve_client((), connection.transport)
+        .await
+        .expect("rmcp handshake")
+}
+
+/// The two ways to reach the upstream's `echo`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    Direct,
+    Gateway,
+}
+
+const PATHS: [(Path, &str); 2] = [(Path::Direct, "direct"), (Path::Gateway, "gateway")];
+
+/// Times `iters` iterations of `body` on `rt`.
+fn timed<F: Future<Output = ()>>(
+    rt: &Runtime,
+    iters: u64,
+    mut body: impl FnMut() -> F,
+) -> Duration {
+    rt.block_on(async {
+        let started = Instant::now();
+        for _ in 0..iters {
+            body().await;
+        }
+        started.elapsed()
+    })
+}
+
+fn benches_on(c: &mut Criterion) {
+    let rt = runtime();
+    let fixture = rt.block_on(async {
+        let fixture = Fixture::new().await;
+        fixture.check().await;
+        fixture
+    });
+    let f = &fixture;
+
+    let mut group = c.benchmark_group("gateway_calls_http");
+    group.sampling_mode(SamplingMode::Flat);
+    group.throughput(Throughput::Elements(CALLS as u64));
+    for (path, name) in PATHS {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| timed(&rt, iters, || f.sequential(path, CALLS)))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("gateway_in_flight_16_http");
+    group.throughput(Throughput::Elements(IN_FLIGHT as u64));
+    for (path, name) in PATHS {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| timed(&rt, iters, || f.in_flight(path)))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("gateway_sessions_http");
+    group.throughput(Throughput::Elements(1));
+    for (path, name) in PATHS {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| timed(&rt, iters, || f.open_close(path)))
+        });
+    }
+    group.finish();
+
+    rt.block_on(fixture.close());
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
+
+/// One paired measurement: `rounds` rounds of `body` on each path (rotating which goes first),
+/// each round's time divided by `per`; the median per path (µs) and of the per-round ratios.
+async fn pair<'a, F: Future<Output = ()> + 'a>(
+    rounds: usize,
+    per: usize,
+    body: impl Fn(Path) -> F,
+) -> (f64, f64, f64) {
+    // Warm both paths up.
+    for (path, _) in PATHS {
+        body(path).await;
+    }
+    let mut times: [Vec<f64>; 2] = Default::default();
+    for r in 0..rounds {
+        for i in 0..PATHS.len() {
+            let (path, _) = PATHS[(i + r) % PATHS.len()];
+            let started = Instant::now();
+            body(path).await;
+            times[path as usize].push(started.elapsed().as_secs_f64() * 1e6 / per as f64);
+        }
+    }
+    let ratio = median(
+        times[Path::Gateway as usize]
+            .iter()
+            .zip(&times[Path::Direct as usize])
+            .map(|(g, d)| g / d)
+            .collect(),
+    );
+    (
+        median(times[Path::Direct as usize].clone()),
+        median(times[Path::Gateway as usize].clone()),
+        ratio,
+    )
+}
+
+/// The paired measurement (see the crate docs): sequential calls, 16 in flight, sessions.
+fn paired(rounds: usize, round: usize) -> Value {
+    let rt = runtime();
+    let figures = rt.block_on(async {
+        let fixture = Fixture::new().await;
+        fixture.check().await;
+        let f = &fixture;
+        let (direct, gateway, ratio) = pair(rounds, round, |p| f.sequential(p, round)).await;
+        let sequential = json!({
+            "direct_us_per_call": direct,
+            "gateway_us_per_call": gateway,
+            "overhead": ratio,
+        });
+        let batches = round.div_ceil(IN_FLIGHT);
+        let (direct, gateway, ratio) = pair(rounds, batches * IN_FLIGHT, |p| async move {
+            for _ in 0..batches {
+                f.in_flight(p).await;
+            }
+        })
+        .await;
+        let in_flight = json!({
+            "direct_us_per_call": direct,
+            "gateway_us_per_call": gateway,
+            "overhead": ratio,
+        });
+        let opens = (round / 10).max(1);
+        let (direct, gateway, ratio) = pair(rounds, opens, |p| async move {
+            for _ in 0..opens {
+                f.open_close(p).await;
+            }
+        })
+        .await;
+        let sessions = json!({
+            "direct_us_per_session": direct,
+            "gateway_us_per_session": gateway,
+            "gateway_sessions_per_second": 1e6 / gateway,
+            "direct_sessions_per_second": 1e6 / direct,
+            "ratio": ratio,
+        });
+        fixture.close().await;
+        json!({
+            "rounds": rounds,
+            "calls_per_round": round,
+            "sequential": sequential,
+            "in_flight_16": in_flight,
+            "sessions": sessions,
+        })
+    });
+    println!("paired/gateway_http: {figures}");
+    figures
+}
+
+/// Calls per path in one round of the paired measurement.
+const ROUND: usize = 100;
+/// Rounds of the paired measurement.
+const ROUNDS: usize = 30;
+
+criterion_group! {
+    name = benches;
+    // Modest samples: a shared machine with 2 cores; the whole run stays within minutes.
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = benches_on
+}
+
+fn main() {
+    benches();
+    // Criterion's filter (the first argument that is not a flag) may exclude the paired run;
+    // `cargo test --benches` (no `--bench`) runs it once, small.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filter = args.iter().find(|a| !a.starts_with('-'));
+    if filter.is_none_or(|f| "paired".contains(f.as_str())) {
+        let benchmarking = args.iter().any(|a| a == "--bench");
+        let paired = if benchmarking {
+            paired(ROUNDS, ROUND)
+        } else {
+            paired(1, 16)
+        };
+        if let Some(path) = std::env::var_os("MCP_AGENT_BENCH_PAIRED") {
+            std::fs::write(&path, paired.to_string()).expect("write the paired results");
+        }
+    }
+    Criterion::default().configure_from_args().final_summary();
+}
