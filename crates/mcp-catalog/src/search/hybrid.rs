@@ -15,7 +15,7 @@
 //! [`SearchWarning`] (also logged as a `tracing` warning), never a failed search.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cache::{CacheLoad, EmbeddingCache, document_hash};
@@ -34,6 +34,9 @@ pub struct HybridConfig {
     pub query_timeout: Duration,
     /// The longest wait for one batch of tool vectors.
     pub batch_timeout: Duration,
+    /// How many recent queries keep their vector, so a repeated query is not embedded again
+    /// (least recently used first out); 0 embeds every query.
+    pub query_cache: usize,
 }
 
 impl Default for HybridConfig {
@@ -43,6 +46,7 @@ impl Default for HybridConfig {
             fusion: Fusion::ZScore { top_k: 100 },
             query_timeout: Duration::from_secs(2),
             batch_timeout: Duration::from_secs(60),
+            query_cache: 256,
         }
     }
 }
@@ -67,6 +71,24 @@ pub enum Fusion {
         /// The rank offset; larger flattens the head.
         k: f32,
     },
+}
+
+/// The dot product of two rows, in eight lanes so that it vectorises.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for l in 0..8 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// The mean and standard deviation of the `top_k` largest of `values` (deviation at least a
@@ -100,6 +122,42 @@ fn ranks_of(values: &[f32]) -> Vec<u32> {
         rank[i as usize] = r as u32 + 1;
     }
     rank
+}
+
+/// The vectors of recent queries, least recently used out first.
+#[derive(Debug, Default)]
+struct QueryCache {
+    tick: u64,
+    entries: HashMap<String, (u64, Arc<[f32]>)>,
+}
+
+impl QueryCache {
+    fn get(&mut self, query: &str) -> Option<Arc<[f32]>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(query).map(|(used, v)| {
+            *used = tick;
+            Arc::clone(v)
+        })
+    }
+
+    fn insert(&mut self, query: String, vector: Arc<[f32]>, capacity: usize) {
+        if capacity == 0 {
+            return;
+        }
+        if self.entries.len() >= capacity && !self.entries.contains_key(&query) {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(q, _)| q.clone());
+            if let Some(q) = oldest {
+                self.entries.remove(&q);
+            }
+        }
+        self.tick += 1;
+        self.entries.insert(query, (self.tick, vector));
+    }
 }
 
 /// Why a search or an update fell back, or what it noticed: shown to the operator, never
@@ -180,8 +238,12 @@ pub struct HybridIndex {
     config: HybridConfig,
     /// Tool ids and servers, in the order of their rows in `vectors`.
     ids: Vec<(Arc<str>, Arc<str>)>,
+    /// The row of each tool id.
+    rows: HashMap<Arc<str>, usize>,
     /// One unit-length row of `dimension` numbers per tool.
     vectors: Vec<f32>,
+    /// Recent queries' vectors.
+    queries: Mutex<QueryCache>,
 }
 
 impl HybridIndex {
@@ -196,7 +258,9 @@ impl HybridIndex {
             cache,
             config,
             ids: Vec::new(),
+            rows: HashMap::new(),
             vectors: Vec::new(),
+            queries: Mutex::default(),
         }
     }
 
@@ -290,10 +354,12 @@ impl HybridIndex {
             )));
         }
         self.ids.clear();
+        self.rows.clear();
         self.vectors.clear();
         self.vectors.reserve(texts.len() * dim);
         for ((id, server, _), h) in texts.into_iter().zip(hashes) {
             if let Some(v) = self.cache.get(&model, h).filter(|v| v.len() == dim) {
+                self.rows.insert(Arc::clone(&id), self.ids.len());
                 self.ids.push((id, server));
                 self.vectors.extend_from_slice(&v);
             }
@@ -316,12 +382,32 @@ impl HybridIndex {
 
     /// The query's vector: its first [`MAX_QUERY_CHARS`] characters embedded, within
     /// [`HybridConfig::query_timeout`].
+    /// The last [`HybridConfig::query_cache`] distinct queries are answered from memory.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let query = cut_chars(query.trim(), MAX_QUERY_CHARS).to_owned();
+        let capacity = self.config.query_cache;
+        if capacity > 0
+            && let Some(v) = self.recent().get(&query)
+        {
+            return Ok(v.to_vec());
+        }
         let mut v = self
-            .call(&[query], EmbedKind::Query, self.config.query_timeout)
+            .call(
+                std::slice::from_ref(&query),
+                EmbedKind::Query,
+                self.config.query_timeout,
+            )
             .await?;
-        Ok(v.pop().unwrap_or_default())
+        let v = v.pop().unwrap_or_default();
+        if capacity > 0 {
+            self.recent()
+                .insert(query, Arc::from(v.as_slice()), capacity);
+        }
+        Ok(v)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, QueryCache> {
+        self.queries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Ranks the tools of `index` for `query`: hybrid when the query's vector comes in time and
@@ -383,22 +469,22 @@ impl HybridIndex {
             return lexical;
         }
         let w = self.config.semantic_weight.clamp(0.0, 1.0);
-        let lex: HashMap<&str, f32> = lexical
-            .hits
-            .iter()
-            .map(|h| (&*h.id, h.score.max(0.0)))
-            .collect();
+        let mut lex_of_row = vec![0.0f32; self.ids.len()];
+        for h in &lexical.hits {
+            if let Some(&row) = self.rows.get(&h.id) {
+                lex_of_row[row] = h.score.max(0.0);
+            }
+        }
         let mut rows: Vec<usize> = Vec::with_capacity(self.ids.len());
         let mut cos: Vec<f32> = Vec::with_capacity(self.ids.len());
         let mut lx: Vec<f32> = Vec::with_capacity(self.ids.len());
-        for (row, (id, s)) in self.ids.iter().enumerate() {
+        for (row, (_, s)) in self.ids.iter().enumerate() {
             if server.is_some_and(|want| want != &**s) {
                 continue;
             }
-            let v = &self.vectors[row * dim..(row + 1) * dim];
             rows.push(row);
-            cos.push(v.iter().zip(query_vector).map(|(a, b)| a * b).sum());
-            lx.push(lex.get(&**id).copied().unwrap_or(0.0));
+            cos.push(dot(&self.vectors[row * dim..(row + 1) * dim], query_vector));
+            lx.push(lex_of_row[row]);
         }
         let scores: Vec<f32> = match self.config.fusion {
             Fusion::MinMax => {
@@ -439,28 +525,33 @@ impl HybridIndex {
                     .collect()
             }
         };
-        let mut hits: Vec<Hit> = rows
-            .iter()
-            .zip(scores)
-            .map(|(&row, score)| {
-                let (id, server) = &self.ids[row];
+        let total = match self.config.fusion {
+            Fusion::MinMax => scores.iter().filter(|&&x| x > 0.0).count(),
+            _ => scores.len(),
+        };
+        // Only the best `limit` become hits; ties go by tool id.
+        let by_score = |&a: &usize, &b: &usize| {
+            scores[b]
+                .total_cmp(&scores[a])
+                .then_with(|| self.ids[rows[a]].0.cmp(&self.ids[rows[b]].0))
+        };
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        if limit < order.len() {
+            order.select_nth_unstable_by(limit, by_score);
+            order.truncate(limit);
+        }
+        order.sort_unstable_by(by_score);
+        let hits: Vec<Hit> = order
+            .into_iter()
+            .map(|i| {
+                let (id, server) = &self.ids[rows[i]];
                 Hit {
                     id: Arc::clone(id),
                     server: Arc::clone(server),
-                    score,
+                    score: scores[i],
                 }
             })
             .collect();
-        let total = match self.config.fusion {
-            Fusion::MinMax => hits.iter().filter(|h| h.score > 0.0).count(),
-            _ => hits.len(),
-        };
-        let by_score = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id));
-        if limit < hits.len() {
-            hits.select_nth_unstable_by(limit, by_score);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(by_score);
         SearchResults { hits, total }
     }
 }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::super::cache::{EmbeddingCache, document_hash};
 use super::super::embed::{EmbedError, EmbedKind, Embedder};
-use super::{Fusion, HybridConfig, HybridIndex, head_stats, ranks_of};
+use super::{Fusion, HybridConfig, HybridIndex, dot, head_stats, ranks_of};
 use crate::search::{SearchIndex, ToolText};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -189,6 +189,45 @@ async fn every_fusion_finds_by_meaning_keeps_word_matches_and_the_server_filter(
     }
 }
 
+#[tokio::test]
+async fn a_repeated_query_is_embedded_once_and_the_oldest_goes_first() {
+    let fake = Fake::new(Mode::Good);
+    let small = HybridConfig {
+        query_cache: 2,
+        ..config()
+    };
+    let h = HybridIndex::new(fake.clone(), Arc::default(), small);
+    let calls = || fake.calls.load(Ordering::SeqCst);
+    let first = h.embed_query("will it rain").await.unwrap();
+    // Surrounding blanks do not make another query.
+    assert_eq!(h.embed_query("  will it rain ").await.unwrap(), first);
+    assert_eq!(calls(), 1);
+    h.embed_query("pay the bill").await.unwrap();
+    h.embed_query("will it rain").await.unwrap();
+    assert_eq!(calls(), 2);
+    // A third query evicts the least recently used, "pay the bill".
+    h.embed_query("read a file").await.unwrap();
+    h.embed_query("will it rain").await.unwrap();
+    assert_eq!(calls(), 3);
+    h.embed_query("pay the bill").await.unwrap();
+    assert_eq!(calls(), 4);
+    // Without a cache every query is embedded; a failure is never cached.
+    let fake = Fake::failing_queries(Mode::Error);
+    let h = HybridIndex::new(fake.clone(), Arc::default(), config());
+    assert!(h.embed_query("will it rain").await.is_err());
+    assert!(h.embed_query("will it rain").await.is_err());
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+    let fake = Fake::new(Mode::Good);
+    let uncached = HybridConfig {
+        query_cache: 0,
+        ..config()
+    };
+    let h = HybridIndex::new(fake.clone(), Arc::default(), uncached);
+    h.embed_query("will it rain").await.unwrap();
+    h.embed_query("will it rain").await.unwrap();
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+}
+
 #[test]
 fn ranks_and_head_statistics() {
     assert_eq!(ranks_of(&[0.1, 0.9, 0.5, 0.9]), vec![4, 1, 3, 2]);
@@ -200,6 +239,11 @@ fn ranks_and_head_statistics() {
     assert_eq!(mean, 0.5);
     assert!(dev > 0.0);
     assert_eq!(head_stats(&[], 5), (0.0, 1.0));
+    // The laned dot product is the plain one, remainder included.
+    let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.25).collect();
+    let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+    assert!((dot(&a, &b) - plain).abs() < 1e-3);
 }
 
 async fn assert_lexical_fallback(fake: Arc<Fake>, expect: &str) {
