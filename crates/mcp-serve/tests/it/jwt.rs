@@ -5,11 +5,11 @@
 //! one refetch (and an unknown `kid` does not refetch again within the interval); a JWKS
 //! that cannot be fetched gives 401 and leaves the gateway up; an RSA key published with
 //! leading zero bytes verifies; an over-long `kid` is refused without a refetch; the
-//! metadata names the issuer exactly as configured.
+//! metadata names the issuer exactly as configured; an HTTP/2 client resetting its stream
+//! while the JWKS is held does not cancel the refetch.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -137,11 +137,13 @@ pub(crate) fn claims(aud: &str) -> Value {
     json!({"iss": ISSUER, "aud": aud, "sub": "client-1", "iat": now(), "exp": now() + 600})
 }
 
-/// A JWKS endpoint on 127.0.0.1 serving whatever `keys` holds, counting its requests.
+/// A JWKS endpoint on 127.0.0.1 serving whatever `keys` holds, counting its requests; while
+/// held ([`Jwks::hold`]) it counts them but answers only once released.
 pub(crate) struct Jwks {
     pub(crate) url: url::Url,
     keys: Arc<Mutex<Value>>,
-    hits: Arc<AtomicUsize>,
+    hits: Arc<tokio::sync::watch::Sender<usize>>,
+    open: Arc<tokio::sync::watch::Sender<bool>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -150,16 +152,19 @@ impl Jwks {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let keys = Arc::new(Mutex::new(keys));
-        let hits = Arc::new(AtomicUsize::new(0));
-        let (k, h) = (keys.clone(), hits.clone());
+        let hits = Arc::new(tokio::sync::watch::Sender::new(0));
+        let open = Arc::new(tokio::sync::watch::Sender::new(true));
+        let (k, h, o) = (keys.clone(), hits.clone(), open.clone());
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (k, h) = (k.clone(), h.clone());
+                let (k, h, o) = (k.clone(), h.clone(), o.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |_request| {
-                        h.fetch_add(1, Ordering::SeqCst);
-                        let body = json!({"keys": k.lock().unwrap().clone()}).to_string();
+                        h.send_modify(|n| *n += 1);
+                        let (k, mut open) = (k.clone(), o.subscribe());
                         async move {
+                            let _ = open.wait_for(|open| *open).await;
+                            let body = json!({"keys": k.lock().unwrap().clone()}).to_string();
                             Ok::<_, Infallible>(
                                 http::Response::builder()
                                     .header("content-type", "application/json")
@@ -178,12 +183,27 @@ impl Jwks {
             url: format!("http://{addr}/jwks").parse().unwrap(),
             keys,
             hits,
+            open,
             task,
         }
     }
 
     pub(crate) fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
+        *self.hits.borrow()
+    }
+
+    /// Returns once the endpoint has received `n` requests.
+    async fn reached(&self, n: usize) {
+        let _ = self.hits.subscribe().wait_for(|hits| *hits >= n).await;
+    }
+
+    /// Requests are counted but not answered until [`Jwks::release`].
+    fn hold(&self) {
+        self.open.send_replace(false);
+    }
+
+    fn release(&self) {
+        self.open.send_replace(true);
     }
 
     fn publish(&self, keys: Value) {
@@ -492,6 +512,61 @@ async fn an_over_long_kid_is_refused_without_a_refetch() {
     let answer = attempt(&server, Some(&ec.token(&long, &claims(&aud)))).await;
     assert_refused(&server, &answer, "an over-long kid");
     assert_eq!(jwks.hits(), 1, "no refetch for an over-long kid");
+    assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resetting_its_stream_mid_fetch_does_not_cancel_the_fetch() {
+    let old = Signer::ec();
+    let new = Signer::ec();
+    let jwks = Jwks::serve(json!([old.jwk("k1")])).await;
+    let tools = Arc::new(Tools::default());
+    let jwt =
+        JwtAuth::new(ISSUER, jwks.url.clone()).with_refetch_interval(Duration::from_secs(600));
+    let server = gateway(&tools, jwt).await;
+    let aud = server.url().to_string();
+    let token = old.token("k1", &claims(&aud));
+    assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+    assert_eq!(jwks.hits(), 1);
+
+    // The issuer rotates. Over HTTP/2, a token with a random kid starts the refetch, and its
+    // stream is reset (the request dropped) while the JWKS has not answered.
+    jwks.publish(json!([new.jwk("k2")]));
+    jwks.hold();
+    let addr = format!(
+        "{}:{}",
+        server.url().host_str().unwrap(),
+        server.url().port().unwrap()
+    );
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let bearer = format!("Bearer {}", old.token("random", &claims(&aud)));
+    let mut request = http::Request::post(server.url().as_str());
+    for (name, value) in POST_HEADERS {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .header("authorization", bearer)
+        .body(Full::new(Bytes::from(initialize_body())))
+        .unwrap();
+    tokio::select! {
+        answer = sender.send_request(request) => panic!("answered while the JWKS is held: {answer:?}"),
+        () = jwks.reached(2) => {}
+    }
+    drop(sender);
+    connection.abort();
+    jwks.release();
+
+    // The refetch went on without its request: the rotated key is known, with no new fetch
+    // (another would not be allowed for ten minutes).
+    let token = new.token("k2", &claims(&aud));
+    assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+    assert_eq!(jwks.hits(), 2);
     assert_eq!(tools.calls(), 0);
     server.shutdown().await;
 }
