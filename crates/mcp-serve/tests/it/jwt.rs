@@ -6,7 +6,7 @@
 //! that cannot be fetched gives 401 and leaves the gateway up; an RSA key published with
 //! leading zero bytes verifies; an over-long `kid` is refused without a refetch; the
 //! metadata names the issuer exactly as configured; an HTTP/2 client resetting its stream
-//! while the JWKS is held does not cancel the refetch.
+//! while the JWKS is held does not cancel the refetch, and a cached key is served meanwhile.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -569,6 +569,37 @@ async fn a_client_resetting_its_stream_mid_fetch_does_not_cancel_the_fetch() {
     assert_eq!(jwks.hits(), 2);
     assert_eq!(tools.calls(), 0);
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_key_is_served_while_a_refetch_hangs() {
+    let signer = Signer::ec();
+    let jwks = Jwks::serve(json!([signer.jwk("k1")])).await;
+    let tools = Arc::new(Tools::default());
+    let jwt = JwtAuth::new(ISSUER, jwks.url.clone()).with_fetch_timeout(Duration::from_secs(30));
+    let server = Arc::new(gateway(&tools, jwt).await);
+    let aud = server.url().to_string();
+    let token = signer.token("k1", &claims(&aud));
+    assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+
+    // A token naming an unknown kid starts a refetch the JWKS holds.
+    jwks.hold();
+    let unknown = tokio::spawn({
+        let (server, token) = (server.clone(), signer.token("k9", &claims(&aud)));
+        async move { attempt(&server, Some(&token)).await.0 }
+    });
+    jwks.reached(2).await;
+    // The known kid is verified from the cache while that fetch is still held.
+    assert_eq!(attempt(&server, Some(&token)).await.0, 200);
+    assert!(
+        !unknown.is_finished(),
+        "the unknown kid waits for the fetch"
+    );
+    jwks.release();
+    assert_eq!(unknown.await.unwrap(), 401);
+    assert_eq!(jwks.hits(), 2);
+    assert_eq!(tools.calls(), 0);
+    Arc::into_inner(server).unwrap().shutdown().await;
 }
 
 #[test]
