@@ -1,6 +1,7 @@
-//! `cargo xtask conformance [--revision R] [--scenario S]...`: the official MCP conformance
-//! suite's client scenarios against `mcp-conformance-client`, compared with a committed
-//! baseline.
+//! `cargo xtask conformance [--revision R]... [--scenario S]... [--client-only|--gateway-only]`:
+//! the official MCP conformance suite's client scenarios against `mcp-conformance-client`, then
+//! its server scenarios against the `mcp-agent serve` gateway ([`gateway`]), each compared with
+//! a committed baseline.
 //!
 //! The suite (`@modelcontextprotocol/conformance`, run on the Node 22 binary from `peers/npm`,
 //! first on `PATH`) freezes, per protocol revision, the client scenarios that revision requires
@@ -16,6 +17,11 @@
 //! fails on a regression (a scenario outside the baseline fails) and on an unexpected pass (a
 //! baseline scenario passes: remove its line), and prints a summary with the counts per
 //! revision. Each scenario's output is kept under `target/conformance/<revision>/`.
+//!
+//! The gateway part has its own section in the same file, from its first `[gateway ...]`
+//! header on: see [`gateway`].
+
+mod gateway;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,19 +60,34 @@ struct Run {
     scored: bool,
 }
 
-/// Which scenarios to run: every one when both are empty.
+/// Which scenarios to run: every one when the lists are empty and no part is left out.
 #[derive(Debug, Default)]
 pub(crate) struct Filter {
     revisions: Vec<String>,
     scenarios: Vec<String>,
+    /// Only the client scenarios.
+    client_only: bool,
+    /// Only the gateway's server scenarios.
+    gateway_only: bool,
 }
 
 /// `cargo xtask conformance [--revision R]... [--scenario S]...`.
 pub(crate) fn task(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask conformance [--revision R]... [--scenario S]...";
+    const USAGE: &str = "usage: cargo xtask conformance [--revision R]... [--scenario S]... [--client-only|--gateway-only]";
     let mut filter = Filter::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--client-only" => {
+                filter.client_only = true;
+                continue;
+            }
+            "--gateway-only" => {
+                filter.gateway_only = true;
+                continue;
+            }
+            _ => {}
+        }
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) => (flag, Some(value.to_owned())),
             None => (arg.as_str(), None),
@@ -85,6 +106,9 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         };
         list.push(value);
     }
+    if filter.client_only && filter.gateway_only {
+        bail!("--client-only and --gateway-only exclude each other; {USAGE}");
+    }
     for revision in &filter.revisions {
         if !REVISIONS.contains(&revision.as_str()) {
             bail!(
@@ -97,11 +121,68 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
     check(&peers, &filter)
 }
 
-/// Runs the scenarios `filter` selects (all of them when it is empty) and compares the
-/// outcomes with the baseline.
+/// Runs the scenarios `filter` selects (all of them when it is empty), the client's then the
+/// gateway's, and compares the outcomes with the baseline.
 pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
     let root = peers::root();
-    let client = build_client()?;
+    let baseline_path = root.join("peers/conformance-baseline.txt");
+    let baseline_text = std::fs::read_to_string(&baseline_path)
+        .with_context(|| format!("reading {}", baseline_path.display()))?;
+    let client_all = client_plan(peers, &baseline_text)?;
+    let gateway_baseline = gateway::parse_baseline(&baseline_text)?;
+    let gateway_all = gateway::plan(peers, &gateway_baseline)?;
+    for name in &filter.scenarios {
+        if let Some(reason) = gateway_baseline.not_applicable.get(name) {
+            bail!("`{name}` is not run against the gateway: {reason}");
+        }
+        if !client_all.iter().any(|r| &r.scenario == name)
+            && !gateway_all.iter().any(|r| &r.scenario == name)
+        {
+            let mut names: Vec<&str> = client_all
+                .iter()
+                .map(|r| r.scenario.as_str())
+                .chain(gateway_all.iter().map(|r| r.scenario.as_str()))
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            bail!(
+                "unknown scenario `{name}`; the scenarios run are: {}",
+                names.join(", ")
+            );
+        }
+    }
+    let selected = |revision: &String, scenario: &String| {
+        (filter.revisions.is_empty() || filter.revisions.contains(revision))
+            && (filter.scenarios.is_empty() || filter.scenarios.contains(scenario))
+    };
+    let client_runs: Vec<Run> = client_all
+        .into_iter()
+        .filter(|r| !filter.gateway_only && selected(&r.revision, &r.scenario))
+        .collect();
+    let gateway_runs: Vec<gateway::GatewayRun> = gateway_all
+        .into_iter()
+        .filter(|r| !filter.client_only && selected(&r.revision, &r.scenario))
+        .collect();
+    let mut failed = Vec::new();
+    if !client_runs.is_empty()
+        && let Err(e) = check_client(peers, &client_runs, &baseline_text)
+    {
+        failed.push(format!("{e:#}"));
+    }
+    if !gateway_runs.is_empty()
+        && let Err(e) = gateway::check(peers, &gateway_runs, &gateway_baseline)
+    {
+        failed.push(format!("{e:#}"));
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("\n"));
+    }
+    Ok(())
+}
+
+/// Every client run: the scenarios each revision requires plus the extensions; the baseline
+/// may only name those.
+fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
     let mut all = Vec::new();
     for revision in REVISIONS {
         let required = list_required(peers, revision)?;
@@ -122,11 +203,7 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
             }
         }
     }
-    let baseline_path = root.join("peers/conformance-baseline.txt");
-    let baseline = parse_baseline(
-        &std::fs::read_to_string(&baseline_path)
-            .with_context(|| format!("reading {}", baseline_path.display()))?,
-    )?;
+    let baseline = parse_baseline(baseline_text)?;
     for (revision, name) in baseline.keys() {
         if !all
             .iter()
@@ -135,23 +212,14 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
             bail!("the baseline names `{name}` at {revision}, which is not run at that revision");
         }
     }
-    for name in &filter.scenarios {
-        if !all.iter().any(|r| &r.scenario == name) {
-            let mut names: Vec<&str> = all.iter().map(|r| r.scenario.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            bail!(
-                "unknown scenario `{name}`; the scenarios run are: {}",
-                names.join(", ")
-            );
-        }
-    }
-    let runs: Vec<Run> = all
-        .into_iter()
-        .filter(|r| filter.revisions.is_empty() || filter.revisions.contains(&r.revision))
-        .filter(|r| filter.scenarios.is_empty() || filter.scenarios.contains(&r.scenario))
-        .collect();
+    Ok(all)
+}
 
+/// Runs the client scenarios `runs` and compares them with the baseline's client section.
+fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str) -> Result<()> {
+    let root = peers::root();
+    let baseline = parse_baseline(baseline_text)?;
+    let client = build_bin("mcp-conformance", CLIENT_BIN)?;
     let out_root = root.join("target/conformance");
     let started = Instant::now();
     eprintln!(
@@ -159,7 +227,7 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
         runs.len(),
         client.display()
     );
-    let outcomes = run_all(peers, &client, &runs, &out_root);
+    let outcomes = run_all(peers, &client, runs, &out_root);
 
     let mut regressions = Vec::new();
     let mut unexpected_passes = Vec::new();
@@ -228,30 +296,30 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
     Ok(())
 }
 
-/// Builds the client and returns its path, as cargo reports it.
-fn build_client() -> Result<PathBuf> {
+/// Builds the binary `bin` of `package` and returns its path, as cargo reports it.
+fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
     let mut cmd = crate::cargo();
     cmd.args([
         "build",
         "--quiet",
         "-p",
-        "mcp-conformance",
+        package,
         "--bin",
-        CLIENT_BIN,
+        bin,
         "--message-format=json-render-diagnostics",
     ])
     .stderr(Stdio::inherit());
     eprintln!("$ {cmd:?}");
     let out = cmd.output().context("running cargo build")?;
     if !out.status.success() {
-        bail!("building {CLIENT_BIN} failed ({})", out.status);
+        bail!("building {bin} failed ({})", out.status);
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == CLIENT_BIN)
+        .filter(|msg| msg["reason"] == "compiler-artifact" && msg["target"]["name"] == bin)
         .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .with_context(|| format!("cargo did not report the {CLIENT_BIN} executable"))
+        .with_context(|| format!("cargo did not report the {bin} executable"))
 }
 
 /// The client scenarios the suite requires of `revision`, from
@@ -299,6 +367,10 @@ fn parse_baseline(text: &str) -> Result<BTreeMap<(String, String), String>> {
         let line = line.split_once('#').map_or(line, |(l, _)| l).trim();
         if line.is_empty() {
             continue;
+        }
+        if line.starts_with("[gateway") {
+            // The gateway's section (`gateway::parse_baseline`) runs to the end.
+            break;
         }
         if let Some(header) = line.strip_prefix('[') {
             let header = header
@@ -464,16 +536,18 @@ fn kill_group(pgid: u32) {
     }
 }
 
+/// The checks of the `checks.json` the suite wrote somewhere under `dir`, if it wrote a
+/// readable one.
+fn read_checks_json(dir: &Path) -> Option<Vec<serde_json::Value>> {
+    let path = find_file(dir, "checks.json")?;
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Summarises the `checks.json` the suite wrote somewhere under `dir`.
 fn read_checks(dir: &Path) -> (String, Vec<String>) {
-    let Some(path) = find_file(dir, "checks.json") else {
+    let Some(checks) = read_checks_json(dir) else {
         return ("no checks recorded".into(), Vec::new());
-    };
-    let Ok(checks) = std::fs::read_to_string(&path)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| Ok(serde_json::from_str::<Vec<serde_json::Value>>(&t)?))
-    else {
-        return ("unreadable checks.json".into(), Vec::new());
     };
     let count = |s: &str| checks.iter().filter(|c| c["status"] == s).count();
     let failures = checks
@@ -559,6 +633,22 @@ mod tests {
         let text =
             std::fs::read_to_string(peers::root().join("peers/conformance-baseline.txt")).unwrap();
         let entries = parse_baseline(&text).unwrap();
+        let gateway = gateway::parse_baseline(&text).unwrap();
+        assert!(
+            !gateway.not_applicable.contains_key("tools-list")
+                && !gateway
+                    .not_applicable
+                    .contains_key("dns-rebinding-protection"),
+            "tools-list and dns-rebinding-protection always run against the gateway"
+        );
+        assert!(
+            !gateway
+                .expected
+                .keys()
+                .any(|(_, _, scenario, _)| scenario == "tools-list"
+                    || scenario == "dns-rebinding-protection"),
+            "tools-list and dns-rebinding-protection must pass against the gateway"
+        );
         for (revision, required) in [
             ("2025-11-25", "initialize"),
             ("2025-11-25", "tools_call"),

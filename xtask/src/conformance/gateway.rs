@@ -1,0 +1,654 @@
+//! The gateway part of `cargo xtask conformance`: the suite's SERVER scenarios against
+//! `mcp-agent serve --http`, in front of the test kit's `mcp-test-server`, once per exposure
+//! (`eager`: every upstream tool as `kit__tool`; `lazy`: `mcp_search_tools`, `mcp_call_tool`,
+//! `mcp_read_output`).
+//!
+//! For each checked revision the suite lists the server scenarios it requires, plus those it
+//! runs without scoring (`list --requirements R`). Each one either runs against the gateway or
+//! is named under `[gateway not-applicable]` in `peers/conformance-baseline.txt` with the
+//! reason (a tools gateway serves no resources, prompts or completions; scenarios that call
+//! tools by exact name, such as `test_simple_text`, cannot reach an upstream tool through the
+//! gateway, which exposes `server__tool` or the lazy surface). A scenario the suite adds later
+//! runs until the baseline says otherwise, so it is never silently skipped.
+//!
+//! A run is judged check by check (the suite's `checks.json`): every `FAILURE` or `WARNING`
+//! check must be listed in the baseline as `scenario:check-id  reason` under a
+//! `[gateway R... [eager|lazy]]` header, and every listed check must still fail (else: remove
+//! its line). A run that leaves no checks (the suite crashed or overstayed) is a regression.
+//! Output is kept under `target/conformance/gateway/<exposure>/<revision>/<scenario>/`, the
+//! gateway's log beside it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::{REVISIONS, SCENARIO_TIMEOUT, kill_group, read_checks_json};
+use crate::peers::Peers;
+
+/// The exposures the gateway is checked in.
+pub(super) const EXPOSURES: [&str; 2] = ["eager", "lazy"];
+/// The suite's timeout for one server scenario.
+const SUITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Our bound on the gateway starting or stopping.
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One server scenario at one revision against the gateway in one exposure.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct GatewayRun {
+    pub(super) exposure: String,
+    pub(super) revision: String,
+    pub(super) scenario: String,
+}
+
+/// The gateway section of the baseline.
+#[derive(Debug, Default)]
+pub(super) struct GatewayBaseline {
+    /// Scenarios not run, with why.
+    pub(super) not_applicable: BTreeMap<String, String>,
+    /// `(exposure, revision, scenario, check id)` expected to fail or warn, with why.
+    pub(super) expected: BTreeMap<(String, String, String, String), String>,
+}
+
+/// Parses the baseline's gateway section: from the first `[gateway ...]` header on. Headers are
+/// `[gateway not-applicable]` (then `scenario  reason` lines) or `[gateway R... [eager|lazy]]`
+/// (then `scenario:check-id  reason` lines, about both exposures unless one is named).
+pub(super) fn parse_baseline(text: &str) -> Result<GatewayBaseline> {
+    enum Section {
+        None,
+        NotApplicable,
+        Expected {
+            revisions: Vec<String>,
+            exposures: Vec<String>,
+        },
+    }
+    let mut out = GatewayBaseline::default();
+    let mut section = Section::None;
+    let mut started = false;
+    for (n, line) in text.lines().enumerate() {
+        let n = n + 1;
+        let line = line.split_once('#').map_or(line, |(l, _)| l).trim();
+        if !started {
+            started = line.starts_with("[gateway");
+            if !started {
+                continue;
+            }
+        }
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header
+                .strip_suffix(']')
+                .with_context(|| format!("baseline line {n}: `[` without `]`"))?;
+            let mut words = header.split_whitespace();
+            if words.next() != Some("gateway") {
+                bail!(
+                    "baseline line {n}: after the first `[gateway ...]` header, every header is a gateway one"
+                );
+            }
+            let words: Vec<&str> = words.collect();
+            if words == ["not-applicable"] {
+                section = Section::NotApplicable;
+                continue;
+            }
+            let mut revisions = Vec::new();
+            let mut exposures = Vec::new();
+            for word in words {
+                if REVISIONS.contains(&word) {
+                    revisions.push(word.to_owned());
+                } else if EXPOSURES.contains(&word) {
+                    exposures.push(word.to_owned());
+                } else {
+                    bail!(
+                        "baseline line {n}: `{word}` is neither a checked revision ({}) nor an exposure ({})",
+                        REVISIONS.join(", "),
+                        EXPOSURES.join(", ")
+                    );
+                }
+            }
+            if revisions.is_empty() {
+                bail!("baseline line {n}: a gateway header names no revision");
+            }
+            if exposures.is_empty() {
+                exposures = EXPOSURES.iter().map(|e| (*e).to_owned()).collect();
+            }
+            section = Section::Expected {
+                revisions,
+                exposures,
+            };
+            continue;
+        }
+        let (name, reason) = line
+            .split_once(char::is_whitespace)
+            .map(|(n, r)| (n, r.trim()))
+            .unwrap_or((line, ""));
+        if reason.is_empty() {
+            bail!("baseline line {n}: `{name}` has no reason");
+        }
+        match &section {
+            Section::None => unreachable!("the gateway section starts with a header"),
+            Section::NotApplicable => {
+                if name.contains(':') {
+                    bail!(
+                        "baseline line {n}: a not-applicable entry names a scenario, not a check"
+                    );
+                }
+                if out
+                    .not_applicable
+                    .insert(name.to_owned(), reason.to_owned())
+                    .is_some()
+                {
+                    bail!("baseline line {n}: `{name}` is listed twice");
+                }
+            }
+            Section::Expected {
+                revisions,
+                exposures,
+            } => {
+                let Some((scenario, check)) = name.split_once(':') else {
+                    bail!("baseline line {n}: `{name}` is not `scenario:check-id`");
+                };
+                if scenario.is_empty() || check.is_empty() {
+                    bail!("baseline line {n}: `{name}` is not `scenario:check-id`");
+                }
+                for exposure in exposures {
+                    for revision in revisions {
+                        let key = (
+                            exposure.clone(),
+                            revision.clone(),
+                            scenario.to_owned(),
+                            check.to_owned(),
+                        );
+                        if out.expected.insert(key, reason.to_owned()).is_some() {
+                            bail!(
+                                "baseline line {n}: `{name}` is listed twice for {revision} ({exposure})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The server scenarios of a `list --requirements` output: the `  - name` lines under the
+/// `Server scenarios` heading, and the `    - name [server]` lines of those run but not
+/// scored.
+pub(super) fn parse_server_scenarios(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Server scenarios"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("  - "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    names.extend(
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .filter_map(|l| l.strip_suffix(" [server]"))
+            .map(|l| l.trim().to_owned()),
+    );
+    names
+}
+
+/// The server scenarios the suite lists for `revision`.
+fn list_server(peers: &Peers, revision: &str) -> Result<Vec<String>> {
+    let out = Command::new(&peers.node22)
+        .arg(&peers.conformance)
+        .args(["list", "--requirements", revision])
+        .env("PATH", peers.path_with_node22())
+        .output()
+        .context("running the conformance suite's `list`")?;
+    if !out.status.success() {
+        bail!(
+            "`conformance list --requirements {revision}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let names = parse_server_scenarios(&String::from_utf8_lossy(&out.stdout));
+    if names.is_empty() {
+        bail!("`conformance list --requirements {revision}` listed no server scenarios");
+    }
+    Ok(names)
+}
+
+/// Every gateway run the suite and the baseline call for, checked against each other: a
+/// scenario is run or not applicable, never both or neither; every baseline entry is about a
+/// scenario the suite still lists.
+pub(super) fn plan(peers: &Peers, baseline: &GatewayBaseline) -> Result<Vec<GatewayRun>> {
+    let mut runs = Vec::new();
+    let mut listed = BTreeSet::new();
+    for revision in REVISIONS {
+        for scenario in list_server(peers, revision)? {
+            listed.insert(scenario.clone());
+            if baseline.not_applicable.contains_key(&scenario) {
+                continue;
+            }
+            for exposure in EXPOSURES {
+                runs.push(GatewayRun {
+                    exposure: exposure.to_owned(),
+                    revision: revision.to_owned(),
+                    scenario: scenario.clone(),
+                });
+            }
+        }
+    }
+    for name in baseline.not_applicable.keys() {
+        if !listed.contains(name) {
+            bail!(
+                "the baseline says `{name}` does not apply to the gateway, but the suite lists no such server scenario"
+            );
+        }
+    }
+    for (exposure, revision, scenario, check) in baseline.expected.keys() {
+        let run = GatewayRun {
+            exposure: exposure.clone(),
+            revision: revision.clone(),
+            scenario: scenario.clone(),
+        };
+        if !runs.contains(&run) {
+            bail!(
+                "the baseline expects `{scenario}:{check}` to fail at {revision} ({exposure}), but `{scenario}` is not run there"
+            );
+        }
+    }
+    Ok(runs)
+}
+
+/// Builds the gateway and the upstream, runs `runs` and compares each run's failed and warning
+/// checks with the baseline's gateway section; prints the results and the counts.
+pub(super) fn check(peers: &Peers, runs: &[GatewayRun], baseline: &GatewayBaseline) -> Result<()> {
+    let gateway_bin = super::build_bin("mcp-agent-cli", "mcp-agent")?;
+    let upstream_bin = super::build_bin("mcp-test-kit", "mcp-test-server")?;
+    let out_root = crate::peers::root().join("target/conformance/gateway");
+    let started = Instant::now();
+    eprintln!(
+        "conformance: {} gateway run(s), gateway {}",
+        runs.len(),
+        gateway_bin.display()
+    );
+    let outcomes = run_all(peers, &gateway_bin, &upstream_bin, runs, &out_root)?;
+    println!(
+        "\ngateway conformance results ({:.1} s; server scenarios against `mcp-agent serve --http`):",
+        started.elapsed().as_secs_f64()
+    );
+    let mut regressions = Vec::new();
+    let mut unexpected_passes = Vec::new();
+    let mut clean = 0;
+    let mut with_expected = 0;
+    for (run, outcome) in runs.iter().zip(&outcomes) {
+        let label = format!("{} {} {}", run.exposure, run.revision, run.scenario);
+        let expected: BTreeMap<&str, &str> = baseline
+            .expected
+            .iter()
+            .filter(|((e, r, s, _), _)| {
+                e == &run.exposure && r == &run.revision && s == &run.scenario
+            })
+            .map(|((_, _, _, check), reason)| (check.as_str(), reason.as_str()))
+            .collect();
+        let new: Vec<&(String, String)> = outcome
+            .problems
+            .iter()
+            .filter(|(id, _)| !expected.contains_key(id.as_str()))
+            .collect();
+        let gone: Vec<&str> = expected
+            .keys()
+            .filter(|check| !outcome.problems.iter().any(|(id, _)| id == *check))
+            .copied()
+            .collect();
+        let verdict = if !outcome.completed {
+            regressions.push(label.clone());
+            "FAIL (did not complete)"
+        } else if !new.is_empty() {
+            regressions.push(label.clone());
+            "FAIL (regression)"
+        } else if !gone.is_empty() {
+            unexpected_passes.push(format!("{label}: {}", gone.join(", ")));
+            "PASS (unexpected: remove it from the baseline)"
+        } else if expected.is_empty() {
+            clean += 1;
+            "pass"
+        } else {
+            with_expected += 1;
+            "expected failure"
+        };
+        println!("  {label:<55} {verdict:<18} {}", outcome.summary);
+        for (id, message) in &new {
+            println!("      - {id} {message}");
+        }
+        if !new.is_empty() || !outcome.completed {
+            println!("      log: {}", outcome.log.display());
+        }
+        for check in &gone {
+            println!("      passes now: {check}");
+        }
+        for (check, reason) in &expected {
+            if !gone.contains(check) {
+                println!("      baseline {check}: {reason}");
+            }
+        }
+    }
+    println!();
+    for exposure in EXPOSURES {
+        for revision in REVISIONS {
+            let these: Vec<_> = runs
+                .iter()
+                .zip(&outcomes)
+                .filter(|(r, _)| r.exposure == exposure && r.revision == revision)
+                .collect();
+            if these.is_empty() {
+                continue;
+            }
+            let passed = these
+                .iter()
+                .filter(|(_, o)| o.completed && o.problems.is_empty())
+                .count();
+            println!(
+                "gateway ({exposure}) {revision}: {passed} of {} server scenario(s) pass every check",
+                these.len()
+            );
+        }
+    }
+    println!(
+        "gateway: {clean} passed, {with_expected} with expected failures only, {} regression(s), {} unexpected pass(es); not applicable: {}",
+        regressions.len(),
+        unexpected_passes.len(),
+        baseline.not_applicable.len()
+    );
+    if !regressions.is_empty() || !unexpected_passes.is_empty() {
+        bail!(
+            "gateway conformance differs from peers/conformance-baseline.txt: regressions {regressions:?}, unexpected passes {unexpected_passes:?}"
+        );
+    }
+    Ok(())
+}
+
+/// What one gateway run showed.
+#[derive(Debug)]
+pub(super) struct GatewayOutcome {
+    /// `N checks passed, M failed, K warnings`, or why there are none.
+    pub(super) summary: String,
+    /// The suite recorded checks and finished in time.
+    pub(super) completed: bool,
+    /// `(check id, "STATUS: message")` of every failed or warning check.
+    pub(super) problems: Vec<(String, String)>,
+    pub(super) log: PathBuf,
+}
+
+/// Runs `runs` exposure by exposure, each against a gateway of its own, one scenario at a time;
+/// the outcomes are in the order of `runs`.
+pub(super) fn run_all(
+    peers: &Peers,
+    gateway_bin: &Path,
+    upstream_bin: &Path,
+    runs: &[GatewayRun],
+    out_root: &Path,
+) -> Result<Vec<GatewayOutcome>> {
+    let mut outcomes: Vec<Option<GatewayOutcome>> = runs.iter().map(|_| None).collect();
+    for exposure in EXPOSURES {
+        let these: Vec<(usize, &GatewayRun)> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.exposure == exposure)
+            .collect();
+        if these.is_empty() {
+            continue;
+        }
+        let dir = out_root.join(exposure);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let mut gateway = Gateway::start(gateway_bin, upstream_bin, exposure, &dir)?;
+        eprintln!("conformance: gateway ({exposure}) at {}", gateway.url);
+        for (i, run) in these {
+            let outcome =
+                run_one(peers, &gateway.url, run, &dir).unwrap_or_else(|e| GatewayOutcome {
+                    summary: format!("not run: {e:#}"),
+                    completed: false,
+                    problems: Vec::new(),
+                    log: dir.clone(),
+                });
+            eprintln!(
+                "conformance: gateway ({exposure}) {} {}: {}",
+                run.revision, run.scenario, outcome.summary
+            );
+            outcomes[i] = Some(outcome);
+        }
+        gateway.stop()?;
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.expect("every run has an outcome"))
+        .collect())
+}
+
+fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<GatewayOutcome> {
+    use std::os::unix::process::CommandExt;
+
+    let dir = dir
+        .join(&run.revision)
+        .join(run.scenario.replace('/', "__"));
+    std::fs::create_dir_all(&dir)?;
+    let log = dir.join("suite.log");
+    let log_file = std::fs::File::create(&log)?;
+    let mut child = Command::new(&peers.node22)
+        .arg(&peers.conformance)
+        .args(["server", "--url", url])
+        .args(["--scenario", &run.scenario, "--spec-version", &run.revision])
+        .arg("--force")
+        .arg("--timeout")
+        .arg(SUITE_TIMEOUT.as_millis().to_string())
+        .arg("-o")
+        .arg(&dir)
+        .env("PATH", peers.path_with_node22())
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .context("starting the conformance suite")?;
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let finished = match rx.recv_timeout(SCENARIO_TIMEOUT) {
+        Ok(status) => {
+            status?;
+            true
+        }
+        Err(_) => {
+            kill_group(pid);
+            false
+        }
+    };
+    let _ = waiter.join();
+    let Some(checks) = read_checks_json(&dir) else {
+        return Ok(GatewayOutcome {
+            summary: "no checks recorded".into(),
+            completed: false,
+            problems: Vec::new(),
+            log,
+        });
+    };
+    let count = |s: &str| checks.iter().filter(|c| c["status"] == s).count();
+    let problems = checks
+        .iter()
+        .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap_or("?").to_owned(),
+                format!(
+                    "{}: {}",
+                    c["status"].as_str().unwrap_or("?"),
+                    c["errorMessage"]
+                        .as_str()
+                        .or(c["description"].as_str())
+                        .unwrap_or("")
+                ),
+            )
+        })
+        .collect();
+    let summary = if finished {
+        format!(
+            "{} passed, {} failed, {} warnings",
+            count("SUCCESS"),
+            count("FAILURE"),
+            count("WARNING")
+        )
+    } else {
+        format!("killed after {} s", SCENARIO_TIMEOUT.as_secs())
+    };
+    Ok(GatewayOutcome {
+        summary,
+        completed: finished,
+        problems,
+        log,
+    })
+}
+
+/// `mcp-agent serve --http 127.0.0.1:0` on a config with the test kit's server `kit`; stopped
+/// with SIGTERM (it drains and closes its upstreams), killed if it overstays or on drop.
+struct Gateway {
+    child: Child,
+    url: String,
+    stopped: bool,
+}
+
+impl Gateway {
+    fn start(bin: &Path, upstream: &Path, exposure: &str, dir: &Path) -> Result<Self> {
+        let config = dir.join("mcp.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[servers]]\nname = \"kit\"\ncommand = {:?}\n\n[serve]\nexpose = {exposure:?}\n",
+                upstream.display().to_string()
+            ),
+        )?;
+        let mut child = Command::new(bin)
+            .args(["serve", "--http", "127.0.0.1:0", "--file"])
+            .arg(&config)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stderr = child.stderr.take().context("the gateway's stderr")?;
+        let mut log = std::fs::File::create(dir.join("gateway.log"))?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = writeln!(log, "{line}");
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let mut gateway = Self {
+            child,
+            url: String::new(),
+            stopped: false,
+        };
+        match rx.recv_timeout(GATEWAY_TIMEOUT) {
+            Ok(url) => gateway.url = url,
+            Err(_) => bail!(
+                "the gateway ({exposure}) did not say where it listens within {} s; see {}",
+                GATEWAY_TIMEOUT.as_secs(),
+                dir.join("gateway.log").display()
+            ),
+        }
+        Ok(gateway)
+    }
+
+    /// SIGTERM, then a bounded wait for a clean exit.
+    fn stop(&mut self) -> Result<()> {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+
+        self.stopped = true;
+        let pid = i32::try_from(self.child.id()).context("the gateway's pid")?;
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        let deadline = Instant::now() + GATEWAY_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    bail!("the gateway exited with {status} after SIGTERM");
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        bail!(
+            "the gateway did not exit within {} s of SIGTERM",
+            GATEWAY_TIMEOUT.as_secs()
+        )
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_scenarios_are_parsed() {
+        let text = "Required for 2026-07-28 (3 scenarios, frozen):\n\nServer scenarios (test against a server):\n  - server-stateless\n  - tools-list\n\nClient scenarios (test against a client):\n  - tools_call\n\nRun and reported, but never scored:\n  extension (2):\n    - auth/dpop [client]\n    - tasks-lifecycle [server]\n";
+        assert_eq!(
+            parse_server_scenarios(text),
+            ["server-stateless", "tools-list", "tasks-lifecycle"]
+        );
+    }
+
+    #[test]
+    fn gateway_baseline_sections() {
+        let text = "[2026-07-28]\nclient-thing  ignored here\n[gateway not-applicable]\nprompts-list  no prompts\n[gateway 2026-07-28]\ncaching:sep-2549-x  no resources\n[gateway 2025-11-25 lazy]\nping:ping  why\n";
+        let b = parse_baseline(text).unwrap();
+        assert_eq!(b.not_applicable["prompts-list"], "no prompts");
+        for exposure in EXPOSURES {
+            assert!(b.expected.contains_key(&(
+                exposure.into(),
+                "2026-07-28".into(),
+                "caching".into(),
+                "sep-2549-x".into()
+            )));
+        }
+        assert!(b.expected.contains_key(&(
+            "lazy".into(),
+            "2025-11-25".into(),
+            "ping".into(),
+            "ping".into()
+        )));
+        assert!(!b.expected.contains_key(&(
+            "eager".into(),
+            "2025-11-25".into(),
+            "ping".into(),
+            "ping".into()
+        )));
+        assert!(parse_baseline("[gateway 2026-07-28]\ncaching  no check id\n").is_err());
+        assert!(parse_baseline("[gateway 2026-07-28]\ncaching:x\n").is_err());
+        assert!(parse_baseline("[gateway not-applicable]\na:b reason\n").is_err());
+        assert!(parse_baseline("[gateway 1999-01-01]\na:b r\n").is_err());
+        assert!(parse_baseline("[gateway]\na:b r\n").is_err());
+        assert!(parse_baseline("[gateway not-applicable]\na r\n[2026-07-28]\nb r\n").is_err());
+        assert!(parse_baseline("[gateway not-applicable]\na r\na r\n").is_err());
+    }
+}
