@@ -301,6 +301,13 @@ async fn run() -> Result<(), String> {
             (0..queries.len()).filter(|i| i % 2 == 0).collect(),
             (0..queries.len()).filter(|i| i % 2 == 1).collect(),
         ];
+        let mut row = String::from("| lexical |");
+        for half in &halves {
+            let qs: Vec<_> = half.iter().map(|&i| queries[i].clone()).collect();
+            let r = mcp_catalog::eval::evaluate(&index, &qs);
+            row.push_str(&format!(" {:.3} | {:.3} |", r.hit[1], r.mrr));
+        }
+        println!("{row}");
         for (name, f, w) in &variants {
             let mut c = config.clone();
             c.fusion = *f;
