@@ -83,6 +83,7 @@ mod env;
 mod error;
 mod handle;
 mod limits;
+mod lines;
 mod process;
 #[cfg(target_os = "linux")]
 mod spawner;

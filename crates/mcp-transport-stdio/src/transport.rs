@@ -1,6 +1,7 @@
 //! The protocol transport: rmcp's newline-delimited JSON over the child's stdin/stdout, with
 //! write errors that name the server and carry its diagnostics, and stdout read through the
-//! size and depth bounds of [`crate::limits`].
+//! size and depth bounds of [`crate::limits`], then rid of lines that are not JSON-RPC
+//! ([`crate::lines`]).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use crate::StdioError;
 use crate::handle::Shared;
 use crate::limits::Guarded;
+use crate::lines::JsonRpcLines;
 
 /// The MCP transport to a child process: its stdout in, its stdin out. Closing it closes the
 /// child's stdin, which asks a well-behaved server to exit.
@@ -20,14 +22,16 @@ use crate::limits::Guarded;
 /// Framing and the handshake are rmcp's; this type adds error context and bounds each message
 /// the server writes: one larger than [`StdioOptions::max_message_bytes`] or nested deeper than
 /// [`StdioOptions::max_nesting_depth`] ends the session at once (the stream ends for rmcp, so
-/// pending requests fail), and [`StdioHandle::read_error`] says why. Hand it to
-/// `rmcp::serve_client` (or box it in an `mcp_connector::Connection`).
+/// pending requests fail), and [`StdioHandle::read_error`] says why. A line without a
+/// `"jsonrpc"` member (a server's log line on stdout) is dropped before rmcp reads it, so rmcp
+/// never answers it. Hand it to `rmcp::serve_client` (or box it in an
+/// `mcp_connector::Connection`).
 ///
 /// [`StdioOptions::max_message_bytes`]: crate::StdioOptions::max_message_bytes
 /// [`StdioOptions::max_nesting_depth`]: crate::StdioOptions::max_nesting_depth
 /// [`StdioHandle::read_error`]: crate::StdioHandle::read_error
 pub struct StdioTransport {
-    inner: AsyncRwTransport<RoleClient, Guarded<ChildStdout>, ChildStdin>,
+    inner: AsyncRwTransport<RoleClient, JsonRpcLines<Guarded<ChildStdout>>, ChildStdin>,
     shared: Arc<Shared>,
 }
 
@@ -55,6 +59,7 @@ impl StdioTransport {
             shared.violation.clone(),
             shared.server.clone(),
         );
+        let stdout = JsonRpcLines::new(stdout, shared.server.clone());
         // rmcp's own cap (which drops a line silently) stays above ours, line break included.
         let rmcp_cap = max_message_bytes.saturating_add(2);
         Self {

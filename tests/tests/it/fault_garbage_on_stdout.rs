@@ -42,6 +42,13 @@ async fn non_json_lines_before_the_handshake_are_skipped() {
         .await
         .unwrap();
     assert_eq!(out.structured, Some(json!({"heard": true})));
+    // The noise lines got no reply: the server's stderr (it notes any error without an id
+    // it receives) says nothing of one.
+    let diagnostics = runner.sessions()[0].diagnostics().unwrap_or_default();
+    assert!(
+        !diagnostics.contains("error without id"),
+        "the client answered the server's noise: {diagnostics}"
+    );
     bounded(runner.close()).await;
     harness.assert_no_process_left().await;
 }
