@@ -1,7 +1,7 @@
 //! `cargo xtask peers`: installs the third-party MCP peers the tests run against.
 //!
 //! - `peers/npm`: `npm ci` from the committed `package-lock.json` (server-everything, the
-//!   conformance suite, a Node 22 binary, oauth2-mock-server).
+//!   conformance suite, a Node 22 binary, oauth2-mock-server, the MCP Inspector's CLI).
 //! - `peers/python`: a venv at `.peers/venv` from `requirements.txt`, every package pinned with
 //!   its hash (`pip install --require-hashes`).
 //! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
@@ -37,6 +37,10 @@ pub(crate) struct Peers {
     pub(crate) conformance: PathBuf,
     /// The CLI script of `oauth2-mock-server`.
     pub(crate) oauth2_mock: PathBuf,
+    /// The MCP Inspector's CLI client (`@modelcontextprotocol/inspector-cli`, the package of
+    /// `inspector --cli`; version 2 of `@modelcontextprotocol/inspector` cannot be installed
+    /// from this lockfile: its vite names an optional dependency the registry lacks).
+    pub(crate) inspector: PathBuf,
     /// The venv's python.
     pub(crate) python: PathBuf,
     /// `peers/python/server.py`.
@@ -56,6 +60,7 @@ impl Peers {
             everything: node_modules.join("@modelcontextprotocol/server-everything/dist/index.js"),
             conformance: node_modules.join("@modelcontextprotocol/conformance/dist/index.js"),
             oauth2_mock: node_modules.join("oauth2-mock-server/dist/oauth2-mock-server.mjs"),
+            inspector: node_modules.join("@modelcontextprotocol/inspector-cli/build/index.js"),
             python: venv_dir(root).join("bin/python"),
             py_server: root.join("peers/python/server.py"),
             llmposter: cargo_dir(root).join("bin/llmposter"),
@@ -70,6 +75,7 @@ impl Peers {
             ("MCP_AGENT_PEER_EVERYTHING", self.everything.clone()),
             ("MCP_AGENT_PEER_CONFORMANCE", self.conformance.clone()),
             ("MCP_AGENT_PEER_OAUTH2_MOCK", self.oauth2_mock.clone()),
+            ("MCP_AGENT_PEER_INSPECTOR", self.inspector.clone()),
             ("MCP_AGENT_PEER_PYTHON", self.python.clone()),
             ("MCP_AGENT_PEER_PY_SERVER", self.py_server.clone()),
             ("MCP_AGENT_PEER_LLMPOSTER", self.llmposter.clone()),

@@ -13,6 +13,8 @@ mod cli_main_job;
 mod cli_run;
 mod cli_run_faults;
 mod cli_serve;
+mod cli_serve_inspector;
 mod cli_serve_jwt;
+mod cli_serve_scale;
 mod cli_search;
 mod cli_signals;
