@@ -25,7 +25,10 @@ fn root() -> PathBuf {
 /// With `--embedder`, runs `mcp-embed`'s `search_eval` example instead (feature `local`), which
 /// prints the lexical and the hybrid figures side by side, with the query's embedding and
 /// ranking timed apart. `local` alone is the all-MiniLM-L6-v2 folder that `cargo xtask peers`
-/// (and so the test command) installs at `.peers/models/all-MiniLM-L6-v2`.
+/// (and so the test command) installs at `.peers/models/all-MiniLM-L6-v2`. Its own flags pass
+/// through: `--fusion minmax|z<K>|rrf<K>`, `--weight W`, `--variants F:W,…` (hit@5 and MRR on
+/// the even and the odd queries apart, to choose on one half and confirm on the other),
+/// `--scale N` (latency at N tools), `--cache DIR` (vectors kept between runs).
 pub(crate) fn search_eval(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     if !args.iter().any(|a| a == "--dataset") {
