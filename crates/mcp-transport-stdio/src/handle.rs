@@ -77,10 +77,17 @@ impl Shared {
         if text.is_empty() {
             return None;
         }
+        Some(self.redact(text))
+    }
+
+    /// `text` with the declared environment values replaced by `[REDACTED]`.
+    pub(crate) fn redact(&self, mut text: String) -> String {
         for secret in &self.secrets {
-            text = text.replace(secret.as_str(), REDACTED);
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
         }
-        Some(text)
+        text
     }
 
     /// The error for the message the transport refused, if it did.

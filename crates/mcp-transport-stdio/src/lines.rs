@@ -10,10 +10,13 @@
 //! on its bytes stream through unchanged, so at most one line's prefix and one read are held.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use memchr::memmem;
 use tokio::io::{AsyncRead, ReadBuf};
+
+use crate::handle::Shared;
 
 /// The member every JSON-RPC 2.0 message has.
 const MARKER: &[u8] = b"\"jsonrpc\"";
@@ -41,11 +44,16 @@ pub(crate) struct JsonRpcLines<R> {
     /// The current line contains the marker: its bytes pass as they come.
     passing: bool,
     eof: bool,
+    /// The server's name, for the log.
     server: String,
+    /// Redacts declared secrets from a logged excerpt.
+    shared: Option<Arc<Shared>>,
 }
 
 impl<R> JsonRpcLines<R> {
-    pub(crate) fn new(inner: R, server: String) -> Self {
+    /// Filters `inner`; `shared`, when given, redacts the server's declared secrets from what
+    /// is logged.
+    pub(crate) fn new(inner: R, server: String, shared: Option<Arc<Shared>>) -> Self {
         Self {
             inner,
             buf: Vec::new(),
@@ -56,6 +64,7 @@ impl<R> JsonRpcLines<R> {
             passing: false,
             eof: false,
             server,
+            shared,
         }
     }
 
@@ -105,10 +114,14 @@ impl<R> JsonRpcLines<R> {
 
     fn note_dropped(&self, start: usize, end: usize) {
         if tracing::enabled!(tracing::Level::DEBUG) {
+            let mut excerpt = excerpt(&self.buf[start..end]);
+            if let Some(shared) = &self.shared {
+                excerpt = shared.redact(excerpt);
+            }
             tracing::debug!(
                 server = %self.server,
                 bytes = end - start,
-                excerpt = %excerpt(&self.buf[start..end]),
+                %excerpt,
                 "dropped a line on stdout that is not a JSON-RPC message",
             );
         }

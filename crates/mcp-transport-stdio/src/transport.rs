@@ -59,7 +59,7 @@ impl StdioTransport {
             shared.violation.clone(),
             shared.server.clone(),
         );
-        let stdout = JsonRpcLines::new(stdout, shared.server.clone());
+        let stdout = JsonRpcLines::new(stdout, shared.server.clone(), Some(shared.clone()));
         // rmcp's own cap (which drops a line silently) stays above ours, line break included.
         let rmcp_cap = max_message_bytes.saturating_add(2);
         Self {

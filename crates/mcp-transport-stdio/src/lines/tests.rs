@@ -34,7 +34,7 @@ impl AsyncRead for Chunks {
 }
 
 async fn filtered<C: AsRef<[u8]>>(chunks: &[C]) -> Vec<u8> {
-    let mut reader = JsonRpcLines::new(Chunks::new(chunks), "s".into());
+    let mut reader = JsonRpcLines::new(Chunks::new(chunks), "s".into(), None);
     let mut out = Vec::new();
     reader.read_to_end(&mut out).await.unwrap();
     out
@@ -114,7 +114,7 @@ async fn lines_of_exactly_the_bound_pass_the_guard_and_are_sorted() {
         violation.clone(),
         "s".into(),
     );
-    let mut reader = JsonRpcLines::new(guarded, "s".into());
+    let mut reader = JsonRpcLines::new(guarded, "s".into(), None);
     let mut out = Vec::new();
     reader.read_to_end(&mut out).await.unwrap();
     assert_eq!(out, message);
@@ -132,7 +132,7 @@ async fn lines_of_exactly_the_bound_pass_the_guard_and_are_sorted() {
         violation.clone(),
         "s".into(),
     );
-    let mut reader = JsonRpcLines::new(guarded, "s".into());
+    let mut reader = JsonRpcLines::new(guarded, "s".into(), None);
     let mut out = Vec::new();
     reader.read_to_end(&mut out).await.unwrap();
     assert_eq!(out, message);
@@ -153,7 +153,7 @@ async fn a_partial_line_at_the_end_passes_only_if_it_is_a_message() {
 #[tokio::test]
 async fn short_reads_of_the_output_lose_nothing() {
     let input = [b"{\"log\":1}\n".as_slice(), MESSAGE, MESSAGE].concat();
-    let mut reader = JsonRpcLines::new(Chunks::new(&[input]), "s".into());
+    let mut reader = JsonRpcLines::new(Chunks::new(&[input]), "s".into(), None);
     let mut out = Vec::new();
     let mut small = [0u8; 3];
     loop {
@@ -171,7 +171,7 @@ async fn a_long_message_streams_through_without_being_held_whole() {
     let mut message = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"".to_vec();
     message.resize(4 << 20, b'a');
     message.extend_from_slice(b"\"}\n");
-    let mut reader = JsonRpcLines::new(Chunks::new(&[&message]), "s".into());
+    let mut reader = JsonRpcLines::new(Chunks::new(&[&message]), "s".into(), None);
     let mut out = Vec::new();
     let mut chunk = vec![0u8; 16 << 10];
     loop {
@@ -196,4 +196,54 @@ fn the_excerpt_is_short_and_free_of_control_characters() {
     assert!(text.starts_with("{\"log\": \"[31mred"), "{text}");
     assert_eq!(text.chars().count(), EXCERPT_CHARS);
     assert!(!text.chars().any(char::is_control));
+}
+
+/// A log writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_dropped_line_is_logged_at_debug_with_the_server_and_an_excerpt() {
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let noise = format!("{{\"log\": \"boot\u{1b}[2J {}\"}}\n", "y".repeat(500));
+    let input = [noise.as_bytes(), MESSAGE].concat();
+    let out = tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut reader = JsonRpcLines::new(Chunks::new(&[input]), "loud".into(), None);
+            let mut out = Vec::new();
+            reader.read_to_end(&mut out).await.unwrap();
+            out
+        })
+    });
+    assert_eq!(out, MESSAGE);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("DEBUG"), "{text}");
+    assert!(text.contains("server=loud"), "{text}");
+    assert!(text.contains("not a JSON-RPC message"), "{text}");
+    assert!(text.contains("boot[2J yyy"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(
+        !text.contains(&"y".repeat(100)),
+        "the whole line was logged: {text}"
+    );
 }
