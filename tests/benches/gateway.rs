@@ -13,10 +13,12 @@
 //! downstream session opening its own `McpRunner` (governed layer, eager exposure, every call
 //! approved) on that upstream. Both paths are driven by the same client: a bare rmcp client on
 //! the workspace's hyper transport (`HttpConnector`), so the difference is the gateway: one
-//! more HTTP hop, the server side, the governed layer and the runner.
+//! more HTTP hop, the server side, the governed layer and the runner. A third path, `served`,
+//! calls a native `echo` served by `ToolServer::new` (no upstream): `mcp-serve`'s server side
+//! alone, which tells the served hop's share of the gateway's cost from the runner's.
 //!
 //! - `gateway_calls_http`: one iteration is 1,000 sequential `echo` calls, `direct` (to the
-//!   upstream) and `gateway` (`kit__echo` through the gateway).
+//!   upstream), `gateway` (`kit__echo` through the gateway) and `served`.
 //! - `gateway_in_flight_16_http`: one iteration is 16 concurrent calls on one session.
 //! - `gateway_sessions_http`: one iteration opens a downstream session (initialize, which
 //!   opens its upstream run, then `tools/list`) and closes it (which closes the upstream
@@ -32,8 +34,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::{
-    AutoApprove, RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError,
-    ToolOutput,
+    AutoApprove, JsonObject, RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
+    ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
@@ -115,13 +117,32 @@ impl SessionTools for Upstream {
     }
 }
 
-/// The upstream, the gateway in front of it, and one client session on each.
+/// A native `echo`, served by `ToolServer::new`: the server side without an upstream.
+struct Echo;
+
+impl ToolCatalog for Echo {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        let schema: JsonObject = object(json!({"type": "object"}));
+        vec![ToolDescriptor::new("echo", schema)]
+    }
+}
+
+#[async_trait]
+impl ToolDispatcher for Echo {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::structured(Value::Object(call.arguments)))
+    }
+}
+
+/// The upstream, the gateway in front of it, a native server, and one client session on each.
 struct Fixture {
     upstream: HttpServer,
     gateway: mcp_serve::HttpServer,
+    native: mcp_serve::HttpServer,
     connector: HttpConnector,
     direct: RunningService<RoleClient, ()>,
     through: RunningService<RoleClient, ()>,
+    served: RunningService<RoleClient, ()>,
 }
 
 impl Fixture {
@@ -142,14 +163,21 @@ impl Fixture {
             .serve_http(mcp_serve::HttpOptions::default())
             .await
             .expect("the gateway");
+        let native = ToolServer::new(Arc::new(Echo), mcp_serve::Exposure::only(["echo"]))
+            .serve_http(mcp_serve::HttpOptions::default())
+            .await
+            .expect("the native server");
         let direct = session(&connector, upstream.url()).await;
         let through = session(&connector, gateway.url().as_str()).await;
+        let served = session(&connector, native.url().as_str()).await;
         Self {
             upstream,
             gateway,
+            native,
             connector,
             direct,
             through,
+            served,
         }
     }
 
@@ -165,12 +193,15 @@ impl Fixture {
             .expect("gateway");
         assert_eq!(out.is_error, Some(false), "{out:?}");
         assert_eq!(out.structured_content, expected);
+        let out = self.served.call_tool(params("echo")).await.expect("served");
+        assert_eq!(out.structured_content, expected);
     }
 
     async fn call(&self, path: Path) {
         let out = match path {
             Path::Direct => self.direct.call_tool(params("echo")).await,
             Path::Gateway => self.through.call_tool(params("kit__echo")).await,
+            Path::Served => self.served.call_tool(params("echo")).await,
         };
         black_box(out.expect("call"));
     }
@@ -190,6 +221,7 @@ impl Fixture {
         let url = match path {
             Path::Direct => self.upstream.url(),
             Path::Gateway => self.gateway.url().as_str(),
+            Path::Served => self.native.url().as_str(),
         };
         let client = session(&self.connector, url).await;
         let tools = client.list_all_tools().await.expect("tools/list");
@@ -200,7 +232,9 @@ impl Fixture {
     async fn close(self) {
         let _ = self.direct.cancel().await;
         let _ = self.through.cancel().await;
+        let _ = self.served.cancel().await;
         self.gateway.shutdown().await;
+        self.native.shutdown().await;
         self.upstream.shutdown().await;
     }
 }
@@ -215,14 +249,20 @@ async fn session(connector: &HttpConnector, url: &str) -> RunningService<RoleCli
         .expect("rmcp handshake")
 }
 
-/// The two ways to reach the upstream's `echo`.
+/// The ways to call an `echo`: the upstream's directly or through the gateway, or a native
+/// one served by `mcp-serve`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Path {
     Direct,
     Gateway,
+    Served,
 }
 
-const PATHS: [(Path, &str); 2] = [(Path::Direct, "direct"), (Path::Gateway, "gateway")];
+const PATHS: [(Path, &str); 3] = [
+    (Path::Direct, "direct"),
+    (Path::Gateway, "gateway"),
+    (Path::Served, "served"),
+];
 
 /// Times `iters` iterations of `body` on `rt`.
 fn timed<F: Future<Output = ()>>(
@@ -290,17 +330,18 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// One paired measurement: `rounds` rounds of `body` on each path (rotating which goes first),
-/// each round's time divided by `per`; the median per path (µs) and of the per-round ratios.
+/// each round's time divided by `per`: the medians per path (µs: direct, gateway, served) and
+/// of the per-round ratio gateway / direct.
 async fn pair<'a, F: Future<Output = ()> + 'a>(
     rounds: usize,
     per: usize,
     body: impl Fn(Path) -> F,
-) -> (f64, f64, f64) {
+) -> (f64, f64, f64, f64) {
     // Warm both paths up.
     for (path, _) in PATHS {
         body(path).await;
     }
-    let mut times: [Vec<f64>; 2] = Default::default();
+    let mut times: [Vec<f64>; 3] = Default::default();
     for r in 0..rounds {
         for i in 0..PATHS.len() {
             let (path, _) = PATHS[(i + r) % PATHS.len()];
@@ -319,6 +360,7 @@ async fn pair<'a, F: Future<Output = ()> + 'a>(
     (
         median(times[Path::Direct as usize].clone()),
         median(times[Path::Gateway as usize].clone()),
+        median(times[Path::Served as usize].clone()),
         ratio,
     )
 }
@@ -330,14 +372,16 @@ fn paired(rounds: usize, round: usize) -> Value {
         let fixture = Fixture::new().await;
         fixture.check().await;
         let f = &fixture;
-        let (direct, gateway, ratio) = pair(rounds, round, |p| f.sequential(p, round)).await;
+        let (direct, gateway, served, ratio) =
+            pair(rounds, round, |p| f.sequential(p, round)).await;
         let sequential = json!({
             "direct_us_per_call": direct,
             "gateway_us_per_call": gateway,
+            "served_native_us_per_call": served,
             "overhead": ratio,
         });
         let batches = round.div_ceil(IN_FLIGHT);
-        let (direct, gateway, ratio) = pair(rounds, batches * IN_FLIGHT, |p| async move {
+        let (direct, gateway, served, ratio) = pair(rounds, batches * IN_FLIGHT, |p| async move {
             for _ in 0..batches {
                 f.in_flight(p).await;
             }
@@ -346,10 +390,11 @@ fn paired(rounds: usize, round: usize) -> Value {
         let in_flight = json!({
             "direct_us_per_call": direct,
             "gateway_us_per_call": gateway,
+            "served_native_us_per_call": served,
             "overhead": ratio,
         });
         let opens = (round / 10).max(1);
-        let (direct, gateway, ratio) = pair(rounds, opens, |p| async move {
+        let (direct, gateway, _, ratio) = pair(rounds, opens, |p| async move {
             for _ in 0..opens {
                 f.open_close(p).await;
             }

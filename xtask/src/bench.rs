@@ -440,8 +440,9 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
     Value::Object(out)
 }
 
-/// The gateway's figures: per call direct and through the gateway (µs), their ratio against
-/// the 1.2× target, sequential and 16 in flight; sessions opened and closed per second.
+/// The gateway's figures: per call direct, through the gateway and to a native tool served by
+/// `mcp-serve` (µs), the gateway's ratio against the 1.2× target, sequential and 16 in flight;
+/// sessions opened and closed per second.
 fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Option<Value> {
     let us = |group: &str, path: &str| {
         let m = results.get(&format!("gateway_{group}_http/{path}"))?;
@@ -459,6 +460,7 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
             json!({
                 "direct_us_per_call": direct.map(|x| round(x, 2)),
                 "gateway_us_per_call": gateway.map(|x| round(x, 2)),
+                "served_native_us_per_call": us(group, "served").map(|x| round(x, 2)),
                 "overhead": overhead,
                 "met": overhead.as_f64().map(|r| r <= GATEWAY_OVERHEAD_MAX),
             }),
