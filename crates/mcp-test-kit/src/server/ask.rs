@@ -29,12 +29,17 @@ pub(super) async fn call(
 ) -> Result<CallToolResult, ErrorData> {
     let request = args.get("request").cloned().unwrap_or(Value::Null);
     let request: ElicitRequestParams = serde_json::from_value(request).map_err(|e| {
-        ErrorData::invalid_params(format!("`request` is not an elicitation request: {e}"), None)
+        ErrorData::invalid_params(
+            format!("`request` is not an elicitation request: {e}"),
+            None,
+        )
     })?;
     let answer = context
         .peer
         .create_elicitation(request)
         .await
         .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))?;
-    Ok(structured(serde_json::to_value(&answer).unwrap_or_default()))
+    Ok(structured(
+        serde_json::to_value(&answer).unwrap_or_default(),
+    ))
 }
