@@ -22,8 +22,9 @@ use url::Url;
 
 use super::auth::{BearerAuth, Verdict};
 use super::limit::Limiter;
+use super::params;
 use crate::drain::{InFlight, InFlightGuard};
-use crate::server::Session;
+use crate::server::{Session, ToolServer};
 
 /// The rmcp service behind the checks.
 pub(crate) type Mcp = StreamableHttpService<Session, LocalSessionManager>;
@@ -45,6 +46,8 @@ pub(crate) struct Front {
     pub(crate) live: Arc<AtomicUsize>,
     pub(crate) max_sessions: Option<usize>,
     pub(crate) limiter: Option<Limiter>,
+    /// The served catalog, whose tools' `x-mcp-header` declarations the front checks.
+    pub(crate) catalog: ToolServer,
 }
 
 /// A response body that keeps its exchange counted as in flight until it is sent (or
@@ -164,6 +167,9 @@ impl Front {
         if let Some(refused) = self.check_sessions(&parts.headers, &body) {
             return refused;
         }
+        if let Some(refused) = self.check_params(&parts.headers, &body) {
+            return refused;
+        }
         let guard = self.in_flight.enter();
         self.forward(Request::from_parts(parts, Full::new(body)), Some(guard))
             .await
@@ -205,6 +211,44 @@ impl Front {
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         Some(response)
+    }
+
+    /// A `tools/call` from a 2026-07-28 client whose `Mcp-Param-*` headers disagree with its
+    /// arguments (see [`params`]) is refused with `400` and JSON-RPC error `-32020`, naming
+    /// the header and the tool.
+    fn check_params(&self, headers: &http::HeaderMap, body: &[u8]) -> Option<Response<Counted>> {
+        if !params::applies(headers) {
+            return None;
+        }
+        let value: Value = serde_json::from_slice(body).ok()?;
+        if value.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return None;
+        }
+        let call = value.get("params")?;
+        let name = call.get("name").and_then(Value::as_str)?;
+        let tool = self
+            .catalog
+            .exposed_tools()
+            .into_iter()
+            .find(|t| t.name == name)?;
+        let error =
+            params::check(name, &tool.input_schema, call.get("arguments"), headers).err()?;
+        let id = value
+            .get("id")
+            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+        let data = serde_json::json!({ "header": error.header(), "tool": error.tool() });
+        let error = JsonRpcError::new(
+            id,
+            ErrorData::new(
+                ErrorCode(params::HEADER_MISMATCH),
+                error.to_string(),
+                Some(data),
+            ),
+        );
+        Some(json(
+            StatusCode::BAD_REQUEST,
+            &serde_json::to_value(error).unwrap_or(Value::Null),
+        ))
     }
 
     fn metadata(&self, method: &Method) -> Response<Counted> {

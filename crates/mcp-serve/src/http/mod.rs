@@ -25,6 +25,7 @@ mod front;
 mod jwks;
 mod jwt;
 mod limit;
+mod params;
 
 pub use auth::BearerAuth;
 use front::Front;
@@ -324,6 +325,7 @@ impl ToolServer {
             live,
             max_sessions: options.max_sessions,
             limiter: options.rate_limit.map(limit::Limiter::new),
+            catalog: self.clone(),
         });
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();

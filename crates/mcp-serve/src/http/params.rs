@@ -1,0 +1,436 @@
+//! SEP-2243 (MCP 2026-07-28): a served tool's input schema may mark a property with
+//! `x-mcp-header: "<Token>"`; a client then mirrors that argument of a `tools/call` into the
+//! `Mcp-Param-<Token>` request header, so intermediaries can route on it without parsing the
+//! body. The front checks the header against the body before the call reaches a session: both
+//! present and equal, or both absent (`null` counts as absent). A value is plain visible ASCII,
+//! or `=?base64?<standard, padded, canonical base64 of UTF-8>?=`; anything else is literal.
+//! A disagreement is [`ParamHeaderError`], answered `400` with JSON-RPC error `-32020`
+//! (HeaderMismatch) naming the header and the tool, never echoing the values.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use http::HeaderMap;
+use serde_json::{Map, Value};
+
+/// The first revision whose clients send `Mcp-Param-*` headers.
+pub(crate) const FIRST_REVISION: &str = "2026-07-28";
+/// JSON-RPC error code of a header that disagrees with the body (SEP-2243).
+pub(crate) const HEADER_MISMATCH: i32 = -32020;
+const PREFIX: &str = "Mcp-Param-";
+const SENTINEL_START: &str = "=?base64?";
+const SENTINEL_END: &str = "?=";
+/// Bounds on what a schema may declare, and on what an error shows of it.
+const MAX_TOKEN: usize = 128;
+const MAX_SHOWN: usize = 64;
+const MAX_DEPTH: usize = 16;
+
+/// Why a `tools/call`'s `Mcp-Param-*` header disagrees with its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ParamHeaderError {
+    /// The argument is in the body but its header was not sent.
+    #[error("header `{header}` is missing, but argument `{argument}` of tool `{tool}` is present")]
+    Missing {
+        tool: String,
+        header: String,
+        argument: String,
+    },
+    /// The header was sent but the body has no value for its argument.
+    #[error("header `{header}` is present, but argument `{argument}` of tool `{tool}` is absent")]
+    Unexpected {
+        tool: String,
+        header: String,
+        argument: String,
+    },
+    /// The header was sent more than once.
+    #[error("header `{header}` of tool `{tool}` appears more than once")]
+    Duplicated { tool: String, header: String },
+    /// The header's value is not visible ASCII, or its base64 form is invalid.
+    #[error("header `{header}` of tool `{tool}` is malformed: {why}")]
+    Malformed {
+        tool: String,
+        header: String,
+        why: &'static str,
+    },
+    /// The header's (decoded) value differs from the argument.
+    #[error("header `{header}` does not match argument `{argument}` of tool `{tool}`")]
+    Mismatch {
+        tool: String,
+        header: String,
+        argument: String,
+    },
+}
+
+impl ParamHeaderError {
+    /// The header the error is about.
+    pub(crate) fn header(&self) -> &str {
+        match self {
+            Self::Missing { header, .. }
+            | Self::Unexpected { header, .. }
+            | Self::Duplicated { header, .. }
+            | Self::Malformed { header, .. }
+            | Self::Mismatch { header, .. } => header,
+        }
+    }
+
+    /// The tool the error is about.
+    pub(crate) fn tool(&self) -> &str {
+        match self {
+            Self::Missing { tool, .. }
+            | Self::Unexpected { tool, .. }
+            | Self::Duplicated { tool, .. }
+            | Self::Malformed { tool, .. }
+            | Self::Mismatch { tool, .. } => tool,
+        }
+    }
+}
+
+/// Whether a request's `MCP-Protocol-Version` is one whose clients mirror arguments.
+pub(crate) fn applies(headers: &HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() >= FIRST_REVISION)
+}
+
+/// The `x-mcp-header` declarations of `schema`: `(property path, token)`, or none when any
+/// declaration is invalid (a conforming client drops such a tool and sends no headers).
+pub(crate) fn declarations(schema: &Map<String, Value>) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    if schema.contains_key("x-mcp-header") || !collect(schema, &mut Vec::new(), &mut out, 0) {
+        return Vec::new();
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for (_, token) in &out {
+        let lower = token.to_ascii_lowercase();
+        if seen.contains(&lower) {
+            return Vec::new();
+        }
+        seen.push(lower);
+    }
+    out
+}
+
+/// Walks the `properties` chain; `false` when a declaration is invalid.
+fn collect(
+    schema: &Map<String, Value>,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, String)>,
+    depth: usize,
+) -> bool {
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return true;
+    };
+    if depth >= MAX_DEPTH {
+        return true;
+    }
+    for (name, property) in properties {
+        let Value::Object(property) = property else {
+            continue;
+        };
+        path.push(name.clone());
+        if let Some(token) = property.get("x-mcp-header") {
+            let typed = matches!(
+                property.get("type").and_then(Value::as_str),
+                Some("string" | "integer" | "boolean")
+            );
+            match token.as_str() {
+                Some(token) if typed && is_token(token) => {
+                    out.push((path.clone(), token.to_owned()));
+                }
+                _ => return false,
+            }
+        }
+        if !collect(property, path, out, depth + 1) {
+            return false;
+        }
+        path.pop();
+    }
+    true
+}
+
+/// An RFC 9110 token, bounded.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_TOKEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Checks the `Mcp-Param-*` headers of a call to `tool` (input schema `schema`) against
+/// `arguments`.
+pub(crate) fn check(
+    tool: &str,
+    schema: &Map<String, Value>,
+    arguments: Option<&Value>,
+    headers: &HeaderMap,
+) -> Result<(), ParamHeaderError> {
+    for (path, token) in declarations(schema) {
+        let header = format!("{PREFIX}{token}");
+        let argument = shown(&path.join("."));
+        let tool = shown(tool);
+        let mut values = headers.get_all(header.as_str()).iter();
+        let raw = values.next();
+        if raw.is_some() && values.next().is_some() {
+            return Err(ParamHeaderError::Duplicated { tool, header });
+        }
+        let value = arguments
+            .and_then(|a| value_at(a, &path))
+            .filter(|v| !v.is_null());
+        let (raw, value) = match (raw, value) {
+            (None, None) => continue,
+            (Some(_), None) => {
+                return Err(ParamHeaderError::Unexpected {
+                    tool,
+                    header,
+                    argument,
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ParamHeaderError::Missing {
+                    tool,
+                    header,
+                    argument,
+                });
+            }
+            (Some(raw), Some(value)) => (raw, value),
+        };
+        let decoded = raw
+            .to_str()
+            .map_err(|_| "not visible ASCII")
+            .and_then(|raw| decode(raw.trim_matches([' ', '\t'])))
+            .map_err(|why| ParamHeaderError::Malformed {
+                tool: tool.clone(),
+                header: header.clone(),
+                why,
+            })?;
+        if !matches(value, &decoded) {
+            return Err(ParamHeaderError::Mismatch {
+                tool,
+                header,
+                argument,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn value_at<'a>(arguments: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(arguments, |node, key| node.get(key))
+}
+
+/// A header value as sent: literal, or the UTF-8 text inside a base64 sentinel.
+pub(crate) fn decode(raw: &str) -> Result<String, &'static str> {
+    if raw.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
+        return Err("not visible ASCII");
+    }
+    let Some(payload) = raw
+        .strip_prefix(SENTINEL_START)
+        .and_then(|rest| rest.strip_suffix(SENTINEL_END))
+    else {
+        return Ok(raw.to_owned());
+    };
+    // STANDARD requires canonical padding and rejects non-zero trailing bits.
+    let bytes = STANDARD
+        .decode(payload)
+        .map_err(|_| "invalid base64 inside `=?base64?...?=`")?;
+    String::from_utf8(bytes).map_err(|_| "base64 payload is not UTF-8")
+}
+
+/// Whether the decoded header value is the argument as a client renders it: a string as is,
+/// a boolean as `true`/`false`, a number in decimal (integral values compared as integers).
+fn matches(value: &Value, decoded: &str) -> bool {
+    match value {
+        Value::String(s) => s == decoded,
+        Value::Bool(b) => decoded == if *b { "true" } else { "false" },
+        Value::Number(n) => {
+            if n.to_string() == decoded {
+                return true;
+            }
+            let integral = |s: &str| {
+                let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+                (fraction.bytes().all(|b| b == b'0')
+                    && !whole.is_empty()
+                    && whole
+                        .trim_start_matches('-')
+                        .bytes()
+                        .all(|b| b.is_ascii_digit()))
+                .then(|| whole.parse::<i128>().ok())
+                .flatten()
+            };
+            match (integral(&n.to_string()), integral(decoded)) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// A schema- or body-given name as shown in an error: control characters dropped, bounded.
+fn shown(s: &str) -> String {
+    let clean: String = s.chars().filter(|c| !c.is_control()).collect();
+    if clean.chars().count() <= MAX_SHOWN {
+        return clean;
+    }
+    let mut cut: String = clean.chars().take(MAX_SHOWN).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+    use serde_json::json;
+
+    fn schema() -> Map<String, Value> {
+        json!({
+            "type": "object",
+            "properties": {
+                "region": { "type": "string", "x-mcp-header": "Region" },
+                "count": { "type": "integer", "x-mcp-header": "Count" },
+                "dry": { "type": "boolean", "x-mcp-header": "Dry" },
+                "nested": { "type": "object", "properties": {
+                    "zone": { "type": "string", "x-mcp-header": "Zone" }
+                } },
+                "plain": { "type": "string" }
+            }
+        })
+        .as_object()
+        .cloned()
+        .unwrap()
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn run(args: Value, pairs: &[(&str, &str)]) -> Result<(), ParamHeaderError> {
+        check("kit__route", &schema(), Some(&args), &headers(pairs))
+    }
+
+    #[test]
+    fn declarations_follow_the_properties_chain() {
+        let found = declarations(&schema());
+        assert_eq!(found.len(), 4);
+        assert!(found.contains(&(vec!["nested".into(), "zone".into()], "Zone".into())));
+    }
+
+    #[test]
+    fn invalid_declarations_declare_nothing() {
+        for bad in [
+            json!({"properties": {"a": {"type": "number", "x-mcp-header": "A"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "A B"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": 3}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "A"},
+                                  "b": {"type": "string", "x-mcp-header": "a"}}}),
+            json!({"x-mcp-header": "Root", "properties": {}}),
+        ] {
+            assert!(declarations(bad.as_object().unwrap()).is_empty(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn matching_headers_pass() {
+        let hello = format!("=?base64?{}?=", STANDARD.encode("Hello"));
+        assert_eq!(
+            run(json!({"region": "Hello"}), &[("Mcp-Param-Region", &hello)]),
+            Ok(())
+        );
+        assert_eq!(
+            run(json!({"region": "eu"}), &[("mcp-param-region", " eu ")]),
+            Ok(())
+        );
+        assert_eq!(
+            run(
+                json!({"count": 42, "dry": true, "nested": {"zone": "a"}, "plain": "x"}),
+                &[
+                    ("Mcp-Param-Count", "42.0"),
+                    ("Mcp-Param-Dry", "true"),
+                    ("Mcp-Param-Zone", "a")
+                ]
+            ),
+            Ok(())
+        );
+        assert_eq!(run(json!({"region": null}), &[]), Ok(()));
+    }
+
+    #[test]
+    fn values_outside_the_sentinel_are_literal() {
+        let b64 = STANDARD.encode("Hello");
+        assert_eq!(
+            run(json!({"region": b64}), &[("Mcp-Param-Region", &b64)]),
+            Ok(())
+        );
+        let open = format!("=?base64?{b64}");
+        assert_eq!(
+            run(json!({"region": open}), &[("Mcp-Param-Region", &open)]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn invalid_base64_is_malformed() {
+        for bad in [
+            "=?base64?SGVsbG8?=",
+            "=?base64?SGVs!!!bG8=?=",
+            "=?base64?SGVsbG9=?=",
+        ] {
+            let err = run(json!({"region": "Hello"}), &[("Mcp-Param-Region", bad)]).unwrap_err();
+            assert!(
+                matches!(err, ParamHeaderError::Malformed { .. }),
+                "{bad}: {err}"
+            );
+            assert_eq!(err.header(), "Mcp-Param-Region");
+            assert_eq!(err.tool(), "kit__route");
+        }
+    }
+
+    #[test]
+    fn disagreements_are_refused_by_kind() {
+        let err = run(json!({"region": "eu"}), &[]).unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Missing { .. }));
+        assert_eq!(
+            err.to_string(),
+            "header `Mcp-Param-Region` is missing, but argument `region` of tool `kit__route` is present"
+        );
+        let err = run(json!({}), &[("Mcp-Param-Region", "eu")]).unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Unexpected { .. }));
+        let err = run(json!({"region": "eu"}), &[("Mcp-Param-Region", "us")]).unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Mismatch { .. }));
+        assert!(!err.to_string().contains("us"), "values are not echoed");
+        let err = run(
+            json!({"region": "eu"}),
+            &[("Mcp-Param-Region", "eu"), ("Mcp-Param-Region", "eu")],
+        )
+        .unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Duplicated { .. }));
+        let err = run(json!({"count": 42}), &[("Mcp-Param-Count", "42.5")]).unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Mismatch { .. }));
+        let err = run(json!({"dry": false}), &[("Mcp-Param-Dry", "False")]).unwrap_err();
+        assert!(matches!(err, ParamHeaderError::Mismatch { .. }));
+    }
+
+    #[test]
+    fn only_2026_clients_are_held_to_it() {
+        assert!(applies(&headers(&[("MCP-Protocol-Version", "2026-07-28")])));
+        assert!(!applies(&headers(&[(
+            "MCP-Protocol-Version",
+            "2025-11-25"
+        )])));
+        assert!(!applies(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn shown_names_are_clean_and_bounded() {
+        assert_eq!(shown("a\u{1b}[31mb"), "a[31mb");
+        assert_eq!(shown(&"x".repeat(100)).chars().count(), MAX_SHOWN + 1);
+    }
+}
