@@ -4,6 +4,7 @@ mod exposure;
 mod http_checks;
 mod jwt;
 mod mcp_client;
+mod param_headers;
 mod per_session;
 mod python_peer;
 mod results;
