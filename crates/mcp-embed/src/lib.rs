@@ -11,6 +11,8 @@
 //! they return.
 
 #[cfg(feature = "local")]
+mod encoder;
+#[cfg(feature = "local")]
 mod local;
 mod openai;
 
