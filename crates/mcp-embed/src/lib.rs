@@ -11,8 +11,6 @@
 //! they return.
 
 #[cfg(feature = "local")]
-mod encoder;
-#[cfg(feature = "local")]
 mod local;
 mod openai;
 

@@ -9,10 +9,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::encoder::{Batch, Encoder, Shape};
 use async_trait::async_trait;
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
 use mcp_catalog::search::{EmbedError, EmbedKind, Embedder};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
@@ -48,7 +48,7 @@ enum Pooling {
 }
 
 struct Inner {
-    model: Encoder,
+    model: BertModel,
     tokenizer: Tokenizer,
     pooling: Pooling,
 }
@@ -91,11 +91,15 @@ impl LocalEmbedder {
         }
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
-        let config: serde_json::Value = serde_json::from_str(&text)
+        let config: Config = serde_json::from_str(&text)
             .map_err(|e| invalid(&config_path, format!("not a BERT config: {e}")))?;
-        let shape = Shape::from_config(&config)
-            .map_err(|e| invalid(&config_path, format!("not a BERT config: {e}")))?;
-        let dimension = shape.hidden;
+        let dimension: usize = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("hidden_size")?.as_u64())
+            .map_or(0, |n| n as usize);
+        if dimension == 0 {
+            return Err(invalid(&config_path, "no hidden_size"));
+        }
         let pooling_path = dir.join("1_Pooling/config.json");
         let pooling = match std::fs::read_to_string(&pooling_path) {
             Ok(text) => {
@@ -120,8 +124,7 @@ impl LocalEmbedder {
         let size = weights.len();
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| invalid(&weights_path, e))?;
-        let model = Encoder::load(vb, shape).map_err(|e| invalid(&weights_path, e))?;
-        let max_tokens = MAX_TOKENS.min(model.max_positions());
+        let model = BertModel::load(vb, &config).map_err(|e| invalid(&weights_path, e))?;
         let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| invalid(&tokenizer_path, e))?;
@@ -131,7 +134,7 @@ impl LocalEmbedder {
         }));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
+                max_length: MAX_TOKENS,
                 ..TruncationParams::default()
             }))
             .map_err(|e| invalid(&tokenizer_path, e))?;
@@ -168,30 +171,31 @@ impl Inner {
         &self,
         texts: &[String],
     ) -> Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
-        // One text is encoded at its true length: no padding, so no mask.
-        let encodings = if let [text] = texts {
-            vec![self.tokenizer.encode(text.as_str(), true)?]
-        } else {
-            self.tokenizer.encode_batch(texts.to_vec(), true)?
-        };
-        let texts = encodings.len();
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true)?;
+        let n = encodings.len();
         let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut batch = Batch {
-            ids: Vec::with_capacity(texts * len),
-            types: Vec::with_capacity(texts * len),
-            mask: Vec::with_capacity(texts * len),
-            texts,
-            len,
-        };
+        let mut ids = Vec::with_capacity(n * len);
+        let mut types = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
         for e in &encodings {
-            batch.ids.extend_from_slice(e.get_ids());
-            batch.types.extend_from_slice(e.get_type_ids());
-            batch.mask.extend_from_slice(e.get_attention_mask());
+            ids.extend(e.get_ids().iter().map(|&x| x as i64));
+            types.extend(e.get_type_ids().iter().map(|&x| x as i64));
+            mask.extend(e.get_attention_mask().iter().map(|&x| x as i64));
         }
-        if batch.mask.iter().all(|&m| m == 1) {
-            batch.mask.clear();
-        }
-        let pooled = self.model.embed(&batch, self.pooling == Pooling::Cls)?;
+        let device = &self.model.device;
+        let ids = Tensor::from_vec(ids, (n, len), device)?;
+        let types = Tensor::from_vec(types, (n, len), device)?;
+        let mask = Tensor::from_vec(mask, (n, len), device)?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let pooled = match self.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let sum = hidden.broadcast_mul(&m)?.sum(1)?;
+                let count = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+                sum.broadcast_div(&count)?
+            }
+        };
         Ok(pooled.to_vec2::<f32>()?)
     }
 }

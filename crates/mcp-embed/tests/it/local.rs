@@ -121,27 +121,3 @@ async fn minilm_embeds_by_meaning_and_ranks_a_paraphrase_first() {
     assert!(found.warning.is_none());
     assert_eq!(&*found.results.hits[0].id, "chat__post_chat_message");
 }
-
-#[test]
-fn a_padded_batch_embeds_each_text_as_it_does_alone() {
-    let Some(dir) = model() else { return };
-    let embedder = LocalEmbedder::load(&dir).unwrap();
-    // Lengths differ, so the batch is padded and masked; one text alone runs unpadded.
-    let texts: Vec<String> = [
-        "hi",
-        "Find the area of a triangle with a base of 10 units and height of 5 units.",
-        "get weather forecast for a city",
-    ]
-    .map(String::from)
-    .to_vec();
-    let batch = embedder.embed_blocking(&texts).unwrap();
-    assert_eq!(batch.len(), 3);
-    for (text, b) in texts.iter().zip(&batch) {
-        let alone = embedder.embed_blocking(std::slice::from_ref(text)).unwrap();
-        let dot: f32 = alone[0].iter().zip(b).map(|(x, y)| x * y).sum();
-        let n = |x: &[f32]| x.iter().map(|y| y * y).sum::<f32>().sqrt();
-        let cos = dot / (n(&alone[0]) * n(b));
-        assert!(cos > 0.9999, "{text:?}: cosine {cos}");
-        assert!(b.iter().all(|x| x.is_finite()));
-    }
-}
