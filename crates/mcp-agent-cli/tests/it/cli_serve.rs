@@ -156,6 +156,18 @@ impl Gateway {
         self.child.id()
     }
 
+    /// Waits (at most [`LIMIT`]) for the gateway to exit: its exit code.
+    fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn is_running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
     }
@@ -478,14 +490,7 @@ fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
     assert_eq!(status, 200);
     assert!(body.contains("slept_ms"), "the call was drained: {body}");
 
-    let deadline = Instant::now() + LIMIT;
-    let code = loop {
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "the gateway did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = gateway.exit_code();
     assert_eq!(code, Some(0));
     for pid in upstream {
         wait_until(&format!("upstream {pid} to be gone"), || !alive(pid));
@@ -851,13 +856,7 @@ fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
     gateway.line_containing("draining");
     let started = Instant::now();
     kill(pid, Signal::SIGINT).unwrap();
-    let code = loop {
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() - started < LIMIT, "the gateway did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = gateway.exit_code();
     assert_eq!(code, Some(0));
     assert!(
         started.elapsed() < Duration::from_secs(8),
@@ -910,14 +909,7 @@ fn a_shared_upstream_serves_every_session_from_one_process_until_shutdown() {
     assert!(alive(upstream), "the shared upstream outlives its sessions");
 
     kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
-    let deadline = Instant::now() + LIMIT;
-    let code = loop {
-        if let Some(status) = gateway.child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "the gateway did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = gateway.exit_code();
     assert_eq!(code, Some(0));
     wait_until("the shared upstream to be gone", || !alive(upstream));
 }
