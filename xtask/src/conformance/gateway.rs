@@ -19,6 +19,7 @@
 //! gateway's log beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::{REVISIONS, SCENARIO_TIMEOUT, kill_group, read_checks_json};
+use super::{REVISIONS, SCENARIO_TIMEOUT, read_checks_json};
 use crate::peers::Peers;
 
 /// The exposures the gateway is checked in.
@@ -200,21 +201,13 @@ pub(super) fn parse_server_scenarios(text: &str) -> Vec<String> {
 
 /// The server scenarios the suite lists for `revision`.
 fn list_server(peers: &Peers, revision: &str) -> Result<Vec<String>> {
-    let out = Command::new(&peers.node22)
-        .arg(&peers.conformance)
-        .args(["list", "--requirements", revision])
-        .env("PATH", peers.path_with_node22())
-        .output()
-        .context("running the conformance suite's `list`")?;
-    if !out.status.success() {
-        bail!(
-            "`conformance list --requirements {revision}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let names = parse_server_scenarios(&String::from_utf8_lossy(&out.stdout));
+    let args = ["--requirements", revision];
+    let names = parse_server_scenarios(&super::list(peers, &args)?);
     if names.is_empty() {
-        bail!("`conformance list --requirements {revision}` listed no server scenarios");
+        bail!(
+            "`conformance list {}` listed no server scenarios",
+            args.join(" ")
+        );
     }
     Ok(names)
 }
@@ -431,46 +424,19 @@ pub(super) fn run_all(
 }
 
 fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<GatewayOutcome> {
-    use std::os::unix::process::CommandExt;
-
     let dir = dir
         .join(&run.revision)
         .join(run.scenario.replace('/', "__"));
-    std::fs::create_dir_all(&dir)?;
-    let log = dir.join("suite.log");
-    let log_file = std::fs::File::create(&log)?;
-    let mut child = Command::new(&peers.node22)
-        .arg(&peers.conformance)
-        .args(["server", "--url", url])
-        .args(["--scenario", &run.scenario, "--spec-version", &run.revision])
-        .arg("--force")
-        .arg("--timeout")
-        .arg(SUITE_TIMEOUT.as_millis().to_string())
-        .arg("-o")
-        .arg(&dir)
-        .env("PATH", peers.path_with_node22())
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .process_group(0)
-        .spawn()
-        .context("starting the conformance suite")?;
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    let finished = match rx.recv_timeout(SCENARIO_TIMEOUT) {
-        Ok(status) => {
-            status?;
-            true
-        }
-        Err(_) => {
-            kill_group(pid);
-            false
-        }
-    };
-    let _ = waiter.join();
+    let mode = [OsStr::new("server"), OsStr::new("--url"), OsStr::new(url)];
+    let (status, log) = super::run_suite(
+        peers,
+        &mode,
+        &run.scenario,
+        &run.revision,
+        SUITE_TIMEOUT,
+        &dir,
+    )?;
+    let finished = status.is_some();
     let Some(checks) = read_checks_json(&dir) else {
         return Ok(GatewayOutcome {
             summary: "no checks recorded".into(),
