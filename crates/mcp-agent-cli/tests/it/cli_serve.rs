@@ -8,26 +8,24 @@
 //! The Python tests need `MCP_AGENT_PEER_PYTHON`: they fail without it under `CI=true` /
 //! `MCP_AGENT_REQUIRE_PEERS=1`, and skip with a note otherwise.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mcp_test_kit::{Event, RecordFile};
+use mcp_test_kit::Event;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use crate::support::gateway::{Gateway, LIMIT, kit_config, request};
 use crate::support::{alive, children};
 
 const CLIENT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../mcp-serve/tests/peers/client.py"
 );
-
-/// Every wait of these tests is bounded by this.
-const LIMIT: Duration = Duration::from_secs(60);
 
 const TOKEN: &str = "gateway-test-token-7f3a";
 
@@ -57,21 +55,6 @@ fn python() -> Option<String> {
     }
 }
 
-/// A config file with the test-kit server `kit` (recording its calls) and `serve` as the
-/// `[serve]` table; its directory and the record.
-fn config(serve: &str) -> (tempfile::TempDir, std::path::PathBuf, RecordFile) {
-    let dir = tempfile::tempdir().unwrap();
-    let record = RecordFile::new(dir.path().join("record.jsonl"));
-    let text = format!(
-        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n{serve}\n",
-        mcp_test_kit::stdio::binary().display().to_string(),
-        record.path().display().to_string(),
-    );
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path, record)
-}
-
 /// Runs the Python client with `args`, the calls on stdin: its report, or its stderr.
 fn python_client(python: &str, args: &[&str], calls: &Value) -> Result<Value, String> {
     let mut child = Command::new(python)
@@ -98,140 +81,9 @@ fn python_client(python: &str, args: &[&str], calls: &Value) -> Result<Value, St
     Ok(serde_json::from_str(last).unwrap_or_else(|e| panic!("not a report ({e}): {stdout}")))
 }
 
-/// `mcp-agent serve --http 127.0.0.1:0` on `file`: killed on drop.
-struct Gateway {
-    child: Child,
-    url: String,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Gateway {
-    fn start(file: &std::path::Path) -> Self {
-        Self::start_on(file, "127.0.0.1:0")
-    }
-
-    fn start_on(file: &std::path::Path, bind: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["serve", "--http", bind, "--file"])
-            .arg(file)
-            .env_clear()
-            .env("GW_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut gateway = Self {
-            child,
-            url: String::new(),
-            lines,
-        };
-        let line = gateway.line_containing("listening on ");
-        gateway.url = line.rsplit(' ').next().unwrap().to_owned();
-        gateway
-    }
-
-    fn line_containing(&self, text: &str) -> String {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no stderr line with `{text}`: {e}"));
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits (at most [`LIMIT`]) for the gateway to exit: its exit code.
-    fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "the gateway did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    fn addr(&self) -> String {
-        let rest = self.url.trim_start_matches("http://");
-        rest.split('/').next().unwrap().to_owned()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One POST exchange on a fresh connection: status, head (lower-cased) and body.
 fn http(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, String) {
     request(addr, "POST", headers, body)
-}
-
-/// One HTTP/1.1 exchange on a fresh connection: status, head (lower-cased) and body.
-fn request(
-    addr: &str,
-    method: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(LIMIT)).unwrap();
-    // A `Host` among `headers` replaces the connection's own.
-    let host = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("host"))
-        .map_or(addr, |(_, value)| *value);
-    let mut head = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        if !name.eq_ignore_ascii_case("host") {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    // The gateway may answer (413) before reading it all; what it then drops is fine.
-    for chunk in body.chunks(1 << 20) {
-        if stream.write_all(chunk).is_err() {
-            break;
-        }
-    }
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 fn initialize(id: u32) -> String {
@@ -261,7 +113,7 @@ fn session_id(head: &str) -> String {
 #[test]
 fn python_sdk_through_the_gateway_over_stdio_eager_and_lazy() {
     let Some(python) = python() else { return };
-    let (_dir, file, _record) = config("");
+    let (_dir, file, _record) = kit_config("");
     let file = file.to_string_lossy().into_owned();
     let gateway = env!("CARGO_BIN_EXE_mcp-agent");
 
@@ -310,8 +162,8 @@ fn python_sdk_through_the_gateway_over_stdio_eager_and_lazy() {
 fn python_sdk_over_http_with_a_token_and_a_crashed_upstream_replaced_for_the_next_session() {
     let Some(python) = python() else { return };
     let (_dir, file, record) =
-        config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
-    let mut gateway = Gateway::start(&file);
+        kit_config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
+    let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let url = gateway.url.clone();
 
     for mode in ["legacy", "auto"] {
@@ -359,8 +211,8 @@ fn python_sdk_over_http_with_a_token_and_a_crashed_upstream_replaced_for_the_nex
 
 #[test]
 fn refused_requests_reach_no_upstream_and_the_gateway_stays_up() {
-    let (_dir, file, record) = config("auth = { bearer_token_env = \"GW_TOKEN\" }");
-    let mut gateway = Gateway::start(&file);
+    let (_dir, file, record) = kit_config("auth = { bearer_token_env = \"GW_TOKEN\" }");
+    let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
     let init = initialize(1);
 
@@ -412,8 +264,8 @@ fn refused_requests_reach_no_upstream_and_the_gateway_stays_up() {
 
 #[test]
 fn sessions_beyond_max_sessions_are_refused_with_a_clear_error() {
-    let (_dir, file, _record) = config("max_sessions = 1");
-    let gateway = Gateway::start(&file);
+    let (_dir, file, _record) = kit_config("max_sessions = 1");
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
 
     let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
@@ -445,8 +297,8 @@ fn sessions_beyond_max_sessions_are_refused_with_a_clear_error() {
 
 #[test]
 fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
-    let (_dir, file, record) = config("");
-    let mut gateway = Gateway::start(&file);
+    let (_dir, file, record) = kit_config("");
+    let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
 
     let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
@@ -500,7 +352,7 @@ fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
 #[test]
 fn bad_serve_settings_are_named() {
     let (_dir, file, _record) =
-        config("expose = \"everything\"\nmax_sessions = 0\nrate_limit = { burst = 2 }");
+        kit_config("expose = \"everything\"\nmax_sessions = 0\nrate_limit = { burst = 2 }");
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["serve", "--file"])
         .arg(&file)
@@ -514,7 +366,7 @@ fn bad_serve_settings_are_named() {
     assert!(stderr.contains("serve.max_sessions"), "{stderr}");
     assert!(stderr.contains("serve.rate_limit.per_second"), "{stderr}");
 
-    let (_dir, file, _record) = config("auth = { bearer_token_env = \"GW_UNSET_TOKEN\" }");
+    let (_dir, file, _record) = kit_config("auth = { bearer_token_env = \"GW_UNSET_TOKEN\" }");
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["serve", "--http", "127.0.0.1:0", "--file"])
         .arg(&file)
@@ -529,8 +381,8 @@ fn bad_serve_settings_are_named() {
 
 #[test]
 fn an_upstream_tool_list_change_reaches_the_downstream_session() {
-    let (_dir, file, _record) = config("expose = \"eager\"");
-    let gateway = Gateway::start(&file);
+    let (_dir, file, _record) = kit_config("expose = \"eager\"");
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
 
     let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
@@ -594,7 +446,7 @@ fn calls_needing_approval_are_denied_unless_allowed_and_each_session_is_recorded
         "expose = \"eager\"\nhistory = {:?}\n\n[policy]\napprove = [{{ server = \"*\", tool = \"add\" }}]",
         history.path().display().to_string()
     );
-    let (_dir, file, record) = config(&policy);
+    let (_dir, file, record) = kit_config(&policy);
     let file = file.to_string_lossy().into_owned();
     let gateway = env!("CARGO_BIN_EXE_mcp-agent");
     let calls = json!({"kit__add": {"a": 1, "b": 2}, "kit__echo": {"x": 1}});
@@ -639,7 +491,7 @@ fn calls_needing_approval_are_denied_unless_allowed_and_each_session_is_recorded
         "expose = \"eager\"",
         "expose = \"eager\"\napprove = \"allow\"",
     );
-    let (_dir, file, _record) = config(&allowed);
+    let (_dir, file, _record) = kit_config(&allowed);
     let file = file.to_string_lossy().into_owned();
     let args = ["legacy", "stdio", gateway, "serve", "--file", &file];
     let report = python_client(&python, &args, &calls).unwrap();
@@ -652,7 +504,7 @@ fn calls_needing_approval_are_denied_unless_allowed_and_each_session_is_recorded
 
 #[test]
 fn stdio_closed_by_the_client_ends_the_gateway_and_its_upstream() {
-    let (_dir, file, _record) = config("");
+    let (_dir, file, _record) = kit_config("");
     let mut gateway = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["serve", "--stdio", "--file"])
         .arg(&file)
@@ -701,8 +553,8 @@ fn stdio_closed_by_the_client_ends_the_gateway_and_its_upstream() {
 
 #[test]
 fn sessions_opened_and_ended_leave_no_upstream_process() {
-    let (_dir, file, _record) = config("max_sessions = 8");
-    let gateway = Gateway::start(&file);
+    let (_dir, file, _record) = kit_config("max_sessions = 8");
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
@@ -730,11 +582,11 @@ fn sessions_opened_and_ended_leave_no_upstream_process() {
 
 #[test]
 fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
-    let (_dir, file, record) = config(
+    let (_dir, file, record) = kit_config(
         "expose = \"eager\"\nmax_body_bytes = 2048\nmax_calls_per_session = 1\n\
          rate_limit = { per_second = 0.01, burst = 5 }",
     );
-    let gateway = Gateway::start(&file);
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
 
     let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
@@ -807,7 +659,7 @@ fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
 fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
     // An upstream that ignores both stdin closing and SIGTERM, with a call of a minute in
     // flight: the drain would wait; the second signal cuts it short.
-    let (dir, _file, record) = config("");
+    let (dir, _file, record) = kit_config("");
     let text = format!(
         "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--ignore-stdin-close\", \"--ignore-sigterm\", \"--record\", {:?}]\n",
         mcp_test_kit::stdio::binary().display().to_string(),
@@ -815,7 +667,7 @@ fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
     );
     let file = dir.path().join("stubborn.toml");
     std::fs::write(&file, text).unwrap();
-    let mut gateway = Gateway::start(&file);
+    let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
 
     let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
@@ -873,13 +725,13 @@ fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
 /// sessions that used it, and is closed by the gateway's shutdown (exit 0, no process left).
 #[test]
 fn a_shared_upstream_serves_every_session_from_one_process_until_shutdown() {
-    let (_dir, file, _record) = config("");
+    let (_dir, file, _record) = kit_config("");
     let text =
         std::fs::read_to_string(&file)
             .unwrap()
             .replacen("args = ", "shared = true\nargs = ", 1);
     std::fs::write(&file, text).unwrap();
-    let mut gateway = Gateway::start(&file);
+    let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let addr = gateway.addr();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
@@ -919,7 +771,7 @@ fn a_shared_upstream_serves_every_session_from_one_process_until_shutdown() {
 /// those hosts and refuses any other `Host` (DNS rebinding).
 #[test]
 fn an_unspecified_bind_answers_only_the_hosts_serve_names() {
-    let (_dir, file, _record) = config("");
+    let (_dir, file, _record) = kit_config("");
     let out = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
         .args(["serve", "--http", "0.0.0.0:0", "--file"])
         .arg(&file)
@@ -931,8 +783,8 @@ fn an_unspecified_bind_answers_only_the_hosts_serve_names() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("allowed_hosts"), "{stderr}");
 
-    let (_dir, file, _record) = config("allowed_hosts = [\"gw.test\"]");
-    let gateway = Gateway::start_on(&file, "0.0.0.0:0");
+    let (_dir, file, _record) = kit_config("allowed_hosts = [\"gw.test\"]");
+    let gateway = Gateway::start_on(&file, "0.0.0.0:0", &[("GW_TOKEN", TOKEN)]);
     let port = gateway.addr().rsplit(':').next().unwrap().to_owned();
     let addr = format!("127.0.0.1:{port}");
     let named = format!("gw.test:{port}");

@@ -7,12 +7,13 @@
 //! peers`): they fail without them under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`, and skip
 //! with a note otherwise.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use mcp_test_kit::{Event, RecordFile};
 use serde_json::{Value, json};
+
+use crate::support::gateway::{Gateway, kit_config};
 
 const TOKEN: &str = "inspector-test-token-51c9";
 
@@ -41,21 +42,6 @@ fn inspector() -> Option<(PathBuf, PathBuf)> {
             None
         }
     }
-}
-
-/// A config file with the test-kit server `kit` (recording its calls) and `serve` as the
-/// `[serve]` table; its directory and the record.
-fn config(serve: &str) -> (tempfile::TempDir, PathBuf, RecordFile) {
-    let dir = tempfile::tempdir().unwrap();
-    let record = RecordFile::new(dir.path().join("record.jsonl"));
-    let text = format!(
-        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n{serve}\n",
-        mcp_test_kit::stdio::binary().display().to_string(),
-        record.path().display().to_string(),
-    );
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path, record)
 }
 
 /// Runs the Inspector's CLI with `args` (its home in `home`, so it writes nothing elsewhere).
@@ -106,7 +92,7 @@ fn the_inspector_lists_searches_and_calls_through_the_gateway_over_stdio() {
     let Some((node, inspector)) = inspector() else {
         return;
     };
-    let (dir, file, record) = config("");
+    let (dir, file, record) = kit_config("");
     let file = file.to_string_lossy().into_owned();
     let gateway = env!("CARGO_BIN_EXE_mcp-agent");
     let serve = [gateway, "serve", "--stdio", "--file", file.as_str()];
@@ -156,58 +142,14 @@ fn the_inspector_lists_searches_and_calls_through_the_gateway_over_stdio() {
     );
 }
 
-/// `mcp-agent serve --http 127.0.0.1:0` on `file`: killed on drop.
-struct HttpGateway {
-    child: Child,
-    url: String,
-}
-
-impl HttpGateway {
-    fn start(file: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["serve", "--http", "127.0.0.1:0", "--file"])
-            .arg(file)
-            .env_clear()
-            .env("GW_TOKEN", TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let url = loop {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "the gateway exited before listening"
-            );
-            if let Some(url) = line.trim().strip_prefix("listening on ") {
-                break url.to_owned();
-            }
-        };
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-        });
-        Self { child, url }
-    }
-}
-
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_inspector_lists_and_calls_through_the_gateway_over_http_with_a_token() {
     let Some((node, inspector)) = inspector() else {
         return;
     };
     let (dir, file, record) =
-        config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
-    let gateway = HttpGateway::start(&file);
+        kit_config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let authorization = format!("Authorization: Bearer {TOKEN}");
     let inspect = |extra: &[&str]| {
         let mut args = vec![

@@ -5,11 +5,10 @@
 //! log line naming its URL, and the gateway stays up; `none`/HMAC algorithms are refused in
 //! the configuration.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -19,8 +18,8 @@ use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 
 use crate::support::children;
+use crate::support::gateway::{Gateway, kit_config, request};
 
-const LIMIT: Duration = Duration::from_secs(60);
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "https://gateway.test/mcp";
 
@@ -80,111 +79,26 @@ fn serve_jwks(keys: Value) -> String {
 }
 
 fn config(jwks_url: &str, algorithms: &str) -> (tempfile::TempDir, std::path::PathBuf, RecordFile) {
-    let dir = tempfile::tempdir().unwrap();
-    let record = RecordFile::new(dir.path().join("record.jsonl"));
-    let text = format!(
-        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n\
-         auth = {{ jwt = {{ issuer = \"{ISSUER}\", audience = \"{AUDIENCE}\", jwks_url = \"{jwks_url}\", \
-         algorithms = {algorithms}, leeway_s = 5 }} }}\n",
-        mcp_test_kit::stdio::binary().display().to_string(),
-        record.path().display().to_string(),
-    );
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path, record)
+    kit_config(&format!(
+        "auth = {{ jwt = {{ issuer = \"{ISSUER}\", audience = \"{AUDIENCE}\", \
+         jwks_url = \"{jwks_url}\", algorithms = {algorithms}, leeway_s = 5 }} }}"
+    ))
 }
 
-/// `mcp-agent serve --http 127.0.0.1:0` with `RUST_LOG` at warn: killed on drop.
-struct Gateway {
-    child: Child,
-    addr: String,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Gateway {
-    fn start(file: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["serve", "--http", "127.0.0.1:0", "--file"])
-            .arg(file)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut gateway = Self {
-            child,
-            addr: String::new(),
-            lines,
-        };
-        let line = gateway.line_containing("listening on ");
-        let url = line.rsplit(' ').next().unwrap();
-        gateway.addr = url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned();
-        gateway
-    }
-
-    fn line_containing(&self, text: &str) -> String {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no stderr line with `{text}`: {e}"));
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-
-    /// POSTs an `initialize` with `token`: status, head (lower-cased) and body.
-    fn initialize(&self, token: Option<&str>) -> (u16, String, String) {
-        let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "raw", "version": "1"}},
-        })
-        .to_string();
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream.set_read_timeout(Some(LIMIT)).unwrap();
-        let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr,
-            body.len()
-        );
-        if let Some(token) = token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body.as_bytes()).unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
-        (status, head.to_ascii_lowercase(), body.to_owned())
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// POSTs an `initialize` with `token`: status, head (lower-cased) and body.
+fn initialize(gateway: &Gateway, token: Option<&str>) -> (u16, String, String) {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}},
+    })
+    .to_string();
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("Authorization", b.as_str()))
+        .collect();
+    request(&gateway.addr(), "POST", &headers, body.as_bytes())
 }
 
 fn assert_challenged(head: &str) {
@@ -200,9 +114,9 @@ fn a_token_of_the_issuer_for_the_gateway_opens_a_session_and_others_reach_nothin
     let signing = key();
     let jwks = serve_jwks(json!([jwk(&signing, "k1")]));
     let (_dir, file, record) = config(&jwks, "[\"ES256\"]");
-    let mut gateway = Gateway::start(&file);
+    let mut gateway = Gateway::start(&file, &[]);
 
-    let (status, head, _) = gateway.initialize(None);
+    let (status, head, _) = initialize(&gateway, None);
     assert_eq!(status, 401);
     assert_challenged(&head);
     for bad in [
@@ -210,19 +124,16 @@ fn a_token_of_the_issuer_for_the_gateway_opens_a_session_and_others_reach_nothin
         token(&key(), "k1", AUDIENCE),
         token(&key(), "k9", AUDIENCE),
     ] {
-        let (status, head, _) = gateway.initialize(Some(&bad));
+        let (status, head, _) = initialize(&gateway, Some(&bad));
         assert_eq!(status, 401);
         assert_challenged(&head);
         assert!(head.contains("error=\"invalid_token\""), "{head}");
     }
-    assert!(
-        children(gateway.child.id()).is_empty(),
-        "no upstream was opened"
-    );
+    assert!(children(gateway.pid()).is_empty(), "no upstream was opened");
     assert!(record.snapshot().events.is_empty());
-    assert!(gateway.child.try_wait().unwrap().is_none());
+    assert!(gateway.is_running());
 
-    let (status, _, body) = gateway.initialize(Some(&token(&signing, "k1", AUDIENCE)));
+    let (status, _, body) = initialize(&gateway, Some(&token(&signing, "k1", AUDIENCE)));
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"serverInfo\""), "{body}");
 }
@@ -235,14 +146,14 @@ fn a_jwks_that_cannot_be_fetched_is_logged_by_url_and_the_gateway_stays_up() {
         .unwrap();
     let jwks = format!("http://{closed}/jwks");
     let (_dir, file, _record) = config(&jwks, "[\"ES256\"]");
-    let mut gateway = Gateway::start(&file);
-    let (status, head, _) = gateway.initialize(Some(&token(&key(), "k1", AUDIENCE)));
+    let mut gateway = Gateway::start(&file, &[]);
+    let (status, head, _) = initialize(&gateway, Some(&token(&key(), "k1", AUDIENCE)));
     assert_eq!(status, 401);
     assert_challenged(&head);
     let line = gateway.line_containing("cannot fetch the JWKS");
     assert!(line.contains(&jwks), "{line}");
-    assert!(gateway.child.try_wait().unwrap().is_none());
-    let (status, _, _) = gateway.initialize(None);
+    assert!(gateway.is_running());
+    let (status, _, _) = initialize(&gateway, None);
     assert_eq!(status, 401, "still answering");
 }
 

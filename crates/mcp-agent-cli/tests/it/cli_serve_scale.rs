@@ -2,15 +2,15 @@
 //! HTTP, 16 at a time, each with its own upstream process. After them no upstream process is
 //! left and the gateway's resident memory is back near what it was after a warm-up.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::support::children;
+use crate::support::gateway::Gateway;
 
 /// Every wait of this test is bounded by this.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -23,68 +23,14 @@ const CONCURRENCY: usize = 16;
 /// How much the gateway's resident memory may grow over the 1,000 sessions.
 const GROWTH_MAX_KIB: u64 = 20 * 1024;
 
-/// `mcp-agent serve --http 127.0.0.1:0` on a config with the test-kit server: killed on drop.
-struct Gateway {
-    child: Child,
-    addr: String,
-}
-
-impl Gateway {
-    fn start(file: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["serve", "--http", "127.0.0.1:0", "--file"])
-            .arg(file)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let url = loop {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "the gateway exited before listening"
-            );
-            if let Some(url) = line.trim().strip_prefix("listening on ") {
-                break url.to_owned();
-            }
-        };
-        // Keep draining stderr so the gateway never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-        });
-        let addr = url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned();
-        Self { child, addr }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The gateway's resident set size, in KiB, from `/proc`.
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no VmRSS in {status}"))
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The gateway's resident set size, in KiB, from `/proc`.
+fn rss_kib(gateway: &Gateway) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gateway.pid())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
 }
 
 /// One HTTP/1.1 exchange on a fresh connection: status, head (lower-cased) and body.
@@ -189,17 +135,18 @@ fn a_thousand_sessions_opened_and_dropped_leave_no_upstream_and_memory_near_its_
         CONCURRENCY * 4,
     );
     std::fs::write(&file, text).unwrap();
-    let gateway = Gateway::start(&file);
+    let gateway = Gateway::start(&file, &[]);
+    let addr = gateway.addr();
 
-    sessions(&gateway.addr, WARM_UP);
+    sessions(&addr, WARM_UP);
     no_upstream_left(&gateway);
-    let baseline = gateway.rss_kib();
+    let baseline = rss_kib(&gateway);
 
     let started = Instant::now();
-    sessions(&gateway.addr, SESSIONS);
+    sessions(&addr, SESSIONS);
     let took = started.elapsed();
     no_upstream_left(&gateway);
-    let after = gateway.rss_kib();
+    let after = rss_kib(&gateway);
 
     let growth = after.saturating_sub(baseline);
     eprintln!(

@@ -2,6 +2,7 @@
 
 pub(crate) mod canned;
 pub(crate) mod endpoint;
+pub(crate) mod gateway;
 
 use std::process::{Command, Output};
 

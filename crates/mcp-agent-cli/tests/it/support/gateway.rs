@@ -1,0 +1,167 @@
+//! `mcp-agent serve --http` as a child process in front of the test-kit server, and raw
+//! HTTP/1.1 exchanges with it: what the serve tests share.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mcp_test_kit::RecordFile;
+
+/// Every wait on a gateway is bounded by this.
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
+
+/// A config file with the test-kit server `kit` (recording its calls) and `serve` as the
+/// `[serve]` table; its directory and the record.
+pub(crate) fn kit_config(serve: &str) -> (tempfile::TempDir, PathBuf, RecordFile) {
+    let dir = tempfile::tempdir().unwrap();
+    let record = RecordFile::new(dir.path().join("record.jsonl"));
+    let text = format!(
+        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n{serve}\n",
+        mcp_test_kit::stdio::binary().display().to_string(),
+        record.path().display().to_string(),
+    );
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path, record)
+}
+
+/// `mcp-agent serve --http` on a config file, with only the variables given: killed on drop.
+/// Its stderr lines are kept for [`Gateway::line_containing`].
+pub(crate) struct Gateway {
+    child: Child,
+    /// The URL it listens on, as it printed it.
+    pub(crate) url: String,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Gateway {
+    /// Listening on 127.0.0.1 at a free port.
+    pub(crate) fn start(file: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_on(file, "127.0.0.1:0", env)
+    }
+
+    /// Listening on `bind`.
+    pub(crate) fn start_on(file: &Path, bind: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+            .args(["serve", "--http", bind, "--file"])
+            .arg(file)
+            .env_clear()
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        // Reading on until the gateway exits also keeps it from blocking on a full pipe.
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut gateway = Self {
+            child,
+            url: String::new(),
+            lines,
+        };
+        let line = gateway.line_containing("listening on ");
+        gateway.url = line.rsplit(' ').next().unwrap().to_owned();
+        gateway
+    }
+
+    /// The next stderr line containing `text` (waiting at most [`LIMIT`]).
+    pub(crate) fn line_containing(&self, text: &str) -> String {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no stderr line with `{text}`: {e}"));
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (at most [`LIMIT`]) for the gateway to exit: its exit code.
+    pub(crate) fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub(crate) fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// `host:port` of [`Gateway::url`].
+    pub(crate) fn addr(&self) -> String {
+        let rest = self.url.trim_start_matches("http://");
+        rest.split('/').next().unwrap().to_owned()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange with `/mcp` on a fresh connection: status, head (lower-cased) and
+/// body. A `Host` among `headers` replaces the connection's own.
+pub(crate) fn request(
+    addr: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let host = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+        .map_or(addr, |(_, value)| *value);
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        if !name.eq_ignore_ascii_case("host") {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // The gateway may answer (413) before reading it all; what it then drops is fine.
+    for chunk in body.chunks(1 << 20) {
+        if stream.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
