@@ -642,6 +642,14 @@ impl<D: CallResolver + ToolCatalog> ToolCatalog for Governed<D> {
         }
         tools
     }
+
+    /// The wrapped side's tool `name`, else [`READ_OUTPUT_TOOL`]'s descriptor when that is
+    /// the name: what `tools` lists, without building the whole list.
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        self.inner
+            .tool(name)
+            .or_else(|| (name == READ_OUTPUT_TOOL).then(|| self.read_output_descriptor()))
+    }
 }
 
 #[async_trait]

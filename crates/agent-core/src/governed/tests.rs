@@ -733,6 +733,31 @@ async fn the_catalog_lists_the_read_output_tool() {
             .read_only_hint,
         Some(true)
     );
+    // One tool by name is the one the list shows.
+    for name in ["a", READ_OUTPUT_TOOL, "missing"] {
+        let listed = governed.tools().into_iter().find(|t| t.name == name);
+        assert_eq!(governed.tool(name), listed, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_wrapped_read_output_tool_is_the_one_looked_up() {
+    struct Own;
+    impl ToolCatalog for Own {
+        fn tools(&self) -> Vec<ToolDescriptor> {
+            vec![ToolDescriptor::new(READ_OUTPUT_TOOL, JsonObject::new()).with_description("own")]
+        }
+    }
+    #[async_trait]
+    impl ToolDispatcher for Own {
+        async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+            Err(ToolError::unknown_tool(call.name, Vec::new()))
+        }
+    }
+    let governed = GovernedLayer::new().layer(AsNative::new(Own));
+    assert_eq!(governed.tools().len(), 1);
+    let found = governed.tool(READ_OUTPUT_TOOL).unwrap();
+    assert_eq!(found.description.as_deref(), Some("own"));
 }
 
 #[tokio::test]
