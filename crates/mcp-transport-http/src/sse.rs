@@ -58,21 +58,14 @@ pub(crate) struct EventLimiter {
     kept_retry: Vec<u8>,
     at_line_start: bool,
     after_cr: bool,
-    /// The `data` of the event that answers the request when an event is dropped (once).
-    replacement: Option<String>,
+    /// The request whose answer replaces the first dropped event (once), built only then.
+    replacement: Option<RequestId>,
     server: Arc<str>,
 }
 
 impl EventLimiter {
     /// A limiter for the response stream of request `request` (or of no request).
     pub(crate) fn new(max: usize, server: Arc<str>, request: Option<&RequestId>) -> Self {
-        let replacement = request.map(|id| {
-            let error = HttpError::SseEventTooLarge {
-                server: server.to_string(),
-                limit: max,
-            };
-            error_answer(id, &error)
-        });
         Self {
             max,
             event: Vec::new(),
@@ -83,7 +76,7 @@ impl EventLimiter {
             kept_retry: Vec::new(),
             at_line_start: true,
             after_cr: false,
-            replacement,
+            replacement: request.cloned(),
             server,
         }
     }
@@ -168,7 +161,12 @@ impl EventLimiter {
             }
         }
         self.event = Vec::new();
-        if let Some(data) = self.replacement.take() {
+        if let Some(id) = self.replacement.take() {
+            let error = HttpError::SseEventTooLarge {
+                server: self.server.to_string(),
+                limit: self.max,
+            };
+            let data = error_answer(&id, &error);
             self.emit_kept(out);
             out.extend_from_slice(b"data: ");
             out.extend_from_slice(data.as_bytes());
