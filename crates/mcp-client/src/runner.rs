@@ -343,6 +343,14 @@ impl ToolCatalog for McpRunner {
         }
         self.governed.tools()
     }
+
+    /// One tool of `tools` by name, looked up without listing them all.
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.governed.tool(name)
+    }
 }
 
 #[async_trait]

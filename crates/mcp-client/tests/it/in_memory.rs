@@ -49,6 +49,16 @@ async fn a_run_of_in_memory_servers_lists_calls_and_closes() {
         .count();
     let a_tools = runner.catalog().len() - b_tools;
     assert_eq!(b_tools, a_tools + 5);
+    // One tool by name is the one the list shows.
+    for name in [
+        "mcp_search_tools",
+        "mcp_call_tool",
+        "mcp_read_output",
+        "a__add",
+    ] {
+        let listed = runner.tools().into_iter().find(|t| t.name == name);
+        assert_eq!(runner.tool(name), listed, "{name}");
+    }
 
     let call = ToolCall::from_json(
         "1",
@@ -65,6 +75,7 @@ async fn a_run_of_in_memory_servers_lists_calls_and_closes() {
 
     runner.close().await;
     assert!(runner.tools().is_empty(), "a closed run shows no tools");
+    assert_eq!(runner.tool("mcp_call_tool"), None, "nor any tool by name");
 }
 
 #[tokio::test]
