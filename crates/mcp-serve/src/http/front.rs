@@ -354,6 +354,10 @@ fn too_large(mut body: Incoming) -> Response<Counted> {
 /// message a client may send → an invalid request (-32600), with the request's id when it
 /// has a readable one. `None` when the body is a message.
 fn check_message(body: &[u8]) -> Option<Response<Counted>> {
+    // A message reads in one pass; only a refused body is read again, to say why.
+    if serde_json::from_slice::<ClientJsonRpcMessage>(body).is_ok() {
+        return None;
+    }
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return Some(jsonrpc_error(
             None,
