@@ -107,15 +107,33 @@ pub(crate) fn check_vectors(
         .collect()
 }
 
+/// The longest description of one parameter put in a tool's embedded text, in characters.
+pub(crate) const MAX_PARAMETER_DOC_CHARS: usize = 200;
+
 /// The text of a tool that is embedded: its name as words, its title and description, and its
-/// parameter names, cut to [`MAX_DOCUMENT_CHARS`].
+/// parameters — each name as words with its description (`name: description`, the
+/// description's first [`MAX_PARAMETER_DOC_CHARS`] characters without control characters) —,
+/// cut to [`MAX_DOCUMENT_CHARS`].
+///
+/// The parameters' descriptions say what a request is about in words the tool's own
+/// description often lacks ("the city and state", "the stock's ticker"): on the bfcl queries
+/// with all-MiniLM-L6-v2, embedding them raised the embeddings' own hit@5 from .818 to .863
+/// and the hybrid ranking's from .910 / .907 to .920 / .914 (even / odd queries).
 ///
 /// ```
 /// use mcp_catalog::search::{ToolText, embedding_text};
 ///
+/// let schema = serde_json::json!({"properties": {
+///     "repo_name": {"type": "string", "description": "The repository"},
+///     "title": {"type": "string"},
+/// }});
 /// let text = ToolText::new("gh__create_issue", "gh", "create_issue")
-///     .with_description(Some("Open a new issue"));
-/// assert_eq!(embedding_text(&text), "create issue. Open a new issue");
+///     .with_description(Some("Open a new issue"))
+///     .with_input_schema(schema.as_object());
+/// assert_eq!(
+///     embedding_text(&text),
+///     "create issue. Open a new issue. Parameters: repo name: The repository; title"
+/// );
 /// ```
 pub fn embedding_text(tool: &ToolText<'_>) -> String {
     let mut out = super::split_words_lower(tool.name).join(" ");
@@ -133,13 +151,45 @@ pub fn embedding_text(tool: &ToolText<'_>) -> String {
         && !props.is_empty()
     {
         out.push_str(". Parameters: ");
-        let names: Vec<String> = props
-            .keys()
-            .map(|k| super::split_words_lower(k).join(" "))
-            .collect();
-        out.push_str(&names.join(", "));
+        for (i, (name, schema)) in props.iter().enumerate() {
+            if out.len() >= MAX_DOCUMENT_CHARS * 4 {
+                break;
+            }
+            if i > 0 {
+                out.push_str("; ");
+            }
+            out.push_str(&super::split_words_lower(name).join(" "));
+            let doc = schema
+                .get("description")
+                .and_then(|d| d.as_str())
+                .map(parameter_doc)
+                .unwrap_or_default();
+            if !doc.is_empty() {
+                out.push_str(": ");
+                out.push_str(&doc);
+            }
+        }
     }
     cut_chars(&out, MAX_DOCUMENT_CHARS).to_owned()
+}
+
+/// A parameter's description for the embedded text: its first [`MAX_PARAMETER_DOC_CHARS`]
+/// characters, control characters and runs of white space turned into one space.
+fn parameter_doc(text: &str) -> String {
+    let mut out = String::new();
+    for word in text
+        .chars()
+        .take(MAX_PARAMETER_DOC_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .split_whitespace()
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// The first `max` characters of `text`.

@@ -284,6 +284,13 @@ impl HybridIndex {
         self.ids.is_empty()
     }
 
+    /// The unit-length vector of the tool `id`, when it has one.
+    pub fn vector(&self, id: &str) -> Option<&[f32]> {
+        let dim = self.embedder.dimension();
+        let row = *self.rows.get(id)?;
+        self.vectors.get(row * dim..(row + 1) * dim)
+    }
+
     /// Makes `tools` the indexed set: their vectors come from the cache when their text was
     /// embedded before by the same model, from the embedder in batches otherwise (then cached,
     /// and saved when the cache has a directory). Tools whose batch failed get no vector; the

@@ -464,3 +464,52 @@ fn a_cache_file_of_another_dimension_is_not_used() {
     assert_ne!(document_hash("a"), document_hash("b"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn parameter_descriptions_are_embedded_bounded_and_without_control_characters() {
+    let long = format!("The city\u{1b}[31m and\u{0}state.\n{}", "x".repeat(10_000));
+    let schema = serde_json::json!({"properties": {
+        "location": {"type": "string", "description": long},
+        "unitSystem": {"type": "string", "description": 42},
+        "days": {"type": "integer", "description": "  How many days  "},
+    }});
+    let tool = ToolText::new("w__forecast", "w", "forecast")
+        .with_description(Some("The weather ahead"))
+        .with_input_schema(schema.as_object());
+    let text = super::embedding_text(&tool);
+    assert!(
+        text.starts_with("forecast. The weather ahead. Parameters: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("location: The city [31m and state. xxx"),
+        "{text}"
+    );
+    assert!(!text.chars().any(char::is_control), "{text}");
+    // Each description is cut; names without a text description stand alone.
+    let xs = text.matches('x').count();
+    assert!(
+        xs < super::super::embed::MAX_PARAMETER_DOC_CHARS,
+        "{xs} of 10000 kept"
+    );
+    assert!(text.contains("; unit system unitsystem; "), "{text}");
+    assert!(text.contains("days: How many days"), "{text}");
+
+    // However many parameters, the text stays within its bound.
+    let many: serde_json::Map<String, serde_json::Value> = (0..5_000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                serde_json::json!({"description": "y".repeat(300)}),
+            )
+        })
+        .collect();
+    let many = serde_json::json!({"properties": many});
+    let text = super::embedding_text(
+        &ToolText::new("w__big", "w", "big").with_input_schema(many.as_object()),
+    );
+    assert_eq!(
+        text.chars().count(),
+        super::super::embed::MAX_DOCUMENT_CHARS
+    );
+}
