@@ -17,8 +17,16 @@
 //! calls a native `echo` served by `ToolServer::new` (no upstream): `mcp-serve`'s server side
 //! alone, which tells the served hop's share of the gateway's cost from the runner's.
 //!
+//! The test kit's `echo` answers at once, in process: against it the gateway's ratio is the
+//! worst case, a second streamable HTTP hop next to a call that costs nothing but its own hop.
+//! When `cargo xtask peers` installed server-everything (`MCP_AGENT_PEER_EVERYTHING`, see
+//! `integration_tests::peers`), two more paths call its `echo` over streamable HTTP, a Node
+//! process as real upstreams are: `everything_direct` and `everything_gateway` (through a
+//! gateway of its own). Without the peer they are left out, with a note.
+//!
 //! - `gateway_calls_http`: one iteration is 1,000 sequential `echo` calls, `direct` (to the
-//!   upstream), `gateway` (`kit__echo` through the gateway) and `served`.
+//!   upstream), `gateway` (`kit__echo` through the gateway), `served`, and server-everything's
+//!   two paths.
 //! - `gateway_in_flight_16_http`: one iteration is 16 concurrent calls on one session.
 //! - `gateway_sessions_http`: one iteration opens a downstream session (initialize, which
 //!   opens its upstream run, then `tools/list`) and closes it (which closes the upstream
@@ -28,6 +36,9 @@
 //!   written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
 //!
 //! Target: the gateway's cost per call ≤ 1.2× the direct call's, sequential and 16 in flight.
+//! Measured (paired, release, a 2-core shared machine): about 2.2–2.6× against the test kit's
+//! `echo` — the gateway is a second hop costing what the direct call costs — and about
+//! 1.1–1.25× against server-everything.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -40,6 +51,7 @@ use agent_core::{
 use async_trait::async_trait;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::harness::object;
+use integration_tests::peers::HttpPeer;
 use mcp_catalog::{CatalogConfig, Exposure};
 use mcp_client::{Connectors, McpClient, McpRunner};
 use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
@@ -101,6 +113,10 @@ impl ToolCatalog for Upstream {
     fn tools(&self) -> Vec<ToolDescriptor> {
         self.0.tools()
     }
+
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        self.0.tool(name)
+    }
 }
 
 #[async_trait]
@@ -134,7 +150,63 @@ impl ToolDispatcher for Echo {
     }
 }
 
-/// The upstream, the gateway in front of it, a native server, and one client session on each.
+/// A gateway as `mcp-agent serve` builds it (eager exposure, every call approved) in front
+/// of the one upstream `spec`.
+async fn gateway(connector: &HttpConnector, spec: ServerSpec) -> mcp_serve::HttpServer {
+    let config = Config::new(vec![spec]).expect("valid specs");
+    let client = McpClient::builder(config)
+        .connectors(Connectors::new().with(connector.clone()))
+        .agent("mcp-agent-serve")
+        .catalog(CatalogConfig::default().with_exposure(Exposure::Eager))
+        .govern(|layer| layer.approval_gate(Arc::new(AutoApprove)))
+        .build();
+    ToolServer::per_session(Arc::new(Gateway { client }))
+        .name("mcp-agent", "bench")
+        .serve_http(mcp_serve::HttpOptions::default())
+        .await
+        .expect("the gateway")
+}
+
+/// server-everything over streamable HTTP (a Node process), a gateway in front of it, and a
+/// client session on each: the gateway's cost against a realistic upstream.
+struct Everything {
+    peer: HttpPeer,
+    gateway: mcp_serve::HttpServer,
+    direct: RunningService<RoleClient, ()>,
+    through: RunningService<RoleClient, ()>,
+}
+
+impl Everything {
+    /// `None` (with a note) when the peer is not installed; see `integration_tests::peers`.
+    async fn new(connector: &HttpConnector) -> Option<Self> {
+        let peer = HttpPeer::everything().await?;
+        let gateway = gateway(connector, http_spec("everything", peer.url().as_str())).await;
+        let direct = session(connector, peer.url().as_str()).await;
+        let through = session(connector, gateway.url().as_str()).await;
+        Some(Self {
+            peer,
+            gateway,
+            direct,
+            through,
+        })
+    }
+
+    async fn close(self) {
+        let _ = self.direct.cancel().await;
+        let _ = self.through.cancel().await;
+        self.gateway.shutdown().await;
+        self.peer.stop().await;
+    }
+}
+
+/// server-everything's `echo` arguments.
+fn everything_params(name: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(object(json!({"message": "hello, server"})))
+}
+
+/// The upstream, the gateway in front of it, a native server, and one client session on each;
+/// server-everything and its gateway when the peer is installed.
 struct Fixture {
     upstream: HttpServer,
     gateway: mcp_serve::HttpServer,
@@ -143,6 +215,7 @@ struct Fixture {
     direct: RunningService<RoleClient, ()>,
     through: RunningService<RoleClient, ()>,
     served: RunningService<RoleClient, ()>,
+    everything: Option<Everything>,
 }
 
 impl Fixture {
@@ -151,18 +224,7 @@ impl Fixture {
             .await
             .expect("the HTTP test server");
         let connector = HttpConnector::new(HttpOptions::default()).expect("HTTP connector");
-        let config = Config::new(vec![http_spec("kit", upstream.url())]).expect("valid specs");
-        let client = McpClient::builder(config)
-            .connectors(Connectors::new().with(connector.clone()))
-            .agent("mcp-agent-serve")
-            .catalog(CatalogConfig::default().with_exposure(Exposure::Eager))
-            .govern(|layer| layer.approval_gate(Arc::new(AutoApprove)))
-            .build();
-        let gateway = ToolServer::per_session(Arc::new(Gateway { client }))
-            .name("mcp-agent", "bench")
-            .serve_http(mcp_serve::HttpOptions::default())
-            .await
-            .expect("the gateway");
+        let gateway = gateway(&connector, http_spec("kit", upstream.url())).await;
         let native = ToolServer::new(Arc::new(Echo), mcp_serve::Exposure::only(["echo"]))
             .serve_http(mcp_serve::HttpOptions::default())
             .await
@@ -170,6 +232,7 @@ impl Fixture {
         let direct = session(&connector, upstream.url()).await;
         let through = session(&connector, gateway.url().as_str()).await;
         let served = session(&connector, native.url().as_str()).await;
+        let everything = Everything::new(&connector).await;
         Self {
             upstream,
             gateway,
@@ -178,7 +241,17 @@ impl Fixture {
             direct,
             through,
             served,
+            everything,
         }
+    }
+
+    /// The paths this run measures: server-everything's only when it is installed.
+    fn paths(&self) -> Vec<Path> {
+        let mut paths = vec![Path::Direct, Path::Gateway, Path::Served];
+        if self.everything.is_some() {
+            paths.extend([Path::EverythingDirect, Path::EverythingGateway]);
+        }
+        paths
     }
 
     /// Checks that both paths echo, so no benchmark measures errors.
@@ -195,6 +268,20 @@ impl Fixture {
         assert_eq!(out.structured_content, expected);
         let out = self.served.call_tool(params("echo")).await.expect("served");
         assert_eq!(out.structured_content, expected);
+        if let Some(everything) = &self.everything {
+            for (client, name) in [
+                (&everything.direct, "echo"),
+                (&everything.through, "everything__echo"),
+            ] {
+                let out = client
+                    .call_tool(everything_params(name))
+                    .await
+                    .expect("server-everything's echo");
+                assert_ne!(out.is_error, Some(true), "{out:?}");
+                let text = serde_json::to_string(&out.content).expect("JSON");
+                assert!(text.contains("hello, server"), "{text}");
+            }
+        }
     }
 
     async fn call(&self, path: Path) {
@@ -202,6 +289,15 @@ impl Fixture {
             Path::Direct => self.direct.call_tool(params("echo")).await,
             Path::Gateway => self.through.call_tool(params("kit__echo")).await,
             Path::Served => self.served.call_tool(params("echo")).await,
+            Path::EverythingDirect | Path::EverythingGateway => {
+                let everything = self.everything.as_ref().expect("server-everything");
+                if path == Path::EverythingDirect {
+                    everything.direct.call_tool(everything_params("echo")).await
+                } else {
+                    let name = "everything__echo";
+                    everything.through.call_tool(everything_params(name)).await
+                }
+            }
         };
         black_box(out.expect("call"));
     }
@@ -218,10 +314,13 @@ impl Fixture {
 
     /// Opens a session on `path` (initialize, `tools/list`) and closes it.
     async fn open_close(&self, path: Path) {
+        let everything = || self.everything.as_ref().expect("server-everything");
         let url = match path {
             Path::Direct => self.upstream.url(),
             Path::Gateway => self.gateway.url().as_str(),
             Path::Served => self.native.url().as_str(),
+            Path::EverythingDirect => everything().peer.url().as_str(),
+            Path::EverythingGateway => everything().gateway.url().as_str(),
         };
         let client = session(&self.connector, url).await;
         let tools = client.list_all_tools().await.expect("tools/list");
@@ -233,6 +332,9 @@ impl Fixture {
         let _ = self.direct.cancel().await;
         let _ = self.through.cancel().await;
         let _ = self.served.cancel().await;
+        if let Some(everything) = self.everything {
+            everything.close().await;
+        }
         self.gateway.shutdown().await;
         self.native.shutdown().await;
         self.upstream.shutdown().await;
@@ -249,20 +351,28 @@ async fn session(connector: &HttpConnector, url: &str) -> RunningService<RoleCli
         .expect("rmcp handshake")
 }
 
-/// The ways to call an `echo`: the upstream's directly or through the gateway, or a native
-/// one served by `mcp-serve`.
+/// The ways to call an `echo`: the test kit's directly or through the gateway, a native one
+/// served by `mcp-serve`, or server-everything's directly or through a gateway.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Path {
     Direct,
     Gateway,
     Served,
+    EverythingDirect,
+    EverythingGateway,
 }
 
-const PATHS: [(Path, &str); 3] = [
-    (Path::Direct, "direct"),
-    (Path::Gateway, "gateway"),
-    (Path::Served, "served"),
-];
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Gateway => "gateway",
+            Self::Served => "served",
+            Self::EverythingDirect => "everything_direct",
+            Self::EverythingGateway => "everything_gateway",
+        }
+    }
+}
 
 /// Times `iters` iterations of `body` on `rt`.
 fn timed<F: Future<Output = ()>>(
@@ -287,12 +397,13 @@ fn benches_on(c: &mut Criterion) {
         fixture
     });
     let f = &fixture;
+    let paths = fixture.paths();
 
     let mut group = c.benchmark_group("gateway_calls_http");
     group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Elements(CALLS as u64));
-    for (path, name) in PATHS {
-        group.bench_function(name, |b| {
+    for &path in &paths {
+        group.bench_function(path.name(), |b| {
             b.iter_custom(|iters| timed(&rt, iters, || f.sequential(path, CALLS)))
         });
     }
@@ -300,8 +411,8 @@ fn benches_on(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("gateway_in_flight_16_http");
     group.throughput(Throughput::Elements(IN_FLIGHT as u64));
-    for (path, name) in PATHS {
-        group.bench_function(name, |b| {
+    for &path in &paths {
+        group.bench_function(path.name(), |b| {
             b.iter_custom(|iters| timed(&rt, iters, || f.in_flight(path)))
         });
     }
@@ -309,8 +420,8 @@ fn benches_on(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("gateway_sessions_http");
     group.throughput(Throughput::Elements(1));
-    for (path, name) in PATHS {
-        group.bench_function(name, |b| {
+    for &path in &paths {
+        group.bench_function(path.name(), |b| {
             b.iter_custom(|iters| timed(&rt, iters, || f.open_close(path)))
         });
     }
@@ -329,40 +440,70 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// One paired measurement: `rounds` rounds of `body` on each path (rotating which goes first),
-/// each round's time divided by `per`: the medians per path (µs: direct, gateway, served) and
-/// of the per-round ratio gateway / direct.
+/// The times of a paired measurement: per path, one figure per round.
+struct Rounds(Vec<(Path, Vec<f64>)>);
+
+impl Rounds {
+    fn times(&self, path: Path) -> &[f64] {
+        self.0
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(&[], |(_, times)| times)
+    }
+
+    /// The median of `path`'s rounds.
+    fn median(&self, path: Path) -> f64 {
+        median(self.times(path).to_vec())
+    }
+
+    /// The median of the per-round ratios `of` / `to`.
+    fn ratio(&self, of: Path, to: Path) -> f64 {
+        let pairs = self.times(of).iter().zip(self.times(to));
+        median(pairs.map(|(a, b)| a / b).collect())
+    }
+}
+
+/// One paired measurement: `rounds` rounds of `body` on each of `paths` (rotating which goes
+/// first), each round's time divided by `per` (µs).
 async fn pair<'a, F: Future<Output = ()> + 'a>(
+    paths: &[Path],
     rounds: usize,
     per: usize,
     body: impl Fn(Path) -> F,
-) -> (f64, f64, f64, f64) {
-    // Warm both paths up.
-    for (path, _) in PATHS {
+) -> Rounds {
+    // Warm every path up.
+    for &path in paths {
         body(path).await;
     }
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut times: Vec<(Path, Vec<f64>)> = paths.iter().map(|&p| (p, Vec::new())).collect();
     for r in 0..rounds {
-        for i in 0..PATHS.len() {
-            let (path, _) = PATHS[(i + r) % PATHS.len()];
+        for i in 0..paths.len() {
+            let (path, times) = &mut times[(i + r) % paths.len()];
             let started = Instant::now();
-            body(path).await;
-            times[path as usize].push(started.elapsed().as_secs_f64() * 1e6 / per as f64);
+            body(*path).await;
+            times.push(started.elapsed().as_secs_f64() * 1e6 / per as f64);
         }
     }
-    let ratio = median(
-        times[Path::Gateway as usize]
-            .iter()
-            .zip(&times[Path::Direct as usize])
-            .map(|(g, d)| g / d)
-            .collect(),
-    );
-    (
-        median(times[Path::Direct as usize].clone()),
-        median(times[Path::Gateway as usize].clone()),
-        median(times[Path::Served as usize].clone()),
-        ratio,
-    )
+    Rounds(times)
+}
+
+/// The figures of calls measured by `pair`: the test kit's paths, and server-everything's when
+/// measured.
+fn call_figures(rounds: &Rounds, everything: bool) -> Value {
+    let mut figures = json!({
+        "direct_us_per_call": rounds.median(Path::Direct),
+        "gateway_us_per_call": rounds.median(Path::Gateway),
+        "served_native_us_per_call": rounds.median(Path::Served),
+        "overhead": rounds.ratio(Path::Gateway, Path::Direct),
+    });
+    if everything {
+        figures["everything"] = json!({
+            "direct_us_per_call": rounds.median(Path::EverythingDirect),
+            "gateway_us_per_call": rounds.median(Path::EverythingGateway),
+            "overhead": rounds.ratio(Path::EverythingGateway, Path::EverythingDirect),
+        });
+    }
+    figures
 }
 
 /// The paired measurement (see the crate docs): sequential calls, 16 in flight, sessions.
@@ -372,40 +513,40 @@ fn paired(rounds: usize, round: usize) -> Value {
         let fixture = Fixture::new().await;
         fixture.check().await;
         let f = &fixture;
-        let (direct, gateway, served, ratio) =
-            pair(rounds, round, |p| f.sequential(p, round)).await;
-        let sequential = json!({
-            "direct_us_per_call": direct,
-            "gateway_us_per_call": gateway,
-            "served_native_us_per_call": served,
-            "overhead": ratio,
-        });
+        let paths = fixture.paths();
+        let everything = fixture.everything.is_some();
+        let measured = pair(&paths, rounds, round, |p| f.sequential(p, round)).await;
+        let sequential = call_figures(&measured, everything);
         let batches = round.div_ceil(IN_FLIGHT);
-        let (direct, gateway, served, ratio) = pair(rounds, batches * IN_FLIGHT, |p| async move {
+        let measured = pair(&paths, rounds, batches * IN_FLIGHT, |p| async move {
             for _ in 0..batches {
                 f.in_flight(p).await;
             }
         })
         .await;
-        let in_flight = json!({
-            "direct_us_per_call": direct,
-            "gateway_us_per_call": gateway,
-            "served_native_us_per_call": served,
-            "overhead": ratio,
-        });
+        let in_flight = call_figures(&measured, everything);
         let opens = (round / 10).max(1);
-        let (direct, gateway, _, ratio) = pair(rounds, opens, |p| async move {
-            for _ in 0..opens {
-                f.open_close(p).await;
-            }
-        })
+        let measured = pair(
+            &[Path::Direct, Path::Gateway],
+            rounds,
+            opens,
+            |p| async move {
+                for _ in 0..opens {
+                    f.open_close(p).await;
+                }
+            },
+        )
         .await;
+        let (direct, gateway) = (
+            measured.median(Path::Direct),
+            measured.median(Path::Gateway),
+        );
         let sessions = json!({
             "direct_us_per_session": direct,
             "gateway_us_per_session": gateway,
             "gateway_sessions_per_second": 1e6 / gateway,
             "direct_sessions_per_second": 1e6 / direct,
-            "ratio": ratio,
+            "ratio": measured.ratio(Path::Gateway, Path::Direct),
         });
         fixture.close().await;
         json!({

@@ -14,7 +14,9 @@
 //! - `gateway` (`integration-tests`, bench `gateway`): per-call cost through the gateway
 //!   (`mcp-serve`'s per-session server in front of an `McpRunner`, in process) vs calling the
 //!   same test-kit upstream directly over streamable HTTP, sequential and 16 in flight, and
-//!   downstream sessions opened and closed per second. Paired figures in
+//!   downstream sessions opened and closed per second; and the same calls against
+//!   server-everything over HTTP (a Node upstream, when `cargo xtask peers` installed it),
+//!   reported as `everything` beside each group's figures. Paired figures in
 //!   `target/criterion/gateway-paired.json`, reported as `gateway.paired`.
 //! - `model_stream` (`agent-model-openai`, bench `stream`): the OpenAI-compatible adapter's
 //!   parse cost per streamed chunk (SSE, JSON, assembling), for text deltas and for tool-call
@@ -153,6 +155,12 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                 cmd.args(["-p", "integration-tests", "--bench", bench])
                     .env("MCP_TEST_SERVER_BIN", server)
                     .env("MCP_AGENT_BENCH_PAIRED", paired);
+                // The gateway bench also measures server-everything when it is installed.
+                for (key, path) in crate::peers::Peers::at(&root()).env() {
+                    if path.exists() {
+                        cmd.env(key, path);
+                    }
+                }
             }
         }
         cmd.arg("--").args(&criterion_args);
@@ -441,8 +449,9 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
 }
 
 /// The gateway's figures: per call direct, through the gateway and to a native tool served by
-/// `mcp-serve` (µs), the gateway's ratio against the 1.2× target, sequential and 16 in flight;
-/// sessions opened and closed per second.
+/// `mcp-serve` (µs), the gateway's ratio against the 1.2× target, sequential and 16 in flight,
+/// with the zero-cost test-kit upstream and (`everything`) with server-everything; sessions
+/// opened and closed per second.
 fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Option<Value> {
     let us = |group: &str, path: &str| {
         let m = results.get(&format!("gateway_{group}_http/{path}"))?;
@@ -455,16 +464,28 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
             continue;
         }
         let overhead = ratio(gateway, direct);
-        out.insert(
-            group.into(),
-            json!({
+        let mut figures = json!({
+            "direct_us_per_call": direct.map(|x| round(x, 2)),
+            "gateway_us_per_call": gateway.map(|x| round(x, 2)),
+            "served_native_us_per_call": us(group, "served").map(|x| round(x, 2)),
+            "overhead": overhead,
+            "met": overhead.as_f64().map(|r| r <= GATEWAY_OVERHEAD_MAX),
+        });
+        // The same calls against server-everything (a Node upstream), when it was measured.
+        let (direct, gateway) = (
+            us(group, "everything_direct"),
+            us(group, "everything_gateway"),
+        );
+        if direct.is_some() || gateway.is_some() {
+            let overhead = ratio(gateway, direct);
+            figures["everything"] = json!({
                 "direct_us_per_call": direct.map(|x| round(x, 2)),
                 "gateway_us_per_call": gateway.map(|x| round(x, 2)),
-                "served_native_us_per_call": us(group, "served").map(|x| round(x, 2)),
                 "overhead": overhead,
                 "met": overhead.as_f64().map(|r| r <= GATEWAY_OVERHEAD_MAX),
-            }),
-        );
+            });
+        }
+        out.insert(group.into(), figures);
     }
     let per_second = |path| us("sessions", path).map(|x| round(1e6 / x, 1));
     if let (Some(direct), Some(gateway)) = (per_second("direct"), per_second("gateway")) {
