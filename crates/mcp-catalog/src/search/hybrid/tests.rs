@@ -472,7 +472,8 @@ fn parameter_descriptions_are_embedded_bounded_and_without_control_characters() 
         "location": {"type": "string", "description": long},
         "unitSystem": {"type": "string", "description": 42},
         "days": {"type": "integer", "description": "  How many days  "},
-    }});
+        "format": {"type": "string", "description": "An optional parameter's text"},
+    }, "required": ["location", "unitSystem", "days"]});
     let tool = ToolText::new("w__forecast", "w", "forecast")
         .with_description(Some("The weather ahead"))
         .with_input_schema(schema.as_object());
@@ -494,6 +495,9 @@ fn parameter_descriptions_are_embedded_bounded_and_without_control_characters() 
     );
     assert!(text.contains("; unit system unitsystem; "), "{text}");
     assert!(text.contains("days: How many days"), "{text}");
+    // An optional parameter is named without its description.
+    assert!(text.contains("; format"), "{text}");
+    assert!(!text.contains("optional parameter"), "{text}");
 
     // However many parameters, the text stays within its bound.
     let many: serde_json::Map<String, serde_json::Value> = (0..5_000)
@@ -504,7 +508,8 @@ fn parameter_descriptions_are_embedded_bounded_and_without_control_characters() 
             )
         })
         .collect();
-    let many = serde_json::json!({"properties": many});
+    let names: Vec<String> = many.keys().cloned().collect();
+    let many = serde_json::json!({"properties": many, "required": names});
     let text = super::embedding_text(
         &ToolText::new("w__big", "w", "big").with_input_schema(many.as_object()),
     );
