@@ -28,7 +28,10 @@ fn root() -> PathBuf {
 /// (and so the test command) installs at `.peers/models/all-MiniLM-L6-v2`. Its own flags pass
 /// through: `--fusion minmax|z<K>|rrf<K>`, `--weight W`, `--variants F:W,…` (hit@5 and MRR on
 /// the even and the odd queries apart, to choose on one half and confirm on the other),
-/// `--scale N` (latency at N tools), `--cache DIR` (vectors kept between runs).
+/// `--scale N` (latency at N tools), `--cache DIR` (vectors kept between runs), `--doc-text
+/// VARIANT` (another embedded text per tool), `--strip-literals` (queries embedded without
+/// their numbers and quoted strings), `--dump FILE` (vectors, expected tools and lexical
+/// scores as JSON lines, to study misses offline).
 pub(crate) fn search_eval(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     if !args.iter().any(|a| a == "--dataset") {

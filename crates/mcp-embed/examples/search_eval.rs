@@ -5,6 +5,7 @@
 //!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
 //!     [--subset all|even|odd] [--weight W] [--fusion F] [--sweep W,W,…] [--input-type]
 //!     [--scale N] [--cache DIR] [--variants F:W,F:W,…] [--doc-without-params] [--json]
+//!     [--doc-text VARIANT] [--strip-literals] [--dump FILE]
 //! ```
 //!
 //! Prints hit@1/5/10, recall@1/5/10 and MRR of both rankings, the query latency split into
@@ -17,6 +18,10 @@
 //! weight on the even and the odd queries apart (the held-out check: choose on one half,
 //! confirm on the other). `--cache DIR` keeps tool and query vectors on disk between runs (the
 //! cold timing is then that of the cache; query vectors are cached only with `--variants`).
+//! `--doc-text` embeds another text per tool than the catalog's `embedding_text` (see
+//! `doc_variant`), `--strip-literals` embeds queries without their numbers, quoted strings,
+//! URLs and addresses, and `--dump FILE` writes every tool's and query's vector, the expected
+//! tools and the lexical scores as JSON lines, to study misses and fusions offline.
 //! `cargo xtask search-eval --embedder …` runs this example.
 
 use std::collections::BTreeMap;
@@ -98,7 +103,8 @@ async fn embedder(spec: &str, input_type: bool) -> Result<Arc<dyn Embedder>, Str
             .map(mcp_embed::ApiKey::new);
         let config = mcp_embed::OpenAiEmbedConfig::new(url, model)
             .with_api_key(key)
-            .with_input_type(input_type);
+            .with_input_type(input_type)
+            .with_max_batch(16);
         let e = mcp_embed::OpenAiEmbedder::connect(config)
             .await
             .map_err(|e| e.to_string())?;
@@ -159,6 +165,9 @@ async fn run() -> Result<(), String> {
     let mut cache_dir: Option<PathBuf> = None;
     let mut variants: Vec<(String, Fusion, f32)> = Vec::new();
     let mut doc_params = true;
+    let mut dump: Option<PathBuf> = None;
+    let mut doc_text = String::from("full");
+    let mut strip_literals = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -179,6 +188,9 @@ async fn run() -> Result<(), String> {
             }
             "--fusion" => fusion = Some(parse_fusion(&args.next().ok_or("--fusion needs F")?)?),
             "--doc-without-params" => doc_params = false,
+            "--strip-literals" => strip_literals = true,
+            "--doc-text" => doc_text = args.next().ok_or("--doc-text needs a variant")?,
+            "--dump" => dump = args.next().map(PathBuf::from),
             "--cache" => cache_dir = args.next().map(PathBuf::from),
             "--variants" => {
                 let list = args.next().ok_or("--variants needs F:W,F:W,...")?;
@@ -215,11 +227,25 @@ async fn run() -> Result<(), String> {
     let index = index_of(&texts);
     // The lexical index reads the whole tool; the embedded text may leave the parameters out.
     let lexical_texts = texts;
+    let variant_descs: Vec<Option<String>> = tools
+        .iter()
+        .map(|t| doc_variant(t, &doc_text))
+        .collect::<Result<_, _>>()?;
     let texts: Vec<ToolText<'_>> = lexical_texts
         .iter()
-        .map(|t| match doc_params {
-            true => *t,
-            false => t.with_input_schema(None),
+        .zip(&variant_descs)
+        .map(|(t, d)| {
+            let t = match doc_params {
+                true => *t,
+                false => t.with_input_schema(None),
+            };
+            match (doc_text.as_str(), d) {
+                ("full", _) => t,
+                ("params-only", d) => {
+                    ToolText::new(t.id, t.server, "").with_description(d.as_deref())
+                }
+                (_, d) => t.with_description(d.as_deref()).with_input_schema(None),
+            }
         })
         .collect();
     let lexical = mcp_catalog::eval::evaluate(&index, &queries);
@@ -276,8 +302,12 @@ async fn run() -> Result<(), String> {
         let v = match cached {
             Some(v) => v.to_vec(),
             None => {
+                let text = match strip_literals {
+                    true => without_literals(&q.query),
+                    false => q.query.clone(),
+                };
                 let v = hybrid
-                    .embed_query(&q.query)
+                    .embed_query(&text)
                     .await
                     .map_err(|e| format!("embedding a query: {e}"))?;
                 if let Some(c) = &query_cache {
@@ -294,6 +324,9 @@ async fn run() -> Result<(), String> {
             .map_err(|e| format!("saving the query vectors: {e}"))?;
     }
     let rss_after = rss_mib();
+    if let Some(path) = &dump {
+        return dump_rankings(path, &index, &hybrid, &ids, &queries, &vectors);
+    }
     if !variants.is_empty() {
         println!("| variant | even hit@5 | even MRR | odd hit@5 | odd MRR |");
         println!("|---|---|---|---|---|");
@@ -394,6 +427,175 @@ async fn run() -> Result<(), String> {
         println!("{out}");
     } else {
         print_side_by_side(&lexical, &hybrid_report, &out);
+    }
+    Ok(())
+}
+
+/// `query` without its numbers, quoted strings, URLs and e-mail addresses: the specifics an
+/// embedding should not be steered by.
+fn without_literals(query: &str) -> String {
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    for word in query.split_whitespace() {
+        if let Some(q) = quote {
+            if word.ends_with(q) {
+                quote = None;
+            }
+            continue;
+        }
+        let first = word.chars().next().unwrap_or(' ');
+        if (first == '"' || first == '\'') && word.len() > 1 {
+            if !word[1..]
+                .trim_end_matches(|c: char| !c.is_alphanumeric() && c != first)
+                .ends_with(first)
+            {
+                quote = Some(first);
+            }
+            continue;
+        }
+        if word.contains("://") || word.contains('@') {
+            continue;
+        }
+        let digits = word.chars().filter(char::is_ascii_digit).count();
+        if digits * 2 >= word.chars().filter(|c| c.is_alphanumeric()).count() && digits > 0 {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.trim().is_empty() {
+        query.to_owned()
+    } else {
+        out
+    }
+}
+
+/// The description a `--doc-text` variant embeds for `tool` (parameters included in it
+/// when the variant has them): `param-names` (the description and the parameters' names only),
+/// `first-sentence` (the description's first sentence and the parameters' names),
+/// `param-docs` (parameters with their descriptions), `param-docs-short` (each description's
+/// first sentence, at most 80 characters), `required-docs` (descriptions of the required
+/// parameters only), `first-sentence-param-docs`,
+/// `params-only`, `no-params`; `full` is the catalog's own `embedding_text`.
+fn doc_variant(tool: &DatasetTool, variant: &str) -> Result<Option<String>, String> {
+    let desc = tool.description.clone().unwrap_or_default();
+    let first = match desc.find(". ") {
+        Some(at) => desc[..at + 1].to_owned(),
+        None => desc.clone(),
+    };
+    let props: Vec<(String, String)> = tool
+        .input_schema
+        .as_ref()
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.as_object())
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| {
+                    let d = v.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                    (k.replace(['_', '.'], " "), d.to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let names = props
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let docs = props
+        .iter()
+        .map(|(k, d)| {
+            if d.is_empty() {
+                k.clone()
+            } else {
+                format!("{k}: {d}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let short_docs = props
+        .iter()
+        .map(|(k, d)| {
+            let d = d.split(". ").next().unwrap_or("");
+            let d: String = d.chars().take(80).collect();
+            if d.is_empty() {
+                k.clone()
+            } else {
+                format!("{k}: {d}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let required: Vec<&str> = tool
+        .input_schema
+        .as_ref()
+        .and_then(|s| s.get("required"))
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let required_docs = tool
+        .input_schema
+        .as_ref()
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.as_object())
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| {
+                    let name = k.replace(['_', '.'], " ");
+                    let d = v.get("description").and_then(|d| d.as_str()).unwrap_or("");
+                    if d.is_empty() || !required.contains(&k.as_str()) {
+                        name
+                    } else {
+                        format!("{name}: {d}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default();
+    let with = |head: &str, tail: &str| match tail.is_empty() {
+        true => head.to_owned(),
+        false => format!("{head}. Parameters: {tail}"),
+    };
+    Ok(Some(match variant {
+        "full" => return Ok(None),
+        "param-names" => with(&desc, &names),
+        "first-sentence" => with(&first, &names),
+        "param-docs" => with(&desc, &docs),
+        "param-docs-short" => with(&desc, &short_docs),
+        "required-docs" => with(&desc, &required_docs),
+        "first-sentence-param-docs" => with(&first, &docs),
+        "params-only" => docs,
+        "no-params" => desc,
+        other => return Err(format!("unknown --doc-text `{other}`")),
+    }))
+}
+
+/// Writes, as JSON lines, every tool's vector, then every query with its vector, its
+/// expected tools and its lexical scores: the material to study fusions offline.
+fn dump_rankings(
+    path: &std::path::Path,
+    index: &SearchIndex,
+    hybrid: &HybridIndex,
+    ids: &[String],
+    queries: &[mcp_catalog::eval::DatasetQuery],
+    vectors: &[Vec<f32>],
+) -> Result<(), String> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut write = |v: serde_json::Value| writeln!(out, "{v}").map_err(|e| e.to_string());
+    for id in ids {
+        write(serde_json::json!({"tool": id, "v": hybrid.vector(id)}))?;
+    }
+    for (q, v) in queries.iter().zip(vectors) {
+        let lexical = index.search(&q.query, None, usize::MAX);
+        let lex: Vec<(&str, f32)> = lexical.hits.iter().map(|h| (&*h.id, h.score)).collect();
+        write(serde_json::json!({
+            "query": q.query, "expected": q.expected, "v": v, "lex": lex,
+        }))?;
     }
     Ok(())
 }
