@@ -371,6 +371,10 @@ impl ToolCatalog for Upstream {
     fn tools(&self) -> Vec<ToolDescriptor> {
         self.runner.tools()
     }
+
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        self.runner.tool(name)
+    }
 }
 
 #[async_trait]

@@ -409,7 +409,38 @@ impl ToolCatalog for Catalog {
         out
     }
 
+    /// What [`tools`](Self::tools) lists under `name`, found without building the others.
     fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        self.tools().into_iter().find(|t| t.name == name)
+        if let Some(native) = self.natives.iter().find(|t| t.name == name) {
+            return Some(native.clone());
+        }
+        let state = self.read();
+        if self.eager(&state) {
+            return state
+                .model_names
+                .get(name)
+                .map(|t| &t.0)
+                .filter(|t| !t.hidden)
+                .map(|t| t.descriptor());
+        }
+        match name {
+            SEARCH_TOOL => return Some(self.search_descriptor(&state)),
+            CALL_TOOL => return Some(Self::call_descriptor()),
+            _ => {}
+        }
+        let pinned = self
+            .config
+            .pinned
+            .iter()
+            .filter_map(|p| state.find_shown(p));
+        let promoted = state
+            .promoted
+            .iter()
+            .filter_map(|id| state.get(id))
+            .filter(|t| !t.hidden);
+        pinned
+            .chain(promoted)
+            .find(|t| t.model_name() == name)
+            .map(|t| t.descriptor())
     }
 }

@@ -848,3 +848,41 @@ fn the_search_tool_describes_the_servers() {
         json!(["tool_name", "arguments"])
     );
 }
+
+/// `tool(name)` is what `tools()` lists under that name, for every name a catalog holds (shown,
+/// pinned, promoted, hidden, unknown, the meta tools), lazy and eager.
+#[test]
+fn one_tool_by_name_is_what_the_list_shows_under_that_name() {
+    let rules = IdentityRules::default().deny(Rule::new("*", "fail"));
+    for exposure in [Exposure::Lazy, Exposure::Eager] {
+        let catalog = Catalog::new(
+            CatalogConfig::default()
+                .with_exposure(exposure)
+                .with_identity_rules(rules.clone())
+                .with_pinned(["a__echo"]),
+        );
+        for key in ["a", "b"] {
+            let fake = Arc::new(FakeServer::everything());
+            catalog
+                .add_server(ServerTools::new(key, fake.clone(), fake.tools()))
+                .unwrap();
+        }
+        if exposure == Exposure::Lazy {
+            catalog.promote("b__image").unwrap();
+        }
+        let mut names: Vec<String> = catalog
+            .entries()
+            .iter()
+            .map(|t| t.model_name().to_owned())
+            .collect();
+        names.extend(
+            ["mcp_search_tools", "mcp_call_tool", "nothing__here", "echo"].map(String::from),
+        );
+        let listed = catalog.tools();
+        for name in &names {
+            let expected = listed.iter().find(|t| &t.name == name);
+            assert_eq!(catalog.tool(name).as_ref(), expected, "{exposure:?} {name}");
+        }
+        assert!(catalog.tool("a__fail").is_none(), "a hidden tool");
+    }
+}
