@@ -5,7 +5,8 @@
 //!   failed connections; the key never appears in an error or `Debug`).
 //! - `LocalEmbedder` (feature `local`): a sentence-transformers folder (`config.json`,
 //!   `model.safetensors`, `tokenizer.json`, `1_Pooling/config.json`) run in-process with candle
-//!   on the CPU; a missing or incomplete folder is a `LoadError` naming the folder and the file.
+//!   on the CPU, its linear layers in int8 unless `Precision::F32` is asked for; a missing or
+//!   incomplete folder is a `LoadError` naming the folder and the file.
 //!
 //! Both implement [`mcp_catalog::search::Embedder`]; the catalog checks and bounds whatever
 //! they return.
@@ -15,5 +16,5 @@ mod local;
 mod openai;
 
 #[cfg(feature = "local")]
-pub use local::{LoadError, LocalEmbedder, MAX_TOKENS};
+pub use local::{LoadError, LocalEmbedder, LocalEmbedderBuilder, MAX_TOKENS, Precision};
 pub use openai::{ApiKey, OpenAiEmbedConfig, OpenAiEmbedder};

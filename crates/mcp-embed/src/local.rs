@@ -4,6 +4,14 @@
 //! and, optionally, `1_Pooling/config.json` (mean pooling when absent); all-MiniLM-L6-v2 is the
 //! model this was built for. Nothing is fetched: a missing or incomplete folder is an error
 //! naming the folder and the file.
+//!
+//! Two precisions ([`Precision`]): by default the encoder's linear layers run in int8
+//! (`encoder.rs` over `int8.rs`: weights quantized per output row at load, activations per
+//! token, AVX-512 VNNI or AVX2 chosen at run time, plain Rust elsewhere), one text at a time
+//! without padding; [`Precision::F32`] runs candle-transformers' `BertModel` as trained.
+
+mod encoder;
+mod int8;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,18 +55,75 @@ enum Pooling {
     Cls,
 }
 
+/// The numbers the encoder computes with; see [`LocalEmbedderBuilder::precision`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Precision {
+    /// The encoder's linear layers in int8 (embeddings, LayerNorm, attention scores, GELU and
+    /// pooling in `f32`): on all-MiniLM-L6-v2, vectors within cosine 0.995 of `F32`'s, several
+    /// times faster, and a third less memory.
+    #[default]
+    Int8,
+    /// Every layer in `f32`, through candle-transformers' `BertModel`: the model as trained.
+    F32,
+}
+
+enum Model {
+    F32(Box<BertModel>),
+    Int8(Box<encoder::Encoder>),
+}
+
 struct Inner {
-    model: BertModel,
+    model: Model,
     tokenizer: Tokenizer,
     pooling: Pooling,
 }
 
+/// Options of a [`LocalEmbedder`] before it loads; from [`LocalEmbedder::builder`].
+///
+/// ```no_run
+/// use mcp_embed::{LocalEmbedder, Precision};
+///
+/// let exact = LocalEmbedder::builder("models/all-MiniLM-L6-v2")
+///     .precision(Precision::F32)
+///     .load()?;
+/// # Ok::<(), mcp_embed::LoadError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LocalEmbedderBuilder {
+    dir: PathBuf,
+    precision: Precision,
+}
+
+impl LocalEmbedderBuilder {
+    /// The encoder's precision: [`Precision::Int8`] (the default) or [`Precision::F32`].
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Loads the folder.
+    pub fn load(self) -> Result<LocalEmbedder, LoadError> {
+        LocalEmbedder::load_with(&self.dir, self.precision)
+    }
+}
+
 /// A local sentence-transformers model as an [`Embedder`].
 #[derive(Clone)]
+///
+/// ```no_run
+/// use mcp_embed::LocalEmbedder;
+///
+/// let embedder = LocalEmbedder::load("models/all-MiniLM-L6-v2")?;
+/// let vectors = embedder.embed_blocking(&["send a message to the team".to_owned()])?;
+/// assert_eq!(vectors[0].len(), 384);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LocalEmbedder {
     inner: Arc<Inner>,
     id: String,
     dimension: usize,
+    precision: Precision,
 }
 
 impl fmt::Debug for LocalEmbedder {
@@ -66,6 +131,7 @@ impl fmt::Debug for LocalEmbedder {
         f.debug_struct("LocalEmbedder")
             .field("model", &self.id)
             .field("dimension", &self.dimension)
+            .field("precision", &self.precision)
             .finish_non_exhaustive()
     }
 }
@@ -78,9 +144,25 @@ fn invalid(path: &Path, reason: impl fmt::Display) -> LoadError {
 }
 
 impl LocalEmbedder {
-    /// Loads the model folder at `dir`.
+    /// Loads the model folder at `dir` with its linear layers in int8 ([`Precision::Int8`]).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, LoadError> {
-        let dir = dir.as_ref();
+        Self::load_with(dir.as_ref(), Precision::default())
+    }
+
+    /// Options for loading the folder at `dir`, such as its [`Precision`].
+    pub fn builder(dir: impl Into<PathBuf>) -> LocalEmbedderBuilder {
+        LocalEmbedderBuilder {
+            dir: dir.into(),
+            precision: Precision::default(),
+        }
+    }
+
+    /// The precision the encoder runs at.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    fn load_with(dir: &Path, precision: Precision) -> Result<Self, LoadError> {
         for file in ["config.json", "model.safetensors", "tokenizer.json"] {
             if !dir.join(file).is_file() {
                 return Err(LoadError::Missing {
@@ -122,9 +204,24 @@ impl LocalEmbedder {
         let weights_path = dir.join("model.safetensors");
         let weights = std::fs::read(&weights_path).map_err(|e| invalid(&weights_path, e))?;
         let size = weights.len();
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| invalid(&weights_path, e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| invalid(&weights_path, e))?;
+        let model = match precision {
+            Precision::F32 => {
+                let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+                    .map_err(|e| invalid(&weights_path, e))?;
+                let model = BertModel::load(vb, &config).map_err(|e| invalid(&weights_path, e))?;
+                Model::F32(Box::new(model))
+            }
+            Precision::Int8 => {
+                let shape: encoder::Shape = serde_json::from_str(&text)
+                    .map_err(|e| invalid(&config_path, format!("not a BERT config: {e}")))?;
+                let tensors = candle_core::safetensors::load_buffer(&weights, &Device::Cpu)
+                    .map_err(|e| invalid(&weights_path, e))?;
+                drop(weights);
+                let model = encoder::Encoder::load(&shape, tensors)
+                    .map_err(|e| invalid(&weights_path, e))?;
+                Model::Int8(Box::new(model))
+            }
+        };
         let tokenizer_path = dir.join("tokenizer.json");
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| invalid(&tokenizer_path, e))?;
@@ -149,8 +246,12 @@ impl LocalEmbedder {
                 tokenizer,
                 pooling,
             }),
-            id: format!("local:{name}:{size}"),
+            id: match precision {
+                Precision::F32 => format!("local:{name}:{size}"),
+                Precision::Int8 => format!("local:{name}:{size}:int8"),
+            },
             dimension,
+            precision,
         })
     }
 
@@ -166,11 +267,69 @@ impl LocalEmbedder {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Inner {
-    fn run(
+    fn run(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        match &self.model {
+            Model::F32(model) => self.run_f32(model, texts),
+            Model::Int8(encoder) => self.run_int8(encoder, texts),
+        }
+    }
+
+    /// Each text alone and unpadded; a batch is shared among the CPU's cores.
+    fn run_int8(
         &self,
+        encoder: &encoder::Encoder,
         texts: &[String],
-    ) -> Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<Vec<Vec<f32>>, BoxError> {
+        let one = |text: &String| -> Result<Vec<f32>, BoxError> {
+            let e = self.tokenizer.encode(text.as_str(), true)?;
+            let hidden = encoder.forward(e.get_ids(), e.get_type_ids())?;
+            Ok(self.pool(&hidden, e.get_ids().len()))
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(texts.len());
+        if threads <= 1 {
+            return texts.iter().map(one).collect();
+        }
+        let chunk = texts.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = texts
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || part.iter().map(one).collect::<Result<Vec<_>, _>>())
+                })
+                .collect();
+            let mut all = Vec::with_capacity(texts.len());
+            for part in parts {
+                all.extend(part.join().map_err(|_| "the model's thread panicked")??);
+            }
+            Ok(all)
+        })
+    }
+
+    /// Pools `n` rows of hidden states into one vector.
+    fn pool(&self, hidden: &[f32], n: usize) -> Vec<f32> {
+        let h = hidden.len() / n.max(1);
+        match self.pooling {
+            Pooling::Cls => hidden[..h].to_vec(),
+            Pooling::Mean => {
+                let mut sum = vec![0f32; h];
+                for row in hidden.chunks_exact(h) {
+                    for (s, v) in sum.iter_mut().zip(row) {
+                        *s += v;
+                    }
+                }
+                let count = n.max(1) as f32;
+                sum.iter_mut().for_each(|s| *s /= count);
+                sum
+            }
+        }
+    }
+
+    fn run_f32(&self, model: &BertModel, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true)?;
         let n = encodings.len();
         let len = encodings.first().map_or(0, |e| e.get_ids().len());
@@ -182,11 +341,11 @@ impl Inner {
             types.extend(e.get_type_ids().iter().map(|&x| x as i64));
             mask.extend(e.get_attention_mask().iter().map(|&x| x as i64));
         }
-        let device = &self.model.device;
+        let device = &model.device;
         let ids = Tensor::from_vec(ids, (n, len), device)?;
         let types = Tensor::from_vec(types, (n, len), device)?;
         let mask = Tensor::from_vec(mask, (n, len), device)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let hidden = model.forward(&ids, &types, Some(&mask))?;
         let pooled = match self.pooling {
             Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
             Pooling::Mean => {

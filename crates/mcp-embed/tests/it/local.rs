@@ -1,12 +1,13 @@
 //! The local model: a folder that is missing or incomplete is an error naming it and the file;
-//! the all-MiniLM-L6-v2 folder that `cargo xtask peers` installs embeds by meaning.
+//! the all-MiniLM-L6-v2 folder that `cargo xtask peers` installs embeds by meaning, in int8 within
+//! cosine 0.995 of f32.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use mcp_catalog::search::{EmbedKind, Embedder, EmbeddingCache, HybridConfig, HybridIndex};
-use mcp_catalog::search::{SearchIndex, ToolText};
-use mcp_embed::{LoadError, LocalEmbedder};
+use mcp_catalog::search::{SearchIndex, ToolText, embedding_text};
+use mcp_embed::{LoadError, LocalEmbedder, Precision};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcp-embed-{name}-{}", std::process::id()));
@@ -120,4 +121,74 @@ async fn minilm_embeds_by_meaning_and_ranks_a_paraphrase_first() {
         .await;
     assert!(found.warning.is_none());
     assert_eq!(&*found.results.hits[0].id, "chat__post_chat_message");
+}
+
+/// Every `step`-th line's `field` of a bfcl file of the repository.
+fn bfcl(file: &str, step: usize) -> Vec<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../datasets/bfcl")
+        .join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .step_by(step)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |x: &[f32]| x.iter().map(|y| y * y).sum::<f32>().sqrt();
+    dot / (n(a) * n(b))
+}
+
+#[test]
+fn int8_vectors_stay_within_cosine_0_995_of_f32_on_bfcl_samples() {
+    let Some(dir) = model() else { return };
+    let int8 = LocalEmbedder::load(&dir).unwrap();
+    let f32 = LocalEmbedder::builder(&dir)
+        .precision(Precision::F32)
+        .load()
+        .unwrap();
+    assert_eq!(int8.precision(), Precision::Int8);
+    assert_eq!(f32.precision(), Precision::F32);
+    assert_ne!(
+        int8.model_id(),
+        f32.model_id(),
+        "their vectors must not share a cache"
+    );
+
+    // A sample small enough for a debug build (the 200 queries and 1,437 tools of the
+    // documented figures are measured on a release build).
+    let queries: Vec<String> = bfcl("queries.jsonl", 250)
+        .iter()
+        .map(|q| q["query"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(queries.len(), 11);
+    let tools = bfcl("tools.jsonl", 480);
+    let ids: Vec<String> = tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    let documents: Vec<String> = tools
+        .iter()
+        .zip(&ids)
+        .map(|(t, id)| {
+            embedding_text(
+                &ToolText::new(id, "bfcl", id)
+                    .with_description(t["description"].as_str())
+                    .with_input_schema(t.get("input_schema").and_then(|v| v.as_object())),
+            )
+        })
+        .collect();
+    for (what, texts) in [("query", &queries), ("tool", &documents)] {
+        for chunk in texts.chunks(32) {
+            let a = int8.embed_blocking(chunk).unwrap();
+            let b = f32.embed_blocking(chunk).unwrap();
+            for ((a, b), text) in a.iter().zip(&b).zip(chunk) {
+                let c = cosine(a, b);
+                assert!(c >= 0.995, "{what} {text:?}: cosine {c}");
+            }
+        }
+    }
 }

@@ -1,0 +1,383 @@
+//! Int8 linear layers: weights quantized per output row when the model loads, activations per
+//! token at each call, products summed in `i32` and scaled back to `f32`.
+//!
+//! The dot products run on the best kernel the CPU has, chosen once at run time: AVX-512 VNNI
+//! (`vpdpbusd`, 64 products an instruction), AVX2 (`vpmaddubsw` on the absolute value of the
+//! activation and the weight carrying its sign, as ggml does: two products of at most
+//! 127 × 127 never saturate the `i16` sum), or plain Rust. Every kernel computes the same
+//! integers, which the tests check against the plain one.
+
+/// Rows are padded with zeros to a multiple of this many bytes (one AVX-512 register).
+const LANE: usize = 64;
+
+/// Weight rows handled together by a kernel, so that one activation load feeds four of them.
+const ROWS: usize = 4;
+
+/// Tokens handled together by a kernel, so that one weight load feeds up to four of them.
+const TOKENS: usize = 4;
+
+/// Which dot-product kernel this CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// Plain Rust (any CPU).
+    Scalar,
+    /// AVX2.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// AVX-512 with VNNI.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU supports.
+    pub(crate) fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+            {
+                return Kernel::Avx512Vnni;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Kernel::Avx2;
+            }
+        }
+        Kernel::Scalar
+    }
+
+    /// Every kernel this CPU can run (for tests comparing them).
+    #[cfg(test)]
+    pub(crate) fn available() -> Vec<Self> {
+        let mut all = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                all.push(Kernel::Avx2);
+            }
+            if Self::detect() == Kernel::Avx512Vnni {
+                all.push(Kernel::Avx512Vnni);
+            }
+        }
+        all
+    }
+}
+
+fn padded(k: usize) -> usize {
+    k.div_ceil(LANE) * LANE
+}
+
+/// Quantizes `x` (symmetric, scale `max |x| / 127`) into `out`, returning the scale; `out` is
+/// at least `x.len()` long and its tail is left zero.
+fn quantize_row(x: &[f32], out: &mut [i8]) -> f32 {
+    let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 || !max.is_finite() {
+        out.fill(0);
+        return 0.0;
+    }
+    let inv = 127.0 / max;
+    for (o, v) in out.iter_mut().zip(x) {
+        *o = (v * inv).round().clamp(-127.0, 127.0) as i8;
+    }
+    out[x.len()..].fill(0);
+    max / 127.0
+}
+
+/// A linear layer `y = x Wᵀ + b` with `W` in int8, one scale per output row.
+pub(crate) struct QLinear {
+    /// `n` rows of `k_pad` bytes.
+    weights: Vec<i8>,
+    /// One per output row.
+    scales: Vec<f32>,
+    /// Each row's sum of weights (the VNNI kernel's correction for unsigned activations).
+    sums: Vec<i32>,
+    bias: Vec<f32>,
+    n: usize,
+    k: usize,
+    k_pad: usize,
+}
+
+impl QLinear {
+    /// Quantizes `weight` (`n` rows of `k`, row-major, as PyTorch stores a linear layer).
+    pub(crate) fn new(weight: &[f32], bias: Vec<f32>, n: usize, k: usize) -> Self {
+        assert_eq!(weight.len(), n * k, "weight shape");
+        assert_eq!(bias.len(), n, "bias shape");
+        let k_pad = padded(k);
+        // Rows padded with zero rows to a whole tile, so kernels always run full tiles.
+        let mut weights = vec![0i8; n.div_ceil(ROWS) * ROWS * k_pad];
+        let mut scales = Vec::with_capacity(n);
+        let mut sums = Vec::with_capacity(n);
+        for (row, out) in weight.chunks_exact(k).zip(weights.chunks_exact_mut(k_pad)) {
+            scales.push(quantize_row(row, out));
+            sums.push(out.iter().map(|&w| i32::from(w)).sum());
+        }
+        Self {
+            weights,
+            scales,
+            sums,
+            bias,
+            n,
+            k,
+            k_pad,
+        }
+    }
+
+    /// `x` (`m` rows of `k`) → `out` (`m` rows of `n`), quantizing `x` in `scratch`.
+    pub(crate) fn forward(
+        &self,
+        kernel: Kernel,
+        x: &[f32],
+        scratch: &mut Activations,
+        out: &mut Vec<f32>,
+    ) {
+        let m = x.len() / self.k;
+        assert_eq!(x.len(), m * self.k, "input shape");
+        scratch.quantize(x, m, self.k, self.k_pad);
+        out.clear();
+        out.resize(m * self.n, 0.0);
+        let mut dots = [0i32; ROWS * TOKENS];
+        for r0 in (0..self.n).step_by(ROWS) {
+            let rows = ROWS.min(self.n - r0);
+            let w = &self.weights[r0 * self.k_pad..(r0 + ROWS) * self.k_pad];
+            for t0 in (0..m).step_by(TOKENS) {
+                let tokens = TOKENS.min(m - t0);
+                let a = &scratch.q[t0 * self.k_pad..(t0 + TOKENS) * self.k_pad];
+                dot_block(kernel, a, w, self.k_pad, &mut dots);
+                for t in 0..tokens {
+                    let sa = scratch.scales[t0 + t];
+                    let o = &mut out[(t0 + t) * self.n + r0..][..rows];
+                    for (r, o) in o.iter_mut().enumerate() {
+                        let mut d = dots[t * ROWS + r];
+                        if kernel_is_unsigned(kernel) {
+                            d -= 128 * self.sums[r0 + r];
+                        }
+                        *o = d as f32 * sa * self.scales[r0 + r] + self.bias[r0 + r];
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn kernel_is_unsigned(kernel: Kernel) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if kernel == Kernel::Avx512Vnni {
+        return true;
+    }
+    let _ = kernel;
+    false
+}
+
+/// Quantized activations, reused from call to call.
+#[derive(Default)]
+pub(crate) struct Activations {
+    q: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl Activations {
+    fn quantize(&mut self, x: &[f32], m: usize, k: usize, k_pad: usize) {
+        self.q.clear();
+        // Token rows padded with zero rows to a whole tile, as weight rows are.
+        self.q.resize(m.div_ceil(TOKENS) * TOKENS * k_pad, 0);
+        self.scales.clear();
+        for (row, out) in x.chunks_exact(k).zip(self.q.chunks_exact_mut(k_pad)) {
+            self.scales.push(quantize_row(row, out));
+        }
+    }
+}
+
+/// `dots[t * ROWS + r]` = Σ `a[t]·w[r]` over [`TOKENS`] activation rows and [`ROWS`] weight rows
+/// of `k_pad` bytes each. The VNNI kernel treats activations as unsigned (`a + 128`), so its
+/// results exceed the others by `128 · Σ w[r]`, which the caller subtracts.
+fn dot_block(kernel: Kernel, a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
+    assert!(k_pad.is_multiple_of(LANE));
+    assert!(a.len() == TOKENS * k_pad && w.len() == ROWS * k_pad);
+    match kernel {
+        Kernel::Scalar => scalar(a, w, k_pad, dots),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => x86::avx2(a, w, k_pad, dots),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512Vnni => x86::avx512_vnni(a, w, k_pad, dots),
+    }
+}
+
+fn scalar(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
+    for t in 0..TOKENS {
+        let a = &a[t * k_pad..][..k_pad];
+        for r in 0..ROWS {
+            let w = &w[r * k_pad..][..k_pad];
+            dots[t * ROWS + r] = a
+                .iter()
+                .zip(w)
+                .map(|(&x, &y)| i32::from(x) * i32::from(y))
+                .sum();
+        }
+    }
+}
+
+/// The SIMD kernels. `unsafe` is allowed here only: for the `std::arch` intrinsics (each called
+/// after run-time detection of its features by [`Kernel::detect`]) and their unaligned loads,
+/// whose bounds `dot_block` asserts before any kernel runs.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{LANE, ROWS, TOKENS};
+
+    pub(super) fn avx2(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
+        // SAFETY: `Kernel::Avx2` is only chosen when the CPU has AVX2; `dot_block` asserted
+        // that `a` holds `TOKENS` and `w` holds `ROWS` rows of `k_pad` bytes.
+        unsafe { avx2_impl(a.as_ptr(), w.as_ptr(), k_pad, dots) }
+    }
+
+    pub(super) fn avx512_vnni(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
+        // SAFETY: `Kernel::Avx512Vnni` is only chosen when the CPU has AVX-512 F, BW and VNNI;
+        // `dot_block` asserted the bounds as above.
+        unsafe { avx512_impl(a.as_ptr(), w.as_ptr(), k_pad, dots) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2_impl(a: *const i8, w: *const i8, k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [[_mm256_setzero_si256(); ROWS]; TOKENS];
+        let mut k = 0;
+        while k < k_pad {
+            for half in [0, 32] {
+                let mut wv = [_mm256_setzero_si256(); ROWS];
+                for (r, wv) in wv.iter_mut().enumerate() {
+                    // SAFETY: k + half + 32 <= k_pad, inside row r.
+                    *wv = unsafe { _mm256_loadu_si256(w.add(r * k_pad + k + half).cast()) };
+                }
+                for (t, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: as above, inside token row t.
+                    let av = unsafe { _mm256_loadu_si256(a.add(t * k_pad + k + half).cast()) };
+                    let abs = _mm256_sign_epi8(av, av);
+                    for (acc, &wv) in acc.iter_mut().zip(&wv) {
+                        let p = _mm256_maddubs_epi16(abs, _mm256_sign_epi8(wv, av));
+                        *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(p, ones));
+                    }
+                }
+            }
+            k += LANE;
+        }
+        for (t, acc) in acc.iter().enumerate() {
+            for (r, &v) in acc.iter().enumerate() {
+                let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+                dots[t * ROWS + r] = _mm_cvtsi128_si32(s);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn avx512_impl(
+        a: *const i8,
+        w: *const i8,
+        k_pad: usize,
+        dots: &mut [i32; ROWS * TOKENS],
+    ) {
+        let flip = _mm512_set1_epi8(-128);
+        let mut acc = [[_mm512_setzero_si512(); ROWS]; TOKENS];
+        let mut k = 0;
+        while k < k_pad {
+            let mut wv = [_mm512_setzero_si512(); ROWS];
+            for (r, wv) in wv.iter_mut().enumerate() {
+                // SAFETY: k + 64 <= k_pad, inside row r.
+                *wv = unsafe { _mm512_loadu_si512(w.add(r * k_pad + k).cast()) };
+            }
+            for (t, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: as above, inside token row t.
+                let av = unsafe { _mm512_loadu_si512(a.add(t * k_pad + k).cast()) };
+                // a + 128 as unsigned bytes.
+                let au = _mm512_xor_si512(av, flip);
+                for (acc, &wv) in acc.iter_mut().zip(&wv) {
+                    *acc = _mm512_dpbusd_epi32(*acc, au, wv);
+                }
+            }
+            k += LANE;
+        }
+        for (t, acc) in acc.iter().enumerate() {
+            for (r, &v) in acc.iter().enumerate() {
+                dots[t * ROWS + r] = _mm512_reduce_add_epi32(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    #[test]
+    fn every_kernel_gives_the_plain_integers() {
+        let mut seed = 7;
+        for (m, n, k) in [
+            (1, 4, 384),
+            (5, 7, 100),
+            (9, 13, 1536),
+            (4, 1, 64),
+            (3, 5, 1),
+        ] {
+            let x: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed) * 3.0).collect();
+            let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+            let b: Vec<f32> = (0..n).map(|_| lcg(&mut seed)).collect();
+            let lin = QLinear::new(&w, b, n, k);
+            let mut scratch = Activations::default();
+            let mut want = Vec::new();
+            lin.forward(Kernel::Scalar, &x, &mut scratch, &mut want);
+            for kernel in Kernel::available() {
+                let mut got = Vec::new();
+                lin.forward(kernel, &x, &mut scratch, &mut got);
+                assert_eq!(got, want, "{kernel:?} at {m}×{k}·{k}×{n}");
+            }
+            // And the integers approximate the f32 product.
+            for t in 0..m {
+                for r in 0..n {
+                    let exact: f32 =
+                        (0..k).map(|i| x[t * k + i] * w[r * k + i]).sum::<f32>() + lin.bias[r];
+                    let got = want[t * n + r];
+                    let tol = 0.02 * (k as f32).sqrt() * 3.0;
+                    assert!((exact - got).abs() < tol, "{exact} vs {got}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_values_do_not_saturate() {
+        let k = 256;
+        let x = vec![-1.0f32; k];
+        let w = vec![-1.0f32; k];
+        let lin = QLinear::new(&w, vec![0.0], 1, k);
+        let mut scratch = Activations::default();
+        for kernel in Kernel::available() {
+            let mut out = Vec::new();
+            lin.forward(kernel, &x, &mut scratch, &mut out);
+            assert!((out[0] - k as f32).abs() < 1e-3, "{kernel:?}: {}", out[0]);
+        }
+    }
+
+    #[test]
+    fn a_zero_row_stays_zero() {
+        let lin = QLinear::new(&[0.0; 8], vec![0.5, 0.5], 2, 4);
+        let mut out = Vec::new();
+        lin.forward(
+            Kernel::detect(),
+            &[0.0; 4],
+            &mut Activations::default(),
+            &mut out,
+        );
+        assert_eq!(out, vec![0.5, 0.5]);
+    }
+}
