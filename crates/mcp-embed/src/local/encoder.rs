@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 
-use super::int8::{Activations, Kernel, QLinear};
+use super::int8::{Activations, Kernel, MAX_K, QLinear};
 
 /// The shape of a BERT-family encoder, read from its `config.json`.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -116,86 +116,128 @@ struct Scratch {
     scores: Vec<f32>,
 }
 
+/// The largest hidden size [`Shape::validate`] accepts.
+const MAX_HIDDEN: usize = 16_384;
+
+/// The most layers [`Shape::validate`] accepts.
+const MAX_LAYERS: usize = 256;
+
+impl Shape {
+    /// Refuses a shape whose sizes are zero, absurd or inconsistent before any tensor is read,
+    /// so that nothing is sized from an unchecked value; the error names the field.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let h = self.hidden_size;
+        if !(1..=MAX_HIDDEN).contains(&h) {
+            return Err(format!("hidden_size {h} is not in 1..={MAX_HIDDEN}"));
+        }
+        let heads = self.num_attention_heads;
+        if heads == 0 || !h.is_multiple_of(heads) {
+            return Err(format!(
+                "num_attention_heads {heads} does not divide hidden_size {h}"
+            ));
+        }
+        if !(1..=MAX_LAYERS).contains(&self.num_hidden_layers) {
+            return Err(format!(
+                "num_hidden_layers {} is not in 1..={MAX_LAYERS}",
+                self.num_hidden_layers
+            ));
+        }
+        if !(1..=MAX_K).contains(&self.intermediate_size) {
+            return Err(format!(
+                "intermediate_size {} is not in 1..={MAX_K} (int8 sums in i32)",
+                self.intermediate_size
+            ));
+        }
+        let eps = self.layer_norm_eps;
+        if !(eps.is_finite() && eps > 0.0 && eps < 1.0) {
+            return Err(format!("layer_norm_eps {eps} is not in (0, 1)"));
+        }
+        if self.hidden_act != "gelu" {
+            return Err(format!(
+                "hidden_act {} is not supported (gelu)",
+                self.hidden_act
+            ));
+        }
+        if self.position_embedding_type != "absolute" {
+            return Err(format!(
+                "position_embedding_type {} is not supported (absolute)",
+                self.position_embedding_type
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Tensors by name, with or without a `bert.` prefix.
 struct Weights(HashMap<String, Tensor>);
 
 impl Weights {
-    fn get(&self, name: &str, len: usize) -> Result<Vec<f32>, String> {
-        let t = self
-            .0
+    fn tensor(&self, name: &str) -> Result<&Tensor, String> {
+        self.0
             .get(name)
             .or_else(|| self.0.get(&format!("bert.{name}")))
-            .ok_or_else(|| format!("no tensor {name}"))?;
+            .ok_or_else(|| format!("no tensor {name}"))
+    }
+
+    /// The tensor `name`, which must have exactly the dimensions `dims` and finite values.
+    fn get(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, String> {
+        let t = self.tensor(name)?;
+        if t.dims() != dims {
+            return Err(format!("{name} has shape {:?}, not {dims:?}", t.dims()));
+        }
         let v = t
             .to_dtype(DType::F32)
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())
             .map_err(|e| format!("{name}: {e}"))?;
-        if v.len() != len {
-            return Err(format!("{name} has {} values, not {len}", v.len()));
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            return Err(format!("{name} holds a non-finite value ({}) at {i}", v[i]));
         }
         Ok(v)
     }
 
-    /// A tensor of any length that is a whole number of `row`s.
+    /// A table of one or more rows of `row` values.
     fn table(&self, name: &str, row: usize) -> Result<Vec<f32>, String> {
-        let len = self
-            .0
-            .get(name)
-            .or_else(|| self.0.get(&format!("bert.{name}")))
-            .map(|t| t.elem_count())
-            .ok_or_else(|| format!("no tensor {name}"))?;
-        if len == 0 || !len.is_multiple_of(row) {
-            return Err(format!("{name} is not rows of {row}"));
+        let dims = self.tensor(name)?.dims().to_vec();
+        match dims[..] {
+            [rows, r] if rows > 0 && r == row => self.get(name, &dims),
+            _ => Err(format!("{name} has shape {dims:?}, not [rows, {row}]")),
         }
-        self.get(name, len)
     }
 
     fn ln(&self, prefix: &str, h: usize) -> Result<LayerNorm, String> {
         Ok(LayerNorm {
-            gamma: self.get(&format!("{prefix}.weight"), h)?,
-            beta: self.get(&format!("{prefix}.bias"), h)?,
+            gamma: self.get(&format!("{prefix}.weight"), &[h])?,
+            beta: self.get(&format!("{prefix}.bias"), &[h])?,
         })
     }
 
     fn linear(&self, prefix: &str, n: usize, k: usize) -> Result<QLinear, String> {
-        let w = self.get(&format!("{prefix}.weight"), n * k)?;
-        let b = self.get(&format!("{prefix}.bias"), n)?;
+        let w = self.get(&format!("{prefix}.weight"), &[n, k])?;
+        let b = self.get(&format!("{prefix}.bias"), &[n])?;
         Ok(QLinear::new(&w, b, n, k))
     }
 }
 
 impl Encoder {
     /// Builds the encoder from the tensors of a `model.safetensors`, quantizing its linear
-    /// layers.
+    /// layers. `shape` must have passed [`Shape::validate`] (checked again here).
     pub(crate) fn load(shape: &Shape, tensors: HashMap<String, Tensor>) -> Result<Self, String> {
+        shape.validate()?;
         let h = shape.hidden_size;
         let heads = shape.num_attention_heads;
-        if h == 0 || heads == 0 || !h.is_multiple_of(heads) {
-            return Err(format!("hidden_size {h} is not split into {heads} heads"));
-        }
-        if shape.hidden_act != "gelu" {
-            return Err(format!(
-                "hidden_act {} is not supported (gelu)",
-                shape.hidden_act
-            ));
-        }
-        if shape.position_embedding_type != "absolute" {
-            return Err(format!(
-                "position_embedding_type {} is not supported (absolute)",
-                shape.position_embedding_type
-            ));
-        }
         let w = Weights(tensors);
         let i = shape.intermediate_size;
-        let mut layers = Vec::with_capacity(shape.num_hidden_layers);
+        // Nothing is reserved from the config's sizes: every buffer grows from tensors that
+        // exist and have the expected shape.
+        let mut layers = Vec::new();
         for l in 0..shape.num_hidden_layers {
             let p = format!("encoder.layer.{l}");
-            let mut qkv_w = Vec::with_capacity(3 * h * h);
-            let mut qkv_b = Vec::with_capacity(3 * h);
+            let mut qkv_w = Vec::new();
+            let mut qkv_b = Vec::new();
             for part in ["query", "key", "value"] {
-                qkv_w.extend(w.get(&format!("{p}.attention.self.{part}.weight"), h * h)?);
-                qkv_b.extend(w.get(&format!("{p}.attention.self.{part}.bias"), h)?);
+                qkv_w.extend(w.get(&format!("{p}.attention.self.{part}.weight"), &[h, h])?);
+                qkv_b.extend(w.get(&format!("{p}.attention.self.{part}.bias"), &[h])?);
             }
             layers.push(Layer {
                 qkv: FLinear {
@@ -223,11 +265,19 @@ impl Encoder {
         })
     }
 
+    /// The size of each token's vector.
+    pub(crate) fn hidden(&self) -> usize {
+        self.hidden
+    }
+
     /// The last hidden states (`ids.len()` rows of `hidden`) of one unpadded text.
     pub(crate) fn forward(&self, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
         let h = self.hidden;
         let n = ids.len();
-        if n * h > self.position.len() {
+        if n == 0 {
+            return Err("the text produced no tokens".into());
+        }
+        if n > self.position.len() / h {
             return Err(format!("{n} tokens exceed the model's positions"));
         }
         let mut x = vec![0f32; n * h];

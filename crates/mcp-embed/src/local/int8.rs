@@ -16,9 +16,18 @@ const ROWS: usize = 4;
 /// Tokens handled together by a kernel, so that one weight load feeds up to four of them.
 const TOKENS: usize = 4;
 
-/// Which dot-product kernel this CPU runs.
+/// The longest row (`k`) a [`QLinear`] takes: the VNNI kernel sums `(a + 128) · w` (at most
+/// 255 × 127 a product) over the padded row in `i32`, which 65,536 products never overflow.
+pub(crate) const MAX_K: usize = 65_535;
+
+/// Which dot-product kernel this CPU runs. Opaque: only [`Kernel::detect`] (and, in tests,
+/// `Kernel::available`) make one, after checking the CPU has its features, so holding a
+/// `Kernel` is the proof that its SIMD code may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kernel {
+pub(crate) struct Kernel(Kind);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
     /// Plain Rust (any CPU).
     Scalar,
     /// AVX2.
@@ -38,29 +47,35 @@ impl Kernel {
                 && std::arch::is_x86_feature_detected!("avx512bw")
                 && std::arch::is_x86_feature_detected!("avx512vnni")
             {
-                return Kernel::Avx512Vnni;
+                return Kernel(Kind::Avx512Vnni);
             }
             if std::arch::is_x86_feature_detected!("avx2") {
-                return Kernel::Avx2;
+                return Kernel(Kind::Avx2);
             }
         }
-        Kernel::Scalar
+        Kernel(Kind::Scalar)
     }
 
     /// Every kernel this CPU can run (for tests comparing them).
     #[cfg(test)]
     pub(crate) fn available() -> Vec<Self> {
-        let mut all = vec![Kernel::Scalar];
+        let mut all = vec![Kernel(Kind::Scalar)];
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
-                all.push(Kernel::Avx2);
+                all.push(Kernel(Kind::Avx2));
             }
-            if Self::detect() == Kernel::Avx512Vnni {
-                all.push(Kernel::Avx512Vnni);
+            if Self::detect() == Kernel(Kind::Avx512Vnni) {
+                all.push(Kernel(Kind::Avx512Vnni));
             }
         }
         all
+    }
+
+    /// The plain kernel (tests' reference).
+    #[cfg(test)]
+    fn scalar() -> Self {
+        Kernel(Kind::Scalar)
     }
 }
 
@@ -103,6 +118,7 @@ impl QLinear {
     pub(crate) fn new(weight: &[f32], bias: Vec<f32>, n: usize, k: usize) -> Self {
         assert_eq!(weight.len(), n * k, "weight shape");
         assert_eq!(bias.len(), n, "bias shape");
+        assert!((1..=MAX_K).contains(&k), "row length {k}");
         let k_pad = padded(k);
         // Rows padded with zero rows to a whole tile, so kernels always run full tiles.
         let mut weights = vec![0i8; n.div_ceil(ROWS) * ROWS * k_pad];
@@ -150,7 +166,9 @@ impl QLinear {
                     for (r, o) in o.iter_mut().enumerate() {
                         let mut d = dots[t * ROWS + r];
                         if kernel_is_unsigned(kernel) {
-                            d -= 128 * self.sums[r0 + r];
+                            // Wrapping, so that debug and release builds agree; with
+                            // k <= MAX_K the true value fits and nothing wraps.
+                            d = d.wrapping_sub(self.sums[r0 + r].wrapping_mul(128));
                         }
                         *o = d as f32 * sa * self.scales[r0 + r] + self.bias[r0 + r];
                     }
@@ -162,7 +180,7 @@ impl QLinear {
 
 fn kernel_is_unsigned(kernel: Kernel) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if kernel == Kernel::Avx512Vnni {
+    if kernel.0 == Kind::Avx512Vnni {
         return true;
     }
     let _ = kernel;
@@ -192,14 +210,12 @@ impl Activations {
 /// of `k_pad` bytes each. The VNNI kernel treats activations as unsigned (`a + 128`), so its
 /// results exceed the others by `128 · Σ w[r]`, which the caller subtracts.
 fn dot_block(kernel: Kernel, a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
-    assert!(k_pad.is_multiple_of(LANE));
-    assert!(a.len() == TOKENS * k_pad && w.len() == ROWS * k_pad);
-    match kernel {
-        Kernel::Scalar => scalar(a, w, k_pad, dots),
+    match kernel.0 {
+        Kind::Scalar => scalar(a, w, k_pad, dots),
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => x86::avx2(a, w, k_pad, dots),
+        Kind::Avx2 => x86::avx2(kernel, a, w, k_pad, dots),
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512Vnni => x86::avx512_vnni(a, w, k_pad, dots),
+        Kind::Avx512Vnni => x86::avx512_vnni(kernel, a, w, k_pad, dots),
     }
 }
 
@@ -217,25 +233,54 @@ fn scalar(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
     }
 }
 
-/// The SIMD kernels. `unsafe` is allowed here only: for the `std::arch` intrinsics (each called
-/// after run-time detection of its features by [`Kernel::detect`]) and their unaligned loads,
-/// whose bounds `dot_block` asserts before any kernel runs.
+/// The SIMD kernels. `unsafe` is allowed here only: for the `std::arch` intrinsics (each entry
+/// takes the [`Kernel`] that [`Kernel::detect`] made after detecting its features, and checks
+/// it is its own) and their unaligned loads, whose bounds each entry asserts itself.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{LANE, ROWS, TOKENS};
+    use super::{Kernel, Kind, LANE, ROWS, TOKENS};
 
-    pub(super) fn avx2(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
-        // SAFETY: `Kernel::Avx2` is only chosen when the CPU has AVX2; `dot_block` asserted
-        // that `a` holds `TOKENS` and `w` holds `ROWS` rows of `k_pad` bytes.
+    /// The bounds every kernel's loads rely on: `a` holds [`TOKENS`] and `w` [`ROWS`] rows of
+    /// `k_pad` bytes, a whole number of [`LANE`]s.
+    fn check_bounds(a: &[i8], w: &[i8], k_pad: usize) {
+        assert!(k_pad.is_multiple_of(LANE), "row of {k_pad} bytes");
+        assert!(
+            a.len() >= TOKENS * k_pad && w.len() >= ROWS * k_pad,
+            "tile of {} and {} bytes for rows of {k_pad}",
+            a.len(),
+            w.len()
+        );
+    }
+
+    pub(super) fn avx2(
+        kernel: Kernel,
+        a: &[i8],
+        w: &[i8],
+        k_pad: usize,
+        dots: &mut [i32; ROWS * TOKENS],
+    ) {
+        assert_eq!(kernel.0, Kind::Avx2);
+        check_bounds(a, w, k_pad);
+        // SAFETY: a `Kernel` holding `Kind::Avx2` is only made by `Kernel::detect`/`available`
+        // after detecting AVX2 (its field is private to `int8`); the loads stay inside `a` and
+        // `w`, whose lengths were just asserted.
         unsafe { avx2_impl(a.as_ptr(), w.as_ptr(), k_pad, dots) }
     }
 
-    pub(super) fn avx512_vnni(a: &[i8], w: &[i8], k_pad: usize, dots: &mut [i32; ROWS * TOKENS]) {
-        // SAFETY: `Kernel::Avx512Vnni` is only chosen when the CPU has AVX-512 F, BW and VNNI;
-        // `dot_block` asserted the bounds as above.
+    pub(super) fn avx512_vnni(
+        kernel: Kernel,
+        a: &[i8],
+        w: &[i8],
+        k_pad: usize,
+        dots: &mut [i32; ROWS * TOKENS],
+    ) {
+        assert_eq!(kernel.0, Kind::Avx512Vnni);
+        check_bounds(a, w, k_pad);
+        // SAFETY: a `Kernel` holding `Kind::Avx512Vnni` is only made after detecting AVX-512
+        // F, BW and VNNI; the bounds were just asserted, as above.
         unsafe { avx512_impl(a.as_ptr(), w.as_ptr(), k_pad, dots) }
     }
 
@@ -335,7 +380,7 @@ mod tests {
             let lin = QLinear::new(&w, b, n, k);
             let mut scratch = Activations::default();
             let mut want = Vec::new();
-            lin.forward(Kernel::Scalar, &x, &mut scratch, &mut want);
+            lin.forward(Kernel::scalar(), &x, &mut scratch, &mut want);
             for kernel in Kernel::available() {
                 let mut got = Vec::new();
                 lin.forward(kernel, &x, &mut scratch, &mut got);
