@@ -65,12 +65,137 @@ fn cut_weights_are_an_error_naming_the_file() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A tiny random BERT (hidden 20, 4 heads, intermediate 37, 2 layers, 30 words, 16 positions)
+/// written into `dir` as `config.json` and `model.safetensors`, with `config` merged over the
+/// valid config and, when `nan` is set, a NaN in one feed-forward weight. `tokenizer.json` is a
+/// placeholder: the errors under test come before it is read.
+fn tiny_model(dir: &std::path::Path, config: serde_json::Value, nan: bool) {
+    use candle_core::{Device, Tensor};
+    let (h, i, layers, vocab, positions) = (20usize, 37usize, 2usize, 30usize, 16usize);
+    let mut seed = 11u64;
+    let mut random = |dims: &[usize]| {
+        let n: usize = dims.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2
+            })
+            .collect();
+        Tensor::from_vec(v, dims, &Device::Cpu).unwrap()
+    };
+    let mut t = std::collections::HashMap::new();
+    let mut put = |name: String, dims: &[usize]| {
+        t.insert(name, random(dims));
+    };
+    put("embeddings.word_embeddings.weight".into(), &[vocab, h]);
+    put(
+        "embeddings.position_embeddings.weight".into(),
+        &[positions, h],
+    );
+    put("embeddings.token_type_embeddings.weight".into(), &[2, h]);
+    // (prefix, rows, row length; 0 for a LayerNorm's vector)
+    let mut layout = vec![("embeddings.LayerNorm".to_owned(), h, 0)];
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}");
+        for part in ["query", "key", "value"] {
+            layout.push((format!("{p}.attention.self.{part}"), h, h));
+        }
+        layout.extend([
+            (format!("{p}.attention.output.dense"), h, h),
+            (format!("{p}.attention.output.LayerNorm"), h, 0),
+            (format!("{p}.intermediate.dense"), i, h),
+            (format!("{p}.output.dense"), h, i),
+            (format!("{p}.output.LayerNorm"), h, 0),
+        ]);
+    }
+    for (name, n, k) in layout {
+        if k == 0 {
+            put(format!("{name}.weight"), &[n]);
+        } else {
+            put(format!("{name}.weight"), &[n, k]);
+        }
+        put(format!("{name}.bias"), &[n]);
+    }
+    if nan {
+        let name = "encoder.layer.1.output.dense.weight".to_owned();
+        let mut v = vec![0.01f32; h * i];
+        v[7] = f32::NAN;
+        t.insert(name, Tensor::from_vec(v, (h, i), &Device::Cpu).unwrap());
+    }
+    candle_core::safetensors::save(&t, dir.join("model.safetensors")).unwrap();
+    let mut c = serde_json::json!({
+        "vocab_size": vocab, "hidden_size": h, "num_hidden_layers": layers,
+        "num_attention_heads": 4, "intermediate_size": i, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1, "max_position_embeddings": positions,
+        "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+        "pad_token_id": 0
+    });
+    for (k, v) in config.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    std::fs::write(dir.join("config.json"), c.to_string()).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), "{}").unwrap();
+}
+
+#[test]
+fn absurd_or_zero_sizes_in_config_json_are_refused_naming_the_field() {
+    let dir = scratch("config-sizes");
+    for (field, value) in [
+        ("hidden_size", serde_json::json!(1_000_000)),
+        ("num_hidden_layers", serde_json::json!(10_000_000_000u64)),
+        ("num_hidden_layers", serde_json::json!(0)),
+        ("num_attention_heads", serde_json::json!(3)),
+        ("num_attention_heads", serde_json::json!(0)),
+        ("intermediate_size", serde_json::json!(70_000)),
+        ("intermediate_size", serde_json::json!(0)),
+        ("layer_norm_eps", serde_json::json!(0.0)),
+        ("layer_norm_eps", serde_json::json!(2.0)),
+    ] {
+        tiny_model(&dir, serde_json::json!({ field: value }), false);
+        let err = LocalEmbedder::load(&dir).unwrap_err();
+        let LoadError::Invalid { path, reason } = &err else {
+            panic!("{field} {value}: {err}")
+        };
+        assert!(path.ends_with("config.json"), "{field} {value}: {err}");
+        assert!(reason.contains(field), "{field} {value}: {err}");
+    }
+    // The same folder with its valid config loads as far as the placeholder tokenizer.
+    tiny_model(&dir, serde_json::json!({}), false);
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Invalid { path, .. } if path.ends_with("tokenizer.json")),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_nan_weight_is_refused_naming_the_tensor() {
+    let dir = scratch("nan-weight");
+    tiny_model(&dir, serde_json::json!({}), true);
+    let err = LocalEmbedder::load(&dir).unwrap_err();
+    let LoadError::Invalid { path, reason } = &err else {
+        panic!("{err}")
+    };
+    assert!(path.ends_with("model.safetensors"), "{err}");
+    assert!(
+        reason.contains("encoder.layer.1.output.dense.weight") && reason.contains("non-finite"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The installed model folder, or `None` (the test is skipped) when the peers are not installed
-/// and not required.
+/// and not required (`MCP_AGENT_REQUIRE_PEERS=1` or `CI=true` make a missing model a failure).
 fn model() -> Option<PathBuf> {
+    let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|v| {
+        std::env::var(v).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
+    });
     match std::env::var_os("MCP_AGENT_PEER_MINILM").map(PathBuf::from) {
         Some(p) if p.join("model.safetensors").is_file() => Some(p),
-        _ if std::env::var_os("MCP_AGENT_REQUIRE_PEERS").is_some() => {
+        _ if required => {
             panic!("MCP_AGENT_PEER_MINILM is not an installed model folder (cargo xtask peers)")
         }
         _ => {
