@@ -399,7 +399,121 @@ fn erf(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::erf;
+    use std::collections::HashMap;
+
+    use candle_core::{DType, Device, Tensor};
+    use candle_nn::VarBuilder;
+    use candle_transformers::models::bert::{BertModel, Config};
+
+    use super::{Encoder, Shape, erf};
+
+    /// A tiny random BERT: hidden 20, 4 heads, intermediate 37, 2 layers, 30 words, 16
+    /// positions.
+    fn tiny() -> (serde_json::Value, HashMap<String, Tensor>) {
+        let (h, i, layers) = (20usize, 37usize, 2usize);
+        let mut seed = 5u64;
+        let mut t = HashMap::new();
+        let mut put = |name: String, dims: &[usize], spread: f32, offset: f32| {
+            let n: usize = dims.iter().product();
+            let v: Vec<f32> = (0..n)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    offset + ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * spread
+                })
+                .collect();
+            t.insert(name, Tensor::from_vec(v, dims, &Device::Cpu).unwrap());
+        };
+        put(
+            "embeddings.word_embeddings.weight".into(),
+            &[30, h],
+            1.0,
+            0.0,
+        );
+        put(
+            "embeddings.position_embeddings.weight".into(),
+            &[16, h],
+            0.5,
+            0.0,
+        );
+        put(
+            "embeddings.token_type_embeddings.weight".into(),
+            &[2, h],
+            0.5,
+            0.0,
+        );
+        let mut norms = vec!["embeddings.LayerNorm".to_owned()];
+        for l in 0..layers {
+            let p = format!("encoder.layer.{l}");
+            for (name, n, k) in [
+                (format!("{p}.attention.self.query"), h, h),
+                (format!("{p}.attention.self.key"), h, h),
+                (format!("{p}.attention.self.value"), h, h),
+                (format!("{p}.attention.output.dense"), h, h),
+                (format!("{p}.intermediate.dense"), i, h),
+                (format!("{p}.output.dense"), h, i),
+            ] {
+                put(format!("{name}.weight"), &[n, k], 0.6, 0.0);
+                put(format!("{name}.bias"), &[n], 0.2, 0.0);
+            }
+            norms.push(format!("{p}.attention.output.LayerNorm"));
+            norms.push(format!("{p}.output.LayerNorm"));
+        }
+        for name in norms {
+            put(format!("{name}.weight"), &[h], 0.2, 1.0);
+            put(format!("{name}.bias"), &[h], 0.2, 0.0);
+        }
+        let config = serde_json::json!({
+            "vocab_size": 30, "hidden_size": h, "num_hidden_layers": layers,
+            "num_attention_heads": 4, "intermediate_size": i, "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.0, "max_position_embeddings": 16,
+            "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+            "pad_token_id": 0
+        });
+        (config, t)
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |x: &[f32]| x.iter().map(|y| y * y).sum::<f32>().sqrt();
+        dot / (n(a) * n(b))
+    }
+
+    #[test]
+    fn the_int8_encoder_follows_candles_bert_on_a_tiny_model() {
+        let (config, tensors) = tiny();
+        let shape: Shape = serde_json::from_value(config.clone()).unwrap();
+        let encoder = Encoder::load(&shape, tensors.clone()).unwrap();
+        let bert_config: Config = serde_json::from_value(config).unwrap();
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let bert = BertModel::load(vb, &bert_config).unwrap();
+        for ids in [&[3u32][..], &[1, 17, 29], &[2, 5, 8, 13, 21]] {
+            let types = vec![0u32; ids.len()];
+            let ours = encoder.forward(ids, &types).unwrap();
+            let t = Tensor::new(ids, &Device::Cpu)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            let ty = t.zeros_like().unwrap();
+            let theirs = bert
+                .forward(&t, &ty, None)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            assert_eq!(ours.len(), theirs.len());
+            for (a, b) in ours.chunks_exact(20).zip(theirs.chunks_exact(20)) {
+                let c = cosine(a, b);
+                assert!(c >= 0.99, "{} tokens: cosine {c}", ids.len());
+            }
+        }
+        // No tokens, too many, or an unknown word are errors, not panics.
+        assert!(encoder.forward(&[], &[]).unwrap_err().contains("no tokens"));
+        assert!(encoder.forward(&[1; 17], &[0; 17]).is_err());
+        assert!(encoder.forward(&[30], &[0]).is_err());
+    }
 
     #[test]
     fn erf_matches_its_table() {
