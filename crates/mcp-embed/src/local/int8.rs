@@ -414,6 +414,19 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_row_does_not_overflow() {
+        // Activations of +127 are the VNNI kernel's worst case: (127 + 128) · 127 a product.
+        let k = MAX_K;
+        let lin = QLinear::new(&vec![1.0f32; k], vec![0.0], 1, k);
+        let mut scratch = Activations::default();
+        for kernel in Kernel::available() {
+            let mut out = Vec::new();
+            lin.forward(kernel, &vec![1.0f32; k], &mut scratch, &mut out);
+            assert!((out[0] - k as f32).abs() < 1.0, "{kernel:?}: {}", out[0]);
+        }
+    }
+
+    #[test]
     fn a_zero_row_stays_zero() {
         let lin = QLinear::new(&[0.0; 8], vec![0.5, 0.5], 2, 4);
         let mut out = Vec::new();
