@@ -187,6 +187,25 @@ fn a_nan_weight_is_refused_naming_the_tensor() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+#[test]
+fn a_model_smaller_than_its_tokenizer_fails_each_batch_with_an_error_not_a_panic() {
+    let Some(minilm) = model() else { return };
+    let dir = scratch("small-vocab");
+    // 30 words and 16 positions under MiniLM's 30,522-word tokenizer: every text (its [CLS] is
+    // id 101) has an id outside the vocabulary, on every worker thread.
+    tiny_model(&dir, serde_json::json!({}), false);
+    std::fs::copy(minilm.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let embedder = LocalEmbedder::load(&dir).unwrap();
+    assert_eq!(embedder.dimension(), 20);
+    let texts: Vec<String> = (0..8).map(|i| format!("send message number {i}")).collect();
+    let err = embedder.embed_blocking(&texts).unwrap_err().to_string();
+    assert!(err.contains("outside the vocabulary"), "{err}");
+    let long = vec!["word ".repeat(40)];
+    let err = embedder.embed_blocking(&long).unwrap_err().to_string();
+    assert!(err.contains("positions"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The installed model folder, or `None` (the test is skipped) when the peers are not installed
 /// and not required (`MCP_AGENT_REQUIRE_PEERS=1` or `CI=true` make a missing model a failure).
 fn model() -> Option<PathBuf> {
