@@ -108,7 +108,7 @@ pub(crate) fn check_vectors(
 }
 
 /// The longest description of one parameter put in a tool's embedded text, in characters.
-pub(crate) const MAX_PARAMETER_DOC_CHARS: usize = 200;
+pub const MAX_PARAMETER_DOC_CHARS: usize = 200;
 
 /// The text of a tool that is embedded: its name as words, its title and description, and its
 /// parameters' names as words, each required parameter with its description

@@ -40,7 +40,9 @@ mod text;
 #[cfg(feature = "embed")]
 pub use cache::{CacheLoad, EmbeddingCache};
 #[cfg(feature = "embed")]
-pub use embed::{EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, embedding_text};
+pub use embed::{
+    EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, MAX_PARAMETER_DOC_CHARS, embedding_text,
+};
 #[cfg(feature = "embed")]
 pub use hybrid::{Fusion, HybridConfig, HybridIndex, HybridResults, SearchWarning};
 pub use index::{Hit, RankingConfig, SearchIndex, SearchResults, ToolText};
