@@ -390,17 +390,7 @@ impl ToolCatalog for Catalog {
         out.push(self.search_descriptor(&state));
         out.push(Self::call_descriptor());
         let mut shown: Vec<&str> = Vec::new();
-        let pinned = self
-            .config
-            .pinned
-            .iter()
-            .filter_map(|p| state.find_shown(p));
-        let promoted = state
-            .promoted
-            .iter()
-            .filter_map(|id| state.get(id))
-            .filter(|t| !t.hidden);
-        for tool in pinned.chain(promoted) {
+        for tool in self.pinned_then_promoted(&state) {
             if !shown.contains(&tool.id.as_str()) {
                 shown.push(&tool.id);
                 out.push(tool.descriptor());
@@ -428,6 +418,19 @@ impl ToolCatalog for Catalog {
             CALL_TOOL => return Some(Self::call_descriptor()),
             _ => {}
         }
+        self.pinned_then_promoted(&state)
+            .find(|t| t.model_name() == name)
+            .map(|t| t.descriptor())
+    }
+}
+
+impl Catalog {
+    /// The lazy surface's extra tools: pinned ones (in configuration order), then promoted
+    /// ones (in promotion order), hidden ones left out; a tool may come twice.
+    fn pinned_then_promoted<'a>(
+        &'a self,
+        state: &'a State,
+    ) -> impl Iterator<Item = &'a Arc<CatalogTool>> + 'a {
         let pinned = self
             .config
             .pinned
@@ -438,9 +441,6 @@ impl ToolCatalog for Catalog {
             .iter()
             .filter_map(|id| state.get(id))
             .filter(|t| !t.hidden);
-        pinned
-            .chain(promoted)
-            .find(|t| t.model_name() == name)
-            .map(|t| t.descriptor())
+        pinned.chain(promoted)
     }
 }
