@@ -38,6 +38,7 @@ use agent_core::{
     ToolDispatcher,
 };
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use integration_tests::bench::{self, echo_args, median, runtime};
 use integration_tests::harness::{CLOSE_GRACE, Harness, object, stdio_server};
 use mcp_client::{McpClient, McpRunner};
 use mcp_config::Config;
@@ -51,18 +52,6 @@ const STEPS: u32 = agent_core::DEFAULT_MAX_STEPS;
 const RUNS_PER_ROUND: usize = 5;
 /// Rounds of the paired measurement.
 const ROUNDS: usize = 60;
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-fn echo_args() -> Value {
-    json!({"text": "hello, server", "n": 42, "flags": [true, false]})
-}
 
 /// The call the model asks for, and the one dispatched directly.
 fn call(id: String) -> ToolCall {
@@ -211,16 +200,6 @@ fn agent_loop(c: &mut Criterion) {
     rt.block_on(fixture.close());
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    }
-}
-
 /// The paired measurement (see the crate docs): medians over `rounds` rounds of
 /// `runs` runs and their calls made directly.
 fn paired(rounds: usize, runs: usize) -> Value {
@@ -280,20 +259,12 @@ criterion_group! {
 
 fn main() {
     benches();
-    // Criterion's filter (the first argument that is not a flag) may exclude the paired run;
-    // `cargo test --benches` (no `--bench`) runs it once, small.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filter = args.iter().find(|a| !a.starts_with('-'));
-    if filter.is_none_or(|f| "paired".contains(f.as_str())) {
-        let benchmarking = args.iter().any(|a| a == "--bench");
-        let paired = if benchmarking {
+    bench::run_paired(|full| {
+        if full {
             paired(ROUNDS, RUNS_PER_ROUND)
         } else {
             paired(1, 1)
-        };
-        if let Some(path) = std::env::var_os("MCP_AGENT_BENCH_PAIRED") {
-            std::fs::write(&path, paired.to_string()).expect("write the paired results");
         }
-    }
+    });
     Criterion::default().configure_from_args().final_summary();
 }

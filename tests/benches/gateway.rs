@@ -50,6 +50,7 @@ use agent_core::{
 };
 use async_trait::async_trait;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use integration_tests::bench::{self, echo_args, median, runtime, timed};
 use integration_tests::harness::object;
 use integration_tests::peers::HttpPeer;
 use mcp_catalog::{CatalogConfig, Exposure};
@@ -63,24 +64,11 @@ use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
-use tokio::runtime::Runtime;
 
 /// Sequential calls per iteration of `gateway_calls_http`.
 const CALLS: usize = 1_000;
 /// Concurrent calls per iteration of `gateway_in_flight_16_http`.
 const IN_FLIGHT: usize = 16;
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-fn echo_args() -> Value {
-    json!({"text": "hello, server", "n": 42, "flags": [true, false]})
-}
 
 fn params(name: &str) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(object(echo_args()))
@@ -374,21 +362,6 @@ impl Path {
     }
 }
 
-/// Times `iters` iterations of `body` on `rt`.
-fn timed<F: Future<Output = ()>>(
-    rt: &Runtime,
-    iters: u64,
-    mut body: impl FnMut() -> F,
-) -> Duration {
-    rt.block_on(async {
-        let started = Instant::now();
-        for _ in 0..iters {
-            body().await;
-        }
-        started.elapsed()
-    })
-}
-
 fn benches_on(c: &mut Criterion) {
     let rt = runtime();
     let fixture = rt.block_on(async {
@@ -428,16 +401,6 @@ fn benches_on(c: &mut Criterion) {
     group.finish();
 
     rt.block_on(fixture.close());
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    }
 }
 
 /// The times of a paired measurement: per path, one figure per round.
@@ -578,20 +541,12 @@ criterion_group! {
 
 fn main() {
     benches();
-    // Criterion's filter (the first argument that is not a flag) may exclude the paired run;
-    // `cargo test --benches` (no `--bench`) runs it once, small.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filter = args.iter().find(|a| !a.starts_with('-'));
-    if filter.is_none_or(|f| "paired".contains(f.as_str())) {
-        let benchmarking = args.iter().any(|a| a == "--bench");
-        let paired = if benchmarking {
+    bench::run_paired(|full| {
+        if full {
             paired(ROUNDS, ROUND)
         } else {
             paired(1, 16)
-        };
-        if let Some(path) = std::env::var_os("MCP_AGENT_BENCH_PAIRED") {
-            std::fs::write(&path, paired.to_string()).expect("write the paired results");
         }
-    }
+    });
     Criterion::default().configure_from_args().final_summary();
 }

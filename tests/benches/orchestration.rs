@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use agent_core::{Runner, ToolCall, ToolDispatcher};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use integration_tests::bench::{self, echo_args, median, runtime, timed};
 use integration_tests::harness::{Harness, object, stdio_server};
 use mcp_client::McpRunner;
 use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
@@ -47,24 +48,11 @@ use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
-use tokio::runtime::Runtime;
 
 /// Sequential calls per iteration of the `calls_*` benchmarks.
 const CALLS: usize = 1_000;
 /// Concurrent calls per iteration of the `in_flight_16_*` benchmarks.
 const IN_FLIGHT: usize = 16;
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-fn echo_args() -> Value {
-    json!({"text": "hello, server", "n": 42, "flags": [true, false]})
-}
 
 /// One test-kit server reached through the runner and through bare rmcp clients.
 struct Fixture {
@@ -198,21 +186,6 @@ fn direct() -> ToolCall {
 
 fn bare_params() -> CallToolRequestParams {
     CallToolRequestParams::new("echo").with_arguments(object(echo_args()))
-}
-
-/// Times `iters` iterations of `body` on `rt`.
-fn timed<F: Future<Output = ()>>(
-    rt: &Runtime,
-    iters: u64,
-    mut body: impl FnMut() -> F,
-) -> Duration {
-    rt.block_on(async {
-        let started = Instant::now();
-        for _ in 0..iters {
-            body().await;
-        }
-        started.elapsed()
-    })
 }
 
 fn sequential_calls(c: &mut Criterion, transport: &str) {
@@ -448,16 +421,6 @@ impl Fixture {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    }
-}
-
 /// The paired overhead measurement (see the crate docs), per transport: median per-call times
 /// and the median of the per-round ratios.
 fn paired(rounds: usize, round: usize) -> Value {
@@ -536,20 +499,12 @@ criterion_group! {
 
 fn main() {
     benches();
-    // Criterion's filter (the first argument that is not a flag) may exclude the paired run;
-    // `cargo test --benches` (no `--bench`) runs it once, small.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filter = args.iter().find(|a| !a.starts_with('-'));
-    if filter.is_none_or(|f| "paired".contains(f.as_str())) {
-        let benchmarking = args.iter().any(|a| a == "--bench");
-        let paired = if benchmarking {
+    bench::run_paired(|full| {
+        if full {
             paired(ROUNDS, ROUND)
         } else {
             paired(1, 5)
-        };
-        if let Some(path) = std::env::var_os("MCP_AGENT_BENCH_PAIRED") {
-            std::fs::write(&path, paired.to_string()).expect("write the paired results");
         }
-    }
+    });
     Criterion::default().configure_from_args().final_summary();
 }

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+pub mod bench;
 pub mod harness;
 pub mod peers;
 pub use mcp_test_kit::procs;
