@@ -229,6 +229,21 @@ async fn tokens_are_cached_until_expiry_minus_skew() {
     assert_eq!(fake.token_requests(), 4);
 }
 
+/// `credentials()` of every one of `callers` at once, the token endpoint held (the fake's gate)
+/// until all of them are waiting.
+async fn all_waiting<'a>(
+    fake: &Fake,
+    callers: impl Iterator<Item = &'a ClientCredentials>,
+) -> Vec<Result<Credentials, AuthError>> {
+    let calls: Vec<_> = callers.map(|auth| auth.credentials()).collect();
+    let gate = async {
+        tokio::task::yield_now().await;
+        fake.gate.as_ref().unwrap().add_permits(1);
+    };
+    let (results, ()) = tokio::join!(join_all(calls), gate);
+    results
+}
+
 #[tokio::test(start_paused = true)]
 async fn fifty_concurrent_callers_on_an_expired_token_cause_one_request() {
     let fake = Arc::new(Fake {
@@ -246,21 +261,8 @@ async fn fifty_concurrent_callers_on_an_expired_token_cause_one_request() {
     // t1 expired at once. Fifty callers over two sessions of the same credential.
     fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t2", 3600));
     let second = provider(&registry, &spec);
-    let calls: Vec<_> = (0..50)
-        .map(|i| {
-            let auth = if i % 2 == 0 {
-                first.clone()
-            } else {
-                second.clone()
-            };
-            async move { auth.credentials().await }
-        })
-        .collect();
-    let gate = async {
-        tokio::task::yield_now().await;
-        fake.gate.as_ref().unwrap().add_permits(1);
-    };
-    let (results, ()) = tokio::join!(join_all(calls), gate);
+    let callers = (0..50).map(|i| if i % 2 == 0 { &first } else { &second });
+    let results = all_waiting(&fake, callers).await;
     assert_eq!(fake.token_requests(), 2);
     for result in results {
         assert_eq!(bearer(&result.unwrap()), "Bearer t2");
@@ -280,17 +282,7 @@ async fn a_refused_secret_is_one_request_for_every_waiting_caller() {
     );
     let registry = registry(&fake);
     let auth = provider(&registry, &spec(Some(TOKEN_URL), "wrong-secret"));
-    let calls: Vec<_> = (0..10)
-        .map(|_| {
-            let auth = auth.clone();
-            async move { auth.credentials().await }
-        })
-        .collect();
-    let gate = async {
-        tokio::task::yield_now().await;
-        fake.gate.as_ref().unwrap().add_permits(1);
-    };
-    let (results, ()) = tokio::join!(join_all(calls), gate);
+    let results = all_waiting(&fake, std::iter::repeat_n(&auth, 10)).await;
     assert_eq!(fake.token_requests(), 1);
     for result in results {
         let err = result.unwrap_err();
