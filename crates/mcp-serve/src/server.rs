@@ -555,12 +555,15 @@ impl ServerHandler for Session {
                 .into());
             }
         };
-        if self.exposed(&served, &name).is_none() {
+        let Some(tool) = self.exposed(&served, &name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{}`", shown(&name)),
                 None,
             ));
-        }
+        };
+        // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
+        // (a fixed catalog's were checked by the HTTP front already).
+        crate::http::check_param_headers(&tool, request.arguments.as_ref(), &context.extensions)?;
         if !self.shared.lifecycle.is_serving() {
             return Ok(error_result(format!(
                 "the server is shutting down; `{}` was not run",

@@ -215,7 +215,9 @@ impl Front {
 
     /// A `tools/call` from a 2026-07-28 client whose `Mcp-Param-*` headers disagree with its
     /// arguments (see [`params`]) is refused with `400` and JSON-RPC error `-32020`, naming
-    /// the header and the tool.
+    /// the header and the tool. Only the served catalog's tools are known here; per-session
+    /// tools are checked by the session's handler once they are open
+    /// ([`params::check_call`]).
     fn check_params(&self, headers: &http::HeaderMap, body: &[u8]) -> Option<Response<Counted>> {
         if !params::applies(headers) {
             return None;
@@ -231,20 +233,12 @@ impl Front {
             .exposed_tools()
             .into_iter()
             .find(|t| t.name == name)?;
-        let error =
-            params::check(name, &tool.input_schema, call.get("arguments"), headers).err()?;
+        let arguments = call.get("arguments").and_then(Value::as_object);
+        let error = params::check(name, &tool.input_schema, arguments, headers).err()?;
         let id = value
             .get("id")
             .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
-        let data = serde_json::json!({ "header": error.header(), "tool": error.tool() });
-        let error = JsonRpcError::new(
-            id,
-            ErrorData::new(
-                ErrorCode(params::HEADER_MISMATCH),
-                error.to_string(),
-                Some(data),
-            ),
-        );
+        let error = JsonRpcError::new(id, ErrorData::from(&error));
         Some(json(
             StatusCode::BAD_REQUEST,
             &serde_json::to_value(error).unwrap_or(Value::Null),

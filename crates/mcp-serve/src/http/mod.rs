@@ -32,6 +32,7 @@ use front::Front;
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
+pub(crate) use params::check_call as check_param_headers;
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
 ///

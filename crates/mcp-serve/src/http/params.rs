@@ -6,11 +6,29 @@
 //! or `=?base64?<standard, padded, canonical base64 of UTF-8>?=`; anything else is literal.
 //! A disagreement is [`ParamHeaderError`], answered `400` with JSON-RPC error `-32020`
 //! (HeaderMismatch) naming the header and the tool, never echoing the values.
+//!
+//! Where the check runs depends on where the called tool's schema is known. For a fixed
+//! catalog the front knows it and answers before rmcp sees the request. Per-session tools
+//! (a gateway's upstream run) exist only once the session has opened them, which for a
+//! stateless 2026-07-28 request happens inside the request, so the session's handler runs
+//! [`check_call`] on the tool it is about to dispatch, with the headers rmcp put into the
+//! request's extensions (`http::request::Parts`), and returns the `-32020` error before
+//! anything is dispatched. rmcp answers a 2026-07-28 request whose handler returns `-32020`
+//! with `400 Bad Request` (the status the spec requires: every 2026-07-28 request carries
+//! its protocol version in `_meta`, which routes it to rmcp's per-request path), the same
+//! answer the front gives. A lazy gateway's `mcp_call_tool` declares no `x-mcp-header`, so a
+//! downstream client mirrors nothing for it and nothing is checked (unrecognized
+//! `Mcp-Param-*` headers are ignored, as the spec asks): the inner call's headers are the
+//! upstream hop's business, where the gateway is the client.
 
+use agent_core::ToolDescriptor;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use http::HeaderMap;
+use rmcp::model::{ErrorCode, ErrorData, Extensions};
 use serde_json::{Map, Value};
+
+use crate::convert::mcp_tool;
 
 /// The first revision whose clients send `Mcp-Param-*` headers.
 pub(crate) const FIRST_REVISION: &str = "2026-07-28";
@@ -82,6 +100,40 @@ impl ParamHeaderError {
             | Self::Mismatch { tool, .. } => tool,
         }
     }
+}
+
+impl From<&ParamHeaderError> for ErrorData {
+    /// JSON-RPC error `-32020` with the message, and the header and tool as data.
+    fn from(error: &ParamHeaderError) -> Self {
+        let data = serde_json::json!({ "header": error.header(), "tool": error.tool() });
+        ErrorData::new(ErrorCode(HEADER_MISMATCH), error.to_string(), Some(data))
+    }
+}
+
+/// The check of a call to `tool` with `arguments`, by a session's handler: the headers are
+/// those of the HTTP request it came in (none over stdio or in memory: nothing to check),
+/// and only a 2026-07-28 request is held to it.
+/// The schema checked is the tool's as served ([`mcp_tool`]), which is what the client read
+/// its declarations from.
+pub(crate) fn check_call(
+    tool: &ToolDescriptor,
+    arguments: Option<&Map<String, Value>>,
+    extensions: &Extensions,
+) -> Result<(), ErrorData> {
+    let Some(parts) = extensions.get::<http::request::Parts>() else {
+        return Ok(());
+    };
+    if !applies(&parts.headers) {
+        return Ok(());
+    }
+    let served = mcp_tool(tool);
+    check(
+        &served.name,
+        &served.input_schema,
+        arguments,
+        &parts.headers,
+    )
+    .map_err(|e| (&e).into())
 }
 
 /// Whether a request's `MCP-Protocol-Version` is one whose clients mirror arguments.
@@ -161,7 +213,7 @@ fn is_token(s: &str) -> bool {
 pub(crate) fn check(
     tool: &str,
     schema: &Map<String, Value>,
-    arguments: Option<&Value>,
+    arguments: Option<&Map<String, Value>>,
     headers: &HeaderMap,
 ) -> Result<(), ParamHeaderError> {
     for (path, token) in declarations(schema) {
@@ -214,8 +266,10 @@ pub(crate) fn check(
     Ok(())
 }
 
-fn value_at<'a>(arguments: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(arguments, |node, key| node.get(key))
+fn value_at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    rest.iter()
+        .try_fold(arguments.get(first)?, |node, key| node.get(key))
 }
 
 /// A header value as sent: literal, or the UTF-8 text inside a base64 sentinel.
@@ -313,7 +367,7 @@ mod tests {
     }
 
     fn run(args: Value, pairs: &[(&str, &str)]) -> Result<(), ParamHeaderError> {
-        check("kit__route", &schema(), Some(&args), &headers(pairs))
+        check("kit__route", &schema(), args.as_object(), &headers(pairs))
     }
 
     #[test]
@@ -426,6 +480,32 @@ mod tests {
             "2025-11-25"
         )])));
         assert!(!applies(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_handler_checks_only_2026_http_requests() {
+        let tool = ToolDescriptor::new("kit__route", schema());
+        let args = json!({"region": "eu"});
+        let extensions = |version: &str| {
+            let (parts, ()) = http::Request::builder()
+                .header("MCP-Protocol-Version", version)
+                .header("Mcp-Param-Region", "xyzzy")
+                .body(())
+                .unwrap()
+                .into_parts();
+            let mut extensions = Extensions::new();
+            extensions.insert(parts);
+            extensions
+        };
+        assert!(check_call(&tool, args.as_object(), &Extensions::new()).is_ok());
+        assert!(check_call(&tool, args.as_object(), &extensions("2025-11-25")).is_ok());
+        let error = check_call(&tool, args.as_object(), &extensions("2026-07-28")).unwrap_err();
+        assert_eq!(error.code, ErrorCode(HEADER_MISMATCH));
+        assert_eq!(
+            error.data,
+            Some(json!({"header": "Mcp-Param-Region", "tool": "kit__route"}))
+        );
+        assert!(!error.message.contains("xyzzy"), "{}", error.message);
     }
 
     #[test]
