@@ -762,25 +762,27 @@ async fn discover(fake: &Arc<Fake>, spec: &ServerSpec) -> Result<OnUnauthorized,
         .await
 }
 
-#[tokio::test]
-async fn discovery_sends_the_secret_only_to_the_servers_host_or_an_allowed_issuer() {
-    // Another host, not listed: refused before anything is asked of it.
+/// Discovery from [`MCP_URL`] whose metadata names `issuer` with `token_endpoint`, refused:
+/// the error's text (after checking that no token was asked for) and the fake.
+async fn refused_discovery(issuer: &str, token_endpoint: &str) -> (String, Arc<Fake>) {
     let fake = Arc::new(Fake::default());
-    routes_for(
-        &fake,
-        MCP_URL,
-        "https://evil.example",
-        "https://evil.example/token",
-    );
+    routes_for(&fake, MCP_URL, issuer, token_endpoint);
     let err = discover(&fake, &spec_at(MCP_URL, None, SECRET, json!({})))
         .await
         .unwrap_err();
+    assert_eq!(fake.token_requests(), 0);
+    (err.to_string(), fake)
+}
+
+#[tokio::test]
+async fn discovery_sends_the_secret_only_to_the_servers_host_or_an_allowed_issuer() {
+    // Another host, not listed: refused before anything is asked of it.
+    let (err, fake) = refused_discovery("https://evil.example", "https://evil.example/token").await;
     assert_eq!(
-        err.to_string(),
+        err,
         "server `srv`: OAuth discovery failed: the server names the authorization server `https://evil.example/`, \
          which is neither on its own host `mcp.example` nor in `allowed_issuers`; refused (list it in `allowed_issuers`, or set `token_url`)"
     );
-    assert_eq!(fake.token_requests(), 0);
     assert!(
         fake.requests().iter().all(|r| !r.contains("evil")),
         "{:?}",
@@ -807,22 +809,12 @@ async fn discovery_sends_the_secret_only_to_the_servers_host_or_an_allowed_issue
 
 #[tokio::test]
 async fn a_token_endpoint_off_the_issuers_host_is_refused() {
-    let fake = Arc::new(Fake::default());
-    routes_for(
-        &fake,
-        MCP_URL,
-        "https://mcp.example",
-        "https://evil.example/token",
-    );
-    let err = discover(&fake, &spec_at(MCP_URL, None, SECRET, json!({})))
-        .await
-        .unwrap_err();
+    let (err, _) = refused_discovery("https://mcp.example", "https://evil.example/token").await;
     assert_eq!(
-        err.to_string(),
+        err,
         "server `srv`: OAuth discovery failed: the token endpoint https://evil.example/token is not on the host \
          of the authorization server `https://mcp.example`; refused (set `token_url` to use it)"
     );
-    assert_eq!(fake.token_requests(), 0);
 }
 
 #[tokio::test]
