@@ -8,7 +8,7 @@
 //! under `CI=true` or `MCP_AGENT_REQUIRE_PEERS=1`, and otherwise returns early with a note.
 
 use crate::oauth_support::chain;
-use crate::peer_process::{Peer, peer};
+use crate::peer_process::{Peer, call, exchange, peer, text};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,46 +17,12 @@ use std::time::{Duration, Instant};
 use mcp_auth::{CallbackListener, MemoryTokenStore, TokenStore};
 use mcp_connector::Connector;
 use mcp_transport_http::{HttpConnector, HttpOptions};
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
-
-/// One plain HTTP/1.1 exchange on loopback (as a browser would): status line, headers, body.
-async fn exchange(method: &str, url: &str) -> (String, String) {
-    let url = url::Url::parse(url).unwrap();
-    let host = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
-    let target = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
-    let request = format!(
-        "{method} {target} HTTP/1.1\r\nhost: {host}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    (head.to_owned(), body.to_owned())
-}
 
 async fn counts(auth: &Peer) -> Value {
     let (_, body) = exchange("GET", &format!("{}/counts", auth.url)).await;
     serde_json::from_str(body.trim()).unwrap()
-}
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_owned())
-        .with_arguments(arguments.as_object().cloned().unwrap())
-}
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[tokio::test]

@@ -8,14 +8,13 @@
 //! and otherwise return early with a note.
 
 use crate::oauth_support;
-use crate::peer_process::{Peer, peer, script};
+use crate::peer_process::{Peer, call, exchange, peer, script, text};
 
 use std::time::{Duration, Instant};
 
 use mcp_connector::Connector;
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use oauth_support::chain;
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -52,36 +51,10 @@ fn spec(mcp: &Peer, secret: &str) -> mcp_config::ServerSpec {
 
 /// Token requests the authorization server answered, asked over its own HTTP route.
 async fn token_requests(auth: &Peer) -> u64 {
-    let url = format!("{}/token-requests", auth.url);
-    let (host, path) = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split_once('/'))
-        .expect("an http URL");
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!("GET /{path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
-    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut answer)
-        .await
-        .unwrap();
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
-    let json: Value = serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("{answer}"));
+    let (head, body) = exchange("GET", &format!("{}/token-requests", auth.url)).await;
+    let json: Value =
+        serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("{head}\n{body}"));
     json["count"].as_u64().unwrap()
-}
-
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_owned())
-        .with_arguments(arguments.as_object().cloned().unwrap())
-}
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[tokio::test]

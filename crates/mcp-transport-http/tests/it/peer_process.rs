@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// How long the peers may take to start.
@@ -86,4 +88,38 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
+}
+
+/// One plain HTTP/1.1 exchange on loopback (as a browser would): status line, headers, body.
+pub(crate) async fn exchange(method: &str, url: &str) -> (String, String) {
+    let url = url::Url::parse(url).unwrap();
+    let host = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nhost: {host}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (head.to_owned(), body.to_owned())
+}
+
+/// A `tools/call` of `name` with `arguments` (an object).
+pub(crate) fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap())
+}
+
+/// The text blocks of a tool result, joined.
+pub(crate) fn text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
 }
