@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -170,21 +170,15 @@ impl World {
         mcp_agent(args, &self.env())
     }
 
-    /// `auth login fastmcp --no-browser`: the URL read from stdout, followed, the redirect
-    /// pasted. Returns the output and the code the authorization server issued.
-    fn login(&self) -> (Output, String) {
+    /// `auth login fastmcp` with `args` started, stdin piped when `paste`: the child, its
+    /// stdout, and the authorization URL it printed first.
+    fn start_login(&self, args: &[&str], paste: bool) -> (Child, BufReader<ChildStdout>, String) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args([
-                "auth",
-                "login",
-                "fastmcp",
-                "--no-browser",
-                "--timeout",
-                "60",
-            ])
+            .args(["auth", "login", "fastmcp"])
+            .args(args)
             .env_clear()
             .envs(self.env())
-            .stdin(Stdio::piped())
+            .stdin(if paste { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -194,14 +188,18 @@ impl World {
         stdout.read_line(&mut first).unwrap();
         let url = first.trim_end().to_owned();
         assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-        assert_eq!(first.trim_end().lines().count(), 1);
+        (child, stdout, url)
+    }
+
+    /// `auth login fastmcp --no-browser`: the URL read from stdout, followed, the redirect
+    /// pasted. Returns the output and the code the authorization server issued.
+    fn login(&self) -> (Output, String) {
+        let (mut child, mut stdout, url) =
+            self.start_login(&["--no-browser", "--timeout", "60"], true);
+        let first = format!("{url}\n");
         let redirect = location(&get(&url));
         assert!(redirect.contains("/callback?"), "{redirect}");
-        let code = redirect
-            .split(['?', '&'])
-            .find_map(|p| p.strip_prefix("code="))
-            .expect("a code")
-            .to_owned();
+        let code = code_of(&redirect).to_owned();
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin, "{redirect}").unwrap();
         drop(stdin);
@@ -235,6 +233,14 @@ impl World {
             })
             .unwrap_or_default()
     }
+}
+
+/// The authorization code in a redirect URL.
+fn code_of(redirect: &str) -> &str {
+    redirect
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("code="))
+        .expect("a code")
 }
 
 fn text(output: &Output) -> String {
@@ -362,19 +368,8 @@ fn a_token_file_others_can_read_is_refused_naming_the_fix() {
 #[test]
 fn a_wrong_state_is_refused_and_nothing_is_stored() {
     let Some(world) = World::start() else { return };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(["auth", "login", "fastmcp", "--no-browser"])
-        .env_clear()
-        .envs(world.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let redirect = location(&get(url.trim_end()));
+    let (mut child, stdout, url) = world.start_login(&["--no-browser"], true);
+    let redirect = location(&get(&url));
     let forged: String = redirect
         .split('&')
         .map(|p| {
@@ -393,10 +388,7 @@ fn a_wrong_state_is_refused_and_nothing_is_stored() {
     let output = child.wait_with_output().unwrap();
     assert_code(&output, 1);
     assert!(text(&output).contains("state"), "{}", text(&output));
-    let code = redirect
-        .split(['?', '&'])
-        .find_map(|p| p.strip_prefix("code="))
-        .expect("a code");
+    let code = code_of(&redirect);
     assert!(!text(&output).contains(code), "the code was shown");
     assert!(world.tokens().is_empty());
 }
@@ -438,19 +430,7 @@ fn a_second_login_is_refused_while_one_waits_and_a_signal_ends_the_wait_cleanly(
     use nix::unistd::Pid;
 
     let Some(world) = World::start() else { return };
-    let mut waiting = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(["auth", "login", "fastmcp", "--no-browser"])
-        .env_clear()
-        .envs(world.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(waiting.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+    let (mut waiting, stdout, _) = world.start_login(&["--no-browser"], true);
 
     let second = world.run(&["auth", "login", "fastmcp", "--no-browser"]);
     assert_code(&second, 1);
@@ -487,20 +467,8 @@ fn the_browser_redirect_to_the_loopback_listener_completes_the_login() {
     let Some(world) = World::with_oauth(json!({ "redirect_uri": redirect_uri })) else {
         return;
     };
-    let child = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-        .args(["auth", "login", "fastmcp", "--timeout", "60"])
-        .env_clear()
-        .envs(world.env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = child;
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).unwrap();
-    let redirect = location(&get(url.trim_end()));
+    let (child, mut stdout, url) = world.start_login(&["--timeout", "60"], false);
+    let redirect = location(&get(&url));
     assert!(redirect.starts_with(&redirect_uri), "{redirect}");
     // The browser follows the redirect to the CLI's listener, which answers a short page.
     let page = get(&redirect);
