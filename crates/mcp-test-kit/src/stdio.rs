@@ -84,6 +84,9 @@ pub struct StdioServerArgs {
     /// Print a few non-JSON lines on stdout before speaking MCP.
     #[arg(long)]
     pub stdout_noise: bool,
+    /// List the `route` tool, whose arguments declare `x-mcp-header` (SEP-2243).
+    #[arg(long)]
+    pub header_params: bool,
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -171,6 +174,7 @@ impl StdioServerArgs {
             ("--ignore-sigterm", self.ignore_sigterm),
             ("--stdout-noise", self.stdout_noise),
             ("--http", self.http),
+            ("--header-params", self.header_params),
         ];
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
@@ -194,6 +198,7 @@ impl StdioServerArgs {
             .with_extra_tools(self.extra_tools.unwrap_or(extra))
             .with_init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
             .with_observations(observations)
+            .with_header_params(self.header_params)
             .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
@@ -438,6 +443,7 @@ mod tests {
             stdout_noise: true,
             record: Some(PathBuf::from("/tmp/r.jsonl")),
             http: true,
+            header_params: true,
         };
         let parsed = StdioServerArgs::try_parse_from(
             std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),
@@ -446,6 +452,7 @@ mod tests {
         assert_eq!(parsed.to_args(), args.to_args());
         assert_eq!(parsed.mode, Mode::SlowInitialize);
         assert_eq!(parsed.record, args.record);
+        assert!(parsed.server_options().header_params);
     }
 
     #[test]

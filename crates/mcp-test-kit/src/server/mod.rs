@@ -20,6 +20,7 @@ use crate::observe::{Event, Observations};
 
 mod ask;
 mod content;
+mod route;
 
 use crate::schema::object;
 use crate::schema::structured;
@@ -72,6 +73,8 @@ pub struct TestServerOptions {
     /// Whether the `ask` tool is listed: it sends the client the elicitation request given
     /// as its `request` argument and returns the answer.
     pub ask: bool,
+    /// Whether the `route` tool is listed, whose arguments declare `x-mcp-header`.
+    pub header_params: bool,
 }
 
 impl Default for TestServerOptions {
@@ -85,6 +88,7 @@ impl Default for TestServerOptions {
             crash: CrashAction::Disconnect(CancellationToken::new()),
             discover: false,
             ask: false,
+            header_params: false,
         }
     }
 }
@@ -112,6 +116,12 @@ impl TestServerOptions {
     /// Lists the `ask` tool (an elicitation request sent to the client).
     pub fn with_ask(mut self, ask: bool) -> Self {
         self.ask = ask;
+        self
+    }
+
+    /// Lists the `route` tool, whose `region` and `shard` declare `x-mcp-header` (SEP-2243).
+    pub fn with_header_params(mut self, header_params: bool) -> Self {
+        self.header_params = header_params;
         self
     }
 
@@ -310,6 +320,9 @@ impl TestServer {
         if self.options.ask {
             tools.push(ask::tool());
         }
+        if self.options.header_params {
+            tools.push(route::tool());
+        }
         tools.extend(lock(&self.added).values().cloned());
         tools.extend((0..self.options.extra_tools).map(synthetic_tool));
         tools
@@ -427,6 +440,7 @@ impl TestServer {
                 structured(serde_json::to_value(&snapshot).unwrap_or_default())
             }
             "ask" if self.options.ask => return ask::call(&args, context).await,
+            "route" if self.options.header_params => route::call(args),
             other if self.is_echo_like(other) => structured(Value::Object(args)),
             other => {
                 return Err(ErrorData::invalid_params(
