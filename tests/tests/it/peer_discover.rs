@@ -15,13 +15,10 @@ use mcp_transport_http::{HttpConnector, HttpOptions};
 use mcp_transport_stdio::StdioConnector;
 use serde_json::json;
 
-/// What a discovered or initialised session shows: `(name, protocol)` and a tool call's text.
-async fn open_and_call(
-    connectors: Connectors,
-    mut spec: ServerSpec,
-    tool: &str,
-    arguments: serde_json::Value,
-) -> (String, String, String) {
+/// Opens a run on `spec` (discovery on), calls the peer's `echo` as a model would —
+/// `server__echo` through the run's governed layer — closes the run, and returns the peer's
+/// `(name, protocol)` and the call's text.
+async fn echo(connectors: Connectors, mut spec: ServerSpec) -> ((String, String), String) {
     spec.connect_timeout = Some(Duration::from_secs(30));
     let server = spec.name.clone();
     let runner = McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
@@ -32,12 +29,8 @@ async fn open_and_call(
         .await
         .unwrap_or_else(|e| panic!("the run opens: {}", agent_core::error_chain(&e)));
     let identity = runner.sessions()[0].identity().clone();
-    // The call goes as a model's does: `server__tool` through the run's governed layer.
-    let call = ToolCall::new(
-        "c1",
-        format!("{server}__{tool}"),
-        arguments.as_object().cloned().unwrap_or_default(),
-    );
+    let arguments = json!({"message": "hé"}).as_object().cloned().unwrap();
+    let call = ToolCall::new("c1", format!("{server}__echo"), arguments);
     let output = runner.dispatch(call).await.expect("the call succeeds");
     runner.close().await;
     let text = output
@@ -49,11 +42,19 @@ async fn open_and_call(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    (
-        identity.name.unwrap_or_default(),
-        identity.protocol_version,
-        text,
-    )
+    let name = identity.name.unwrap_or_default();
+    ((name, identity.protocol_version), text)
+}
+
+/// The Python SDK server's name and revision: discovered.
+const PYTHON: (&str, &str) = ("py-peer", "2026-07-28");
+/// server-everything's name and revision: initialised after the probe.
+const EVERYTHING: (&str, &str) = ("mcp-servers/everything", "2025-11-25");
+
+#[track_caller]
+fn assert_echoed(((name, protocol), text): ((String, String), String), peer: (&str, &str)) {
+    assert_eq!((name.as_str(), protocol.as_str()), peer);
+    assert_eq!(text, "Echo: hé");
 }
 
 fn stdio() -> Connectors {
@@ -69,13 +70,7 @@ async fn the_python_sdk_is_discovered_over_stdio() {
     let Some(spec) = peers::python_stdio_spec() else {
         return;
     };
-    let (name, protocol, text) =
-        open_and_call(stdio(), spec, "echo", json!({"message": "hé"})).await;
-    assert_eq!(
-        (name.as_str(), protocol.as_str()),
-        ("py-peer", "2026-07-28")
-    );
-    assert_eq!(text, "Echo: hé");
+    assert_echoed(echo(stdio(), spec).await, PYTHON);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,14 +78,9 @@ async fn the_python_sdk_is_discovered_over_http() {
     let Some(server) = HttpPeer::python().await else {
         return;
     };
-    let outcome = open_and_call(http(), server.spec(), "echo", json!({"message": "hé"})).await;
+    let outcome = echo(http(), server.spec()).await;
     server.stop().await;
-    let (name, protocol, text) = outcome;
-    assert_eq!(
-        (name.as_str(), protocol.as_str()),
-        ("py-peer", "2026-07-28")
-    );
-    assert_eq!(text, "Echo: hé");
+    assert_echoed(outcome, PYTHON);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,13 +88,7 @@ async fn server_everything_is_initialised_over_stdio() {
     let Some(spec) = peers::everything_stdio_spec() else {
         return;
     };
-    let (name, protocol, text) =
-        open_and_call(stdio(), spec, "echo", json!({"message": "hé"})).await;
-    assert_eq!(
-        (name.as_str(), protocol.as_str()),
-        ("mcp-servers/everything", "2025-11-25")
-    );
-    assert_eq!(text, "Echo: hé");
+    assert_echoed(echo(stdio(), spec).await, EVERYTHING);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,12 +96,7 @@ async fn server_everything_is_initialised_over_http() {
     let Some(server) = HttpPeer::everything().await else {
         return;
     };
-    let outcome = open_and_call(http(), server.spec(), "echo", json!({"message": "hé"})).await;
+    let outcome = echo(http(), server.spec()).await;
     server.stop().await;
-    let (name, protocol, text) = outcome;
-    assert_eq!(
-        (name.as_str(), protocol.as_str()),
-        ("mcp-servers/everything", "2025-11-25")
-    );
-    assert_eq!(text, "Echo: hé");
+    assert_echoed(outcome, EVERYTHING);
 }
