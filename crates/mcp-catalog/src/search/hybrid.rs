@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
+
 use super::cache::{CacheLoad, EmbeddingCache, document_hash};
 use super::embed::{EmbedError, EmbedKind, Embedder, check_vectors, cut_chars, embedding_text};
 use super::{Hit, MAX_QUERY_CHARS, SearchIndex, SearchResults, ToolText};
@@ -239,7 +241,7 @@ pub struct HybridIndex {
     /// Tool ids and servers, in the order of their rows in `vectors`.
     ids: Vec<(Arc<str>, Arc<str>)>,
     /// The row of each tool id.
-    rows: HashMap<Arc<str>, usize>,
+    rows: HashMap<Arc<str>, usize, RandomState>,
     /// One unit-length row of `dimension` numbers per tool.
     vectors: Vec<f32>,
     /// Recent queries' vectors.
@@ -258,7 +260,7 @@ impl HybridIndex {
             cache,
             config,
             ids: Vec::new(),
-            rows: HashMap::new(),
+            rows: HashMap::default(),
             vectors: Vec::new(),
             queries: Mutex::default(),
         }
@@ -469,19 +471,17 @@ impl HybridIndex {
         limit: usize,
     ) -> SearchResults {
         let dim = query_vector.len();
-        let lexical = index.search(query, server, usize::MAX);
         if dim == 0 || self.vectors.len() != self.ids.len() * dim {
-            let mut lexical = lexical;
-            lexical.hits.truncate(limit);
-            return lexical;
+            return index.search(query, server, limit);
         }
         let w = self.config.semantic_weight.clamp(0.0, 1.0);
+        // The lexical scores, unordered: only the best `limit` of the blend are ever sorted.
         let mut lex_of_row = vec![0.0f32; self.ids.len()];
-        for h in &lexical.hits {
-            if let Some(&row) = self.rows.get(&h.id) {
-                lex_of_row[row] = h.score.max(0.0);
+        index.for_each_match(query, server, |id, score| {
+            if let Some(&row) = self.rows.get(id) {
+                lex_of_row[row] = score.max(0.0);
             }
-        }
+        });
         let mut rows: Vec<usize> = Vec::with_capacity(self.ids.len());
         let mut cos: Vec<f32> = Vec::with_capacity(self.ids.len());
         let mut lx: Vec<f32> = Vec::with_capacity(self.ids.len());

@@ -653,6 +653,22 @@ impl SearchIndex {
         slot
     }
 
+    /// Calls `f` with the id and score of every tool [`search`](Self::search) would rank for
+    /// `query`, in no order and without a limit; nothing for a query without words.
+    pub(crate) fn for_each_match(
+        &self,
+        query: &str,
+        server: Option<&str>,
+        mut f: impl FnMut(&Arc<str>, f32),
+    ) {
+        for (score, slot) in self.score_matches(query, server).unwrap_or_default() {
+            f(
+                &self.docs[slot as usize].as_ref().expect("live document").id,
+                score,
+            );
+        }
+    }
+
     /// An estimate of the heap memory the index holds, in bytes.
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;

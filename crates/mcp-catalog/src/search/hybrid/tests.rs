@@ -518,3 +518,179 @@ fn parameter_descriptions_are_embedded_bounded_and_without_control_characters() 
         super::super::embed::MAX_DOCUMENT_CHARS
     );
 }
+
+/// Pseudo-random vectors of 24 dimensions, from a hash of the text.
+#[derive(Debug)]
+struct Hashed;
+
+#[async_trait]
+impl Embedder for Hashed {
+    fn model_id(&self) -> &str {
+        "hashed"
+    }
+
+    fn dimension(&self) -> usize {
+        24
+    }
+
+    async fn embed(&self, texts: &[String], _: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut s = document_hash(t) | 1;
+                (0..24)
+                    .map(|_| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+/// The ranking as it was first written: every lexical hit sorted and looked up by id, every
+/// cosine in `f32`. The reference the faster [`HybridIndex::rank`] must reproduce.
+fn reference_rank(
+    h: &HybridIndex,
+    index: &SearchIndex,
+    query: &str,
+    query_vector: &[f32],
+    server: Option<&str>,
+    limit: usize,
+) -> Vec<(String, f32)> {
+    let dim = query_vector.len();
+    let lexical = index.search(query, server, usize::MAX);
+    let w = h.config.semantic_weight.clamp(0.0, 1.0);
+    let mut lex_of_row = vec![0.0f32; h.ids.len()];
+    for hit in &lexical.hits {
+        if let Some(&row) = h.rows.get(&hit.id) {
+            lex_of_row[row] = hit.score.max(0.0);
+        }
+    }
+    let (mut rows, mut cos, mut lx) = (Vec::new(), Vec::new(), Vec::new());
+    for (row, (_, s)) in h.ids.iter().enumerate() {
+        if server.is_some_and(|want| want != &**s) {
+            continue;
+        }
+        rows.push(row);
+        let v = &h.vectors[row * dim..(row + 1) * dim];
+        cos.push(dot(v, query_vector));
+        lx.push(lex_of_row[row]);
+    }
+    let scores: Vec<f32> = match h.config.fusion {
+        Fusion::MinMax => {
+            let best = lx.iter().copied().fold(0.0f32, f32::max);
+            let lo = cos.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = cos.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let span = hi - lo;
+            lx.iter()
+                .zip(&cos)
+                .map(|(&l, &c)| {
+                    let l = if best > 0.0 { l / best } else { 0.0 };
+                    let sem = if span > 0.0 { (c - lo) / span } else { 0.0 };
+                    (1.0 - w) * l + w * sem
+                })
+                .collect()
+        }
+        Fusion::ZScore { top_k } => {
+            let (ml, sl) = head_stats(&lx, top_k);
+            let (mc, sc) = head_stats(&cos, top_k);
+            lx.iter()
+                .zip(&cos)
+                .map(|(&l, &c)| (1.0 - w) * (l - ml) / sl + w * (c - mc) / sc)
+                .collect()
+        }
+        Fusion::Rrf { k } => {
+            let (lr, cr) = (ranks_of(&lx), ranks_of(&cos));
+            (0..lx.len())
+                .map(|i| {
+                    let lexical = if lx[i] > 0.0 {
+                        (1.0 - w) / (k + lr[i] as f32)
+                    } else {
+                        0.0
+                    };
+                    lexical + w / (k + cr[i] as f32)
+                })
+                .collect()
+        }
+    };
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        scores[b]
+            .total_cmp(&scores[a])
+            .then_with(|| h.ids[rows[a]].0.cmp(&h.ids[rows[b]].0))
+    });
+    order.truncate(limit);
+    order
+        .into_iter()
+        .map(|i| (h.ids[rows[i]].0.to_string(), scores[i]))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_fast_ranking_equals_the_reference_on_a_random_catalog() {
+    let tools = crate::eval::synthetic_tools(700, 11);
+    let ids: Vec<String> = tools.iter().map(crate::eval::DatasetTool::id).collect();
+    let texts: Vec<ToolText<'_>> = tools
+        .iter()
+        .zip(&ids)
+        .map(|(t, id)| {
+            ToolText::new(id, &t.server, &t.name)
+                .with_description(t.description.as_deref())
+                .with_input_schema(t.input_schema.as_ref())
+        })
+        .collect();
+    let mut index = SearchIndex::default();
+    let mut servers: Vec<&str> = texts.iter().map(|t| t.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    index.replace_servers(
+        servers
+            .iter()
+            .map(|&s| (s, texts.iter().copied().filter(move |t| t.server == s))),
+    );
+    // Queries from the tools' own words (many lexical matches), none, and unknown words.
+    let mut queries: Vec<String> = tools
+        .iter()
+        .step_by(37)
+        .map(|t| {
+            let words: Vec<&str> = t.description.as_deref().unwrap_or("").split(' ').collect();
+            words[..words.len().min(4)].join(" ")
+        })
+        .collect();
+    queries.extend(["the of", "zzqx unknownword", "create", "list files"].map(String::from));
+    let fusions = [
+        Fusion::ZScore { top_k: 100 },
+        Fusion::ZScore { top_k: 3 },
+        Fusion::MinMax,
+        Fusion::Rrf { k: 20.0 },
+    ];
+    let mut compared = 0;
+    for fusion in fusions {
+        let config = HybridConfig { fusion, ..config() };
+        let mut h = HybridIndex::new(Arc::new(Hashed), Arc::default(), config);
+        assert!(h.set_tools(texts.iter().copied()).await.is_empty());
+        assert_eq!(h.len(), 700);
+        for q in &queries {
+            let v = h.embed_query(q).await.unwrap();
+            for server in [None, Some("server3")] {
+                for limit in [1, 5, 10, 10_000] {
+                    let got: Vec<(String, f32)> = h
+                        .rank(&index, q, &v, server, limit)
+                        .hits
+                        .iter()
+                        .map(|hit| (hit.id.to_string(), hit.score))
+                        .collect();
+                    let want = reference_rank(&h, &index, q, &v, server, limit);
+                    assert!(!want.is_empty());
+                    assert_eq!(got, want, "{fusion:?} `{q}` {server:?} {limit}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(compared, 4 * queries.len() * 2 * 4);
+}

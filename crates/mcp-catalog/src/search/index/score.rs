@@ -20,6 +20,40 @@ impl SearchIndex {
     /// [`MAX_QUERY_CHARS`](crate::search::MAX_QUERY_CHARS) characters and the first
     /// [`MAX_QUERY_TERMS`](crate::search::MAX_QUERY_TERMS) distinct words of the query are read.
     pub fn search(&self, query: &str, server: Option<&str>, limit: usize) -> SearchResults {
+        let Some(mut scored) = self.score_matches(query, server) else {
+            return self.list_all(server, limit);
+        };
+        let total = scored.len();
+        let id = |slot: u32| &self.docs[slot as usize].as_ref().expect("live document").id;
+        let order =
+            |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then_with(|| id(a.1).cmp(id(b.1)));
+        if limit < scored.len() {
+            scored.select_nth_unstable_by(limit, order);
+            scored.truncate(limit);
+        }
+        scored.sort_unstable_by(order);
+        let hits = scored
+            .into_iter()
+            .map(|(score, slot)| {
+                let doc = self.docs[slot as usize].as_ref().expect("live document");
+                Hit {
+                    id: Arc::clone(&doc.id),
+                    server: Arc::clone(&doc.server),
+                    score,
+                }
+            })
+            .collect();
+        SearchResults { hits, total }
+    }
+
+    /// The score and document slot of every tool `query` matches (of `server` when given),
+    /// unordered: what [`search`](Self::search) ranks. `None` when the query has no word to
+    /// match (every tool matches, unscored).
+    pub(super) fn score_matches(
+        &self,
+        query: &str,
+        server: Option<&str>,
+    ) -> Option<Vec<(f32, u32)>> {
         let cfg = &self.config;
         let query = match query.char_indices().nth(crate::search::MAX_QUERY_CHARS) {
             Some((cut, _)) => &query[..cut],
@@ -67,7 +101,7 @@ impl SearchIndex {
             }
         });
         if words == 0 {
-            return self.list_all(server, limit);
+            return None;
         }
         let is_exact = |t: u32| terms.iter().any(|&(id, w, idf)| id == t && w == idf);
         let query_idf: f32 = terms
@@ -171,27 +205,7 @@ impl SearchIndex {
             }
             scored.push((score, slot));
         }
-        let total = scored.len();
-        let id = |slot: u32| &self.docs[slot as usize].as_ref().expect("live document").id;
-        let order =
-            |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then_with(|| id(a.1).cmp(id(b.1)));
-        if limit < scored.len() {
-            scored.select_nth_unstable_by(limit, order);
-            scored.truncate(limit);
-        }
-        scored.sort_unstable_by(order);
-        let hits = scored
-            .into_iter()
-            .map(|(score, slot)| {
-                let doc = self.docs[slot as usize].as_ref().expect("live document");
-                Hit {
-                    id: Arc::clone(&doc.id),
-                    server: Arc::clone(&doc.server),
-                    score,
-                }
-            })
-            .collect();
-        SearchResults { hits, total }
+        Some(scored)
     }
 
     fn list_all(&self, server: Option<&str>, limit: usize) -> SearchResults {
