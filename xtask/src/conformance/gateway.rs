@@ -1,5 +1,6 @@
 //! The gateway part of `cargo xtask conformance`: the suite's SERVER scenarios against
-//! `mcp-agent serve --http`, in front of the test kit's `mcp-test-server`, once per exposure
+//! `mcp-agent serve --http`, in front of the test kit's `mcp-test-server` (with
+//! `--header-params`: its `route` tool declares `x-mcp-header`), once per exposure
 //! (`eager`: every upstream tool as `kit__tool`; `lazy`: `mcp_search_tools`, `mcp_call_tool`,
 //! `mcp_read_output`).
 //!
@@ -495,7 +496,7 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "[[servers]]\nname = \"kit\"\ncommand = {:?}\n\n[serve]\nexpose = {exposure:?}\n",
+                "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--header-params\"]\n\n[serve]\nexpose = {exposure:?}\n",
                 upstream.display().to_string()
             ),
         )?;
