@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::open::{OpenSettings, open_sessions};
 use crate::pool::Pool;
 use crate::session::SessionOptions;
-use crate::{ClientError, Connectors, ElicitationHandler, ListLimits, McpRunner};
+use crate::{ClientError, Connectors, ElicitationHandler, ListLimits, McpRunner, OpenOptions};
 
 /// Opens per-run MCP runners.
 ///
@@ -254,7 +254,9 @@ impl McpClientBuilder {
     /// Who answers a server's requests for user input (`elicitation/create`, form or URL
     /// mode, also inside input-required tool results). With one set, every session declares
     /// the elicitation capability; without (the default), none is declared and every request
-    /// is declined.
+    /// is declined. A run opened with its own handler ([`OpenOptions::with_elicitation`])
+    /// uses that one for its private sessions; pooled sessions of `shared = true` servers,
+    /// opened once for many runs, always use this one.
     pub fn elicitation(mut self, handler: Arc<dyn ElicitationHandler>) -> Self {
         self.elicitation = Some(handler);
         self
@@ -394,12 +396,43 @@ impl McpClient {
     /// Close it with [`agent_core::Runner::close`] (or [`McpRunner::shutdown`], which reports
     /// a history write failure).
     pub async fn open_runner(&self, input: &RunInput) -> Result<McpRunner, ClientError> {
-        let history = self
-            .inner
-            .history_root
-            .as_ref()
-            .map(|root| root.join(run_dir_name(&input.state_id)));
-        self.open_runner_in(input, history).await
+        self.open_runner_with(input, OpenOptions::new()).await
+    }
+
+    /// Opens a runner for `input` as [`open_runner`](Self::open_runner) does, with `options`:
+    /// its own history directory ([`OpenOptions::with_history`], else the client's
+    /// [`history_root`](McpClientBuilder::history_root)) and its own elicitation handler
+    /// ([`OpenOptions::with_elicitation`], else the client's; pooled sessions of
+    /// `shared = true` servers always keep the client's).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use agent_core::RunInput;
+    /// use mcp_client::{DeclineElicitation, McpClient, OpenOptions};
+    /// use mcp_config::Config;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = McpClient::builder(Config::from_env()?).build();
+    /// // This run's servers are declined whatever the client's handler would answer.
+    /// let options = OpenOptions::new().with_elicitation(Arc::new(DeclineElicitation));
+    /// let runner = client.open_runner_with(&RunInput::new("state-1", "…"), options).await?;
+    /// runner.shutdown().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open_runner_with(
+        &self,
+        input: &RunInput,
+        options: OpenOptions,
+    ) -> Result<McpRunner, ClientError> {
+        let history = options.history.clone().or_else(|| {
+            self.inner
+                .history_root
+                .as_ref()
+                .map(|root| root.join(run_dir_name(&input.state_id)))
+        });
+        self.open_runner_in(input, history, options.elicitation)
+            .await
     }
 
     /// Opens a runner for `input` as [`open_runner`](Self::open_runner) does, recording this
@@ -429,7 +462,8 @@ impl McpClient {
         input: &RunInput,
         dir: &Path,
     ) -> Result<McpRunner, ClientError> {
-        self.open_runner_in(input, Some(dir.to_path_buf())).await
+        self.open_runner_with(input, OpenOptions::new().with_history(dir))
+            .await
     }
 
     /// Closes the client's shared sessions: every session of a `shared = true` server, which
@@ -471,6 +505,7 @@ impl McpClient {
         &self,
         input: &RunInput,
         history: Option<PathBuf>,
+        elicitation: Option<Arc<dyn ElicitationHandler>>,
     ) -> Result<McpRunner, ClientError> {
         let run = self
             .inner
@@ -479,7 +514,7 @@ impl McpClient {
             .await
             .map_err(|e| ClientError::Config(Box::new(e)))?;
         let span = tracing::info_span!("mcp_run", servers = run.servers.len());
-        self.open_resolved_inner(run, history)
+        self.open_resolved_inner(run, history, elicitation)
             .instrument(span)
             .await
     }
@@ -491,14 +526,29 @@ impl McpClient {
     /// ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)): no error, event,
     /// approval prompt, history line or tool result of the run shows one.
     pub async fn open_resolved(&self, run: ResolvedRun) -> Result<McpRunner, ClientError> {
+        self.open_resolved_with(run, OpenOptions::new()).await
+    }
+
+    /// Opens a runner for servers already resolved, as [`open_resolved`](Self::open_resolved)
+    /// does, with `options`: recorded in [`OpenOptions::with_history`]'s directory if given
+    /// (there is no run id for the client's history root), its private sessions answering
+    /// elicitations with [`OpenOptions::with_elicitation`]'s handler if given.
+    pub async fn open_resolved_with(
+        &self,
+        run: ResolvedRun,
+        options: OpenOptions,
+    ) -> Result<McpRunner, ClientError> {
         let span = tracing::info_span!("mcp_run", servers = run.servers.len());
-        self.open_resolved_inner(run, None).instrument(span).await
+        self.open_resolved_inner(run, options.history, options.elicitation)
+            .instrument(span)
+            .await
     }
 
     async fn open_resolved_inner(
         &self,
         run: ResolvedRun,
         history: Option<PathBuf>,
+        elicitation: Option<Arc<dyn ElicitationHandler>>,
     ) -> Result<McpRunner, ClientError> {
         let started = std::time::Instant::now();
         let inner = &*self.inner;
@@ -539,11 +589,13 @@ impl McpClient {
             session: SessionOptions {
                 limits: inner.list_limits,
                 scrubber: scrubber.clone(),
-                elicitation: inner.elicitation.clone(),
+                // The run's own handler wins for its private sessions.
+                elicitation: elicitation.or_else(|| inner.elicitation.clone()),
                 discover: inner.discover,
             },
             tool_limits: &inner.catalog.tool_limits,
             pool: &inner.pool,
+            shared_elicitation: inner.elicitation.clone(),
         };
         // The embedder is built (once per client) while the servers connect.
         let searching =

@@ -69,7 +69,7 @@ pub use error::{ClientError, ProtocolError, SessionError};
 pub use handler::{DeclineElicitation, ElicitationHandler, SessionHandler};
 pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
-pub use open::SkippedServer;
+pub use open::{OpenOptions, SkippedServer};
 pub use runner::{McpRunner, SessionView};
 pub use scrub::Scrubbed;
 pub use search::SearchSetupError;

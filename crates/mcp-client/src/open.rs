@@ -1,5 +1,6 @@
 //! Opening a run's sessions: in parallel, bounded, with the run's partial-failure policy.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,77 @@ use rmcp::model::Tool;
 
 use crate::pool::{Fingerprint, Pool};
 use crate::session::SessionOptions;
-use crate::{Connectors, Session, SessionError};
+use crate::{Connectors, ElicitationHandler, Session, SessionError};
+
+/// What one run is opened with beyond its input, for [`McpClient::open_runner_with`] and
+/// [`McpClient::open_resolved_with`]: where its history goes and who answers its servers'
+/// requests for user input. The default is what [`McpClient::open_runner`] does.
+///
+/// A run's own [`ElicitationHandler`] wins over the client's
+/// ([`McpClientBuilder::elicitation`]) for the run's private sessions: each of them declares
+/// the elicitation capability from the handler it actually uses. Pooled sessions of
+/// `shared = true` servers are opened once for many runs, so they keep the client's handler
+/// (or none: declined) whatever a run brings.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use agent_core::RunInput;
+/// use mcp_client::{DeclineElicitation, McpClient, OpenOptions};
+/// use mcp_config::Config;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = McpClient::builder(Config::from_env()?).build();
+/// let options = OpenOptions::new()
+///     .with_elicitation(Arc::new(DeclineElicitation))
+///     .with_history("history/state-1");
+/// let runner = client.open_runner_with(&RunInput::new("state-1", "…"), options).await?;
+/// runner.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// [`McpClient::open_runner_with`]: crate::McpClient::open_runner_with
+/// [`McpClient::open_resolved_with`]: crate::McpClient::open_resolved_with
+/// [`McpClient::open_runner`]: crate::McpClient::open_runner
+/// [`McpClientBuilder::elicitation`]: crate::McpClientBuilder::elicitation
+#[derive(Clone, Default)]
+#[must_use]
+pub struct OpenOptions {
+    pub(crate) history: Option<PathBuf>,
+    pub(crate) elicitation: Option<Arc<dyn ElicitationHandler>>,
+}
+
+impl std::fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("history", &self.history)
+            .field("elicitation", &self.elicitation.is_some())
+            .finish()
+    }
+}
+
+impl OpenOptions {
+    /// The defaults: the client's history root (if any) and the client's handler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the run directly in `dir` (`dir/messages.jsonl`, `dir/events.jsonl`; created
+    /// if missing, appended to if it holds a history already) instead of under the client's
+    /// history root. A directory that cannot be written fails the opening with
+    /// [`ClientError::History`](crate::ClientError::History) before any server is contacted.
+    pub fn with_history(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.history = Some(dir.into());
+        self
+    }
+
+    /// Who answers the requests for user input of this run's private sessions (form or URL
+    /// mode, also inside input-required tool results), instead of the client's handler.
+    pub fn with_elicitation(mut self, handler: Arc<dyn ElicitationHandler>) -> Self {
+        self.elicitation = Some(handler);
+        self
+    }
+}
 
 /// A server a run went on without, and why.
 #[derive(Debug)]
@@ -40,6 +111,8 @@ pub(crate) struct OpenSettings<'a> {
     pub(crate) tool_limits: &'a ToolLimits,
     /// The client's pool, for `shared = true` operator servers.
     pub(crate) pool: &'a Pool,
+    /// The client's handler, which pooled sessions use whatever `session` holds.
+    pub(crate) shared_elicitation: Option<Arc<dyn ElicitationHandler>>,
 }
 
 /// Opens every server of `specs`, at most `max_parallel` at a time.
@@ -63,6 +136,7 @@ pub(crate) async fn open_sessions(
         session: options,
         tool_limits,
         pool,
+        shared_elicitation,
     } = settings;
     let scrubber = options.scrubber.clone();
     let count = specs.len();
@@ -75,6 +149,7 @@ pub(crate) async fn open_sessions(
             let timeout = *spec.connect_timeout.get_or_insert(default_connect_timeout);
             let spec = Arc::new(spec);
             let options = options.clone();
+            let shared_elicitation = shared_elicitation.clone();
             async move {
                 let started = Instant::now();
                 let how = How {
@@ -83,6 +158,7 @@ pub(crate) async fn open_sessions(
                     fingerprint,
                     timeout,
                     grace,
+                    shared_elicitation,
                 };
                 let outcome = open_one(how, spec.clone(), options).await;
                 (index, spec, started.elapsed(), outcome)
@@ -157,6 +233,9 @@ struct How<'a> {
     fingerprint: Option<Fingerprint>,
     timeout: Duration,
     grace: Duration,
+    /// The client's elicitation handler: a pooled session serves many runs, so it never takes
+    /// one run's.
+    shared_elicitation: Option<Arc<dyn ElicitationHandler>>,
 }
 
 /// What the `server_connected` event of an inline spec with `shared = true` says.
@@ -178,6 +257,8 @@ async fn open_one(
         // SPEC A7: whatever a caller asks, its servers are its own.
         Some(_) if spec.origin != SpecOrigin::Operator => Some(INLINE_NOT_SHARED),
         Some(fingerprint) => {
+            let mut shared_options = options.clone();
+            shared_options.elicitation = how.shared_elicitation.clone();
             let pooled = how
                 .pool
                 .acquire(
@@ -185,7 +266,7 @@ async fn open_one(
                     fingerprint,
                     spec.clone(),
                     how.timeout,
-                    options.clone(),
+                    shared_options,
                     how.grace,
                 )
                 .await;

@@ -87,6 +87,9 @@ pub struct StdioServerArgs {
     /// List the `route` tool, whose arguments declare `x-mcp-header` (SEP-2243).
     #[arg(long)]
     pub header_params: bool,
+    /// List the `ask` tool, which sends the client the elicitation request it is given.
+    #[arg(long)]
+    pub ask: bool,
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -175,6 +178,7 @@ impl StdioServerArgs {
             ("--stdout-noise", self.stdout_noise),
             ("--http", self.http),
             ("--header-params", self.header_params),
+            ("--ask", self.ask),
         ];
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
@@ -199,6 +203,7 @@ impl StdioServerArgs {
             .with_init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
             .with_observations(observations)
             .with_header_params(self.header_params)
+            .with_ask(self.ask)
             .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
@@ -444,6 +449,7 @@ mod tests {
             record: Some(PathBuf::from("/tmp/r.jsonl")),
             http: true,
             header_params: true,
+            ask: true,
         };
         let parsed = StdioServerArgs::try_parse_from(
             std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),
@@ -453,6 +459,7 @@ mod tests {
         assert_eq!(parsed.mode, Mode::SlowInitialize);
         assert_eq!(parsed.record, args.record);
         assert!(parsed.server_options().header_params);
+        assert!(parsed.server_options().ask);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The integration tests of `mcp-client`, one module per behaviour, compiled as one test
 //! binary (one link instead of one per file).
 
+mod elicitation;
 mod governed;
 mod in_memory;
 mod lifecycle;
