@@ -187,19 +187,21 @@ struct Item {
     embedding: Vec<f32>,
 }
 
-/// Provider text as shown: no control characters, at most 300 characters, the key removed.
+/// Provider text as shown: the key removed from the whole text first (so no cut can leave a
+/// piece of it), then no control characters and at most 300 characters.
 fn shown_text(text: &str, key: Option<&ApiKey>) -> String {
-    let mut text: String = text
-        .chars()
+    let redacted;
+    let text = match key {
+        Some(key) if key.0.len() >= 4 && text.contains(&*key.0) => {
+            redacted = text.replace(&*key.0, "<redacted>");
+            redacted.as_str()
+        }
+        _ => text,
+    };
+    text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(300)
-        .collect();
-    if let Some(key) = key
-        && key.0.len() >= 4
-    {
-        text = text.replace(&*key.0, "<redacted>");
-    }
-    text
+        .collect()
 }
 
 impl OpenAiEmbedder {
@@ -284,8 +286,27 @@ impl OpenAiEmbedder {
                 items.len()
             )));
         }
-        if items.iter().all(|i| i.index.is_some()) {
+        // With indices, they must name each text exactly once: a duplicate or a gap would give
+        // a text another text's vector, cached under its hash for every later run.
+        if items.iter().any(|i| i.index.is_some()) {
             items.sort_by_key(|i| i.index);
+            let exact = items.iter().enumerate().all(|(n, i)| i.index == Some(n));
+            if !exact {
+                let mut indices: Vec<String> = items
+                    .iter()
+                    .take(8)
+                    .map(|i| i.index.map_or("none".to_owned(), |n| n.to_string()))
+                    .collect();
+                if items.len() > 8 {
+                    indices.push("…".to_owned());
+                }
+                return Err(EmbedError::Invalid(format!(
+                    "{} returned indices [{}] for {expected} texts; each of 0 to {} once was expected",
+                    self.shown,
+                    indices.join(", "),
+                    expected.saturating_sub(1)
+                )));
+            }
         }
         Ok(items.into_iter().map(|i| i.embedding).collect())
     }

@@ -164,6 +164,58 @@ async fn a_wrong_count_or_a_corrupt_body_is_an_error() {
 }
 
 #[tokio::test]
+async fn a_key_echoed_where_the_shown_text_is_cut_leaves_no_piece_of_it() {
+    // The key starts 10 characters before the 300-character cut of the shown text.
+    let key = "sk-proj-SECRETVALUE-4242";
+    let body = format!("{}{key} was refused", "x".repeat(290));
+    let (url, _) = serve(move |_, _, _| (401, body.clone())).await;
+    let config = OpenAiEmbedConfig::new(&url, "m").with_api_key(Some(ApiKey::new(key)));
+    let text = OpenAiEmbedder::connect(config)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("<redacted>"), "{text}");
+    assert!(!text.contains("sk-proj"), "{text}");
+}
+
+#[tokio::test]
+async fn duplicated_missing_or_out_of_range_indices_are_an_error() {
+    let answer = |indices: Vec<Value>| {
+        let data: Vec<Value> = indices
+            .into_iter()
+            .map(|i| json!({"index": i, "embedding": [1.0, 0.0]}))
+            .collect();
+        (200, json!({"data": data}).to_string())
+    };
+    let (url, _) = serve(move |n, _, _| match n {
+        0 => answer(vec![json!(0)]),
+        1 => answer(vec![json!(1), json!(1), json!(7)]),
+        2 => answer(vec![json!(0), json!(2), json!(3)]),
+        3 => answer(vec![json!(0), Value::Null, json!(1)]),
+        _ => answer(vec![json!(2), json!(0), json!(1)]),
+    })
+    .await;
+    let embedder = OpenAiEmbedder::connect(OpenAiEmbedConfig::new(&url, "m"))
+        .await
+        .unwrap();
+    let three: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+    for shown in ["[1, 1, 7]", "[0, 2, 3]", "[none, 0, 1]"] {
+        let err = embedder
+            .embed(&three, EmbedKind::Document)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, EmbedError::Invalid(ref t)
+                if t.contains(&format!("returned indices {shown} for 3 texts"))),
+            "{err}"
+        );
+    }
+    // A permutation of 0..n is fine.
+    let v = embedder.embed(&three, EmbedKind::Document).await.unwrap();
+    assert_eq!(v.len(), 3);
+}
+
+#[tokio::test]
 async fn a_bad_base_url_or_a_closed_port_is_an_error() {
     let err = OpenAiEmbedder::connect(OpenAiEmbedConfig::new("ftp://x/v1", "m"))
         .await
