@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use mcp_config::Scrubber;
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -46,6 +47,8 @@ impl ElicitationHandler for DeclineElicitation {
 pub struct SessionHandler {
     server: Arc<str>,
     elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// The run's known secrets, replaced in every request before the handler sees it.
+    scrubber: Scrubber,
     /// Bumped on every `notifications/tools/list_changed`.
     tools_changed: watch::Sender<u64>,
 }
@@ -71,10 +74,19 @@ impl SessionHandler {
             Self {
                 server: server.into(),
                 elicitation,
+                scrubber: Scrubber::default(),
                 tools_changed: tx,
             },
             rx,
         )
+    }
+
+    /// Replaces `scrubber`'s secrets (a run's: its specs' secrets, and those learned at run
+    /// time) in every string of an elicitation request before the handler sees it: a server
+    /// cannot make the handler show — or a gateway relay — a secret of the client.
+    pub fn with_scrubber(mut self, scrubber: Scrubber) -> Self {
+        self.scrubber = scrubber;
+        self
     }
 
     /// The capabilities this client declares: elicitation (form and URL) when a handler is
@@ -107,12 +119,27 @@ impl SessionHandler {
             } => serde_json::to_value(requested_schema).ok(),
             _ => None,
         };
+        let request = scrub_request(&self.scrubber, request);
         let mut result = handler.elicit(&self.server, request).await;
         if let (ElicitationAction::Accept, Some(schema)) = (&result.action, schema) {
             result.content = Some(with_defaults(&schema, result.content.take()));
         }
         result
     }
+}
+
+/// `request` with `scrubber`'s secrets replaced in every string (unchanged if it cannot be
+/// read back, which a request just read from JSON always can).
+fn scrub_request(scrubber: &Scrubber, request: ElicitRequestParams) -> ElicitRequestParams {
+    let Ok(mut value) = serde_json::to_value(&request) else {
+        return request;
+    };
+    let before = value.clone();
+    scrubber.scrub_json(&mut value);
+    if value == before {
+        return request;
+    }
+    serde_json::from_value(value).unwrap_or(request)
 }
 
 /// `content` with each property of `schema` it leaves out set to that property's `default`.
@@ -180,6 +207,19 @@ mod tests {
             with_defaults(&schema, None),
             json!({"name": "Ada", "age": 36})
         );
+    }
+
+    #[test]
+    fn a_request_s_strings_lose_the_run_s_secrets() {
+        let scrubber = Scrubber::new([mcp_config::Secret::new("tok-123456789")]);
+        let request: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "url", "message": "paste tok-123456789 here",
+            "url": "https://example.com/?t=tok-123456789", "elicitationId": "e1",
+        }))
+        .unwrap();
+        let text = serde_json::to_string(&scrub_request(&scrubber, request)).unwrap();
+        assert!(!text.contains("tok-123456789"), "{text}");
+        assert!(text.contains("elicitationId"), "{text}");
     }
 
     #[tokio::test]

@@ -158,6 +158,7 @@ impl Session {
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
+        let handler = handler.with_scrubber(options.scrubber.clone());
         let lifecycle = if options.discover {
             Lifecycle::Discover
         } else {
