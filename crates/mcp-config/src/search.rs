@@ -55,7 +55,7 @@ pub struct SearchConfig {
     /// Where the vectors come from.
     pub embedder: EmbedderConfig,
     /// The share of the semantic score in the blend, in `[0, 1]` (the catalog's default,
-    /// 0.4, when unset).
+    /// 0.5, when unset); 0 ranks by words alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub weight: Option<f32>,
     /// A directory for the tools' vectors (one file per model), so a later run embeds only
@@ -232,7 +232,7 @@ fn embedder(
 /// True when `dir` is a folder holding every file of [`LOCAL_MODEL_FILES`]; otherwise one
 /// problem names the folder and the first missing file.
 fn check_model_dir(dir: &Path, path: &JsonPath, p: &mut Problems) -> bool {
-    let shown_dir = shown(&dir.display().to_string());
+    let shown_dir = shown_path(dir);
     if !dir.is_dir() {
         p.push(
             path,
@@ -258,11 +258,42 @@ fn check_model_dir(dir: &Path, path: &JsonPath, p: &mut Problems) -> bool {
     true
 }
 
+/// A folder path for messages: whole (the folder's own name is what tells it apart), control
+/// characters replaced, and only a path longer than 512 characters cut — in the middle, so its
+/// start and its last part stay.
+fn shown_path(dir: &Path) -> String {
+    const MAX: usize = 512;
+    let text: Vec<char> = dir
+        .display()
+        .to_string()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.len() <= MAX {
+        return format!("`{}`", text.iter().collect::<String>());
+    }
+    let head: String = text[..MAX / 2].iter().collect();
+    let tail: String = text[text.len() - MAX / 2..].iter().collect();
+    format!("`{head}…{tail}`")
+}
+
 fn openai(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<EmbedderConfig> {
     let obj = expect_object(value, path, "`openai`", p)?;
     reject_unknown(obj, OPENAI_FIELDS, path, p);
     let base_url = match field(obj, "base_url") {
-        Some(v) => crate::model::base_url(v, &path.key("base_url"), p),
+        Some(v) => crate::model::base_url(v, &path.key("base_url"), p).filter(|url| {
+            // The embeddings path is appended to the base URL: a query or fragment would end
+            // up before it.
+            let plain = !url.contains(['?', '#']);
+            if !plain {
+                p.push(
+                    &path.key("base_url"),
+                    ProblemKind::InvalidUrl,
+                    "the base URL must not have a query or fragment (`/embeddings` is appended to it)",
+                );
+            }
+            plain
+        }),
         None => {
             p.push(
                 &path.key("base_url"),

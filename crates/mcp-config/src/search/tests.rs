@@ -168,3 +168,34 @@ timeout_ms = 0
     let message = error("[search]\nembedder = { openai = { model = \"m\" } }\n");
     assert!(message.contains("base_url"), "{message}");
 }
+
+#[test]
+fn a_long_model_path_is_shown_with_its_folder_name() {
+    let deep = format!("/nonexistent/{}/all-MiniLM-L6-v2", "models/".repeat(12));
+    let message = error(&format!("[search]\nembedder = {{ local = {deep:?} }}\n"));
+    assert!(message.contains(&format!("`{deep}`")), "{message}");
+    let huge = format!("/nonexistent/{}/all-MiniLM-L6-v2", "x".repeat(2_000));
+    let message = error(&format!("[search]\nembedder = {{ local = {huge:?} }}\n"));
+    assert!(
+        message.contains("…") && message.contains("/all-MiniLM-L6-v2`"),
+        "{message}"
+    );
+    assert!(message.len() < 1_000, "{} bytes", message.len());
+}
+
+#[test]
+fn an_endpoint_with_a_query_or_fragment_is_refused_when_loading() {
+    for url in [
+        "https://x.example/v1?api-version=2024",
+        "https://x.example/v1#frag",
+    ] {
+        let message = error(&format!(
+            "[search]\nembedder = {{ openai = {{ base_url = {url:?}, model = \"m\" }} }}\n"
+        ));
+        assert!(
+            message.contains("search.embedder.openai.base_url")
+                && message.contains("must not have a query or fragment"),
+            "{url}: {message}"
+        );
+    }
+}
