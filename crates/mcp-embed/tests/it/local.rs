@@ -206,6 +206,43 @@ fn a_model_smaller_than_its_tokenizer_fails_each_batch_with_an_error_not_a_panic
     std::fs::remove_dir_all(&dir).ok();
 }
 
+#[test]
+fn the_model_id_follows_the_weights_pooling_and_tokenizer_not_the_file_size() {
+    let Some(minilm) = model() else { return };
+    let dir = scratch("fingerprint");
+    tiny_model(&dir, serde_json::json!({}), false);
+    std::fs::copy(minilm.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let id = || LocalEmbedder::load(&dir).unwrap().model_id().to_owned();
+    let first = id();
+    assert_eq!(
+        id(),
+        first,
+        "the same folder keeps its id (and its cached vectors)"
+    );
+    // One weight's lowest mantissa bits changed: a fine-tune in miniature, the same file size.
+    let weights = dir.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let n = bytes.len();
+    bytes[n - 4] ^= 1;
+    std::fs::write(&weights, bytes).unwrap();
+    let tuned = id();
+    assert_ne!(tuned, first);
+    std::fs::create_dir(dir.join("1_Pooling")).unwrap();
+    std::fs::write(
+        dir.join("1_Pooling/config.json"),
+        r#"{"pooling_mode_cls_token": true}"#,
+    )
+    .unwrap();
+    let pooled = id();
+    assert_ne!(pooled, tuned);
+    let tokenizer = dir.join("tokenizer.json");
+    let mut text = std::fs::read_to_string(&tokenizer).unwrap();
+    text.push('\n');
+    std::fs::write(&tokenizer, text).unwrap();
+    assert_ne!(id(), pooled);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The installed model folder, or `None` (the test is skipped) when the peers are not installed
 /// and not required (`MCP_AGENT_REQUIRE_PEERS=1` or `CI=true` make a missing model a failure).
 fn model() -> Option<PathBuf> {
