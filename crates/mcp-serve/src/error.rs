@@ -1,6 +1,7 @@
 //! The crate's one error type.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// Why serving could not start, or did not end cleanly.
 ///
@@ -44,4 +45,35 @@ pub enum ServeError {
         /// What happened, in words.
         reason: String,
     },
+}
+
+/// Why a request forwarded to a session's downstream client
+/// ([`Downstream::elicit`](crate::Downstream::elicit)) got no answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DownstreamError {
+    /// The client did not answer within the bound (the request was cancelled).
+    #[error("the downstream client did not answer within {}", humanize(*after))]
+    Timeout {
+        /// The bound.
+        after: Duration,
+    },
+    /// The session ended before the client answered.
+    #[error("the downstream session ended before its client answered")]
+    Closed,
+    /// The client answered with a JSON-RPC error, or with something else than the answer
+    /// asked for. Its text is the client's choice: bounded, control characters removed.
+    #[error("the downstream client refused the request: {reason}")]
+    Refused {
+        /// What it said.
+        reason: String,
+    },
+}
+
+fn humanize(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }

@@ -47,6 +47,7 @@
 //! ```
 
 mod convert;
+mod downstream;
 mod drain;
 mod error;
 mod exposure;
@@ -56,8 +57,9 @@ mod server;
 mod stdio;
 
 pub use convert::{call_result, mcp_tool};
+pub use downstream::Downstream;
 pub use drain::{ServeState, ShutdownReport};
-pub use error::ServeError;
+pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
 pub use http::{BearerAuth, HttpOptions, HttpServer, JwksError, JwtAlgorithm, JwtAuth, RateLimit};
 pub use per_session::{OpenError, OpenTools, SessionTools};

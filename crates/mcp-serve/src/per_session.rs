@@ -6,6 +6,7 @@ use std::sync::Arc;
 use agent_core::{ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 
+use crate::downstream::Downstream;
 use crate::server::ToolListChanges;
 
 /// Why a session's tools could not be opened: shown to the downstream client, so it must
@@ -81,4 +82,12 @@ pub trait OpenTools: Send + Sync + 'static {
     /// Opens one session's tools. An error is shown to the client (on listing, and as the
     /// `isError` result of each call), and the session goes on without tools.
     async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError>;
+
+    /// Opens one session's tools, which may reach the session's client through `downstream`
+    /// (a gateway forwards its upstream servers' requests for user input there). The default
+    /// ignores it and calls [`open`](Self::open).
+    async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
+        let _ = downstream;
+        self.open().await
+    }
 }

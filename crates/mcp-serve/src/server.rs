@@ -15,6 +15,7 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::convert::{call_result, error_result, mcp_tool};
+use crate::downstream::{CallGuard, CallIds, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::exposure::Exposure;
 use crate::per_session::{OpenTools, SessionTools};
@@ -257,6 +258,8 @@ impl ToolServer {
             _ended_on_drop: ended.drop_guard(),
             opened: OnceCell::new(),
             counted: AtomicBool::new(false),
+            peer: std::sync::OnceLock::new(),
+            call_ids: CallIds::default(),
         }
     }
 
@@ -338,6 +341,9 @@ pub(crate) struct Session {
     opened: OnceCell<Opened>,
     /// Whether this session counts in [`Shared::live`].
     counted: AtomicBool,
+    /// The client, once a request of it was seen, and its `tools/call` requests in flight.
+    peer: std::sync::OnceLock<rmcp::Peer<RoleServer>>,
+    call_ids: CallIds,
 }
 
 impl Drop for Session {
@@ -419,7 +425,11 @@ impl Session {
                     ));
                 }
                 let guard = self.shared.open_tools.enter();
-                match opener.open().await {
+                let downstream = match self.peer.get() {
+                    Some(peer) => Downstream::new(peer.clone(), self.call_ids.clone()),
+                    None => Downstream::none(),
+                };
+                match opener.open_for(downstream).await {
                     Ok(tools) => {
                         // Subscribed at once, so no change after the open is missed.
                         if let Some(changes) = tools.list_changes() {
@@ -522,8 +532,9 @@ impl ServerHandler for Session {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let _ = self.peer.set(context.peer);
         let served = self.served().await.map_err(|reason| {
             ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
         })?;
@@ -547,6 +558,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let _ = self.peer.set(context.peer.clone());
         let served = match self.served().await {
             Ok(served) => served,
             Err(reason) => {
@@ -594,6 +606,8 @@ impl ServerHandler for Session {
             name,
             request.arguments.unwrap_or_default(),
         );
+        // Requests the tools send the client meanwhile travel on this call's stream.
+        let _in_flight = CallGuard::new(&self.call_ids, context.id.clone());
         tokio::select! {
             outcome = served.dispatch(call) => Ok(call_result(outcome).into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
@@ -608,6 +622,7 @@ impl ServerHandler for Session {
         // Counted before the client has its answer, so its next request sees the count.
         self.count_live();
         context.peer.set_peer_info(request.clone());
+        let _ = self.peer.set(context.peer);
         self.negotiate_initialize(&request)
     }
 

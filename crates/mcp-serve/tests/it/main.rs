@@ -1,5 +1,6 @@
 //! Integration tests of mcp-serve: one module per behaviour, `support` beside them.
 
+mod downstream;
 mod exposure;
 mod http_checks;
 mod jwt;
