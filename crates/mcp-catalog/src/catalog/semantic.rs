@@ -150,7 +150,7 @@ mod on {
                 Arc::clone(&self.cache),
                 self.config.clone(),
             );
-            for warning in index.set_texts(texts).await {
+            for warning in index.set_texts(texts, &|| true).await {
                 warn_to(self.events.get(), warning.message);
             }
             *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(index);

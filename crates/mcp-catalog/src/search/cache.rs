@@ -7,22 +7,51 @@
 //! | count × (document hash u64 | dimension × f32) | FNV-1a 64 of everything before
 //! ```
 //!
-//! all little-endian. A file is written whole to a temporary file in the same directory and
-//! renamed over the old one, so a reader sees the old file or the new one, never half of one;
-//! concurrent writers each write the union of what was on disk and what they hold, and the last
-//! rename wins (entries another writer added meanwhile are embedded again next time, never
-//! corrupted). A file with a wrong magic, model, size or checksum is ignored and rewritten.
+//! all little-endian. A file is written whole to a temporary file in the same directory (a
+//! fresh random name opened with `create_new`, mode 0600 on unix, so a planted symlink or
+//! another writer's file is never followed or truncated) and renamed over the old one, so a
+//! reader sees the old file or the new one, never half of one; concurrent writers each write
+//! the union of what was on disk and what they hold, and the last rename wins (entries another
+//! writer added meanwhile are embedded again next time, never corrupted). Temporary files a
+//! crashed writer left are removed by a later save once older than [`STALE_TEMP_AGE`].
+//!
+//! Reading is bounded: only a regular file (not a symlink, directory or device) is read, and
+//! only when its length is the one its header announces for at most [`MAX_CACHED_VECTORS`]
+//! entries. A file with a wrong magic, model, size or checksum, or a vector that is not of unit
+//! length, is ignored and rewritten.
+//!
+//! Within a process, each model's file is read once per cache
+//! ([`EmbeddingCache::load`] reads it again on demand), and the texts being embedded are
+//! registered by (model, hash) so that catalogs sharing the cache never embed the same text at
+//! the same time: a second caller waits for the first one's batch.
 
 use std::collections::HashMap;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// The most vectors a cache file holds (per model); a file announcing more is refused unread,
+/// and a save keeps this many (those in memory first).
+pub const MAX_CACHED_VECTORS: usize = 200_000;
+
+/// How old a temporary file of a cache file must be before a save removes it as left by a
+/// crashed writer.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// How far from 1 a cached vector's length may be.
+const UNIT_TOLERANCE: f32 = 1e-3;
 
 const MAGIC: &[u8; 8] = b"MCPVEC01";
 
 /// Vectors by (model, document hash).
 type VectorMap = HashMap<(Arc<str>, u64), Arc<[f32]>>;
+
+/// The texts being embedded, by (model, document hash): the claim's id and its receiver.
+type InFlight = HashMap<(Arc<str>, u64), (u64, watch::Receiver<()>)>;
 
 /// FNV-1a, 64 bits: stable across builds and platforms, unlike the std hashers.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
@@ -71,6 +100,51 @@ pub enum CacheLoad {
 pub struct EmbeddingCache {
     dir: Option<PathBuf>,
     vectors: Mutex<VectorMap>,
+    /// Each model's file, read once (the first caller reads, the others wait).
+    loaded: Mutex<HashMap<Arc<str>, Arc<tokio::sync::OnceCell<()>>>>,
+    /// The texts being embedded now, by (model, hash): the claim's id and a receiver that
+    /// wakes when its batch is over.
+    in_flight: Mutex<InFlight>,
+}
+
+/// The texts one caller embeds now ([`EmbeddingCache::claim`]); dropping it releases them and
+/// wakes whoever waits for them.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    cache: Arc<EmbeddingCache>,
+    model: Arc<str>,
+    id: u64,
+    hashes: Vec<u64>,
+    _done: watch::Sender<()>,
+}
+
+impl Claim {
+    /// The hashes claimed.
+    pub(crate) fn hashes(&self) -> &[u64] {
+        &self.hashes
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut map = lock(&self.cache.in_flight);
+        for &h in &self.hashes {
+            let key = (Arc::clone(&self.model), h);
+            if map.get(&key).is_some_and(|(id, _)| *id == self.id) {
+                map.remove(&key);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True when `v` has length 1 (within [`UNIT_TOLERANCE`]).
+fn is_unit(v: &[f32]) -> bool {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    (norm - 1.0).abs() <= UNIT_TOLERANCE
 }
 
 impl EmbeddingCache {
@@ -83,7 +157,7 @@ impl EmbeddingCache {
     pub fn on_disk(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: Some(dir.into()),
-            vectors: Mutex::default(),
+            ..Self::default()
         }
     }
 
@@ -103,7 +177,7 @@ impl EmbeddingCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VectorMap> {
-        self.vectors.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.vectors)
     }
 
     /// The vector of `model` for the document of hash `doc`.
@@ -111,10 +185,85 @@ impl EmbeddingCache {
         self.lock().get(&(Arc::from(model), doc)).cloned()
     }
 
-    /// Holds `vector` for (`model`, `doc`).
+    /// Holds `vector` for (`model`, `doc`). Vectors are of unit length (as the catalog's
+    /// checks make them); others are held but never saved.
     pub fn insert(&self, model: &str, doc: u64, vector: Vec<f32>) {
         self.lock()
             .insert((Arc::from(model), doc), Arc::from(vector));
+    }
+
+    /// Claims the texts of `hashes` not already being embedded by another caller: returns the
+    /// claim (what this caller embeds; release it by dropping it once their vectors are in
+    /// the cache, or not) and, for the others, a receiver whose `changed()` returns when
+    /// their batch is over.
+    pub(crate) fn claim(
+        self: &Arc<Self>,
+        model: &str,
+        hashes: &[u64],
+    ) -> (Claim, Vec<(u64, watch::Receiver<()>)>) {
+        static CLAIMS: AtomicU64 = AtomicU64::new(1);
+        let id = CLAIMS.fetch_add(1, Ordering::Relaxed);
+        let model: Arc<str> = Arc::from(model);
+        let (done, rx) = watch::channel(());
+        let mut mine = Vec::new();
+        let mut theirs = Vec::new();
+        let mut map = lock(&self.in_flight);
+        for &h in hashes {
+            let key = (Arc::clone(&model), h);
+            match map.get(&key) {
+                Some((_, other)) => theirs.push((h, other.clone())),
+                None => {
+                    map.insert(key, (id, rx.clone()));
+                    mine.push(h);
+                }
+            }
+        }
+        drop(map);
+        let claim = Claim {
+            cache: Arc::clone(self),
+            model,
+            id,
+            hashes: mine,
+            _done: done,
+        };
+        (claim, theirs)
+    }
+
+    /// [`load`](Self::load) on the blocking pool, the first time this cache is asked for
+    /// `model` (concurrent callers wait for that read); `None` after that.
+    pub(crate) async fn load_once(
+        self: &Arc<Self>,
+        model: &str,
+        dimension: usize,
+    ) -> Option<CacheLoad> {
+        self.dir.as_ref()?;
+        let cell = Arc::clone(lock(&self.loaded).entry(Arc::from(model)).or_default());
+        let mut outcome = None;
+        cell.get_or_init(|| async {
+            let this = Arc::clone(self);
+            let owned = model.to_owned();
+            let read = tokio::task::spawn_blocking(move || this.load(&owned, dimension)).await;
+            outcome =
+                Some(read.unwrap_or_else(|e| CacheLoad::Rebuilt(format!("reading failed: {e}"))));
+        })
+        .await;
+        outcome
+    }
+
+    /// [`save`](Self::save) on the blocking pool.
+    pub(crate) async fn save_blocking(
+        self: &Arc<Self>,
+        model: &str,
+        dimension: usize,
+    ) -> std::io::Result<()> {
+        if self.dir.is_none() {
+            return Ok(());
+        }
+        let this = Arc::clone(self);
+        let model = model.to_owned();
+        tokio::task::spawn_blocking(move || this.save(&model, dimension))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
 
     /// The file of `model`'s vectors in the cache directory.
@@ -135,15 +284,16 @@ impl EmbeddingCache {
     }
 
     /// Reads `model`'s file into memory (entries of `dimension` numbers). A file that does not
-    /// check out is ignored.
+    /// check out is ignored; so is anything but a regular file, and a file longer than its
+    /// header says or than [`MAX_CACHED_VECTORS`] entries take, which is refused unread.
     pub fn load(&self, model: &str, dimension: usize) -> CacheLoad {
         let Some(path) = self.file_of(model) else {
             return CacheLoad::Missing;
         };
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CacheLoad::Missing,
-            Err(e) => return CacheLoad::Rebuilt(format!("{}: {e}", path.display())),
+        let bytes = match read_bounded(&path, model, dimension) {
+            Ok(Some(b)) => b,
+            Ok(None) => return CacheLoad::Missing,
+            Err(why) => return CacheLoad::Rebuilt(format!("{}: {why}", path.display())),
         };
         match decode(&bytes, model, dimension) {
             Ok(entries) => {
@@ -159,9 +309,10 @@ impl EmbeddingCache {
         }
     }
 
-    /// Writes every vector of `model` held in memory, merged with what the file holds now, to
-    /// `model`'s file (atomically: temporary file, then rename). Nothing to do without a
-    /// directory.
+    /// Writes every unit-length vector of `model` held in memory, merged with what the file
+    /// holds now, to `model`'s file (atomically: a new temporary file, then rename), and
+    /// removes temporary files of that file older than [`STALE_TEMP_AGE`]. Nothing to do
+    /// without a directory.
     pub fn save(&self, model: &str, dimension: usize) -> std::io::Result<()> {
         let Some(path) = self.file_of(model) else {
             return Ok(());
@@ -169,34 +320,36 @@ impl EmbeddingCache {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         let mut entries: HashMap<u64, Arc<[f32]>> = HashMap::new();
-        if let Ok(bytes) = std::fs::read(&path)
-            && let Ok(old) = decode(&bytes, model, dimension)
-        {
-            for (hash, v) in old {
-                entries.insert(hash, Arc::from(v));
-            }
-        }
         for ((m, hash), v) in self.lock().iter() {
-            if &**m == model && v.len() == dimension {
+            if &**m == model && v.len() == dimension && is_unit(v) {
                 entries.insert(*hash, Arc::clone(v));
             }
         }
+        if let Ok(Some(bytes)) = read_bounded(&path, model, dimension)
+            && let Ok(old) = decode(&bytes, model, dimension)
+        {
+            for (hash, v) in old {
+                if entries.len() >= MAX_CACHED_VECTORS {
+                    break;
+                }
+                entries.entry(hash).or_insert_with(|| Arc::from(v));
+            }
+        }
         let mut sorted: Vec<_> = entries.into_iter().collect();
+        sorted.truncate(MAX_CACHED_VECTORS);
         sorted.sort_unstable_by_key(|(h, _)| *h);
         let bytes = encode(model, dimension, &sorted);
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let tmp = dir.join(format!(
-            ".{}.{}.{}.tmp",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("vectors"),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let base = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("vectors")
+            .to_owned();
+        remove_stale_temps(dir, &base);
+        let (tmp, mut file) = create_temp(dir, &base)?;
         let written = (|| {
-            let mut file = std::fs::File::create(&tmp)?;
             file.write_all(&bytes)?;
             file.sync_all()?;
+            drop(file);
             std::fs::rename(&tmp, &path)
         })();
         if written.is_err() {
@@ -204,6 +357,114 @@ impl EmbeddingCache {
         }
         written
     }
+}
+
+/// A random 64-bit number (std's per-process random hasher keys, the time and a counter).
+fn random_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// A new temporary file `.<base>.<random>.tmp` in `dir`: created, never opened if it exists
+/// (nor a symlink followed), readable by its owner only on unix.
+fn create_temp(dir: &Path, base: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = dir.join(format!(".{base}.{:016x}.tmp", random_suffix()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        match options.open(&tmp) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
+}
+
+/// Removes the temporary files of `base` in `dir` older than [`STALE_TEMP_AGE`] (a crashed
+/// writer's); symlinks are removed, never followed.
+fn remove_stale_temps(dir: &Path, base: &str) {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{base}.");
+    for entry in listing.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with(&prefix) || !name.ends_with(".tmp") {
+            continue;
+        }
+        let old = std::fs::symlink_metadata(entry.path())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= STALE_TEMP_AGE);
+        if old {
+            std::fs::remove_file(entry.path()).ok();
+        }
+    }
+}
+
+/// The bytes of the cache file at `path`, `None` when there is none; refused unread when it is
+/// not a regular file or its length is not what its header announces (at most
+/// [`MAX_CACHED_VECTORS`] entries of `dimension` numbers).
+fn read_bounded(path: &Path, model: &str, dimension: usize) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => {}
+        Ok(_) => return Err("not a regular file (a symlink, directory or device)".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let entry = 8 + 4 * dimension as u64;
+    let header = 20 + model.len() as u64;
+    let bound = header + MAX_CACHED_VECTORS as u64 * entry + 8;
+    let len = meta.len();
+    if len > bound {
+        return Err(format!(
+            "{len} bytes, more than {MAX_CACHED_VECTORS} vectors of {dimension} numbers take"
+        ));
+    }
+    let mut reader = file.take(bound + 1);
+    let mut head = vec![0u8; 20.min(len as usize)];
+    reader.read_exact(&mut head).map_err(|e| e.to_string())?;
+    if head.len() == 20 && &head[..8] == MAGIC {
+        let count = u64::from(u32::from_le_bytes([head[12], head[13], head[14], head[15]]));
+        if count > MAX_CACHED_VECTORS as u64 {
+            return Err(format!(
+                "announces {count} vectors, more than {MAX_CACHED_VECTORS}"
+            ));
+        }
+        if len != header + count * entry + 8 {
+            return Err("wrong size".into());
+        }
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    bytes.extend_from_slice(&head);
+    reader.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > bound {
+        return Err("longer than its header says".into());
+    }
+    Ok(Some(bytes))
 }
 
 fn encode(model: &str, dimension: usize, entries: &[(u64, Arc<[f32]>)]) -> Vec<u8> {
@@ -267,7 +528,13 @@ fn decode(bytes: &[u8], model: &str, dimension: usize) -> Result<Entries, String
         if v.iter().any(|x| !x.is_finite()) {
             return Err("a vector holds a NaN".into());
         }
+        if !is_unit(&v) {
+            return Err("a vector is not of unit length".into());
+        }
         out.push((u64::from_le_bytes(h), v));
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;

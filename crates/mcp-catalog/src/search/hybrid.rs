@@ -195,6 +195,40 @@ pub struct HybridResults {
     pub warning: Option<SearchWarning>,
 }
 
+/// The longest a batch's vectors stay in memory only while an update runs: the cache file is
+/// written at most this often, and once at the end.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// When an update last wrote the cache file, and how many vectors it added since.
+#[derive(Debug, Default)]
+struct Saver {
+    last: Option<tokio::time::Instant>,
+    unsaved: usize,
+}
+
+impl Saver {
+    fn due(&self) -> bool {
+        self.unsaved > 0 && self.last.is_none_or(|t| t.elapsed() >= SAVE_EVERY)
+    }
+
+    /// Writes the cache file on the blocking pool.
+    async fn save(
+        &mut self,
+        cache: &Arc<EmbeddingCache>,
+        model: &str,
+        dim: usize,
+        warnings: &mut Vec<SearchWarning>,
+    ) {
+        self.last = Some(tokio::time::Instant::now());
+        self.unsaved = 0;
+        if let Err(e) = cache.save_blocking(model, dim).await {
+            warnings.push(SearchWarning::new(format!(
+                "the embedding cache could not be saved: {e}"
+            )));
+        }
+    }
+}
+
 /// The vectors of a catalog's tools, beside its [`SearchIndex`], and the embedder for queries.
 ///
 /// ```
@@ -295,8 +329,12 @@ impl HybridIndex {
 
     /// Makes `tools` the indexed set: their vectors come from the cache when their text was
     /// embedded before by the same model, from the embedder in batches otherwise (then cached,
-    /// and saved when the cache has a directory). Tools whose batch failed get no vector; the
-    /// warnings say why, and searches are lexical until a later update covers every tool.
+    /// and saved as batches finish — at most once a second, and at the end — when the
+    /// cache has a directory, so a process cut short keeps what it embedded). Texts another
+    /// index sharing the cache is embedding now are waited for, not embedded twice. The first
+    /// batch that fails or times out ends the update: the tools without a vector stay without
+    /// one, the warnings say why, and searches are lexical until a later update covers every
+    /// tool.
     pub async fn set_tools<'a>(
         &mut self,
         tools: impl IntoIterator<Item = ToolText<'a>>,
@@ -305,62 +343,114 @@ impl HybridIndex {
             .into_iter()
             .map(|t| (Arc::from(t.id), Arc::from(t.server), embedding_text(&t)))
             .collect();
-        self.set_texts(texts).await
+        self.set_texts(texts, &|| true).await
     }
 
-    /// [`set_tools`](Self::set_tools) with each tool's embedded text already made.
+    /// [`set_tools`](Self::set_tools) with each tool's embedded text already made; no batch is
+    /// started once `alive` says false (whoever wanted the vectors is gone).
     pub(crate) async fn set_texts(
         &mut self,
         texts: Vec<(Arc<str>, Arc<str>, String)>,
+        alive: &(dyn Fn() -> bool + Sync),
     ) -> Vec<SearchWarning> {
         let model = self.embedder.model_id().to_owned();
         let dim = self.embedder.dimension();
         let mut warnings = Vec::new();
-        if self.cache.dir().is_some()
-            && let CacheLoad::Rebuilt(why) = self.cache.load(&model, dim)
-        {
+        if let Some(CacheLoad::Rebuilt(why)) = self.cache.load_once(&model, dim).await {
             warnings.push(SearchWarning::new(format!(
                 "the embedding cache was unreadable and is rebuilt: {why}"
             )));
         }
         let hashes: Vec<u64> = texts.iter().map(|(_, _, t)| document_hash(t)).collect();
         let mut missing: Vec<usize> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, h) in hashes.iter().enumerate() {
-            if self.cache.get(&model, *h).is_none_or(|v| v.len() != dim)
-                && !missing.iter().any(|&j| hashes[j] == *h)
-            {
+            if self.cache.get(&model, *h).is_none_or(|v| v.len() != dim) && seen.insert(*h) {
                 missing.push(i);
             }
         }
         // Texts of like length share a batch, so little of a batch is padding.
         missing.sort_by_key(|&i| (texts[i].2.len(), i));
-        let mut added = 0usize;
-        for batch in missing.chunks(self.embedder.max_batch().max(1)) {
-            let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].2.clone()).collect();
-            match self
-                .call(&batch_texts, EmbedKind::Document, self.config.batch_timeout)
-                .await
-            {
-                Ok(vectors) => {
-                    for (&i, v) in batch.iter().zip(vectors) {
-                        self.cache.insert(&model, hashes[i], v);
-                        added += 1;
+        let mut saver = Saver::default();
+        let mut queue: std::collections::VecDeque<usize> = missing.into();
+        let mut requeued = false;
+        'run: loop {
+            // Texts another index is embedding now: waited for once the queue is done.
+            let mut waiting = Vec::new();
+            while !queue.is_empty() {
+                if !alive() {
+                    break 'run;
+                }
+                let take = queue.len().min(self.embedder.max_batch().max(1));
+                let batch: Vec<usize> = queue.drain(..take).collect();
+                let batch_hashes: Vec<u64> = batch.iter().map(|&i| hashes[i]).collect();
+                let (claim, theirs) = self.cache.claim(&model, &batch_hashes);
+                for (h, rx) in theirs {
+                    waiting.push((h, rx));
+                }
+                let mine: Vec<usize> = batch
+                    .into_iter()
+                    .filter(|&i| claim.hashes().contains(&hashes[i]))
+                    .filter(|&i| {
+                        self.cache
+                            .get(&model, hashes[i])
+                            .is_none_or(|v| v.len() != dim)
+                    })
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let batch_texts: Vec<String> = mine.iter().map(|&i| texts[i].2.clone()).collect();
+                match self
+                    .call(&batch_texts, EmbedKind::Document, self.config.batch_timeout)
+                    .await
+                {
+                    Ok(vectors) => {
+                        for (&i, v) in mine.iter().zip(vectors) {
+                            self.cache.insert(&model, hashes[i], v);
+                        }
+                        drop(claim);
+                        saver.unsaved += mine.len();
+                        if saver.due() {
+                            saver.save(&self.cache, &model, dim, &mut warnings).await;
+                        }
+                    }
+                    Err(e) => {
+                        drop(claim);
+                        let untried = queue.len() + waiting.len();
+                        let mut message =
+                            format!("embedding {} tools with `{model}` failed: {e}", mine.len());
+                        if untried > 0 {
+                            message.push_str(&format!(
+                                "; {untried} more not tried until a later update"
+                            ));
+                        }
+                        warnings.push(SearchWarning::new(message));
+                        break 'run;
                     }
                 }
-                Err(e) => {
-                    warnings.push(SearchWarning::new(format!(
-                        "embedding {} tools with `{model}` failed: {e}",
-                        batch.len()
-                    )));
+            }
+            if waiting.is_empty() {
+                break;
+            }
+            for (_, rx) in &mut waiting {
+                let _ = tokio::time::timeout(self.config.batch_timeout, rx.changed()).await;
+            }
+            if requeued {
+                break;
+            }
+            // What the other index failed to embed is this one's to try, once.
+            requeued = true;
+            for (h, _) in waiting {
+                if self.cache.get(&model, h).is_none_or(|v| v.len() != dim)
+                    && let Some(i) = hashes.iter().position(|&x| x == h)
+                {
+                    queue.push_back(i);
                 }
             }
         }
-        if added > 0
-            && let Err(e) = self.cache.save(&model, dim)
-        {
-            warnings.push(SearchWarning::new(format!(
-                "the embedding cache could not be saved: {e}"
-            )));
+        if saver.unsaved > 0 {
+            saver.save(&self.cache, &model, dim, &mut warnings).await;
         }
         self.ids.clear();
         self.rows.clear();

@@ -38,7 +38,7 @@ mod index;
 mod text;
 
 #[cfg(feature = "embed")]
-pub use cache::{CacheLoad, EmbeddingCache};
+pub use cache::{CacheLoad, EmbeddingCache, MAX_CACHED_VECTORS, STALE_TEMP_AGE};
 #[cfg(feature = "embed")]
 pub use embed::{
     EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, MAX_PARAMETER_DOC_CHARS, embedding_text,

@@ -3,5 +3,6 @@
 
 mod catalog;
 mod dataset;
+mod embed_updates;
 mod hostile;
 mod hybrid_catalog;

@@ -1,0 +1,226 @@
+//! How tool vectors are embedded and kept when the embedder is slow, failing or shared: the
+//! cache file grows as batches finish, the first failed batch ends an update, indexes and
+//! catalogs sharing a cache embed each text once, and a catalog retries what is missing with a
+//! backoff. Fake embedders, gates and paused time; no sleep synchronises anything.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_catalog::search::{
+    CacheLoad, EmbedError, EmbedKind, Embedder, EmbeddingCache, HybridConfig, HybridIndex, ToolText,
+};
+use tokio::sync::{Notify, Semaphore};
+
+/// What the fake does with a document batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Then {
+    Answer,
+    Fail,
+    Hang,
+}
+
+/// Two dimensions; each document call takes a permit of `gate` first (when gated), tells
+/// `started`, then does what `script` says for that call (the last entry after that).
+#[derive(Debug)]
+struct Gated {
+    gate: Option<Semaphore>,
+    started: Notify,
+    script: Mutex<Vec<Then>>,
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+    queries: AtomicUsize,
+}
+
+impl Gated {
+    fn new(script: &[Then]) -> Arc<Self> {
+        Self::build(script, None)
+    }
+
+    fn behind_gate(script: &[Then]) -> Arc<Self> {
+        Self::build(script, Some(Semaphore::new(0)))
+    }
+
+    fn build(script: &[Then], gate: Option<Semaphore>) -> Arc<Self> {
+        Arc::new(Self {
+            gate,
+            started: Notify::new(),
+            script: Mutex::new(script.iter().rev().copied().collect()),
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+            queries: AtomicUsize::new(0),
+        })
+    }
+
+    fn open(&self, permits: usize) {
+        self.gate.as_ref().expect("gated").add_permits(permits);
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn texts(&self) -> usize {
+        self.texts.load(Ordering::SeqCst)
+    }
+}
+
+fn vector_of(text: &str) -> Vec<f32> {
+    let angle = text.len() as f32 * 0.1;
+    vec![angle.cos(), angle.sin()]
+}
+
+#[async_trait]
+impl Embedder for Gated {
+    fn model_id(&self) -> &str {
+        "gated"
+    }
+    fn dimension(&self) -> usize {
+        2
+    }
+    fn max_batch(&self) -> usize {
+        2
+    }
+    async fn embed(&self, texts: &[String], kind: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if kind == EmbedKind::Query {
+            self.queries.fetch_add(1, Ordering::SeqCst);
+            return Ok(texts.iter().map(|t| vector_of(t)).collect());
+        }
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("open").forget();
+        }
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.started.notify_one();
+        let then = {
+            let mut script = self.script.lock().unwrap();
+            if script.len() > 1 {
+                script.pop().unwrap()
+            } else {
+                script.last().copied().unwrap_or(Then::Answer)
+            }
+        };
+        match then {
+            Then::Answer => {
+                self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+                Ok(texts.iter().map(|t| vector_of(t)).collect())
+            }
+            Then::Fail => Err(EmbedError::backend("the endpoint said 503")),
+            Then::Hang => std::future::pending().await,
+        }
+    }
+}
+
+/// `n` tools of distinct text lengths.
+fn tools(n: usize) -> Vec<ToolText<'static>> {
+    (0..n)
+        .map(|i| {
+            let id: &'static str = Box::leak(format!("s__tool{i}").into_boxed_str());
+            let description: &'static str = Box::leak("word ".repeat(i + 1).into_boxed_str());
+            ToolText::new(id, "s", &id[3..]).with_description(Some(description))
+        })
+        .collect()
+}
+
+fn config() -> HybridConfig {
+    let mut config = HybridConfig::default();
+    config.batch_timeout = Duration::from_secs(3600);
+    config
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-vec-u-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    dir
+}
+
+#[tokio::test]
+async fn the_cache_file_is_written_as_batches_finish() {
+    let dir = temp_dir("early");
+    let fake = Gated::behind_gate(&[Then::Answer]);
+    let cache = Arc::new(EmbeddingCache::on_disk(&dir));
+    let mut index = HybridIndex::new(fake.clone(), Arc::clone(&cache), config());
+    let update = tokio::spawn(async move {
+        let warnings = index.set_tools(tools(6)).await;
+        (index.len(), warnings)
+    });
+    // The first batch answers; the second is held at the gate.
+    fake.open(1);
+    fake.started.notified().await;
+    fake.open(1);
+    fake.started.notified().await;
+    // A process starting now (or this one killed now) finds the first batch on disk.
+    let other = EmbeddingCache::on_disk(&dir);
+    assert_eq!(other.load("gated", 2), CacheLoad::Loaded(2));
+    fake.open(10);
+    let (len, warnings) = update.await.unwrap();
+    assert_eq!(len, 6);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        EmbeddingCache::on_disk(&dir).load("gated", 2),
+        CacheLoad::Loaded(6)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_failed_batch_ends_the_update() {
+    for then in [Then::Fail, Then::Hang] {
+        let fake = Gated::new(&[then]);
+        let mut config = config();
+        config.batch_timeout = Duration::from_secs(60);
+        let mut index = HybridIndex::new(fake.clone(), Arc::default(), config);
+        let started = tokio::time::Instant::now();
+        let warnings = index.set_tools(tools(10)).await;
+        assert_eq!(fake.calls(), 1, "{then:?}: one batch tried, not five");
+        assert!(started.elapsed() <= Duration::from_secs(60), "{then:?}");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].message.contains("8 more not tried"),
+            "{warnings:?}"
+        );
+        assert!(index.is_empty());
+    }
+    // A batch that failed after others answered keeps what they gave.
+    let fake = Gated::new(&[Then::Answer, Then::Fail]);
+    let mut index = HybridIndex::new(fake.clone(), Arc::default(), config());
+    let _ = index.set_tools(tools(10)).await;
+    assert_eq!((fake.calls(), index.len()), (2, 2));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn indexes_sharing_a_cache_embed_each_text_once() {
+    let fake = Gated::behind_gate(&[Then::Answer]);
+    let cache = Arc::new(EmbeddingCache::in_memory());
+    let mut indexes: Vec<HybridIndex> = (0..5)
+        .map(|_| HybridIndex::new(fake.clone(), Arc::clone(&cache), config()))
+        .collect();
+    let mut it = indexes.iter_mut();
+    let mut next = || it.next().unwrap().set_tools(tools(11));
+    // Every index starts (and claims what nobody embeds yet) before any batch answers.
+    let (a, b, c, d, e, ()) = tokio::join!(next(), next(), next(), next(), next(), async {
+        fake.open(1000)
+    });
+    for warnings in [a, b, c, d, e] {
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+    assert_eq!(fake.texts(), 11, "11 texts embedded once, not 55");
+    assert!(indexes.iter().all(|i| i.len() == 11));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_text_another_index_failed_to_embed_is_tried_again() {
+    let fake = Gated::behind_gate(&[Then::Fail, Then::Answer]);
+    let cache = Arc::new(EmbeddingCache::in_memory());
+    let mut first = HybridIndex::new(fake.clone(), Arc::clone(&cache), config());
+    let mut second = HybridIndex::new(fake.clone(), Arc::clone(&cache), config());
+    let (a, b, ()) = tokio::join!(
+        first.set_tools(tools(2)),
+        second.set_tools(tools(2)),
+        async { fake.open(1000) }
+    );
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert!(b.is_empty(), "{b:?}");
+    assert_eq!((first.len(), second.len()), (0, 2));
+    assert_eq!(fake.calls(), 2);
+}
