@@ -655,6 +655,7 @@ impl SearchIndex {
 
     /// Calls `f` with the id and score of every tool [`search`](Self::search) would rank for
     /// `query`, in no order and without a limit; nothing for a query without words.
+    #[cfg(feature = "embed")]
     pub(crate) fn for_each_match(
         &self,
         query: &str,
