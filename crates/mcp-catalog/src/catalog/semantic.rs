@@ -39,8 +39,8 @@ impl Catalog {
 #[cfg(feature = "embed")]
 mod on {
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
     use std::time::Duration;
 
     use agent_core::{Event, EventKind, EventSink, ToolError};
@@ -80,6 +80,12 @@ mod on {
         Ready(Arc<Vectors>),
     }
 
+    /// The first wait before tools left without a vector are embedded again; it doubles after
+    /// every retry that leaves some without, up to [`RETRY_MAX`].
+    const RETRY_FIRST: Duration = Duration::from_secs(30);
+    /// The longest wait between retries.
+    const RETRY_MAX: Duration = Duration::from_secs(30 * 60);
+
     /// The tools' vectors and their background updates.
     struct Vectors {
         embedder: Arc<dyn Embedder>,
@@ -87,14 +93,30 @@ mod on {
         config: HybridConfig,
         /// The vectors of the last finished update.
         current: RwLock<Arc<HybridIndex>>,
+        /// The texts of the generation `current` holds, for retries.
+        current_texts: Mutex<Arc<Texts>>,
         /// The newest generation of tools asked for, and its texts until an update takes it.
         pending: Mutex<Option<(u64, Texts)>>,
         requested: AtomicU64,
         /// The generation `current` holds.
         installed: tokio::sync::watch::Sender<u64>,
         /// One update at a time.
-        updating: tokio::sync::Mutex<()>,
+        updating: Arc<tokio::sync::Mutex<()>>,
+        /// An update task is spawned and has not taken the pending texts yet: at most one
+        /// waits behind a running one.
+        scheduled: AtomicBool,
+        /// When tools left without a vector may be embedded again.
+        retry: Mutex<Retry>,
         events: OnceLock<Arc<dyn EventSink>>,
+    }
+
+    /// The backoff of retries.
+    #[derive(Debug, Default)]
+    struct Retry {
+        /// Updates in a row that left tools without a vector.
+        failures: u32,
+        /// Not before this.
+        next: Option<Instant>,
     }
 
     impl std::fmt::Debug for Vectors {
@@ -115,46 +137,51 @@ mod on {
         /// Asks for the vectors of `texts` (a newer generation than any asked before).
         fn request(self: &Arc<Self>, texts: Texts) {
             let generation = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
-            *self.pending.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some((generation, texts));
+            *lock(&self.pending) = Some((generation, texts));
             self.kick();
         }
 
-        /// Starts an update if one is pending and a runtime is at hand (else the next
-        /// search starts it).
+        /// Starts an update if one is pending, none is scheduled yet and a runtime is at hand
+        /// (else the next search starts it). The task holds the vectors weakly: once the
+        /// catalog is gone it starts no batch.
         fn kick(self: &Arc<Self>) {
-            let pending = self
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some();
-            if pending && let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let this = Arc::clone(self);
-                runtime.spawn(async move { this.update().await });
+            if lock(&self.pending).is_none() || self.scheduled.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(update(Arc::downgrade(self)));
+                }
+                Err(_) => self.scheduled.store(false, Ordering::SeqCst),
             }
         }
 
-        /// Embeds the newest pending generation (what the cache lacks) and installs it.
-        async fn update(&self) {
-            let _one = self.updating.lock().await;
-            let Some((generation, texts)) = self
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-            else {
+        /// Some tools of the installed generation have no vector: embeds them again (the
+        /// cache has the others) once the backoff allows and nothing else is pending or
+        /// running. Searches never wait for a retry.
+        fn retry_missing(self: &Arc<Self>) {
+            {
+                let retry = lock(&self.retry);
+                if retry.next.is_some_and(|at| Instant::now() < at) {
+                    return;
+                }
+            }
+            let Ok(_idle) = self.updating.try_lock() else {
                 return;
             };
-            let mut index = HybridIndex::new(
-                Arc::clone(&self.embedder),
-                Arc::clone(&self.cache),
-                self.config.clone(),
-            );
-            for warning in index.set_texts(texts, &|| true).await {
-                warn_to(self.events.get(), warning.message);
+            let generation = *self.installed.borrow();
+            if self.requested.load(Ordering::SeqCst) != generation {
+                return;
             }
-            *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(index);
-            self.installed.send_replace(generation);
+            {
+                let mut pending = lock(&self.pending);
+                if pending.is_some() {
+                    return;
+                }
+                let texts = Texts::clone(&lock(&self.current_texts));
+                *pending = Some((generation, texts));
+            }
+            self.kick();
         }
 
         /// The vectors of the newest generation, waiting for its update until `deadline`.
@@ -174,6 +201,65 @@ mod on {
                 &self.current.read().unwrap_or_else(PoisonError::into_inner),
             ))
         }
+    }
+
+    /// A weight of 0 (or less, or NaN) is lexical ranking.
+    fn lexical_only(config: &HybridConfig) -> bool {
+        config.semantic_weight.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Embeds the newest pending generation (what the cache lacks) and installs it, unless the
+    /// catalog is gone; holds the vectors only weakly while the embedder works.
+    async fn update(weak: Weak<Vectors>) {
+        let Some(updating) = weak.upgrade().map(|v| Arc::clone(&v.updating)) else {
+            return;
+        };
+        let _one = updating.lock_owned().await;
+        let Some(this) = weak.upgrade() else {
+            return;
+        };
+        this.scheduled.store(false, Ordering::SeqCst);
+        let Some((generation, texts)) = lock(&this.pending).take() else {
+            return;
+        };
+        let mut index = HybridIndex::new(
+            Arc::clone(&this.embedder),
+            Arc::clone(&this.cache),
+            this.config.clone(),
+        );
+        drop(this);
+        let all = Arc::new(texts.clone());
+        let warnings = index.set_texts(texts, &|| weak.strong_count() > 0).await;
+        let Some(this) = weak.upgrade() else {
+            return;
+        };
+        for warning in warnings {
+            this.warn(warning.message);
+        }
+        {
+            let mut retry = lock(&this.retry);
+            if index.len() < all.len() {
+                retry.failures = retry.failures.saturating_add(1);
+                let wait = RETRY_FIRST
+                    .saturating_mul(1 << (retry.failures - 1).min(10))
+                    .min(RETRY_MAX);
+                retry.next = Some(Instant::now() + wait);
+            } else {
+                *retry = Retry::default();
+            }
+        }
+        // A retry of an older generation never replaces a newer one.
+        if generation >= *this.installed.borrow() {
+            *this.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(index);
+            *lock(&this.current_texts) = all;
+            this.installed.send_replace(generation);
+        }
+        // What was asked for meanwhile.
+        this.kick();
     }
 
     fn warn_to(events: Option<&Arc<dyn EventSink>>, message: String) {
@@ -240,10 +326,13 @@ mod on {
                 cache,
                 config,
                 current: RwLock::new(Arc::new(empty)),
+                current_texts: Mutex::default(),
                 pending: Mutex::new(None),
                 requested: AtomicU64::new(0),
                 installed: tokio::sync::watch::Sender::new(0),
-                updating: tokio::sync::Mutex::new(()),
+                updating: Arc::default(),
+                scheduled: AtomicBool::new(false),
+                retry: Mutex::default(),
                 events: OnceLock::new(),
             });
             if let Some(events) = self.semantic.events.get() {
@@ -330,6 +419,10 @@ mod on {
                     response.warning = Some(reason.clone());
                     return Ok(response);
                 }
+                // A weight of 0 is lexical ranking: nothing is embedded.
+                Semantic::Ready(v) if lexical_only(&v.config) => {
+                    return self.search(request);
+                }
                 Semantic::Ready(v) => v,
             };
             match ranked(vectors, query).await {
@@ -345,6 +438,7 @@ mod on {
                         }
                     })?;
                     if let Some((have, all)) = short.get() {
+                        vectors.retry_missing();
                         let message = format!(
                             "lexical ranking only: {have} of {all} tools have an embedding"
                         );
@@ -368,6 +462,9 @@ mod on {
             let Some(Semantic::Ready(vectors)) = self.semantic.semantic.get() else {
                 return;
             };
+            if lexical_only(&vectors.config) {
+                return; // lexical ranking only: nothing to embed
+            }
             let texts: Texts = state
                 .shown()
                 .map(|t| {

@@ -224,3 +224,170 @@ async fn a_text_another_index_failed_to_embed_is_tried_again() {
     assert_eq!((first.len(), second.len()), (0, 2));
     assert_eq!(fake.calls(), 2);
 }
+
+mod catalog {
+    //! The same inside a `Catalog`: retries with a backoff, a weight of 0, one waiting update,
+    //! and an update that stops with its catalog.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use mcp_catalog::search::{EmbeddingCache, HybridConfig};
+    use mcp_catalog::testing::{Behavior, FakeServer, tool};
+    use mcp_catalog::{Catalog, CatalogConfig, SearchRequest};
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use super::{Gated, Then};
+
+    fn server(n: usize) -> Arc<FakeServer> {
+        let mut server = FakeServer::new();
+        for i in 0..n {
+            let description = format!("Handles {} things.", "many ".repeat(i + 1));
+            server = server.with_tool(
+                tool(&format!("tool{i}"), &description, json!({"type": "object"})),
+                Behavior::Echo,
+            );
+        }
+        Arc::new(server)
+    }
+
+    fn catalog(fake: &Arc<Gated>, config: HybridConfig) -> Catalog {
+        let catalog = Catalog::new(CatalogConfig::default());
+        assert!(catalog.set_embedder(fake.clone(), Arc::new(EmbeddingCache::in_memory()), config));
+        catalog
+    }
+
+    /// Lets every other task run until all wait (paused time moves on only then).
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    async fn warning_of(catalog: &Catalog) -> Option<String> {
+        let request = SearchRequest::new("handles things");
+        catalog.search_ranked(&request).await.unwrap().warning
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn tools_left_without_a_vector_are_retried_with_a_growing_backoff() {
+        // Three tools in batches of two: the second batch fails, then its retry, then it
+        // answers.
+        let fake = Gated::new(&[Then::Answer, Then::Fail, Then::Fail, Then::Answer]);
+        let catalog = catalog(&fake, HybridConfig::default());
+        catalog.add_server(server(3).into_server("s")).unwrap();
+        assert!(catalog.embeddings_ready(Duration::from_secs(1)).await);
+        assert_eq!(fake.calls(), 2);
+        // The failed update is installed: searches are lexical at once, without waiting.
+        let asked = Instant::now();
+        let warning = warning_of(&catalog).await.expect("lexical");
+        assert!(warning.contains("2 of 3 tools"), "{warning}");
+        assert_eq!(asked.elapsed(), Duration::ZERO);
+        settle().await;
+        assert_eq!(fake.calls(), 2, "no retry before 30 s");
+
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(
+            warning_of(&catalog).await.is_some(),
+            "a retry is never waited for"
+        );
+        settle().await;
+        assert_eq!(fake.calls(), 3, "retried once, and failed again");
+        for _ in 0..5 {
+            assert!(warning_of(&catalog).await.is_some());
+        }
+        settle().await;
+        assert_eq!(fake.calls(), 3, "one retry at a time");
+
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(warning_of(&catalog).await.is_some());
+        settle().await;
+        assert_eq!(fake.calls(), 3, "the second wait is longer");
+
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(warning_of(&catalog).await.is_some());
+        settle().await;
+        assert_eq!(fake.calls(), 4);
+        assert_eq!(warning_of(&catalog).await, None, "hybrid again");
+        assert_eq!(fake.texts(), 3, "only the missing text was embedded again");
+    }
+
+    #[tokio::test]
+    async fn a_weight_of_zero_never_embeds() {
+        let fake = Gated::new(&[Then::Answer]);
+        let mut config = HybridConfig::default();
+        config.semantic_weight = 0.0;
+        let catalog = catalog(&fake, config);
+        catalog.add_server(server(3).into_server("s")).unwrap();
+        let request = SearchRequest::new("handles many things");
+        let found = catalog.search_ranked(&request).await.unwrap();
+        let lexical = catalog.search(&request).unwrap();
+        let names = |r: &mcp_catalog::SearchResponse| {
+            r.tools
+                .iter()
+                .map(|t| t.model_name().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&found), names(&lexical));
+        assert!(!found.tools.is_empty());
+        assert_eq!(found.warning, None);
+        assert_eq!(
+            (
+                fake.calls(),
+                fake.queries.load(std::sync::atomic::Ordering::SeqCst)
+            ),
+            (0, 0)
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn at_most_one_update_waits_behind_a_running_one() {
+        let fake = Gated::behind_gate(&[Then::Answer]);
+        let mut config = HybridConfig::default();
+        config.batch_timeout = Duration::from_secs(3600);
+        let catalog = catalog(&fake, config);
+        let source = server(3);
+        catalog.add_server(source.clone().into_server("s")).unwrap();
+        settle().await;
+        let tasks = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        // The first update waits at the gate; the list changes and searches come meanwhile.
+        let mut tools = source.tools();
+        for i in 0..20 {
+            tools.push(tool(
+                &format!("extra{i}"),
+                "More.",
+                json!({"type": "object"}),
+            ));
+            catalog.replace_tools("s", &tools).unwrap();
+            assert!(warning_of(&catalog).await.is_some());
+        }
+        assert!(tasks() <= 2, "{} update tasks alive", tasks());
+        fake.open(1000);
+        assert!(catalog.embeddings_ready(Duration::from_secs(10)).await);
+        assert_eq!(warning_of(&catalog).await, None);
+        assert_eq!(
+            fake.texts(),
+            23,
+            "the first list, then the newest one's new texts"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_update_stops_with_its_catalog() {
+        let fake = Gated::behind_gate(&[Then::Answer]);
+        let catalog = catalog(&fake, HybridConfig::default());
+        // Eight tools: four batches.
+        catalog.add_server(server(8).into_server("s")).unwrap();
+        fake.open(1);
+        fake.started.notified().await;
+        drop(catalog);
+        fake.open(1000);
+        settle().await;
+        // The first batch, and the second, already waiting at the gate when the catalog went;
+        // none after.
+        assert_eq!(fake.calls(), 2, "no batch after the catalog is gone");
+    }
+}
