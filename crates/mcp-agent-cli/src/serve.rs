@@ -2,6 +2,7 @@
 //! HTTP), every call through the governed layer. Each downstream session gets its own
 //! upstream run, opened when it starts and closed when it ends.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,11 +15,14 @@ use mcp_agent::agent_core::{
     ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use mcp_agent::mcp_catalog::{CatalogConfig, Exposure};
-use mcp_agent::mcp_client::{McpClient, McpRunner};
-use mcp_agent::mcp_config::{Config, ServeApproval, ServeAuth, ServeExposure, ServeJwt};
+use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
+use mcp_agent::mcp_config::{
+    Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt,
+};
+use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
-    BearerAuth, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit, SessionTools,
-    ToolListChanges, ToolServer,
+    BearerAuth, Downstream, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit,
+    SessionTools, ToolListChanges, ToolServer,
 };
 use tokio::task::JoinHandle;
 
@@ -149,6 +153,11 @@ async fn serve(
     };
     let settings = config.serve.clone();
     let name = config.tool_server.name.clone();
+    let call_timeouts = config
+        .servers
+        .iter()
+        .map(|s| (s.name.clone(), s.call_timeout))
+        .collect();
     let client = client(
         config,
         connectors,
@@ -160,6 +169,7 @@ async fn serve(
     let opener = Arc::new(Gateway {
         client,
         runs: AtomicU64::new(0),
+        call_timeouts: Arc::new(call_timeouts),
     });
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
@@ -321,18 +331,64 @@ impl ApprovalGate for Deny {
 struct Gateway {
     client: McpClient,
     runs: AtomicU64,
+    /// Each configured server's call timeout, which also bounds its elicitations.
+    call_timeouts: Arc<HashMap<String, Duration>>,
 }
 
 #[async_trait]
 impl OpenTools for Gateway {
     async fn open(&self) -> Result<Arc<dyn SessionTools>, OpenError> {
+        self.open_for(Downstream::none()).await
+    }
+
+    async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
         let id = format!("serve-{}-{n}", std::process::id());
-        let runner = self.client.open_runner(&RunInput::new(id, "")).await?;
+        let mut options = OpenOptions::new();
+        // Without a client to ask, the upstream sessions declare no elicitation (declined).
+        if downstream.declares_elicitation() {
+            options = options.with_elicitation(Arc::new(Forward {
+                downstream,
+                call_timeouts: self.call_timeouts.clone(),
+            }));
+        }
+        let runner = self
+            .client
+            .open_runner_with(&RunInput::new(id, ""), options)
+            .await?;
         for skipped in runner.skipped() {
             say(format_args!("warning: skipped: {}", chain(&skipped.error)));
         }
         Ok(Arc::new(Upstream::new(runner)))
+    }
+}
+
+/// Forwards an upstream server's requests for user input to the downstream client of the
+/// session (declined when it cannot be asked in the request's mode), each bounded by the
+/// asking server's call timeout: the call that asked ends by then anyway (an `isError` result
+/// naming the server), and the request to the downstream client is cancelled. The request's
+/// texts go as the upstream server wrote them, the run's secrets replaced (the client shows
+/// them as untrusted); the answer goes back as the client gave it.
+struct Forward {
+    downstream: Downstream,
+    call_timeouts: Arc<HashMap<String, Duration>>,
+}
+
+#[async_trait]
+impl ElicitationHandler for Forward {
+    async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult {
+        let bound = self
+            .call_timeouts
+            .get(server)
+            .copied()
+            .unwrap_or(DEFAULT_CALL_TIMEOUT);
+        match self.downstream.elicit(request, bound).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::info!(server, error = %e, "an elicitation got no answer downstream");
+                ElicitResult::new(ElicitationAction::Cancel)
+            }
+        }
     }
 }
 

@@ -39,7 +39,7 @@ pub(crate) type CallIds = Arc<Mutex<Vec<RequestId>>>;
 /// })).unwrap();
 /// // Nobody to ask: declined at once.
 /// let downstream = Downstream::none();
-/// assert!(!downstream.can_elicit(&request));
+/// assert!(!downstream.declares_elicitation() && !downstream.can_elicit(&request));
 /// let answer = downstream.elicit(request, Duration::from_secs(30)).await.unwrap();
 /// assert_eq!(answer.action, ElicitationAction::Decline);
 /// # }
@@ -93,6 +93,12 @@ impl Downstream {
             // A mode this server does not know: nothing says the client does.
             _ => false,
         }
+    }
+
+    /// Whether the client can be asked anything: it declared the elicitation capability (in
+    /// either mode) on a session.
+    pub fn declares_elicitation(&self) -> bool {
+        self.accepts(Mode::Form) || self.accepts(Mode::Url)
     }
 
     fn accepts(&self, mode: Mode) -> bool {

@@ -1,0 +1,187 @@
+//! `mcp-agent serve` forwards an upstream server's elicitation requests to the downstream
+//! client that made the call: the test kit's `ask` tool (upstream) sends the request it is
+//! given and returns the answer it got, so each test reads what the upstream saw. The
+//! downstream client is `mcp_client` over HTTP, as a 2025-11-25 session (server-to-client
+//! requests) or a 2026-07-28 client (none: declined).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mcp_agent::agent_core::{ToolCall, ToolDispatcher, error_chain};
+use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
+use mcp_agent::mcp_config::{Config, HttpSpec, ResolvedRun, RunOptions, ServerSpec, TransportSpec};
+use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use serde_json::{Value, json};
+
+use crate::support::gateway::{Gateway, LIMIT, kit_config_with};
+
+/// What the downstream person answers.
+enum Reply {
+    Accept(Value),
+    Never,
+}
+
+/// The downstream client's elicitation handler, counting what it is asked.
+struct Person {
+    reply: Reply,
+    asked: AtomicUsize,
+}
+
+impl Person {
+    fn new(reply: Reply) -> Arc<Self> {
+        Arc::new(Self {
+            reply,
+            asked: AtomicUsize::new(0),
+        })
+    }
+
+    fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ElicitationHandler for Person {
+    async fn elicit(&self, _server: &str, _request: ElicitRequestParams) -> ElicitResult {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        match &self.reply {
+            Reply::Accept(content) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content.clone())
+            }
+            Reply::Never => std::future::pending().await,
+        }
+    }
+}
+
+/// A gateway in front of the kit server with `ask`, exposing `expose`, the kit's calls
+/// bounded by `call_timeout_seconds`.
+fn gateway(expose: &str, call_timeout_seconds: u64) -> (tempfile::TempDir, Gateway) {
+    let (dir, file, _record) = kit_config_with(&format!("expose = {expose:?}"), &["--ask"]);
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "\n\n[serve]",
+        &format!("\ncall_timeout_seconds = {call_timeout_seconds}\n\n[serve]"),
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    let gateway = Gateway::start(&file, &[]);
+    (dir, gateway)
+}
+
+/// A downstream run on the gateway: a session (`discover` off) or a 2026-07-28 client,
+/// answering elicitations with `person` when given (then it declares form and URL).
+async fn downstream(gateway: &Gateway, discover: bool, person: Option<Arc<Person>>) -> McpRunner {
+    let url = gateway.url.parse().unwrap();
+    let mut spec = ServerSpec::new("gw", TransportSpec::StreamableHttp(HttpSpec::new(url)));
+    spec.connect_timeout = Some(LIMIT);
+    spec.call_timeout = LIMIT;
+    let client = McpClient::builder(Config::new(vec![spec.clone()]).unwrap())
+        .connectors(mcp_agent::connectors().unwrap())
+        .discover(discover)
+        .build();
+    let mut options = OpenOptions::new();
+    if let Some(person) = person {
+        options = options.with_elicitation(person);
+    }
+    let run = ResolvedRun::new(vec![spec], RunOptions::default());
+    tokio::time::timeout(LIMIT, client.open_resolved_with(run, options))
+        .await
+        .expect("opened in time")
+        .unwrap_or_else(|e| panic!("open: {}", error_chain(&e)))
+}
+
+fn form() -> Value {
+    json!({
+        "mode": "form", "message": "your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    })
+}
+
+/// Calls the gateway's `tool` with `arguments`: the result's text, or the error's chain.
+async fn call(runner: &McpRunner, tool: &str, arguments: Value) -> Result<String, String> {
+    let call = ToolCall::new(
+        "c",
+        format!("gw__{tool}"),
+        arguments.as_object().unwrap().clone(),
+    );
+    match tokio::time::timeout(LIMIT, runner.dispatch(call))
+        .await
+        .expect("answered in time")
+    {
+        Ok(output) => Ok(output.to_model_text()),
+        Err(e) => Err(error_chain(&e)),
+    }
+}
+
+/// The answer the upstream `ask` got, through `kit__ask` (eager) or `mcp_call_tool` (lazy).
+async fn ask(runner: &McpRunner, lazy: bool, request: Value) -> Value {
+    let text = if lazy {
+        let arguments = json!({"tool_name": "kit__ask", "arguments": {"request": request}});
+        call(runner, "mcp_call_tool", arguments).await
+    } else {
+        call(runner, "kit__ask", json!({"request": request})).await
+    };
+    let text = text.unwrap_or_else(|e| panic!("the call failed: {e}"));
+    let start = text
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON in {text}"));
+    let mut answers = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+    answers
+        .next()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_answer_reaches_the_upstream_eager_and_lazy() {
+    for (expose, lazy) in [("eager", false), ("lazy", true)] {
+        let (_dir, gateway) = gateway(expose, 30);
+        let person = Person::new(Reply::Accept(json!({"name": "Ada"})));
+        let runner = downstream(&gateway, false, Some(person.clone())).await;
+        let answer = ask(&runner, lazy, form()).await;
+        assert_eq!(answer["action"], "accept", "{expose}: {answer}");
+        assert_eq!(answer["content"], json!({"name": "Ada"}), "{expose}");
+        assert_eq!(person.asked(), 1, "{expose}");
+        runner.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cannot_be_asked_makes_the_upstream_see_a_decline() {
+    let (_dir, gateway) = gateway("eager", 30);
+    // A session without the capability.
+    let runner = downstream(&gateway, false, None).await;
+    assert_eq!(ask(&runner, false, form()).await["action"], "decline");
+    runner.shutdown().await.unwrap();
+    // A 2026-07-28 client, which gets no server-to-client requests whatever it declares.
+    let person = Person::new(Reply::Accept(json!({"name": "Ada"})));
+    let runner = downstream(&gateway, true, Some(person.clone())).await;
+    assert_eq!(ask(&runner, false, form()).await["action"], "decline");
+    assert_eq!(person.asked(), 0);
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_answers_ends_the_call_within_the_server_s_call_timeout() {
+    let (_dir, mut gateway) = gateway("eager", 2);
+    let person = Person::new(Reply::Never);
+    let runner = downstream(&gateway, false, Some(person.clone())).await;
+    let started = Instant::now();
+    let error = call(&runner, "kit__ask", json!({"request": form()}))
+        .await
+        .expect_err("the call fails");
+    let took = started.elapsed();
+    assert!(error.contains("on server `kit` timed out"), "{error}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+    assert_eq!(person.asked(), 1);
+
+    // The gateway and the session go on.
+    assert!(gateway.is_running());
+    let echoed = call(&runner, "kit__echo", json!({"n": 7})).await.unwrap();
+    assert!(echoed.contains('7'), "{echoed}");
+    runner.shutdown().await.unwrap();
+}
