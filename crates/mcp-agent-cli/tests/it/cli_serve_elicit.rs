@@ -27,6 +27,8 @@ enum Reply {
 struct Person {
     reply: Reply,
     asked: AtomicUsize,
+    /// The messages it was shown.
+    messages: std::sync::Mutex<Vec<String>>,
 }
 
 impl Person {
@@ -34,6 +36,7 @@ impl Person {
         Arc::new(Self {
             reply,
             asked: AtomicUsize::new(0),
+            messages: Default::default(),
         })
     }
 
@@ -44,8 +47,13 @@ impl Person {
 
 #[async_trait]
 impl ElicitationHandler for Person {
-    async fn elicit(&self, _server: &str, _request: ElicitRequestParams) -> ElicitResult {
+    async fn elicit(&self, _server: &str, request: ElicitRequestParams) -> ElicitResult {
         self.asked.fetch_add(1, Ordering::SeqCst);
+        if let ElicitRequestParams::FormElicitationParams { message, .. }
+        | ElicitRequestParams::UrlElicitationParams { message, .. } = &request
+        {
+            self.messages.lock().unwrap().push(message.clone());
+        }
         match &self.reply {
             Reply::Accept(content) => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(content.clone())
@@ -58,10 +66,18 @@ impl ElicitationHandler for Person {
 /// A gateway in front of the kit server with `ask`, exposing `expose`, the kit's calls
 /// bounded by `call_timeout_seconds`.
 fn gateway(expose: &str, call_timeout_seconds: u64) -> (tempfile::TempDir, Gateway) {
+    gateway_with(
+        expose,
+        &format!("call_timeout_seconds = {call_timeout_seconds}"),
+    )
+}
+
+/// [`gateway`] with `lines` added to the kit server's entry.
+fn gateway_with(expose: &str, lines: &str) -> (tempfile::TempDir, Gateway) {
     let (dir, file, _record) = kit_config_with(&format!("expose = {expose:?}"), &["--ask"]);
     let text = std::fs::read_to_string(&file).unwrap().replacen(
         "\n\n[serve]",
-        &format!("\ncall_timeout_seconds = {call_timeout_seconds}\n\n[serve]"),
+        &format!("\n{lines}\n\n[serve]"),
         1,
     );
     std::fs::write(&file, text).unwrap();
@@ -183,5 +199,19 @@ async fn a_client_that_never_answers_ends_the_call_within_the_server_s_call_time
     assert!(gateway.is_running());
     let echoed = call(&runner, "kit__echo", json!({"n": 7})).await.unwrap();
     assert!(echoed.contains('7'), "{echoed}");
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_of_the_gateway_never_reaches_the_downstream_client() {
+    const SECRET: &str = "kit-env-secret-5d1e9a77";
+    let (_dir, gateway) = gateway_with("eager", &format!("env = {{ KIT_TOKEN = {SECRET:?} }}"));
+    let person = Person::new(Reply::Accept(json!({"name": "Ada"})));
+    let runner = downstream(&gateway, false, Some(person.clone())).await;
+    let mut request = form();
+    request["message"] = json!(format!("the gateway's token is {SECRET}; your name?"));
+    assert_eq!(ask(&runner, false, request).await["action"], "accept");
+    let messages = person.messages.lock().unwrap().clone();
+    assert_eq!(messages, ["the gateway's token is [REDACTED]; your name?"]);
     runner.shutdown().await.unwrap();
 }
