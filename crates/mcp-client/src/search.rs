@@ -7,9 +7,13 @@
 //! sentence-transformers model (candle); without them a configured `[search]` fails the run's
 //! opening with [`SearchSetupError::NotBuilt`], naming the feature. An embedder that cannot
 //! be reached is not an error: the run's searches are lexical, each with a warning (a
-//! `search_warning` event).
+//! `search_warning` event). Runs opening together share one attempt at building the embedder
+//! (one probe of the endpoint, not one each in turn), and a failed attempt is remembered for
+//! 30 seconds before the next run tries again.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use agent_core::EventSink;
 use mcp_catalog::Catalog;
@@ -17,8 +21,13 @@ use mcp_config::SearchConfig;
 
 use crate::ClientError;
 
+/// How long a failed attempt at building the embedder is remembered: runs opening meanwhile
+/// get its outcome at once instead of waiting for another probe.
+#[cfg_attr(not(feature = "embed"), allow(dead_code))]
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
+
 /// Why a run with a `[search]` table could not open (carried by [`ClientError::Config`]).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum SearchSetupError {
     /// The configured embedder's back end is not compiled in.
@@ -81,6 +90,119 @@ pub(crate) async fn attach(
     }
 }
 
+/// One attempt at a time at making a `T`, shared by every caller that comes while it runs;
+/// a success is kept, a failure remembered for a while.
+#[cfg_attr(not(feature = "embed"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct SharedAttempt<T, E> {
+    state: Mutex<Attempt<T, E>>,
+    remember: Duration,
+}
+
+/// What a caller of [`SharedAttempt::get`] does next.
+enum Next<T, E> {
+    Lead(tokio::sync::watch::Sender<Option<Result<T, E>>>),
+    Wait(tokio::sync::watch::Receiver<Option<Result<T, E>>>),
+}
+
+#[derive(Debug)]
+enum Attempt<T, E> {
+    Idle,
+    /// Running: its outcome comes on this channel (closed without one if it was dropped).
+    Running(tokio::sync::watch::Receiver<Option<Result<T, E>>>),
+    Done(T),
+    Failed(E, Instant),
+}
+
+#[cfg_attr(not(feature = "embed"), allow(dead_code))]
+impl<T: Clone, E: Clone> SharedAttempt<T, E> {
+    /// Nothing attempted yet; failures remembered for `remember`.
+    pub(crate) fn new(remember: Duration) -> Self {
+        Self {
+            state: Mutex::new(Attempt::Idle),
+            remember,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Attempt<T, E>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The kept value; else the remembered failure while it is recent; else the outcome of
+    /// the attempt running now; else runs `attempt` (once) and shares its outcome.
+    pub(crate) async fn get<F, Fut>(&self, attempt: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut attempt = Some(attempt);
+        loop {
+            let next = {
+                let mut state = self.lock();
+                match &*state {
+                    Attempt::Done(value) => return Ok(value.clone()),
+                    Attempt::Failed(e, at) if at.elapsed() < self.remember => {
+                        return Err(e.clone());
+                    }
+                    Attempt::Running(rx) => Next::Wait(rx.clone()),
+                    Attempt::Idle | Attempt::Failed(..) => {
+                        let (tx, rx) = tokio::sync::watch::channel(None);
+                        *state = Attempt::Running(rx);
+                        Next::Lead(tx)
+                    }
+                }
+            };
+            match next {
+                Next::Lead(tx) => match attempt.take() {
+                    Some(attempt) => return self.lead(tx, attempt).await,
+                    // Never: a caller that led has returned.
+                    None => *self.lock() = Attempt::Idle,
+                },
+                Next::Wait(mut rx) => {
+                    if let Ok(outcome) = rx.wait_for(Option::is_some).await
+                        && let Some(outcome) = outcome.clone()
+                    {
+                        return outcome;
+                    }
+                    // The attempt was dropped before it ended: the next caller leads.
+                }
+            }
+        }
+    }
+
+    /// Runs the attempt and publishes its outcome; dropped midway, it leaves the state idle.
+    async fn lead<F, Fut>(
+        &self,
+        tx: tokio::sync::watch::Sender<Option<Result<T, E>>>,
+        attempt: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        struct Reset<'a, T, E>(&'a SharedAttempt<T, E>, bool);
+        impl<T, E> Drop for Reset<'_, T, E> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    let mut state = self.0.state.lock().unwrap_or_else(PoisonError::into_inner);
+                    if matches!(*state, Attempt::Running(_)) {
+                        *state = Attempt::Idle;
+                    }
+                }
+            }
+        }
+        let mut reset = Reset(self, false);
+        let outcome = attempt().await;
+        *self.lock() = match &outcome {
+            Ok(value) => Attempt::Done(value.clone()),
+            Err(e) => Attempt::Failed(e.clone(), Instant::now()),
+        };
+        reset.1 = true;
+        tx.send_replace(Some(outcome.clone()));
+        outcome
+    }
+}
+
 #[cfg_attr(feature = "embed-local", allow(dead_code))]
 fn not_built(config: &SearchConfig) -> SearchSetupError {
     match config.embedder {
@@ -106,14 +228,14 @@ mod on {
     use mcp_config::{EmbedderConfig, SearchConfig};
     use mcp_embed::{ApiKey, OpenAiEmbedConfig, OpenAiEmbedder};
 
-    use super::{SearchSetup, SearchSetupError};
+    use super::{RETRY_AFTER, SearchSetup, SearchSetupError, SharedAttempt};
     use crate::ClientError;
 
     /// The embedder (built by the first run that gets one) and the vectors, shared by every
     /// run of the client.
     #[derive(Debug)]
     pub(super) struct Built {
-        embedder: tokio::sync::OnceCell<Arc<dyn Embedder>>,
+        embedder: SharedAttempt<Arc<dyn Embedder>, NoEmbedder>,
         cache: Arc<EmbeddingCache>,
         hybrid: HybridConfig,
     }
@@ -128,7 +250,7 @@ mod on {
                 hybrid.query_timeout = t;
             }
             Self {
-                embedder: tokio::sync::OnceCell::new(),
+                embedder: SharedAttempt::new(RETRY_AFTER),
                 cache: Arc::new(match &config.cache_dir {
                     Some(dir) => EmbeddingCache::on_disk(dir),
                     None => EmbeddingCache::in_memory(),
@@ -139,7 +261,8 @@ mod on {
     }
 
     /// Why no embedder: fatal for the run, or only for its hybrid ranking.
-    enum NoEmbedder {
+    #[derive(Debug, Clone)]
+    pub(super) enum NoEmbedder {
         Fatal(SearchSetupError),
         Unavailable(String),
     }
@@ -153,15 +276,11 @@ mod on {
         let built = &setup.built;
         let embedder = built
             .embedder
-            .get_or_try_init(|| build(&setup.config, built.hybrid.query_timeout))
+            .get(|| build(&setup.config, built.hybrid.query_timeout))
             .await;
         match embedder {
             Ok(embedder) => {
-                catalog.set_embedder(
-                    Arc::clone(embedder),
-                    Arc::clone(&built.cache),
-                    built.hybrid.clone(),
-                );
+                catalog.set_embedder(embedder, Arc::clone(&built.cache), built.hybrid.clone());
                 Ok(())
             }
             Err(NoEmbedder::Unavailable(reason)) => {
@@ -237,5 +356,67 @@ mod on {
             what: "a local embedding model",
             feature: "embed-local",
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::SharedAttempt;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn concurrent_callers_share_one_failing_attempt_and_it_is_remembered() {
+        let shared: SharedAttempt<u32, String> = SharedAttempt::new(Duration::from_secs(3600));
+        let attempts = AtomicUsize::new(0);
+        let gate = Semaphore::new(0);
+        let attempt = || async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            let _ = gate.acquire().await;
+            Err::<u32, _>("unreachable".to_owned())
+        };
+        // Twenty runs open while the endpoint does not answer; then it fails once.
+        let callers = futures::future::join_all((0..20).map(|_| shared.get(attempt)));
+        let (outcomes, ()) = tokio::join!(callers, async { gate.add_permits(1) });
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "one attempt, not twenty in turn"
+        );
+        assert!(outcomes.iter().all(|o| o == &Err("unreachable".to_owned())));
+        // Remembered: the next opening does not try again.
+        assert_eq!(shared.get(attempt).await, Err("unreachable".to_owned()));
+        assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_failure_is_tried_again_and_a_success_is_kept() {
+        let shared: SharedAttempt<u32, String> = SharedAttempt::new(Duration::ZERO);
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let attempt = || async {
+            let n = attempts.fetch_add(1, Ordering::SeqCst);
+            if n == 0 {
+                Err("down".to_owned())
+            } else {
+                Ok(7)
+            }
+        };
+        assert_eq!(shared.get(attempt).await, Err("down".to_owned()));
+        assert_eq!(shared.get(attempt).await, Ok(7));
+        assert_eq!(shared.get(attempt).await, Ok(7));
+        assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_attempt_lets_the_next_caller_lead() {
+        let shared: SharedAttempt<u32, String> = SharedAttempt::new(Duration::from_secs(3600));
+        let first = shared.get(std::future::pending::<Result<u32, String>>);
+        // Polled once (it leads), then dropped.
+        assert!(futures::poll!(Box::pin(first)).is_pending());
+        assert_eq!(shared.get(|| async { Ok(3) }).await, Ok(3));
     }
 }
