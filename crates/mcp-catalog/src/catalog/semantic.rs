@@ -2,6 +2,14 @@
 //! lexical index, re-embedded in the background whenever the catalog's tools change, and the
 //! bounded search `mcp_search_tools` runs ([`Catalog::search_ranked`]).
 //!
+//! One update runs at a time, at most one more waits behind it (the newest tool list), and an
+//! update holds the catalog's vectors only weakly: once the catalog is gone it starts no
+//! batch. An update whose batch failed installs what it has; searches are then lexical at once
+//! (with the "n of m tools have an embedding" warning), and the first such search after a
+//! backoff — 30 s, doubling after every retry that still leaves tools out, up to 30 minutes —
+//! starts a retry of the missing texts only, in the background. A `semantic_weight` of 0 embeds
+//! nothing.
+//!
 //! Without the feature, [`Catalog::search_ranked`] is [`Catalog::search`] and nothing here
 //! costs anything.
 
@@ -378,12 +386,14 @@ mod on {
         }
 
         /// Waits until the tools listed so far have their vectors, at most `wait`. True when
-        /// they do; false without an embedder or when the wait ran out.
+        /// they do; false without an embedder, when the wait ran out, or when the update ended
+        /// with tools left without a vector (a failed batch; retried later by searches).
         pub async fn embeddings_ready(&self, wait: Duration) -> bool {
             match self.semantic.semantic.get() {
                 Some(Semantic::Ready(v)) => {
                     v.kick();
-                    v.newest(Instant::now() + wait).await.is_ok()
+                    let index = v.newest(Instant::now() + wait).await;
+                    index.is_ok_and(|index| index.len() == lock(&v.current_texts).len())
                 }
                 _ => false,
             }

@@ -275,7 +275,13 @@ mod catalog {
         let fake = Gated::new(&[Then::Answer, Then::Fail, Then::Fail, Then::Answer]);
         let catalog = catalog(&fake, HybridConfig::default());
         catalog.add_server(server(3).into_server("s")).unwrap();
-        assert!(catalog.embeddings_ready(Duration::from_secs(1)).await);
+        let asked = Instant::now();
+        assert!(!catalog.embeddings_ready(Duration::from_secs(1)).await);
+        assert_eq!(
+            asked.elapsed(),
+            Duration::ZERO,
+            "the failed update ended the wait"
+        );
         assert_eq!(fake.calls(), 2);
         // The failed update is installed: searches are lexical at once, without waiting.
         let asked = Instant::now();
