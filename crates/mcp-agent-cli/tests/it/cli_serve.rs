@@ -38,7 +38,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The venv's python, or `None` (with a note) when peers are not required.
-fn python() -> Option<String> {
+pub(crate) fn python() -> Option<String> {
     let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|var| {
         std::env::var(var).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
     });

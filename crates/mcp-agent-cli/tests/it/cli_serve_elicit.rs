@@ -215,3 +215,72 @@ async fn a_secret_of_the_gateway_never_reaches_the_downstream_client() {
     assert_eq!(messages, ["the gateway's token is [REDACTED]; your name?"]);
     runner.shutdown().await.unwrap();
 }
+
+/// The official Python SDK's client (mcp-serve's test client) through the gateway: its report
+/// of the calls on stdin. With `accept`, it declares elicitation and accepts with that content.
+fn python_through(python: &str, args: &[&str], accept: Option<Value>, calls: &Value) -> Value {
+    use std::io::Write as _;
+    let client = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../mcp-serve/tests/peers/client.py"
+    );
+    let mut command = std::process::Command::new(python);
+    command.arg(client).args(args);
+    if let Some(content) = accept {
+        command.env("GW_ELICIT", content.to_string());
+    }
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the Python client");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(calls.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not a report ({e}): {stdout}"))
+}
+
+#[test]
+fn the_python_sdk_is_asked_through_the_gateway_over_stdio_and_http() {
+    let Some(python) = crate::cli_serve::python() else {
+        return;
+    };
+    let calls = json!({"kit__ask": {"request": form()}});
+    let accept = Some(json!({"name": "Grace"}));
+
+    // Over stdio, eager: the SDK's answer reaches the upstream; without a callback, declined.
+    let (_dir, file, _record) = kit_config_with("", &["--ask"]);
+    let file = file.to_string_lossy().into_owned();
+    let gateway = env!("CARGO_BIN_EXE_mcp-agent");
+    let args = [
+        "legacy", "stdio", gateway, "serve", "--stdio", "--expose", "eager", "--file", &file,
+    ];
+    let report = python_through(&python, &args, accept.clone(), &calls);
+    let answer = &report["calls"]["kit__ask"]["structured"];
+    assert_eq!(answer["action"], "accept", "{report}");
+    assert_eq!(answer["content"], json!({"name": "Grace"}), "{report}");
+    let report = python_through(&python, &args, None, &calls);
+    assert_eq!(
+        report["calls"]["kit__ask"]["structured"]["action"], "decline",
+        "{report}"
+    );
+
+    // Over HTTP, lazy: through `mcp_call_tool`.
+    let (_dir, gateway) = gateway_with("lazy", "");
+    let calls =
+        json!({"mcp_call_tool": {"tool_name": "kit__ask", "arguments": {"request": form()}}});
+    let report = python_through(&python, &["legacy", "http", &gateway.url], accept, &calls);
+    let text = report["calls"]["mcp_call_tool"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("\"Grace\""), "{report}");
+}

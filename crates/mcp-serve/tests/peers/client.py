@@ -14,6 +14,9 @@ and prints one JSON object on stdout: the negotiated protocol version, the serve
 the tool names, and per call its structured content, text and isError (or the protocol
 error's message).
 
+With `GW_ELICIT` set to a JSON object, the client declares elicitation and accepts every
+request with that object as its content (else it declares none).
+
 `listen` (2026-07-28) opens `subscriptions/listen` for tool-list changes over HTTP, prints
 `subscribed <honored filter>` once acknowledged, then one `event <type>` line per change,
 and `closed` when the server ends the subscription gracefully.
@@ -25,9 +28,11 @@ import json
 import sys
 from typing import Any
 
+import os
+
 import anyio
 
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -54,18 +59,32 @@ async def run(client: Client, calls: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def elicitation() -> dict[str, Any]:
+    """The client's elicitation callback, when `GW_ELICIT` gives the content to accept with."""
+    content = os.environ.get("GW_ELICIT")
+    if content is None:
+        return {}
+
+    async def accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content=json.loads(content))
+
+    return {"elicitation_callback": accept}
+
+
 async def main() -> None:
     mode, transport, *rest = sys.argv[1:]
     calls = json.loads(sys.stdin.read() or "{}")
+    extra = elicitation()
     if transport == "stdio":
         params = StdioServerParameters(command=rest[0], args=rest[1:])
-        async with Client(params, mode=mode) as client:
+        async with Client(params, mode=mode, **extra) as client:
             report = await run(client, calls)
     elif transport == "http":
         url = rest[0]
         headers = {"Authorization": f"Bearer {rest[1]}"} if len(rest) > 1 else None
         async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            transport_ = streamable_http_client(url, http_client=http)
+            async with Client(transport_, mode=mode, **extra) as client:
                 report = await run(client, calls)
     elif transport == "listen":
         url = rest[0]
