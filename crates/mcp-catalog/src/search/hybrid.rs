@@ -24,6 +24,10 @@ use super::cache::{CacheLoad, EmbeddingCache, document_hash};
 use super::embed::{EmbedError, EmbedKind, Embedder, check_vectors, cut_chars, embedding_text};
 use super::{Hit, MAX_QUERY_CHARS, SearchIndex, SearchResults, ToolText};
 
+mod rows;
+
+use rows::Rows;
+
 /// The constants of hybrid ranking.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -75,7 +79,9 @@ pub enum Fusion {
     },
 }
 
-/// The dot product of two rows, in eight lanes so that it vectorises.
+/// The dot product of two rows, in eight lanes so that it vectorises (the `f32` reference of
+/// the tests).
+#[cfg(test)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -276,8 +282,8 @@ pub struct HybridIndex {
     ids: Vec<(Arc<str>, Arc<str>)>,
     /// The row of each tool id.
     rows: HashMap<Arc<str>, usize, RandomState>,
-    /// One unit-length row of `dimension` numbers per tool.
-    vectors: Vec<f32>,
+    /// One unit-length row of `dimension` numbers per tool, in 16 bits.
+    vectors: Rows,
     /// Recent queries' vectors.
     queries: Mutex<QueryCache>,
 }
@@ -295,7 +301,7 @@ impl HybridIndex {
             config,
             ids: Vec::new(),
             rows: HashMap::default(),
-            vectors: Vec::new(),
+            vectors: Rows::default(),
             queries: Mutex::default(),
         }
     }
@@ -320,11 +326,10 @@ impl HybridIndex {
         self.ids.is_empty()
     }
 
-    /// The unit-length vector of the tool `id`, when it has one.
-    pub fn vector(&self, id: &str) -> Option<&[f32]> {
-        let dim = self.embedder.dimension();
-        let row = *self.rows.get(id)?;
-        self.vectors.get(row * dim..(row + 1) * dim)
+    /// The vector of the tool `id`, when it has one, as the index keeps it: each number within
+    /// 1/8,190 of the row's largest of the unit-length vector embedded.
+    pub fn vector(&self, id: &str) -> Option<Vec<f32>> {
+        self.vectors.get(*self.rows.get(id)?)
     }
 
     /// Makes `tools` the indexed set: their vectors come from the cache when their text was
@@ -454,13 +459,12 @@ impl HybridIndex {
         }
         self.ids.clear();
         self.rows.clear();
-        self.vectors.clear();
-        self.vectors.reserve(texts.len() * dim);
+        self.vectors = Rows::new(dim, texts.len());
         for ((id, server, _), h) in texts.into_iter().zip(hashes) {
             if let Some(v) = self.cache.get(&model, h).filter(|v| v.len() == dim) {
                 self.rows.insert(Arc::clone(&id), self.ids.len());
                 self.ids.push((id, server));
-                self.vectors.extend_from_slice(&v);
+                self.vectors.push(&v);
             }
         }
         warnings
@@ -561,7 +565,7 @@ impl HybridIndex {
         limit: usize,
     ) -> SearchResults {
         let dim = query_vector.len();
-        if dim == 0 || self.vectors.len() != self.ids.len() * dim {
+        if dim == 0 || dim != self.vectors.dim() || self.vectors.len() != self.ids.len() {
             return index.search(query, server, limit);
         }
         let w = self.config.semantic_weight.clamp(0.0, 1.0);
@@ -572,17 +576,11 @@ impl HybridIndex {
                 lex_of_row[row] = score.max(0.0);
             }
         });
-        let mut rows: Vec<usize> = Vec::with_capacity(self.ids.len());
-        let mut cos: Vec<f32> = Vec::with_capacity(self.ids.len());
-        let mut lx: Vec<f32> = Vec::with_capacity(self.ids.len());
-        for (row, (_, s)) in self.ids.iter().enumerate() {
-            if server.is_some_and(|want| want != &**s) {
-                continue;
-            }
-            rows.push(row);
-            cos.push(dot(&self.vectors[row * dim..(row + 1) * dim], query_vector));
-            lx.push(lex_of_row[row]);
-        }
+        let keep = |row: usize| server.is_none_or(|want| want == &*self.ids[row].1);
+        let rows: Vec<usize> = (0..self.ids.len()).filter(|&row| keep(row)).collect();
+        let lx: Vec<f32> = rows.iter().map(|&row| lex_of_row[row]).collect();
+        let mut cos: Vec<f32> = Vec::with_capacity(rows.len());
+        self.vectors.cosines(query_vector, keep, &mut cos);
         let scores: Vec<f32> = match self.config.fusion {
             Fusion::MinMax => {
                 let best = lx.iter().copied().fold(0.0f32, f32::max);
