@@ -9,8 +9,9 @@
 
 use std::collections::HashMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 
+use super::dense::{Dense, Simd};
 use super::int8::{Activations, Kernel, MAX_K, QLinear};
 
 /// The shape of a BERT-family encoder, read from its `config.json`.
@@ -46,6 +47,7 @@ struct LayerNorm {
 }
 
 impl LayerNorm {
+    #[inline(always)]
     fn apply(&self, x: &mut [f32], eps: f32) {
         let h = self.gamma.len();
         for row in x.chunks_exact_mut(h) {
@@ -59,32 +61,9 @@ impl LayerNorm {
     }
 }
 
-/// A linear layer in `f32`, through candle's matrix product.
-struct FLinear {
-    /// `n` rows of `k`.
-    weight: Tensor,
-    bias: Vec<f32>,
-}
-
-impl FLinear {
-    fn forward(&self, x: &[f32], out: &mut Vec<f32>) -> candle_core::Result<()> {
-        let k = self.weight.dim(1)?;
-        let x = Tensor::from_slice(x, (x.len() / k, k), &Device::Cpu)?;
-        let y = x.matmul(&self.weight.t()?)?;
-        out.clear();
-        out.extend(y.flatten_all()?.to_vec1::<f32>()?);
-        for row in out.chunks_exact_mut(self.bias.len()) {
-            for (v, b) in row.iter_mut().zip(&self.bias) {
-                *v += b;
-            }
-        }
-        Ok(())
-    }
-}
-
 struct Layer {
     /// Query, key and value projections as one layer of `3 × hidden` outputs.
-    qkv: FLinear,
+    qkv: Dense,
     out: QLinear,
     ln1: LayerNorm,
     up: QLinear,
@@ -103,12 +82,47 @@ pub(crate) struct Encoder {
     heads: usize,
     eps: f32,
     kernel: Kernel,
+    simd: Simd,
+}
+
+/// The encoder's pass compiled for AVX-512. `unsafe` only to call a function compiled for
+/// features the caller was not: the entry takes the [`Simd`] that `Simd::detect` made after
+/// detecting AVX-512 F, and checks it. The pass is the same plain Rust, whose floating-point
+/// operations the compiler keeps in order, so it gives the plain build's numbers (tested).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod x86 {
+    use super::{Encoder, Simd};
+
+    pub(super) fn forward_avx512(
+        simd: Simd,
+        encoder: &Encoder,
+        ids: &[u32],
+        types: &[u32],
+    ) -> Result<Vec<f32>, String> {
+        assert!(simd.is_avx512());
+        // SAFETY: `is_avx512` holds only for a `Simd` made after detecting AVX-512 F; the
+        // function is safe Rust otherwise.
+        unsafe { avx512(encoder, simd, ids, types) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn avx512(
+        encoder: &Encoder,
+        simd: Simd,
+        ids: &[u32],
+        types: &[u32],
+    ) -> Result<Vec<f32>, String> {
+        encoder.forward_plain(simd, ids, types)
+    }
 }
 
 /// Buffers reused across layers of one forward pass.
 #[derive(Default)]
 struct Scratch {
     q: Activations,
+    /// The input of the query/key/value projection, padded.
+    xp: Vec<f32>,
     qkv: Vec<f32>,
     ctx: Vec<f32>,
     proj: Vec<f32>,
@@ -240,11 +254,7 @@ impl Encoder {
                 qkv_b.extend(w.get(&format!("{p}.attention.self.{part}.bias"), &[h])?);
             }
             layers.push(Layer {
-                qkv: FLinear {
-                    weight: Tensor::from_vec(qkv_w, (3 * h, h), &Device::Cpu)
-                        .map_err(|e| e.to_string())?,
-                    bias: qkv_b,
-                },
+                qkv: Dense::new(&qkv_w, qkv_b, 3 * h, h),
                 out: w.linear(&format!("{p}.attention.output.dense"), h, h)?,
                 ln1: w.ln(&format!("{p}.attention.output.LayerNorm"), h)?,
                 up: w.linear(&format!("{p}.intermediate.dense"), i, h)?,
@@ -262,6 +272,7 @@ impl Encoder {
             heads,
             eps: shape.layer_norm_eps as f32,
             kernel: Kernel::detect(),
+            simd: Simd::detect(),
         })
     }
 
@@ -270,8 +281,24 @@ impl Encoder {
         self.hidden
     }
 
-    /// The last hidden states (`ids.len()` rows of `hidden`) of one unpadded text.
+    /// The last hidden states (`ids.len()` rows of `hidden`) of one unpadded text, computed by
+    /// the widest vector instructions this CPU has (the same numbers on each: see
+    /// [`Simd`]).
     pub(crate) fn forward(&self, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
+        self.forward_with(self.simd, ids, types)
+    }
+
+    fn forward_with(&self, simd: Simd, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
+        #[cfg(target_arch = "x86_64")]
+        if simd.is_avx512() {
+            return x86::forward_avx512(simd, self, ids, types);
+        }
+        self.forward_plain(simd, ids, types)
+    }
+
+    /// [`forward`](Self::forward) as plain Rust, inlined into each instruction set's copy.
+    #[inline(always)]
+    fn forward_plain(&self, simd: Simd, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
         let h = self.hidden;
         let n = ids.len();
         if n == 0 {
@@ -300,16 +327,16 @@ impl Encoder {
         self.ln.apply(&mut x, self.eps);
         let mut s = Scratch::default();
         for layer in &self.layers {
-            self.layer(layer, &mut x, &mut s)
-                .map_err(|e| e.to_string())?;
+            self.layer(simd, layer, &mut x, &mut s);
         }
         Ok(x)
     }
 
-    fn layer(&self, layer: &Layer, x: &mut [f32], s: &mut Scratch) -> candle_core::Result<()> {
+    #[inline(always)]
+    fn layer(&self, simd: Simd, layer: &Layer, x: &mut [f32], s: &mut Scratch) {
         let h = self.hidden;
         let n = x.len() / h;
-        layer.qkv.forward(x, &mut s.qkv)?;
+        layer.qkv.forward(simd, x, &mut s.xp, &mut s.qkv);
         self.attention(n, s);
         layer
             .out
@@ -327,11 +354,11 @@ impl Encoder {
             *v += p;
         }
         layer.ln2.apply(x, self.eps);
-        Ok(())
     }
 
     /// Scaled dot-product attention of every head, from `s.qkv` (`n` rows of query, key, value)
     /// into `s.ctx` (`n` rows of `hidden`).
+    #[inline(always)]
     fn attention(&self, n: usize, s: &mut Scratch) {
         let h = self.hidden;
         let d = h / self.heads;
@@ -349,7 +376,7 @@ impl Encoder {
                 let mut max = f32::NEG_INFINITY;
                 for (j, score) in s.scores.iter_mut().enumerate() {
                     let k = row(j, 1, head);
-                    *score = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    *score = dot(q, k) * scale;
                     max = max.max(*score);
                 }
                 let mut total = 0.0;
@@ -370,7 +397,27 @@ impl Encoder {
     }
 }
 
+/// The dot product of two rows, in eight lanes so that it vectorises.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for l in 0..8 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
 /// GELU with the exact error function (BERT's `gelu`), in place.
+#[inline(always)]
 fn gelu(x: &mut [f32]) {
     for v in x {
         *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
@@ -380,6 +427,7 @@ fn gelu(x: &mut [f32]) {
 /// The error function to `f32` precision: a rational approximation on [-4, 4] (beyond which
 /// `erf` is ±1 in `f32`), without branches or `exp`, so loops over it vectorise. Coefficients
 /// are those of Eigen's `generic_fast_erf_float`.
+#[inline(always)]
 fn erf(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
@@ -405,7 +453,7 @@ mod tests {
     use candle_nn::VarBuilder;
     use candle_transformers::models::bert::{BertModel, Config};
 
-    use super::{Encoder, Shape, erf};
+    use super::{Encoder, Shape, Simd, erf};
 
     /// A tiny random BERT: hidden 20, 4 heads, intermediate 37, 2 layers, 30 words, 16
     /// positions.
@@ -513,6 +561,29 @@ mod tests {
         assert!(encoder.forward(&[], &[]).unwrap_err().contains("no tokens"));
         assert!(encoder.forward(&[1; 17], &[0; 17]).is_err());
         assert!(encoder.forward(&[30], &[0]).is_err());
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_plain_pass() {
+        let (config, tensors) = tiny();
+        let shape: Shape = serde_json::from_value(config).unwrap();
+        let encoder = Encoder::load(&shape, tensors).unwrap();
+        let ids = [2u32, 5, 8, 13, 21, 1, 4];
+        let types = [0u32; 7];
+        let plain = encoder
+            .forward_with(Simd::available()[0], &ids, &types)
+            .unwrap();
+        for simd in Simd::available() {
+            let got = encoder.forward_with(simd, &ids, &types).unwrap();
+            assert_eq!(got.len(), plain.len());
+            // The AVX-512 product rounds once per multiply-add where plain Rust rounds twice.
+            for (a, b) in got.iter().zip(&plain) {
+                assert!(
+                    (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                    "{simd:?}: {a} vs {b}"
+                );
+            }
+        }
     }
 
     #[test]
