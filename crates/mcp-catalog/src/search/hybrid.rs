@@ -10,6 +10,13 @@
 //! .814 / .815 (even / odd), against .905 / .906 and .807 / .803 for the earlier min-max blend
 //! at 0.4; reciprocal-rank fusion (k 5 to 60) keeps hit@5 but loses MRR (.761 to .785).
 //!
+//! A query reads the lexical scores unordered ([`SearchIndex`]'s matches, not its sorted hits)
+//! and the cosines of 16-bit tool vectors (`rows.rs`: half the memory of `f32`, each cosine
+//! within about 10⁻⁵); only the best `limit` of the blend are sorted. To reproduce the latency
+//! at scale: `cargo xtask search-eval --embedder local --scale 10000 --cache DIR` prints the
+//! ranking's p50 at 10,000 tools and the whole query's (embedding plus ranking), with the load
+//! average beside them (the `mcp-embed` section of `docs/ARCHITECTURE.md` has the figures).
+//!
 //! The embedder is never trusted to answer: every call is bounded in time, every answer
 //! checked (count, dimension, NaN), and whatever goes wrong gives the lexical ranking with a
 //! [`SearchWarning`] (also logged as a `tracing` warning), never a failed search.

@@ -88,7 +88,8 @@ pub(crate) struct Encoder {
 /// The encoder's pass compiled for AVX-512. `unsafe` only to call a function compiled for
 /// features the caller was not: the entry takes the [`Simd`] that `Simd::detect` made after
 /// detecting AVX-512 F, and checks it. The pass is the same plain Rust, whose floating-point
-/// operations the compiler keeps in order, so it gives the plain build's numbers (tested).
+/// operations the compiler keeps in order: it differs from the plain build only by the fused
+/// multiply-adds of the query/key/value product (the tests bound it).
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
@@ -282,8 +283,8 @@ impl Encoder {
     }
 
     /// The last hidden states (`ids.len()` rows of `hidden`) of one unpadded text, computed by
-    /// the widest vector instructions this CPU has (the same numbers on each: see
-    /// [`Simd`]).
+    /// the widest vector instructions this CPU has (see the `x86` module: the numbers agree to
+    /// a few units in the last place).
     pub(crate) fn forward(&self, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
         self.forward_with(self.simd, ids, types)
     }
