@@ -10,15 +10,23 @@
 //! all little-endian. A file is written whole to a temporary file in the same directory (a
 //! fresh random name opened with `create_new`, mode 0600 on unix, so a planted symlink or
 //! another writer's file is never followed or truncated) and renamed over the old one, so a
-//! reader sees the old file or the new one, never half of one; concurrent writers each write
-//! the union of what was on disk and what they hold, and the last rename wins (entries another
-//! writer added meanwhile are embedded again next time, never corrupted). Temporary files a
-//! crashed writer left are removed by a later save once older than [`STALE_TEMP_AGE`].
+//! reader sees the old file or the new one, never half of one. A save merges what the file
+//! holds only when another writer changed it since this cache last read or wrote it (its
+//! length, modification time or inode differ): otherwise everything in it is in memory already
+//! and it is not read again. Writers of other processes each write the union of what was on
+//! disk and what they hold, and the last rename wins (entries another writer added meanwhile
+//! are embedded again next time, never corrupted); saves of one cache and model run one at a
+//! time, from the snapshot of memory to the rename, so a later batch is never overwritten by an
+//! earlier snapshot. The in-memory lock is held only to clone the model's vectors (their
+//! lengths are checked afterwards). Temporary files a crashed writer left are removed by a
+//! later save once older than [`STALE_TEMP_AGE`].
 //!
-//! Reading is bounded: only a regular file (not a symlink, directory or device) is read, and
-//! only when its length is the one its header announces for at most [`MAX_CACHED_VECTORS`]
-//! entries. A file with a wrong magic, model, size or checksum, or a vector that is not of unit
-//! length, is ignored and rewritten.
+//! Reading is bounded: only a regular file is read (on unix it is opened with `O_NOFOLLOW |
+//! O_NONBLOCK` and the opened handle checked, so a symlink, directory, device or FIFO swapped
+//! in is refused without blocking), and only when its length is the one its header announces
+//! for at most [`MAX_CACHED_VECTORS`] entries and [`MAX_CACHE_FILE_BYTES`] bytes. A file with a
+//! wrong magic, model, size or checksum, or a vector that is not of unit length, is ignored and
+//! rewritten.
 //!
 //! Within a process, each model's file is read once per cache
 //! ([`EmbeddingCache::load`] reads it again on demand), and the texts being embedded are
@@ -26,7 +34,6 @@
 //! the same time: a second caller waits for the first one's batch.
 
 use std::collections::HashMap;
-use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,9 +41,19 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use file::{
+    Entries, Stamp, create_temp, decode, encode_to, max_entries, read_bounded, remove_stale_temps,
+};
+#[cfg(test)]
+use file::{encode, open_regular};
+
 /// The most vectors a cache file holds (per model); a file announcing more is refused unread,
 /// and a save keeps this many (those in memory first).
 pub const MAX_CACHED_VECTORS: usize = 200_000;
+
+/// The longest a cache file may be (256 MiB, about 43,000 vectors of 1,536 numbers); a longer
+/// file is refused unread, and a save keeps as many vectors as fit (those in memory first).
+pub const MAX_CACHE_FILE_BYTES: u64 = 256 << 20;
 
 /// How old a temporary file of a cache file must be before a save removes it as left by a
 /// crashed writer.
@@ -44,8 +61,6 @@ pub const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
 /// How far from 1 a cached vector's length may be.
 const UNIT_TOLERANCE: f32 = 1e-3;
-
-const MAGIC: &[u8; 8] = b"MCPVEC01";
 
 /// Vectors by (model, document hash).
 type VectorMap = HashMap<(Arc<str>, u64), Arc<[f32]>>;
@@ -105,6 +120,12 @@ pub struct EmbeddingCache {
     /// The texts being embedded now, by (model, hash): the claim's id and a receiver that
     /// wakes when its batch is over.
     in_flight: Mutex<InFlight>,
+    /// Each model's file as this cache last read or wrote it.
+    stamps: Mutex<HashMap<Arc<str>, Stamp>>,
+    /// One save at a time per model, from the snapshot of memory to the rename.
+    writing: Mutex<HashMap<Arc<str>, Arc<Mutex<()>>>>,
+    #[cfg(test)]
+    probe: tests::Probe,
 }
 
 /// The texts one caller embeds now ([`EmbeddingCache::claim`]); dropping it releases them and
@@ -290,8 +311,8 @@ impl EmbeddingCache {
         let Some(path) = self.file_of(model) else {
             return CacheLoad::Missing;
         };
-        let bytes = match read_bounded(&path, model, dimension) {
-            Ok(Some(b)) => b,
+        let (bytes, stamp) = match self.read_bounded(&path, model, dimension) {
+            Ok(Some(read)) => read,
             Ok(None) => return CacheLoad::Missing,
             Err(why) => return CacheLoad::Rebuilt(format!("{}: {why}", path.display())),
         };
@@ -303,238 +324,128 @@ impl EmbeddingCache {
                 for (hash, v) in entries {
                     map.insert((Arc::clone(&model), hash), Arc::from(v));
                 }
+                drop(map);
+                lock(&self.stamps).insert(model, stamp);
                 CacheLoad::Loaded(n)
             }
             Err(why) => CacheLoad::Rebuilt(format!("{}: {why}", path.display())),
         }
     }
 
-    /// Writes every unit-length vector of `model` held in memory, merged with what the file
-    /// holds now, to `model`'s file (atomically: a new temporary file, then rename), and
-    /// removes temporary files of that file older than [`STALE_TEMP_AGE`]. Nothing to do
-    /// without a directory.
+    /// The lock that makes the saves of `model` run one at a time.
+    fn writing(&self, model: &str) -> Arc<Mutex<()>> {
+        Arc::clone(lock(&self.writing).entry(Arc::from(model)).or_default())
+    }
+
+    /// The vectors of `model` of `dimension` numbers, cloned under the lock (checked by the
+    /// caller, after it).
+    fn snapshot(&self, model: &str, dimension: usize) -> Vec<(u64, Arc<[f32]>)> {
+        self.lock()
+            .iter()
+            .filter(|((m, _), v)| &**m == model && v.len() == dimension)
+            .map(|((_, hash), v)| (*hash, Arc::clone(v)))
+            .collect()
+    }
+
+    /// The file's entries this cache does not hold, when another writer changed the file since
+    /// this cache last read or wrote it (they are taken into memory too); none otherwise.
+    fn changed_entries(&self, path: &Path, model: &str, dimension: usize) -> Entries {
+        let now = std::fs::symlink_metadata(path).ok().map(|m| Stamp::of(&m));
+        if now.is_none() || now == lock(&self.stamps).get(model).copied() {
+            return Vec::new();
+        }
+        let Ok(Some((bytes, _))) = self.read_bounded(path, model, dimension) else {
+            return Vec::new();
+        };
+        let Ok(entries) = decode(&bytes, model, dimension) else {
+            return Vec::new();
+        };
+        let model: Arc<str> = Arc::from(model);
+        let mut map = self.lock();
+        entries
+            .into_iter()
+            .filter(|(hash, v)| {
+                let key = (Arc::clone(&model), *hash);
+                if map.get(&key).is_some_and(|held| held.len() == dimension) {
+                    return false;
+                }
+                map.insert(key, Arc::from(v.as_slice()));
+                true
+            })
+            .collect()
+    }
+
+    /// [`read_bounded`] of this cache's file (counted in tests).
+    fn read_bounded(
+        &self,
+        path: &Path,
+        model: &str,
+        dimension: usize,
+    ) -> Result<Option<(Vec<u8>, Stamp)>, String> {
+        #[cfg(test)]
+        self.probe.reads.fetch_add(1, Ordering::SeqCst);
+        read_bounded(path, model, dimension)
+    }
+
+    /// Writes every unit-length vector of `model` held in memory to `model`'s file
+    /// (atomically: a new temporary file, then rename), merged with what the file holds when
+    /// another writer changed it since this cache last read or wrote it, and removes temporary
+    /// files of that file older than [`STALE_TEMP_AGE`]. At most [`MAX_CACHED_VECTORS`]
+    /// vectors and [`MAX_CACHE_FILE_BYTES`] bytes are written, those in memory first. Saves of
+    /// one model run one at a time. Nothing to do without a directory.
     pub fn save(&self, model: &str, dimension: usize) -> std::io::Result<()> {
         let Some(path) = self.file_of(model) else {
             return Ok(());
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let mut entries: HashMap<u64, Arc<[f32]>> = HashMap::new();
-        for ((m, hash), v) in self.lock().iter() {
-            if &**m == model && v.len() == dimension && is_unit(v) {
-                entries.insert(*hash, Arc::clone(v));
+        #[cfg(test)]
+        self.probe.step(tests::Step::Waiting);
+        let writing = self.writing(model);
+        let _one = lock(&writing);
+        let mut entries = self.snapshot(model, dimension);
+        entries.retain(|(_, v)| is_unit(v));
+        let held: std::collections::HashSet<u64> = entries.iter().map(|(h, _)| *h).collect();
+        for (hash, v) in self.changed_entries(&path, model, dimension) {
+            if !held.contains(&hash) && is_unit(&v) {
+                entries.push((hash, Arc::from(v)));
             }
         }
-        if let Ok(Some(bytes)) = read_bounded(&path, model, dimension)
-            && let Ok(old) = decode(&bytes, model, dimension)
-        {
-            for (hash, v) in old {
-                if entries.len() >= MAX_CACHED_VECTORS {
-                    break;
-                }
-                entries.entry(hash).or_insert_with(|| Arc::from(v));
-            }
-        }
-        let mut sorted: Vec<_> = entries.into_iter().collect();
-        sorted.truncate(MAX_CACHED_VECTORS);
-        sorted.sort_unstable_by_key(|(h, _)| *h);
-        let bytes = encode(model, dimension, &sorted);
+        entries.truncate(max_entries(model, dimension));
+        entries.sort_unstable_by_key(|(h, _)| *h);
         let base = path
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("vectors")
             .to_owned();
         remove_stale_temps(dir, &base);
-        let (tmp, mut file) = create_temp(dir, &base)?;
+        let (tmp, file) = create_temp(dir, &base)?;
         let written = (|| {
-            file.write_all(&bytes)?;
+            let mut out = std::io::BufWriter::new(file);
+            encode_to(&mut out, model, dimension, &entries)?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
             file.sync_all()?;
+            let stamp = Stamp::of(&file.metadata()?);
             drop(file);
-            std::fs::rename(&tmp, &path)
+            #[cfg(test)]
+            self.probe.step(tests::Step::Rename);
+            std::fs::rename(&tmp, &path)?;
+            Ok(stamp)
         })();
-        if written.is_err() {
-            std::fs::remove_file(&tmp).ok();
-        }
-        written
-    }
-}
-
-/// A random 64-bit number (std's per-process random hasher keys, the time and a counter).
-fn random_suffix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
-}
-
-/// A new temporary file `.<base>.<random>.tmp` in `dir`: created, never opened if it exists
-/// (nor a symlink followed), readable by its owner only on unix.
-fn create_temp(dir: &Path, base: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let mut last = None;
-    for _ in 0..16 {
-        let tmp = dir.join(format!(".{base}.{:016x}.tmp", random_suffix()));
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            options.mode(0o600);
-        }
-        match options.open(&tmp) {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
-}
-
-/// Removes the temporary files of `base` in `dir` older than [`STALE_TEMP_AGE`] (a crashed
-/// writer's); symlinks are removed, never followed.
-fn remove_stale_temps(dir: &Path, base: &str) {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let prefix = format!(".{base}.");
-    for entry in listing.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        if !name.starts_with(&prefix) || !name.ends_with(".tmp") {
-            continue;
-        }
-        let old = std::fs::symlink_metadata(entry.path())
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= STALE_TEMP_AGE);
-        if old {
-            std::fs::remove_file(entry.path()).ok();
+        match written {
+            Ok(stamp) => {
+                lock(&self.stamps).insert(Arc::from(model), stamp);
+                Ok(())
+            }
+            Err(e) => {
+                std::fs::remove_file(&tmp).ok();
+                Err(e)
+            }
         }
     }
 }
 
-/// The bytes of the cache file at `path`, `None` when there is none; refused unread when it is
-/// not a regular file or its length is not what its header announces (at most
-/// [`MAX_CACHED_VECTORS`] entries of `dimension` numbers).
-fn read_bounded(path: &Path, model: &str, dimension: usize) -> Result<Option<Vec<u8>>, String> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(_) => return Err("not a regular file (a symlink, directory or device)".into()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let entry = 8 + 4 * dimension as u64;
-    let header = 20 + model.len() as u64;
-    let bound = header + MAX_CACHED_VECTORS as u64 * entry + 8;
-    let len = meta.len();
-    if len > bound {
-        return Err(format!(
-            "{len} bytes, more than {MAX_CACHED_VECTORS} vectors of {dimension} numbers take"
-        ));
-    }
-    let mut reader = file.take(bound + 1);
-    let mut head = vec![0u8; 20.min(len as usize)];
-    reader.read_exact(&mut head).map_err(|e| e.to_string())?;
-    if head.len() == 20 && &head[..8] == MAGIC {
-        let count = u64::from(u32::from_le_bytes([head[12], head[13], head[14], head[15]]));
-        if count > MAX_CACHED_VECTORS as u64 {
-            return Err(format!(
-                "announces {count} vectors, more than {MAX_CACHED_VECTORS}"
-            ));
-        }
-        if len != header + count * entry + 8 {
-            return Err("wrong size".into());
-        }
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    bytes.extend_from_slice(&head);
-    reader.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > bound {
-        return Err("longer than its header says".into());
-    }
-    Ok(Some(bytes))
-}
-
-fn encode(model: &str, dimension: usize, entries: &[(u64, Arc<[f32]>)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(24 + model.len() + entries.len() * (8 + 4 * dimension));
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(dimension as u32).to_le_bytes());
-    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(model.len() as u32).to_le_bytes());
-    out.extend_from_slice(model.as_bytes());
-    for (hash, v) in entries {
-        out.extend_from_slice(&hash.to_le_bytes());
-        for x in v.iter() {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    let sum = fnv1a(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out
-}
-
-type Entries = Vec<(u64, Vec<f32>)>;
-
-fn decode(bytes: &[u8], model: &str, dimension: usize) -> Result<Entries, String> {
-    let u32_at = |at: usize| -> Result<usize, String> {
-        bytes
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(|| "cut short".to_owned())
-    };
-    if bytes.len() < 28 || &bytes[..8] != MAGIC {
-        return Err("not a vector cache file".into());
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 8);
-    let mut sum_bytes = [0u8; 8];
-    sum_bytes.copy_from_slice(sum);
-    if fnv1a(body) != u64::from_le_bytes(sum_bytes) {
-        return Err("checksum mismatch (cut short or corrupted)".into());
-    }
-    let dim = u32_at(8)?;
-    let count = u32_at(12)?;
-    let model_len = u32_at(16)?;
-    let model_end = 20usize.saturating_add(model_len);
-    if body.get(20..model_end) != Some(model.as_bytes()) {
-        return Err("written for another model".into());
-    }
-    if dim != dimension {
-        return Err(format!("dimension {dim}, the model's is {dimension}"));
-    }
-    let entry = 8 + 4 * dim;
-    if body.len() != model_end + count.saturating_mul(entry) {
-        return Err("wrong size".into());
-    }
-    let mut out = Vec::with_capacity(count);
-    for chunk in body[model_end..].chunks_exact(entry) {
-        let mut h = [0u8; 8];
-        h.copy_from_slice(&chunk[..8]);
-        let v: Vec<f32> = chunk[8..]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        if v.iter().any(|x| !x.is_finite()) {
-            return Err("a vector holds a NaN".into());
-        }
-        if !is_unit(&v) {
-            return Err("a vector is not of unit length".into());
-        }
-        out.push((u64::from_le_bytes(h), v));
-    }
-    Ok(out)
-}
+mod file;
 
 #[cfg(test)]
 mod tests;

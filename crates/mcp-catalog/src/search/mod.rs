@@ -38,7 +38,9 @@ mod index;
 mod text;
 
 #[cfg(feature = "embed")]
-pub use cache::{CacheLoad, EmbeddingCache, MAX_CACHED_VECTORS, STALE_TEMP_AGE};
+pub use cache::{
+    CacheLoad, EmbeddingCache, MAX_CACHE_FILE_BYTES, MAX_CACHED_VECTORS, STALE_TEMP_AGE,
+};
 #[cfg(feature = "embed")]
 pub use embed::{
     EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, MAX_PARAMETER_DOC_CHARS, embedding_text,

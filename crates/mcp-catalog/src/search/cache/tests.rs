@@ -1,9 +1,47 @@
 //! The disk cache against hostile files and concurrent writers.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use super::{CacheLoad, EmbeddingCache, MAX_CACHED_VECTORS, STALE_TEMP_AGE, encode};
+use super::{
+    CacheLoad, EmbeddingCache, MAX_CACHE_FILE_BYTES, MAX_CACHED_VECTORS, STALE_TEMP_AGE, encode,
+    max_entries,
+};
+
+/// Where a save is, for the hook of [`Probe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// About to take the model's write lock.
+    Waiting,
+    /// Holds the write lock and has written the temporary file: about to rename it.
+    Rename,
+}
+
+type Hook = Arc<dyn Fn(Step) + Send + Sync>;
+
+/// What the tests observe of a cache: how often it read its file, and a hook at each step of
+/// a save.
+#[derive(Default)]
+pub(super) struct Probe {
+    pub(super) reads: AtomicU64,
+    hook: Mutex<Option<Hook>>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe").field("reads", &self.reads).finish()
+    }
+}
+
+impl Probe {
+    pub(super) fn step(&self, step: Step) {
+        let hook = self.hook.lock().unwrap().clone();
+        if let Some(hook) = hook {
+            hook(step);
+        }
+    }
+}
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mcp-vec-c-{name}-{}", std::process::id()));
@@ -177,4 +215,175 @@ async fn a_claimed_text_is_waited_for_and_released_on_drop() {
     let (third, theirs) = cache.claim("m", &[1, 2, 3]);
     assert_eq!(third.hashes(), &[1, 2]);
     assert_eq!(theirs.len(), 1);
+}
+
+impl EmbeddingCache {
+    fn set_hook(&self, hook: impl Fn(Step) + Send + Sync + 'static) {
+        *self.probe.hook.lock().unwrap() = Some(Arc::new(hook));
+    }
+
+    fn reads(&self) -> u64 {
+        self.probe.reads.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_save_reads_the_file_only_when_another_writer_changed_it() {
+    let dir = temp_dir("reread");
+    let cache = EmbeddingCache::on_disk(&dir);
+    cache.insert("m", 1, vec![1.0, 0.0]);
+    cache.save("m", 2).unwrap();
+    cache.insert("m", 2, vec![0.0, 1.0]);
+    cache.save("m", 2).unwrap();
+    // Everything in the file came from memory: never read back.
+    assert_eq!(cache.reads(), 0);
+    // Another writer adds an entry.
+    let other = EmbeddingCache::on_disk(&dir);
+    other.insert("m", 3, vec![0.6, 0.8]);
+    other.save("m", 2).unwrap();
+    assert_eq!(other.reads(), 1, "a file this cache never saw is merged");
+    cache.insert("m", 4, vec![0.8, 0.6]);
+    cache.save("m", 2).unwrap();
+    assert_eq!(cache.reads(), 1, "the changed file is merged once");
+    assert!(
+        cache.get("m", 3).is_some(),
+        "and its entries taken into memory"
+    );
+    cache.insert("m", 5, vec![1.0, 0.0]);
+    cache.save("m", 2).unwrap();
+    assert_eq!(cache.reads(), 1);
+    assert_eq!(
+        EmbeddingCache::on_disk(&dir).load("m", 2),
+        CacheLoad::Loaded(5)
+    );
+    // A file loaded is not read again by the next save either.
+    let loaded = EmbeddingCache::on_disk(&dir);
+    assert_eq!(loaded.load("m", 2), CacheLoad::Loaded(5));
+    loaded.insert("m", 6, vec![0.0, 1.0]);
+    loaded.save("m", 2).unwrap();
+    assert_eq!(loaded.reads(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_file_over_the_byte_bound_is_refused_unread() {
+    let dir = temp_dir("bytes");
+    let cache = EmbeddingCache::on_disk(&dir);
+    let file = cache.file_of("m").unwrap();
+    // Vectors of 100,000 numbers: 700 of them are far fewer than MAX_CACHED_VECTORS but take
+    // more than MAX_CACHE_FILE_BYTES. A sparse file of exactly the length its header announces.
+    let dimension = 100_000usize;
+    let mut head = encode("m", dimension, &[]);
+    head.truncate(head.len() - 8);
+    head[12..16].copy_from_slice(&700u32.to_le_bytes());
+    std::fs::write(&file, &head).unwrap();
+    let len = head.len() as u64 + 700 * (8 + 4 * dimension as u64) + 8;
+    assert!(len > MAX_CACHE_FILE_BYTES);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    assert!(
+        matches!(cache.load("m", dimension), CacheLoad::Rebuilt(why) if why.contains("bytes")),
+        "refused by its length, not read and found corrupted"
+    );
+    // A save keeps to both bounds.
+    let entry = 8 + 4 * 1536;
+    assert_eq!(
+        max_entries("m", 1536) as u64,
+        (MAX_CACHE_FILE_BYTES - 29) / entry
+    );
+    assert_eq!(max_entries("m", 2), MAX_CACHED_VECTORS);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn two_saves_at_once_never_lose_the_later_batch() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    let dir = temp_dir("race");
+    let cache = Arc::new(EmbeddingCache::on_disk(&dir));
+    cache.insert("m", 1, vec![1.0, 0.0]);
+    // The first save stops before its rename until the second one is done or waits for it.
+    let (to_first, first_hears) = mpsc::channel::<&'static str>();
+    let (to_test, test_hears) = mpsc::channel::<()>();
+    let first_hears = Mutex::new(first_hears);
+    let to_first_hook = Mutex::new(to_first.clone());
+    let to_test = Mutex::new(to_test);
+    let first = AtomicBool::new(true);
+    cache.set_hook(move |step| match step {
+        Step::Rename if first.swap(false, Ordering::SeqCst) => {
+            to_test.lock().unwrap().send(()).unwrap();
+            first_hears.lock().unwrap().recv().unwrap();
+        }
+        Step::Waiting if !first.load(Ordering::SeqCst) => {
+            to_first_hook.lock().unwrap().send("waiting").unwrap();
+        }
+        _ => {}
+    });
+    let a = {
+        let cache = Arc::clone(&cache);
+        std::thread::spawn(move || cache.save("m", 2).unwrap())
+    };
+    test_hears.recv().unwrap();
+    // A batch finishes while the first save is writing: the second save must carry it.
+    cache.insert("m", 2, vec![0.0, 1.0]);
+    let b = {
+        let cache = Arc::clone(&cache);
+        std::thread::spawn(move || {
+            cache.save("m", 2).unwrap();
+            to_first.send("done").ok();
+        })
+    };
+    a.join().unwrap();
+    b.join().unwrap();
+    let fresh = EmbeddingCache::on_disk(&dir);
+    assert_eq!(fresh.load("m", 2), CacheLoad::Loaded(2));
+    assert!(fresh.get("m", 2).is_some(), "the later batch is on disk");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_symlink_is_refused_by_the_open_itself() {
+    use std::sync::mpsc;
+    let dir = temp_dir("fifo");
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(
+        &fifo,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .unwrap();
+    // Opening a FIFO without a writer blocks forever unless opened non-blocking: the check
+    // runs on another thread so that a regression fails here instead of hanging the suite.
+    let (tx, rx) = mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || tx.send(super::open_regular(&path).map(|f| f.is_some())));
+    let opened = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("opening a FIFO blocked");
+    assert!(
+        matches!(&opened, Err(why) if why.contains("regular")),
+        "{opened:?}"
+    );
+    // A symlink, even to a regular file, is refused by the open (nothing swapped in between a
+    // check and the open can be read).
+    let target = dir.join("target");
+    std::fs::write(&target, b"x").unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let opened = super::open_regular(&link).map(|f| f.is_some());
+    assert!(
+        matches!(&opened, Err(why) if why.contains("symlink")),
+        "{opened:?}"
+    );
+    assert!(matches!(super::open_regular(&target), Ok(Some(_))));
+    assert!(matches!(super::open_regular(&dir.join("none")), Ok(None)));
+    // The cache file itself a FIFO: the load is refused, never stuck.
+    let cache = EmbeddingCache::on_disk(&dir);
+    std::fs::rename(&fifo, cache.file_of("m").unwrap()).unwrap();
+    assert!(matches!(cache.load("m", 2), CacheLoad::Rebuilt(why) if why.contains("regular")));
+    std::fs::remove_dir_all(&dir).ok();
 }
