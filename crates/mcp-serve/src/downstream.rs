@@ -5,17 +5,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ProtocolVersion, RequestId, ServerRequest,
+    CancelledNotification, CancelledNotificationParam, ClientResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion, RequestId,
+    ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleServer};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::error::DownstreamError;
 
 /// The `tools/call` requests of one session in flight, oldest first: an elicitation is sent
 /// on the stream of one of them.
-pub(crate) type CallIds = Arc<Mutex<Vec<RequestId>>>;
+pub(crate) type Calls = Arc<Mutex<Vec<InFlight>>>;
 
 /// The downstream client of one session, given to [`OpenTools::open_for`] so the tools opened
 /// for the session can ask it for user input (a gateway forwards its upstream servers'
@@ -49,7 +52,7 @@ pub(crate) type CallIds = Arc<Mutex<Vec<RequestId>>>;
 #[derive(Clone)]
 pub struct Downstream {
     peer: Option<Peer<RoleServer>>,
-    calls: CallIds,
+    calls: Calls,
 }
 
 impl std::fmt::Debug for Downstream {
@@ -72,12 +75,12 @@ impl Downstream {
     pub fn none() -> Self {
         Self {
             peer: None,
-            calls: CallIds::default(),
+            calls: Calls::default(),
         }
     }
 
     /// The client behind `peer`; `calls` are its session's calls in flight.
-    pub(crate) fn new(peer: Peer<RoleServer>, calls: CallIds) -> Self {
+    pub(crate) fn new(peer: Peer<RoleServer>, calls: Calls) -> Self {
         Self {
             peer: Some(peer),
             calls,
@@ -118,13 +121,44 @@ impl Downstream {
         }
     }
 
-    /// Asks the client `request` (its texts sent as they are: the client shows them as
-    /// untrusted) and returns its answer, waiting at most `timeout` (then the request is
-    /// cancelled). A request the client cannot be asked ([`can_elicit`](Self::can_elicit)) is
-    /// declined at once without being sent. The request travels on the stream of one of the
-    /// session's calls in flight (over HTTP), else as the server's own request.
+    /// Asks the client `request` and returns its answer: [`elicit_from`](Self::elicit_from)
+    /// for a request no call in flight is known to have caused (it rides the newest one).
     pub async fn elicit(
         &self,
+        request: ElicitRequestParams,
+        timeout: Duration,
+    ) -> Result<ElicitResult, DownstreamError> {
+        self.send(None, request, timeout).await
+    }
+
+    /// Asks the client `request`, which the upstream `origin` sent, and returns its answer,
+    /// waiting at most `timeout`.
+    ///
+    /// Over HTTP the request travels on the stream of the newest call in flight whose
+    /// [`SessionTools::origin`](crate::SessionTools::origin) is `origin` (else the newest
+    /// call in flight, else as the server's own request), so the client ties it to the call
+    /// that caused it. It lasts no longer than that call (when it is `origin`'s or the only
+    /// one in flight): when the call ends (answered, failed, cancelled by the client), when
+    /// `timeout` passes, or when this future is dropped (the upstream cancelled its own
+    /// request), the request is cancelled (`notifications/cancelled` to the client).
+    ///
+    /// Its texts are cleaned first (the client shows them as untrusted): control characters
+    /// other than line feed and tab removed from every string, the message cut to 4 KiB and
+    /// every other string to 1 KiB. A request the client cannot be asked
+    /// ([`can_elicit`](Self::can_elicit)), and a URL request whose URL is not `http(s)` or
+    /// holds control characters, is declined at once without being sent.
+    pub async fn elicit_from(
+        &self,
+        origin: &str,
+        request: ElicitRequestParams,
+        timeout: Duration,
+    ) -> Result<ElicitResult, DownstreamError> {
+        self.send(Some(origin), request, timeout).await
+    }
+
+    async fn send(
+        &self,
+        origin: Option<&str>,
         request: ElicitRequestParams,
         timeout: Duration,
     ) -> Result<ElicitResult, DownstreamError> {
@@ -132,16 +166,27 @@ impl Downstream {
             Some(peer) if self.can_elicit(&request) => peer.clone(),
             _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
         };
+        let Some(request) = crate::untrusted::clean_request(request) else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
         let mut message = ElicitRequest::new(request);
-        let call = self
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .first()
-            .cloned();
-        if let Some(call) = call {
-            message.extensions.insert(OriginatingRequestId(call));
+        // Cancelled when the call it rides ends, or when the caller gives up.
+        let stop = CancellationToken::new();
+        let (carrier, carrier_ended) = pick(&self.calls, origin).unzip();
+        if let Some(id) = carrier {
+            message.extensions.insert(OriginatingRequestId(id));
         }
+        if let Some(call_ended) = carrier_ended.flatten() {
+            let stop = stop.clone();
+            // Ends with the request (the stop token is cancelled on every way out).
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = call_ended.cancelled() => stop.cancel(),
+                    () = stop.cancelled() => {}
+                }
+            });
+        }
+        let _stop_on_drop = stop.clone().drop_guard();
         // On a task of its own: the caller's task may be another session's request handler,
         // whose request id rmcp would otherwise take for this request's origin.
         let task = tokio::spawn(async move {
@@ -151,10 +196,20 @@ impl Downstream {
                     PeerRequestOptions::with_timeout(timeout),
                 )
                 .await?;
-            handle.await_response().await
+            let (id, peer) = (handle.id.clone(), handle.peer.clone());
+            tokio::select! {
+                answer = handle.await_response() => answer,
+                () = stop.cancelled() => {
+                    let notification = CancelledNotification::new(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call that asked has ended".to_owned()),
+                    ));
+                    let _ = peer.send_notification(notification.into()).await;
+                    Err(ServiceError::Cancelled { reason: None })
+                }
+            }
         });
-        let mut sent = AbortOnDrop(task);
-        let answer = match (&mut sent.0).await {
+        let answer = match task.await {
             Ok(answer) => answer,
             Err(_) => return Err(DownstreamError::Closed),
         };
@@ -164,6 +219,7 @@ impl Downstream {
                 reason: "an answer that is not an elicitation result".to_owned(),
             }),
             Err(ServiceError::Timeout { .. }) => Err(DownstreamError::Timeout { after: timeout }),
+            Err(ServiceError::Cancelled { .. }) => Err(DownstreamError::CallEnded),
             Err(ServiceError::McpError(error)) => Err(DownstreamError::Refused {
                 reason: clean(&error.message),
             }),
@@ -172,44 +228,72 @@ impl Downstream {
     }
 }
 
+/// The call in flight a request from `origin` rides: the newest of `origin`'s, else the
+/// newest. Its id, and the token cancelled when it ends if the request is known to be that
+/// call's (the call is `origin`'s, or the only one in flight): a request that only rides a
+/// call of another upstream outlives it (bounded by its timeout).
+fn pick(calls: &Calls, origin: Option<&str>) -> Option<(RequestId, Option<CancellationToken>)> {
+    let calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
+    let own = origin.and_then(|origin| {
+        calls
+            .iter()
+            .rev()
+            .find(|call| call.origin.as_deref() == Some(origin))
+    });
+    if let Some(call) = own {
+        return Some((call.id.clone(), Some(call.ended.clone())));
+    }
+    let newest = calls.last()?;
+    let ended = (calls.len() == 1).then(|| newest.ended.clone());
+    Some((newest.id.clone(), ended))
+}
+
 /// A client's text as an error may repeat it: control characters removed, cut.
 fn clean(text: &str) -> String {
     let text: String = text.chars().filter(|c| !c.is_control()).collect();
     crate::cut(&text, 256)
 }
 
-/// Aborts the task when dropped (the caller gave up): its request is cancelled.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// One `tools/call` request in flight.
+pub(crate) struct InFlight {
+    id: RequestId,
+    /// The upstream it goes to, when its tools say ([`crate::SessionTools::origin`]).
+    origin: Option<String>,
+    /// Cancelled when the call ends: the requests riding its stream are cancelled.
+    ended: CancellationToken,
 }
 
-/// Counts `id` among `calls` until dropped.
+/// Counts a call among `calls` until dropped.
 pub(crate) struct CallGuard {
-    calls: CallIds,
+    calls: Calls,
     id: RequestId,
+    ended: CancellationToken,
 }
 
 impl CallGuard {
-    pub(crate) fn new(calls: &CallIds, id: RequestId) -> Self {
+    pub(crate) fn new(calls: &Calls, id: RequestId, origin: Option<String>) -> Self {
+        let ended = CancellationToken::new();
         calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(id.clone());
+            .push(InFlight {
+                id: id.clone(),
+                origin,
+                ended: ended.clone(),
+            });
         Self {
             calls: Arc::clone(calls),
             id,
+            ended,
         }
     }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
+        self.ended.cancel();
         let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(at) = calls.iter().position(|id| *id == self.id) {
+        if let Some(at) = calls.iter().position(|call| call.id == self.id) {
             calls.remove(at);
         }
     }

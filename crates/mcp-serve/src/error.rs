@@ -58,6 +58,10 @@ pub enum DownstreamError {
         /// The bound.
         after: Duration,
     },
+    /// The call whose stream the request rode ended (answered, failed or cancelled) before
+    /// the client answered; the request was cancelled.
+    #[error("the call that asked ended before the downstream client answered")]
+    CallEnded,
     /// The session ended before the client answered.
     #[error("the downstream session ended before its client answered")]
     Closed,

@@ -55,6 +55,7 @@ mod http;
 mod per_session;
 mod server;
 mod stdio;
+mod untrusted;
 
 pub use convert::{call_result, mcp_tool};
 pub use downstream::Downstream;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_core::{ToolCatalog, ToolDispatcher};
+use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 
 use crate::downstream::Downstream;
@@ -40,6 +40,14 @@ pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
     /// Raised when this session's tool list changes: the session then sends
     /// `notifications/tools/list_changed` to its client. Default none.
     fn list_changes(&self) -> Option<ToolListChanges> {
+        None
+    }
+
+    /// The upstream `call` goes to (for a gateway: the server of the tool it runs), if
+    /// known: requests for user input that upstream sends while the call runs
+    /// ([`Downstream::elicit_from`]) then ride this call's stream. Default none.
+    fn origin(&self, call: &ToolCall) -> Option<String> {
+        let _ = call;
         None
     }
 

@@ -15,7 +15,7 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::convert::{call_result, error_result, mcp_tool};
-use crate::downstream::{CallGuard, CallIds, Downstream};
+use crate::downstream::{CallGuard, Calls, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::exposure::Exposure;
 use crate::per_session::{OpenTools, SessionTools};
@@ -259,7 +259,7 @@ impl ToolServer {
             opened: OnceCell::new(),
             counted: AtomicBool::new(false),
             peer: std::sync::OnceLock::new(),
-            call_ids: CallIds::default(),
+            calls_in_flight: Calls::default(),
         }
     }
 
@@ -343,7 +343,7 @@ pub(crate) struct Session {
     counted: AtomicBool,
     /// The client, once a request of it was seen, and its `tools/call` requests in flight.
     peer: std::sync::OnceLock<rmcp::Peer<RoleServer>>,
-    call_ids: CallIds,
+    calls_in_flight: Calls,
 }
 
 impl Drop for Session {
@@ -382,6 +382,13 @@ impl Served {
         match self {
             Self::Fixed(t) => t.tool(name),
             Self::Session(t) => t.tool(name),
+        }
+    }
+
+    fn origin(&self, call: &ToolCall) -> Option<String> {
+        match self {
+            Self::Fixed(_) => None,
+            Self::Session(t) => t.origin(call),
         }
     }
 
@@ -426,7 +433,7 @@ impl Session {
                 }
                 let guard = self.shared.open_tools.enter();
                 let downstream = match self.peer.get() {
-                    Some(peer) => Downstream::new(peer.clone(), self.call_ids.clone()),
+                    Some(peer) => Downstream::new(peer.clone(), self.calls_in_flight.clone()),
                     None => Downstream::none(),
                 };
                 match opener.open_for(downstream).await {
@@ -606,8 +613,13 @@ impl ServerHandler for Session {
             name,
             request.arguments.unwrap_or_default(),
         );
-        // Requests the tools send the client meanwhile travel on this call's stream.
-        let _in_flight = CallGuard::new(&self.call_ids, context.id.clone());
+        // Requests the tools send the client meanwhile (for this call's upstream) travel on
+        // this call's stream, and end with it.
+        let _in_flight = CallGuard::new(
+            &self.calls_in_flight,
+            context.id.clone(),
+            served.origin(&call),
+        );
         tokio::select! {
             outcome = served.dispatch(call) => Ok(call_result(outcome).into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),

@@ -16,12 +16,25 @@ use mcp_serve::{
 };
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 use crate::support::{LIMIT, bounded, call_through, object, output_text};
 
 /// One session's `ask` tool: sends the client the `request` argument through the session's
-/// `Downstream`, waiting at most `bound_ms`, and returns its answer.
-struct Asking(Downstream);
+/// `Downstream` (as from the upstream `from`, when given), waiting at most `bound_ms`, and
+/// returns its answer. With `hold`, it asks nothing and ends once `release` is notified (it
+/// notifies `holding` first). Its calls' origin is their `origin` argument.
+struct Asking {
+    downstream: Downstream,
+    gates: Gates,
+}
+
+/// What holding calls wait for and say.
+#[derive(Clone, Default)]
+struct Gates {
+    holding: Arc<Notify>,
+    release: Arc<Notify>,
+}
 
 impl ToolCatalog for Asking {
     fn tools(&self) -> Vec<ToolDescriptor> {
@@ -35,10 +48,19 @@ impl ToolCatalog for Asking {
 #[async_trait]
 impl ToolDispatcher for Asking {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        if call.arguments.get("hold").is_some() {
+            self.gates.holding.notify_one();
+            self.gates.release.notified().await;
+            return Ok(ToolOutput::structured(json!({"held": true})));
+        }
         let request = serde_json::from_value(call.arguments["request"].clone()).unwrap();
         let bound_ms = call.arguments.get("bound_ms").and_then(Value::as_u64);
         let bound = Duration::from_millis(bound_ms.unwrap_or(30_000));
-        match self.0.elicit(request, bound).await {
+        let answer = match call.arguments.get("from").and_then(Value::as_str) {
+            Some(from) => self.downstream.elicit_from(from, request, bound).await,
+            None => self.downstream.elicit(request, bound).await,
+        };
+        match answer {
             Ok(answer) => Ok(ToolOutput::structured(
                 serde_json::to_value(answer).unwrap(),
             )),
@@ -51,10 +73,16 @@ impl ToolDispatcher for Asking {
     }
 }
 
-impl SessionTools for Asking {}
+impl SessionTools for Asking {
+    fn origin(&self, call: &ToolCall) -> Option<String> {
+        let origin = call.arguments.get("origin")?.as_str()?;
+        Some(origin.to_owned())
+    }
+}
 
 /// Opens [`Asking`] over each session's downstream.
-struct Opener;
+#[derive(Default)]
+struct Opener(Gates);
 
 #[async_trait]
 impl OpenTools for Opener {
@@ -63,7 +91,10 @@ impl OpenTools for Opener {
     }
 
     async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
-        Ok(Arc::new(Asking(downstream)))
+        Ok(Arc::new(Asking {
+            downstream,
+            gates: self.0.clone(),
+        }))
     }
 }
 
@@ -110,7 +141,7 @@ impl ElicitationHandler for Person {
 }
 
 async fn serve() -> HttpServer {
-    ToolServer::per_session(Arc::new(Opener))
+    ToolServer::per_session(Arc::new(Opener::default()))
         .serve_http(HttpOptions::default().with_sse_keep_alive(None))
         .await
         .expect("serve over HTTP")
@@ -271,8 +302,9 @@ async fn only_the_modes_the_client_declared_are_asked() {
     assert!(!Downstream::none().can_elicit(&request));
 
     let (server_end, client_end) = tokio::io::duplex(1 << 20);
-    let serving =
-        tokio::spawn(ToolServer::per_session(Arc::new(Opener)).serve_transport(server_end));
+    let serving = tokio::spawn(
+        ToolServer::per_session(Arc::new(Opener::default())).serve_transport(server_end),
+    );
     let asked = Arc::new(AtomicUsize::new(0));
     let client = bounded("initialize", FormOnly(asked.clone()).serve(client_end))
         .await
@@ -298,4 +330,290 @@ async fn only_the_modes_the_client_declared_are_asked() {
     assert_eq!(asked.load(Ordering::SeqCst), 1);
     drop(client);
     bounded("shutdown", session.shutdown(LIMIT)).await;
+}
+
+/// The messages of one streamable HTTP answer's event stream, read as they come.
+struct Events {
+    body: hyper::body::Incoming,
+    buffer: String,
+}
+
+impl Events {
+    /// The next JSON-RPC message on the stream (`None` once it ends).
+    async fn next(&mut self) -> Option<Value> {
+        use http_body_util::BodyExt as _;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if let Ok(message) = serde_json::from_str(&data.join("\n")) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let frame = self.body.frame().await?.expect("a frame");
+            if let Ok(data) = frame.into_data() {
+                self.buffer.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    }
+
+    /// The next message that is a request (`elicitation/create`) or a response.
+    async fn next_request_or_response(&mut self) -> Value {
+        loop {
+            let message = bounded("the next message", self.next())
+                .await
+                .expect("the stream ended first");
+            if message.get("id").is_some() {
+                return message;
+            }
+        }
+    }
+}
+
+/// One raw 2025-11-25 session over HTTP with a client that declared form elicitation.
+struct RawSession {
+    url: String,
+    id: String,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+}
+
+impl RawSession {
+    async fn open(url: &url::Url) -> Self {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http();
+        let mut session = Self {
+            url: url.to_string(),
+            id: String::new(),
+            client,
+        };
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"elicitation": {"form": {}}},
+                "clientInfo": {"name": "raw", "version": "0"}
+            }
+        });
+        let (headers, mut events) = session.post(&initialize).await;
+        session.id = headers["mcp-session-id"].to_str().unwrap().to_owned();
+        let answer = events.next_request_or_response().await;
+        assert_eq!(answer["id"], 1, "{answer}");
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        session.post(&initialized).await;
+        session
+    }
+
+    /// Posts `message` and returns the answer's headers and event stream.
+    async fn post(&self, message: &Value) -> (http::HeaderMap, Events) {
+        let mut request = http::Request::post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if !self.id.is_empty() {
+            request = request
+                .header("mcp-session-id", &self.id)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let request = request
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                message.to_string(),
+            )))
+            .unwrap();
+        let response = bounded("a POST", self.client.request(request))
+            .await
+            .expect("an HTTP answer");
+        assert!(response.status().is_success(), "{}", response.status());
+        let (parts, body) = response.into_parts();
+        let events = Events {
+            body,
+            buffer: String::new(),
+        };
+        (parts.headers, events)
+    }
+
+    async fn call(&self, id: u64, arguments: Value) -> Events {
+        let call = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "ask", "arguments": arguments},
+        });
+        self.post(&call).await.1
+    }
+}
+
+#[tokio::test]
+async fn an_elicitation_rides_the_stream_of_the_call_to_the_server_that_asked() {
+    let gates = Gates::default();
+    let server = ToolServer::per_session(Arc::new(Opener(gates.clone())))
+        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
+        .await
+        .expect("serve over HTTP");
+    let session = RawSession::open(server.url()).await;
+
+    // A long call to upstream x, in flight first…
+    let mut to_x = session.call(2, json!({"hold": true, "origin": "x"})).await;
+    bounded("the held call", gates.holding.notified()).await;
+    // …then a call to upstream y, which asks.
+    let mut to_y = session
+        .call(3, json!({"origin": "y", "from": "y", "request": form()}))
+        .await;
+
+    let asked = tokio::select! {
+        message = to_y.next_request_or_response() => message,
+        message = to_x.next_request_or_response() => {
+            panic!("the request came on the stream of the call to x: {message}")
+        }
+    };
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "your name?");
+    let answer = json!({
+        "jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"name": "Ada"}},
+    });
+    session.post(&answer).await;
+    let result = to_y.next_request_or_response().await;
+    assert_eq!(result["id"], 3, "{result}");
+    assert_eq!(
+        result["result"]["structuredContent"]["content"]["name"], "Ada",
+        "{result}"
+    );
+
+    // A request from an upstream no call in flight goes to rides the newest call.
+    let mut newest = session
+        .call(4, json!({"origin": "y", "from": "z", "request": form()}))
+        .await;
+    let asked = tokio::select! {
+        message = newest.next_request_or_response() => message,
+        message = to_x.next_request_or_response() => {
+            panic!("the request came on the stream of the oldest call: {message}")
+        }
+    };
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let decline = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}});
+    session.post(&decline).await;
+    assert_eq!(newest.next_request_or_response().await["id"], 4);
+
+    gates.release.notify_one();
+    let held = to_x.next_request_or_response().await;
+    assert_eq!(held["result"]["structuredContent"]["held"], true, "{held}");
+    server.shutdown().await;
+}
+
+/// An rmcp client declaring form elicitation that never answers: it reports each request it
+/// is asked, and each one cancelled.
+struct Waiting {
+    asked: tokio::sync::mpsc::UnboundedSender<rmcp::model::RequestId>,
+    cancelled: tokio::sync::mpsc::UnboundedSender<rmcp::model::RequestId>,
+}
+
+impl rmcp::ClientHandler for Waiting {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        FormOnly(Arc::default()).get_info()
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let _ = self.asked.send(context.id.clone());
+        context.ct.cancelled().await;
+        let _ = self.cancelled.send(context.id);
+        Ok(ElicitResult::new(ElicitationAction::Cancel))
+    }
+}
+
+#[tokio::test]
+async fn an_elicitation_is_cancelled_when_the_call_that_asked_is_cancelled() {
+    use rmcp::ServiceExt as _;
+    let (server_end, client_end) = tokio::io::duplex(1 << 20);
+    let serving = tokio::spawn(
+        ToolServer::per_session(Arc::new(Opener::default())).serve_transport(server_end),
+    );
+    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let (cancelled_tx, mut cancelled) = tokio::sync::mpsc::unbounded_channel();
+    let handler = Waiting {
+        asked: asked_tx,
+        cancelled: cancelled_tx,
+    };
+    let client = bounded("initialize", handler.serve(client_end))
+        .await
+        .expect("initialize");
+    let session = bounded("serve", serving).await.unwrap().expect("serve");
+
+    let params = rmcp::model::CallToolRequestParams::new("ask")
+        .with_arguments(object(json!({"request": form(), "bound_ms": 600_000})));
+    let call = bounded(
+        "tools/call",
+        client.send_request_with_option(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        ),
+    )
+    .await
+    .expect("sent");
+    let elicitation = bounded("the elicitation", asked.recv()).await.unwrap();
+
+    // The client gives up on the call: its elicitation is cancelled too, long before its
+    // own bound.
+    call.cancel(Some("the user went away".to_owned()))
+        .await
+        .expect("cancel");
+    let gone = bounded("the elicitation's cancellation", cancelled.recv())
+        .await
+        .unwrap();
+    assert_eq!(gone, elicitation);
+    drop(client);
+    bounded("shutdown", session.shutdown(LIMIT)).await;
+}
+
+#[tokio::test]
+async fn hostile_texts_are_cleaned_and_a_hostile_url_is_declined_unasked() {
+    let server = serve().await;
+    let person = Person::new(Reply::Accept(json!({"name": "Ada"})));
+    let runner = downstream(server.url(), false, Some(person.clone())).await;
+
+    let hostile = json!({
+        "mode": "form",
+        "message": format!("\u{1b}[2Jpay\u{9b}1m\r\nnow\t{}", "x".repeat(100_000)),
+        "requestedSchema": {"type": "object", "properties": {
+            "name": {"type": "string", "title": "N\u{7}ame", "description": "\u{1b}]8;;https://evil\u{7}click"},
+        }},
+    });
+    let answer = ask(&runner, hostile, 30_000).await.unwrap();
+    assert_eq!(answer["action"], "accept", "{answer}");
+    let message = person.messages.lock().unwrap()[0].clone();
+    assert!(
+        message.starts_with("[2Jpay1m\nnow\t"),
+        "{:?}",
+        &message[..20]
+    );
+    assert!(message.len() <= 4096 + '…'.len_utf8(), "{}", message.len());
+    assert!(
+        !message
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+    );
+
+    for url in ["javascript:alert(1)", "https://example.com/\u{1b}[2J"] {
+        let request = json!({
+            "mode": "url", "message": "sign in", "url": url, "elicitationId": "e-2",
+        });
+        let answer = ask(&runner, request, 30_000).await.unwrap();
+        assert_eq!(answer["action"], "decline", "{url:?}: {answer}");
+    }
+    assert_eq!(
+        person.asked.load(Ordering::SeqCst),
+        1,
+        "a hostile URL is never sent"
+    );
+    runner.shutdown().await.unwrap();
+    server.shutdown().await;
 }
