@@ -6,9 +6,12 @@
 //! update holds the catalog's vectors only weakly: once the catalog is gone it starts no
 //! batch. An update whose batch failed installs what it has; searches are then lexical at once
 //! (with the "n of m tools have an embedding" warning), and the first such search after a
-//! backoff — 30 s, doubling after every retry that still leaves tools out, up to 30 minutes —
-//! starts a retry of the missing texts only, in the background. A `semantic_weight` of 0 embeds
-//! nothing.
+//! backoff — 30 s, doubling after every retry that adds no vector, up to 30 minutes, and back
+//! to 30 s after one that adds some — starts a retry of the missing texts only, in the
+//! background. A retry halves a failed batch (down to single texts), so one text the embedder
+//! refuses never keeps the others out; one warning says how many are still without a vector. A
+//! `semantic_weight` of 0 embeds nothing. An update task dropped before it took its texts (its
+//! runtime shut down) lets the next request start another.
 //!
 //! Without the feature, [`Catalog::search_ranked`] is [`Catalog::search`] and nothing here
 //! costs anything.
@@ -89,7 +92,8 @@ mod on {
     }
 
     /// The first wait before tools left without a vector are embedded again; it doubles after
-    /// every retry that leaves some without, up to [`RETRY_MAX`].
+    /// every retry that adds no vector, up to [`RETRY_MAX`], and starts again from here after
+    /// one that adds some.
     const RETRY_FIRST: Duration = Duration::from_secs(30);
     /// The longest wait between retries.
     const RETRY_MAX: Duration = Duration::from_secs(30 * 60);
@@ -111,17 +115,28 @@ mod on {
         /// One update at a time.
         updating: Arc<tokio::sync::Mutex<()>>,
         /// An update task is spawned and has not taken the pending texts yet: at most one
-        /// waits behind a running one.
-        scheduled: AtomicBool,
+        /// waits behind a running one. Cleared by [`Unschedule`] however the task ends.
+        scheduled: Arc<AtomicBool>,
         /// When tools left without a vector may be embedded again.
         retry: Mutex<Retry>,
         events: OnceLock<Arc<dyn EventSink>>,
     }
 
+    /// Clears [`Vectors::scheduled`] when dropped: when the update task takes the pending
+    /// texts, or when the task is dropped before that (its runtime shut down while it waited
+    /// for the running update), so that a later request is never ignored for good.
+    struct Unschedule(Arc<AtomicBool>);
+
+    impl Drop for Unschedule {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+
     /// The backoff of retries.
     #[derive(Debug, Default)]
     struct Retry {
-        /// Updates in a row that left tools without a vector.
+        /// Updates in a row that left tools without a vector and added none.
         failures: u32,
         /// Not before this.
         next: Option<Instant>,
@@ -158,7 +173,8 @@ mod on {
             }
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
-                    runtime.spawn(update(Arc::downgrade(self)));
+                    let unschedule = Unschedule(Arc::clone(&self.scheduled));
+                    runtime.spawn(update(Arc::downgrade(self), unschedule));
                 }
                 Err(_) => self.scheduled.store(false, Ordering::SeqCst),
             }
@@ -222,7 +238,8 @@ mod on {
 
     /// Embeds the newest pending generation (what the cache lacks) and installs it, unless the
     /// catalog is gone; holds the vectors only weakly while the embedder works.
-    async fn update(weak: Weak<Vectors>) {
+    /// `unschedule` is dropped when the pending texts are taken, or with the task.
+    async fn update(weak: Weak<Vectors>, unschedule: Unschedule) {
         let Some(updating) = weak.upgrade().map(|v| Arc::clone(&v.updating)) else {
             return;
         };
@@ -230,9 +247,19 @@ mod on {
         let Some(this) = weak.upgrade() else {
             return;
         };
-        this.scheduled.store(false, Ordering::SeqCst);
+        drop(unschedule);
         let Some((generation, texts)) = lock(&this.pending).take() else {
             return;
+        };
+        // A retry: the installed generation's missing texts again.
+        let retrying = generation > 0 && generation == *this.installed.borrow();
+        let before = if retrying {
+            this.current
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+        } else {
+            0
         };
         let mut index = HybridIndex::new(
             Arc::clone(&this.embedder),
@@ -241,7 +268,9 @@ mod on {
         );
         drop(this);
         let all = Arc::new(texts.clone());
-        let warnings = index.set_texts(texts, &|| weak.strong_count() > 0).await;
+        let warnings = index
+            .set_texts(texts, &|| weak.strong_count() > 0, retrying)
+            .await;
         let Some(this) = weak.upgrade() else {
             return;
         };
@@ -251,6 +280,9 @@ mod on {
         {
             let mut retry = lock(&this.retry);
             if index.len() < all.len() {
+                if retrying && index.len() > before {
+                    retry.failures = 0; // progress: the backoff starts again
+                }
                 retry.failures = retry.failures.saturating_add(1);
                 let wait = RETRY_FIRST
                     .saturating_mul(1 << (retry.failures - 1).min(10))
@@ -339,7 +371,7 @@ mod on {
                 requested: AtomicU64::new(0),
                 installed: tokio::sync::watch::Sender::new(0),
                 updating: Arc::default(),
-                scheduled: AtomicBool::new(false),
+                scheduled: Arc::default(),
                 retry: Mutex::default(),
                 events: OnceLock::new(),
             });

@@ -242,6 +242,13 @@ impl Saver {
     }
 }
 
+/// How many calls in a row may fail in an update that splits failed batches: enough to halve
+/// a batch of `max_batch` texts down to the one text that fails, and try its neighbour.
+fn split_limit(max_batch: usize) -> u32 {
+    let halvings = usize::BITS - max_batch.max(1).saturating_sub(1).leading_zeros();
+    halvings + 2
+}
+
 /// The vectors of a catalog's tools, beside its [`SearchIndex`], and the embedder for queries.
 ///
 /// ```
@@ -355,15 +362,22 @@ impl HybridIndex {
             .into_iter()
             .map(|t| (Arc::from(t.id), Arc::from(t.server), embedding_text(&t)))
             .collect();
-        self.set_texts(texts, &|| true).await
+        self.set_texts(texts, &|| true, false).await
     }
 
     /// [`set_tools`](Self::set_tools) with each tool's embedded text already made; no batch is
     /// started once `alive` says false (whoever wanted the vectors is gone).
+    ///
+    /// With `split` (a retry of texts left without a vector), a failed batch does not end the
+    /// update: it is halved and each half tried, so that one text the embedder refuses leaves
+    /// only itself without a vector; the update ends once [`split_limit`] calls in a row have
+    /// failed (an embedder that is down costs a few calls, not one per text), and one warning
+    /// says how many tools are still without a vector.
     pub(crate) async fn set_texts(
         &mut self,
         texts: Vec<(Arc<str>, Arc<str>, String)>,
         alive: &(dyn Fn() -> bool + Sync),
+        split: bool,
     ) -> Vec<SearchWarning> {
         let model = self.embedder.model_id().to_owned();
         let dim = self.embedder.dimension();
@@ -385,16 +399,26 @@ impl HybridIndex {
         missing.sort_by_key(|&i| (texts[i].2.len(), i));
         let mut saver = Saver::default();
         let mut queue: std::collections::VecDeque<usize> = missing.into();
+        // Halves of failed batches (with `split`), tried before the queue.
+        let mut halves: std::collections::VecDeque<Vec<usize>> = std::collections::VecDeque::new();
+        let limit = split_limit(self.embedder.max_batch());
+        let mut failed_in_a_row = 0;
+        let mut last_error = None;
         let mut requeued = false;
         'run: loop {
             // Texts another index is embedding now: waited for once the queue is done.
             let mut waiting = Vec::new();
-            while !queue.is_empty() {
+            while !queue.is_empty() || !halves.is_empty() {
                 if !alive() {
                     break 'run;
                 }
-                let take = queue.len().min(self.embedder.max_batch().max(1));
-                let batch: Vec<usize> = queue.drain(..take).collect();
+                let batch: Vec<usize> = match halves.pop_front() {
+                    Some(half) => half,
+                    None => {
+                        let take = queue.len().min(self.embedder.max_batch().max(1));
+                        queue.drain(..take).collect()
+                    }
+                };
                 let batch_hashes: Vec<u64> = batch.iter().map(|&i| hashes[i]).collect();
                 let (claim, theirs) = self.cache.claim(&model, &batch_hashes);
                 for (h, rx) in theirs {
@@ -422,9 +446,23 @@ impl HybridIndex {
                             self.cache.insert(&model, hashes[i], v);
                         }
                         drop(claim);
+                        failed_in_a_row = 0;
                         saver.unsaved += mine.len();
                         if saver.due() {
                             saver.save(&self.cache, &model, dim, &mut warnings).await;
+                        }
+                    }
+                    Err(e) if split => {
+                        drop(claim);
+                        last_error = Some(e);
+                        failed_in_a_row += 1;
+                        if failed_in_a_row >= limit {
+                            break 'run;
+                        }
+                        if mine.len() > 1 {
+                            let (first, second) = mine.split_at(mine.len() / 2);
+                            halves.push_front(second.to_vec());
+                            halves.push_front(first.to_vec());
                         }
                     }
                     Err(e) => {
@@ -467,12 +505,21 @@ impl HybridIndex {
         self.ids.clear();
         self.rows.clear();
         self.vectors = Rows::new(dim, texts.len());
+        let all = texts.len();
         for ((id, server, _), h) in texts.into_iter().zip(hashes) {
             if let Some(v) = self.cache.get(&model, h).filter(|v| v.len() == dim) {
                 self.rows.insert(Arc::clone(&id), self.ids.len());
                 self.ids.push((id, server));
                 self.vectors.push(&v);
             }
+        }
+        let left = all - self.ids.len();
+        if let Some(e) = last_error.filter(|_| left > 0) {
+            let noun = if left == 1 { "tool is" } else { "tools are" };
+            warnings.push(SearchWarning::new(format!(
+                "{left} {noun} still without a vector from `{model}` after a retry (the last \
+                 error: {e})"
+            )));
         }
         warnings
     }

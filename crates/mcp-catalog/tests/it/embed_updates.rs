@@ -1,7 +1,8 @@
 //! How tool vectors are embedded and kept when the embedder is slow, failing or shared: the
 //! cache file grows as batches finish, the first failed batch ends an update, indexes and
 //! catalogs sharing a cache embed each text once, and a catalog retries what is missing with a
-//! backoff. Fake embedders, gates and paused time; no sleep synchronises anything.
+//! backoff, splitting failed batches, and survives an update task dropped with its runtime.
+//! Fake embedders, gates and paused time; no sleep synchronises anything.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,10 +23,12 @@ enum Then {
 }
 
 /// Two dimensions; each document call takes a permit of `gate` first (when gated), tells
-/// `started`, then does what `script` says for that call (the last entry after that).
+/// `started`, fails if a text holds "many" exactly `poison` times, then does what `script` says
+/// for that call (the last entry after that).
 #[derive(Debug)]
 struct Gated {
     gate: Option<Semaphore>,
+    poison: Mutex<Option<usize>>,
     started: Notify,
     script: Mutex<Vec<Then>>,
     calls: AtomicUsize,
@@ -45,6 +48,7 @@ impl Gated {
     fn build(script: &[Then], gate: Option<Semaphore>) -> Arc<Self> {
         Arc::new(Self {
             gate,
+            poison: Mutex::new(None),
             started: Notify::new(),
             script: Mutex::new(script.iter().rev().copied().collect()),
             calls: AtomicUsize::new(0),
@@ -92,6 +96,12 @@ impl Embedder for Gated {
         }
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.started.notify_one();
+        let poison = *self.poison.lock().unwrap();
+        if let Some(n) = poison
+            && texts.iter().any(|t| t.matches("many").count() == n)
+        {
+            return Err(EmbedError::backend("the endpoint refused one text"));
+        }
         let then = {
             let mut script = self.script.lock().unwrap();
             if script.len() > 1 {
@@ -229,9 +239,10 @@ mod catalog {
     //! The same inside a `Catalog`: retries with a backoff, a weight of 0, one waiting update,
     //! and an update that stops with its catalog.
 
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use agent_core::{Event, EventKind, EventSink};
     use mcp_catalog::search::{EmbeddingCache, HybridConfig};
     use mcp_catalog::testing::{Behavior, FakeServer, tool};
     use mcp_catalog::{Catalog, CatalogConfig, SearchRequest};
@@ -395,5 +406,105 @@ mod catalog {
         // The first batch, and the second, already waiting at the gate when the catalog went;
         // none after.
         assert_eq!(fake.calls(), 2, "no batch after the catalog is gone");
+    }
+
+    /// The search warnings a catalog sent.
+    #[derive(Default)]
+    struct Warnings(Mutex<Vec<String>>);
+
+    impl EventSink for Warnings {
+        fn emit(&self, event: Event) {
+            if event.kind == EventKind::SearchWarning {
+                self.0.lock().unwrap().extend(event.message);
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_retry_halves_a_failed_batch_and_progress_restarts_the_backoff() {
+        // Four tools in batches of two; the embedder refuses tool2's text (three "many") only.
+        let fake = Gated::new(&[Then::Answer]);
+        *fake.poison.lock().unwrap() = Some(3);
+        let catalog = catalog(&fake, HybridConfig::default());
+        let warnings = Arc::new(Warnings::default());
+        catalog.set_search_events(warnings.clone());
+        catalog.add_server(server(4).into_server("s")).unwrap();
+        assert!(!catalog.embeddings_ready(Duration::from_secs(1)).await);
+        // The first update stops at the failed batch [tool2, tool3].
+        assert_eq!(fake.calls(), 2);
+        let warning = warning_of(&catalog).await.expect("lexical");
+        assert!(warning.contains("2 of 4 tools"), "{warning}");
+
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let _ = warning_of(&catalog).await;
+        settle().await;
+        // The retry: [tool2, tool3] fails, then [tool2] fails and [tool3] answers.
+        assert_eq!(fake.calls(), 5);
+        let warning = warning_of(&catalog).await.expect("still lexical");
+        assert!(warning.contains("3 of 4 tools"), "{warning}");
+        let still: Vec<String> = warnings
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m.contains("still without a vector"))
+            .cloned()
+            .collect();
+        assert_eq!(still.len(), 1, "one warning for the retry: {still:?}");
+        assert!(still[0].starts_with("1 tool is still"), "{still:?}");
+
+        // It added a vector: the next retry comes after 30 s again, not 60.
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let _ = warning_of(&catalog).await;
+        settle().await;
+        assert_eq!(fake.calls(), 6, "retried after 30 s");
+        // That one added nothing: now the wait doubles.
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let _ = warning_of(&catalog).await;
+        settle().await;
+        assert_eq!(
+            fake.calls(),
+            6,
+            "no retry 30 s after one that added nothing"
+        );
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let _ = warning_of(&catalog).await;
+        settle().await;
+        assert_eq!(fake.calls(), 7);
+    }
+
+    #[test]
+    fn an_update_dropped_with_its_runtime_never_blocks_later_ones() {
+        let paused = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+        };
+        let fake = Gated::behind_gate(&[Then::Answer]);
+        let catalog = catalog(&fake, HybridConfig::default());
+        let source = server(2);
+        let first = paused();
+        first.block_on(async {
+            // An update holds the gate; a second one waits behind it for the new list.
+            catalog.add_server(source.clone().into_server("s")).unwrap();
+            settle().await;
+            let mut tools = source.tools();
+            tools.push(tool("extra", "More.", json!({"type": "object"})));
+            catalog.replace_tools("s", &tools).unwrap();
+            settle().await;
+        });
+        // The runtime goes, and both tasks with it; the catalog stays.
+        drop(first);
+        fake.open(1000);
+        let second = paused();
+        second.block_on(async {
+            assert!(
+                catalog.embeddings_ready(Duration::from_secs(10)).await,
+                "the newest list is embedded by a new update"
+            );
+            assert_eq!(warning_of(&catalog).await, None);
+        });
     }
 }
