@@ -27,7 +27,8 @@ use crate::lifecycle::INITIALIZE_VERSION;
 #[async_trait]
 pub trait ElicitationHandler: Send + Sync + 'static {
     /// Answers `request` from the server configured as `server`. The request's texts are the
-    /// server's choice: show them as untrusted.
+    /// server's choice: show them as untrusted. When the server cancels its request (or its
+    /// session ends) first, this future is dropped and the server gets nothing.
     async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult;
 }
 
@@ -176,9 +177,14 @@ impl ClientHandler for SessionHandler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        Ok(self.elicit(request).await)
+        // The server cancelled its request (`notifications/cancelled`, or the session
+        // ended): the handler is dropped, so a gateway's request downstream ends too.
+        tokio::select! {
+            answer = self.elicit(request) => Ok(answer),
+            () = context.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

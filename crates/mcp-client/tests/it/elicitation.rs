@@ -151,3 +151,57 @@ async fn open_resolved_with_takes_the_run_s_handler_and_history() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(events.contains("own__ask"), "{events}");
 }
+
+/// Never answers; reports on `dropped` when its request is given up (its future dropped).
+struct NeverAnswers {
+    dropped: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+/// Sends `server` on its channel when dropped.
+struct ReportDrop(tokio::sync::mpsc::UnboundedSender<String>, String);
+
+impl Drop for ReportDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(self.1.clone());
+    }
+}
+
+#[async_trait]
+impl ElicitationHandler for NeverAnswers {
+    async fn elicit(&self, server: &str, _request: ElicitRequestParams) -> ElicitResult {
+        let _report = ReportDrop(self.dropped.clone(), server.to_owned());
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_request_the_server_cancels_stops_the_handler() {
+    let (dropped, mut gone) = tokio::sync::mpsc::unbounded_channel();
+    let client = client(None);
+    let own = OpenOptions::new().with_elicitation(Arc::new(NeverAnswers { dropped }));
+    let runner = bounded(client.open_runner_with(&input("1"), own))
+        .await
+        .unwrap();
+    let request = json!({
+        "mode": "form",
+        "message": "your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    });
+    // The server gives up on its request after 200 ms and cancels it.
+    let call = ToolCall::from_json(
+        "1",
+        "mcp_call_tool",
+        json!({"tool_name": "own__ask", "arguments": {"request": request, "timeout_ms": 200}}),
+    )
+    .unwrap();
+    let outcome = bounded(runner.dispatch(call)).await;
+    let text = match outcome {
+        Ok(output) => output.to_model_text(),
+        Err(e) => agent_core::error_chain(&e),
+    };
+    assert!(text.contains("elicitation failed"), "{text}");
+    // The handler stops too (its answer could reach nobody).
+    assert_eq!(bounded(gone.recv()).await.as_deref(), Some("own"));
+    runner.close().await;
+    bounded(client.shutdown()).await;
+}
