@@ -404,6 +404,8 @@ impl EmbeddingCache {
         let writing = self.writing(model);
         let _one = lock(&writing);
         let mut entries = self.snapshot(model, dimension);
+        #[cfg(test)]
+        self.probe.step(tests::Step::Snapshot);
         entries.retain(|(_, v)| is_unit(v));
         let held: std::collections::HashSet<u64> = entries.iter().map(|(h, _)| *h).collect();
         for (hash, v) in self.changed_entries(&path, model, dimension) {

@@ -14,6 +14,8 @@ use super::{
 pub(super) enum Step {
     /// About to take the model's write lock.
     Waiting,
+    /// Holds the write lock and has cloned the model's vectors, not checked yet.
+    Snapshot,
     /// Holds the write lock and has written the temporary file: about to rename it.
     Rename,
 }
@@ -385,5 +387,30 @@ fn a_fifo_or_symlink_is_refused_by_the_open_itself() {
     let cache = EmbeddingCache::on_disk(&dir);
     std::fs::rename(&fifo, cache.file_of("m").unwrap()).unwrap();
     assert!(matches!(cache.load("m", 2), CacheLoad::Rebuilt(why) if why.contains("regular")));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_save_holds_the_memory_lock_only_to_clone_the_vectors() {
+    let dir = temp_dir("snapshot");
+    let cache = Arc::new(EmbeddingCache::on_disk(&dir));
+    for i in 0..64u64 {
+        cache.insert("m", i, vec![0.6, 0.8]);
+    }
+    let weak = Arc::downgrade(&cache);
+    let free = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&free);
+    cache.set_hook(move |step| {
+        if let (Step::Snapshot | Step::Rename, Some(cache)) = (step, weak.upgrade()) {
+            // Catalogs sharing the cache read and insert while the save checks and writes.
+            seen.lock().unwrap().push(cache.vectors.try_lock().is_ok());
+        }
+    });
+    cache.save("m", 2).unwrap();
+    assert_eq!(*free.lock().unwrap(), [true, true]);
+    assert_eq!(
+        EmbeddingCache::on_disk(&dir).load("m", 2),
+        CacheLoad::Loaded(64)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
