@@ -14,7 +14,7 @@ use mcp_agent::agent_core::{
     ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
     ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
-use mcp_agent::mcp_catalog::{CatalogConfig, Exposure};
+use mcp_agent::mcp_catalog::{CallTarget, CatalogConfig, Exposure};
 use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
 use mcp_agent::mcp_config::{
     Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt,
@@ -364,11 +364,12 @@ impl OpenTools for Gateway {
 }
 
 /// Forwards an upstream server's requests for user input to the downstream client of the
-/// session (declined when it cannot be asked in the request's mode), each bounded by the
-/// asking server's call timeout: the call that asked ends by then anyway (an `isError` result
-/// naming the server), and the request to the downstream client is cancelled. The request's
-/// texts go as the upstream server wrote them, the run's secrets replaced (the client shows
-/// them as untrusted); the answer goes back as the client gave it.
+/// session (declined when it cannot be asked in the request's mode), on the stream of the
+/// session's newest call to that server (see [`Upstream`]'s `origin`). The request lasts no
+/// longer than that call, nor than the server's call timeout, nor than the upstream's own
+/// request (cancelled upstream, cancelled downstream). Its texts go without the run's secrets
+/// and control characters, bounded, a URL only if `http(s)` (else declined); the answer goes
+/// back as the client gave it.
 struct Forward {
     downstream: Downstream,
     call_timeouts: Arc<HashMap<String, Duration>>,
@@ -382,7 +383,7 @@ impl ElicitationHandler for Forward {
             .get(server)
             .copied()
             .unwrap_or(DEFAULT_CALL_TIMEOUT);
-        match self.downstream.elicit(request, bound).await {
+        match self.downstream.elicit_from(server, request, bound).await {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::info!(server, error = %e, "an elicitation got no answer downstream");
@@ -442,6 +443,15 @@ impl ToolDispatcher for Upstream {
 
 #[async_trait]
 impl SessionTools for Upstream {
+    /// The server of the tool `call` runs (behind `mcp_call_tool` too), so its elicitations
+    /// ride this call's stream.
+    fn origin(&self, call: &ToolCall) -> Option<String> {
+        match self.runner.catalog().resolve(call) {
+            Ok(CallTarget::Mcp(resolved)) => Some(resolved.tool.server.clone()),
+            _ => None,
+        }
+    }
+
     fn list_changes(&self) -> Option<ToolListChanges> {
         Some(self.changes.clone())
     }

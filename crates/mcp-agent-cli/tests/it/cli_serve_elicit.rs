@@ -15,7 +15,7 @@ use mcp_agent::mcp_config::{Config, HttpSpec, ResolvedRun, RunOptions, ServerSpe
 use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Gateway, LIMIT, kit_config_with};
+use crate::support::gateway::{Gateway, LIMIT, kit_config_with, post_streaming, request};
 
 /// What the downstream person answers.
 enum Reply {
@@ -29,6 +29,17 @@ struct Person {
     asked: AtomicUsize,
     /// The messages it was shown.
     messages: std::sync::Mutex<Vec<String>>,
+    /// Notified when a request it never answered was cancelled (its future dropped).
+    cancelled: Arc<tokio::sync::Notify>,
+}
+
+/// Notifies its `Notify` when dropped.
+struct NotifyOnDrop(Arc<tokio::sync::Notify>);
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
 }
 
 impl Person {
@@ -37,6 +48,7 @@ impl Person {
             reply,
             asked: AtomicUsize::new(0),
             messages: Default::default(),
+            cancelled: Arc::default(),
         })
     }
 
@@ -58,7 +70,10 @@ impl ElicitationHandler for Person {
             Reply::Accept(content) => {
                 ElicitResult::new(ElicitationAction::Accept).with_content(content.clone())
             }
-            Reply::Never => std::future::pending().await,
+            Reply::Never => {
+                let _cancelled = NotifyOnDrop(self.cancelled.clone());
+                std::future::pending().await
+            }
         }
     }
 }
@@ -194,6 +209,10 @@ async fn a_client_that_never_answers_ends_the_call_within_the_server_s_call_time
         "{took:?}"
     );
     assert_eq!(person.asked(), 1);
+    // The request downstream ends with the call: the client is told it was cancelled.
+    tokio::time::timeout(LIMIT, person.cancelled.notified())
+        .await
+        .expect("the downstream request was cancelled");
 
     // The gateway and the session go on.
     assert!(gateway.is_running());
@@ -283,4 +302,132 @@ fn the_python_sdk_is_asked_through_the_gateway_over_stdio_and_http() {
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("\"Grace\""), "{report}");
+}
+
+/// A raw 2025-11-25 session on the gateway, declaring form elicitation: its id.
+fn raw_session(addr: &str) -> String {
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "raw", "version": "0"}
+        }
+    });
+    let (status, head, body) = request(addr, "POST", &[], initialize.to_string().as_bytes());
+    assert_eq!(status, 200, "{head}{body}");
+    let id = head
+        .lines()
+        .find_map(|line| line.strip_prefix("mcp-session-id:"))
+        .unwrap_or_else(|| panic!("no session id: {head}"))
+        .trim()
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, ..) = request(
+        addr,
+        "POST",
+        &session_headers(&id),
+        initialized.to_string().as_bytes(),
+    );
+    assert_eq!(status, 202);
+    id
+}
+
+fn session_headers(id: &str) -> [(&str, &str); 2] {
+    [
+        ("mcp-session-id", id),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]
+}
+
+/// The next message on `stream` that has an id (a request or a response).
+fn next_with_id(stream: &std::sync::mpsc::Receiver<Value>) -> Option<Value> {
+    loop {
+        match stream.recv_timeout(LIMIT) {
+            Ok(message) if message.get("id").is_some() => return Some(message),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+#[test]
+fn an_elicitation_rides_the_stream_of_the_call_to_the_server_that_asked() {
+    // Two upstream servers with `ask`, x and y.
+    let (dir, file, _record) = kit_config_with("expose = \"eager\"", &["--ask"]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (kit, serve) = text.split_once("\n[serve]").unwrap();
+    let both = format!(
+        "{}\n{}\n[serve]{serve}",
+        kit.replacen("name = \"kit\"", "name = \"x\"", 1),
+        kit.replacen("name = \"kit\"", "name = \"y\"", 1),
+    );
+    let file = dir.path().join("two.toml");
+    std::fs::write(&file, both).unwrap();
+    let gateway = Gateway::start(&file, &[]);
+    let addr = gateway.addr();
+    let id = raw_session(&addr);
+    let headers = session_headers(&id);
+    let ask = |message: &str| {
+        let mut request = form();
+        request["message"] = json!(message);
+        request
+    };
+    let call = |n: u64, tool: &str, arguments: Value| {
+        let body = json!({
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        });
+        post_streaming(&addr, &headers, &body.to_string())
+    };
+    let answer = |id: &Value, name: &str| {
+        let body = json!({
+            "jsonrpc": "2.0", "id": id,
+            "result": {"action": "accept", "content": {"name": name}},
+        });
+        let (status, ..) = request(&addr, "POST", &headers, body.to_string().as_bytes());
+        assert_eq!(status, 202);
+    };
+    let asked = |stream: &std::sync::mpsc::Receiver<Value>, message: &str| {
+        let asked = next_with_id(stream)
+            .unwrap_or_else(|| panic!("`{message}` did not come on the stream expected"));
+        assert_eq!(asked["method"], "elicitation/create", "{asked}");
+        assert_eq!(asked["params"]["message"], message, "{asked}");
+        asked
+    };
+
+    // A call to x, whose own request arrives on its stream and is left unanswered: x's call
+    // stays in flight, the oldest.
+    let to_x = call(2, "x__ask", json!({"request": ask("x asks")}));
+    let x_asks = asked(&to_x, "x asks");
+    // Then a call to y: y's request arrives on the stream of the call to y, not the oldest.
+    let to_y = call(
+        3,
+        "y__ask",
+        json!({"request": ask("y asks"), "then": ask("y asks again")}),
+    );
+    let y_asks = asked(&to_y, "y asks");
+    // A newer call to x, in flight too.
+    let to_x_again = call(4, "x__ask", json!({"request": ask("x asks again")}));
+    let x_asks_again = asked(&to_x_again, "x asks again");
+    // y asks again: on the stream of the call to y still, not the newest call's.
+    answer(&y_asks["id"], "ignored");
+    let y_asks_again = asked(&to_y, "y asks again");
+    assert!(to_x.try_recv().is_err() && to_x_again.try_recv().is_err());
+
+    answer(&y_asks_again["id"], "Yan");
+    let result = next_with_id(&to_y).expect("y's result");
+    assert_eq!(result["id"], 3, "{result}");
+    assert_eq!(
+        result["result"]["structuredContent"]["content"]["name"], "Yan",
+        "{result}"
+    );
+    for (asked, stream) in [(&x_asks, &to_x), (&x_asks_again, &to_x_again)] {
+        answer(&asked["id"], "Xia");
+        let result = next_with_id(stream).expect("x's result");
+        assert_eq!(
+            result["result"]["structuredContent"]["content"]["name"], "Xia",
+            "{result}"
+        );
+    }
 }

@@ -2,13 +2,14 @@
 //! [`with_ask`](super::TestServerOptions::with_ask): it sends the client the elicitation
 //! request given as its `request` argument, as it is, and returns the client's answer. With
 //! `timeout_ms`, it gives up on the request after that long (rmcp then sends the client
-//! `notifications/cancelled` for it) and the call fails.
+//! `notifications/cancelled` for it) and the call fails. With `then` (another request), it
+//! sends that one once the first is answered, and returns the second answer.
 
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientResult, ElicitRequest, ElicitRequestParams, JsonObject, ServerRequest,
-    Tool,
+    CallToolResult, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, JsonObject,
+    ServerRequest, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
@@ -26,6 +27,7 @@ pub(super) fn tool() -> Tool {
             "properties": {
                 "request": {"type": "object"},
                 "timeout_ms": {"type": "integer", "minimum": 0},
+                "then": {"type": "object"},
             },
             "required": ["request"],
         })),
@@ -37,14 +39,26 @@ pub(super) async fn call(
     args: &JsonObject,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
-    let request = args.get("request").cloned().unwrap_or(Value::Null);
+    let mut answer = elicit(args, "request", context).await?;
+    if args.contains_key("then") {
+        answer = elicit(args, "then", context).await?;
+    }
+    Ok(structured(
+        serde_json::to_value(&answer).unwrap_or_default(),
+    ))
+}
+
+/// Sends the client the request in `args[key]` and returns its answer.
+async fn elicit(
+    args: &JsonObject,
+    key: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<ElicitResult, ErrorData> {
+    let request = args.get(key).cloned().unwrap_or(Value::Null);
     let request: ElicitRequestParams = serde_json::from_value(request).map_err(|e| {
-        ErrorData::invalid_params(
-            format!("`request` is not an elicitation request: {e}"),
-            None,
-        )
+        ErrorData::invalid_params(format!("`{key}` is not an elicitation request: {e}"), None)
     })?;
-    let answer = match args.get("timeout_ms").and_then(Value::as_u64) {
+    match args.get("timeout_ms").and_then(Value::as_u64) {
         None => context.peer.create_elicitation(request).await,
         Some(ms) => {
             let options = PeerRequestOptions::with_timeout(Duration::from_millis(ms));
@@ -63,8 +77,5 @@ pub(super) async fn call(
             }
         }
     }
-    .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))?;
-    Ok(structured(
-        serde_json::to_value(&answer).unwrap_or_default(),
-    ))
+    .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))
 }

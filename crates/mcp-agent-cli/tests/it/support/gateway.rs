@@ -174,3 +174,41 @@ pub(crate) fn request(
         .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
     (status, head.to_ascii_lowercase(), body.to_owned())
 }
+
+/// Posts `body` to `/mcp` on a fresh connection and reads the answer's event stream as it
+/// comes, on a thread: each JSON-RPC message (an event's `data`) is sent on the channel,
+/// which closes when the stream ends.
+pub(crate) fn post_streaming(
+    addr: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> mpsc::Receiver<serde_json::Value> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // Chunk-size lines of the chunked encoding are not `data:` lines: skipped.
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            if let Ok(message) = serde_json::from_str(data.trim())
+                && tx.send(message).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
