@@ -353,8 +353,15 @@ fn next_with_id(stream: &std::sync::mpsc::Receiver<Value>) -> Option<Value> {
 
 #[test]
 fn an_elicitation_rides_the_stream_of_the_call_to_the_server_that_asked() {
-    // Two upstream servers with `ask`, x and y.
-    let (dir, file, _record) = kit_config_with("expose = \"eager\"", &["--ask"]);
+    rides_the_stream_of_its_call("eager");
+    rides_the_stream_of_its_call("lazy");
+}
+
+/// Two upstream servers with `ask`, x and y, behind a gateway exposing `expose`: each one's
+/// requests arrive on the stream of the downstream call to it, whichever call is oldest or
+/// newest.
+fn rides_the_stream_of_its_call(expose: &str) {
+    let (dir, file, _record) = kit_config_with(&format!("expose = {expose:?}"), &["--ask"]);
     let text = std::fs::read_to_string(&file).unwrap();
     let (kit, serve) = text.split_once("\n[serve]").unwrap();
     let both = format!(
@@ -374,6 +381,13 @@ fn an_elicitation_rides_the_stream_of_the_call_to_the_server_that_asked() {
         request
     };
     let call = |n: u64, tool: &str, arguments: Value| {
+        let (tool, arguments) = match expose {
+            "lazy" => (
+                "mcp_call_tool",
+                json!({"tool_name": tool, "arguments": arguments}),
+            ),
+            _ => (tool, arguments),
+        };
         let body = json!({
             "jsonrpc": "2.0", "id": n, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments},
@@ -418,15 +432,15 @@ fn an_elicitation_rides_the_stream_of_the_call_to_the_server_that_asked() {
     answer(&y_asks_again["id"], "Yan");
     let result = next_with_id(&to_y).expect("y's result");
     assert_eq!(result["id"], 3, "{result}");
-    assert_eq!(
-        result["result"]["structuredContent"]["content"]["name"], "Yan",
+    assert!(
+        result["result"]["content"].to_string().contains("Yan"),
         "{result}"
     );
     for (asked, stream) in [(&x_asks, &to_x), (&x_asks_again, &to_x_again)] {
         answer(&asked["id"], "Xia");
         let result = next_with_id(stream).expect("x's result");
-        assert_eq!(
-            result["result"]["structuredContent"]["content"]["name"], "Xia",
+        assert!(
+            result["result"]["content"].to_string().contains("Xia"),
             "{result}"
         );
     }
