@@ -1,5 +1,10 @@
 //! The downstream client of one session, as the tools opened for it can reach it: what it
 //! declared, and its elicitation requests (a gateway forwards an upstream server's there).
+//!
+//! Not relayed: `notifications/elicitation/complete`, which a server sends once the
+//! out-of-band interaction of a URL request is done. rmcp 3.11 has no type for it, so a
+//! gateway neither receives it from an upstream nor sends it on; a downstream client learns
+//! that the interaction is over from the call's result instead.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
