@@ -391,6 +391,12 @@ impl ElicitationHandler for Forward {
             }
         }
     }
+
+    /// Passes the completion of a URL request on to the client that was sent it (only a
+    /// request of the same server).
+    async fn completed(&self, server: &str, elicitation_id: &str) {
+        self.downstream.complete_from(server, elicitation_id).await;
+    }
 }
 
 /// One downstream session's upstream run, and the watcher turning its `tools_changed` events

@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use mcp_config::Scrubber;
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, FormElicitationCapability, Implementation, UrlElicitationCapability,
+    ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
+    UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::Value;
@@ -30,7 +31,18 @@ pub trait ElicitationHandler: Send + Sync + 'static {
     /// server's choice: show them as untrusted. When the server cancels its request (or its
     /// session ends) first, this future is dropped and the server gets nothing.
     async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult;
+
+    /// The server configured as `server` says the out-of-band interaction of its URL request
+    /// `elicitation_id` is over (`notifications/elicitation/complete`). The id is the
+    /// server's text: at most 256 bytes, without control characters, never trusted to name
+    /// a request of another server. Default: nothing.
+    async fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
 }
+
+/// The method of the notification a server sends once a URL request's interaction is done.
+const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 /// Declines every request: what a client without a user to ask answers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -189,6 +201,29 @@ impl ClientHandler for SessionHandler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed();
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(handler) = &self.elicitation else {
+            return;
+        };
+        if notification.method != ELICITATION_COMPLETE {
+            return;
+        }
+        let id = notification
+            .params
+            .as_ref()
+            .and_then(|params| params.get("elicitationId"))
+            .and_then(Value::as_str);
+        // An id that is not a short plain string names no request this client sent on.
+        let Some(id) = id.filter(|id| id.len() <= 256 && !id.chars().any(char::is_control)) else {
+            return;
+        };
+        handler.completed(&self.server, id).await;
     }
 }
 

@@ -1,18 +1,18 @@
 //! The downstream client of one session, as the tools opened for it can reach it: what it
 //! declared, and its elicitation requests (a gateway forwards an upstream server's there).
 //!
-//! Not relayed: `notifications/elicitation/complete`, which a server sends once the
-//! out-of-band interaction of a URL request is done. rmcp 3.11 has no type for it, so a
-//! gateway neither receives it from an upstream nor sends it on; a downstream client learns
-//! that the interaction is over from the call's result instead.
+//! A URL request's `notifications/elicitation/complete` goes to the client that was sent the
+//! request ([`Downstream::complete_from`]); rmcp 3.11 has no type of its own for it, so it
+//! travels as a custom notification.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CancelledNotification, CancelledNotificationParam, ClientResult, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion, RequestId,
-    ServerRequest,
+    CancelledNotification, CancelledNotificationParam, ClientResult, CustomNotification,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion,
+    RequestId, ServerNotification, ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleServer};
@@ -58,7 +58,17 @@ pub(crate) type Calls = Arc<Mutex<Vec<InFlight>>>;
 pub struct Downstream {
     peer: Option<Peer<RoleServer>>,
     calls: Calls,
+    urls: SentUrls,
 }
+
+/// The URL requests sent, newest last: their origin and elicitation id.
+type SentUrls = Arc<Mutex<VecDeque<(Option<String>, String)>>>;
+
+/// At most this many URL requests are remembered for their completion.
+const MAX_URLS: usize = 64;
+
+/// The notification telling a client a URL request's interaction is over.
+const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 impl std::fmt::Debug for Downstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,6 +91,7 @@ impl Downstream {
         Self {
             peer: None,
             calls: Calls::default(),
+            urls: Arc::default(),
         }
     }
 
@@ -89,6 +100,7 @@ impl Downstream {
         Self {
             peer: Some(peer),
             calls,
+            urls: Arc::default(),
         }
     }
 
@@ -161,6 +173,31 @@ impl Downstream {
         self.send(Some(origin), request, timeout).await
     }
 
+    /// Tells the client that the out-of-band interaction of the URL request `elicitation_id`,
+    /// which the upstream `origin` sent through [`elicit_from`](Self::elicit_from), is over
+    /// (`notifications/elicitation/complete`). Only a request this client was sent from that
+    /// origin (among the last 64) is completed, once; returns whether the client was told.
+    pub async fn complete_from(&self, origin: &str, elicitation_id: &str) -> bool {
+        let Some(peer) = &self.peer else {
+            return false;
+        };
+        {
+            let mut urls = self.urls.lock().unwrap_or_else(PoisonError::into_inner);
+            let sent = urls
+                .iter()
+                .position(|(from, id)| from.as_deref() == Some(origin) && id == elicitation_id);
+            let Some(at) = sent else {
+                return false;
+            };
+            urls.remove(at);
+        }
+        let params = serde_json::json!({"elicitationId": elicitation_id});
+        let notification = CustomNotification::new(ELICITATION_COMPLETE, Some(params));
+        peer.send_notification(ServerNotification::CustomNotification(notification))
+            .await
+            .is_ok()
+    }
+
     async fn send(
         &self,
         origin: Option<&str>,
@@ -174,6 +211,13 @@ impl Downstream {
         let Some(request) = crate::untrusted::clean_request(request) else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
+        if let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &request {
+            let mut urls = self.urls.lock().unwrap_or_else(PoisonError::into_inner);
+            if urls.len() >= MAX_URLS {
+                urls.pop_front();
+            }
+            urls.push_back((origin.map(str::to_owned), elicitation_id.clone()));
+        }
         let mut message = ElicitRequest::new(request);
         // Cancelled when the call it rides ends, or when the caller gives up.
         let stop = CancellationToken::new();

@@ -31,6 +31,9 @@ struct Person {
     messages: std::sync::Mutex<Vec<String>>,
     /// Notified when a request it never answered was cancelled (its future dropped).
     cancelled: Arc<tokio::sync::Notify>,
+    /// The URL requests it was told are complete, and a signal for each.
+    completed: std::sync::Mutex<Vec<String>>,
+    completion: tokio::sync::Notify,
 }
 
 /// Notifies its `Notify` when dropped.
@@ -49,6 +52,8 @@ impl Person {
             asked: AtomicUsize::new(0),
             messages: Default::default(),
             cancelled: Arc::default(),
+            completed: Default::default(),
+            completion: tokio::sync::Notify::new(),
         })
     }
 
@@ -75,6 +80,14 @@ impl ElicitationHandler for Person {
                 std::future::pending().await
             }
         }
+    }
+
+    async fn completed(&self, _server: &str, elicitation_id: &str) {
+        self.completed
+            .lock()
+            .unwrap()
+            .push(elicitation_id.to_owned());
+        self.completion.notify_one();
     }
 }
 
@@ -444,4 +457,28 @@ fn rides_the_stream_of_its_call(expose: &str) {
             "{result}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_request_s_completion_reaches_the_client_that_was_sent_it() {
+    let (_dir, gateway) = gateway("eager", 30);
+    let person = Person::new(Reply::Accept(json!({})));
+    let runner = downstream(&gateway, false, Some(person.clone())).await;
+    let request = json!({
+        "mode": "url", "message": "sign in", "url": "https://example.com/login",
+        "elicitationId": "e-9",
+    });
+    let text = call(
+        &runner,
+        "kit__ask",
+        json!({"request": request, "complete": true}),
+    )
+    .await
+    .unwrap();
+    assert!(text.contains("accept"), "{text}");
+    tokio::time::timeout(LIMIT, person.completion.notified())
+        .await
+        .expect("the completion reached the client");
+    assert_eq!(*person.completed.lock().unwrap(), ["e-9"]);
+    runner.shutdown().await.unwrap();
 }

@@ -60,10 +60,22 @@ impl ToolDispatcher for Asking {
             Some(from) => self.downstream.elicit_from(from, request, bound).await,
             None => self.downstream.elicit(request, bound).await,
         };
+        // Completions asked for as `[origin, elicitation id]` pairs: whether each was sent.
+        let mut completed = Vec::new();
+        if let Some(pairs) = call.arguments.get("complete").and_then(Value::as_array) {
+            for pair in pairs {
+                let (origin, id) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+                completed.push(self.downstream.complete_from(origin, id).await);
+            }
+        }
         match answer {
-            Ok(answer) => Ok(ToolOutput::structured(
-                serde_json::to_value(answer).unwrap(),
-            )),
+            Ok(answer) => {
+                let mut answer = serde_json::to_value(answer).unwrap();
+                if !completed.is_empty() {
+                    answer["completed"] = json!(completed);
+                }
+                Ok(ToolOutput::structured(answer))
+            }
             Err(e) => Err(ToolError::Invocation {
                 server: None,
                 tool: call.name,
@@ -109,6 +121,9 @@ struct Person {
     reply: Reply,
     asked: AtomicUsize,
     messages: Mutex<Vec<String>>,
+    /// The URL requests it was told are complete, and a signal for each.
+    completed: Mutex<Vec<String>>,
+    completion: Notify,
 }
 
 impl Person {
@@ -117,6 +132,8 @@ impl Person {
             reply,
             asked: AtomicUsize::new(0),
             messages: Mutex::default(),
+            completed: Mutex::default(),
+            completion: Notify::new(),
         })
     }
 }
@@ -137,6 +154,14 @@ impl ElicitationHandler for Person {
             }
             Reply::Never => std::future::pending().await,
         }
+    }
+
+    async fn completed(&self, _server: &str, elicitation_id: &str) {
+        self.completed
+            .lock()
+            .unwrap()
+            .push(elicitation_id.to_owned());
+        self.completion.notify_one();
     }
 }
 
@@ -614,6 +639,27 @@ async fn hostile_texts_are_cleaned_and_a_hostile_url_is_declined_unasked() {
         1,
         "a hostile URL is never sent"
     );
+    runner.shutdown().await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_url_request_is_completed_once_and_only_for_its_origin() {
+    let server = serve().await;
+    let person = Person::new(Reply::Accept(json!({})));
+    let runner = downstream(server.url(), false, Some(person.clone())).await;
+    let arguments = json!({
+        "request": url_mode(),
+        "from": "y",
+        "complete": [["z", "e-1"], ["y", "other"], ["y", "e-1"], ["y", "e-1"]],
+    });
+    let output = call_through(&runner, "ask", arguments).await.unwrap();
+    let answer: Value = serde_json::from_str(&output_text(&output)).unwrap();
+    assert_eq!(answer["action"], "accept", "{answer}");
+    // Another origin's, an unknown id, then the request itself, and only once.
+    assert_eq!(answer["completed"], json!([false, false, true, false]));
+    bounded("the completion", person.completion.notified()).await;
+    assert_eq!(*person.completed.lock().unwrap(), ["e-1"]);
     runner.shutdown().await.unwrap();
     server.shutdown().await;
 }

@@ -3,13 +3,15 @@
 //! request given as its `request` argument, as it is, and returns the client's answer. With
 //! `timeout_ms`, it gives up on the request after that long (rmcp then sends the client
 //! `notifications/cancelled` for it) and the call fails. With `then` (another request), it
-//! sends that one once the first is answered, and returns the second answer.
+//! sends that one once the first is answered, and returns the second answer. With
+//! `complete`, once a URL request is answered it sends `notifications/elicitation/complete`
+//! for its `elicitationId`.
 
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, JsonObject,
-    ServerRequest, Tool,
+    CallToolResult, ClientResult, CustomNotification, ElicitRequest, ElicitRequestParams,
+    ElicitResult, JsonObject, ServerNotification, ServerRequest, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
@@ -28,6 +30,7 @@ pub(super) fn tool() -> Tool {
                 "request": {"type": "object"},
                 "timeout_ms": {"type": "integer", "minimum": 0},
                 "then": {"type": "object"},
+                "complete": {"type": "boolean"},
             },
             "required": ["request"],
         })),
@@ -42,6 +45,20 @@ pub(super) async fn call(
     let mut answer = elicit(args, "request", context).await?;
     if args.contains_key("then") {
         answer = elicit(args, "then", context).await?;
+    }
+    let id = args
+        .get("request")
+        .and_then(|request| request.get("elicitationId"))
+        .and_then(Value::as_str);
+    if let (Some(Value::Bool(true)), Some(id)) = (args.get("complete"), id) {
+        let params = json!({"elicitationId": id});
+        let notification =
+            CustomNotification::new("notifications/elicitation/complete", Some(params));
+        context
+            .peer
+            .send_notification(ServerNotification::CustomNotification(notification))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("completion not sent: {e}"), None))?;
     }
     Ok(structured(
         serde_json::to_value(&answer).unwrap_or_default(),
