@@ -2,7 +2,9 @@
 //! client that made the call: the test kit's `ask` tool (upstream) sends the request it is
 //! given and returns the answer it got, so each test reads what the upstream saw. The
 //! downstream client is `mcp_client` over HTTP, as a 2025-11-25 session (server-to-client
-//! requests) or a 2026-07-28 client (none: declined).
+//! requests) or a 2026-07-28 client (none: declined), or raw HTTP where the stream a request
+//! arrives on matters (each server's on the stream of the call to it). Also: a request ends
+//! with its call, hostile texts are cleaned, a URL request's completion follows it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -480,5 +482,39 @@ async fn a_url_request_s_completion_reaches_the_client_that_was_sent_it() {
         .await
         .expect("the completion reached the client");
     assert_eq!(*person.completed.lock().unwrap(), ["e-9"]);
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_upstream_request_is_cleaned_or_declined_before_the_client_sees_it() {
+    let (_dir, gateway) = gateway("eager", 30);
+    let person = Person::new(Reply::Accept(json!({"name": "Ada"})));
+    let runner = downstream(&gateway, false, Some(person.clone())).await;
+    let mut request = form();
+    request["message"] = json!(format!(
+        "\u{1b}[2J\u{1b}]8;;https://evil\u{7}click\u{9b}0m\r\nhere\t{}",
+        "x".repeat(60_000)
+    ));
+    assert_eq!(ask(&runner, false, request).await["action"], "accept");
+    let message = person.messages.lock().unwrap()[0].clone();
+    assert!(
+        message.starts_with("[2J]8;;https://evilclick0m\nhere\t"),
+        "{:?}",
+        &message[..40]
+    );
+    assert!(message.len() <= 4096 + '…'.len_utf8(), "{}", message.len());
+
+    // A URL that is not http(s), or that holds control characters: declined, never shown.
+    for url in ["javascript:alert(1)", "https://example.com/\u{1b}[2J"] {
+        let request = json!({
+            "mode": "url", "message": "sign in", "url": url, "elicitationId": "e-3",
+        });
+        assert_eq!(
+            ask(&runner, false, request).await["action"],
+            "decline",
+            "{url:?}"
+        );
+    }
+    assert_eq!(person.asked(), 1);
     runner.shutdown().await.unwrap();
 }
