@@ -40,6 +40,14 @@ use rmcp::{ClientHandler, ClientLifecycleMode};
 /// its connect timeout).
 pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The bound on the `server/discover` probe: [`DEFAULT_DISCOVER_TIMEOUT`], or half the spec's
+/// connect timeout when that is shorter, so a server that ignores the probe still has time for
+/// `initialize` and its tool list.
+pub(crate) fn discover_timeout(spec: &mcp_config::ServerSpec) -> Duration {
+    let default = DEFAULT_DISCOVER_TIMEOUT;
+    spec.connect_timeout.map_or(default, |t| default.min(t / 2))
+}
+
 /// The message of the error the probe answers in an unanswered server's stead.
 const UNANSWERED: &str = "server/discover went unanswered";
 

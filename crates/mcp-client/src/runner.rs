@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use mcp_config::{PartialFailure, Scrubber};
 
 use crate::open::{screen, tools_message};
-use crate::session::scrub_session_error;
+use crate::scrub::scrub_session_error;
 use crate::{ClientError, Session, SessionError, SkippedServer};
 
 /// The tools of one run's MCP servers (and the agent's native tools), behind the catalog's

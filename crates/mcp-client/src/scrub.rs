@@ -9,6 +9,8 @@ use std::fmt;
 
 use mcp_config::Scrubber;
 use mcp_connector::{BoxError, ConnectError};
+
+use crate::SessionError;
 use rmcp::model::CallToolResult;
 
 /// A cause whose text held a secret value of the run, with that value replaced.
@@ -121,4 +123,47 @@ pub(crate) fn scrub_result(
     let mut value = serde_json::to_value(&result).map_err(withheld)?;
     scrubber.scrub_json(&mut value);
     serde_json::from_value(value).map_err(withheld)
+}
+
+/// `error` with the run's known secrets out of every server-chosen text it holds: causes
+/// (replaced by a [`Scrubbed`](crate::Scrubbed) when they held one) and stderr tails.
+pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> SessionError {
+    if scrubber.is_empty() {
+        return error;
+    }
+    match error {
+        SessionError::Connect(e) => SessionError::Connect(scrub_connect(scrubber, e)),
+        SessionError::Initialize {
+            server,
+            diagnostics,
+            source,
+        } => SessionError::Initialize {
+            server,
+            diagnostics: scrub_text(scrubber, diagnostics),
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::Discovery {
+            server,
+            diagnostics,
+            source,
+        } => SessionError::Discovery {
+            server,
+            diagnostics: scrub_text(scrubber, diagnostics),
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::Catalog { server, source } => SessionError::Catalog {
+            server,
+            source: scrub_error(scrubber, source),
+        },
+        SessionError::ConnectTimeout {
+            server,
+            after,
+            diagnostics,
+        } => SessionError::ConnectTimeout {
+            server,
+            after,
+            diagnostics: scrub_text(scrubber, diagnostics),
+        },
+        other => other,
+    }
 }

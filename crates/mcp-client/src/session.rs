@@ -19,7 +19,7 @@ use tracing::Instrument;
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
 use crate::list::{ListError, list_all_tools};
-use crate::scrub::{scrub_connect, scrub_error, scrub_result, scrub_text};
+use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text};
 use crate::{ListLimits, SessionError};
 
 /// The longest `serverInfo.name` kept, in bytes.
@@ -248,7 +248,12 @@ impl Session {
         let _diag = DiagOnDrop(&*handle, diag.clone());
         let served = match lifecycle {
             Lifecycle::Discover => {
-                crate::lifecycle::serve(handler, transport, discover_timeout(spec)).await
+                crate::lifecycle::serve(
+                    handler,
+                    transport,
+                    crate::lifecycle::discover_timeout(spec),
+                )
+                .await
             }
             Lifecycle::DiscoverOnly => crate::lifecycle::serve_discover(handler, transport).await,
             Lifecycle::Initialize => crate::lifecycle::serve_initialize(handler, transport).await,
@@ -615,16 +620,6 @@ impl Refused {
     }
 }
 
-/// The bound on the `server/discover` probe: [`DEFAULT_DISCOVER_TIMEOUT`], or half the spec's
-/// connect timeout when that is shorter, so a server that ignores the probe still has time for
-/// `initialize` and its tool list.
-///
-/// [`DEFAULT_DISCOVER_TIMEOUT`]: crate::lifecycle::DEFAULT_DISCOVER_TIMEOUT
-fn discover_timeout(spec: &ServerSpec) -> Duration {
-    let default = crate::lifecycle::DEFAULT_DISCOVER_TIMEOUT;
-    spec.connect_timeout.map_or(default, |t| default.min(t / 2))
-}
-
 /// Releases the connection of a session that failed to open, then reads its diagnostics.
 ///
 /// A server that fails the handshake has often just written why on stderr and exited; its
@@ -655,49 +650,6 @@ fn list_error(
             source: failure
                 .unwrap_or_else(|| Box::new(ProtocolError::of_service(&e, "listing the tools"))),
         },
-    }
-}
-
-/// `error` with the run's known secrets out of every server-chosen text it holds: causes
-/// (replaced by a [`Scrubbed`](crate::Scrubbed) when they held one) and stderr tails.
-pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> SessionError {
-    if scrubber.is_empty() {
-        return error;
-    }
-    match error {
-        SessionError::Connect(e) => SessionError::Connect(scrub_connect(scrubber, e)),
-        SessionError::Initialize {
-            server,
-            diagnostics,
-            source,
-        } => SessionError::Initialize {
-            server,
-            diagnostics: scrub_text(scrubber, diagnostics),
-            source: scrub_error(scrubber, source),
-        },
-        SessionError::Discovery {
-            server,
-            diagnostics,
-            source,
-        } => SessionError::Discovery {
-            server,
-            diagnostics: scrub_text(scrubber, diagnostics),
-            source: scrub_error(scrubber, source),
-        },
-        SessionError::Catalog { server, source } => SessionError::Catalog {
-            server,
-            source: scrub_error(scrubber, source),
-        },
-        SessionError::ConnectTimeout {
-            server,
-            after,
-            diagnostics,
-        } => SessionError::ConnectTimeout {
-            server,
-            after,
-            diagnostics: scrub_text(scrubber, diagnostics),
-        },
-        other => other,
     }
 }
 
