@@ -76,6 +76,12 @@ pub(crate) fn check_vectors(
     expected: usize,
     dimension: usize,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if dimension > MAX_EMBEDDING_DIMENSION {
+        return Err(EmbedError::Invalid(format!(
+            "the model's dimension {dimension} is above the {MAX_EMBEDDING_DIMENSION} a search \
+             index takes"
+        )));
+    }
     if vectors.len() != expected {
         return Err(EmbedError::Invalid(format!(
             "{} vectors for {expected} texts",
@@ -106,6 +112,11 @@ pub(crate) fn check_vectors(
         })
         .collect()
 }
+
+/// The largest vector dimension hybrid search takes: 16 times that of the largest models in
+/// use (OpenAI's 3,072), and small enough that the 16-bit cosine sums of the ranking cannot
+/// overflow. An embedder of a larger dimension gets lexical ranking with a warning.
+pub const MAX_EMBEDDING_DIMENSION: usize = 65_536;
 
 /// The longest description of one parameter put in a tool's embedded text, in characters.
 pub const MAX_PARAMETER_DOC_CHARS: usize = 200;

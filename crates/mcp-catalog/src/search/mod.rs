@@ -43,7 +43,8 @@ pub use cache::{
 };
 #[cfg(feature = "embed")]
 pub use embed::{
-    EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, MAX_PARAMETER_DOC_CHARS, embedding_text,
+    EmbedError, EmbedKind, Embedder, MAX_DOCUMENT_CHARS, MAX_EMBEDDING_DIMENSION,
+    MAX_PARAMETER_DOC_CHARS, embedding_text,
 };
 #[cfg(feature = "embed")]
 pub use hybrid::{Fusion, HybridConfig, HybridIndex, HybridResults, SearchWarning};

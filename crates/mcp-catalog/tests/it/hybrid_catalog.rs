@@ -242,3 +242,36 @@ async fn a_nan_a_wrong_dimension_or_an_error_gives_the_lexical_ranking() {
         .count();
     assert_eq!(warnings, 3);
 }
+
+/// An embedder of more dimensions than a search index takes.
+#[derive(Debug)]
+struct Huge;
+
+#[async_trait]
+impl Embedder for Huge {
+    fn model_id(&self) -> &str {
+        "huge"
+    }
+    fn dimension(&self) -> usize {
+        mcp_catalog::search::MAX_EMBEDDING_DIMENSION + 1
+    }
+    async fn embed(&self, texts: &[String], _: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|_| vec![1.0; self.dimension()]).collect())
+    }
+}
+
+#[tokio::test]
+async fn a_dimension_beyond_the_bound_gives_the_lexical_ranking() {
+    let catalog = Catalog::new(CatalogConfig::default());
+    catalog.set_embedder(
+        Arc::new(Huge),
+        Arc::new(EmbeddingCache::in_memory()),
+        hybrid(Duration::from_secs(10)),
+    );
+    catalog.add_server(server().into_server("s")).unwrap();
+    let request = SearchRequest::new("read file");
+    let found = catalog.search_ranked(&request).await.unwrap();
+    assert_eq!(names(&found), names(&catalog.search(&request).unwrap()));
+    let warning = found.warning.expect("a warning");
+    assert!(warning.contains("is above the 65536"), "{warning}");
+}
