@@ -9,8 +9,17 @@
 //! ```
 //!
 //! Prints hit@1/5/10, recall@1/5/10 and MRR of both rankings, the query latency split into
-//! embedding and ranking (with the machine's load average beside it), the cold embedding throughput of the tools, the time to build the
-//! index from the vector cache, and the process's added memory (RSS) for the model.
+//! embedding and ranking (with the machine's load average beside it), the cold embedding
+//! throughput of the tools, the time to build the index from the vector cache, and the
+//! process's added memory (RSS) for the model.
+//!
+//! Beside each wall-clock p50 stands a `cpu p50`: the process's CPU time
+//! (`CLOCK_PROCESS_CPUTIME_ID`, every thread) read before and after each query's embedding and
+//! each ranking, while the process does nothing else (the runtime's workers idle, the model
+//! run one query at a time). On a loaded machine the wall clock also counts the time a query
+//! waits for a core; the CPU time is what the query would take on a quiet core. The printed
+//! `cpu/wall` (sums over all queries) checks it: above 1 would mean other threads computed
+//! meanwhile (it is below 1 when the query waited for a core).
 //! `--scale N` adds synthetic tools up to N for the latency figures (quality is measured on the
 //! dataset's own tools): the ranking's p50 at N tools and the whole query's (each of the first
 //! 500 queries' embedding plus its ranking). With `--cache DIR` the synthetic tools are
@@ -37,6 +46,11 @@ use mcp_catalog::search::{
     Embedder, EmbeddingCache, Fusion, HybridConfig, HybridIndex, RankingConfig, SearchIndex,
     ToolText,
 };
+
+#[path = "search_eval/text.rs"]
+mod text;
+
+use text::{doc_variant, without_literals};
 
 /// `minmax`, `z<K>` or `rrf<K>`.
 fn parse_fusion(text: &str) -> Result<Fusion, String> {
@@ -94,6 +108,18 @@ fn load_average() -> f64 {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The CPU time this process has used so far, in ms (every thread; 0 off Unix).
+fn cpu_ms() -> f64 {
+    #[cfg(unix)]
+    {
+        use nix::time::{ClockId, clock_gettime};
+        clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID)
+            .map_or(0.0, |t| t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6)
+    }
+    #[cfg(not(unix))]
+    0.0
 }
 
 fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
@@ -305,8 +331,10 @@ async fn run() -> Result<(), String> {
 
     let mut vectors = Vec::with_capacity(queries.len());
     let mut embed_ms = Vec::with_capacity(queries.len());
+    let mut embed_cpu = Vec::with_capacity(queries.len());
     for q in &queries {
         let start = Instant::now();
+        let cpu = cpu_ms();
         let cached = query_cache
             .as_ref()
             .and_then(|c| c.get(embedder.model_id(), query_key(&q.query)));
@@ -327,6 +355,7 @@ async fn run() -> Result<(), String> {
                 v
             }
         };
+        embed_cpu.push(cpu_ms() - cpu);
         embed_ms.push(start.elapsed().as_secs_f64() * 1000.0);
         vectors.push(v);
     }
@@ -407,17 +436,26 @@ async fn run() -> Result<(), String> {
         let big_cache_ms = start.elapsed().as_secs_f64() * 1000.0;
         let mut rank_ms = Vec::new();
         let mut query_ms = Vec::new();
+        let (mut rank_cpu, mut query_cpu) = (Vec::new(), Vec::new());
         for (i, q) in queries.iter().enumerate().take(500) {
             let start = Instant::now();
+            let cpu = cpu_ms();
             let _ = big_hybrid.rank(&big, &q.query, &vectors[i], None, 10);
+            rank_cpu.push(cpu_ms() - cpu);
             rank_ms.push(start.elapsed().as_secs_f64() * 1000.0);
             // The whole query: its embedding (timed above) and its ranking.
             query_ms.push(embed_ms[i] + rank_ms[i]);
+            query_cpu.push(embed_cpu[i] + rank_cpu[i]);
         }
         scaled = serde_json::json!({
             "tools": big.len(),
-            "rank_p50_ms": pct(rank_ms, 0.5),
-            "query_p50_ms": pct(query_ms, 0.5),
+            "rank_p50_ms": pct(rank_ms.clone(), 0.5),
+            "rank_p99_ms": pct(rank_ms.clone(), 0.99),
+            "rank_cpu_p50_ms": pct(rank_cpu.clone(), 0.5),
+            "rank_cpu_per_wall": rank_cpu.iter().sum::<f64>() / rank_ms.iter().sum::<f64>(),
+            "query_p50_ms": pct(query_ms.clone(), 0.5),
+            "query_p99_ms": pct(query_ms, 0.99),
+            "query_cpu_p50_ms": pct(query_cpu, 0.5),
             "from_cache_ms": big_cache_ms,
             "new_tools_embedded_s": cold_big_s,
         });
@@ -433,7 +471,9 @@ async fn run() -> Result<(), String> {
         "lexical": lexical.to_json(),
         "hybrid": hybrid_report.to_json(),
         "query_embed_p50_ms": embed_p50,
-        "query_embed_p99_ms": pct(embed_ms, 0.99),
+        "query_embed_p99_ms": pct(embed_ms.clone(), 0.99),
+        "query_embed_cpu_p50_ms": pct(embed_cpu.clone(), 0.5),
+        "query_embed_cpu_per_wall": embed_cpu.iter().sum::<f64>() / embed_ms.iter().sum::<f64>(),
         "cold_tools_per_s": texts.len() as f64 / cold_s,
         "index_from_cache_ms": from_cache_ms,
         "model_rss_mib": rss_after - rss_before,
@@ -445,148 +485,6 @@ async fn run() -> Result<(), String> {
         print_side_by_side(&lexical, &hybrid_report, &out);
     }
     Ok(())
-}
-
-/// `query` without its numbers, quoted strings, URLs and e-mail addresses: the specifics an
-/// embedding should not be steered by.
-fn without_literals(query: &str) -> String {
-    let mut out = String::new();
-    let mut quote: Option<char> = None;
-    for word in query.split_whitespace() {
-        if let Some(q) = quote {
-            if word.ends_with(q) {
-                quote = None;
-            }
-            continue;
-        }
-        let first = word.chars().next().unwrap_or(' ');
-        if (first == '"' || first == '\'') && word.len() > 1 {
-            if !word[1..]
-                .trim_end_matches(|c: char| !c.is_alphanumeric() && c != first)
-                .ends_with(first)
-            {
-                quote = Some(first);
-            }
-            continue;
-        }
-        if word.contains("://") || word.contains('@') {
-            continue;
-        }
-        let digits = word.chars().filter(char::is_ascii_digit).count();
-        if digits * 2 >= word.chars().filter(|c| c.is_alphanumeric()).count() && digits > 0 {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    if out.trim().is_empty() {
-        query.to_owned()
-    } else {
-        out
-    }
-}
-
-/// The description a `--doc-text` variant embeds for `tool` (parameters included in it
-/// when the variant has them): `param-names` (the description and the parameters' names only),
-/// `first-sentence` (the description's first sentence and the parameters' names),
-/// `param-docs` (parameters with their descriptions), `param-docs-short` (each description's
-/// first sentence, at most 80 characters), `required-docs` (descriptions of the required
-/// parameters only), `first-sentence-param-docs`,
-/// `params-only`, `no-params`; `full` is the catalog's own `embedding_text`.
-fn doc_variant(tool: &DatasetTool, variant: &str) -> Result<Option<String>, String> {
-    let desc = tool.description.clone().unwrap_or_default();
-    let first = match desc.find(". ") {
-        Some(at) => desc[..at + 1].to_owned(),
-        None => desc.clone(),
-    };
-    let props: Vec<(String, String)> = tool
-        .input_schema
-        .as_ref()
-        .and_then(|s| s.get("properties"))
-        .and_then(|p| p.as_object())
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| {
-                    let d = v.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                    (k.replace(['_', '.'], " "), d.to_owned())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let names = props
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let docs = props
-        .iter()
-        .map(|(k, d)| {
-            if d.is_empty() {
-                k.clone()
-            } else {
-                format!("{k}: {d}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    let short_docs = props
-        .iter()
-        .map(|(k, d)| {
-            let d = d.split(". ").next().unwrap_or("");
-            let d: String = d.chars().take(80).collect();
-            if d.is_empty() {
-                k.clone()
-            } else {
-                format!("{k}: {d}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    let required: Vec<&str> = tool
-        .input_schema
-        .as_ref()
-        .and_then(|s| s.get("required"))
-        .and_then(|r| r.as_array())
-        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
-        .unwrap_or_default();
-    let required_docs = tool
-        .input_schema
-        .as_ref()
-        .and_then(|s| s.get("properties"))
-        .and_then(|p| p.as_object())
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| {
-                    let name = k.replace(['_', '.'], " ");
-                    let d = v.get("description").and_then(|d| d.as_str()).unwrap_or("");
-                    if d.is_empty() || !required.contains(&k.as_str()) {
-                        name
-                    } else {
-                        format!("{name}: {d}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_default();
-    let with = |head: &str, tail: &str| match tail.is_empty() {
-        true => head.to_owned(),
-        false => format!("{head}. Parameters: {tail}"),
-    };
-    Ok(Some(match variant {
-        "full" => return Ok(None),
-        "param-names" => with(&desc, &names),
-        "first-sentence" => with(&first, &names),
-        "param-docs" => with(&desc, &docs),
-        "param-docs-short" => with(&desc, &short_docs),
-        "required-docs" => with(&desc, &required_docs),
-        "first-sentence-param-docs" => with(&first, &docs),
-        "params-only" => docs,
-        "no-params" => desc,
-        other => return Err(format!("unknown --doc-text `{other}`")),
-    }))
 }
 
 /// Writes, as JSON lines, every tool's vector, then every query with its vector, its
@@ -642,11 +540,14 @@ fn print_side_by_side(lexical: &EvalReport, hybrid: &EvalReport, out: &serde_jso
         "| ranking p50 ms | {:.3} | {:.3} |",
         lexical.p50_ms, hybrid.p50_ms
     );
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
     println!(
-        "query embedding: p50 {:.2} ms, p99 {:.2} ms (load average {:.2})",
-        out["query_embed_p50_ms"].as_f64().unwrap_or(0.0),
-        out["query_embed_p99_ms"].as_f64().unwrap_or(0.0),
-        out["load_average"].as_f64().unwrap_or(0.0)
+        "query embedding: p50 {:.2} ms, p99 {:.2} ms, cpu p50 {:.2} ms, cpu/wall {:.2} (load average {:.2})",
+        f(&out["query_embed_p50_ms"]),
+        f(&out["query_embed_p99_ms"]),
+        f(&out["query_embed_cpu_p50_ms"]),
+        f(&out["query_embed_cpu_per_wall"]),
+        f(&out["load_average"])
     );
     println!(
         "tools embedded cold: {:.0} tools/s (from the cache with --cache); index built from the cache in {:.1} ms; model RSS +{:.0} MiB",
@@ -666,6 +567,16 @@ fn print_side_by_side(lexical: &EvalReport, hybrid: &EvalReport, out: &serde_jso
                 .unwrap_or(0)
                 .saturating_sub(lexical.tools as u64),
             out["scale"]["new_tools_embedded_s"].as_f64().unwrap_or(0.0)
+        );
+        let s = &out["scale"];
+        println!(
+            "at {} tools: query p99 {:.2} ms, cpu p50 {:.2} ms; ranking p99 {:.3} ms, cpu p50 {:.3} ms, cpu/wall {:.2}",
+            s["tools"],
+            f(&s["query_p99_ms"]),
+            f(&s["query_cpu_p50_ms"]),
+            f(&s["rank_p99_ms"]),
+            f(&s["rank_cpu_p50_ms"]),
+            f(&s["rank_cpu_per_wall"])
         );
     }
 }
