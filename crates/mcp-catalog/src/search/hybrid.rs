@@ -262,6 +262,18 @@ pub struct HybridIndex {
     vectors: Rows,
     /// Recent queries' vectors.
     queries: Mutex<QueryCache>,
+    /// The row of each document slot of the lexical index last ranked with.
+    slot_rows: Mutex<SlotRows>,
+}
+
+/// The row of each document slot of a [`SearchIndex`] (`u32::MAX`: none), valid while the
+/// index's and the rows' generations are those it was made for: a lexical match finds its
+/// row by position, not by hashing its id.
+#[derive(Debug, Default)]
+struct SlotRows {
+    index: u64,
+    rows: u64,
+    map: Arc<[u32]>,
 }
 
 impl HybridIndex {
@@ -279,7 +291,28 @@ impl HybridIndex {
             rows: HashMap::default(),
             vectors: Rows::default(),
             queries: Mutex::default(),
+            slot_rows: Mutex::default(),
         }
+    }
+
+    /// The row of each of `index`'s document slots, made once per change of either side.
+    fn slot_rows(&self, index: &SearchIndex) -> Arc<[u32]> {
+        let mut cached = self.slot_rows.lock().unwrap_or_else(|e| e.into_inner());
+        let (gi, gr) = (index.generation(), self.vectors.generation());
+        if cached.index != gi || cached.rows != gr || cached.map.len() != index.slots() {
+            let mut map = vec![u32::MAX; index.slots()];
+            index.for_each_doc(|slot, id| {
+                if let Some(&row) = self.rows.get(id) {
+                    map[slot as usize] = row as u32;
+                }
+            });
+            *cached = SlotRows {
+                index: gi,
+                rows: gr,
+                map: map.into(),
+            };
+        }
+        Arc::clone(&cached.map)
     }
 
     /// The embedder.
@@ -428,9 +461,12 @@ impl HybridIndex {
         let w = self.config.semantic_weight.clamp(0.0, 1.0);
         // The lexical scores, unordered: only the best `limit` of the blend are ever sorted.
         let mut lex_of_row = vec![0.0f32; self.ids.len()];
-        index.for_each_match(query, server, |id, score| {
-            if let Some(&row) = self.rows.get(id) {
-                lex_of_row[row] = score.max(0.0);
+        let slot_rows = self.slot_rows(index);
+        index.for_each_match(query, server, |slot, score| {
+            if let Some(&row) = slot_rows.get(slot as usize)
+                && let Some(lex) = lex_of_row.get_mut(row as usize)
+            {
+                *lex = score.max(0.0);
             }
         });
         let keep = |row: usize| server.is_none_or(|want| want == &*self.ids[row].1);

@@ -14,6 +14,8 @@ use super::text::{is_stopword, split_words, stem};
 
 mod analysis;
 mod score;
+#[cfg(feature = "embed")]
+mod slots;
 #[cfg(test)]
 mod tests;
 
@@ -264,6 +266,14 @@ pub struct SearchIndex {
     by_server: FastMap<Arc<str>, Vec<u32>>,
     live: usize,
     len_sum: [u64; FIELDS],
+    /// Changes with every update, unique among all indexes (0: never updated, so empty).
+    generation: u64,
+}
+
+/// A generation no index has had: the documents' slots may have moved.
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The capacity of a chunk of [`SearchIndex::pending`], in postings: 768 KiB.
@@ -411,6 +421,7 @@ impl SearchIndex {
     /// Every posting's saturated frequency is (re)computed as it is written, since the average
     /// lengths moved with the batch: one pass over the postings instead of a second one.
     fn rebuild_postings(&mut self) {
+        self.generation = next_generation();
         let factors = self.field_factors();
         let k1 = self.config.k1;
         let sat = |doc: u32, tf: u32| {
@@ -651,23 +662,6 @@ impl SearchIndex {
             bigrams: b.bigrams.as_slice().into(),
         });
         slot
-    }
-
-    /// Calls `f` with the id and score of every tool [`search`](Self::search) would rank for
-    /// `query`, in no order and without a limit; nothing for a query without words.
-    #[cfg(feature = "embed")]
-    pub(crate) fn for_each_match(
-        &self,
-        query: &str,
-        server: Option<&str>,
-        mut f: impl FnMut(&Arc<str>, f32),
-    ) {
-        for (score, slot) in self.score_matches(query, server).unwrap_or_default() {
-            f(
-                &self.docs[slot as usize].as_ref().expect("live document").id,
-                score,
-            );
-        }
     }
 
     /// An estimate of the heap memory the index holds, in bytes.

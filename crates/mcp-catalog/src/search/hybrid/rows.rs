@@ -22,6 +22,14 @@ pub(super) struct Rows {
     scales: Vec<f32>,
     /// The largest `Σ |code|` of any row: bounds a query's codes.
     max_l1: i64,
+    /// Changes with every row added, unique among all `Rows` (0: never given a row).
+    generation: u64,
+}
+
+/// A generation no `Rows` has had.
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `x` rounded to the nearest integer (ties to even), as `i16`; `|x| ≤ 32,767`. Adding and
@@ -40,7 +48,14 @@ impl Rows {
             codes: Vec::with_capacity(dim * capacity),
             scales: Vec::with_capacity(capacity),
             max_l1: 0,
+            generation: next_generation(),
         }
+    }
+
+    /// Changes with every row added and differs between `Rows` ever built with rows: while it
+    /// stays the same, so do the rows.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The numbers in a row.
@@ -70,6 +85,7 @@ impl Rows {
             .sum();
         self.max_l1 = self.max_l1.max(l1);
         self.scales.push(scale);
+        self.generation = next_generation();
     }
 
     /// Row `row` as `f32` (its codes times its scale).

@@ -726,3 +726,86 @@ async fn the_fast_ranking_is_the_reference_one_on_a_random_catalog() {
     }
     assert_eq!(compared, 4 * queries.len() * 2 * 4);
 }
+
+/// Every query's ranking by `h` over `index` is the reference one (scores within `close`).
+async fn assert_reference(
+    h: &HybridIndex,
+    vectors: &std::collections::HashMap<String, Vec<f32>>,
+    index: &SearchIndex,
+    queries: &[&str],
+) {
+    let by_row: Vec<Vec<f32>> = h.ids.iter().map(|(id, _)| vectors[&**id].clone()).collect();
+    for q in queries {
+        let v = h.embed_query(q).await.unwrap();
+        for server in [None, Some("server3")] {
+            let (want, close) = reference_rank(h, &by_row, index, q, &v, server);
+            let got = h.rank(index, q, &v, server, usize::MAX);
+            assert_eq!(got.hits.len(), want.len(), "`{q}` {server:?}");
+            for (hit, (id, score)) in got.hits.iter().zip(&want) {
+                let own = want.iter().find(|(w, _)| **w == *hit.id).unwrap().1;
+                assert!((hit.score - score).abs() <= close, "`{q}` {server:?}: {id}");
+                assert!(
+                    (hit.score - own).abs() <= close,
+                    "`{q}` {server:?}: {}",
+                    hit.id
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn lexical_matches_find_their_rows_after_either_index_changes() {
+    let tools = crate::eval::synthetic_tools(300, 5);
+    let ids: Vec<String> = tools.iter().map(crate::eval::DatasetTool::id).collect();
+    let texts: Vec<ToolText<'_>> = tools
+        .iter()
+        .zip(&ids)
+        .map(|(t, id)| {
+            ToolText::new(id, &t.server, &t.name).with_description(t.description.as_deref())
+        })
+        .collect();
+    let documents: Vec<String> = texts.iter().map(embedding_text).collect();
+    let raw = Hashed.embed(&documents, EmbedKind::Document).await.unwrap();
+    let vectors: std::collections::HashMap<String, Vec<f32>> = ids
+        .iter()
+        .cloned()
+        .zip(check_vectors(raw, documents.len(), 24).unwrap())
+        .collect();
+    let mut servers: Vec<&str> = texts.iter().map(|t| t.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let of = |s: &str| {
+        let mine = texts.iter().filter(|t| t.server == s);
+        mine.copied().collect::<Vec<_>>()
+    };
+    let queries: Vec<&str> = tools
+        .iter()
+        .step_by(23)
+        .filter_map(|t| t.description.as_deref()?.split(". ").next())
+        .chain(["create", "list files"])
+        .collect();
+    let mut h = HybridIndex::new(Arc::new(Hashed), Arc::default(), config());
+    assert!(h.set_tools(texts.iter().copied()).await.is_empty());
+    let mut index = SearchIndex::default();
+    index.replace_servers(servers.iter().map(|&s| (s, of(s))));
+    assert_reference(&h, &vectors, &index, &queries).await;
+    // A server gone, then back in other slots (freed ones reused, in another order).
+    index.remove_server("server3");
+    assert_reference(&h, &vectors, &index, &queries).await;
+    index.remove_server("server1");
+    let mut back = of("server3");
+    back.reverse();
+    index.replace_servers([("server3", back)]);
+    assert_reference(&h, &vectors, &index, &queries).await;
+    // Another index over the same tools, its slots filled in the opposite server order.
+    let mut other = SearchIndex::default();
+    other.replace_servers(servers.iter().rev().map(|&s| (s, of(s))));
+    assert_reference(&h, &vectors, &other, &queries).await;
+    assert_reference(&h, &vectors, &index, &queries).await;
+    // The hybrid side's rows change: every other tool, in reverse.
+    let fewer: Vec<ToolText<'_>> = texts.iter().rev().step_by(2).copied().collect();
+    assert!(h.set_tools(fewer).await.is_empty());
+    assert_eq!(h.len(), 150);
+    assert_reference(&h, &vectors, &other, &queries).await;
+}
