@@ -2,7 +2,7 @@
 //! embeddings, LayerNorm, the query/key/value projection, attention, GELU and pooling stay in
 //! `f32`. One text at a time, unpadded, so no attention mask is needed.
 //!
-//! The query/key/value projection stays in `f32` (candle's matrix product) because its input,
+//! The query/key/value projection stays in `f32` (`dense.rs`'s kernel) because its input,
 //! a LayerNorm's output, has channels whose size takes the others' precision away when the token
 //! is quantized as a whole: with it in int8 too, the vectors of 200 bfcl queries fell to cosine
 //! 0.9908 of the `f32` model's (0.9954 with it in `f32`).
@@ -283,8 +283,10 @@ impl Encoder {
     }
 
     /// The last hidden states (`ids.len()` rows of `hidden`) of one unpadded text, computed by
-    /// the widest vector instructions this CPU has (see the `x86` module: the numbers agree to
-    /// a few units in the last place).
+    /// the widest vector instructions this CPU has (see the `x86` module). Its fused
+    /// multiply-adds round differently from plain Rust, and a last-place difference can move a
+    /// value to the next int8 code in a later layer, so the two passes agree per token to a
+    /// cosine of 0.9999, not bit for bit: a vector cached on one CPU is that close to another's.
     pub(crate) fn forward(&self, ids: &[u32], types: &[u32]) -> Result<Vec<f32>, String> {
         self.forward_with(self.simd, ids, types)
     }
@@ -577,12 +579,11 @@ mod tests {
         for simd in Simd::available() {
             let got = encoder.forward_with(simd, &ids, &types).unwrap();
             assert_eq!(got.len(), plain.len());
-            // The AVX-512 product rounds once per multiply-add where plain Rust rounds twice.
-            for (a, b) in got.iter().zip(&plain) {
-                assert!(
-                    (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                    "{simd:?}: {a} vs {b}"
-                );
+            // The AVX-512 product rounds once per multiply-add where plain Rust rounds twice, and
+            // a last-place difference can flip an int8 code downstream: compared per token.
+            for (a, b) in got.chunks_exact(20).zip(plain.chunks_exact(20)) {
+                let c = cosine(a, b);
+                assert!(c >= 0.9999, "{simd:?}: cosine {c}");
             }
         }
     }
