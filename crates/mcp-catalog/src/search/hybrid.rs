@@ -109,6 +109,50 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// Each tool's blended score from its lexical score `lx[i]` and cosine `cos[i]`, by `fusion`
+/// with the semantic weight `w` (see [`Fusion`]).
+fn blend(fusion: Fusion, w: f32, lx: &[f32], cos: &[f32]) -> Vec<f32> {
+    match fusion {
+        Fusion::MinMax => {
+            let best = lx.iter().copied().fold(0.0f32, f32::max);
+            let lo = cos.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = cos.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let span = hi - lo;
+            lx.iter()
+                .zip(cos)
+                .map(|(&l, &c)| {
+                    let l = if best > 0.0 { l / best } else { 0.0 };
+                    let sem = if span > 0.0 { (c - lo) / span } else { 0.0 };
+                    (1.0 - w) * l + w * sem
+                })
+                .collect()
+        }
+        Fusion::ZScore { top_k } => {
+            let (ml, sl) = head_stats(lx, top_k);
+            let (mc, sc) = head_stats(cos, top_k);
+            lx.iter()
+                .zip(cos)
+                .map(|(&l, &c)| (1.0 - w) * (l - ml) / sl + w * (c - mc) / sc)
+                .collect()
+        }
+        Fusion::Rrf { k } => {
+            let lr = ranks_of(lx);
+            let cr = ranks_of(cos);
+            lx.iter()
+                .zip(lr.iter().zip(&cr))
+                .map(|(&l, (&a, &b))| {
+                    let lexical = if l > 0.0 {
+                        (1.0 - w) / (k + a as f32)
+                    } else {
+                        0.0
+                    };
+                    lexical + w / (k + b as f32)
+                })
+                .collect()
+        }
+    }
+}
+
 /// The mean and standard deviation of the `top_k` largest of `values` (deviation at least a
 /// small epsilon).
 fn head_stats(values: &[f32], top_k: usize) -> (f32, f32) {
@@ -474,45 +518,7 @@ impl HybridIndex {
         let lx: Vec<f32> = rows.iter().map(|&row| lex_of_row[row]).collect();
         let mut cos: Vec<f32> = Vec::with_capacity(rows.len());
         self.vectors.cosines(query_vector, keep, &mut cos);
-        let scores: Vec<f32> = match self.config.fusion {
-            Fusion::MinMax => {
-                let best = lx.iter().copied().fold(0.0f32, f32::max);
-                let lo = cos.iter().copied().fold(f32::INFINITY, f32::min);
-                let hi = cos.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let span = hi - lo;
-                lx.iter()
-                    .zip(&cos)
-                    .map(|(&l, &c)| {
-                        let l = if best > 0.0 { l / best } else { 0.0 };
-                        let sem = if span > 0.0 { (c - lo) / span } else { 0.0 };
-                        (1.0 - w) * l + w * sem
-                    })
-                    .collect()
-            }
-            Fusion::ZScore { top_k } => {
-                let (ml, sl) = head_stats(&lx, top_k);
-                let (mc, sc) = head_stats(&cos, top_k);
-                lx.iter()
-                    .zip(&cos)
-                    .map(|(&l, &c)| (1.0 - w) * (l - ml) / sl + w * (c - mc) / sc)
-                    .collect()
-            }
-            Fusion::Rrf { k } => {
-                let lr = ranks_of(&lx);
-                let cr = ranks_of(&cos);
-                lx.iter()
-                    .zip(lr.iter().zip(&cr))
-                    .map(|(&l, (&a, &b))| {
-                        let lexical = if l > 0.0 {
-                            (1.0 - w) / (k + a as f32)
-                        } else {
-                            0.0
-                        };
-                        lexical + w / (k + b as f32)
-                    })
-                    .collect()
-            }
-        };
+        let scores = blend(self.config.fusion, w, &lx, &cos);
         let total = match self.config.fusion {
             Fusion::MinMax => scores.iter().filter(|&&x| x > 0.0).count(),
             _ => scores.len(),

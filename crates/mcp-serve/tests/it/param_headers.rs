@@ -79,6 +79,35 @@ async fn call(url: &str, region: &str, extra: &[(&str, &str)]) -> crate::support
     send("POST", url, &headers, body.to_string()).await
 }
 
+/// A call of `route` with region `Hello` and `header` as its `Mcp-Param-Region` (none when
+/// `None`) is refused with `400` and `-32020`, naming header and tool and saying `says`,
+/// without echoing the header's value.
+async fn assert_refused(url: &str, header: Option<&str>, says: &str) {
+    let extra: Vec<(&str, &str)> = header
+        .map(|h| ("Mcp-Param-Region", h))
+        .into_iter()
+        .collect();
+    let answer = call(url, "Hello", &extra).await;
+    assert_eq!(answer.status, 400, "{header:?}: {}", answer.body);
+    let error = &answer.json()["error"];
+    assert_eq!(error["code"], -32020, "{header:?}: {}", answer.body);
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains(says), "{message}");
+    assert!(
+        message.contains("`Mcp-Param-Region`") && message.contains("`route`"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Goodbye"),
+        "values are not echoed: {message}"
+    );
+    assert_eq!(
+        error["data"],
+        json!({"header": "Mcp-Param-Region", "tool": "route"})
+    );
+    assert_eq!(answer.json()["id"], 7);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matching_headers_reach_the_tool() {
     let tools = Arc::new(Routed::default());
@@ -112,29 +141,7 @@ async fn disagreeing_headers_are_refused_before_the_tool() {
         (Some("Goodbye"), "does not match"),
         (None, "is missing"),
     ] {
-        let extra: Vec<(&str, &str)> = header
-            .map(|h| ("Mcp-Param-Region", h))
-            .into_iter()
-            .collect();
-        let answer = call(url, "Hello", &extra).await;
-        assert_eq!(answer.status, 400, "{header:?}: {}", answer.body);
-        let error = &answer.json()["error"];
-        assert_eq!(error["code"], -32020, "{header:?}");
-        let message = error["message"].as_str().unwrap();
-        assert!(message.contains(says), "{message}");
-        assert!(
-            message.contains("`Mcp-Param-Region`") && message.contains("`route`"),
-            "{message}"
-        );
-        assert!(
-            !message.contains("Goodbye"),
-            "values are not echoed: {message}"
-        );
-        assert_eq!(
-            error["data"],
-            json!({"header": "Mcp-Param-Region", "tool": "route"})
-        );
-        assert_eq!(answer.json()["id"], 7);
+        assert_refused(url, header, says).await;
     }
     assert_eq!(tools.calls.load(Ordering::SeqCst), 0);
     server.shutdown().await;
@@ -194,29 +201,7 @@ async fn per_session_tools_are_checked_once_the_request_opened_them() {
         (Some("=?base64?SGVsbG8?="), "malformed"),
         (None, "is missing"),
     ] {
-        let extra: Vec<(&str, &str)> = header
-            .map(|h| ("Mcp-Param-Region", h))
-            .into_iter()
-            .collect();
-        let answer = call(url, "Hello", &extra).await;
-        assert_eq!(answer.status, 400, "{header:?}: {}", answer.body);
-        let error = &answer.json()["error"];
-        assert_eq!(error["code"], -32020, "{header:?}: {}", answer.body);
-        let message = error["message"].as_str().unwrap();
-        assert!(message.contains(says), "{message}");
-        assert!(
-            message.contains("`Mcp-Param-Region`") && message.contains("`route`"),
-            "{message}"
-        );
-        assert!(
-            !message.contains("Goodbye"),
-            "values are not echoed: {message}"
-        );
-        assert_eq!(
-            error["data"],
-            json!({"header": "Mcp-Param-Region", "tool": "route"})
-        );
-        assert_eq!(answer.json()["id"], 7);
+        assert_refused(url, header, says).await;
     }
     // Each stateless request opened its own tools, and none of the calls reached them.
     assert_eq!(opener.opened.load(Ordering::SeqCst), 3);

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::super::cache::{EmbeddingCache, document_hash};
 use super::super::embed::{EmbedError, EmbedKind, Embedder, check_vectors, embedding_text};
-use super::{Fusion, HybridConfig, HybridIndex, dot, head_stats, ranks_of};
+use super::{Fusion, HybridConfig, HybridIndex, blend, dot, head_stats, ranks_of};
 use crate::search::{SearchIndex, ToolText};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -582,52 +582,25 @@ fn reference_rank(
         cos.push(dot(&vectors[row], query_vector));
         lx.push(lex_of_row[row]);
     }
-    let close: f32;
-    let scores: Vec<f32> = match h.config.fusion {
+    // How far the 16-bit cosines can move a blended score.
+    let close = match h.config.fusion {
         Fusion::MinMax => {
-            let best = lx.iter().copied().fold(0.0f32, f32::max);
             let lo = cos.iter().copied().fold(f32::INFINITY, f32::min);
             let hi = cos.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let span = hi - lo;
             // The cosine, its minimum and its span each move.
-            close = 3.0 * w * COSINE_ERROR / span;
-            lx.iter()
-                .zip(&cos)
-                .map(|(&l, &c)| {
-                    let l = if best > 0.0 { l / best } else { 0.0 };
-                    let sem = if span > 0.0 { (c - lo) / span } else { 0.0 };
-                    (1.0 - w) * l + w * sem
-                })
-                .collect()
+            3.0 * w * COSINE_ERROR / (hi - lo)
         }
         Fusion::ZScore { top_k } => {
-            let (ml, sl) = head_stats(&lx, top_k);
             let (mc, sc) = head_stats(&cos, top_k);
             // The cosine and the mean move by the error, the deviation by at most as much,
             // which moves a score in proportion to its distance from the mean.
             let z_max = cos.iter().map(|c| (c - mc).abs()).fold(0.0, f32::max) / sc;
-            close = w * COSINE_ERROR * (2.0 + z_max) / sc;
-            lx.iter()
-                .zip(&cos)
-                .map(|(&l, &c)| (1.0 - w) * (l - ml) / sl + w * (c - mc) / sc)
-                .collect()
+            w * COSINE_ERROR * (2.0 + z_max) / sc
         }
-        Fusion::Rrf { k } => {
-            let (lr, cr) = (ranks_of(&lx), ranks_of(&cos));
-            // Two cosines that close may trade ranks: at worst the first two.
-            close = w / (k + 1.0) - w / (k + 2.0);
-            (0..lx.len())
-                .map(|i| {
-                    let lexical = if lx[i] > 0.0 {
-                        (1.0 - w) / (k + lr[i] as f32)
-                    } else {
-                        0.0
-                    };
-                    lexical + w / (k + cr[i] as f32)
-                })
-                .collect()
-        }
+        // Two cosines that close may trade ranks: at worst the first two.
+        Fusion::Rrf { k } => w / (k + 1.0) - w / (k + 2.0),
     };
+    let scores = blend(h.config.fusion, w, &lx, &cos);
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         scores[b]
