@@ -1,6 +1,8 @@
 //! What every HTTP request passes before rmcp sees it: the path, the `Origin`, the bearer
-//! token, the body's size and its JSON-RPC shape. Each refusal is answered here, so a hostile
-//! request never reaches a session or the dispatcher.
+//! token, the body's size. Each refusal is answered here, so a hostile request never reaches a
+//! session or the dispatcher. A body that is no JSON-RPC message a client may send is refused
+//! by rmcp's own reading of it, before any session sees it, and answered here in JSON-RPC
+//! ([`check_message`]): the body is parsed once on the way in, twice only when refused.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -161,18 +163,27 @@ impl Front {
             Ok(body) => body,
             Err(refused) => return refused,
         };
-        if let Some(refused) = check_message(&body) {
-            return refused;
-        }
-        if let Some(refused) = self.check_sessions(&parts.headers, &body) {
-            return refused;
-        }
-        if let Some(refused) = self.check_params(&parts.headers, &body) {
-            return refused;
+        if let Some(refused) = self
+            .check_sessions(&parts.headers, &body)
+            .or_else(|| self.check_params(&parts.headers, &body))
+        {
+            // A body that is no message is answered as such first, whatever else is wrong.
+            return check_message(&body).unwrap_or(refused);
         }
         let guard = self.in_flight.enter();
-        self.forward(Request::from_parts(parts, Full::new(body)), Some(guard))
-            .await
+        let request = Request::from_parts(parts, Full::new(body.clone()));
+        let response = self.forward(request, Some(guard)).await;
+        // rmcp reads the body as one client message before anything else acts on it, and
+        // refuses it (415) when it is none: only a refused body is read again here, to answer
+        // in JSON-RPC why. Its checks that come before that read (`Accept`, `Content-Type`,
+        // `Host`: all 4xx) give way to this answer too, so a body that is no message gets it
+        // whatever else is wrong, and a message is read once.
+        if response.status().is_client_error()
+            && let Some(refused) = check_message(&body)
+        {
+            return refused;
+        }
+        response
     }
 
     async fn forward(

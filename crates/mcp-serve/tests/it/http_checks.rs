@@ -210,6 +210,18 @@ async fn malformed_json_rpc_is_answered_and_the_server_stays_up() {
         assert_eq!(error["error"]["code"], code, "{error}");
         assert_eq!(error.get("id").cloned().unwrap_or(json!(null)), id);
     }
+    // rmcp refuses a body without `text/event-stream` in `Accept` before it reads the body: a
+    // body that is no message is still answered as such.
+    let json_only = &[
+        ("content-type", "application/json"),
+        ("accept", "application/json"),
+    ];
+    let answer = send("POST", url, json_only, "{not json".to_owned()).await;
+    assert_eq!(answer.status, 400);
+    assert_eq!(answer.json()["error"]["code"], -32700);
+    // A message with the same fault gets rmcp's own answer.
+    let answer = send("POST", url, json_only, initialize_body()).await;
+    assert_eq!(answer.status, 406);
     assert_eq!(tools.calls(), 0);
 
     let out = crate::support::call_through(&runner, "scalar", json!({"a": 2, "b": 3})).await;
