@@ -14,7 +14,7 @@ use mcp_agent::agent_core::{
     ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
     ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
-use mcp_agent::mcp_catalog::{CallTarget, CatalogConfig, Exposure};
+use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure};
 use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
 use mcp_agent::mcp_config::{
     Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt,
@@ -451,7 +451,17 @@ impl ToolDispatcher for Upstream {
 impl SessionTools for Upstream {
     /// The server of the tool `call` runs (behind `mcp_call_tool` too), so its elicitations
     /// ride this call's stream.
+    ///
+    /// A tool called by its own name resolves without its arguments, which resolving would
+    /// copy (only `mcp_call_tool` names its tool in them).
     fn origin(&self, call: &ToolCall) -> Option<String> {
+        let by_name;
+        let call = if call.name == CALL_TOOL {
+            call
+        } else {
+            by_name = ToolCall::new(call.id.clone(), call.name.clone(), Default::default());
+            &by_name
+        };
         match self.runner.catalog().resolve(call) {
             Ok(CallTarget::Mcp(resolved)) => Some(resolved.tool.server.clone()),
             _ => None,
