@@ -10,6 +10,7 @@
 //! token, AVX-512 VNNI or AVX2 chosen at run time, plain Rust elsewhere), one text at a time
 //! without padding; [`Precision::F32`] runs candle-transformers' `BertModel` as trained.
 
+mod attention;
 mod dense;
 mod encoder;
 mod int8;

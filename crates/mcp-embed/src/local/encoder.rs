@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
 
+use super::attention;
 use super::dense::{Dense, Simd};
 use super::int8::{Activations, Kernel, MAX_K, QLinear};
 
@@ -128,7 +129,7 @@ struct Scratch {
     ctx: Vec<f32>,
     proj: Vec<f32>,
     up: Vec<f32>,
-    scores: Vec<f32>,
+    attention: attention::Buffers,
 }
 
 /// The largest hidden size [`Shape::validate`] accepts.
@@ -340,7 +341,7 @@ impl Encoder {
         let h = self.hidden;
         let n = x.len() / h;
         layer.qkv.forward(simd, x, &mut s.xp, &mut s.qkv);
-        self.attention(n, s);
+        attention::attention(&s.qkv, n, h, self.heads, &mut s.ctx, &mut s.attention);
         layer
             .out
             .forward(self.kernel, &s.ctx, &mut s.q, &mut s.proj);
@@ -358,65 +359,6 @@ impl Encoder {
         }
         layer.ln2.apply(x, self.eps);
     }
-
-    /// Scaled dot-product attention of every head, from `s.qkv` (`n` rows of query, key, value)
-    /// into `s.ctx` (`n` rows of `hidden`).
-    #[inline(always)]
-    fn attention(&self, n: usize, s: &mut Scratch) {
-        let h = self.hidden;
-        let d = h / self.heads;
-        let scale = 1.0 / (d as f32).sqrt();
-        s.ctx.clear();
-        s.ctx.resize(n * h, 0.0);
-        s.scores.resize(n, 0.0);
-        let row = |t: usize, part: usize, head: usize| {
-            let at = t * 3 * h + part * h + head * d;
-            &s.qkv[at..at + d]
-        };
-        for head in 0..self.heads {
-            for i in 0..n {
-                let q = row(i, 0, head);
-                let mut max = f32::NEG_INFINITY;
-                for (j, score) in s.scores.iter_mut().enumerate() {
-                    let k = row(j, 1, head);
-                    *score = dot(q, k) * scale;
-                    max = max.max(*score);
-                }
-                let mut total = 0.0;
-                for score in s.scores.iter_mut() {
-                    *score = (*score - max).exp();
-                    total += *score;
-                }
-                let out = &mut s.ctx[i * h + head * d..][..d];
-                for (j, &p) in s.scores.iter().enumerate() {
-                    let v = row(j, 2, head);
-                    let p = p / total;
-                    for (o, v) in out.iter_mut().zip(v) {
-                        *o += p * v;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The dot product of two rows, in eight lanes so that it vectorises.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a8.zip(b8) {
-        for l in 0..8 {
-            lanes[l] += x[l] * y[l];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }
 
 /// GELU with the exact error function (BERT's `gelu`), in place.

@@ -83,13 +83,18 @@ fn padded(k: usize) -> usize {
     k.div_ceil(LANE) * LANE
 }
 
-/// `x` rounded to the nearest integer, ties to even, for `|x| < 2²²`: adding and taking away
-/// 1.5 · 2²³ leaves no fraction bits. Plain arithmetic that vectorises, where `f32::round` is a
-/// call per value on the baseline x86-64 target.
+/// 1.5 · 2²³: a float of that size has no fraction bits, and for `|x| < 2²²` the integer
+/// nearest `x` sits in the low bits of `x + MAGIC`.
+const MAGIC: f32 = 12_582_912.0;
+
+/// `x` rounded to the nearest integer (ties to even) as an `i32`, for `|x| < 2²²`: read from
+/// the bits of `x + MAGIC`. A float-to-integer `as` cast saturates and maps NaN to zero, which
+/// the compiler turns into a scalar conversion and two compares per value; this is a float
+/// add and an integer subtraction, both vectorised (`f32::round` is a call per value on the
+/// baseline x86-64 target). A NaN gives an unspecified value.
 #[inline(always)]
-fn round_small(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (x + MAGIC) - MAGIC
+pub(super) fn round_to_i32(x: f32) -> i32 {
+    (x + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 
 /// Quantizes `x` (symmetric, scale `max |x| / 127`) into `out`, returning the scale; `out` is
@@ -112,9 +117,9 @@ fn quantize_row(x: &[f32], out: &mut [i8]) -> f32 {
     }
     let inv = 127.0 / max;
     for (o, v) in out.iter_mut().zip(x) {
-        // Through `i32`: a saturating conversion to `i8` does not vectorise; the value is a
-        // whole number within ±127 either way.
-        *o = round_small((v * inv).clamp(-127.0, 127.0)) as i32 as i8;
+        // Through the float's bits, not a saturating conversion (see `round_to_i32`): the
+        // value is a whole number within ±127, so the `i8` keeps it.
+        *o = round_to_i32((v * inv).clamp(-127.0, 127.0)) as i8;
     }
     out[x.len()..].fill(0);
     max / 127.0
@@ -451,7 +456,7 @@ mod tests {
             0.5, 1.5, 2.5, -0.5, -2.5, 126.5, -126.5, 127.0, -127.0, 0.0, 0.49999997,
         ]);
         for x in xs {
-            assert_eq!(round_small(x), x.round_ties_even(), "{x}");
+            assert_eq!(round_to_i32(x), x.round_ties_even() as i32, "{x}");
         }
     }
 
