@@ -181,27 +181,29 @@ impl QLinear {
         out.resize(m * self.n, 0.0);
         // The integer products first, then one pass that scales them back row by row, which
         // vectorises where interleaving the two did not.
+        // Rows of `n` padded to whole tiles, so that every tile's sums are copied in one move of
+        // a known size (a copy of `rows` values was a call to `memcpy` per tile).
+        let n_pad = self.n.div_ceil(ROWS) * ROWS;
         let dots_all = &mut scratch.dots;
         dots_all.clear();
-        dots_all.resize(m * self.n, 0);
+        dots_all.resize(m * n_pad, 0);
         let mut dots = [0i32; ROWS * TOKENS];
         for r0 in (0..self.n).step_by(ROWS) {
-            let rows = ROWS.min(self.n - r0);
             let w = &self.weights[r0 * self.k_pad..(r0 + ROWS) * self.k_pad];
             for t0 in (0..m).step_by(TOKENS) {
                 let tokens = TOKENS.min(m - t0);
                 let a = &scratch.q[t0 * self.k_pad..(t0 + TOKENS) * self.k_pad];
                 dot_block(kernel, a, w, self.k_pad, &mut dots);
                 for t in 0..tokens {
-                    let d = &mut dots_all[(t0 + t) * self.n + r0..][..rows];
-                    d.copy_from_slice(&dots[t * ROWS..t * ROWS + rows]);
+                    let d = &mut dots_all[(t0 + t) * n_pad + r0..][..ROWS];
+                    d.copy_from_slice(&dots[t * ROWS..][..ROWS]);
                 }
             }
         }
         let unsigned = kernel_is_unsigned(kernel);
         for ((o, d), &sa) in out
             .chunks_exact_mut(self.n)
-            .zip(dots_all.chunks_exact(self.n))
+            .zip(dots_all.chunks_exact(n_pad))
             .zip(&scratch.scales)
         {
             for ((((o, &d), &sum), &sw), &b) in o
@@ -238,7 +240,7 @@ fn kernel_is_unsigned(kernel: Kernel) -> bool {
 pub(crate) struct Activations {
     q: Vec<i8>,
     scales: Vec<f32>,
-    /// The integer products of the last call, `m` rows of `n`.
+    /// The integer products of the last call, `m` rows of `n` padded to whole tiles.
     dots: Vec<i32>,
 }
 
