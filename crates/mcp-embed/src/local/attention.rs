@@ -12,12 +12,18 @@
 /// Columns of a transposed key row: tokens padded to a multiple of sixteen lanes.
 const LANES: usize = 16;
 
+/// Query rows computed together: each load of keys or values feeds four independent sums,
+/// where one sum at a time waits on its previous addition for every product.
+const ROWS: usize = 4;
+
 /// Buffers reused from layer to layer and head to head.
 #[derive(Default)]
 pub(super) struct Buffers {
     /// One head's keys, transposed: `d` rows of the padded token count.
     keys: Vec<f32>,
-    /// One query's scores against every (padded) token, then its softmax.
+    /// [`ROWS`] queries of one head, scaled by `1 / √d`; zero past the text's last token.
+    queries: Vec<f32>,
+    /// Those queries' scores against every (padded) token, then their softmax: [`ROWS`] rows.
     scores: Vec<f32>,
 }
 
@@ -42,7 +48,7 @@ pub(super) fn attention(
     buf.keys.clear();
     buf.keys.resize(d * padded, 0.0);
     buf.scores.clear();
-    buf.scores.resize(padded, 0.0);
+    buf.scores.resize(ROWS * padded, 0.0);
     let part = |t: usize, which: usize, head: usize| &qkv[t * 3 * h + which * h + head * d..][..d];
     for head in 0..heads {
         // Padding columns stay zero: their scores are never read.
@@ -51,44 +57,69 @@ pub(super) fn attention(
                 buf.keys[c * padded + t] = k;
             }
         }
-        for i in 0..n {
-            let scores = &mut buf.scores;
-            // Sixteen tokens' scores at a time, summed in a register over the channels.
-            for (j0, chunk) in scores.chunks_exact_mut(LANES).enumerate() {
-                let mut acc = [0f32; LANES];
-                for (&q, keys) in part(i, 0, head).iter().zip(buf.keys.chunks_exact(padded)) {
-                    let keys: &[f32; LANES] =
-                        keys[j0 * LANES..][..LANES].try_into().expect("lanes");
-                    let q = q * scale;
-                    for (a, &k) in acc.iter_mut().zip(keys) {
-                        *a += q * k;
+        for i0 in (0..n).step_by(ROWS) {
+            let rows = ROWS.min(n - i0);
+            buf.queries.clear();
+            for r in 0..rows {
+                buf.queries
+                    .extend(part(i0 + r, 0, head).iter().map(|q| q * scale));
+            }
+            buf.queries.resize(ROWS * d, 0.0);
+            let q: [&[f32]; ROWS] = std::array::from_fn(|r| &buf.queries[r * d..][..d]);
+            // Sixteen tokens' scores of each query at a time, summed in registers over the
+            // channels.
+            for j0 in (0..padded).step_by(LANES) {
+                let mut acc = [[0f32; LANES]; ROWS];
+                for (c, keys) in buf.keys.chunks_exact(padded).enumerate() {
+                    let keys: &[f32; LANES] = keys[j0..][..LANES].try_into().expect("lanes");
+                    for (acc, q) in acc.iter_mut().zip(&q) {
+                        let q = q[c];
+                        for (a, &k) in acc.iter_mut().zip(keys) {
+                            *a += q * k;
+                        }
                     }
                 }
-                chunk.copy_from_slice(&acc);
+                for (r, acc) in acc.iter().enumerate() {
+                    buf.scores[r * padded + j0..][..LANES].copy_from_slice(acc);
+                }
             }
-            let inv = 1.0 / softmax_unnormalised(&mut scores[..n]);
-            let weights = &scores[..n];
-            let out = &mut ctx[i * h + head * d..][..d];
-            // Sixteen channels of the output at a time, summed in a register over the tokens.
-            for (c0, out) in (0..d).step_by(LANES).zip(out.chunks_mut(LANES)) {
-                let mut acc = [0f32; LANES];
-                if out.len() == LANES {
-                    for (j, &w) in weights.iter().enumerate() {
+            // Past the text's last token a row's scores stay zero: it adds nothing below.
+            let mut inv = [0f32; ROWS];
+            for (r, inv) in inv.iter_mut().enumerate().take(rows) {
+                *inv = 1.0 / softmax_unnormalised(&mut buf.scores[r * padded..][..n]);
+            }
+            let w: [&[f32]; ROWS] = std::array::from_fn(|r| &buf.scores[r * padded..][..n]);
+            // Sixteen channels of each query's output at a time, summed in registers over the
+            // tokens.
+            for c0 in (0..d).step_by(LANES) {
+                let len = LANES.min(d - c0);
+                let mut acc = [[0f32; LANES]; ROWS];
+                if len == LANES {
+                    for j in 0..n {
                         let v: &[f32; LANES] =
-                            part(j, 2, head)[c0..c0 + LANES].try_into().expect("lanes");
-                        for (a, &v) in acc.iter_mut().zip(v) {
-                            *a += w * v;
+                            part(j, 2, head)[c0..][..LANES].try_into().expect("lanes");
+                        for (acc, w) in acc.iter_mut().zip(&w) {
+                            let w = w[j];
+                            for (a, &v) in acc.iter_mut().zip(v) {
+                                *a += w * v;
+                            }
                         }
                     }
                 } else {
-                    for (j, &w) in weights.iter().enumerate() {
-                        for (a, &v) in acc.iter_mut().zip(&part(j, 2, head)[c0..]) {
-                            *a += w * v;
+                    for j in 0..n {
+                        let v = &part(j, 2, head)[c0..][..len];
+                        for (acc, w) in acc.iter_mut().zip(&w) {
+                            for (a, &v) in acc.iter_mut().zip(v) {
+                                *a += w[j] * v;
+                            }
                         }
                     }
                 }
-                for (o, &a) in out.iter_mut().zip(&acc) {
-                    *o = a * inv;
+                for r in 0..rows {
+                    let out = &mut ctx[(i0 + r) * h + head * d + c0..][..len];
+                    for (o, &a) in out.iter_mut().zip(&acc[r]) {
+                        *o = a * inv[r];
+                    }
                 }
             }
         }
