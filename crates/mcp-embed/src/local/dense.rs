@@ -171,15 +171,17 @@ impl Dense {
         }
     }
 
-    /// `x` (`m` rows of `k`) → `out` (`m` rows of `n`); `xp` is scratch for `x` padded to
-    /// whole tiles of tokens.
+    /// `x` (`m` rows of `k`) → `out` (`m` rows of `n`); `xp` is scratch for the last tile of
+    /// tokens, padded to a whole one when `m` is not a multiple of [`TOKENS`] (whole tiles are
+    /// read from `x` in place).
     pub(crate) fn forward(&self, simd: Simd, x: &[f32], xp: &mut Vec<f32>, out: &mut Vec<f32>) {
         let (n, k) = (self.n, self.k);
         let m = x.len() / k;
         assert_eq!(x.len(), m * k, "input shape");
+        let whole = m / TOKENS * TOKENS;
         xp.clear();
-        xp.extend_from_slice(x);
-        xp.resize(m.div_ceil(TOKENS) * TOKENS * k, 0.0);
+        xp.extend_from_slice(&x[whole * k..]);
+        xp.resize(TOKENS * k, 0.0);
         out.clear();
         out.resize(m * n, 0.0);
         for j0 in (0..self.n_pad).step_by(COLS) {
@@ -187,7 +189,12 @@ impl Dense {
             let cols = COLS.min(n - j0);
             for t0 in (0..m).step_by(TOKENS) {
                 let mut acc = [[0f32; COLS]; TOKENS];
-                tile(simd, &xp[t0 * k..(t0 + TOKENS) * k], strip, k, &mut acc);
+                let xt = if t0 < whole {
+                    &x[t0 * k..(t0 + TOKENS) * k]
+                } else {
+                    &xp[..]
+                };
+                tile(simd, xt, strip, k, &mut acc);
                 for (t, acc) in acc.iter().enumerate().take(TOKENS.min(m - t0)) {
                     let o = &mut out[(t0 + t) * n + j0..][..cols];
                     for ((o, &v), &b) in o.iter_mut().zip(acc).zip(&self.bias[j0..]) {
