@@ -72,6 +72,12 @@ struct Layer {
     ln2: LayerNorm,
 }
 
+/// The input channels that the feed-forward's int8 layers keep out of their product at each
+/// call, the largest over the call's tokens, and compute in `f32` (see
+/// [`QLinear::with_outliers`]): the up projection reads a LayerNorm's output, whose few large
+/// channels would otherwise set each token's int8 scale.
+const OUTLIERS: usize = 4;
+
 /// The int8 encoder.
 pub(crate) struct Encoder {
     word: Vec<f32>,
@@ -228,10 +234,12 @@ impl Weights {
         })
     }
 
-    fn linear(&self, prefix: &str, n: usize, k: usize) -> Result<QLinear, String> {
+    /// An int8 layer keeping `outliers` input channels in `f32` (see
+    /// [`QLinear::with_outliers`]).
+    fn linear(&self, prefix: &str, n: usize, k: usize, outliers: usize) -> Result<QLinear, String> {
         let w = self.get(&format!("{prefix}.weight"), &[n, k])?;
         let b = self.get(&format!("{prefix}.bias"), &[n])?;
-        Ok(QLinear::new(&w, b, n, k))
+        Ok(QLinear::with_outliers(&w, b, n, k, outliers))
     }
 }
 
@@ -257,10 +265,10 @@ impl Encoder {
             }
             layers.push(Layer {
                 qkv: Dense::new(&qkv_w, qkv_b, 3 * h, h),
-                out: w.linear(&format!("{p}.attention.output.dense"), h, h)?,
+                out: w.linear(&format!("{p}.attention.output.dense"), h, h, 0)?,
                 ln1: w.ln(&format!("{p}.attention.output.LayerNorm"), h)?,
-                up: w.linear(&format!("{p}.intermediate.dense"), i, h)?,
-                down: w.linear(&format!("{p}.output.dense"), h, i)?,
+                up: w.linear(&format!("{p}.intermediate.dense"), i, h, OUTLIERS)?,
+                down: w.linear(&format!("{p}.output.dense"), h, i, OUTLIERS)?,
                 ln2: w.ln(&format!("{p}.output.LayerNorm"), h)?,
             });
         }
