@@ -295,9 +295,9 @@ impl LocalEmbedder {
             }),
             id: match precision {
                 Precision::F32 => format!("local:{name}:{print:016x}"),
-                // `f4`: the feed-forward keeps four input channels in `f32` (`encoder.rs`); a
+                // `o4`: q/k/v and the feed-forward keep four input channels in `f32` (`encoder.rs`); a
                 // cache must not mix their vectors with those of the earlier int8 encoder.
-                Precision::Int8 => format!("local:{name}:{print:016x}:int8f4"),
+                Precision::Int8 => format!("local:{name}:{print:016x}:int8o4"),
             },
             dimension,
             precision,
