@@ -159,8 +159,8 @@ fn softmax_unnormalised(scores: &mut [f32]) -> f32 {
     total + sums.iter().sum::<f32>()
 }
 
-/// `eˣ` to within a few units in the last place for `x` in [-87, 88] (below, 0 or the smallest
-/// normal's neighbourhood; a softmax only asks for `x <= 0`): `x = m·ln 2 + r` with `|r| <= ln 2
+/// `eˣ` to within a few units in the last place for `x` in [-87, 88] (below -87 it gives e⁻⁸⁷,
+/// about 1.6 · 10⁻³⁸, never 0; a softmax only asks for `x <= 0`): `x = m·ln 2 + r` with `|r| <= ln 2
 /// / 2`, a degree-6 polynomial for `eʳ` (Cephes' minimax coefficients), and `2ᵐ` made in the
 /// exponent bits. Branch-free, so loops over it vectorise; a NaN stays a NaN.
 #[inline(always)]
@@ -228,8 +228,16 @@ mod tests {
         };
         let mut buf = Buffers::default();
         let mut ctx = vec![7.0; 5];
-        // Token counts below, at and past a multiple of the lanes; a head of one channel.
-        for (n, h, heads) in [(1, 8, 2), (5, 12, 3), (16, 64, 4), (33, 384, 12), (7, 3, 3)] {
+        // Token counts below, at and past a multiple of the lanes; a head of one channel, and one of
+        // twenty (a whole block of sixteen channels and a partial one).
+        for (n, h, heads) in [
+            (1, 8, 2),
+            (5, 12, 3),
+            (16, 64, 4),
+            (33, 384, 12),
+            (7, 3, 3),
+            (9, 40, 2),
+        ] {
             let qkv: Vec<f32> = (0..n * 3 * h).map(|_| next()).collect();
             attention(&qkv, n, h, heads, &mut ctx, &mut buf);
             let want = reference(&qkv, n, h, heads);

@@ -525,8 +525,9 @@ mod tests {
         for simd in Simd::available() {
             let got = encoder.forward_with(simd, &ids, &types).unwrap();
             assert_eq!(got.len(), plain.len());
-            // The AVX-512 product rounds once per multiply-add where plain Rust rounds twice, and
-            // a last-place difference can flip an int8 code downstream: compared per token.
+            // The same operations in the same order, compiled twice; compared per token rather
+            // than bit for bit, since a last-place difference anywhere (a library function built
+            // for each instruction set) can flip an int8 code downstream.
             for (a, b) in got.chunks_exact(20).zip(plain.chunks_exact(20)) {
                 let c = cosine(a, b);
                 assert!(c >= 0.9999, "{simd:?}: cosine {c}");

@@ -131,7 +131,9 @@ fn quantize_row(x: &[f32], out: &mut [i8]) -> f32 {
     for (o, v) in out.iter_mut().zip(x) {
         // Through the float's bits, not a saturating conversion (see `round_to_i32`): the
         // value is a whole number within ±127, so the `i8` keeps it.
-        *o = round_to_i32((v * inv).clamp(-127.0, 127.0)) as i8;
+        // A NaN (which the maximum passed over) becomes 0, as a select that still vectorises.
+        let y = if v.is_nan() { 0.0 } else { v * inv };
+        *o = round_to_i32(y.clamp(-127.0, 127.0)) as i8;
     }
     out[x.len()..].fill(0);
     max / 127.0
@@ -638,6 +640,10 @@ mod tests {
         let mut out = [1i8; 24];
         assert_eq!(quantize_row(&x, &mut out), 0.5 / 127.0);
         assert_eq!((out[0], out[3], out[18], out[19]), (64, 0, -127, 64));
+        // A NaN with a payload is 0 too.
+        x[3] = f32::from_bits(0x7fc0_0001);
+        quantize_row(&x, &mut out);
+        assert_eq!(out[3], 0);
         assert_eq!(&out[20..], &[0; 4]);
         x[7] = f32::INFINITY;
         assert_eq!(quantize_row(&x, &mut out), 0.0);

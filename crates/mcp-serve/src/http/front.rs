@@ -2,7 +2,8 @@
 //! token, the body's size. Each refusal is answered here, so a hostile request never reaches a
 //! session or the dispatcher. A body that is no JSON-RPC message a client may send is refused
 //! by rmcp's own reading of it, before any session sees it, and answered here in JSON-RPC
-//! ([`check_message`]): the body is parsed once on the way in, twice only when refused.
+//! ([`check_message`]): the front parses the body itself only when refused, for a 2026-07-28
+//! request (its `Mcp-Param-*` check reads the call's arguments) or at the session limit.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
