@@ -95,7 +95,6 @@ mod body;
 mod cause;
 mod client;
 mod connector;
-mod drain;
 mod error;
 mod fetch;
 mod inbound;

@@ -292,14 +292,13 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let request = request.cloned();
-    let answered = request.clone();
-    let events = SseStream::from_bytes_stream(LimitedEvents {
+    SseStream::from_bytes_stream(LimitedEvents {
         inner: bytes,
         limiter: EventLimiter::new(max_event_bytes, inbound.server.clone(), request.as_ref()),
         done: false,
     })
-    .map(move |event| event.map(|event| inbound.event(event, request.as_ref())));
-    crate::drain::ending_with_response(events, answered)
+    .map(move |event| event.map(|event| inbound.event(event, request.as_ref())))
+    .boxed()
 }
 
 #[cfg(test)]
