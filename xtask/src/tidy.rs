@@ -166,6 +166,11 @@ fn tidy_dependency_rules() {
             "HTTP goes through hyper, so TLS and pooling are ours",
         ),
         (
+            "mcp-param-headers",
+            &["rmcp", "hyper", "tokio", "mcp-config", "agent-core"],
+            "the header rules both sides share are pure functions over JSON and headers",
+        ),
+        (
             "mcp-serve",
             &[
                 transports[0],

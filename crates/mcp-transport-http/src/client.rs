@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -32,6 +33,7 @@ use crate::body::{ReadError, content_length, read_bounded};
 use crate::cause::{Cause, reason};
 use crate::error::HttpError;
 use crate::inbound::{Inbound, Secrets};
+use crate::param_headers::ToolHeaders;
 use crate::resolve::TcpConnect;
 use crate::sse::bounded_sse;
 
@@ -78,6 +80,8 @@ struct Inner {
     renewals: watch::Sender<u64>,
     /// The last error handed to rmcp.
     last_failure: std::sync::Mutex<Option<std::sync::Arc<HttpError>>>,
+    /// The `x-mcp-header` declarations of the tools listed so far.
+    tool_headers: Arc<ToolHeaders>,
 }
 
 impl fmt::Debug for HttpClient {
@@ -125,6 +129,7 @@ impl HttpClient {
                 initializations: AtomicUsize::new(0),
                 renewals: watch::Sender::new(0),
                 last_failure: std::sync::Mutex::new(None),
+                tool_headers: Arc::default(),
             }),
         }
     }
@@ -447,6 +452,7 @@ impl StreamableHttpClient for HttpClient {
         )
         .map_err(|e| self.invalid_header(e))?;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
+        self.inner.tool_headers.mirror(&message, &mut headers);
         if is_initialize(&message) {
             self.inner.initializations.fetch_add(1, Ordering::Relaxed);
         }
@@ -493,12 +499,22 @@ impl StreamableHttpClient for HttpClient {
                 JsonRpcMessage::Request(request) => Some(&request.id),
                 _ => None,
             };
-            let events = bounded_sse(
+            let mut events = bounded_sse(
                 response.into_body().into_data_stream(),
                 limits.max_sse_event_size,
                 self.inner.inbound.clone(),
                 request,
             );
+            if ToolHeaders::is_listing(&message) {
+                let known = self.inner.tool_headers.clone();
+                events = events
+                    .inspect(move |event| {
+                        if let Ok(event) = event {
+                            known.record_event(event);
+                        }
+                    })
+                    .boxed();
+            }
             return Ok(StreamableHttpPostResponse::Sse(events, new_session_id));
         }
         if is_media_type(response.headers(), JSON_MIME_TYPE) {
@@ -506,7 +522,12 @@ impl StreamableHttpClient for HttpClient {
                 .read_bounded(response, limits.max_json_response_size)
                 .await?;
             return match self.message(&body) {
-                Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session_id)),
+                Ok(parsed) => {
+                    if ToolHeaders::is_listing(&message) {
+                        self.inner.tool_headers.record_message(&parsed);
+                    }
+                    Ok(StreamableHttpPostResponse::Json(parsed, new_session_id))
+                }
                 Err(_) if awaits_no_response(&message) => Ok(StreamableHttpPostResponse::Accepted),
                 Err(error) => Err(error),
             };

@@ -99,6 +99,7 @@ mod error;
 mod fetch;
 mod inbound;
 mod options;
+mod param_headers;
 mod resolve;
 mod sse;
 

@@ -22,25 +22,19 @@
 //! upstream hop's business, where the gateway is the client.
 
 use agent_core::ToolDescriptor;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use http::HeaderMap;
 use rmcp::model::{ErrorCode, ErrorData, Extensions};
 use serde_json::{Map, Value};
 
 use crate::convert::mcp_tool;
 
-/// The first revision whose clients send `Mcp-Param-*` headers.
-pub(crate) const FIRST_REVISION: &str = "2026-07-28";
+use mcp_param_headers::{PREFIX, decode_value as decode};
+pub(crate) use mcp_param_headers::{applies, declarations};
+
 /// JSON-RPC error code of a header that disagrees with the body (SEP-2243).
 pub(crate) const HEADER_MISMATCH: i32 = -32020;
-const PREFIX: &str = "Mcp-Param-";
-const SENTINEL_START: &str = "=?base64?";
-const SENTINEL_END: &str = "?=";
-/// Bounds on what a schema may declare, and on what an error shows of it.
-const MAX_TOKEN: usize = 128;
+/// Bound on what an error shows of a schema- or body-given name.
 const MAX_SHOWN: usize = 64;
-const MAX_DEPTH: usize = 16;
 
 /// Why a `tools/call`'s `Mcp-Param-*` header disagrees with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,78 +130,6 @@ pub(crate) fn check_call(
     .map_err(|e| (&e).into())
 }
 
-/// Whether a request's `MCP-Protocol-Version` is one whose clients mirror arguments.
-pub(crate) fn applies(headers: &HeaderMap) -> bool {
-    headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() >= FIRST_REVISION)
-}
-
-/// The `x-mcp-header` declarations of `schema`: `(property path, token)`, or none when any
-/// declaration is invalid (a conforming client drops such a tool and sends no headers).
-pub(crate) fn declarations(schema: &Map<String, Value>) -> Vec<(Vec<String>, String)> {
-    let mut out = Vec::new();
-    if schema.contains_key("x-mcp-header") || !collect(schema, &mut Vec::new(), &mut out, 0) {
-        return Vec::new();
-    }
-    let mut seen: Vec<String> = Vec::new();
-    for (_, token) in &out {
-        let lower = token.to_ascii_lowercase();
-        if seen.contains(&lower) {
-            return Vec::new();
-        }
-        seen.push(lower);
-    }
-    out
-}
-
-/// Walks the `properties` chain; `false` when a declaration is invalid.
-fn collect(
-    schema: &Map<String, Value>,
-    path: &mut Vec<String>,
-    out: &mut Vec<(Vec<String>, String)>,
-    depth: usize,
-) -> bool {
-    let Some(Value::Object(properties)) = schema.get("properties") else {
-        return true;
-    };
-    if depth >= MAX_DEPTH {
-        return true;
-    }
-    for (name, property) in properties {
-        let Value::Object(property) = property else {
-            continue;
-        };
-        path.push(name.clone());
-        if let Some(token) = property.get("x-mcp-header") {
-            let typed = matches!(
-                property.get("type").and_then(Value::as_str),
-                Some("string" | "integer" | "boolean")
-            );
-            match token.as_str() {
-                Some(token) if typed && is_token(token) => {
-                    out.push((path.clone(), token.to_owned()));
-                }
-                _ => return false,
-            }
-        }
-        if !collect(property, path, out, depth + 1) {
-            return false;
-        }
-        path.pop();
-    }
-    true
-}
-
-/// An RFC 9110 token, bounded.
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_TOKEN
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 /// Checks the `Mcp-Param-*` headers of a call to `tool` (input schema `schema`) against
 /// `arguments`.
 pub(crate) fn check(
@@ -272,24 +194,6 @@ fn value_at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Option<&'
         .try_fold(arguments.get(first)?, |node, key| node.get(key))
 }
 
-/// A header value as sent: literal, or the UTF-8 text inside a base64 sentinel.
-pub(crate) fn decode(raw: &str) -> Result<String, &'static str> {
-    if raw.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
-        return Err("not visible ASCII");
-    }
-    let Some(payload) = raw
-        .strip_prefix(SENTINEL_START)
-        .and_then(|rest| rest.strip_suffix(SENTINEL_END))
-    else {
-        return Ok(raw.to_owned());
-    };
-    // STANDARD requires canonical padding and rejects non-zero trailing bits.
-    let bytes = STANDARD
-        .decode(payload)
-        .map_err(|_| "invalid base64 inside `=?base64?...?=`")?;
-    String::from_utf8(bytes).map_err(|_| "base64 payload is not UTF-8")
-}
-
 /// Whether the decoded header value is the argument as a client renders it: a string as is,
 /// a boolean as `true`/`false`, a number in decimal (integral values compared as integers).
 fn matches(value: &Value, decoded: &str) -> bool {
@@ -334,6 +238,8 @@ fn shown(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
     use http::HeaderValue;
     use serde_json::json;
 
