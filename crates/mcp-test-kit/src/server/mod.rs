@@ -568,6 +568,13 @@ impl ServerHandler for TestServer {
         .with_instructions("A test server: every tool exercises one client path.")
     }
 
+    /// The `route` tool's schema, so that rmcp's HTTP server checks the `Mcp-Param-*`
+    /// headers of a 2026-07-28 call to it against its arguments (`-32020` on a mismatch);
+    /// no other tool declares one.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        (self.options.header_params && name == "route").then(route::tool)
+    }
+
     async fn discover(
         &self,
         _context: RequestContext<RoleServer>,

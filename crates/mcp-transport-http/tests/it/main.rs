@@ -18,6 +18,7 @@ mod oauth;
 mod oauth_login_peers;
 mod oauth_peers;
 mod oauth_secrets;
+mod param_headers;
 mod session_expiry;
 mod sse_resumption;
 mod ssrf_guard;
