@@ -95,6 +95,7 @@ mod body;
 mod cause;
 mod client;
 mod connector;
+mod drain;
 mod error;
 mod fetch;
 mod inbound;

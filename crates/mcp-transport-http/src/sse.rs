@@ -292,13 +292,14 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let request = request.cloned();
-    SseStream::from_bytes_stream(LimitedEvents {
+    let answered = request.clone();
+    let events = SseStream::from_bytes_stream(LimitedEvents {
         inner: bytes,
         limiter: EventLimiter::new(max_event_bytes, inbound.server.clone(), request.as_ref()),
         done: false,
     })
-    .map(move |event| event.map(|event| inbound.event(event, request.as_ref())))
-    .boxed()
+    .map(move |event| event.map(|event| inbound.event(event, request.as_ref())));
+    crate::drain::ending_with_response(events, answered)
 }
 
 #[cfg(test)]

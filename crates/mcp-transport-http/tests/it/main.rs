@@ -7,6 +7,7 @@ mod peer_process;
 
 mod causes;
 mod close;
+mod connection_reuse;
 mod echoed_secrets;
 mod empty_env_token;
 mod error_chains;

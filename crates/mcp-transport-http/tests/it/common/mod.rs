@@ -133,6 +133,7 @@ async fn serve_with(handler: Handler, tls: Option<tokio_rustls::TlsAcceptor>) ->
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            let _ = stream.set_nodelay(true);
             task_connections.fetch_add(1, Ordering::SeqCst);
             let (handler, log, tls) = (handler.clone(), task_log.clone(), tls.clone());
             conns.spawn(async move {
@@ -215,6 +216,8 @@ pub enum Mode {
     SessionSse,
     /// No sessions, plain JSON responses.
     StatelessJson,
+    /// rmcp's default configuration: responses as SSE streams, no legacy sessions.
+    DefaultSse,
 }
 
 /// An rmcp streamable HTTP server of [`Echo`], with its session manager (to forget sessions).
