@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
-    ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, READ_OUTPUT_TOOL,
+    RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure};
+use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure, SEARCH_TOOL};
 use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
 use mcp_agent::mcp_config::{
-    Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt,
+    Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt, ServeToolNames,
 };
 use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
@@ -54,6 +54,10 @@ pub(crate) struct ServeArgs {
     /// default) or `eager` (every upstream tool as `server__tool`).
     #[arg(long, value_name = "MODE", value_parser = ["lazy", "eager"])]
     expose: Option<String>,
+    /// How first-class upstream tools are named: `prefixed` (`server__tool`; the default) or
+    /// `upstream` (each tool's own name where no other tool has it).
+    #[arg(long, value_name = "NAMES", value_parser = ["prefixed", "upstream"])]
+    tool_names: Option<String>,
 }
 
 /// Where the gateway serves.
@@ -96,7 +100,11 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         Some(word) => ServeExposure::parse(word).unwrap_or_default(),
         None => config.serve.expose.unwrap_or_default(),
     };
-    runtime().block_on(serve(config, mode, exposure, auth))
+    let names = match args.tool_names.as_deref() {
+        Some(word) => ServeToolNames::parse(word).unwrap_or_default(),
+        None => config.serve.tool_names.unwrap_or_default(),
+    };
+    runtime().block_on(serve(config, mode, exposure, names, auth))
 }
 
 /// `[serve] auth.jwt` as the endpoint's JWT authentication.
@@ -144,6 +152,7 @@ async fn serve(
     config: Config,
     mode: Mode,
     exposure: ServeExposure,
+    names: ServeToolNames,
     auth: Option<BearerAuth>,
 ) -> ExitCode {
     let mut signals = Signals::install();
@@ -170,11 +179,18 @@ async fn serve(
         client,
         runs: AtomicU64::new(0),
         call_timeouts: Arc::new(call_timeouts),
+        names,
     });
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
-        .instructions(match exposure {
-            ServeExposure::Eager => "The tools of the configured MCP servers, as `server__tool`.",
+        .instructions(match (exposure, names) {
+            (ServeExposure::Eager, ServeToolNames::Upstream) => {
+                "The tools of the configured MCP servers, each under its own name \
+                 (`server__tool` where two servers share one)."
+            }
+            (ServeExposure::Eager, _) => {
+                "The tools of the configured MCP servers, as `server__tool`."
+            }
             _ => {
                 "The tools of the configured MCP servers: find one with `mcp_search_tools`, \
                  run it with `mcp_call_tool`."
@@ -333,6 +349,8 @@ struct Gateway {
     runs: AtomicU64,
     /// Each configured server's call timeout, which also bounds its elicitations.
     call_timeouts: Arc<HashMap<String, Duration>>,
+    /// How first-class upstream tools are named.
+    names: ServeToolNames,
 }
 
 #[async_trait]
@@ -359,7 +377,7 @@ impl OpenTools for Gateway {
         for skipped in runner.skipped() {
             say(format_args!("warning: skipped: {}", chain(&skipped.error)));
         }
-        Ok(Arc::new(Upstream::new(runner)))
+        Ok(Arc::new(Upstream::new(runner, self.names)))
     }
 }
 
@@ -403,12 +421,13 @@ impl ElicitationHandler for Forward {
 /// into list-changed notifications.
 struct Upstream {
     runner: McpRunner,
+    names: ServeToolNames,
     changes: ToolListChanges,
     watcher: JoinHandle<()>,
 }
 
 impl Upstream {
-    fn new(runner: McpRunner) -> Self {
+    fn new(runner: McpRunner, names: ServeToolNames) -> Self {
         let changes = ToolListChanges::new();
         let mut events = runner.governed().subscribe();
         let notify = changes.clone();
@@ -424,26 +443,75 @@ impl Upstream {
         });
         Self {
             runner,
+            names,
             changes,
             watcher,
         }
+    }
+
+    /// With `tool_names = "upstream"`, the catalog name (`server__tool`) of the tool a client
+    /// names by the tool's own name; `None` for any other name, which goes to the run as it is.
+    ///
+    /// A tool's own name stands for it only when no other tool of the run has that name (on
+    /// another server), it is no tool's `server__tool` name, and it is none of the lazy
+    /// surface's names: otherwise the tool is listed as `server__tool`. The listing
+    /// ([`tools`](ToolCatalog::tools)) and the calls decide by this one function, so a name
+    /// listed is a name that calls that tool, and `server__tool` always works.
+    fn catalog_name(&self, name: &str) -> Option<String> {
+        if self.names != ServeToolNames::Upstream
+            || [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL].contains(&name)
+        {
+            return None;
+        }
+        // `lookup` finds a model-facing name, then an id, then a name only one server has.
+        let tool = self.runner.catalog().lookup(name)?;
+        (tool.remote_name == name && tool.model_name() != name && tool.id != name)
+            .then(|| tool.model_name().to_owned())
+    }
+
+    /// `call` with the tool named as the run knows it.
+    fn to_run(&self, mut call: ToolCall) -> ToolCall {
+        if let Some(name) = self.catalog_name(&call.name) {
+            call.name = name;
+        }
+        call
     }
 }
 
 impl ToolCatalog for Upstream {
     fn tools(&self) -> Vec<ToolDescriptor> {
-        self.runner.tools()
+        let mut tools = self.runner.tools();
+        if self.names == ServeToolNames::Upstream {
+            let catalog = self.runner.catalog();
+            for descriptor in &mut tools {
+                let Some(tool) = catalog.lookup(&descriptor.name) else {
+                    continue;
+                };
+                if tool.model_name() == descriptor.name
+                    && self.catalog_name(&tool.remote_name).as_deref() == Some(&descriptor.name)
+                {
+                    descriptor.name.clone_from(&tool.remote_name);
+                }
+            }
+        }
+        tools
     }
 
     fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        self.runner.tool(name)
+        match self.catalog_name(name) {
+            Some(listed) => self.runner.tool(&listed).map(|mut descriptor| {
+                descriptor.name = name.to_owned();
+                descriptor
+            }),
+            None => self.runner.tool(name),
+        }
     }
 }
 
 #[async_trait]
 impl ToolDispatcher for Upstream {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        self.runner.dispatch(call).await
+        self.runner.dispatch(self.to_run(call)).await
     }
 }
 
@@ -459,7 +527,10 @@ impl SessionTools for Upstream {
         let call = if call.name == CALL_TOOL {
             call
         } else {
-            by_name = ToolCall::new(call.id.clone(), call.name.clone(), Default::default());
+            let name = self
+                .catalog_name(&call.name)
+                .unwrap_or_else(|| call.name.clone());
+            by_name = ToolCall::new(call.id.clone(), name, Default::default());
             &by_name
         };
         match self.runner.catalog().resolve(call) {

@@ -116,7 +116,7 @@ pub use secret::{
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use serve::{
     JWT_ALGORITHMS, MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig,
-    ServeExposure, ServeJwt,
+    ServeExposure, ServeJwt, ServeToolNames,
 };
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,

@@ -21,6 +21,7 @@ pub use jwt::{JWT_ALGORITHMS, ServeJwt};
 const SERVE_FIELDS: &[&str] = &[
     "http",
     "expose",
+    "tool_names",
     "allowed_origins",
     "public_url",
     "allowed_hosts",
@@ -63,6 +64,38 @@ impl ServeExposure {
         match word {
             "lazy" => Some(Self::Lazy),
             "eager" => Some(Self::Eager),
+            _ => None,
+        }
+    }
+}
+
+/// The names under which the gateway lists upstream tools first-class (every tool in eager
+/// exposure; pinned and promoted ones in lazy exposure).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ServeToolNames {
+    /// `server__tool`, whatever the servers call their tools (the default).
+    #[default]
+    Prefixed,
+    /// Each tool's own name, as its server lists it, when no other tool of the session has it;
+    /// a name two servers share (or one of the gateway's own tools has) stays `server__tool`.
+    /// A gateway over one server then lists exactly that server's tools.
+    Upstream,
+}
+
+impl ServeToolNames {
+    /// Parses `prefixed` or `upstream`.
+    ///
+    /// ```
+    /// use mcp_config::ServeToolNames;
+    /// assert_eq!(ServeToolNames::parse("upstream"), Some(ServeToolNames::Upstream));
+    /// assert_eq!(ServeToolNames::parse("bare"), None);
+    /// ```
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "prefixed" => Some(Self::Prefixed),
+            "upstream" => Some(Self::Upstream),
             _ => None,
         }
     }
@@ -158,6 +191,7 @@ impl RateLimit {
 /// | --- | --- | --- |
 /// | `http` | address to serve streamable HTTP on (`"127.0.0.1:8080"`) | stdio |
 /// | `expose` | `lazy` or `eager` | `lazy` |
+/// | `tool_names` | `prefixed` (`server__tool`) or `upstream` (each tool's own name where no other tool has it) | `prefixed` |
 /// | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
 /// | `public_url` | the URL clients reach the endpoint by (behind a proxy, or on `0.0.0.0`) | none |
 /// | `allowed_hosts` | `Host` values accepted besides the bound address and the public URL's | `[]` |
@@ -199,6 +233,9 @@ pub struct ServeConfig {
     /// Lazy or eager exposure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expose: Option<ServeExposure>,
+    /// How first-class upstream tools are named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_names: Option<ServeToolNames>,
     /// Browser origins allowed besides the endpoint's own (`scheme://host[:port]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
@@ -238,6 +275,7 @@ pub struct ServeConfig {
 pub(crate) struct ServeLayer {
     http: Option<SocketAddr>,
     expose: Option<ServeExposure>,
+    tool_names: Option<ServeToolNames>,
     allowed_origins: Option<Vec<String>>,
     public_url: Option<String>,
     allowed_hosts: Option<Vec<String>>,
@@ -258,6 +296,9 @@ impl ServeLayer {
         }
         if let Some(v) = self.expose {
             serve.expose = Some(v);
+        }
+        if let Some(v) = self.tool_names {
+            serve.tool_names = Some(v);
         }
         if let Some(v) = self.allowed_origins {
             serve.allowed_origins = v;
@@ -324,6 +365,22 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
                     &at,
                     ProblemKind::InvalidValue,
                     format!("unknown exposure {}: use `lazy` or `eager`", shown(s)),
+                );
+            }
+        }
+    }
+    if let Some(v) = field(obj, "tool_names") {
+        let at = path.key("tool_names");
+        if let Some(s) = as_str(v, &at, p) {
+            layer.tool_names = ServeToolNames::parse(s);
+            if layer.tool_names.is_none() {
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!(
+                        "unknown tool names {}: use `prefixed` or `upstream`",
+                        shown(s)
+                    ),
                 );
             }
         }
@@ -574,7 +631,7 @@ fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLi
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, FileFormat, ProblemKind, ServeApproval, ServeAuth};
+    use crate::{Config, FileFormat, ProblemKind, ServeApproval, ServeAuth, ServeToolNames};
 
     fn toml(text: &str) -> Result<Config, crate::ConfigError> {
         Config::parse(text, FileFormat::Toml, std::iter::empty::<(&str, &str)>())
@@ -587,6 +644,7 @@ mod tests {
 [serve]
 http = "127.0.0.1:9000"
 expose = "lazy"
+tool_names = "upstream"
 allowed_origins = ["http://localhost:5173"]
 public_url = "https://gateway.example.com/mcp"
 allowed_hosts = ["Gateway.internal:8443"]
@@ -601,6 +659,7 @@ history = "/tmp/h"
         )
         .unwrap();
         let s = &config.serve;
+        assert_eq!(s.tool_names, Some(ServeToolNames::Upstream));
         assert_eq!(s.max_sessions, Some(3));
         assert_eq!(s.max_calls_per_session, Some(2));
         assert_eq!(s.max_body_bytes, Some(2048));
@@ -624,6 +683,7 @@ history = "/tmp/h"
 [serve]
 http = "localhost"
 expose = "all"
+tool_names = "bare"
 allowed_origins = ["not an origin"]
 public_url = "ftp://user:pw@gateway"
 allowed_hosts = ["evil.example/path"]
@@ -645,6 +705,7 @@ colour = 1
         for (kind, path) in [
             (ProblemKind::InvalidValue, "serve.http"),
             (ProblemKind::InvalidValue, "serve.expose"),
+            (ProblemKind::InvalidValue, "serve.tool_names"),
             (ProblemKind::InvalidValue, "serve.allowed_origins[0]"),
             (ProblemKind::InvalidValue, "serve.public_url"),
             (ProblemKind::InvalidValue, "serve.allowed_hosts[0]"),

@@ -90,6 +90,10 @@ pub struct StdioServerArgs {
     /// List the `ask` tool, which sends the client the elicitation request it is given.
     #[arg(long)]
     pub ask: bool,
+    /// List the tools the MCP conformance suite's server scenarios call by name
+    /// (`test_simple_text`, …, `json_schema_2020_12_tool`).
+    #[arg(long)]
+    pub suite_tools: bool,
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -179,6 +183,7 @@ impl StdioServerArgs {
             ("--http", self.http),
             ("--header-params", self.header_params),
             ("--ask", self.ask),
+            ("--suite-tools", self.suite_tools),
         ];
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
@@ -204,6 +209,7 @@ impl StdioServerArgs {
             .with_observations(observations)
             .with_header_params(self.header_params)
             .with_ask(self.ask)
+            .with_suite_tools(self.suite_tools)
             .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
@@ -450,6 +456,7 @@ mod tests {
             http: true,
             header_params: true,
             ask: true,
+            suite_tools: true,
         };
         let parsed = StdioServerArgs::try_parse_from(
             std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),
@@ -460,6 +467,7 @@ mod tests {
         assert_eq!(parsed.record, args.record);
         assert!(parsed.server_options().header_params);
         assert!(parsed.server_options().ask);
+        assert!(parsed.server_options().suite_tools);
     }
 
     #[test]

@@ -2,20 +2,23 @@
 //! `mcp-agent serve --http`, in front of the test kit's `mcp-test-server` (with
 //! `--header-params`: its `route` tool declares `x-mcp-header`), once per exposure
 //! (`eager`: every upstream tool as `kit__tool`; `lazy`: `mcp_search_tools`, `mcp_call_tool`,
-//! `mcp_read_output`).
+//! `mcp_read_output`), and in a third, `upstream`: eager with `tool_names = "upstream"`, in
+//! front of a kit that also lists the tools the suite calls by name (`--suite-tools`:
+//! `test_simple_text`, …), which the gateway then lists under those names.
 //!
 //! For each checked revision the suite lists the server scenarios it requires, plus those it
-//! runs without scoring (`list --requirements R`). Each one either runs against the gateway or
-//! is named under `[gateway not-applicable]` in `peers/conformance-baseline.txt` with the
-//! reason (a tools gateway serves no resources, prompts or completions; scenarios that call
-//! tools by exact name, such as `test_simple_text`, cannot reach an upstream tool through the
-//! gateway, which exposes `server__tool` or the lazy surface). A scenario the suite adds later
-//! runs until the baseline says otherwise, so it is never silently skipped.
+//! runs without scoring (`list --requirements R`). Each one runs against the gateway in the
+//! `eager` and `lazy` exposures, or only in `upstream` when named under
+//! `[gateway upstream-only]` in `peers/conformance-baseline.txt` (scenarios that call a tool
+//! by its exact name), or is named under `[gateway not-applicable]` with the reason (a tools
+//! gateway serves no resources, prompts or completions; it forwards no progress, logging or
+//! sampling). A scenario the suite adds later runs until the baseline says otherwise, so it is
+//! never silently skipped.
 //!
 //! A run is judged check by check (the suite's `checks.json`): every `FAILURE` or `WARNING`
 //! check must be listed in the baseline as `scenario:check-id  reason` under a
-//! `[gateway R... [eager|lazy]]` header, and every listed check must still fail (else: remove
-//! its line). A run that leaves no checks (the suite crashed or overstayed) is a regression.
+//! `[gateway R... [eager|lazy|upstream]]` header (about `eager` and `lazy` unless one is
+//! named), and every listed check must still fail (else: remove its line). A run that leaves no checks (the suite crashed or overstayed) is a regression.
 //! Output is kept under `target/conformance/gateway/<exposure>/<revision>/<scenario>/`, the
 //! gateway's log beside it.
 
@@ -33,7 +36,12 @@ use super::{REVISIONS, SCENARIO_TIMEOUT, read_checks_json};
 use crate::peers::Peers;
 
 /// The exposures the gateway is checked in.
-pub(super) const EXPOSURES: [&str; 2] = ["eager", "lazy"];
+pub(super) const EXPOSURES: [&str; 3] = ["eager", "lazy", "upstream"];
+/// The exposures every scenario runs in, unless the baseline names it upstream-only: the
+/// `upstream` exposure runs only those.
+const GENERAL_EXPOSURES: [&str; 2] = ["eager", "lazy"];
+/// The exposure whose gateway lists upstream tools under their own names.
+const UPSTREAM_NAMES: &str = "upstream";
 /// The suite's timeout for one server scenario.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Our bound on the gateway starting or stopping.
@@ -52,17 +60,21 @@ pub(super) struct GatewayRun {
 pub(super) struct GatewayBaseline {
     /// Scenarios not run, with why.
     pub(super) not_applicable: BTreeMap<String, String>,
+    /// Scenarios run only in the `upstream` exposure, with why.
+    pub(super) upstream_only: BTreeMap<String, String>,
     /// `(exposure, revision, scenario, check id)` expected to fail or warn, with why.
     pub(super) expected: BTreeMap<(String, String, String, String), String>,
 }
 
 /// Parses the baseline's gateway section: from the first `[gateway ...]` header on. Headers are
-/// `[gateway not-applicable]` (then `scenario  reason` lines) or `[gateway R... [eager|lazy]]`
-/// (then `scenario:check-id  reason` lines, about both exposures unless one is named).
+/// `[gateway not-applicable]` or `[gateway upstream-only]` (then `scenario  reason` lines) or
+/// `[gateway R... [eager|lazy|upstream]]` (then `scenario:check-id  reason` lines, about
+/// `eager` and `lazy` unless exposures are named).
 pub(super) fn parse_baseline(text: &str) -> Result<GatewayBaseline> {
     enum Section {
         None,
         NotApplicable,
+        UpstreamOnly,
         Expected {
             revisions: Vec<String>,
             exposures: Vec<String>,
@@ -98,6 +110,10 @@ pub(super) fn parse_baseline(text: &str) -> Result<GatewayBaseline> {
                 section = Section::NotApplicable;
                 continue;
             }
+            if words == ["upstream-only"] {
+                section = Section::UpstreamOnly;
+                continue;
+            }
             let mut revisions = Vec::new();
             let mut exposures = Vec::new();
             for word in words {
@@ -117,7 +133,7 @@ pub(super) fn parse_baseline(text: &str) -> Result<GatewayBaseline> {
                 bail!("baseline line {n}: a gateway header names no revision");
             }
             if exposures.is_empty() {
-                exposures = EXPOSURES.iter().map(|e| (*e).to_owned()).collect();
+                exposures = GENERAL_EXPOSURES.iter().map(|e| (*e).to_owned()).collect();
             }
             section = Section::Expected {
                 revisions,
@@ -134,19 +150,20 @@ pub(super) fn parse_baseline(text: &str) -> Result<GatewayBaseline> {
         }
         match &section {
             Section::None => unreachable!("the gateway section starts with a header"),
-            Section::NotApplicable => {
+            Section::NotApplicable | Section::UpstreamOnly => {
                 if name.contains(':') {
                     bail!(
-                        "baseline line {n}: a not-applicable entry names a scenario, not a check"
+                        "baseline line {n}: a not-applicable or upstream-only entry names a scenario, not a check"
                     );
                 }
-                if out
-                    .not_applicable
-                    .insert(name.to_owned(), reason.to_owned())
-                    .is_some()
-                {
+                if out.not_applicable.contains_key(name) || out.upstream_only.contains_key(name) {
                     bail!("baseline line {n}: `{name}` is listed twice");
                 }
+                let into = match section {
+                    Section::NotApplicable => &mut out.not_applicable,
+                    _ => &mut out.upstream_only,
+                };
+                into.insert(name.to_owned(), reason.to_owned());
             }
             Section::Expected {
                 revisions,
@@ -225,7 +242,12 @@ pub(super) fn plan(peers: &Peers, baseline: &GatewayBaseline) -> Result<Vec<Gate
             if baseline.not_applicable.contains_key(&scenario) {
                 continue;
             }
-            for exposure in EXPOSURES {
+            let exposures: &[&str] = if baseline.upstream_only.contains_key(&scenario) {
+                &[UPSTREAM_NAMES]
+            } else {
+                &GENERAL_EXPOSURES
+            };
+            for &exposure in exposures {
                 runs.push(GatewayRun {
                     exposure: exposure.to_owned(),
                     revision: revision.to_owned(),
@@ -238,6 +260,13 @@ pub(super) fn plan(peers: &Peers, baseline: &GatewayBaseline) -> Result<Vec<Gate
         if !listed.contains(name) {
             bail!(
                 "the baseline says `{name}` does not apply to the gateway, but the suite lists no such server scenario"
+            );
+        }
+    }
+    for name in baseline.upstream_only.keys() {
+        if !listed.contains(name) {
+            bail!(
+                "the baseline says `{name}` runs with upstream tool names, but the suite lists no such server scenario"
             );
         }
     }
@@ -493,10 +522,15 @@ struct Gateway {
 impl Gateway {
     fn start(bin: &Path, upstream: &Path, exposure: &str, dir: &Path) -> Result<Self> {
         let config = dir.join("mcp.toml");
+        let (expose, names, kit_args): (&str, &str, &[&str]) = if exposure == UPSTREAM_NAMES {
+            ("eager", "upstream", &["--header-params", "--suite-tools"])
+        } else {
+            (exposure, "prefixed", &["--header-params"])
+        };
         std::fs::write(
             &config,
             format!(
-                "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = [\"--header-params\"]\n\n[serve]\nexpose = {exposure:?}\n",
+                "[[servers]]\nname = \"kit\"\ncommand = {:?}\nargs = {kit_args:?}\n\n[serve]\nexpose = {expose:?}\ntool_names = {names:?}\n",
                 upstream.display().to_string()
             ),
         )?;
@@ -587,10 +621,24 @@ mod tests {
 
     #[test]
     fn gateway_baseline_sections() {
-        let text = "[2026-07-28]\nclient-thing  ignored here\n[gateway not-applicable]\nprompts-list  no prompts\n[gateway 2026-07-28]\ncaching:sep-2549-x  no resources\n[gateway 2025-11-25 lazy]\nping:ping  why\n";
+        let text = "[2026-07-28]\nclient-thing  ignored here\n[gateway not-applicable]\nprompts-list  no prompts\n[gateway upstream-only]\ntools-call-image  by name\n[gateway 2026-07-28]\ncaching:sep-2549-x  no resources\n[gateway 2025-11-25 lazy]\nping:ping  why\n[gateway 2026-07-28 upstream]\ntools-call-image:x  why\n";
         let b = parse_baseline(text).unwrap();
         assert_eq!(b.not_applicable["prompts-list"], "no prompts");
-        for exposure in EXPOSURES {
+        assert_eq!(b.upstream_only["tools-call-image"], "by name");
+        assert!(b.expected.contains_key(&(
+            "upstream".into(),
+            "2026-07-28".into(),
+            "tools-call-image".into(),
+            "x".into()
+        )));
+        // Unnamed, an expectation is about the two general exposures only.
+        assert!(!b.expected.contains_key(&(
+            "upstream".into(),
+            "2026-07-28".into(),
+            "caching".into(),
+            "sep-2549-x".into()
+        )));
+        for exposure in GENERAL_EXPOSURES {
             assert!(b.expected.contains_key(&(
                 exposure.into(),
                 "2026-07-28".into(),
@@ -617,5 +665,10 @@ mod tests {
         assert!(parse_baseline("[gateway]\na:b r\n").is_err());
         assert!(parse_baseline("[gateway not-applicable]\na r\n[2026-07-28]\nb r\n").is_err());
         assert!(parse_baseline("[gateway not-applicable]\na r\na r\n").is_err());
+        assert!(
+            parse_baseline("[gateway not-applicable]\na r\n[gateway upstream-only]\na r\n")
+                .is_err()
+        );
+        assert!(parse_baseline("[gateway upstream-only]\na:b r\n").is_err());
     }
 }

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Gateway, kit_config_with, request};
+use crate::support::gateway::{Gateway, kit_config_with, open_session, request};
 
 /// A 2026-07-28 request of `method` with `params` (the per-request `_meta` added), and
 /// `extra` headers: status and body.
@@ -97,28 +97,11 @@ fn the_eager_gateway_checks_param_headers_of_upstream_tools() {
     assert_eq!(record.snapshot().calls_of("route"), 1);
 
     // A 2025-11-25 session sends no `Mcp-Param-*` headers and is not held to them.
-    let init = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    });
-    let (status, head, body) = request(&addr, "POST", &[], init.to_string().as_bytes());
-    assert_eq!(status, 200, "{body}");
-    let session = head
-        .lines()
-        .find_map(|l| l.strip_prefix("mcp-session-id:"))
-        .map(|v| v.trim().to_owned())
-        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let session = open_session(&addr);
     let headers = [
         ("Mcp-Session-Id", session.as_str()),
         ("MCP-Protocol-Version", "2025-11-25"),
     ];
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let (status, _, _) = request(&addr, "POST", &headers, initialized.to_string().as_bytes());
-    assert_eq!(status, 202);
     let call =
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": route("eu-west")});
     let (status, _, body) = request(&addr, "POST", &headers, call.to_string().as_bytes());

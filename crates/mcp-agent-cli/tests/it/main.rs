@@ -18,6 +18,7 @@ mod cli_serve;
 mod cli_serve_elicit;
 mod cli_serve_inspector;
 mod cli_serve_jwt;
+mod cli_serve_names;
 mod cli_serve_params;
 mod cli_serve_scale;
 mod cli_signals;

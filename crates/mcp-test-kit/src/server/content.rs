@@ -22,7 +22,7 @@ pub(super) fn repeated(unit: &str, bytes: usize) -> String {
 }
 
 /// A 1×1 transparent PNG.
-const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+pub(super) const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
 pub(super) fn content_blocks() -> Vec<ContentBlock> {
     vec![
@@ -42,7 +42,7 @@ pub(super) fn content_blocks() -> Vec<ContentBlock> {
 }
 
 /// A WAV file of eight silent 8-bit mono samples at 8 kHz.
-fn silent_wav() -> Vec<u8> {
+pub(super) fn silent_wav() -> Vec<u8> {
     let samples = [128u8; 8];
     let data_len = u32::try_from(samples.len()).unwrap_or(0);
     let mut wav = Vec::with_capacity(44 + samples.len());

@@ -21,6 +21,7 @@ use crate::observe::{Event, Observations};
 mod ask;
 mod content;
 mod route;
+mod suite;
 
 use crate::schema::object;
 use crate::schema::structured;
@@ -75,6 +76,9 @@ pub struct TestServerOptions {
     pub ask: bool,
     /// Whether the `route` tool is listed, whose arguments declare `x-mcp-header`.
     pub header_params: bool,
+    /// Whether the tools the MCP conformance suite's server scenarios call by name are listed
+    /// (`test_simple_text`, `test_image_content`, …, `json_schema_2020_12_tool`).
+    pub suite_tools: bool,
 }
 
 impl Default for TestServerOptions {
@@ -89,6 +93,7 @@ impl Default for TestServerOptions {
             discover: false,
             ask: false,
             header_params: false,
+            suite_tools: false,
         }
     }
 }
@@ -122,6 +127,12 @@ impl TestServerOptions {
     /// Lists the `route` tool, whose `region` and `shard` declare `x-mcp-header` (SEP-2243).
     pub fn with_header_params(mut self, header_params: bool) -> Self {
         self.header_params = header_params;
+        self
+    }
+
+    /// Lists the tools the MCP conformance suite's server scenarios call by name.
+    pub fn with_suite_tools(mut self, suite_tools: bool) -> Self {
+        self.suite_tools = suite_tools;
         self
     }
 
@@ -323,6 +334,9 @@ impl TestServer {
         if self.options.header_params {
             tools.push(route::tool());
         }
+        if self.options.suite_tools {
+            tools.extend(suite::tools());
+        }
         tools.extend(lock(&self.added).values().cloned());
         tools.extend((0..self.options.extra_tools).map(synthetic_tool));
         tools
@@ -441,6 +455,9 @@ impl TestServer {
             }
             "ask" if self.options.ask => return ask::call(&args, context).await,
             "route" if self.options.header_params => route::call(args),
+            other if self.options.suite_tools && suite::NAMES.contains(&other) => {
+                suite::call(other).unwrap_or_else(|| tool_error("no such suite tool"))
+            }
             other if self.is_echo_like(other) => structured(Value::Object(args)),
             other => {
                 return Err(ErrorData::invalid_params(

@@ -175,6 +175,34 @@ pub(crate) fn request(
     (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
+/// Opens a 2025-11-25 session on the gateway at `addr` (`initialize`, then
+/// `notifications/initialized`); its id.
+pub(crate) fn open_session(addr: &str) -> String {
+    let init = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    });
+    let (status, head, body) = request(addr, "POST", &[], init.to_string().as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id:"))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = request(addr, "POST", &headers, initialized.to_string().as_bytes());
+    assert_eq!(status, 202);
+    session
+}
+
 /// Posts `body` to `/mcp` on a fresh connection and reads the answer's event stream as it
 /// comes, on a thread: each JSON-RPC message (an event's `data`) is sent on the channel,
 /// which closes when the stream ends.
