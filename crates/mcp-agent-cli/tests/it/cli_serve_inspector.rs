@@ -45,13 +45,21 @@ fn inspector() -> Option<(PathBuf, PathBuf)> {
 }
 
 /// Runs the Inspector's CLI with `args` (its home in `home`, so it writes nothing elsewhere).
+///
+/// It runs in its own `build` directory: it looks for `../package.json` (its name and version)
+/// relative to the working directory but imports it relative to its script, so from anywhere
+/// else it finds the file only where some unrelated `package.json` happens to lie one level
+/// up, and otherwise fails to start.
 fn run(node: &Path, inspector: &Path, home: &Path, args: &[&str]) -> Output {
+    let build = inspector
+        .parent()
+        .expect("the Inspector's script is in a directory");
     Command::new(node)
         .arg(inspector)
         .args(args)
         .env("HOME", home)
         .env("GW_TOKEN", TOKEN)
-        .current_dir(home)
+        .current_dir(build)
         .stdin(Stdio::null())
         .output()
         .expect("run the Inspector")
