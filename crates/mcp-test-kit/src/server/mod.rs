@@ -456,7 +456,7 @@ impl TestServer {
             "ask" if self.options.ask => return ask::call(&args, context).await,
             "route" if self.options.header_params => route::call(args),
             other if self.options.suite_tools && suite::NAMES.contains(&other) => {
-                suite::call(other).unwrap_or_else(|| tool_error("no such suite tool"))
+                return suite::call(other, &args, context).await;
             }
             other if self.is_echo_like(other) => structured(Value::Object(args)),
             other => {

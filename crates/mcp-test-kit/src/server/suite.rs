@@ -2,12 +2,17 @@
 //! [`TestServer`](super::TestServer) built
 //! [`with_suite_tools`](super::TestServerOptions::with_suite_tools): each answers what its
 //! scenario describes (simple text, an image, audio, an embedded resource, mixed content, a
-//! tool error), and `json_schema_2020_12_tool` lists the JSON Schema 2020-12 keywords a
-//! scenario checks are kept. Served behind a gateway that lists tools under their own names,
-//! they let the suite check what the gateway passes through.
+//! tool error, an elicitation request of the scenario's schema sent to the client), and
+//! `json_schema_2020_12_tool` lists the JSON Schema 2020-12 keywords a scenario checks are
+//! kept. Served behind a gateway that lists tools under their own names, they let the suite
+//! check what the gateway passes through.
 
-use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
-use serde_json::json;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ElicitRequestParams, JsonObject, ResourceContents, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Value, json};
 
 use super::content::{PNG_1X1, base64, silent_wav};
 use crate::schema::object;
@@ -21,6 +26,9 @@ pub(super) const NAMES: &[&str] = &[
     "test_multiple_content_types",
     "test_error_handling",
     "json_schema_2020_12_tool",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
 ];
 
 /// The tools as listed.
@@ -33,19 +41,103 @@ pub(super) fn tools() -> Vec<Tool> {
         "test_embedded_resource" => "Returns an embedded text resource.",
         "test_multiple_content_types" => "Returns text, an image and an embedded resource.",
         "test_error_handling" => "Always fails with a tool error (isError).",
+        "test_elicitation" => "Asks the client for a username and an email, showing `message`.",
+        "test_elicitation_sep1034_defaults" => {
+            "Asks the client for five fields, each with a default value."
+        }
+        "test_elicitation_sep1330_enums" => "Asks the client to pick from five kinds of enum.",
         _ => "Takes arguments described with JSON Schema 2020-12 keywords; answers `ok`.",
     };
     NAMES
         .iter()
         .map(|&name| {
-            let schema = if name == "json_schema_2020_12_tool" {
-                schema_2020_12()
-            } else {
-                none()
+            let schema = match name {
+                "json_schema_2020_12_tool" => schema_2020_12(),
+                "test_elicitation" => object(json!({
+                    "type": "object",
+                    "properties": {"message": {"type": "string"}},
+                    "required": ["message"],
+                })),
+                _ => none(),
             };
             Tool::new(name, describe(name), schema)
         })
         .collect()
+}
+
+/// The elicitation request a suite tool sends the client, and how its answer is reported.
+fn elicitation(name: &str, args: &JsonObject) -> Option<(Value, &'static str)> {
+    let request = match name {
+        "test_elicitation" => json!({
+            "mode": "form",
+            "message": args.get("message").and_then(Value::as_str).unwrap_or("Your details?"),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "username": {"type": "string", "description": "User's response"},
+                    "email": {"type": "string", "description": "User's email address"}
+                },
+                "required": ["username", "email"]
+            }
+        }),
+        "test_elicitation_sep1034_defaults" => json!({
+            "mode": "form",
+            "message": "Please review and update the form fields with defaults",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "John Doe"},
+                    "age": {"type": "integer", "default": 30},
+                    "score": {"type": "number", "default": 95.5},
+                    "status": {
+                        "type": "string",
+                        "enum": ["active", "inactive", "pending"],
+                        "default": "active"
+                    },
+                    "verified": {"type": "boolean", "default": true}
+                }
+            }
+        }),
+        "test_elicitation_sep1330_enums" => json!({
+            "mode": "form",
+            "message": "Please pick an option of each kind",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}
+                    ]},
+                    "legacyEnum": {
+                        "type": "string",
+                        "enum": ["opt1", "opt2", "opt3"],
+                        "enumNames": ["Option One", "Option Two", "Option Three"]
+                    },
+                    "untitledMulti": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}
+                    },
+                    "titledMulti": {
+                        "type": "array",
+                        "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"}
+                        ]}
+                    }
+                }
+            }
+        }),
+        _ => return None,
+    };
+    let report = if name == "test_elicitation" {
+        "User response"
+    } else {
+        "Elicitation completed"
+    };
+    Some((request, report))
 }
 
 /// `$schema`, `$defs` with an `$anchor`, `$ref`, `allOf` / `anyOf`, `if` / `then` / `else` and
@@ -76,8 +168,35 @@ fn schema_2020_12() -> std::sync::Arc<rmcp::model::JsonObject> {
     }))
 }
 
-/// Runs the tool `name`; `None` when it is none of these.
-pub(super) fn call(name: &str) -> Option<CallToolResult> {
+/// Runs the tool `name` (a tool error when it is none of these).
+pub(super) async fn call(
+    name: &str,
+    args: &JsonObject,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    if let Some((request, report)) = elicitation(name, args) {
+        let request: ElicitRequestParams = serde_json::from_value(request)
+            .map_err(|e| ErrorData::internal_error(format!("{name}'s request: {e}"), None))?;
+        return Ok(match context.peer.create_elicitation(request).await {
+            Ok(answer) => {
+                let action = serde_json::to_value(answer.action).unwrap_or_default();
+                let action = action.as_str().unwrap_or("unknown");
+                let content = answer.content.unwrap_or(Value::Null);
+                let text = format!("{report}: action={action}, content={content}");
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "the client was not asked: {e}"
+            ))]),
+        });
+    }
+    Ok(contents(name).unwrap_or_else(|| {
+        CallToolResult::error(vec![ContentBlock::text(format!("no suite tool `{name}`"))])
+    }))
+}
+
+/// The result of a tool that only answers; `None` when `name` is none of them.
+fn contents(name: &str) -> Option<CallToolResult> {
     let embedded = || {
         ContentBlock::resource(
             ResourceContents::text(
