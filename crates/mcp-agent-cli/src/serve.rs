@@ -2,7 +2,7 @@
 //! HTTP), every call through the governed layer. Each downstream session gets its own
 //! upstream run, opened when it starts and closed when it ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -36,6 +36,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Downstream sessions open at once when `[serve] max_sessions` says nothing.
 const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// The lazy surface's names, which no upstream tool is listed under.
+const SURFACE_NAMES: [&str; 3] = [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL];
 
 /// Why a call that needs approval is refused by the gateway.
 const DENIED: &str = "this call needs approval and the gateway has nobody to ask: \
@@ -455,12 +458,10 @@ impl Upstream {
     /// A tool's own name stands for it only when no other tool of the run has that name (on
     /// another server), it is no tool's `server__tool` name, and it is none of the lazy
     /// surface's names: otherwise the tool is listed as `server__tool`. The listing
-    /// ([`tools`](ToolCatalog::tools)) and the calls decide by this one function, so a name
-    /// listed is a name that calls that tool, and `server__tool` always works.
+    /// ([`tools`](ToolCatalog::tools)) counts the same rule over the catalog, so a name listed
+    /// is a name that calls that tool, and `server__tool` always works.
     fn catalog_name(&self, name: &str) -> Option<String> {
-        if self.names != ServeToolNames::Upstream
-            || [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL].contains(&name)
-        {
+        if self.names != ServeToolNames::Upstream || SURFACE_NAMES.contains(&name) {
             return None;
         }
         // `lookup` finds a model-facing name, then an id, then a name only one server has.
@@ -479,19 +480,30 @@ impl Upstream {
 }
 
 impl ToolCatalog for Upstream {
+    /// With `tool_names = "upstream"`, each tool whose own name stands for it (the rule of
+    /// [`Upstream::catalog_name`], counted over the catalog once rather than looked up tool by
+    /// tool, which would scan every tool for each) is listed under that name.
     fn tools(&self) -> Vec<ToolDescriptor> {
         let mut tools = self.runner.tools();
-        if self.names == ServeToolNames::Upstream {
-            let catalog = self.runner.catalog();
-            for descriptor in &mut tools {
-                let Some(tool) = catalog.lookup(&descriptor.name) else {
-                    continue;
-                };
-                if tool.model_name() == descriptor.name
-                    && self.catalog_name(&tool.remote_name).as_deref() == Some(&descriptor.name)
-                {
-                    descriptor.name.clone_from(&tool.remote_name);
-                }
+        if self.names != ServeToolNames::Upstream {
+            return tools;
+        }
+        let entries = self.runner.catalog().entries();
+        let mut remote: HashMap<&str, usize> = HashMap::new();
+        let mut taken: HashSet<&str> = HashSet::new();
+        let mut by_model: HashMap<&str, &str> = HashMap::new();
+        for tool in &entries {
+            *remote.entry(tool.remote_name.as_str()).or_default() += 1;
+            taken.extend([tool.model_name(), tool.id.as_str()]);
+            by_model.insert(tool.model_name(), tool.remote_name.as_str());
+        }
+        for descriptor in &mut tools {
+            let Some(&own) = by_model.get(descriptor.name.as_str()) else {
+                continue;
+            };
+            if remote.get(own) == Some(&1) && !taken.contains(own) && !SURFACE_NAMES.contains(&own)
+            {
+                descriptor.name = own.to_owned();
             }
         }
         tools

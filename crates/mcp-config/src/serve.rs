@@ -356,35 +356,24 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
             }
         }
     }
-    if let Some(v) = field(obj, "expose") {
-        let at = path.key("expose");
-        if let Some(s) = as_str(v, &at, p) {
-            layer.expose = ServeExposure::parse(s);
-            if layer.expose.is_none() {
-                p.push(
-                    &at,
-                    ProblemKind::InvalidValue,
-                    format!("unknown exposure {}: use `lazy` or `eager`", shown(s)),
-                );
-            }
-        }
-    }
-    if let Some(v) = field(obj, "tool_names") {
-        let at = path.key("tool_names");
-        if let Some(s) = as_str(v, &at, p) {
-            layer.tool_names = ServeToolNames::parse(s);
-            if layer.tool_names.is_none() {
-                p.push(
-                    &at,
-                    ProblemKind::InvalidValue,
-                    format!(
-                        "unknown tool names {}: use `prefixed` or `upstream`",
-                        shown(s)
-                    ),
-                );
-            }
-        }
-    }
+    layer.expose = choice(
+        obj,
+        "expose",
+        path,
+        p,
+        ServeExposure::parse,
+        "exposure",
+        "`lazy` or `eager`",
+    );
+    layer.tool_names = choice(
+        obj,
+        "tool_names",
+        path,
+        p,
+        ServeToolNames::parse,
+        "tool names",
+        "`prefixed` or `upstream`",
+    );
     if let Some(v) = field(obj, "allowed_origins") {
         layer.allowed_origins = origins(v, &path.key("allowed_origins"), p);
     }
@@ -430,23 +419,20 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
     if let Some(v) = field(obj, "rate_limit") {
         layer.rate_limit = rate_limit(v, &path.key("rate_limit"), p);
     }
-    if let Some(v) = field(obj, "approve") {
-        let at = path.key("approve");
-        if let Some(s) = as_str(v, &at, p) {
-            layer.approve = match s {
-                "deny" => Some(ServeApproval::Deny),
-                "allow" => Some(ServeApproval::Allow),
-                other => {
-                    p.push(
-                        &at,
-                        ProblemKind::InvalidValue,
-                        format!("unknown approval {}: use `deny` or `allow`", shown(other)),
-                    );
-                    None
-                }
-            };
-        }
-    }
+    let approval = |word: &str| match word {
+        "deny" => Some(ServeApproval::Deny),
+        "allow" => Some(ServeApproval::Allow),
+        _ => None,
+    };
+    layer.approve = choice(
+        obj,
+        "approve",
+        path,
+        p,
+        approval,
+        "approval",
+        "`deny` or `allow`",
+    );
     if let Some(v) = field(obj, "history") {
         let at = path.key("history");
         if let Some(s) = as_str(v, &at, p) {
@@ -462,6 +448,30 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
         }
     }
     layer
+}
+
+/// The word at `key` as one of a fixed set (`parse`), or a problem naming `what` it is and the
+/// `words` allowed.
+fn choice<T>(
+    obj: &serde_json::Map<String, Value>,
+    key: &str,
+    path: &JsonPath,
+    p: &mut Problems,
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+    words: &str,
+) -> Option<T> {
+    let at = path.key(key);
+    let word = as_str(field(obj, key)?, &at, p)?;
+    let value = parse(word);
+    if value.is_none() {
+        p.push(
+            &at,
+            ProblemKind::InvalidValue,
+            format!("unknown {what} {}: use {words}", shown(word)),
+        );
+    }
+    value
 }
 
 /// A whole number of at least `min`.

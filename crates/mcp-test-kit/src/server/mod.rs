@@ -455,7 +455,7 @@ impl TestServer {
             }
             "ask" if self.options.ask => return ask::call(&args, context).await,
             "route" if self.options.header_params => route::call(args),
-            other if self.options.suite_tools && suite::NAMES.contains(&other) => {
+            other if self.options.suite_tools && suite::is_suite_tool(other) => {
                 return suite::call(other, &args, context).await;
             }
             other if self.is_echo_like(other) => structured(Value::Object(args)),

@@ -17,40 +17,52 @@ use serde_json::{Value, json};
 use super::content::{PNG_1X1, base64, silent_wav};
 use crate::schema::object;
 
-/// The tools' names, in the order they are listed.
-pub(super) const NAMES: &[&str] = &[
-    "test_simple_text",
-    "test_image_content",
-    "test_audio_content",
-    "test_embedded_resource",
-    "test_multiple_content_types",
-    "test_error_handling",
-    "json_schema_2020_12_tool",
-    "test_elicitation",
-    "test_elicitation_sep1034_defaults",
-    "test_elicitation_sep1330_enums",
+/// The tools' names and descriptions, in the order they are listed.
+const TOOLS: &[(&str, &str)] = &[
+    ("test_simple_text", "Returns one text block."),
+    ("test_image_content", "Returns a 1x1 PNG image."),
+    ("test_audio_content", "Returns a short silent WAV clip."),
+    (
+        "test_embedded_resource",
+        "Returns an embedded text resource.",
+    ),
+    (
+        "test_multiple_content_types",
+        "Returns text, an image and an embedded resource.",
+    ),
+    (
+        "test_error_handling",
+        "Always fails with a tool error (isError).",
+    ),
+    (
+        "json_schema_2020_12_tool",
+        "Takes arguments described with JSON Schema 2020-12 keywords; answers `ok`.",
+    ),
+    (
+        "test_elicitation",
+        "Asks the client for a username and an email, showing `message`.",
+    ),
+    (
+        "test_elicitation_sep1034_defaults",
+        "Asks the client for five fields, each with a default value.",
+    ),
+    (
+        "test_elicitation_sep1330_enums",
+        "Asks the client to pick from five kinds of enum.",
+    ),
 ];
+
+/// True for the name of one of these tools.
+pub(super) fn is_suite_tool(name: &str) -> bool {
+    TOOLS.iter().any(|&(n, _)| n == name)
+}
 
 /// The tools as listed.
 pub(super) fn tools() -> Vec<Tool> {
     let none = || object(json!({"type": "object", "properties": {}}));
-    let describe = |name: &str| match name {
-        "test_simple_text" => "Returns one text block.",
-        "test_image_content" => "Returns a 1x1 PNG image.",
-        "test_audio_content" => "Returns a short silent WAV clip.",
-        "test_embedded_resource" => "Returns an embedded text resource.",
-        "test_multiple_content_types" => "Returns text, an image and an embedded resource.",
-        "test_error_handling" => "Always fails with a tool error (isError).",
-        "test_elicitation" => "Asks the client for a username and an email, showing `message`.",
-        "test_elicitation_sep1034_defaults" => {
-            "Asks the client for five fields, each with a default value."
-        }
-        "test_elicitation_sep1330_enums" => "Asks the client to pick from five kinds of enum.",
-        _ => "Takes arguments described with JSON Schema 2020-12 keywords; answers `ok`.",
-    };
-    NAMES
+    TOOLS
         .iter()
-        .map(|&name| {
+        .map(|&(name, description)| {
             let schema = match name {
                 "json_schema_2020_12_tool" => schema_2020_12(),
                 "test_elicitation" => object(json!({
@@ -60,7 +72,7 @@ pub(super) fn tools() -> Vec<Tool> {
                 })),
                 _ => none(),
             };
-            Tool::new(name, describe(name), schema)
+            Tool::new(name, description, schema)
         })
         .collect()
 }
