@@ -26,6 +26,7 @@ mod history;
 mod model;
 mod output;
 mod policy;
+pub mod progress;
 mod redact;
 mod rules;
 mod run;

@@ -2,14 +2,18 @@
 //! server's requests for user input through the embedding runtime's [`ElicitationHandler`],
 //! and turns server notifications into signals for the runner.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use agent_core::progress::{Progress, ProgressSink};
 use async_trait::async_trait;
 use mcp_config::Scrubber;
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, GetMeta, Implementation,
+    NumberOrString, ProgressNotificationParam, ProgressToken, RequestParamsMeta,
     UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
@@ -64,6 +68,44 @@ pub struct SessionHandler {
     scrubber: Scrubber,
     /// Bumped on every `notifications/tools/list_changed`.
     tools_changed: watch::Sender<u64>,
+    /// The calls in flight whose caller listens to their progress, by the token sent with
+    /// each.
+    progress: Relays,
+}
+
+/// The progress tokens of calls in flight, and where each call's progress goes.
+type Relays = Arc<Mutex<HashMap<ProgressToken, Relay>>>;
+
+/// Where one call's progress goes, and the last progress passed on (progress must increase).
+struct Relay {
+    sink: ProgressSink,
+    last: Option<f64>,
+}
+
+/// Makes every progress token this process sends unique, so that a session shared by runs
+/// never passes one call's progress to another's caller.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// Keeps a call's progress token registered with its session until the call ends.
+pub(crate) struct ProgressRelay {
+    relays: Relays,
+    token: ProgressToken,
+}
+
+impl ProgressRelay {
+    /// The token to send with the call.
+    pub(crate) fn token(&self) -> ProgressToken {
+        self.token.clone()
+    }
+}
+
+impl Drop for ProgressRelay {
+    fn drop(&mut self) {
+        self.relays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
 }
 
 impl std::fmt::Debug for SessionHandler {
@@ -89,6 +131,7 @@ impl SessionHandler {
                 elicitation,
                 scrubber: Scrubber::default(),
                 tools_changed: tx,
+                progress: Relays::default(),
             },
             rx,
         )
@@ -115,6 +158,29 @@ impl SessionHandler {
         capabilities
     }
 
+    /// A progress token for a call whose progress goes to `sink`, registered until the
+    /// returned relay is dropped.
+    pub(crate) fn relay_progress(&self, sink: ProgressSink) -> ProgressRelay {
+        let n = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let token = ProgressToken(NumberOrString::String(format!("mcp-agent-{n}").into()));
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), Relay { sink, last: None });
+        ProgressRelay {
+            relays: self.progress.clone(),
+            token,
+        }
+    }
+
+    /// What the session's transport shows each message (see [`ProgressTap`]).
+    pub(crate) fn progress_tap(&self) -> Arc<ProgressTap> {
+        Arc::new(ProgressTap {
+            relays: self.progress.clone(),
+            scrubber: self.scrubber.clone(),
+        })
+    }
+
     /// Signals a new tool list, as `notifications/tools/list_changed` does.
     pub(crate) fn tools_changed(&self) {
         self.tools_changed.send_modify(|n| *n += 1);
@@ -139,6 +205,66 @@ impl SessionHandler {
         }
         result
     }
+}
+
+/// Relays a server's progress reports to the callers of the session's calls, on the session's
+/// transport ([`mcp_connector::Tap`]).
+///
+/// rmcp gives every request a progress token of its own, which would replace the one a call
+/// was registered under: a `tools/call` carrying a token of this handler's in its parameters
+/// goes out with that token. A report is relayed as it arrives, in the order sent and before
+/// the call's answer (rmcp hands notifications to tasks of their own, which may run after the
+/// answer reached the caller and its token was dropped).
+pub(crate) struct ProgressTap {
+    relays: Relays,
+    scrubber: Scrubber,
+}
+
+impl mcp_connector::Tap for ProgressTap {
+    fn sending(&self, message: &mut rmcp::service::TxJsonRpcMessage<RoleClient>) {
+        if let rmcp::model::ClientJsonRpcMessage::Request(request) = message
+            && let rmcp::model::ClientRequest::CallToolRequest(call) = &request.request
+            && let Some(token) = call.params.progress_token()
+            && self
+                .relays
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&token)
+        {
+            request.request.get_meta_mut().set_progress_token(token);
+        }
+    }
+
+    fn received(&self, message: &rmcp::service::RxJsonRpcMessage<RoleClient>) {
+        if let rmcp::model::ServerJsonRpcMessage::Notification(notification) = message
+            && let rmcp::model::ServerNotification::ProgressNotification(progress) =
+                &notification.notification
+        {
+            relay(&self.relays, &self.scrubber, &progress.params);
+        }
+    }
+}
+
+/// Passes a server's progress report on to its call's caller: only for a token of a call in
+/// flight, only increasing finite progress, its message without the run's secrets or control
+/// characters and bounded ([`Progress::bounded`]).
+fn relay(relays: &Relays, scrubber: &Scrubber, params: &ProgressNotificationParam) {
+    let mut relays = relays.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(relay) = relays.get_mut(&params.progress_token) else {
+        return;
+    };
+    let mut report = Progress::new(params.progress);
+    report.total = params.total;
+    report.message = params
+        .message
+        .as_deref()
+        .map(|m| scrubber.scrub(m).into_owned());
+    let Some(report) = report.bounded(relay.last) else {
+        return;
+    };
+    relay.last = Some(report.progress);
+    // Under the lock, so that reports reach the caller in the order they were checked.
+    (relay.sink)(report);
 }
 
 /// `request` with `scrubber`'s secrets replaced in every string (unchanged if it cannot be

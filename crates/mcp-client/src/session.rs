@@ -10,7 +10,7 @@ use mcp_config::{Scrubber, ServerSpec};
 use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
-    InputResponses, JsonObject, ServerNotification, SubscriptionFilter, Tool,
+    InputResponses, JsonObject, RequestParamsMeta, ServerNotification, SubscriptionFilter, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use tokio::sync::{Mutex, watch};
@@ -233,6 +233,7 @@ impl Session {
         lifecycle: Lifecycle,
     ) -> Result<Started, Refused> {
         let Connection { transport, handle } = connector.connect(spec).await?;
+        let transport = transport.with_tap(handler.progress_tap());
         // Keeps the handle's stderr tail reachable if this future is dropped by the timeout.
         struct DiagOnDrop<'a>(
             &'a dyn ConnectionHandle,
@@ -408,7 +409,14 @@ impl Session {
         tool: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, CallError> {
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        // A caller listening to the call's progress (`agent_core::progress`) gets the server's:
+        // the call carries a token of its own, registered while it is in flight.
+        let _progress = agent_core::progress::current().map(|sink| {
+            let relay = self.handler.relay_progress(sink);
+            params.set_progress_token(relay.token());
+            relay
+        });
         let timeout = self.spec.call_timeout;
         let scrubber = &self.options.scrubber;
         match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {

@@ -1,6 +1,7 @@
 //! Type erasure for rmcp client transports, so connectors of different kinds return one type.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::RoleClient;
@@ -53,18 +54,51 @@ where
 
 /// Any rmcp client transport, boxed. Implements rmcp's `Transport<RoleClient>` itself, so it is
 /// handed to `rmcp::serve_client` like the transport it wraps.
-pub struct BoxTransport(Box<dyn ErasedTransport>);
+pub struct BoxTransport {
+    inner: Box<dyn ErasedTransport>,
+    tap: Option<Arc<dyn Tap>>,
+}
+
+/// Sees each message a [`BoxTransport`] sends and receives, in order, on the session's own
+/// loop: keep its work short.
+///
+/// A session hands the notifications it receives to tasks of their own, so a notification sent
+/// just before a response can be handled after the response reached its caller; a tap sees
+/// it first, in the order the server sent them.
+pub trait Tap: Send + Sync + 'static {
+    /// Sees (and may amend) a message before it is sent.
+    fn sending(&self, message: &mut TxJsonRpcMessage<RoleClient>) {
+        let _ = message;
+    }
+
+    /// Sees a message as it arrives, before the session handles it.
+    fn received(&self, message: &RxJsonRpcMessage<RoleClient>) {
+        let _ = message;
+    }
+}
 
 impl BoxTransport {
     /// Boxes a transport.
     pub fn new<T: Transport<RoleClient> + 'static>(transport: T) -> Self {
-        Self(Box::new(transport))
+        Self {
+            inner: Box::new(transport),
+            tap: None,
+        }
+    }
+
+    /// Shows `tap` every message sent and received (see [`Tap`]).
+    pub fn with_tap(mut self, tap: Arc<dyn Tap>) -> Self {
+        self.tap = Some(tap);
+        self
     }
 }
 
 impl std::fmt::Debug for BoxTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("BoxTransport").field(&self.0.name()).finish()
+        f.debug_struct("BoxTransport")
+            .field("name", &self.inner.name())
+            .field("tap", &self.tap.is_some())
+            .finish()
     }
 }
 
@@ -73,16 +107,27 @@ impl Transport<RoleClient> for BoxTransport {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
+        mut item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.0.send(item)
+        if let Some(tap) = &self.tap {
+            tap.sending(&mut item);
+        }
+        self.inner.send(item)
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.0.receive()
+        let received = self.inner.receive();
+        let tap = self.tap.as_ref();
+        async move {
+            let message = received.await;
+            if let (Some(tap), Some(message)) = (tap, &message) {
+                tap.received(message);
+            }
+            message
+        }
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.0.close()
+        self.inner.close()
     }
 }

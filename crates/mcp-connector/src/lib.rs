@@ -30,7 +30,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_config::{ServerSpec, TransportKind};
 
-pub use erased::BoxTransport;
+pub use erased::{BoxTransport, Tap};
 pub use error::{ConnectError, TransportError};
 pub use registry::Connectors;
 

@@ -53,6 +53,7 @@ mod error;
 mod exposure;
 mod http;
 mod per_session;
+mod progress;
 mod server;
 mod stdio;
 mod untrusted;

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    ServerNotification, SubscriptionFilter, Tool, ToolListChangedNotification,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, RequestParamsMeta,
+    ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter, Tool,
+    ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -19,6 +20,7 @@ use crate::downstream::{CallGuard, Calls, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::exposure::Exposure;
 use crate::per_session::{OpenTools, SessionTools};
+use crate::progress;
 
 /// A catalog that can also run its tools: what a [`ToolServer`] serves.
 trait ServedTools: ToolCatalog + ToolDispatcher {}
@@ -565,6 +567,9 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let token = request
+            .progress_token()
+            .or_else(|| context.meta.get_progress_token());
         let _ = self.peer.set(context.peer.clone());
         let served = match self.served().await {
             Ok(served) => served,
@@ -620,8 +625,16 @@ impl ServerHandler for Session {
             context.id.clone(),
             served.origin(&call),
         );
+        // A client asking for the call's progress gets what the tool (or its upstream)
+        // reports, on this call's stream.
+        let dispatch = async {
+            match token {
+                Some(token) => progress::relayed(&context.peer, token, served.dispatch(call)).await,
+                None => served.dispatch(call).await,
+            }
+        };
         tokio::select! {
-            outcome = served.dispatch(call) => Ok(call_result(outcome).into()),
+            outcome = dispatch => Ok(call_result(outcome).into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
         }
     }

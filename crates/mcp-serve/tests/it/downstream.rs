@@ -117,7 +117,7 @@ enum Reply {
 }
 
 /// The downstream client's handler: counts what it is asked.
-struct Person {
+pub(crate) struct Person {
     reply: Reply,
     asked: AtomicUsize,
     messages: Mutex<Vec<String>>,
@@ -175,7 +175,11 @@ async fn serve() -> HttpServer {
 /// An `mcp_client` run on `url`: a 2025-11-25 session (`discover` off) or a 2026-07-28
 /// client, its elicitations answered by `person` when given (then it declares the
 /// capability, form and URL).
-async fn downstream(url: &url::Url, discover: bool, person: Option<Arc<Person>>) -> McpRunner {
+pub(crate) async fn downstream(
+    url: &url::Url,
+    discover: bool,
+    person: Option<Arc<Person>>,
+) -> McpRunner {
     use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
     let mut spec = ServerSpec::new(
         "gw",

@@ -7,6 +7,7 @@ mod jwt;
 mod mcp_client;
 mod param_headers;
 mod per_session;
+mod progress;
 mod python_peer;
 mod results;
 mod runner;

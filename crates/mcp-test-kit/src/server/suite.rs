@@ -7,8 +7,11 @@
 //! kept. Served behind a gateway that lists tools under their own names, they let the suite
 //! check what the gateway passes through.
 
+use std::time::Duration;
+
 use rmcp::model::{
-    CallToolResult, ContentBlock, ElicitRequestParams, JsonObject, ResourceContents, Tool,
+    CallToolResult, ContentBlock, ElicitRequestParams, JsonObject, ProgressNotificationParam,
+    ResourceContents, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -49,6 +52,10 @@ const TOOLS: &[(&str, &str)] = &[
     (
         "test_elicitation_sep1330_enums",
         "Asks the client to pick from five kinds of enum.",
+    ),
+    (
+        "test_tool_with_progress",
+        "Reports progress 0, 50 and 100 of 100, 50 ms apart, to a client that asked for it.",
     ),
 ];
 
@@ -186,6 +193,9 @@ pub(super) async fn call(
     args: &JsonObject,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
+    if name == "test_tool_with_progress" {
+        return Ok(with_progress(context).await);
+    }
     if let Some((request, report)) = elicitation(name, args) {
         let request: ElicitRequestParams = serde_json::from_value(request)
             .map_err(|e| ErrorData::internal_error(format!("{name}'s request: {e}"), None))?;
@@ -205,6 +215,22 @@ pub(super) async fn call(
     Ok(contents(name).unwrap_or_else(|| {
         CallToolResult::error(vec![ContentBlock::text(format!("no suite tool `{name}`"))])
     }))
+}
+
+/// `test_tool_with_progress`: progress 0, 50 and 100 of 100, 50 ms apart (the scenario's
+/// pace), sent under the call's progress token when it has one.
+async fn with_progress(context: &RequestContext<RoleServer>) -> CallToolResult {
+    let token = context.meta.get_progress_token();
+    for (step, progress) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if step > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Some(token) = &token {
+            let report = ProgressNotificationParam::new(token.clone(), progress).with_total(100.0);
+            let _ = context.peer.notify_progress(report).await;
+        }
+    }
+    CallToolResult::success(vec![ContentBlock::text("Progress tool completed: 3 steps")])
 }
 
 /// The result of a tool that only answers; `None` when `name` is none of them.
