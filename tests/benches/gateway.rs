@@ -42,7 +42,9 @@
 //! the gateway, 149–233 µs directly, 2.07–2.54× (median 2.45, before 2.42–2.74, median 2.66),
 //! 16 in flight 2.12–2.18× (before 2.18–2.35×), `served` 154–246 µs; against server-everything
 //! 1.05–1.17× sequential and 1.21–1.31× 16 in flight (median 1.28, before 1.25–1.34, median
-//! 1.30): the 16-in-flight target is still missed. The gateway is two streamable HTTP
+//! 1.30): the 16-in-flight target is still missed at that load; at load 0.5 to 1.5 (six paired
+//! runs) server-everything gave 1.14–1.20× sequential and 1.07–1.13× 16 in flight, the kit's
+//! `echo` 2.26–2.39× and 2.12–2.20×. The gateway is two streamable HTTP
 //! hops (its server side, about what `served` costs, and its client to the upstream, about
 //! what `direct` costs) plus the runner: in a profile of `gateway_calls_http/gateway` the
 //! governed layer and the runner take about 5% of the CPU, rmcp's per-request machinery on
