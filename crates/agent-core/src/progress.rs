@@ -4,9 +4,10 @@
 //! code running the tool — a native tool, or the client of an MCP server relaying the server's
 //! `notifications/progress` — reports with [`report`] (or hands [`current`] to another task).
 //! Outside a [`with_progress`] scope nobody listens: [`report`] does nothing and an MCP client
-//! asks its server for no progress at all. The scope is the task's, so it follows the call
+//! passes none of its server's reports on. The scope is the task's, so it follows the call
 //! through every `await` of the same task (the governed layer, the catalog, the session), not
-//! into a task spawned from it.
+//! into a task spawned from it. A report says nothing of which call it is about: give each
+//! call a scope of its own (concurrent calls in one scope would mix their reports).
 //!
 //! What a server reports is its own text: [`Progress::bounded`] is what a relay passes on
 //! (finite, increasing, its message cut and without control characters).
@@ -106,7 +107,8 @@ tokio::task_local! {
     static SINK: ProgressSink;
 }
 
-/// Runs `call` with `sink` receiving the progress reported on this task meanwhile.
+/// Runs `call` with `sink` receiving the progress reported on this task meanwhile: one call
+/// per scope (a report names no call).
 pub async fn with_progress<F: Future>(sink: ProgressSink, call: F) -> F::Output {
     SINK.scope(sink, call).await
 }

@@ -86,7 +86,9 @@ struct Relay {
 /// never passes one call's progress to another's caller.
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
-/// Keeps a call's progress token registered with its session until the call ends.
+/// Keeps a call's progress token registered with its session until the call ends. Every round
+/// of an input-required call (SEP-2322) carries the same token: its progress increases over the
+/// whole call, as the caller sees one call.
 pub(crate) struct ProgressRelay {
     relays: Relays,
     token: ProgressToken,
@@ -101,10 +103,13 @@ impl ProgressRelay {
 
 impl Drop for ProgressRelay {
     fn drop(&mut self) {
-        self.relays
+        let removed = self
+            .relays
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.token);
+        // The caller's sink goes after the lock does.
+        drop(removed);
     }
 }
 
@@ -245,26 +250,43 @@ impl mcp_connector::Tap for ProgressTap {
     }
 }
 
+/// The longest progress message read from a server before its secrets are replaced: far more
+/// than is passed on ([`agent_core::progress::MAX_PROGRESS_MESSAGE_BYTES`]), so that no secret
+/// is cut in two before the scrubber sees it, and a bound on the work a message costs.
+const MAX_PROGRESS_MESSAGE_READ: usize = 64 * 1024;
+
 /// Passes a server's progress report on to its call's caller: only for a token of a call in
-/// flight, only increasing finite progress, its message without the run's secrets or control
-/// characters and bounded ([`Progress::bounded`]).
+/// flight, only increasing finite progress, its message without the run's secrets or unsafe
+/// characters (controls, bidirectional overrides; removed before the secrets are looked for, so
+/// none can hide a secret) and bounded ([`Progress::bounded`]). Runs on the session's receiving
+/// loop only, so reports reach the caller in the order sent; the caller's sink is called
+/// without the lock, and a sink that panics loses its report, not the session.
 fn relay(relays: &Relays, scrubber: &Scrubber, params: &ProgressNotificationParam) {
-    let mut relays = relays.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(relay) = relays.get_mut(&params.progress_token) else {
-        return;
+    use mcp_catalog::sanitize::{Lines, clean};
+    let sink = {
+        let mut relays = relays.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(relay) = relays.get_mut(&params.progress_token) else {
+            return;
+        };
+        if !params.progress.is_finite() || relay.last.is_some_and(|p| params.progress <= p) {
+            return;
+        }
+        relay.last = Some(params.progress);
+        relay.sink.clone()
     };
     let mut report = Progress::new(params.progress);
     report.total = params.total;
-    report.message = params
-        .message
-        .as_deref()
-        .map(|m| scrubber.scrub(m).into_owned());
-    let Some(report) = report.bounded(relay.last) else {
+    report.message = params.message.as_deref().map(|m| {
+        let safe = clean(m, MAX_PROGRESS_MESSAGE_READ, Lines::Single);
+        scrubber.scrub(&safe).into_owned()
+    });
+    let Some(report) = report.bounded(None) else {
         return;
     };
-    relay.last = Some(report.progress);
-    // Under the lock, so that reports reach the caller in the order they were checked.
-    (relay.sink)(report);
+    let delivered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(report))).is_ok();
+    if !delivered {
+        tracing::warn!("a progress sink panicked; its report was dropped");
+    }
 }
 
 /// `request` with `scrubber`'s secrets replaced in every string (unchanged if it cannot be
@@ -402,5 +424,109 @@ mod tests {
             handler.elicit(request).await.action,
             ElicitationAction::Decline
         );
+    }
+
+    /// A `tools/call` as rmcp sends it: `params_token` in its parameters' `_meta`, rmcp's own
+    /// token in the request's.
+    fn call_message(params_token: Option<ProgressToken>) -> rmcp::model::ClientJsonRpcMessage {
+        use rmcp::model::{CallToolRequestParams, ClientRequest, JsonRpcRequest, RequestId};
+        let mut params = CallToolRequestParams::new("echo");
+        if let Some(token) = params_token {
+            params.set_progress_token(token);
+        }
+        let mut request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        request
+            .get_meta_mut()
+            .set_progress_token(ProgressToken(NumberOrString::Number(7)));
+        rmcp::model::ClientJsonRpcMessage::Request(JsonRpcRequest::new(
+            RequestId::Number(1),
+            request,
+        ))
+    }
+
+    fn wire_token(message: &rmcp::model::ClientJsonRpcMessage) -> Value {
+        serde_json::to_value(message).unwrap()["params"]["_meta"]["progressToken"].clone()
+    }
+
+    fn progress_message(
+        token: &ProgressToken,
+        progress: f64,
+        message: &str,
+    ) -> rmcp::service::RxJsonRpcMessage<RoleClient> {
+        let mut params = ProgressNotificationParam::new(token.clone(), progress);
+        params.message = Some(message.to_owned());
+        rmcp::model::ServerJsonRpcMessage::notification(
+            rmcp::model::ServerNotification::ProgressNotification(
+                rmcp::model::ProgressNotification::new(params),
+            ),
+        )
+    }
+
+    #[test]
+    fn the_tap_sends_a_call_s_own_token_and_relays_only_its_reports() {
+        use mcp_connector::Tap as _;
+        let scrubber = Scrubber::new([mcp_config::Secret::new("tok-123456789")]);
+        let (handler, _changes) = SessionHandler::new("srv", None);
+        let handler = handler.with_scrubber(scrubber);
+        let tap = handler.progress_tap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink: ProgressSink = {
+            let seen = seen.clone();
+            Arc::new(move |p: Progress| seen.lock().unwrap().push(p))
+        };
+        let relay = handler.relay_progress(sink);
+        let ours = relay.token();
+
+        // A call registered here goes out with its own token; others keep rmcp's.
+        let mut registered = call_message(Some(ours.clone()));
+        tap.sending(&mut registered);
+        assert_eq!(
+            wire_token(&registered),
+            serde_json::to_value(&ours).unwrap()
+        );
+        for params_token in [
+            None,
+            Some(ProgressToken(NumberOrString::String("x".into()))),
+        ] {
+            let mut other = call_message(params_token);
+            tap.sending(&mut other);
+            assert_eq!(wire_token(&other), json!(7));
+        }
+
+        // Reports: only increasing ones for our token, the secret gone even when a control
+        // character splits it, nothing for another token.
+        let other = ProgressToken(NumberOrString::Number(7));
+        tap.received(&progress_message(
+            &ours,
+            1.0,
+            "key tok-1234\u{7}56789 \u{202e}here",
+        ));
+        tap.received(&progress_message(&other, 2.0, "not ours"));
+        tap.received(&progress_message(&ours, 1.0, "again"));
+        tap.received(&progress_message(&ours, f64::NAN, "nan"));
+        tap.received(&progress_message(&ours, 2.0, "two"));
+        let got: Vec<_> = seen.lock().unwrap().drain(..).collect();
+        assert_eq!(
+            got,
+            [
+                Progress::new(1.0).with_message(format!("key {} here", mcp_config::REDACTED)),
+                Progress::new(2.0).with_message("two"),
+            ]
+        );
+
+        // Once the call is over, its token relays nothing.
+        drop(relay);
+        tap.received(&progress_message(&ours, 3.0, "late"));
+        assert!(seen.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_sink_that_panics_loses_its_report_not_the_session() {
+        use mcp_connector::Tap as _;
+        let (handler, _changes) = SessionHandler::new("srv", None);
+        let tap = handler.progress_tap();
+        let relay = handler.relay_progress(Arc::new(|_: Progress| panic!("a broken sink")));
+        tap.received(&progress_message(&relay.token(), 1.0, "one"));
+        tap.received(&progress_message(&relay.token(), 2.0, "two"));
     }
 }

@@ -108,6 +108,20 @@ pub(crate) fn scrub_text(scrubber: &Scrubber, text: Option<String>) -> Option<St
     text.map(|t| scrubber.scrub(&t).into_owned())
 }
 
+/// A server's `text` as it may be shown: its unsafe characters (controls, bidirectional
+/// overrides) removed first — so none can split a secret the scrubber would otherwise find —,
+/// then every known secret replaced, then cut to `max` bytes.
+pub(crate) fn shown_text(
+    scrubber: &Scrubber,
+    text: &str,
+    max: usize,
+    lines: mcp_catalog::sanitize::Lines,
+) -> String {
+    use mcp_catalog::sanitize::clean;
+    let safe = clean(text, usize::MAX, lines);
+    clean(&scrubber.scrub(&safe), max, lines).into_owned()
+}
+
 /// A tool result with every known secret replaced in every string it holds (texts, structured
 /// content, resource texts, metadata). `Err` with a scrubbed note when the scrubbed result no
 /// longer reads as a result, which only a secret inside binary data could cause.

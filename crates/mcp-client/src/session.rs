@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_catalog::sanitize::{Lines, clean};
+use mcp_catalog::sanitize::Lines;
 use mcp_catalog::{SessionError as CallError, ToolSession};
 use mcp_config::{Scrubber, ServerSpec};
 use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
@@ -19,7 +19,7 @@ use tracing::Instrument;
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
 use crate::list::{ListError, list_all_tools};
-use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text};
+use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text, shown_text};
 use crate::{ListLimits, SessionError};
 
 /// The longest `serverInfo.name` kept, in bytes.
@@ -428,12 +428,7 @@ impl Session {
             }
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Rpc {
                 code: e.code.0,
-                message: clean(
-                    &scrubber.scrub(&e.message),
-                    MAX_ERROR_MESSAGE_BYTES,
-                    Lines::Multi,
-                )
-                .into_owned(),
+                message: shown_text(scrubber, &e.message, MAX_ERROR_MESSAGE_BYTES, Lines::Multi),
             }),
             Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                 if let Some(failure) = self.handle.failure() {
@@ -666,8 +661,7 @@ fn identity_of(peer: &Peer<RoleClient>, scrubber: &Scrubber) -> ServerIdentity {
     let Some(info) = peer.peer_info() else {
         return ServerIdentity::default();
     };
-    let text =
-        |s: &str, max: usize, lines: Lines| clean(&scrubber.scrub(s), max, lines).into_owned();
+    let text = |s: &str, max: usize, lines: Lines| shown_text(scrubber, s, max, lines);
     let mut capabilities = serde_json::to_value(&info.capabilities).unwrap_or_default();
     scrubber.scrub_json(&mut capabilities);
     ServerIdentity {

@@ -86,7 +86,8 @@ impl BoxTransport {
         }
     }
 
-    /// Shows `tap` every message sent and received (see [`Tap`]).
+    /// Shows `tap` every message sent and received (see [`Tap`]), in place of any tap set
+    /// before.
     pub fn with_tap(mut self, tap: Arc<dyn Tap>) -> Self {
         self.tap = Some(tap);
         self

@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, RequestParamsMeta,
-    ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter, Tool,
-    ToolListChangedNotification,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ServerNotification, SubscriptionFilter, Tool, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -567,9 +566,8 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let token = request
-            .progress_token()
-            .or_else(|| context.meta.get_progress_token());
+        // rmcp keeps the request's `_meta` (its progress token included) in the context.
+        let token = context.meta.get_progress_token();
         let _ = self.peer.set(context.peer.clone());
         let served = match self.served().await {
             Ok(served) => served,

@@ -3,14 +3,17 @@
 //! token its client chose, and that client (`mcp_client`, for its caller's
 //! `agent_core::progress::with_progress` scope) hands it to its caller — at both revisions.
 //! Reports that do not increase or are not finite never leave the server, a message loses its
-//! control characters, and a caller that does not listen gets nothing.
+//! control characters, and two calls at once each get their own reports.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agent_core::progress::{self, Progress, ProgressSink};
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use async_trait::async_trait;
 use mcp_serve::{Exposure, HttpOptions, ToolServer};
+use rmcp::model::{CallToolRequestParams, ProgressNotificationParam};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -31,16 +34,24 @@ impl ToolCatalog for Reporter {
 
 #[async_trait]
 impl ToolDispatcher for Reporter {
-    async fn dispatch(&self, _call: ToolCall) -> Result<ToolOutput, ToolError> {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        // Each call's reports start at its `base`, so that two calls' reports differ.
+        let base = call
+            .arguments
+            .get("base")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0);
         let steps = [
-            Progress::new(1.0)
-                .with_total(3.0)
+            Progress::new(base + 1.0)
+                .with_total(base + 3.0)
                 .with_message("\u{1b}[2Jstarted\n"),
             Progress::new(f64::NAN),
-            Progress::new(0.5),
-            Progress::new(2.0).with_total(3.0),
-            Progress::new(2.0),
-            Progress::new(3.0).with_total(3.0).with_message("done"),
+            Progress::new(base + 0.5),
+            Progress::new(base + 2.0).with_total(base + 3.0),
+            Progress::new(base + 2.0),
+            Progress::new(base + 3.0)
+                .with_total(base + 3.0)
+                .with_message("done"),
         ];
         for step in steps {
             progress::report(step);
@@ -48,6 +59,29 @@ impl ToolDispatcher for Reporter {
         }
         Ok(ToolOutput::text("worked"))
     }
+}
+
+/// The reports a call of `work` with `base` gives its caller.
+fn expected(base: f64) -> [Progress; 3] {
+    [
+        Progress::new(base + 1.0)
+            .with_total(base + 3.0)
+            .with_message("[2Jstarted"),
+        Progress::new(base + 2.0).with_total(base + 3.0),
+        Progress::new(base + 3.0)
+            .with_total(base + 3.0)
+            .with_message("done"),
+    ]
+}
+
+/// A progress scope whose sink collects the reports.
+fn collector() -> (ProgressSink, Arc<Mutex<Vec<Progress>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink: ProgressSink = {
+        let seen = seen.clone();
+        Arc::new(move |p: Progress| seen.lock().unwrap().push(p))
+    };
+    (sink, seen)
 }
 
 #[tokio::test]
@@ -58,33 +92,79 @@ async fn a_served_tool_s_progress_reaches_the_caller_of_the_client_at_both_revis
         .expect("serve over HTTP");
     for discover in [false, true] {
         let runner = downstream(server.url(), discover, None).await;
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let sink: ProgressSink = Arc::new(move |p: Progress| {
-            let _ = tx.send(p);
-        });
+        let (sink, seen) = collector();
         let output = progress::with_progress(sink, call_through(&runner, "work", json!({})))
             .await
             .unwrap();
         assert_eq!(output_text(&output), "worked");
-        let mut seen = Vec::new();
-        while seen.len() < 3 {
-            seen.push(bounded("a progress report", rx.recv()).await.unwrap());
-        }
-        let expected = [
-            Progress::new(1.0)
-                .with_total(3.0)
-                .with_message("[2Jstarted"),
-            Progress::new(2.0).with_total(3.0),
-            Progress::new(3.0).with_total(3.0).with_message("done"),
-        ];
-        assert_eq!(seen, expected, "discover = {discover}");
+        // Every report was there before the answer.
+        assert_eq!(
+            *seen.lock().unwrap(),
+            expected(0.0),
+            "discover = {discover}"
+        );
 
-        // Nobody listening: the client passes on nothing (rmcp still sends a token of its own,
-        // so the tool reports to it).
-        let output = call_through(&runner, "work", json!({})).await.unwrap();
-        assert_eq!(output_text(&output), "worked");
+        // Two calls at once on one session, each in its own scope: each gets its own reports.
+        let (sink_a, seen_a) = collector();
+        let (sink_b, seen_b) = collector();
+        let (a, b) = tokio::join!(
+            progress::with_progress(sink_a, call_through(&runner, "work", json!({"base": 10}))),
+            progress::with_progress(sink_b, call_through(&runner, "work", json!({"base": 20}))),
+        );
+        assert_eq!(output_text(&a.unwrap()), "worked");
+        assert_eq!(output_text(&b.unwrap()), "worked");
+        assert_eq!(*seen_a.lock().unwrap(), expected(10.0));
+        assert_eq!(*seen_b.lock().unwrap(), expected(20.0));
         let _ = runner.shutdown().await;
-        assert!(rx.try_recv().is_err(), "nothing more was reported");
     }
     bounded("shutdown", server.shutdown()).await;
+}
+
+/// Records the progress notifications it is sent, as they arrive.
+struct Recorder(mpsc::UnboundedSender<ProgressNotificationParam>);
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params);
+    }
+}
+
+#[tokio::test]
+async fn only_increasing_finite_progress_leaves_the_server() {
+    let server = ToolServer::new(Arc::new(Reporter), Exposure::only(["work"]));
+    let (server_end, client_end) = tokio::io::duplex(1 << 16);
+    let serving = tokio::spawn(server.serve_transport(server_end));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let client = bounded("initialize", Recorder(tx).serve(client_end))
+        .await
+        .unwrap();
+    let _session = bounded("serve", serving).await.unwrap().unwrap();
+    let params = CallToolRequestParams::new("work").with_arguments(object(json!({})));
+    let result = bounded("the call", client.call_tool(params)).await.unwrap();
+    assert_ne!(result.is_error, Some(true));
+    // rmcp's client gave the call a token of its own; the server sent under it what the tool
+    // reported, filtered: three reports (handled on tasks of their own, so in any order).
+    let mut sent = Vec::new();
+    while sent.len() < 3 {
+        sent.push(bounded("a report", rx.recv()).await.unwrap());
+    }
+    sent.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+    let token = &sent[0].progress_token;
+    assert!(sent.iter().all(|p| &p.progress_token == token));
+    let got: Vec<_> = sent
+        .iter()
+        .map(|p| (p.progress, p.total, p.message.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1.0, Some(3.0), Some("[2Jstarted".to_owned())),
+            (2.0, Some(3.0), None),
+            (3.0, Some(3.0), Some("done".to_owned())),
+        ]
+    );
 }

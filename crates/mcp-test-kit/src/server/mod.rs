@@ -8,8 +8,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
     ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation, InitializeRequestParams,
-    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, RequestParamsMeta,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -652,11 +652,6 @@ impl ServerHandler for TestServer {
             tool: request.name.to_string(),
             request_id: context.id.to_string(),
         });
-        // The call's progress token, wherever rmcp left it: the tools read it from the context.
-        let mut context = context;
-        if let Some(token) = request.progress_token() {
-            context.meta.set_progress_token(token);
-        }
         let args = request.arguments.unwrap_or_default();
         self.call(&request.name, args, &context)
             .await
