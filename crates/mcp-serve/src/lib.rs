@@ -11,7 +11,9 @@
 //! serves), bounds the body (413) and answers a body that is no JSON-RPC message
 //! with a JSON-RPC error. Both serve 2025-11-25 clients (sessions) and 2026-07-28 clients
 //! (stateless over HTTP), and shut down gracefully: stop accepting, drain what is in flight
-//! (bounded), close.
+//! (bounded), close. A tool reports its progress with [`agent_core::progress::report`]; a
+//! client that asked for a call's progress (`_meta.progressToken`) gets it as
+//! `notifications/progress`, before the call's answer.
 //!
 //! ```no_run
 //! use std::sync::Arc;
