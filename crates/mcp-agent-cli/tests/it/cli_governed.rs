@@ -409,3 +409,34 @@ fn a_signal_while_the_terminal_is_asked_closes_the_run() {
     assert!(!alive(server[0]), "the server outlived the CLI");
     terminal.wait_for("interrupted");
 }
+
+#[test]
+fn tools_call_prints_the_server_s_progress() {
+    let servers = json!([{
+        "name": "kit",
+        "command": mcp_test_kit::stdio::binary(),
+        "args": ["--suite-tools"],
+    }])
+    .to_string();
+    let output = mcp_agent(
+        &["tools", "call", "kit__test_tool_with_progress", "{}"],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    let said = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert_eq!(
+        lines,
+        ["progress: 0/100", "progress: 50/100", "progress: 100/100"],
+        "{said}"
+    );
+    assert!(
+        stdout(&output).contains("Progress tool completed"),
+        "{}",
+        stdout(&output)
+    );
+    assert_safe(&output);
+}
