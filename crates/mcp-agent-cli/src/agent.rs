@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
+use mcp_agent::agent_core::progress::Progress;
 use mcp_agent::agent_core::{
     AgentError, AgentLoop, AgentOutcome, CallOutcome, CancellationToken, Event, EventBus,
     EventKind, EventRecvError, EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog,
@@ -278,6 +279,19 @@ impl Console {
         state.last_started = Some(call_id.to_owned());
     }
 
+    /// A progress line of a call, naming the tool when other lines came between (after which
+    /// the call's `←` line names it too).
+    fn progress(&self, call_id: &str, tool: &str, line: &str) {
+        let mut state = self.lock();
+        state.end_text();
+        if state.last_started.as_deref() == Some(call_id) {
+            say(format_args!("  {line}"));
+        } else {
+            say(format_args!("  {line} ({tool})"));
+            state.last_started = None;
+        }
+    }
+
     /// The `←` line of a call, naming the tool when other lines came between.
     fn finished(&self, call_id: &str, tool: &str, line: &str) {
         let mut state = self.lock();
@@ -308,8 +322,8 @@ impl TextSink for Console {
 }
 
 /// The runner's tools, with a line on stderr for each call: `→ server__tool {args}` when it
-/// starts (for `mcp_call_tool`, the tool and arguments it names), `← ok 12 ms 340 B` or
-/// `← denied: …` when it ends.
+/// starts (for `mcp_call_tool`, the tool and arguments it names), `  progress: 50/100 …` for
+/// each report of its server meanwhile, `← ok 12 ms 340 B` or `← denied: …` when it ends.
 struct Shown<'a> {
     runner: &'a McpRunner,
     console: Arc<Console>,
@@ -351,7 +365,12 @@ impl ToolDispatcher for Shown<'_> {
         let id = call.id.clone();
         self.console.started(&id, &format!("→ {name} {arguments}"));
         let began = Instant::now();
-        let result = self.runner.dispatch(call).await;
+        let console = Arc::clone(&self.console);
+        let (call_id, tool) = (id.clone(), name.clone());
+        let print = move |report: &Progress| {
+            console.progress(&call_id, &tool, &super::progress::line(report));
+        };
+        let result = super::progress::printed(self.runner.dispatch(call), print).await;
         let ms = began.elapsed().as_millis();
         let line = match &result {
             Ok(output) => format!("← ok {ms} ms {} B", output.to_model_text().len()),

@@ -21,6 +21,7 @@ mod history;
 mod logging;
 mod model;
 mod open;
+mod progress;
 mod run;
 mod serve;
 mod servers;
@@ -75,7 +76,8 @@ pub(crate) enum Command {
     /// Run an agent: an OpenAI-compatible model with the configured servers' tools.
     ///
     /// The model calls tools (every call through the configuration's `[policy]`) until it
-    /// answers. Its text is printed as it arrives, one line per tool call on stderr. Exit 0
+    /// answers. Its text is printed as it arrives, one line per tool call on stderr (and one
+    /// per progress report of its server). Exit 0
     /// with an answer, 1 when the run failed, 128 + n on a signal (after closing every
     /// server).
     ///

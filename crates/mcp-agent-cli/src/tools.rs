@@ -222,7 +222,10 @@ async fn call(
     let call = ToolCall::new(CALL_ID, CALL_TOOL, call_arguments);
     // Subscribed before the call, to learn the handle of a cut output.
     let mut events = runner.governed().subscribe();
-    match with_progress_lines(runner.dispatch(call)).await {
+    let printed = super::progress::printed(runner.dispatch(call), |report| {
+        say(super::progress::line(report))
+    });
+    match printed.await {
         Ok(output) => {
             let finished = if full { finished(&mut events) } else { None };
             if json {
@@ -243,45 +246,6 @@ async fn call(
         Err(e) => Err(fail(&e)),
     }
 }
-
-/// Reports waiting to be printed, at most; more are dropped (a server cannot fill the memory).
-const PROGRESS_BACKLOG: usize = 256;
-
-/// Runs `call`, printing the progress its server reports meanwhile on stderr, a line each
-/// (`progress: 50/100 message`), in order, all before the call's answer.
-async fn with_progress_lines<F: Future>(call: F) -> F::Output {
-    use mcp_agent::agent_core::progress::{Progress, ProgressSink, with_progress};
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Progress>(PROGRESS_BACKLOG);
-    let sink: ProgressSink = std::sync::Arc::new(move |report| {
-        let _ = tx.try_send(report);
-    });
-    let printer = tokio::spawn(async move {
-        while let Some(report) = rx.recv().await {
-            say(progress_line(&report));
-        }
-    });
-    let outcome = with_progress(sink, call).await;
-    // The call is over: its sink is gone once the relay lets go of it, which ends the printer
-    // (bounded, should anything still hold the sink).
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), printer).await;
-    outcome
-}
-
-/// One progress report as printed: `progress: P[/TOTAL][ MESSAGE]`, terminal-safe.
-fn progress_line(report: &mcp_agent::agent_core::progress::Progress) -> String {
-    let mut line = format!("progress: {}", report.progress);
-    if let Some(total) = report.total {
-        line.push_str(&format!("/{total}"));
-    }
-    if let Some(message) = report.message.as_deref().filter(|m| !m.is_empty()) {
-        line.push(' ');
-        line.push_str(&inline(message, MAX_PROGRESS_MESSAGE));
-    }
-    line
-}
-
-/// The longest progress message printed, in characters.
-const MAX_PROGRESS_MESSAGE: usize = 200;
 
 /// The `tool_call_finished` event of this command's call: its outcome, and the handle of its
 /// whole output when the output was cut.

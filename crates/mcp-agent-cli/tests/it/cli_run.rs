@@ -294,3 +294,56 @@ fn neither_the_key_nor_a_control_character_reaches_the_terminal_from_the_model()
     );
     assert_clean(&output);
 }
+
+/// A call of the test kit's `test_tool_with_progress`, then (once the model was shown its
+/// result) an answer.
+const PROGRESS_THEN_ANSWER: &str = r#"
+fixtures:
+  - scenario: { name: run, required_state: "", set_state: called }
+    response:
+      tool_calls:
+        - name: mcp_call_tool
+          arguments: { tool_name: kit__test_tool_with_progress, arguments: {} }
+  - scenario: { name: run, required_state: called, set_state: done }
+    match:
+      body_jsonpath: "$.messages[?@.role == 'tool' && search(@.content, 'Progress tool completed')]"
+    response:
+      content: "It completed."
+"#;
+
+#[test]
+fn a_call_s_progress_is_printed_between_its_lines() {
+    let Some(endpoint) = Endpoint::start(PROGRESS_THEN_ANSWER) else {
+        return;
+    };
+    let servers = json!([{
+        "name": "kit",
+        "command": mcp_test_kit::stdio::binary(),
+        "args": ["--suite-tools"],
+    }])
+    .to_string();
+    let output = run(
+        &endpoint,
+        &["Run the progress tool."],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert_eq!(stdout(&output), "It completed.\n");
+    let said = stderr(&output);
+    let lines: Vec<&str> = said.lines().collect();
+    let call = lines
+        .iter()
+        .position(|l| *l == "→ kit__test_tool_with_progress {}")
+        .unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(
+        lines[call + 1..call + 4],
+        [
+            "  progress: 0/100",
+            "  progress: 50/100",
+            "  progress: 100/100"
+        ],
+        "{said}"
+    );
+    assert!(lines[call + 4].starts_with("← ok "), "{said}");
+    assert_clean(&output);
+}
