@@ -412,12 +412,7 @@ fn a_signal_while_the_terminal_is_asked_closes_the_run() {
 
 #[test]
 fn tools_call_prints_the_server_s_progress() {
-    let servers = json!([{
-        "name": "kit",
-        "command": mcp_test_kit::stdio::binary(),
-        "args": ["--suite-tools"],
-    }])
-    .to_string();
+    let servers = crate::support::kit_with_suite_tools();
     let output = mcp_agent(
         &["tools", "call", "kit__test_tool_with_progress", "{}"],
         &[("MCP_AGENT__SERVERS", &servers)],

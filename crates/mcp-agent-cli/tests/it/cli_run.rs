@@ -316,12 +316,7 @@ fn a_call_s_progress_is_printed_between_its_lines() {
     let Some(endpoint) = Endpoint::start(PROGRESS_THEN_ANSWER) else {
         return;
     };
-    let servers = json!([{
-        "name": "kit",
-        "command": mcp_test_kit::stdio::binary(),
-        "args": ["--suite-tools"],
-    }])
-    .to_string();
+    let servers = crate::support::kit_with_suite_tools();
     let output = run(
         &endpoint,
         &["Run the progress tool."],

@@ -49,3 +49,14 @@ pub(crate) fn alive(pid: u32) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// `MCP_AGENT__SERVERS` with the test kit's stdio server as `kit`, listing the conformance
+/// suite's tools (`--suite-tools`: `test_tool_with_progress` and the others).
+pub(crate) fn kit_with_suite_tools() -> String {
+    serde_json::json!([{
+        "name": "kit",
+        "command": mcp_test_kit::stdio::binary(),
+        "args": ["--suite-tools"],
+    }])
+    .to_string()
+}
