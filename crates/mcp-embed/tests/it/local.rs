@@ -1,6 +1,7 @@
 //! The local model: a folder that is missing or incomplete is an error naming it and the file;
 //! the all-MiniLM-L6-v2 folder that `cargo xtask peers` installs embeds by meaning, in int8 within
-//! cosine 0.995 of f32.
+//! cosine 0.995 of f32, and both agree with an independent float64 reference
+//! (`peers/python/bert_reference.py`, numpy and Hugging Face `tokenizers`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -243,15 +244,20 @@ fn the_model_id_follows_the_weights_pooling_and_tokenizer_not_the_file_size() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The installed model folder, or `None` (the test is skipped) when the peers are not installed
-/// and not required (`MCP_AGENT_REQUIRE_PEERS=1` or `CI=true` make a missing model a failure).
-fn model() -> Option<PathBuf> {
-    let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|v| {
+/// Whether a missing peer fails the test (`MCP_AGENT_REQUIRE_PEERS=1` or `CI=true`) instead of
+/// skipping it.
+fn peers_required() -> bool {
+    ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|v| {
         std::env::var(v).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
-    });
+    })
+}
+
+/// The installed model folder, or `None` (the test is skipped) when the peers are not installed
+/// and not required.
+fn model() -> Option<PathBuf> {
     match std::env::var_os("MCP_AGENT_PEER_MINILM").map(PathBuf::from) {
         Some(p) if p.join("model.safetensors").is_file() => Some(p),
-        _ if required => {
+        _ if peers_required() => {
             panic!("MCP_AGENT_PEER_MINILM is not an installed model folder (cargo xtask peers)")
         }
         _ => {
@@ -370,6 +376,124 @@ fn int8_vectors_stay_within_cosine_0_995_of_f32_on_bfcl_samples() {
                 let c = cosine(a, b);
                 assert!(c >= 0.995, "{what} {text:?}: cosine {c}");
             }
+        }
+    }
+}
+
+/// The reference venv's python (`peers/python/reference.txt`), or `None` when the peers are not
+/// installed and not required.
+fn reference_python() -> Option<PathBuf> {
+    match std::env::var_os("MCP_AGENT_PEER_REFERENCE_PYTHON").map(PathBuf::from) {
+        Some(p) if p.is_file() => Some(p),
+        _ if peers_required() => {
+            panic!("MCP_AGENT_PEER_REFERENCE_PYTHON is not an installed python (cargo xtask peers)")
+        }
+        _ => {
+            eprintln!(
+                "skipped: MCP_AGENT_PEER_REFERENCE_PYTHON is not set (cargo xtask peers --env)"
+            );
+            None
+        }
+    }
+}
+
+/// The vectors of `peers/python/bert_reference.py` for `texts`: the model folder run in float64
+/// numpy by the textbook formulas, one text at a time, tokenized by Hugging Face `tokenizers`.
+fn reference_vectors(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    texts: &[String],
+) -> Vec<Vec<f64>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../peers/python/bert_reference.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    let request = serde_json::json!({ "model": dir, "texts": texts });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        out.status
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    answer["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn both_precisions_agree_with_an_independent_float64_bert() {
+    let (Some(dir), Some(python)) = (model(), reference_python()) else {
+        return;
+    };
+    let mut texts: Vec<String> = bfcl("queries.jsonl", 500)
+        .iter()
+        .map(|q| q["query"].as_str().unwrap().to_owned())
+        .collect();
+    for t in bfcl("tools.jsonl", 720) {
+        let name = t["name"].as_str().unwrap();
+        texts.push(embedding_text(
+            &ToolText::new(name, "bfcl", name)
+                .with_description(t["description"].as_str())
+                .with_input_schema(t.get("input_schema").and_then(|v| v.as_object())),
+        ));
+    }
+    // Accents and a script without spaces (the tokenizer's normaliser), one word, and a text of
+    // far more than 256 tokens (truncation, and the last position the model has).
+    texts.extend(
+        [
+            "Qual a temperatura atual em Divinópolis, MG? Fahrenheit, por favor.",
+            "我想知道上海目前的天气状况，可以帮我查询吗？",
+            "weather",
+        ]
+        .map(String::from),
+    );
+    texts.push("Book a table for two at an Italian restaurant tonight; ".repeat(40));
+    let want = reference_vectors(&python, &dir, &texts);
+    assert_eq!(want.len(), texts.len());
+    let f32 = LocalEmbedder::builder(&dir)
+        .precision(Precision::F32)
+        .load()
+        .unwrap();
+    let int8 = LocalEmbedder::load(&dir).unwrap();
+    // The f32 model pads a batch to its longest text, so its attention mask is checked too;
+    // the long text goes alone (a batch padded to 256 tokens is slow in a debug build).
+    let (short, long) = texts.split_at(texts.len() - 1);
+    for (embedder, floor) in [(&f32, 0.999_99), (&int8, 0.998)] {
+        let mut got = embedder.embed_blocking(short).unwrap();
+        got.extend(embedder.embed_blocking(long).unwrap());
+        for ((got, want), text) in got.iter().zip(&want).zip(&texts) {
+            let got: Vec<f64> = got.iter().map(|&x| f64::from(x)).collect();
+            let dot: f64 = got.iter().zip(want).map(|(a, b)| a * b).sum();
+            let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+            let c = dot / (norm(&got) * norm(want));
+            assert!(
+                c >= floor,
+                "{:?}: cosine {c} with the reference for {text:?}",
+                embedder.precision()
+            );
         }
     }
 }
