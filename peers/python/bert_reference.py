@@ -118,9 +118,9 @@ class Bert:
 
 
 def main():
-    request = json.load(sys.stdin)
+    request = json.load(sys.stdin.buffer)
     model = Bert(request["model"])
-    json.dump({"vectors": [model.embed(t) for t in request["texts"]]}, sys.stdout)
+    sys.stdout.write(json.dumps({"vectors": [model.embed(t) for t in request["texts"]]}))
 
 
 if __name__ == "__main__":

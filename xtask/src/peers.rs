@@ -279,7 +279,7 @@ fn install_venv(what: &str, requirements: &Path, venv: &Path, extra: &[&str]) ->
     let stamp = format!(
         "{} {:016x} {version}\n",
         what.to_lowercase(),
-        fnv1a(&[&reqs, version.as_bytes()])
+        fnv1a(&[&reqs, version.as_bytes(), extra.join(" ").as_bytes()])
     );
     let stamp_path = venv.join(STAMP);
     if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::progress::Progress;
 use mcp_agent::agent_core::{
     AgentError, AgentLoop, AgentOutcome, CallOutcome, CancellationToken, Event, EventBus,
     EventKind, EventRecvError, EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog,
@@ -367,9 +366,7 @@ impl ToolDispatcher for Shown<'_> {
         let began = Instant::now();
         let console = Arc::clone(&self.console);
         let (call_id, tool) = (id.clone(), name.clone());
-        let print = move |report: &Progress| {
-            console.progress(&call_id, &tool, &super::progress::line(report));
-        };
+        let print = move |line: &str| console.progress(&call_id, &tool, line);
         let result = super::progress::printed(self.runner.dispatch(call), print).await;
         let ms = began.elapsed().as_millis();
         let line = match &result {

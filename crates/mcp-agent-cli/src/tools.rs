@@ -222,9 +222,7 @@ async fn call(
     let call = ToolCall::new(CALL_ID, CALL_TOOL, call_arguments);
     // Subscribed before the call, to learn the handle of a cut output.
     let mut events = runner.governed().subscribe();
-    let printed = super::progress::printed(runner.dispatch(call), |report| {
-        say(super::progress::line(report))
-    });
+    let printed = super::progress::printed(runner.dispatch(call), |line| say(line));
     match printed.await {
         Ok(output) => {
             let finished = if full { finished(&mut events) } else { None };
