@@ -18,6 +18,8 @@ import sys
 import numpy as np
 from tokenizers import Tokenizer
 
+ERF = np.vectorize(math.erf)
+
 DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
 
 
@@ -91,7 +93,6 @@ class Bert:
             + w["embeddings.token_type_embeddings.weight"][types]
         )
         x = self.layer_norm(x, "embeddings.LayerNorm")
-        erf = np.vectorize(math.erf)
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}"
 
@@ -109,7 +110,7 @@ class Bert:
                 f"{p}.attention.output.LayerNorm",
             )
             up = self.linear(x, f"{p}.intermediate.dense")
-            up = 0.5 * up * (1.0 + erf(up / math.sqrt(2.0)))
+            up = 0.5 * up * (1.0 + ERF(up / math.sqrt(2.0)))
             x = self.layer_norm(x + self.linear(up, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         pooled = x.mean(0)
         if self.normalize:

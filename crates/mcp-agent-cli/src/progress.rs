@@ -60,7 +60,8 @@ impl Queue {
 #[derive(Default)]
 struct Printer {
     lines: usize,
-    /// Reports not shown: dropped from the backlog or past [`MAX_LINES`].
+    /// Reports not shown and not [`last`](Self::last): dropped from the backlog or past
+    /// [`MAX_LINES`].
     unshown: u64,
     /// The newest report past [`MAX_LINES`], printed at the end.
     last: Option<Progress>,
@@ -73,25 +74,22 @@ impl Printer {
             if self.lines < MAX_LINES {
                 self.lines += 1;
                 print(&line(&report));
-            } else {
+            } else if self.last.replace(report).is_some() {
                 self.unshown += 1;
-                self.last = Some(report);
             }
         }
     }
 
-    fn finish(mut self, print: &mut impl FnMut(&str)) {
-        if let Some(last) = self.last.take() {
-            self.unshown -= 1;
-            if self.unshown > 0 {
-                print(&format!(
-                    "progress: {} more reports not shown",
-                    self.unshown
-                ));
-            }
-            print(&line(&last));
-        } else if self.unshown > 0 {
-            print(&format!("progress: {} reports not shown", self.unshown));
+    fn finish(self, print: &mut impl FnMut(&str)) {
+        if self.unshown > 0 {
+            let more = if self.last.is_some() { "more " } else { "" };
+            print(&format!(
+                "progress: {} {more}reports not shown",
+                self.unshown
+            ));
+        }
+        if let Some(last) = &self.last {
+            print(&line(last));
         }
     }
 }

@@ -3,7 +3,7 @@
 //! cosine 0.995 of f32, and both agree with an independent float64 reference
 //! (`peers/python/bert_reference.py`, numpy and Hugging Face `tokenizers`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcp_catalog::search::{EmbedKind, Embedder, EmbeddingCache, HybridConfig, HybridIndex};
@@ -252,19 +252,24 @@ fn peers_required() -> bool {
     })
 }
 
-/// The installed model folder, or `None` (the test is skipped) when the peers are not installed
-/// and not required.
-fn model() -> Option<PathBuf> {
-    match std::env::var_os("MCP_AGENT_PEER_MINILM").map(PathBuf::from) {
-        Some(p) if p.join("model.safetensors").is_file() => Some(p),
-        _ if peers_required() => {
-            panic!("MCP_AGENT_PEER_MINILM is not an installed model folder (cargo xtask peers)")
-        }
+/// The path in the peer variable `var` when `installed` holds for it, or `None` (the test is
+/// skipped) when the peers are not installed and not required.
+fn peer(var: &str, installed: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(p) if installed(&p) => Some(p),
+        _ if peers_required() => panic!("{var} is not an installed peer (cargo xtask peers)"),
         _ => {
-            eprintln!("skipped: MCP_AGENT_PEER_MINILM is not set (cargo xtask peers --env)");
+            eprintln!("skipped: {var} is not set (cargo xtask peers --env)");
             None
         }
     }
+}
+
+/// The installed all-MiniLM-L6-v2 folder.
+fn model() -> Option<PathBuf> {
+    peer("MCP_AGENT_PEER_MINILM", |p| {
+        p.join("model.safetensors").is_file()
+    })
 }
 
 #[tokio::test]
@@ -323,10 +328,17 @@ fn bfcl(file: &str, step: usize) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let n = |x: &[f32]| x.iter().map(|y| y * y).sum::<f32>().sqrt();
-    dot / (n(a) * n(b))
+/// The cosine of two vectors of one length, summed in `f64`.
+fn cosine<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
+    assert_eq!(a.len(), b.len(), "vectors of one dimension");
+    let (mut dot, mut aa, mut bb) = (0.0, 0.0, 0.0);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y): (f64, f64) = (x.into(), y.into());
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    dot / (aa.sqrt() * bb.sqrt())
 }
 
 #[test]
@@ -380,30 +392,14 @@ fn int8_vectors_stay_within_cosine_0_995_of_f32_on_bfcl_samples() {
     }
 }
 
-/// The reference venv's python (`peers/python/reference.txt`), or `None` when the peers are not
-/// installed and not required.
+/// The reference venv's python (`peers/python/reference.txt`).
 fn reference_python() -> Option<PathBuf> {
-    match std::env::var_os("MCP_AGENT_PEER_REFERENCE_PYTHON").map(PathBuf::from) {
-        Some(p) if p.is_file() => Some(p),
-        _ if peers_required() => {
-            panic!("MCP_AGENT_PEER_REFERENCE_PYTHON is not an installed python (cargo xtask peers)")
-        }
-        _ => {
-            eprintln!(
-                "skipped: MCP_AGENT_PEER_REFERENCE_PYTHON is not set (cargo xtask peers --env)"
-            );
-            None
-        }
-    }
+    peer("MCP_AGENT_PEER_REFERENCE_PYTHON", Path::is_file)
 }
 
 /// The vectors of `peers/python/bert_reference.py` for `texts`: the model folder run in float64
 /// numpy by the textbook formulas, one text at a time, tokenized by Hugging Face `tokenizers`.
-fn reference_vectors(
-    python: &std::path::Path,
-    dir: &std::path::Path,
-    texts: &[String],
-) -> Vec<Vec<f64>> {
+fn reference_vectors(python: &Path, dir: &Path, texts: &[String]) -> Vec<Vec<f64>> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let script =
@@ -428,19 +424,13 @@ fn reference_vectors(
         script.display(),
         out.status
     );
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    answer["vectors"]
-        .as_array()
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        vectors: Vec<Vec<f64>>,
+    }
+    serde_json::from_slice::<Answer>(&out.stdout)
         .unwrap()
-        .iter()
-        .map(|v| {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        })
-        .collect()
+        .vectors
 }
 
 #[test]
@@ -487,10 +477,7 @@ fn both_precisions_agree_with_an_independent_float64_bert() {
         got.extend(embedder.embed_blocking(long).unwrap());
         assert_eq!(got.len(), texts.len());
         for ((got, want), text) in got.iter().zip(&want).zip(&texts) {
-            let got: Vec<f64> = got.iter().map(|&x| f64::from(x)).collect();
-            let dot: f64 = got.iter().zip(want).map(|(a, b)| a * b).sum();
-            let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-            let c = dot / (norm(&got) * norm(want));
+            let c = cosine(got, want);
             assert!(
                 c >= floor,
                 "{:?}: cosine {c} with the reference for {text:?}",
