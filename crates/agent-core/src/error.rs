@@ -290,6 +290,18 @@ pub enum OutputError {
         /// The handle asked for.
         handle: String,
     },
+    /// The output was spilled to disk and later dropped to keep the spilled outputs under
+    /// `max_spill_bytes`.
+    #[error(
+        "output `{handle}` was dropped to keep spilled outputs under max_spill_bytes \
+         ({max_spill_bytes} bytes); call the tool again for a fresh output"
+    )]
+    Dropped {
+        /// The handle asked for.
+        handle: String,
+        /// The limit.
+        max_spill_bytes: u64,
+    },
     /// The offset lies beyond the output's end.
     #[error("offset {offset} is past the end of output `{handle}` ({total} bytes)")]
     OffsetPastEnd {

@@ -1,4 +1,4 @@
-//! Session history (SPEC F5): per session a directory holding `messages.jsonl` and
+//! Session history: per session a directory holding `messages.jsonl` and
 //! `events.jsonl`, one JSON object a line, append-only, secrets redacted.
 
 use std::fs::{self, File};

@@ -59,8 +59,8 @@ pub use model::{
     Message, Model, ModelRequest, ModelResponse, ModelSettings, Role, TextSink, ToolChoice, Usage,
 };
 pub use output::{
-    DEFAULT_MAX_OUTPUT_BYTES, Limited, MIN_MAX_OUTPUT_BYTES, OutputChunk, OutputLimits,
-    OutputStore, READ_OUTPUT_TOOL,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES, Limited, LimitedError, MIN_MAX_OUTPUT_BYTES,
+    OutputChunk, OutputLimits, OutputStore, READ_OUTPUT_TOOL, SPILL_ROOT, SpillArea, spill_root,
 };
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};

@@ -1,13 +1,14 @@
-//! The output limit (SPEC F3): a tool output larger than what the model may see is cut at a
+//! The output limit: a tool output larger than what the model may see is cut at a
 //! safe boundary with a marker, and its full text stays readable for the rest of the run
 //! through the `mcp_read_output` meta tool — in memory up to a budget, in a temporary file
-//! beyond it.
+//! beyond it (`spill.rs`: the per-process directory, bounded by `max_spill_bytes`). An error
+//! text is cut the same way ([`OutputStore::limit_error`]).
 
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};
@@ -21,6 +22,12 @@ pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
 
 /// The default of [`OutputLimits::max_output_bytes`]: 64 KiB.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// The default of [`OutputLimits::max_spill_bytes`]: 256 MiB.
+pub const DEFAULT_MAX_SPILL_BYTES: u64 = 256 << 20;
+
+/// How many dropped handles a store remembers as dropped (older ones read as expired).
+const REMEMBERED_DROPS: usize = 4096;
 
 /// The smallest accepted [`OutputLimits::max_output_bytes`]: the marker needs room.
 pub const MIN_MAX_OUTPUT_BYTES: usize = 1024;
@@ -50,9 +57,17 @@ pub struct OutputLimits {
     /// The most bytes of cut outputs kept at all (memory and files); past it the oldest are
     /// dropped and their handles expire.
     pub max_retained_bytes: u64,
-    /// Where the temporary directory for spilled outputs is made (default: the system's
-    /// temporary directory). It is deleted when the store closes or is dropped.
+    /// The most bytes of spilled outputs on disk, for one run and for all the runs sharing
+    /// [`spill_area`](Self::spill_area) (a process's): past it the run's oldest spilled
+    /// outputs are dropped (reading one says so, naming this limit); an output that finds no
+    /// room is not kept.
+    pub max_spill_bytes: u64,
+    /// Where the `mcp-agent-spill` directory of spilled outputs is made (default: the system's
+    /// temporary directory), when [`spill_area`](Self::spill_area) is not set.
     pub spill_dir: Option<PathBuf>,
+    /// The spill area shared with other stores (a process makes one for all its runs); each
+    /// store makes its own when `None`.
+    pub spill_area: Option<SpillArea>,
 }
 
 impl Default for OutputLimits {
@@ -61,7 +76,9 @@ impl Default for OutputLimits {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             memory_budget: 8 << 20,
             max_retained_bytes: 1 << 30,
+            max_spill_bytes: DEFAULT_MAX_SPILL_BYTES,
             spill_dir: None,
+            spill_area: None,
         }
     }
 }
@@ -89,10 +106,24 @@ impl OutputLimits {
         self
     }
 
+    /// Sets [`max_spill_bytes`](Self::max_spill_bytes).
+    #[must_use]
+    pub fn with_max_spill_bytes(mut self, bytes: u64) -> Self {
+        self.max_spill_bytes = bytes;
+        self
+    }
+
     /// Sets [`spill_dir`](Self::spill_dir).
     #[must_use]
     pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spill_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`spill_area`](Self::spill_area).
+    #[must_use]
+    pub fn with_spill_area(mut self, area: SpillArea) -> Self {
+        self.spill_area = Some(area);
         self
     }
 
@@ -136,6 +167,20 @@ pub struct OutputChunk {
     pub total: u64,
 }
 
+/// An error after the limit: what the model sees, and how it relates to the whole.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LimitedError {
+    /// The error as the model sees it: unchanged, or with its text cut and a marker.
+    pub error: ToolError,
+    /// The size of the whole error text ([`crate::error_chain`]), in bytes.
+    pub full_bytes: u64,
+    /// The size of what the model sees, in bytes (marker included).
+    pub shown_bytes: u64,
+    /// The handle of the whole cut text (the tool's message, or the cause chain), when kept.
+    pub handle: Option<String>,
+}
+
 enum Data {
     Memory(Arc<str>),
     Spilled(PathBuf),
@@ -153,30 +198,51 @@ struct State {
     entries: BTreeMap<u64, Entry>,
     memory: usize,
     retained: u64,
-    dir: Option<PathBuf>,
+    /// Bytes of this store's spilled outputs.
+    spilled: u64,
+    /// Handles dropped to stay under `max_spill_bytes` (the newest few).
+    dropped: BTreeSet<u64>,
     closed: bool,
 }
 
 impl State {
-    fn remove(&mut self, n: u64) {
+    fn remove(&mut self, n: u64, area: &SpillArea) {
         if let Some(entry) = self.entries.remove(&n) {
             self.retained -= entry.size;
             match entry.data {
                 Data::Memory(_) => self.memory -= entry.size as usize,
                 Data::Spilled(path) => {
                     let _ = fs::remove_file(path);
+                    self.spilled -= entry.size;
+                    area.release(entry.size);
                 }
             }
         }
     }
 
-    fn release(&mut self) {
+    /// Drops the oldest spilled output other than `keep`, to make room on disk: false when
+    /// there is none.
+    fn drop_oldest_spilled(&mut self, keep: u64, area: &SpillArea) -> bool {
+        let oldest = self
+            .entries
+            .iter()
+            .find(|(n, e)| **n != keep && matches!(e.data, Data::Spilled(_)))
+            .map(|(n, _)| *n);
+        let Some(n) = oldest else {
+            return false;
+        };
+        self.remove(n, area);
+        self.dropped.insert(n);
+        if self.dropped.len() > REMEMBERED_DROPS {
+            self.dropped.pop_first();
+        }
+        true
+    }
+
+    fn release(&mut self, area: &SpillArea) {
         let numbers: Vec<u64> = self.entries.keys().copied().collect();
         for n in numbers {
-            self.remove(n);
-        }
-        if let Some(dir) = self.dir.take() {
-            let _ = fs::remove_dir_all(dir);
+            self.remove(n, area);
         }
     }
 }
@@ -200,6 +266,9 @@ impl State {
 /// ```
 pub struct OutputStore {
     limits: OutputLimits,
+    area: SpillArea,
+    /// This store's number in its area, naming its files there.
+    id: u64,
     state: Mutex<State>,
 }
 
@@ -217,14 +286,22 @@ impl std::fmt::Debug for OutputStore {
 
 impl Drop for OutputStore {
     fn drop(&mut self) {
-        self.lock().release();
+        let area = self.area.clone();
+        self.lock().release(&area);
     }
 }
 
 impl OutputStore {
-    /// A store with `limits`.
+    /// A store with `limits`, spilling to their [`spill_area`](OutputLimits::spill_area) or an
+    /// area of its own.
     pub fn new(limits: OutputLimits) -> Self {
+        let area = limits
+            .spill_area
+            .clone()
+            .unwrap_or_else(|| SpillArea::new(limits.spill_dir.clone()));
         Self {
+            id: area.store_id(),
+            area,
             limits,
             state: Mutex::new(State::default()),
         }
@@ -249,9 +326,14 @@ impl OutputStore {
         self.lock().retained
     }
 
-    /// The temporary directory of spilled outputs, once one was made (until close).
+    /// Bytes of this store's outputs spilled to disk now.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.lock().spilled
+    }
+
+    /// The directory of spilled outputs, while its area holds some.
     pub fn spill_dir(&self) -> Option<PathBuf> {
-        self.lock().dir.clone()
+        self.area.dir()
     }
 
     /// Applies the limit to `output`: returned unchanged when its model text fits in
@@ -274,15 +356,8 @@ impl OutputStore {
         let (kept, shown) = cut(&output, &full, max - MARKER_RESERVE);
         drop(output);
         let handle = self.keep(full);
-        let marker = match &handle {
-            Ok(handle) => format!(
-                "[output cut: showing {shown} of {total} bytes; read the rest with \
-                 {READ_OUTPUT_TOOL} {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
-            ),
-            Err(why) => format!("[output cut: showing {shown} of {total} bytes; {why}]"),
-        };
         let mut content = kept;
-        content.push(ContentPart::text(marker));
+        content.push(ContentPart::text(marker(shown, total, &handle)));
         let output = ToolOutput::from_parts(content);
         let shown_bytes = output.to_model_text().len() as u64;
         Limited {
@@ -293,12 +368,87 @@ impl OutputStore {
         }
     }
 
+    /// Applies the limit to the text of `error`: returned unchanged when
+    /// [`error_chain`](crate::error_chain) fits in [`OutputLimits::max_output_bytes`];
+    /// otherwise the text a tool or server chose — the message of
+    /// [`Invocation`](ToolError::Invocation), [`InvalidArguments`](ToolError::InvalidArguments)
+    /// and [`Configuration`](ToolError::Configuration), the reason of
+    /// [`Denied`](ToolError::Denied), the causes of [`Transport`](ToolError::Transport) — is cut
+    /// at a character boundary and followed by the marker of [`limit`](Self::limit), its
+    /// whole kept under a handle for [`READ_OUTPUT_TOOL`]. The variant stays; the names it
+    /// carries (tool, server, suggested tools: a model's, a client's or a server's) are cut to
+    /// 128 bytes each, marked `…`, first — all an [`UnknownTool`](ToolError::UnknownTool) or
+    /// [`Timeout`](ToolError::Timeout) error has to cut.
+    ///
+    /// ```
+    /// use agent_core::{OutputLimits, OutputStore, ToolError};
+    ///
+    /// let store = OutputStore::new(OutputLimits::default().with_max_output_bytes(1024));
+    /// let error = ToolError::Invocation { server: None, tool: "t".into(), message: "x".repeat(5000) };
+    /// let limited = store.limit_error(error);
+    /// assert!(agent_core::error_chain(&limited.error).len() <= 1024);
+    /// assert_eq!(limited.full_bytes, 5000 + "tool `t` failed: ".len() as u64);
+    /// let rest = store.read(&limited.handle.unwrap(), 4990, 100).unwrap();
+    /// assert_eq!(rest.text, "x".repeat(10));
+    /// ```
+    pub fn limit_error(&self, error: ToolError) -> LimitedError {
+        let max = self.limits.max();
+        let full_bytes = crate::error_chain(&error).len() as u64;
+        let unchanged = |error: ToolError, shown_bytes: u64| LimitedError {
+            error,
+            full_bytes,
+            shown_bytes,
+            handle: None,
+        };
+        if full_bytes <= max as u64 {
+            return unchanged(error, full_bytes);
+        }
+        // The names first: a tool's name can be the model's or a client's (an unknown tool)
+        // or a server's, and an error of names only (`UnknownTool`, `Timeout`) has no other
+        // text to cut.
+        let error = error_text::short_names(error);
+        let named = crate::error_chain(&error).len();
+        if named <= max {
+            return unchanged(error, named as u64);
+        }
+        let (frame, text) = match error_text::split(error) {
+            Ok(split) => split,
+            Err(error) => return unchanged(error, named as u64),
+        };
+        let total = text.len() as u64;
+        // The bytes of the chain around the text (naming the tool and the server).
+        let others = named.saturating_sub(text.len());
+        let head = text[..floor_char_boundary(&text, max)].to_owned();
+        let handle = self.keep(text);
+        // What the chain adds around the text is known only once it is built (a cause may lose
+        // a subject already named): cut shorter until it fits.
+        let mut budget = max.saturating_sub(MARKER_RESERVE + others);
+        loop {
+            let end = floor_char_boundary(&head, budget);
+            let mut shown = head[..end].to_owned();
+            shown.push('\n');
+            shown.push_str(&marker(end, total, &handle));
+            let error = frame.with_text(shown);
+            let shown_bytes = crate::error_chain(&error).len();
+            if shown_bytes <= max || end == 0 {
+                return LimitedError {
+                    error,
+                    full_bytes,
+                    shown_bytes: shown_bytes as u64,
+                    handle: handle.ok(),
+                };
+            }
+            budget = end.saturating_sub(shown_bytes - max);
+        }
+    }
+
     /// Keeps `full` and returns its handle, or says why it was not kept.
     fn keep(&self, full: String) -> Result<String, String> {
         let size = full.len() as u64;
         if size > self.limits.max_retained_bytes {
             return Err(String::from("the rest is too large to keep"));
         }
+        let spill_limit = self.limits.max_spill_bytes;
         let (n, spill_to) = {
             let mut state = self.lock();
             if state.closed {
@@ -311,16 +461,45 @@ impl OutputStore {
                 state.memory += full.len();
                 (n, None)
             } else {
-                let dir = match &state.dir {
-                    Some(dir) => dir.clone(),
-                    None => {
-                        let dir = make_spill_dir(self.limits.spill_dir.as_deref())
-                            .map_err(|_| String::from("the rest could not be kept"))?;
-                        state.dir = Some(dir.clone());
-                        dir
+                if size > spill_limit {
+                    return Err(format!(
+                        "the rest is larger than max_spill_bytes ({spill_limit} bytes) and was \
+                         not kept"
+                    ));
+                }
+                // Dropping every spilled output of this run would not make room in the area
+                // (other runs hold the rest): refused before any is dropped for nothing.
+                let others = self.area.bytes().saturating_sub(state.spilled);
+                if others.saturating_add(size) > spill_limit {
+                    return Err(format!(
+                        "the rest was not kept: this process's spilled outputs are at \
+                         max_spill_bytes ({spill_limit} bytes)"
+                    ));
+                }
+                // The run's own oldest spilled outputs make room: for the run's bound, then
+                // for the area's (shared with the process's other runs).
+                while state.spilled + size > spill_limit && state.drop_oldest_spilled(n, &self.area)
+                {
+                }
+                let dir = loop {
+                    match self.area.reserve(size, spill_limit) {
+                        Ok(dir) => break dir,
+                        Err(Refused::Full) => {
+                            if !state.drop_oldest_spilled(n, &self.area) {
+                                return Err(format!(
+                                    "the rest was not kept: this process's spilled outputs \
+                                     are at max_spill_bytes ({spill_limit} bytes)"
+                                ));
+                            }
+                        }
+                        Err(Refused::Io(why)) => {
+                            return Err(format!("the rest could not be kept: {why}"));
+                        }
                     }
                 };
-                (n, Some(dir.join(handle_of(n))))
+                // Reserved now, as the memory is.
+                state.spilled += size;
+                (n, Some(dir.join(format!("{}-{}", self.id, handle_of(n)))))
             }
         };
         let data = match spill_to {
@@ -329,6 +508,8 @@ impl OutputStore {
                 Ok(()) => Data::Spilled(path),
                 Err(_) => {
                     let _ = fs::remove_file(&path);
+                    self.lock().spilled -= size;
+                    self.area.release(size);
                     return Err(String::from("the rest could not be kept"));
                 }
             },
@@ -339,6 +520,8 @@ impl OutputStore {
                 Data::Memory(_) => state.memory -= size as usize,
                 Data::Spilled(path) => {
                     let _ = fs::remove_file(path);
+                    state.spilled -= size;
+                    self.area.release(size);
                 }
             }
             return Err(String::from("the run has ended"));
@@ -347,7 +530,7 @@ impl OutputStore {
         state.retained += size;
         while state.retained > self.limits.max_retained_bytes {
             match state.entries.keys().next().copied() {
-                Some(oldest) if oldest != n => state.remove(oldest),
+                Some(oldest) if oldest != n => state.remove(oldest, &self.area),
                 _ => break,
             }
         }
@@ -376,6 +559,9 @@ impl OutputStore {
                         Data::Spilled(path) => Data::Spilled(path.clone()),
                     },
                 ),
+                None if state.dropped.contains(&n) => {
+                    return Err(self.dropped(handle));
+                }
                 None if n < state.next => {
                     return Err(OutputError::Expired {
                         handle: handle.to_owned(),
@@ -400,8 +586,11 @@ impl OutputStore {
         let window: Vec<u8> = match data {
             Data::Memory(text) => text.as_bytes()[offset as usize..offset as usize + want].to_vec(),
             Data::Spilled(path) => read_window(&path, offset, want).map_err(|source| {
-                // The store may have been closed while reading.
+                // The store may have been closed, or the output dropped, while reading.
                 if source.kind() == std::io::ErrorKind::NotFound {
+                    if self.lock().dropped.contains(&n) {
+                        return self.dropped(handle);
+                    }
                     OutputError::Expired {
                         handle: handle.to_owned(),
                     }
@@ -439,6 +628,13 @@ impl OutputStore {
             end: offset + end as u64,
             total,
         })
+    }
+
+    fn dropped(&self, handle: &str) -> OutputError {
+        OutputError::Dropped {
+            handle: handle.to_owned(),
+            max_spill_bytes: self.limits.max_spill_bytes,
+        }
     }
 
     /// The most bytes one [`READ_OUTPUT_TOOL`] call returns.
@@ -544,7 +740,19 @@ impl OutputStore {
     pub fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        state.release();
+        state.release(&self.area);
+    }
+}
+
+/// The marker after the `shown` bytes of a cut text of `total` bytes: where to read on, or
+/// why the rest was not kept.
+fn marker(shown: usize, total: u64, handle: &Result<String, String>) -> String {
+    match handle {
+        Ok(handle) => format!(
+            "[output cut: showing {shown} of {total} bytes; read the rest with \
+             {READ_OUTPUT_TOOL} {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
+        ),
+        Err(why) => format!("[output cut: showing {shown} of {total} bytes; {why}]"),
     }
 }
 
@@ -562,14 +770,6 @@ fn parse_handle(handle: &str) -> Option<u64> {
 
 fn is_continuation(byte: u8) -> bool {
     byte & 0b1100_0000 == 0b1000_0000
-}
-
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 /// The parts that fit in `budget` bytes of model text, and how many bytes of `full` they
@@ -660,32 +860,6 @@ fn json_cut(json: &str, budget: usize) -> usize {
     best
 }
 
-fn make_spill_dir(parent: Option<&Path>) -> std::io::Result<PathBuf> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut last = None;
-    for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = parent.join(format!(
-            "mcp-agent-outputs-{}-{n}-{nanos:09}",
-            std::process::id()
-        ));
-        let mut builder = fs::DirBuilder::new();
-        // Readable by the owner only: it holds whole tool results.
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        match builder.create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary directory name")))
-}
-
 fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut options = File::options();
     options.write(true).create_new(true);
@@ -703,5 +877,11 @@ fn read_window(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>>
     Ok(buf)
 }
 
+mod error_text;
+mod spill;
 #[cfg(test)]
 mod tests;
+
+use error_text::floor_char_boundary;
+use spill::Refused;
+pub use spill::{SPILL_ROOT, SpillArea, spill_root};

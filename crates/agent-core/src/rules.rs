@@ -143,7 +143,7 @@ pub enum Denial {
     },
 }
 
-/// Which servers' tools may run (SPEC F1): `allow` and `deny` lists of [`Rule`]s matched
+/// Which servers' tools may run: `allow` and `deny` lists of [`Rule`]s matched
 /// against the server's identity and the tool's remote name. Deny wins; with a non-empty
 /// `allow`, a tool no allow rule matches is denied. Empty lists allow everything.
 ///
@@ -256,7 +256,7 @@ impl fmt::Display for ApprovalTrigger {
     }
 }
 
-/// Which calls need approval (SPEC F2): `approve` rules (globs over server identity and remote
+/// Which calls need approval: `approve` rules (globs over server identity and remote
 /// tool name, for external tools), and the annotation rules `approve_destructive` and
 /// `approve_open_world`, which read the tool's hints with the MCP defaults: a tool may be
 /// destructive unless it says `destructiveHint: false` or `readOnlyHint: true`, and reaches an

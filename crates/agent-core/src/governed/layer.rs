@@ -513,17 +513,27 @@ impl<D> Governed<D> {
         ))
     }
 
-    fn end_event(&self, subject: &Subject, began: Instant, error: &ToolError) {
+    /// Cuts `error`'s text to the output limit, emits the end event of its call (with the
+    /// sizes of the text shown and whole, and the handle of the whole) and returns what the
+    /// caller gets.
+    fn fail(&self, subject: &Subject, began: Instant, error: ToolError) -> ToolError {
+        let limited = self.outputs.limit_error(error);
+        let error = limited.error;
         let kind = match error {
             ToolError::Denied { .. } => EventKind::ToolCallDenied,
             _ => EventKind::ToolCallFailed,
         };
-        self.bus.emit(
-            subject
-                .event(kind, began)
-                .with_outcome(CallOutcome::of_error(error))
-                .with_message(self.redactor.redact_text(&crate::error_chain(error))),
-        );
+        let mut event = subject
+            .event(kind, began)
+            .with_outcome(CallOutcome::of_error(&error))
+            .with_message(self.redactor.redact_text(&crate::error_chain(&error)));
+        if limited.handle.is_some() || limited.full_bytes > limited.shown_bytes {
+            event.output_bytes = Some(limited.shown_bytes);
+            event.result_bytes = Some(limited.full_bytes);
+            event.output_handle = limited.handle;
+        }
+        self.bus.emit(event);
+        error
     }
 
     fn finish(&self, subject: &Subject, began: Instant, output: ToolOutput) -> ToolOutput {
@@ -555,27 +565,21 @@ impl<D: CallResolver> Governed<D> {
                 .emit(subject.event(EventKind::ToolCallStarted, began));
             return match self.outputs.read_call(&call.arguments) {
                 Ok(output) => Ok(self.finish(&subject, began, output)),
-                Err(error) => {
-                    self.end_event(&subject, began, &error);
-                    Err(error)
-                }
+                Err(error) => Err(self.fail(&subject, began, error)),
             };
         }
         if let Some(error) = call.arguments_error() {
-            self.end_event(&Subject::unresolved(&call), began, &error);
-            return Err(error);
+            return Err(self.fail(&Subject::unresolved(&call), began, error));
         }
         let (resolved, target) = match self.inner.resolve(&call) {
             Ok(resolved) => resolved,
             Err(error) => {
-                self.end_event(&Subject::unresolved(&call), began, &error);
-                return Err(error);
+                return Err(self.fail(&Subject::unresolved(&call), began, error));
             }
         };
         let subject = Subject::of(&resolved, &call.id);
         if let Err(error) = self.check(&resolved).await {
-            self.end_event(&subject, began, &error);
-            return Err(error);
+            return Err(self.fail(&subject, began, error));
         }
         let began = Instant::now();
         self.bus
@@ -603,10 +607,7 @@ impl<D: CallResolver> Governed<D> {
         self.policy.after_call(&resolved.call_info(), &outcome);
         match outcome {
             Ok(output) => Ok(self.finish(&subject, began, output)),
-            Err(error) => {
-                self.end_event(&subject, began, &error);
-                Err(error)
-            }
+            Err(error) => Err(self.fail(&subject, began, error)),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Governed calls: a layer that puts every tool call — native or external — through the same
-//! identity rules, policy, approval, timeout, output limit, events and history (SPEC F1–F5).
+//! identity rules, policy, approval, timeout, output limit, events and history.
 //!
 //! The wrapped side tells the layer what a call really is through [`CallResolver`]: the layer
 //! decides on the *real* tool (for a generic caller such as `mcp_call_tool`, the tool it

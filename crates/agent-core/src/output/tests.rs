@@ -220,8 +220,10 @@ fn a_50_mb_output_is_spilled_to_a_file_and_memory_stays_bounded() {
     let dir = store.spill_dir().unwrap();
     assert!(dir.starts_with(spill_parent.path()));
     let handle = limited.handle.unwrap();
+    // Named after the store (the first of its area) and the handle.
+    let file = dir.join(format!("0-{handle}"));
     assert_eq!(
-        fs::metadata(dir.join(&handle)).unwrap().len(),
+        fs::metadata(&file).unwrap().len(),
         size as u64,
         "the full text is in the file"
     );
@@ -230,11 +232,7 @@ fn a_50_mb_output_is_spilled_to_a_file_and_memory_stays_bounded() {
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir), 0o700, "the spill directory is the owner's only");
-        assert_eq!(
-            mode(&dir.join(&handle)),
-            0o600,
-            "a spilled output is the owner's only"
-        );
+        assert_eq!(mode(&file), 0o600, "a spilled output is the owner's only");
     }
     let tail = store.read(&handle, size as u64 - 6, 100).unwrap();
     assert_eq!((tail.text.as_str(), tail.end), ("zztail", size as u64));
@@ -352,4 +350,228 @@ fn the_meta_tool_checks_its_arguments_and_says_where_to_go_on() {
     }
     let schema = store.descriptor().input_schema;
     assert_eq!(schema["required"], json!(["handle"]));
+}
+
+/// A store spilling every output (no memory budget) under `parent`, or in `area`.
+fn spilling(parent: &std::path::Path, max_spill: u64) -> OutputLimits {
+    OutputLimits::default()
+        .with_max_output_bytes(MAX)
+        .with_memory_budget(0)
+        .with_max_spill_bytes(max_spill)
+        .with_spill_dir(parent)
+}
+
+#[test]
+fn spilled_outputs_stay_under_max_spill_bytes_and_a_dropped_one_says_why() {
+    let parent = tempfile::tempdir().unwrap();
+    let store = OutputStore::new(spilling(parent.path(), 25_000));
+    let handles: Vec<String> = (0..5)
+        .map(|i| {
+            let limited = store.limit(ToolOutput::text(format!("{i}").repeat(10_000)));
+            assert!(store.spilled_bytes() <= 25_000, "{}", store.spilled_bytes());
+            limited.handle.unwrap()
+        })
+        .collect();
+    assert_eq!(store.spilled_bytes(), 20_000);
+    assert_eq!(store.read(&handles[4], 0, 3).unwrap().text, "444");
+    let error = store.read(&handles[0], 0, 3).unwrap_err();
+    assert!(matches!(
+        error,
+        OutputError::Dropped {
+            max_spill_bytes: 25_000,
+            ..
+        }
+    ));
+    assert!(
+        error.to_string().contains("max_spill_bytes (25000 bytes)"),
+        "{error}"
+    );
+
+    // One output over the limit is not kept, and the marker names the limit.
+    let limited = store.limit(ToolOutput::text("z".repeat(30_000)));
+    assert_eq!(limited.handle, None);
+    assert!(
+        limited
+            .output
+            .to_model_text()
+            .contains("max_spill_bytes (25000 bytes)"),
+        "{}",
+        limited.output.to_model_text()
+    );
+    store.close();
+    assert_eq!(
+        fs::read_dir(parent.path()).unwrap().count(),
+        0,
+        "nothing left"
+    );
+}
+
+#[test]
+fn stores_sharing_an_area_stay_under_its_limit_together() {
+    let parent = tempfile::tempdir().unwrap();
+    let area = SpillArea::new(Some(parent.path().to_path_buf()));
+    let limits = spilling(parent.path(), 25_000).with_spill_area(area.clone());
+    let (a, b) = (OutputStore::new(limits.clone()), OutputStore::new(limits));
+    let first = a
+        .limit(ToolOutput::text("a".repeat(10_000)))
+        .handle
+        .unwrap();
+    a.limit(ToolOutput::text("a".repeat(10_000)))
+        .handle
+        .unwrap();
+    // b finds no room of its own to free: its output is not kept, a's stay.
+    let refused = b.limit(ToolOutput::text("b".repeat(10_000)));
+    assert_eq!(refused.handle, None);
+    assert!(
+        refused
+            .output
+            .to_model_text()
+            .contains("this process's spilled outputs"),
+        "{}",
+        refused.output.to_model_text()
+    );
+    assert!(a.read(&first, 0, 1).is_ok());
+    assert_eq!(area.bytes(), 20_000);
+    // Once a is gone, b has room.
+    drop(a);
+    assert_eq!(area.bytes(), 0);
+    assert!(area.dir().is_none(), "an empty area has no directory");
+    assert!(
+        b.limit(ToolOutput::text("b".repeat(10_000)))
+            .handle
+            .is_some()
+    );
+    assert_eq!(area.bytes(), 10_000);
+}
+
+#[test]
+fn a_directory_whose_lock_is_free_is_swept_and_a_held_one_is_not() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = spill_root(parent.path());
+    // One left by a killed process (its lock file free), one of a live one (held).
+    let leave = |name: &str| {
+        fs::create_dir_all(root.join(name)).unwrap();
+        fs::write(root.join(name).join("0-out_0"), "x".repeat(1000)).unwrap();
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(root.join(format!("{name}.lock")))
+            .unwrap()
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    drop(leave("1-100-0"));
+    let live = leave("2-200-0");
+    live.lock().unwrap();
+
+    let store = OutputStore::new(spilling(parent.path(), 1 << 20));
+    let handle = store
+        .limit(ToolOutput::text("y".repeat(10_000)))
+        .handle
+        .unwrap();
+    assert!(
+        !root.join("1-100-0").exists(),
+        "the dead owner's directory is swept"
+    );
+    assert!(!root.join("1-100-0.lock").exists());
+    assert!(
+        root.join("2-200-0").join("0-out_0").exists(),
+        "a live one stays"
+    );
+    let own = store.spill_dir().unwrap();
+    assert!(own.starts_with(&root));
+    assert!(own.with_extension("lock").exists(), "its own lock file");
+    assert_eq!(store.read(&handle, 0, 2).unwrap().text, "yy");
+    drop(store);
+    assert!(!own.exists());
+    assert!(root.join("2-200-0").exists());
+}
+
+#[test]
+fn an_error_of_huge_names_is_cut_to_the_limit_too() {
+    let store = store();
+    let name = "n".repeat(1_000_000);
+    // A model's or a client's unknown tool: nothing but a name to cut.
+    let limited = store.limit_error(ToolError::unknown_tool(name.clone(), vec![name.clone()]));
+    let text = crate::error_chain(&limited.error);
+    assert!(text.len() <= MAX, "{} B", text.len());
+    assert!(
+        text.starts_with(&format!("unknown tool `{}…`", "n".repeat(128))),
+        "{text}"
+    );
+    assert_eq!(
+        (limited.shown_bytes, limited.full_bytes),
+        (text.len() as u64, 2_000_000 + 33)
+    );
+    // A timeout of a tool a server listed under a huge name.
+    let limited = store.limit_error(ToolError::Timeout {
+        server: Some(name.clone()),
+        tool: name.clone(),
+        after: std::time::Duration::from_secs(1),
+    });
+    assert!(crate::error_chain(&limited.error).len() <= MAX);
+    assert!(limited.full_bytes > 2_000_000);
+
+    // Huge names and a huge text: the names are cut, the text too, its whole kept.
+    let limited = store.limit_error(ToolError::Invocation {
+        server: Some(name.clone()),
+        tool: name.clone(),
+        message: "m".repeat(100_000),
+    });
+    let text = crate::error_chain(&limited.error);
+    assert!(text.len() <= MAX, "{} B", text.len());
+    assert!(
+        text.contains(&"m".repeat(1000)),
+        "the text keeps the room the names leave"
+    );
+    let handle = limited.handle.unwrap();
+    assert_eq!(store.read(&handle, 99_998, 10).unwrap().text, "mm");
+}
+
+#[test]
+fn a_transport_cause_naming_its_server_again_is_cut_to_the_limit() {
+    #[derive(Debug)]
+    struct Cause(String);
+    impl std::fmt::Display for Cause {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl std::error::Error for Cause {}
+    let store = store();
+    let server = "s".repeat(120);
+    // The chain drops the cause's `server `…`: ` prefix, which the cut text then lacks.
+    let cause = format!("server `{server}`: {}", "c".repeat(50_000));
+    let limited = store.limit_error(ToolError::Transport {
+        server: Some(server),
+        tool: "t".repeat(120),
+        source: Box::new(Cause(cause)),
+    });
+    let text = crate::error_chain(&limited.error);
+    assert!(text.len() <= MAX, "{} B", text.len());
+    assert!(limited.handle.is_some());
+}
+
+#[test]
+fn a_run_keeps_its_spilled_outputs_when_dropping_them_would_not_make_room() {
+    let parent = tempfile::tempdir().unwrap();
+    let area = SpillArea::new(Some(parent.path().to_path_buf()));
+    let limits = spilling(parent.path(), 25_000).with_spill_area(area.clone());
+    let (a, b) = (OutputStore::new(limits.clone()), OutputStore::new(limits));
+    let kept = b.limit(ToolOutput::text("b".repeat(5_000))).handle.unwrap();
+    a.limit(ToolOutput::text("a".repeat(10_000)))
+        .handle
+        .unwrap();
+    a.limit(ToolOutput::text("a".repeat(8_000))).handle.unwrap();
+    // 23 000 bytes held; b's 5 000 freed would leave 18 000, too little for 10 000 more.
+    let refused = b.limit(ToolOutput::text("b".repeat(10_000)));
+    assert_eq!(refused.handle, None);
+    assert_eq!(b.read(&kept, 0, 2).unwrap().text, "bb", "b's output stays");
+    assert_eq!(area.bytes(), 23_000);
 }
