@@ -8,7 +8,7 @@ use mcp_config::REDACTED;
 use mcp_connector::ConnectionHandle;
 use nix::sys::signal::Signal;
 
-use crate::StdioError;
+use crate::error::StdioError;
 use crate::limits::Violation;
 use crate::process::Leader;
 use crate::stderr::StderrTail;
@@ -144,7 +144,9 @@ impl StdioHandle {
         &self.shared.server
     }
 
-    /// The server's pid, which is also its process group id.
+    /// The server's pid, which is also its process group id. On Linux, the pid of the
+    /// server's supervisor: the server's parent, which leads the group the server is in and
+    /// exits as the server does; signal the group (a negative pid) to reach the server.
     pub fn process_id(&self) -> u32 {
         self.shared.leader.pid()
     }

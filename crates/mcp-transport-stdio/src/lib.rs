@@ -88,6 +88,8 @@ mod process;
 #[cfg(target_os = "linux")]
 mod spawner;
 mod stderr;
+#[cfg(target_os = "linux")]
+mod supervisor;
 mod transport;
 #[cfg(target_os = "linux")]
 mod tree;
@@ -146,7 +148,8 @@ pub struct StdioOptions {
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// The default and largest [`StdioOptions::max_nesting_depth`]: 127, the deepest nesting
-/// rmcp's JSON parser (serde_json, recursion limit 128) reads.
+/// rmcp's JSON parser (serde_json, recursion limit 128) reads
+/// (docs/upstream.md#rmcp-stdio-dropped-lines).
 pub const MAX_NESTING_DEPTH: usize = limits::PARSER_MAX_DEPTH;
 
 impl Default for StdioOptions {

@@ -7,7 +7,7 @@
 //! current line and, outside JSON strings, its bracket depth. At the first byte over a limit
 //! it records the [`Violation`], hands rmcp only the complete lines before the offending one,
 //! and then reports end of file, so the session ends at once and every pending request fails
-//! with it instead of timing out.
+//! with it instead of timing out (docs/upstream.md#rmcp-stdio-dropped-lines).
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};

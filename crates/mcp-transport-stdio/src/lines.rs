@@ -4,7 +4,8 @@
 //! stdout (log lines such as `{"log": "starting"}`); rmcp answers well-formed JSON that is not
 //! a message with an Invalid Request error without an id, written straight to the server's
 //! stdin, and a server between lifecycles (after `server/discover` was refused, before
-//! `initialize`) may end on it. [`JsonRpcLines`] sits after [`crate::limits::Guarded`], so
+//! `initialize`) may end on it (docs/upstream.md#rmcp-stdio-invalid-request).
+//! [`JsonRpcLines`] sits after [`crate::limits::Guarded`], so
 //! every line is already bounded, and drops each complete line that lacks the `"jsonrpc"`
 //! substring (no JSON parsing). A line is held only until that substring shows up; from then
 //! on its bytes stream through unchanged, so at most one line's prefix and one read are held.

@@ -14,10 +14,13 @@
 //! The watcher is a plain thread, not a runtime task, so a session outlives neither its
 //! runtime's shutdown nor blocks it.
 //!
-//! On Linux the group is not the whole story: the leader is spawned by [`crate::spawner`]
-//! (it dies with the host) and every kill also freezes and kills the server's process tree
-//! ([`crate::tree`]), which finds what left the group with `setsid`; [`Leader::note_tree`]
-//! remembers the tree before steps that may end the leader (whose exit cuts the links).
+//! On Linux the group is not the whole story: the leader is the server's supervisor, spawned
+//! by [`crate::spawner`] (the server is its child, in its group; both die with the host, and
+//! so does everything the server started), and every kill also freezes and kills the
+//! supervisor's process tree ([`crate::tree`]), which finds what left the group with
+//! `setsid`; [`Leader::note_tree`] remembers the tree before steps that may end the leader
+//! (whose exit cuts the links). The leader's exit status is the server's (the supervisor
+//! mirrors it).
 
 use std::fmt;
 use std::process::{Child, Command, Stdio};

@@ -1,27 +1,17 @@
-//! Linux: servers die with the host, even when the host is SIGKILLed.
+//! Linux: every server is forked by one lifelong thread, through its supervisor.
 //!
-//! Each server is started with `PR_SET_PDEATHSIG = SIGKILL`, set in the child between fork and
-//! exec. The kernel sends that signal when the *thread* that forked the child exits, not the
-//! process: a Tokio blocking-pool thread ends after 10 s idle, and a library user's runtime
-//! threads come and go. So every server is forked by one dedicated thread, started on first
-//! use and never ended: it lives as long as the process, and the signal fires exactly when the
-//! host dies (however it dies).
+//! The forked child becomes the server's supervisor ([`crate::supervisor`]), which asks for a
+//! signal at its parent's death. The kernel sends that signal when the *thread* that forked
+//! the child exits, not the process: a Tokio blocking-pool thread ends after 10 s idle, and a
+//! library user's runtime threads come and go. So every server is forked by one dedicated
+//! thread, started on first use and never ended: it lives as long as the process, and the
+//! signal fires exactly when the host dies (however it dies).
 //!
-//! The child also becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`, kept across exec): a
-//! process of the server's that double-forks to escape (a daemon whose middle process exits)
-//! is re-parented to the server instead of to init, so it stays in the server's tree where
-//! [`crate::tree`] finds it at close. The cost to the server: it may inherit such orphans as
-//! children (zombies it did not start, until it exits).
-//!
-//! The pre-exec hook is this crate's one `unsafe` block; see its safety comment.
+//! The pre-exec hook is one of this crate's `unsafe` blocks; see its safety comment.
 
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, Sender, SyncSender};
 use std::sync::{Mutex, PoisonError};
-
-use nix::errno::Errno;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 
 /// One spawn request: the command, and where the spawner answers.
 struct Job {
@@ -32,8 +22,8 @@ struct Job {
 /// The spawner thread's queue; `None` until it is started (or after it died).
 static SPAWNER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
 
-/// Spawns `command` on the spawner thread, with the parent-death signal and the subreaper
-/// attribute set in the child. Blocks for as long as the fork and exec take.
+/// Spawns `command` on the spawner thread, under a supervisor: the [`Child`] is the
+/// supervisor, the server its child. Blocks for as long as the forks and the exec take.
 pub(crate) fn spawn(mut command: Command) -> std::io::Result<Child> {
     arm(&mut command);
     let (reply, answer) = mpsc::sync_channel(1);
@@ -86,30 +76,18 @@ fn start() -> std::io::Result<Sender<Job>> {
     Ok(jobs)
 }
 
-/// Sets the pre-exec hook: parent-death signal, subreaper attribute, and the check that the
-/// host did not die before the signal was armed.
+/// Sets the pre-exec hook: the child becomes the server's supervisor, which forks the server
+/// (see [`crate::supervisor`]).
 #[allow(unsafe_code)]
 fn arm(command: &mut Command) {
     use std::os::unix::process::CommandExt as _;
 
-    let host = Pid::this();
-    // SAFETY: the hook runs in the child after fork, before exec, where only async-signal-safe
-    // work is allowed (another thread of the parent may have held the allocator's lock at the
-    // fork). It makes three plain system calls — prctl(PR_SET_PDEATHSIG), prctl
-    // (PR_SET_CHILD_SUBREAPER) and getppid — through nix's thin wrappers, which neither
-    // allocate nor lock; its errors are `Errno` values turned into `io::Error` from the raw
-    // code, which does not allocate either. It captures only a `Pid` (a copied integer).
+    let host = nix::unistd::getpid().as_raw();
+    // SAFETY: the hook runs in the child after fork, before exec, which is what `split`
+    // requires; it captures only a pid (a copied integer). `split` makes only
+    // async-signal-safe system calls (see its module).
     unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            nix::sys::prctl::set_child_subreaper(true)?;
-            // The host died after the fork but before the signal was armed: the child was
-            // re-parented already and would never get it. Give up; exec does not happen.
-            if nix::unistd::getppid() != host {
-                return Err(Errno::ESRCH.into());
-            }
-            Ok(())
-        });
+        command.pre_exec(move || crate::supervisor::split(host, crate::supervisor::WAKE));
     }
 }
 
@@ -118,6 +96,9 @@ mod tests {
     use std::io::BufRead as _;
     use std::process::Stdio;
     use std::time::{Duration, Instant};
+
+    use nix::sys::signal::Signal;
+    use nix::unistd::Pid;
 
     use super::*;
 
@@ -132,7 +113,7 @@ mod tests {
     }
 
     #[test]
-    fn an_orphan_of_the_child_is_re_parented_to_the_child() {
+    fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
         // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
         let mut command = Command::new("sh");
         command
@@ -175,5 +156,151 @@ mod tests {
         }
         // Thread names are cut to 15 bytes in `comm`.
         assert_eq!(threads(), 1);
+    }
+
+    #[test]
+    fn the_supervisor_exits_as_its_server_did() {
+        use std::os::unix::process::ExitStatusExt as _;
+
+        let status = |script: &str| {
+            let mut command = Command::new("sh");
+            command.args(["-c", script]).stdin(Stdio::null());
+            spawn(command).unwrap().wait().unwrap()
+        };
+        assert_eq!(status("exit 7").code(), Some(7));
+        let killed = status("kill -USR1 $$");
+        assert_eq!(killed.signal(), Some(nix::libc::SIGUSR1), "{killed:?}");
+        assert!(!killed.core_dumped());
+    }
+
+    /// Set in the environment of [`host_in_a_foreign_proc`], run in a pid namespace of its own:
+    /// `P Q`, an outer process and its child.
+    const FOREIGN_PROC_HOST: &str = "MCP_STDIO_TEST_FOREIGN_PROC_HOST";
+
+    /// Makes `pid` the next pid of this pid namespace (needs its `CAP_SYS_ADMIN`).
+    fn next_pid(pid: u32) {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+    }
+
+    /// The host of [`a_supervisor_under_a_foreign_proc_kills_nothing_else_and_ends`], pid 1 of
+    /// a pid namespace whose `/proc` is the outer one's, where numbers name other processes.
+    /// Given an outer process `P` and its child `Q`, it starts a bystander as `Q` and its
+    /// server's supervisor as `P`: the outer `/proc` shows `Q` as the supervisor's child. The
+    /// server exits leaving an orphan. Prints the server's exit code and whether the bystander
+    /// still runs.
+    #[test]
+    #[ignore = "run by a_supervisor_under_a_foreign_proc_kills_nothing_else_and_ends"]
+    fn host_in_a_foreign_proc() {
+        let Some(pids) = std::env::var(FOREIGN_PROC_HOST).ok() else {
+            return;
+        };
+        let (p, q) = pids.split_once(' ').unwrap();
+        let (p, q): (u32, u32) = (p.parse().unwrap(), q.parse().unwrap());
+        // The spawner thread first: a thread takes a pid too.
+        spawn(Command::new("true")).unwrap().wait().unwrap();
+        next_pid(q);
+        let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
+        assert_eq!(bystander.id(), q);
+        next_pid(p);
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "(sleep 600 &); read line; exit 7"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
+        let mut server = spawn(command).unwrap();
+        assert_eq!(server.id(), p);
+        drop(server.stdin.take());
+        let code = server.wait().unwrap().code();
+        let runs = bystander.try_wait().unwrap().is_none();
+        println!("RESULT code={code:?} bystander_runs={runs}");
+    }
+
+    #[test]
+    fn a_supervisor_under_a_foreign_proc_kills_nothing_else_and_ends() {
+        let usable = Command::new("unshare")
+            .args(["-Urpf", "sh", "-c", "echo 1 >/proc/sys/kernel/ns_last_pid"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !usable {
+            eprintln!("note: skipping: `unshare -Urpf` (a user and pid namespace) is not allowed");
+            return;
+        }
+        // An outer process P with a child Q.
+        let mut decoy = Command::new("sh")
+            .args(["-c", "sleep 600 & echo $!; exec sleep 600"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(decoy.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let decoy_child: i32 = line.trim().parse().unwrap();
+        let mut host = Command::new("unshare")
+            .arg("-Urpf")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "spawner::tests::host_in_a_foreign_proc",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(FOREIGN_PROC_HOST, format!("{} {decoy_child}", decoy.id()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = host.stdout.take().unwrap();
+        let (result, said) = mpsc::channel();
+        std::thread::spawn(move || {
+            let found = std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .find_map(|l| l.strip_prefix("RESULT ").map(str::to_owned));
+            let _ = result.send(found);
+        });
+        // A failure bound only: the host answers as soon as its server's supervisor ends.
+        let answer = said.recv_timeout(Duration::from_secs(60));
+        // Ending the namespace's first process ends every process in it.
+        let _ = host.kill();
+        let _ = host.wait();
+        let _ = nix::sys::signal::kill(Pid::from_raw(decoy_child), Signal::SIGKILL);
+        let _ = decoy.kill();
+        let _ = decoy.wait();
+        let answer = answer.expect("the supervisor did not end within 60 s");
+        assert_eq!(
+            answer.as_deref(),
+            Some("code=Some(7) bystander_runs=true"),
+            "the host printed no result"
+        );
+    }
+
+    /// `Private_Dirty` of `pid`, in kB.
+    fn private_dirty_kb(pid: u32) -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Private_Dirty:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_supervisor_keeps_no_copy_of_what_the_host_rewrites() {
+        // Resident in the host before the spawn, rewritten after: without the release, the
+        // supervisor would keep the old 32 MiB as its own.
+        let mut heap = vec![1u8; 32 << 20];
+        let mut command = Command::new("sleep");
+        command.arg("600").stdin(Stdio::null());
+        let mut child = spawn(command).unwrap();
+        for byte in heap.iter_mut().step_by(4096) {
+            *byte = 2;
+        }
+        std::hint::black_box(&heap);
+        let kept = private_dirty_kb(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(kept < 8 << 10, "the supervisor keeps {kept} kB of its own");
     }
 }

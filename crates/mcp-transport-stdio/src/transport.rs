@@ -60,7 +60,8 @@ impl StdioTransport {
             shared.server.clone(),
         );
         let stdout = JsonRpcLines::new(stdout, shared.server.clone(), Some(shared.clone()));
-        // rmcp's own cap (which drops a line silently) stays above ours, line break included.
+        // rmcp's own cap (which drops a line silently) stays above ours, line break included
+        // (docs/upstream.md#rmcp-stdio-dropped-lines).
         let rmcp_cap = max_message_bytes.saturating_add(2);
         Self {
             inner: AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(rmcp_cap),

@@ -4,10 +4,10 @@
 //! `setsid` (or `setpgid`) is in a group and session of its own. Those are found by parent
 //! pid instead: the tree of a server is the server, its descendants, and every process in a
 //! group or session that one of them leads. Descendants stay findable while their ancestors
-//! live — a daemon's double fork re-parents to the server, a child subreaper (see
-//! [`crate::spawner`]) — but once the server itself exits, its children go to init and the
-//! link is lost. So the tree is also *noted* (pid and start time) just before each step that
-//! may end the server — closing its stdin, SIGTERM — and what was noted is killed with it.
+//! live — a daemon's double fork re-parents to the server's supervisor, a child subreaper
+//! (see [`crate::supervisor`]) — but once the supervisor is killed, its children go to init
+//! and the link is lost. So the tree is also *noted* (pid and start time) just before each
+//! step that may end it — closing its stdin, SIGTERM — and what was noted is killed with it.
 //!
 //! Killing is done frozen: SIGSTOP to every member, re-read `/proc` until no new member
 //! appears (a stopped process cannot fork; one that forked in between is found by the next
@@ -15,10 +15,9 @@
 //! again, so a pid reused by an unrelated process is not hit (the window left is the few
 //! microseconds between that reading and the signal).
 //!
-//! Not covered: processes that escaped and whose link was lost before any note (a server that
-//! crashed or exited on its own mid-session leaves its setsid children to init), and, when
-//! the host is SIGKILLed, anything but the server itself (the server gets SIGKILL from the
-//! kernel; nothing of the host runs to kill the rest).
+//! The supervisor covers the rest: when the server exits on its own (a crash mid-session)
+//! and when the host is SIGKILLed, it kills every process it holds. What this walk adds is
+//! the close that does not wait for the server: everything frozen and killed at once.
 
 use std::collections::{HashMap, HashSet};
 

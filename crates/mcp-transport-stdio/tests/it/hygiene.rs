@@ -20,6 +20,9 @@ use serde_json::json;
 /// Set in the environment of the re-executed test binary that plays the host.
 const HOST_ENV: &str = "MCP_STDIO_TEST_HOST";
 
+/// Where the host's server writes the pids of its escapees, if set.
+const ESCAPEES_ENV: &str = "MCP_STDIO_TEST_ESCAPEES";
+
 /// SIGKILLs a process when dropped, so a failing test leaves nothing behind.
 struct KillOnDrop(u32);
 
@@ -48,7 +51,8 @@ fn parent_and_session(pid: u32) -> Option<(u32, u32)> {
 
 /// The host of [`a_sigkilled_host_takes_its_server_along`]: opens a server that ignores both
 /// stdin closing and SIGTERM (and survives its pipes' reader dying), prints its pid once the
-/// handshake is done, and waits for its own stdin to close.
+/// handshake is done, and waits for its own stdin to close. With [`ESCAPEES_ENV`] set, the
+/// server also starts processes that try to outlive it (`--escapees`).
 #[test]
 #[ignore = "the host process that a_sigkilled_host_takes_its_server_along starts and kills"]
 fn host_process() {
@@ -57,7 +61,10 @@ fn host_process() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let args = StdioServerArgs::new(Mode::IgnoresStdinClose);
+        let mut args = StdioServerArgs::new(Mode::IgnoresStdinClose);
+        if let Some(path) = std::env::var_os(ESCAPEES_ENV) {
+            args = args.with_escapees(path);
+        }
         let (transport, handle) = connector().spawn(&spec("stubborn", &args)).await.unwrap();
         // After the handshake the server is up and serving, past its start-up output.
         let _client = rmcp::serve_client((), transport).await.unwrap();
@@ -69,9 +76,11 @@ fn host_process() {
     });
 }
 
-#[tokio::test]
-async fn a_sigkilled_host_takes_its_server_along() {
-    let mut host = std::process::Command::new(std::env::current_exe().unwrap())
+/// Starts [`host_process`] (its server started with `--escapees escapees`, if given), waits
+/// for its server, SIGKILLs the host and returns the server's pid.
+async fn sigkill_a_host(escapees: Option<&std::path::Path>) -> (u32, KillOnDrop) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "hygiene::host_process",
             "--exact",
@@ -81,9 +90,11 @@ async fn a_sigkilled_host_takes_its_server_along() {
         .env(HOST_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::inherit());
+    if let Some(path) = escapees {
+        command.env(ESCAPEES_ENV, path);
+    }
+    let mut host = command.spawn().unwrap();
     let _host_guard = KillOnDrop(host.id());
     let stdout = host.stdout.take().unwrap();
     let server: u32 = bounded(tokio::task::spawn_blocking(move || {
@@ -95,14 +106,42 @@ async fn a_sigkilled_host_takes_its_server_along() {
     .await
     .unwrap()
     .expect("the host printed its server's pid");
-    let _server_guard = KillOnDrop(server);
+    let server_guard = KillOnDrop(server);
     assert!(running(server));
 
     kill(pid(host.id()), Signal::SIGKILL).unwrap();
     assert!(host.wait().is_ok());
     // The host's stdin pipe is still open here: the host did not end on its own.
     drop(host.stdin.take());
+    (server, server_guard)
+}
+
+#[tokio::test]
+async fn a_sigkilled_host_takes_its_server_along() {
+    let (server, _guard) = sigkill_a_host(None).await;
     assert_not_running(server).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_host_takes_the_servers_whole_tree_along() {
+    let path = std::env::temp_dir().join(format!(
+        "mcp-stdio-escapees-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let (server, _guard) = sigkill_a_host(Some(&path)).await;
+    // Written before the server answered `initialize`, so before the host printed its pid.
+    // The server's own pid, then its four escapees'; `server` is the pid the host holds (the
+    // server's supervisor).
+    let mut all = mcp_test_kit::stdio::escapees(&path).expect("the server wrote its escapees");
+    let _ = std::fs::remove_file(&path);
+    let _guards: Vec<KillOnDrop> = all.iter().map(|&p| KillOnDrop(p)).collect();
+    assert_eq!(all.len(), 5);
+    all.push(server);
+    mcp_test_kit::procs::assert_none_running(&all).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +186,7 @@ async fn with_escaped_child(name: &str, escape: &str) -> (Started, KillOnDrop) {
     assert!(running(child));
     assert_eq!(group_of(child), Some(child), "left the server's group");
     if escape == "detach" {
-        // Its parent, a shell, exited; the server, a child subreaper, adopted it.
+        // Its parent, a shell, exited; the supervisor, a child subreaper, adopted it.
         let server = started.pid;
         let adopted = eventually(LIMIT, || {
             parent_and_session(child).is_some_and(|(parent, _)| parent == server)
