@@ -60,7 +60,7 @@ fn output_schema(schema: &Arc<JsonObject>) -> Arc<JsonObject> {
     }
 }
 
-/// The MCP result of one call (SPEC G2):
+/// The MCP result of one call:
 ///
 /// - structured output that is a JSON object → `structuredContent`, and its JSON text as the
 ///   content (or the tool's own content parts, when it gave some);

@@ -3,7 +3,7 @@
 //!
 //! A URL request's `notifications/elicitation/complete` goes to the client that was sent the
 //! request ([`Downstream::complete_from`]); rmcp 3.11 has no type of its own for it, so it
-//! travels as a custom notification.
+//! travels as a custom notification (docs/upstream.md#rmcp-elicitation-complete).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -237,7 +237,8 @@ impl Downstream {
         }
         let _stop_on_drop = stop.clone().drop_guard();
         // On a task of its own: the caller's task may be another session's request handler,
-        // whose request id rmcp would otherwise take for this request's origin.
+        // whose request id rmcp would otherwise take for this request's origin
+        // (docs/upstream.md#rmcp-originating-request).
         let task = tokio::spawn(async move {
             let handle = peer
                 .send_request_with_option(

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Where a server is in its life.
 ///
@@ -63,6 +64,20 @@ impl InFlight {
         *self.0.borrow()
     }
 
+    /// Resolves once nothing has been in flight for `quiet` without a break.
+    pub(crate) async fn quiet_for(&self, quiet: Duration) {
+        let mut rx = self.0.subscribe();
+        loop {
+            if rx.wait_for(|n| *n == 0).await.is_err() {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(quiet) => return,
+                changed = rx.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
     /// Waits until nothing is in flight, at most `timeout`; returns what is left.
     pub(crate) async fn drained(&self, timeout: Duration) -> usize {
         let mut rx = self.0.subscribe();
@@ -81,17 +96,34 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// The state of one server, shared by its parts.
+/// The state of one server, shared by its parts, and the signal that cuts off the calls
+/// that outlived the drain timeout.
 #[derive(Debug, Clone)]
-pub(crate) struct Lifecycle(Arc<watch::Sender<ServeState>>);
+pub(crate) struct Lifecycle(Arc<watch::Sender<ServeState>>, CancellationToken);
 
 impl Default for Lifecycle {
     fn default() -> Self {
-        Self(Arc::new(watch::Sender::new(ServeState::Serving)))
+        Self(
+            Arc::new(watch::Sender::new(ServeState::Serving)),
+            CancellationToken::new(),
+        )
     }
 }
 
+/// How long the calls cut off at the drain timeout get to send their error answers.
+pub(crate) const CUT_GRACE: Duration = Duration::from_secs(2);
+
 impl Lifecycle {
+    /// Cuts off every call still running: each answers with an error saying so.
+    pub(crate) fn cut(&self) {
+        self.1.cancel();
+    }
+
+    /// Resolves once the calls still running are cut off.
+    pub(crate) async fn cut_off(&self) {
+        self.1.cancelled().await;
+    }
+
     pub(crate) fn set(&self, state: ServeState) {
         self.0.send_replace(state);
     }

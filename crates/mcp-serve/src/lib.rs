@@ -3,7 +3,7 @@
 //! Any [`ToolCatalog`](agent_core::ToolCatalog) + [`ToolDispatcher`](agent_core::ToolDispatcher)
 //! — native tools, or an `mcp_client::McpRunner`, whose calls then go through its governed
 //! layer — becomes an MCP server with [`ToolServer`]: which tools are served is opt-in
-//! ([`Exposure`]), results follow SPEC G2 ([`call_result`]), and each downstream session's
+//! ([`Exposure`]), results are mapped by [`call_result`], and each downstream session's
 //! concurrent calls are bounded. Over HTTP ([`ToolServer::serve_http`]) every request is
 //! checked before rmcp sees it: the endpoint binds 127.0.0.1 unless told otherwise, validates
 //! `Origin` (403), requires the bearer token when [`BearerAuth`] is set — one token, or a JWT
@@ -54,6 +54,10 @@ mod drain;
 mod error;
 mod exposure;
 mod http;
+mod lines;
+mod list_changes;
+mod message;
+mod param_headers;
 mod per_session;
 mod progress;
 mod server;
@@ -66,8 +70,9 @@ pub use drain::{ServeState, ShutdownReport};
 pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
 pub use http::{BearerAuth, HttpOptions, HttpServer, JwksError, JwtAlgorithm, JwtAuth, RateLimit};
+pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};
-pub use server::{ToolListChanges, ToolServer};
+pub use server::ToolServer;
 pub use stdio::SessionServer;
 
 /// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.

@@ -7,7 +7,7 @@ use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 
 use crate::downstream::Downstream;
-use crate::server::ToolListChanges;
+use crate::list_changes::ToolListChanges;
 
 /// Why a session's tools could not be opened: shown to the downstream client, so it must
 /// hold no secret.

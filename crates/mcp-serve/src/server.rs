@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    ServerNotification, SubscriptionFilter, Tool, ToolListChangedNotification,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerNotification,
+    SubscriptionFilter, Tool, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -18,6 +19,7 @@ use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::exposure::Exposure;
+use crate::list_changes::ToolListChanges;
 use crate::per_session::{OpenTools, SessionTools};
 use crate::progress;
 
@@ -274,38 +276,6 @@ impl ToolServer {
             open_tools: InFlight::default(),
             max_open,
         })
-    }
-}
-
-/// A signal that the served catalog's tool list changed (see [`ToolServer::list_changes`]).
-/// Clones signal the same servers.
-///
-/// ```
-/// let changes = mcp_serve::ToolListChanges::new();
-/// changes.notify(); // no session yet: nothing to tell
-/// ```
-#[derive(Debug, Clone)]
-pub struct ToolListChanges(Arc<watch::Sender<u64>>);
-
-impl Default for ToolListChanges {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ToolListChanges {
-    /// A signal nobody has raised.
-    pub fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(0)))
-    }
-
-    /// Tells every session that the tool list changed.
-    pub fn notify(&self) {
-        self.0.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    fn subscribe(&self) -> watch::Receiver<u64> {
-        self.0.subscribe()
     }
 }
 
@@ -587,7 +557,7 @@ impl ServerHandler for Session {
         };
         // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
         // (a fixed catalog's were checked by the HTTP front already).
-        crate::http::check_param_headers(&tool, request.arguments.as_ref(), &context.extensions)?;
+        crate::param_headers::check_call(&tool, request.arguments.as_ref(), &context.extensions)?;
         if !self.shared.lifecycle.is_serving() {
             return Ok(error_result(format!(
                 "the server is shutting down; `{}` was not run",
@@ -634,7 +604,27 @@ impl ServerHandler for Session {
         tokio::select! {
             outcome = dispatch => Ok(call_result(outcome).into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
+            // A shutdown whose drain timeout ran out answers the call instead of dropping it.
+            () = self.shared.lifecycle.cut_off() => Err(ErrorData::internal_error(
+                format!("the server shut down before `{}` finished (drain timeout)", shown(&tool.name)),
+                None,
+            )),
         }
+    }
+
+    /// rmcp reads a request of a known method whose params do not fit it (`tools/call`
+    /// with `arguments` that are no object) as a custom one: it is answered -32602, not
+    /// "method not found" (docs/upstream.md#rmcp-unfit-params).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(
+            crate::message::unfit_params(&request.method, request.params.as_ref()).unwrap_or_else(
+                || ErrorData::new(ErrorCode::METHOD_NOT_FOUND, shown(&request.method), None),
+            ),
+        )
     }
 
     async fn initialize(

@@ -6,23 +6,27 @@ use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ErrorCode, ErrorData, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage,
 };
 use rmcp::service::{RunningServiceCancellationToken, serve_server};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::{IntoTransport, Transport};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::drain::{InFlight, InFlightGuard, Lifecycle, ServeState, ShutdownReport};
+use crate::drain::{CUT_GRACE, InFlight, InFlightGuard, Lifecycle, ServeState, ShutdownReport};
+use crate::lines::Lines;
 use crate::server::ToolServer;
 use crate::{ServeError, cut};
 
 impl ToolServer {
     /// Serves one session on this process's stdin and stdout (the way a desktop host runs an
     /// MCP server). A request line longer than [`max_request_bytes`](Self::max_request_bytes)
-    /// is dropped unread; a line that is not JSON is ignored and one that is JSON but no
-    /// JSON-RPC message is answered with an error; the session goes on either way.
+    /// is dropped unread and answered with an error naming the limit, as is one nested
+    /// deeper than 128 levels; a line that is not JSON is ignored; one that is JSON but no
+    /// JSON-RPC message is answered with an error (-32602 for a known method's unfitting
+    /// params, such as `tools/call` `arguments` that are no object); the session goes on
+    /// either way.
     ///
     /// ```no_run
     /// # async fn demo(server: mcp_serve::ToolServer) -> Result<(), mcp_serve::ServeError> {
@@ -32,9 +36,11 @@ impl ToolServer {
     /// # }
     /// ```
     pub async fn serve_stdio(self) -> Result<SessionServer, ServeError> {
-        let transport =
-            AsyncRwTransport::<RoleServer, _, _>::new(tokio::io::stdin(), tokio::io::stdout())
-                .with_max_line_length(self.max_request_bytes_value());
+        let transport = Lines::new(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            self.max_request_bytes_value(),
+        );
         self.serve_transport(transport).await
     }
 
@@ -167,7 +173,8 @@ impl SessionServer {
     }
 
     /// Shuts down gracefully: new calls are refused with an `isError` result, requests in
-    /// flight are answered (waiting at most `drain_timeout`), then the session closes, and
+    /// flight are answered (waiting at most `drain_timeout`; calls still running then are
+    /// answered with a JSON-RPC error saying the server shut down), then the session closes, and
     /// its per-session tools are closed (waiting at most `drain_timeout` again). Call it
     /// after [`wait`](Self::wait) too, to wait for those closes.
     pub async fn shutdown(mut self, drain_timeout: Duration) -> ShutdownReport {
@@ -176,6 +183,11 @@ impl SessionServer {
             self.lifecycle.set(ServeState::Draining);
         }
         let abandoned = self.in_flight.drained(drain_timeout).await;
+        if abandoned > 0 {
+            // Calls still running answer with an error instead of a closed session.
+            self.lifecycle.cut();
+            self.in_flight.drained(CUT_GRACE).await;
+        }
         if let Some(stop) = self.stop.take() {
             stop.cancel();
         }
@@ -236,8 +248,42 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Tracked<T> {
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
-        let message = self.inner.receive().await?;
-        match &message {
+        loop {
+            let message = self.inner.receive().await?;
+            if let JsonRpcMessage::Request(request) = &message
+                && lock(&self.pending).contains_key(&request.id)
+            {
+                // Two requests in flight under one id could not be told apart by their
+                // answers: the second is refused, the first goes on. Sent on a task of its
+                // own, so a cancelled `receive` cannot cut it short.
+                let id = request.id.clone();
+                let message = format!(
+                    "Invalid Request: a request with id {id} is already in flight; \
+                     use a new id for each request"
+                );
+                let error = ErrorData::new(ErrorCode::INVALID_REQUEST, message, None);
+                let sent = self
+                    .inner
+                    .send(ServerJsonRpcMessage::error(error, Some(id)));
+                tokio::spawn(sent);
+                continue;
+            }
+            self.track(&message);
+            return Some(message);
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        lock(&self.pending).clear();
+        self.inner.close().await
+    }
+}
+
+impl<T> Tracked<T> {
+    /// Counts a request as in flight until its answer is sent; a cancelled one is no longer
+    /// waited for.
+    fn track(&self, message: &ClientJsonRpcMessage) {
+        match message {
             JsonRpcMessage::Request(request) => {
                 let guard = self.in_flight.enter();
                 lock(&self.pending).insert(request.id.clone(), guard);
@@ -253,11 +299,5 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Tracked<T> {
             }
             _ => {}
         }
-        Some(message)
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        lock(&self.pending).clear();
-        self.inner.close().await
     }
 }

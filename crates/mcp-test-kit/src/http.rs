@@ -78,6 +78,69 @@ where
     serve_handler_http_with(factory, CancellationToken::new()).await
 }
 
+/// An HTTP endpoint that answers every request with `status`, the `headers` given and an
+/// empty body: a server that refuses everything (say 401 with a `WWW-Authenticate`
+/// challenge, or 503).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let locked = mcp_test_kit::serve_status(401, &[("www-authenticate", "Bearer realm=\"x\"")]).await?;
+/// assert!(locked.url().ends_with("/mcp"));
+/// locked.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn serve_status(status: u16, headers: &[(&str, &str)]) -> std::io::Result<HttpServer> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let headers: Arc<Vec<(String, String)>> = Arc::new(
+        headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    let stop = CancellationToken::new();
+    let accept_stop = stop.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                () = accept_stop.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(_) => continue,
+                },
+            };
+            let headers = headers.clone();
+            let service = hyper::service::service_fn(move |_request| {
+                let mut response = hyper::Response::builder().status(status);
+                for (name, value) in headers.iter() {
+                    response = response.header(name.as_str(), value.as_str());
+                }
+                let response = response
+                    .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                    .map_err(std::io::Error::other);
+                std::future::ready(response)
+            });
+            let conn_stop = accept_stop.clone();
+            tokio::spawn(async move {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service);
+                tokio::select! {
+                    _ = conn => {}
+                    () = conn_stop.cancelled() => {}
+                }
+            });
+        }
+    });
+    Ok(HttpServer {
+        url: format!("http://{addr}/mcp"),
+        addr,
+        stop,
+        task: Some(task),
+    })
+}
+
 async fn serve_handler_http_with<S, F>(
     factory: F,
     stop: CancellationToken,

@@ -43,6 +43,7 @@
 //! A test double: depends on rmcp and the HTTP server stack only, never on this workspace's
 //! product crates, so any of them can use it as a dev-dependency.
 
+mod escape;
 pub mod hostile;
 mod http;
 mod memory;
@@ -52,7 +53,7 @@ mod schema;
 mod server;
 pub mod stdio;
 
-pub use http::{HttpServer, serve_handler_http, serve_http};
+pub use http::{HttpServer, serve_handler_http, serve_http, serve_status};
 pub use memory::{serve_handler_in_memory, serve_in_memory};
 pub use observe::{Event, Observations, RecordFile, Snapshot};
 pub use server::{CrashAction, TestServer, TestServerOptions};

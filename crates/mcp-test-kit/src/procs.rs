@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// How long the assertions below wait for processes to stop: a bound for failing, never a
+/// delay (they return as soon as the processes are gone), generous for a loaded machine.
+const BOUND: Duration = Duration::from_secs(20);
+
 /// The state letter of `pid` (`R`, `S`, `Z`, …), or `None` when no such process exists.
 pub fn state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -58,10 +62,10 @@ pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> b
     }
 }
 
-/// Asserts that every pid of `pids`, and its process group, is gone, waiting at most 5 s
+/// Asserts that every pid of `pids`, and its process group, is gone, waiting at most 20 s
 /// (SIGKILL and reaping are asynchronous).
 pub async fn assert_gone(pids: &[u32]) {
-    let all_gone = eventually(Duration::from_secs(5), || pids.iter().all(|&p| gone(p))).await;
+    let all_gone = eventually(BOUND, || pids.iter().all(|&p| gone(p))).await;
     let left: Vec<String> = pids
         .iter()
         .filter(|&&p| !gone(p))
@@ -77,11 +81,27 @@ pub async fn assert_gone(pids: &[u32]) {
 }
 
 /// Asserts that `pid` does not run (gone, or a zombie waiting for whoever adopted it), waiting
-/// at most 5 s.
+/// at most 20 s.
 pub async fn assert_not_running(pid: u32) {
-    let stopped = eventually(Duration::from_secs(5), || {
-        state(pid).is_none_or(|s| s == 'Z')
-    })
-    .await;
+    let stopped = eventually(BOUND, || state(pid).is_none_or(|s| s == 'Z')).await;
     assert!(stopped, "process {pid} still runs ({:?})", state(pid));
+}
+
+/// Asserts that none of `pids` runs (each gone, or a zombie), waiting at most 20 s; the message
+/// counts and lists those left running.
+pub async fn assert_none_running(pids: &[u32]) {
+    let running_now = || {
+        pids.iter()
+            .copied()
+            .filter(|&p| running(p))
+            .collect::<Vec<_>>()
+    };
+    eventually(BOUND, || running_now().is_empty()).await;
+    let left = running_now();
+    assert!(
+        left.is_empty(),
+        "{} of {} processes still run: {left:?}",
+        left.len(),
+        pids.len()
+    );
 }

@@ -101,6 +101,13 @@ pub struct StdioServerArgs {
     /// URL as the first line of stdout and runs until stdin closes.
     #[arg(long)]
     pub http: bool,
+    /// Hostile: before serving, start four 10-minute `sleep` processes that try to outlive the
+    /// server — one in its process group, one orphaned in its group (a shell that exits at
+    /// once), one in a session of its own (`setsid`), one orphaned in a session of its own (a
+    /// daemon's double fork) — and write the server's own pid and then theirs to this file,
+    /// one a line ([`escapees`] reads it).
+    #[arg(long, value_name = "FILE")]
+    pub escapees: Option<PathBuf>,
 }
 
 impl StdioServerArgs {
@@ -148,6 +155,12 @@ impl StdioServerArgs {
         self
     }
 
+    /// Starts processes that try to outlive the server, their pids written to `path`.
+    pub fn with_escapees(mut self, path: impl Into<PathBuf>) -> Self {
+        self.escapees = Some(path.into());
+        self
+    }
+
     /// Prints non-JSON lines on stdout before speaking MCP.
     pub fn with_stdout_noise(mut self) -> Self {
         self.stdout_noise = true;
@@ -188,6 +201,9 @@ impl StdioServerArgs {
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
             args.extend(["--record".to_owned(), path.display().to_string()]);
+        }
+        if let Some(path) = &self.escapees {
+            args.extend(["--escapees".to_owned(), path.display().to_string()]);
         }
         args
     }
@@ -242,6 +258,9 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
         std::process::id()
     );
 
+    if let Some(path) = &args.escapees {
+        crate::escape::start_escapees(path, 600)?;
+    }
     if args.mode == Mode::GarbageOnStdout {
         return garbage().await;
     }
@@ -274,6 +293,12 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
         std::future::pending::<()>().await;
     }
     Ok(0)
+}
+
+/// What a server started with `--escapees path` wrote, once it has written it all (`None`
+/// before): its own pid, then the pids of the four processes it left.
+pub fn escapees(path: &std::path::Path) -> Option<Vec<u32>> {
+    crate::escape::read_escapees(path)
 }
 
 async fn serve_stdio<S: ServerHandler>(server: S) {
@@ -457,6 +482,7 @@ mod tests {
             header_params: true,
             ask: true,
             suite_tools: true,
+            escapees: Some(PathBuf::from("/tmp/e.pids")),
         };
         let parsed = StdioServerArgs::try_parse_from(
             std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),
@@ -465,6 +491,7 @@ mod tests {
         assert_eq!(parsed.to_args(), args.to_args());
         assert_eq!(parsed.mode, Mode::SlowInitialize);
         assert_eq!(parsed.record, args.record);
+        assert_eq!(parsed.escapees, args.escapees);
         assert!(parsed.server_options().header_params);
         assert!(parsed.server_options().ask);
         assert!(parsed.server_options().suite_tools);

@@ -1,6 +1,7 @@
 //! A few native tools served as an MCP server: `mcp-serve-demo stdio`, or
 //! `mcp-serve-demo http [ADDR]` (prints `listening on <url>` on stderr once bound; the
-//! `MCP_SERVE_DEMO_TOKEN` variable, when set, is the bearer token clients must send).
+//! `MCP_SERVE_DEMO_TOKEN` variable, when set, is the bearer token clients must send;
+//! `MCP_SERVE_DEMO_TIMEOUT_MS`, when set, is the header, body and idle timeout).
 //! SIGTERM or SIGINT shuts it down gracefully.
 //!
 //! Tools: `echo` (its arguments back, a mapping), `add` (`a + b`, a scalar), `greet` (text),
@@ -142,6 +143,16 @@ async fn serve_http(server: ToolServer, addr: Option<&String>) -> Result<(), Str
     }
     if let Ok(token) = std::env::var("MCP_SERVE_DEMO_TOKEN") {
         options = options.with_auth(BearerAuth::new(token));
+    }
+    if let Ok(ms) = std::env::var("MCP_SERVE_DEMO_TIMEOUT_MS") {
+        let ms: u64 = ms
+            .parse()
+            .map_err(|e| format!("MCP_SERVE_DEMO_TIMEOUT_MS: {e}"))?;
+        let timeout = std::time::Duration::from_millis(ms);
+        options = options
+            .with_header_read_timeout(timeout)
+            .with_body_read_timeout(timeout)
+            .with_idle_timeout(timeout);
     }
     let http = server
         .serve_http(options)

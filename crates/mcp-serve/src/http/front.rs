@@ -2,8 +2,10 @@
 //! token, the body's size. Each refusal is answered here, so a hostile request never reaches a
 //! session or the dispatcher. A body that is no JSON-RPC message a client may send is refused
 //! by rmcp's own reading of it, before any session sees it, and answered here in JSON-RPC
-//! ([`check_message`]): the front parses the body itself only when refused, for a 2026-07-28
-//! request (its `Mcp-Param-*` check reads the call's arguments) or at the session limit.
+//! ([`check_message`]; rmcp's own answer is a plain-text 415:
+//! docs/upstream.md#rmcp-http-body-refusal): the front parses the body itself only when
+//! refused, for a 2026-07-28 request (its `Mcp-Param-*` check reads the call's arguments) or
+//! at the session limit.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -17,16 +19,17 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, JsonRpcError, RequestId};
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, RequestId};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::Value;
 use url::Url;
 
 use super::auth::{BearerAuth, Verdict};
+use super::ids::{IdGuard, Ids};
 use super::limit::Limiter;
-use super::params;
 use crate::drain::{InFlight, InFlightGuard};
+use crate::param_headers as params;
 use crate::server::{Session, ToolServer};
 
 /// The rmcp service behind the checks.
@@ -43,12 +46,18 @@ pub(crate) struct Front {
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) auth: Option<BearerAuth>,
     pub(crate) max_body: usize,
+    /// How long a request's body may take to arrive, whole.
+    pub(crate) body_timeout: std::time::Duration,
     /// POST exchanges whose answer is not yet sent whole.
     pub(crate) in_flight: InFlight,
+    /// Request ids in flight per session.
+    pub(crate) ids: Ids,
     /// Initialised sessions not yet ended, and their bound.
     pub(crate) live: Arc<AtomicUsize>,
     pub(crate) max_sessions: Option<usize>,
     pub(crate) limiter: Option<Limiter>,
+    /// Requests failing authentication, per client address (only with auth).
+    pub(crate) auth_failures: Option<Limiter>,
     /// The served catalog, whose tools' `x-mcp-header` declarations the front checks.
     pub(crate) catalog: ToolServer,
 }
@@ -57,7 +66,7 @@ pub(crate) struct Front {
 /// dropped).
 pub(crate) struct Counted {
     inner: BoxBody<Bytes, Infallible>,
-    _guard: Option<InFlightGuard>,
+    _guard: Option<(InFlightGuard, Option<IdGuard>)>,
 }
 
 impl Body for Counted {
@@ -106,19 +115,6 @@ fn json(status: StatusCode, body: &Value) -> Response<Counted> {
     response
 }
 
-/// A JSON-RPC error answering a message the server could not take, with HTTP 400.
-fn jsonrpc_error(
-    id: Option<RequestId>,
-    code: ErrorCode,
-    message: &'static str,
-) -> Response<Counted> {
-    let error = JsonRpcError::new(id, ErrorData::new(code, message, None));
-    json(
-        StatusCode::BAD_REQUEST,
-        &serde_json::to_value(error).unwrap_or(Value::Null),
-    )
-}
-
 impl Front {
     pub(crate) async fn handle(
         self: Arc<Self>,
@@ -128,12 +124,7 @@ impl Front {
         if let Some(limiter) = &self.limiter
             && let Err(wait) = limiter.take(client)
         {
-            let mut response = plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
-            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
-            return response;
+            return too_many(wait, "Too Many Requests");
         }
         let path = request.uri().path();
         if self.metadata_paths.iter().any(|p| p == path) && self.auth.is_some() {
@@ -145,7 +136,7 @@ impl Front {
         if let Some(refused) = self.check_origin(request.headers()) {
             return refused;
         }
-        if let Some(refused) = self.check_auth(request.headers()).await {
+        if let Some(refused) = self.check_auth(request.headers(), client).await {
             return refused;
         }
         let (parts, body) = request.into_parts();
@@ -154,7 +145,8 @@ impl Front {
             let request = Request::from_parts(parts, Full::new(Bytes::new()));
             let mut response = self.forward(request, None).await;
             // A session ended by DELETE is answered `204 No Content` (rmcp says `202`, which
-            // clients such as the Python SDK report as a failed termination).
+            // clients such as the Python SDK report as a failed termination:
+            // docs/upstream.md#rmcp-delete-202).
             if ends_session && response.status() == StatusCode::ACCEPTED {
                 *response.status_mut() = StatusCode::NO_CONTENT;
             }
@@ -171,14 +163,32 @@ impl Front {
             // A body that is no message is answered as such first, whatever else is wrong.
             return check_message(&body).unwrap_or(refused);
         }
-        let guard = self.in_flight.enter();
+        let id = match self.ids.enter(&parts.headers, &body) {
+            Ok(id) => id,
+            Err(id) => {
+                let message = format!(
+                    "Invalid Request: a request with id {id} is already in flight in this \
+                     session; use a new id for each request"
+                );
+                let error = JsonRpcError::new(
+                    Some(id),
+                    ErrorData::new(ErrorCode::INVALID_REQUEST, message, None),
+                );
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    &serde_json::to_value(error).unwrap_or(Value::Null),
+                );
+            }
+        };
+        let guard = (self.in_flight.enter(), id);
         let request = Request::from_parts(parts, Full::new(body.clone()));
         let response = self.forward(request, Some(guard)).await;
         // rmcp reads the body as one client message before anything else acts on it, and
         // refuses it (415) when it is none: only a refused body is read again here, to answer
         // in JSON-RPC why. Its checks that come before that read (`Accept`, `Content-Type`,
         // `Host`: all 4xx) give way to this answer too, so a body that is no message gets it
-        // whatever else is wrong, and a message is read once.
+        // whatever else is wrong, and a message is read once
+        // (docs/upstream.md#rmcp-http-body-refusal).
         if response.status().is_client_error()
             && let Some(refused) = check_message(&body)
         {
@@ -190,7 +200,7 @@ impl Front {
     async fn forward(
         &self,
         request: Request<Full<Bytes>>,
-        guard: Option<InFlightGuard>,
+        guard: Option<(InFlightGuard, Option<IdGuard>)>,
     ) -> Response<Counted> {
         self.mcp.handle(request).await.map(|inner| Counted {
             inner,
@@ -281,11 +291,28 @@ impl Front {
         (!allowed).then(|| plain(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed"))
     }
 
-    async fn check_auth(&self, headers: &http::HeaderMap) -> Option<Response<Counted>> {
+    /// A request without valid credentials is answered `401`. An address whose requests
+    /// failed it too often is answered `429` instead, before its credentials are checked.
+    async fn check_auth(
+        &self,
+        headers: &http::HeaderMap,
+        client: IpAddr,
+    ) -> Option<Response<Counted>> {
         let auth = self.auth.as_ref()?;
+        if let Some(failures) = &self.auth_failures
+            && let Err(wait) = failures.available(client)
+        {
+            return Some(too_many(
+                wait,
+                "Too Many Requests: too many failed authentications from this address",
+            ));
+        }
         let verdict = auth.check(headers, &self.resource).await;
         if verdict == Verdict::Allowed {
             return None;
+        }
+        if let Some(failures) = &self.auth_failures {
+            let _ = failures.take(client);
         }
         let mut response = plain(StatusCode::UNAUTHORIZED, "Unauthorized");
         if let Ok(value) = HeaderValue::from_str(&auth.challenge(&self.metadata_url, verdict)) {
@@ -296,11 +323,32 @@ impl Front {
         Some(response)
     }
 
-    /// The whole body, at most `max_body` bytes. Beyond, `413` — before reading when the
-    /// length is declared — and the rest of the upload is read and dropped in the background
-    /// (at most [`LINGER_BYTES`] for [`LINGER_TIME`]), so a client still sending gets to read
-    /// the answer instead of a reset connection.
+    /// The whole body, at most `max_body` bytes within `body_timeout`. Beyond the size,
+    /// `413` — before reading when the length is declared — and the rest of the upload is
+    /// read and dropped in the background (at most [`LINGER_BYTES`] for [`LINGER_TIME`]), so
+    /// a client still sending gets to read the answer instead of a reset connection. Beyond
+    /// the time, `408` and the connection is closed.
     async fn read_body(
+        &self,
+        headers: &http::HeaderMap,
+        body: Incoming,
+    ) -> Result<Bytes, Response<Counted>> {
+        match tokio::time::timeout(self.body_timeout, self.read_body_untimed(headers, body)).await {
+            Ok(read) => read,
+            Err(_) => {
+                let mut response = plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "Request Timeout: the body did not arrive in time",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                Err(response)
+            }
+        }
+    }
+
+    async fn read_body_untimed(
         &self,
         headers: &http::HeaderMap,
         mut body: Incoming,
@@ -331,6 +379,16 @@ impl Front {
     }
 }
 
+/// `429 Too Many Requests` saying `text`, with `Retry-After` (whole seconds, at least 1).
+fn too_many(wait: std::time::Duration, text: &'static str) -> Response<Counted> {
+    let mut response = plain(StatusCode::TOO_MANY_REQUESTS, text);
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
 /// How much of an oversized upload is read and dropped after the `413`, and for how long.
 const LINGER_BYTES: usize = 64 * 1024 * 1024;
 const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(5);
@@ -356,33 +414,17 @@ fn too_large(mut body: Incoming) -> Response<Counted> {
     response
 }
 
-/// The body must be one JSON-RPC message: not JSON → a parse error (-32700); JSON but no
-/// message a client may send → an invalid request (-32600), with the request's id when it
-/// has a readable one. `None` when the body is a message.
+/// The body must be one JSON-RPC message: not JSON → a parse error (-32700); a request of a
+/// known method whose params do not fit it → invalid params (-32602); any other JSON that is
+/// no message a client may send → an invalid request (-32600); with the request's id when it
+/// has a readable one (see [`crate::message::refusal`]). `None` when the body is a message.
 fn check_message(body: &[u8]) -> Option<Response<Counted>> {
-    // A message reads in one pass; only a refused body is read again, to say why.
-    if serde_json::from_slice::<ClientJsonRpcMessage>(body).is_ok() {
-        return None;
-    }
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        return Some(jsonrpc_error(
-            None,
-            ErrorCode::PARSE_ERROR,
-            "Parse error: the body is not JSON",
-        ));
-    };
-    let id = value
-        .get("id")
-        .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
-    serde_json::from_value::<ClientJsonRpcMessage>(value)
-        .err()
-        .map(|_| {
-            jsonrpc_error(
-                id,
-                ErrorCode::INVALID_REQUEST,
-                "Invalid Request: the body is not a JSON-RPC message a client may send",
-            )
-        })
+    let (id, error) = crate::message::refusal(body, false)?;
+    let error = JsonRpcError::new(id, error);
+    Some(json(
+        StatusCode::BAD_REQUEST,
+        &serde_json::to_value(error).unwrap_or(Value::Null),
+    ))
 }
 
 /// An origin as `scheme://host[:port]`, the port left out when it is the scheme's default.

@@ -67,6 +67,27 @@ impl Limiter {
         self.take_at(client, Instant::now())
     }
 
+    /// Whether `client` has a token, without taking it: `Ok` when it has, else how long
+    /// until it has.
+    pub(crate) fn available(&self, client: IpAddr) -> Result<(), Duration> {
+        self.available_at(client, Instant::now())
+    }
+
+    fn available_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        let buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(bucket) = buckets.get(&client) else {
+            return Ok(());
+        };
+        let rate = self.limit.per_second;
+        let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate)
+            .min(f64::from(self.limit.burst));
+        if refilled >= 1.0 {
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
+        }
+    }
+
     fn take_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let burst = f64::from(self.limit.burst);
         let rate = self.limit.per_second;
@@ -113,7 +134,21 @@ mod tests {
             limiter.take_at(b, t0).is_ok(),
             "another client has its own bucket"
         );
+        assert!(
+            limiter.available_at(a, t0).is_err(),
+            "looking takes nothing"
+        );
+        assert!(
+            limiter
+                .available_at(a, t0 + Duration::from_millis(500))
+                .is_ok()
+        );
         assert!(limiter.take_at(a, t0 + Duration::from_millis(500)).is_ok());
         assert!(limiter.take_at(a, t0 + Duration::from_millis(500)).is_err());
+        assert!(
+            limiter
+                .available_at("127.0.0.9".parse().unwrap(), t0)
+                .is_ok()
+        );
     }
 }

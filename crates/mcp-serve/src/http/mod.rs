@@ -4,9 +4,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -17,22 +14,23 @@ use tokio_util::task::TaskTracker;
 use url::Url;
 
 use crate::ServeError;
-use crate::drain::{InFlight, Lifecycle, ServeState, ShutdownReport};
+use crate::drain::{CUT_GRACE, InFlight, Lifecycle, ServeState, ShutdownReport};
 use crate::server::ToolServer;
 
+mod accept;
 mod auth;
+mod conn;
 mod front;
+mod ids;
 mod jwks;
 mod jwt;
 mod limit;
-mod params;
 
 pub use auth::BearerAuth;
 use front::Front;
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
-pub(crate) use params::check_call as check_param_headers;
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
 ///
@@ -79,6 +77,30 @@ pub struct HttpOptions {
     pub max_sessions: Option<usize>,
     /// Requests per second per client address. Default none.
     pub rate_limit: Option<RateLimit>,
+    /// Requests failing authentication, per client address: once an address has used its
+    /// budget, its requests are answered `429 Too Many Requests` (with `Retry-After`)
+    /// without being checked, valid tokens from that address included, until the budget
+    /// refills. Default 1 a second in bursts of 10; `None` turns it off.
+    pub auth_failure_limit: Option<RateLimit>,
+    /// Connections open at once. One more is answered `503 Service Unavailable` (with
+    /// `Retry-After`) and closed at once, before anything is read. Default 512.
+    pub max_connections: usize,
+    /// Connections open at once from one client address, refused like those beyond
+    /// [`max_connections`](Self::max_connections). Default none: behind a proxy every client
+    /// has the proxy's address.
+    pub max_connections_per_address: Option<usize>,
+    /// How long a client may take to send a request's head (line and headers), counted from
+    /// when the connection waits for it: on a kept-alive HTTP/1 connection that is its idle
+    /// time too. Beyond, the connection is closed. Default 30 s.
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body, whole. Beyond, `408 Request
+    /// Timeout` and the connection is closed. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// A connection with no request in progress for this long is closed (HTTP/2, and a
+    /// connection that sent nothing yet; see also
+    /// [`header_read_timeout`](Self::header_read_timeout)). An open event stream is a
+    /// request in progress. Default 60 s.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -94,6 +116,12 @@ impl Default for HttpOptions {
             sse_keep_alive: Some(Duration::from_secs(15)),
             max_sessions: None,
             rate_limit: None,
+            auth_failure_limit: Some(RateLimit::new(1.0, 10)),
+            max_connections: 512,
+            max_connections_per_address: None,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -174,6 +202,48 @@ impl HttpOptions {
         self.rate_limit = Some(limit);
         self
     }
+
+    /// Sets [`auth_failure_limit`](Self::auth_failure_limit) (`None`: off).
+    #[must_use]
+    pub fn with_auth_failure_limit(mut self, limit: Option<RateLimit>) -> Self {
+        self.auth_failure_limit = limit;
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections) (at least 1).
+    #[must_use]
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        self
+    }
+
+    /// Sets [`max_connections_per_address`](Self::max_connections_per_address) (at least 1).
+    #[must_use]
+    pub fn with_max_connections_per_address(mut self, max: usize) -> Self {
+        self.max_connections_per_address = Some(max.max(1));
+        self
+    }
+
+    /// Sets [`header_read_timeout`](Self::header_read_timeout) (at least 1 ms).
+    #[must_use]
+    pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets [`body_read_timeout`](Self::body_read_timeout) (at least 1 ms).
+    #[must_use]
+    pub fn with_body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_read_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets [`idle_timeout`](Self::idle_timeout) (at least 1 ms).
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
 }
 
 /// A running streamable HTTP endpoint. Dropping it stops it at once; [`shutdown`](Self::shutdown)
@@ -229,6 +299,7 @@ pub struct HttpServer {
     /// Drops every connection still open.
     hard_stop: CancellationToken,
     connections: TaskTracker,
+    slots: Arc<accept::Slots>,
     accept: Option<JoinHandle<()>>,
 }
 
@@ -322,23 +393,38 @@ impl ToolServer {
             allowed_origins: endpoint.origins,
             auth: options.auth.clone(),
             max_body: self.max_request_bytes_value(),
+            body_timeout: options.body_read_timeout,
             in_flight: in_flight.clone(),
+            ids: ids::Ids::default(),
             live,
             max_sessions: options.max_sessions,
             limiter: options.rate_limit.map(limit::Limiter::new),
+            auth_failures: options
+                .auth_failure_limit
+                .filter(|_| options.auth.is_some())
+                .map(limit::Limiter::new),
             catalog: self.clone(),
         });
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();
         let accepting = CancellationToken::new();
-        let accept = tokio::spawn(accept_loop(
+        let slots = Arc::new(accept::Slots::new(accept::Caps {
+            total: options.max_connections,
+            per_address: options.max_connections_per_address,
+        }));
+        let accept = tokio::spawn(accept::accept_loop(
             listener,
             front,
-            Loop {
+            accept::Loop {
                 accepting: accepting.clone(),
                 lifecycle: lifecycle.clone(),
                 connections: connections.clone(),
                 hard_stop: hard_stop.clone(),
+                slots: slots.clone(),
+                timeouts: conn::Timeouts {
+                    header: options.header_read_timeout,
+                    idle: options.idle_timeout,
+                },
             },
         ));
         Ok(HttpServer {
@@ -353,6 +439,7 @@ impl ToolServer {
             accepting,
             hard_stop,
             connections,
+            slots,
             accept: Some(accept),
         })
     }
@@ -405,59 +492,6 @@ impl Endpoint {
     }
 }
 
-/// What the accept loop and its connections watch.
-struct Loop {
-    accepting: CancellationToken,
-    lifecycle: Lifecycle,
-    connections: TaskTracker,
-    hard_stop: CancellationToken,
-}
-
-async fn accept_loop(listener: TcpListener, front: Arc<Front>, watch: Loop) {
-    let Loop {
-        accepting,
-        lifecycle,
-        connections,
-        hard_stop,
-    } = watch;
-    loop {
-        let stream = tokio::select! {
-            () = accepting.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                // A failed accept (e.g. out of file descriptors) ends no one else's connection.
-                Err(_) => continue,
-            },
-        };
-        // Responses go out in several small writes (headers, events): without TCP_NODELAY
-        // each exchange would wait for the client's delayed ACK.
-        let (stream, peer) = stream;
-        let _ = stream.set_nodelay(true);
-        let front = front.clone();
-        let lifecycle = lifecycle.clone();
-        let hard_stop = hard_stop.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request| {
-                let front = front.clone();
-                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer.ip()).await) }
-            });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => return,
-                () = lifecycle.leaving() => connection.as_mut().graceful_shutdown(),
-                () = hard_stop.cancelled() => return,
-            }
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = hard_stop.cancelled() => {}
-            }
-        });
-    }
-    // The listener drops here: no new connection is accepted.
-}
-
 impl HttpServer {
     /// The endpoint's URL (the public URL when one was given).
     pub fn url(&self) -> &Url {
@@ -479,9 +513,15 @@ impl HttpServer {
         self.lifecycle.watch()
     }
 
+    /// Connections open now (at most [`HttpOptions::max_connections`]).
+    pub fn connections(&self) -> usize {
+        self.slots.open()
+    }
+
     /// Shuts down gracefully: closes the listener (then the state is
     /// [`ServeState::Draining`]), refuses new calls (an `isError` result), lets exchanges in flight finish and their answers go out (waiting
-    /// at most the drain timeout), then ends every session and event stream, closes
+    /// at most the drain timeout; calls still running then are answered with a JSON-RPC
+    /// error saying the server shut down), then ends every session and event stream, closes
     /// every connection, and waits (at most the drain timeout again) until the tools opened
     /// per session are closed.
     pub async fn shutdown(mut self) -> ShutdownReport {
@@ -493,6 +533,12 @@ impl HttpServer {
         }
         self.lifecycle.set(ServeState::Draining);
         let abandoned = self.in_flight.drained(self.drain_timeout).await;
+        if abandoned > 0 {
+            // Calls still running answer with an error, so no client is left with a closed
+            // stream instead of an answer.
+            self.lifecycle.cut();
+            self.in_flight.drained(CUT_GRACE).await;
+        }
         self.sessions.cancel();
         self.connections.close();
         // Connections end once their streams do; what still hangs after a short grace is

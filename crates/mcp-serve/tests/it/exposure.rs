@@ -1,4 +1,4 @@
-//! Exposure is opt-in (SPEC G3): a tool not exposed is neither listed nor callable, and a
+//! Exposure is opt-in: a tool not exposed is neither listed nor callable, and a
 //! call of it never reaches the dispatcher. Also the per-session bound on calls in flight and
 //! tool-list change notifications.
 

@@ -224,6 +224,27 @@ async fn malformed_json_rpc_is_answered_and_the_server_stays_up() {
     assert_eq!(answer.status, 406);
     assert_eq!(tools.calls(), 0);
 
+    // In a session, `tools/call` whose `arguments` are no object: invalid params (-32602).
+    let opened = send("POST", url, POST_HEADERS, initialize_body()).await;
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let in_session = with(&[
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    send("POST", url, &in_session, initialized).await;
+    let bad = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"mapping","arguments":[1,2]}}"#;
+    let answer = send("POST", url, &in_session, bad).await;
+    assert!(
+        answer.body.contains(r#""code":-32602"#) && answer.body.contains(r#""id":9"#),
+        "{}",
+        answer.body
+    );
+    assert_eq!(tools.calls(), 0);
+
     let out = crate::support::call_through(&runner, "scalar", json!({"a": 2, "b": 3})).await;
     assert_eq!(out.unwrap().structured, Some(json!({"result": 5.0})));
     agent_core::Runner::close(&runner).await;

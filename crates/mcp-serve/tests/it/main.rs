@@ -1,5 +1,7 @@
 //! Integration tests of mcp-serve: one module per behaviour, `support` beside them.
 
+mod answers;
+mod connections;
 mod downstream;
 mod exposure;
 mod http_checks;

@@ -1,5 +1,5 @@
-//! SPEC G2 over a real MCP session (rmcp client, in memory): each result shape of the
-//! dispatcher as the client receives it, and the tool definitions it lists.
+//! The result mapping (`call_result`) over a real MCP session (rmcp client, in memory): each
+//! result shape of the dispatcher as the client receives it, and the tool definitions it lists.
 
 use std::sync::Arc;
 

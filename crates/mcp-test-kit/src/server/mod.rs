@@ -16,6 +16,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::escape::{Escape, sleep_child};
 use crate::observe::{Event, Observations};
 
 mod ask;
@@ -183,8 +184,8 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "fail",
-        "Always fails with a tool-level error (isError) carrying `message`.",
-        r#"{"type":"object","properties":{"message":{"type":"string"}}}"#,
+        "Always fails with a tool-level error (isError) carrying `message`, padded with lines of ASCII to `bytes` bytes when given.",
+        r#"{"type":"object","properties":{"message":{"type":"string"},"bytes":{"type":"integer","minimum":0}}}"#,
         None,
     ),
     (
@@ -231,8 +232,8 @@ const BUILT_IN: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     (
         "spawn_child",
-        "Starts a long `sleep` child process (stdio server only) and returns its pid; with `inherit_stdio` it shares the server's stdout and stderr; `escape` = `setsid` starts it in a session of its own, `detach` also through a shell that exits at once (a daemon's double fork: the sleep is orphaned).",
-        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1},"inherit_stdio":{"type":"boolean"},"escape":{"enum":["setsid","detach"]}}}"#,
+        "Starts a long `sleep` child process (stdio server only) and returns its pid; with `inherit_stdio` it shares the server's stdout and stderr; `escape` = `setsid` starts it in a session of its own, `detach` also through a shell that exits at once (a daemon's double fork: the sleep is orphaned), `orphan` through such a shell but in the server's process group.",
+        r#"{"type":"object","properties":{"seconds":{"type":"integer","minimum":1},"inherit_stdio":{"type":"boolean"},"escape":{"enum":["setsid","detach","orphan"]}}}"#,
         Some(r#"{"type":"object","properties":{"pid":{"type":"integer"}},"required":["pid"]}"#),
     ),
     (
@@ -368,7 +369,13 @@ impl TestServer {
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("it failed");
-                tool_error(&format!("the failing tool failed: {message}"))
+                let mut text = format!("the failing tool failed: {message}");
+                if let Some(bytes) = args.get("bytes").and_then(Value::as_u64) {
+                    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+                    text.push('\n');
+                    text.push_str(&huge_text(bytes.saturating_sub(text.len())));
+                }
+                tool_error(&text)
             }
             "env" => {
                 let names: Option<Vec<&str>> = args
@@ -483,91 +490,13 @@ impl TestServer {
         }
         let seconds = args.get("seconds").and_then(Value::as_u64).unwrap_or(600);
         let inherit = args.get("inherit_stdio").and_then(Value::as_bool) == Some(true);
-        let stdio = || {
-            if inherit {
-                std::process::Stdio::inherit()
-            } else {
-                std::process::Stdio::null()
-            }
-        };
-        let escape = args.get("escape").and_then(Value::as_str);
-        if escape == Some("detach") {
-            return detached_sleep(seconds);
-        }
-        let mut command = match escape {
-            // Not a group leader, so `setsid` calls setsid(2) itself and execs: same pid.
-            Some("setsid") => {
-                let mut command = std::process::Command::new("setsid");
-                command.arg("sleep");
-                command
-            }
-            None => std::process::Command::new("sleep"),
-            Some(other) => return tool_error(&format!("unknown escape `{other}`")),
-        };
-        let spawned = command
-            .arg(seconds.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(stdio())
-            .stderr(stdio())
-            .spawn();
+        let spawned = Escape::parse(args.get("escape").and_then(Value::as_str))
+            .and_then(|escape| sleep_child(escape, seconds, inherit));
         match spawned {
-            Ok(child) => {
-                let pid = child.id();
-                if escape.is_some() && !in_own_session(pid) {
-                    return tool_error("the child did not start a session of its own");
-                }
-                // Deliberately not waited for: the child outlives this call, as a careless
-                // server's helper would.
-                drop(child);
-                structured(json!({ "pid": pid }))
-            }
-            Err(e) => tool_error(&format!("cannot spawn sleep: {e}")),
+            Ok(pid) => structured(json!({ "pid": pid })),
+            Err(e) => tool_error(&e),
         }
     }
-}
-
-/// Starts `sleep` in a session of its own through a shell that exits at once, so the sleep is
-/// orphaned, and returns the sleep's pid (which the shell prints).
-fn detached_sleep(seconds: u64) -> CallToolResult {
-    let script = format!("setsid sleep {seconds} </dev/null >/dev/null 2>&1 & echo $!");
-    let output = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    match output {
-        Ok(output) => match String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse::<u32>()
-        {
-            Ok(pid) if in_own_session(pid) => structured(json!({ "pid": pid })),
-            Ok(_) => tool_error("the detached child did not start a session of its own"),
-            Err(_) => tool_error("the shell did not print the detached pid"),
-        },
-        Err(e) => tool_error(&format!("cannot run sh: {e}")),
-    }
-}
-
-/// Waits (at most 5 s) until `pid` leads a session of its own, so that a caller told its pid
-/// sees it escaped. From `/proc` (Linux); `false` elsewhere or when it never happens.
-fn in_own_session(pid: u32) -> bool {
-    let session = || -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(3)?
-            .parse()
-            .ok()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        if session() == Some(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    false
 }
 
 impl ServerHandler for TestServer {

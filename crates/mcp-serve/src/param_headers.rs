@@ -13,7 +13,9 @@
 //! stateless 2026-07-28 request happens inside the request, so the session's handler runs
 //! [`check_call`] on the tool it is about to dispatch, with the headers rmcp put into the
 //! request's extensions (`http::request::Parts`), and returns the `-32020` error before
-//! anything is dispatched. rmcp answers a 2026-07-28 request whose handler returns `-32020`
+//! anything is dispatched (rmcp checks only the tools a new service knows:
+//! docs/upstream.md#rmcp-param-header-lookup). rmcp answers a 2026-07-28 request whose
+//! handler returns `-32020`
 //! with `400 Bad Request` (the status the spec requires: every 2026-07-28 request carries
 //! its protocol version in `_meta`, which routes it to rmcp's per-request path), the same
 //! answer the front gives. A lazy gateway's `mcp_call_tool` declares no `x-mcp-header`, so a
