@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::Uri;
 use rustls::CertificateError;
 
-use crate::error::HttpError;
+use crate::error::{HttpError, seconds};
 use crate::resolve::{Blocked, DnsFailure};
 
 /// Where a request went: the host and port of its URI (never its user info).
@@ -169,16 +169,6 @@ impl fmt::Display for Cause {
 }
 
 impl StdError for Cause {}
-
-/// `after` in seconds, for messages.
-pub(crate) fn seconds(after: Duration) -> String {
-    let secs = after.as_secs_f64();
-    if secs.fract() == 0.0 {
-        format!("{secs:.0} s")
-    } else {
-        format!("{secs:.1} s")
-    }
-}
 
 /// `error` and its causes, outermost first. An `io::Error` wrapping another error is followed
 /// into it (its own `source()` would skip a level).

@@ -44,8 +44,11 @@ pub(crate) type Pool =
 type Error = StreamableHttpError<HttpError>;
 
 mod answer;
+mod event_stream;
+mod headers;
 
-use self::answer::{InvalidHeader, header_text, is_media_type};
+use self::event_stream::EventStreamGate;
+use self::headers::{InvalidHeader, header_text, is_media_type};
 
 /// The HTTP client of one server's session: rmcp's [`StreamableHttpClient`] over a pooled
 /// hyper-util client with rustls.
@@ -82,6 +85,8 @@ struct Inner {
     last_failure: std::sync::Mutex<Option<std::sync::Arc<HttpError>>>,
     /// The `x-mcp-header` declarations of the tools listed so far.
     tool_headers: Arc<ToolHeaders>,
+    /// Requests wait for the standalone GET stream after the handshake.
+    event_stream: EventStreamGate,
 }
 
 impl fmt::Debug for HttpClient {
@@ -105,7 +110,8 @@ struct Template {
 
 impl HttpClient {
     /// A client for `server`; `secrets` are the spec's static secret values (scrubbed from
-    /// everything the server sends, as are the credentials the auth hook gives).
+    /// everything the server sends, as are the credentials the auth hook gives). After the
+    /// handshake, requests wait up to `event_stream_wait` for the standalone GET stream.
     pub(crate) fn new(
         server: &str,
         pool: Pool,
@@ -113,6 +119,7 @@ impl HttpClient {
         default_limits: StreamableHttpResponseLimits,
         secrets: Vec<Secret>,
         connect_timeout: Duration,
+        event_stream_wait: Duration,
     ) -> Self {
         let server: Arc<str> = Arc::from(server);
         Self {
@@ -130,6 +137,7 @@ impl HttpClient {
                 renewals: watch::Sender::new(0),
                 last_failure: std::sync::Mutex::new(None),
                 tool_headers: Arc::default(),
+                event_stream: EventStreamGate::new(event_stream_wait),
             }),
         }
     }
@@ -160,13 +168,18 @@ impl HttpClient {
 
     /// The error handed to rmcp, recorded as the session's last failure first: rmcp reports a
     /// failed request with its own wrappers, so the orchestration reads the cause from the
-    /// connection handle instead.
+    /// connection handle instead (docs/upstream.md#rmcp-error-source).
     fn client_error(&self, error: HttpError) -> Error {
+        StreamableHttpError::Client(HttpError::Recorded(self.record(error)))
+    }
+
+    /// Records `error` as the session's last failure (rmcp gets its own error for it).
+    fn record(&self, error: HttpError) -> std::sync::Arc<HttpError> {
         let error = std::sync::Arc::new(error);
         if let Ok(mut last) = self.inner.last_failure.lock() {
             *last = Some(error.clone());
         }
-        StreamableHttpError::Client(HttpError::Recorded(error))
+        error
     }
 
     /// The last error of this session's requests, if any failed.
@@ -321,8 +334,13 @@ impl HttpClient {
     }
 
     /// A `notifications/initialized` accepted by the server: a handshake completed. One
-    /// after a re-initialisation is a renewal of the session.
-    fn handshake_completed(&self) {
+    /// after a re-initialisation is a renewal of the session. With a session, rmcp opens its
+    /// standalone GET stream next: requests wait for it from now on
+    /// (docs/upstream.md#rmcp-get-stream-order).
+    fn handshake_completed(&self, with_session: bool) {
+        if with_session {
+            self.inner.event_stream.handshake_completed();
+        }
         if self.initializations() > 1 {
             self.inner.renewals.send_modify(|renewals| *renewals += 1);
         }
@@ -375,6 +393,11 @@ fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
 
 fn is_initialized(message: &ClientJsonRpcMessage) -> bool {
     matches!(message, JsonRpcMessage::Notification(n) if matches!(n.notification, ClientNotification::InitializedNotification(_)))
+}
+
+/// A request that may need the standalone GET stream open first: any but the handshake's.
+fn waits_for_event_stream(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, JsonRpcMessage::Request(_)) && !is_initialize(message)
 }
 
 fn awaits_no_response(message: &ClientJsonRpcMessage) -> bool {
@@ -437,6 +460,9 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
+        if waits_for_event_stream(&message) {
+            self.inner.event_stream.wait(&self.inner.server).await;
+        }
         let body = serde_json::to_vec(&message).map_err(|source| {
             self.client_error(HttpError::Encode {
                 server: self.server_name(),
@@ -466,7 +492,7 @@ impl StreamableHttpClient for HttpClient {
         let status = response.status();
         let session_was_attached = session_id.is_some();
         if status.is_success() && is_initialized(&message) {
-            self.handshake_completed();
+            self.handshake_completed(session_was_attached);
         }
 
         if status == StatusCode::FORBIDDEN
@@ -601,6 +627,12 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        // The standalone stream's first open (a resumption has an event id): whatever ends
+        // it — an answer, an error, the attempt dropped — ends the requests' wait.
+        let _opening = last_event_id
+            .is_none()
+            .then(|| self.inner.event_stream.opening())
+            .flatten();
         let headers = protocol_headers(
             EVENT_STREAM_MIME_TYPE,
             custom_headers,

@@ -39,7 +39,7 @@ const RESERVED_HEADERS: &[&str] = &[
     "transfer-encoding",
 ];
 
-/// Opens streamable HTTP sessions (SPEC B2) on pooled hyper clients with rustls.
+/// Opens streamable HTTP sessions on pooled hyper clients with rustls.
 ///
 /// Every session it opens shares its connection pools (HTTP/1.1 keep-alive, HTTP/2 over
 /// TLS where the server offers it), so keep one connector per process (per tokio runtime).
@@ -192,6 +192,7 @@ impl HttpConnector {
             self.limits(),
             spec.secret_values(),
             self.options.tcp_connect_timeout,
+            self.options.event_stream_wait,
         ))
     }
 
@@ -304,7 +305,8 @@ impl ConnectionHandle for HttpHandle {
     }
 
     /// The last error of the session's requests (refused, DNS, TLS, an oversized answer, …):
-    /// rmcp reports a failed request only through its own wrappers.
+    /// rmcp reports a failed request only through its own wrappers
+    /// (docs/upstream.md#rmcp-error-source).
     fn failure(&self) -> Option<BoxError> {
         self.client
             .last_failure()

@@ -2,7 +2,8 @@
 //!
 //! A streamable HTTP server answers a POST with an SSE stream and closes it right after the
 //! response. rmcp delivers the response to the caller as soon as it is parsed and only then
-//! reads the stream's end; by the time the caller sends its next request, the connection
+//! reads the stream's end (docs/upstream.md#rmcp-response-before-stream-end); by the time
+//! the caller sends its next request, the connection
 //! may still be busy with that end, and the pool dials a new one (a TCP handshake per call,
 //! and a socket left in `TIME_WAIT`). [`ending_with_response`] holds the response to the
 //! stream's request until the next event or the stream's end arrives, for at most

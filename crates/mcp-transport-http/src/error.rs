@@ -2,15 +2,13 @@
 
 use std::time::Duration;
 
-use crate::cause::seconds;
-
 /// An error of the hyper-based HTTP client, as carried by rmcp's
 /// `StreamableHttpError::Client`.
 ///
 /// rmcp shows only the message of this error, not its causes, so each message is whole:
 /// it names the server, where it applies the host, and the cause in words, once. None
 /// contains a header value, a token or a request body; text the server chose has every
-/// credential the session sent replaced by `[REDACTED]`.
+/// credential the session sent replaced by `[REDACTED]` (docs/upstream.md#rmcp-error-source).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
@@ -88,6 +86,39 @@ pub enum HttpError {
         host: String,
         /// Why, as the operating system or HTTP library put it.
         reason: String,
+    },
+    /// The server refused the request with HTTP 401 (after the auth hook's one retry, if it
+    /// asked for one) or 403. `challenge` is its `WWW-Authenticate` header, credentials
+    /// redacted and cut to 512 characters.
+    #[error(
+        "server `{server}`: the request was refused with HTTP {status}{}",
+        challenge.as_ref().map(|c| format!(" (WWW-Authenticate: {c})")).unwrap_or_default()
+    )]
+    Refused {
+        /// The server.
+        server: String,
+        /// 401 or 403.
+        status: http::StatusCode,
+        /// The `WWW-Authenticate` challenge, when the server sent one.
+        challenge: Option<String>,
+    },
+    /// The server answered a request with an HTTP status that is neither success nor a
+    /// refusal of the credentials (a 404, a 429, a 5xx, …). `detail` holds the start of its
+    /// body, credentials redacted, control characters removed, cut to 512 characters.
+    #[error(
+        "server `{server}`: the server answered HTTP {status}{}{}",
+        retry_after.as_ref().map(|r| format!(" (Retry-After: {r})")).unwrap_or_default(),
+        if detail.is_empty() { String::new() } else { format!(": {detail}") }
+    )]
+    Status {
+        /// The server.
+        server: String,
+        /// The status.
+        status: http::StatusCode,
+        /// Its `Retry-After` header, if any.
+        retry_after: Option<String>,
+        /// The start of the body, shown after the status.
+        detail: String,
     },
     /// Reading the response body failed.
     #[error("server `{server}`: reading the HTTP response failed: {reason}")]
@@ -203,6 +234,8 @@ impl HttpError {
             | Self::Connect { server, .. }
             | Self::Request { server, .. }
             | Self::Body { server, .. }
+            | Self::Refused { server, .. }
+            | Self::Status { server, .. }
             | Self::BodyTooLarge { server, .. }
             | Self::SseEventTooLarge { server, .. }
             | Self::TooDeep { server, .. }
@@ -231,5 +264,15 @@ impl HttpError {
             Self::Recorded(error) => error.auth_error(),
             _ => None,
         }
+    }
+}
+
+/// `after` in seconds, for messages.
+pub(crate) fn seconds(after: Duration) -> String {
+    let secs = after.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{secs:.1} s")
     }
 }

@@ -22,7 +22,8 @@ use crate::error::HttpError;
 
 /// The deepest nesting of arrays and objects a message may have, counted from its top
 /// (the JSON-RPC envelope is the first level): the most `serde_json` parses. A deeper message
-/// fails its request with [`HttpError::TooDeep`].
+/// fails its request with [`HttpError::TooDeep`] (rmcp would drop such an event silently:
+/// docs/upstream.md#rmcp-sse-bad-event).
 pub const MAX_JSON_DEPTH: usize = 127;
 
 /// Credential values sent besides the spec's static ones (renewed OAuth tokens) that are

@@ -1,4 +1,4 @@
-//! Streamable HTTP transport for MCP sessions (SPEC B2), on hyper + hyper-util with rustls.
+//! Streamable HTTP transport for MCP sessions, on hyper + hyper-util with rustls.
 //!
 //! [`HttpConnector`] implements the client's [`Connector`](mcp_connector::Connector) trait:
 //! for each streamable HTTP [`ServerSpec`](mcp_config::ServerSpec) it builds an
@@ -22,12 +22,18 @@
 //!   server sends — messages, events, error bodies, challenges — before rmcp or an error
 //!   sees it. A failed connection is a typed [`HttpError`] naming the server, the host and
 //!   the cause in words: refused, DNS, TLS (why), TCP connect timeout, or otherwise.
-//! - **The SSRF guard** (SPEC A7): sessions of caller-supplied specs
+//! - **The SSRF guard**: sessions of caller-supplied specs
 //!   ([`ServerSpec::ssrf_guarded`](mcp_config::ServerSpec::ssrf_guarded)) and their OAuth
 //!   requests use a pool that resolves host names itself ([`Resolve`], the system resolver by
 //!   default) and connects only to addresses [`mcp_config::is_internal_ip`] accepts; a host
 //!   that is, or resolves only to, internal addresses fails with
 //!   [`HttpError::BlockedAddress`]. The operator's specs use an unrestricted pool.
+//! - **The standalone GET stream first**: rmcp opens it after the handshake in a task of its
+//!   own, alongside the session's next requests. A server may send what it has for a request
+//!   (an elicitation for a running call) on that stream alone and lose it when the stream is
+//!   not open yet, so after a handshake with a session every request waits until the server
+//!   has answered the GET (a stream, 405 or an error), at most
+//!   [`HttpOptions::event_stream_wait`] (docs/upstream.md#rmcp-get-stream-order).
 //! - **rmcp's worker** runs the protocol over it: `Mcp-Session-Id` and `MCP-Protocol-Version`
 //!   headers, the standalone GET stream, SSE resumption with `Last-Event-ID` honouring the
 //!   server's `retry` field, `DELETE` of the session when the transport closes (or is dropped),

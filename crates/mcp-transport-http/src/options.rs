@@ -46,6 +46,12 @@ pub struct HttpOptions {
     /// After an HTTP 404 for a live session: how long to wait for the session's other
     /// requests, and (separately) for the new `initialize` handshake. Default 10 s.
     pub session_recovery_timeout: Duration,
+    /// After the handshake: how long the session's requests wait for the server to answer
+    /// the standalone GET stream, which rmcp opens alongside them. A server may send what it
+    /// has for a request (an elicitation for a running call, say) on that stream alone and
+    /// lose it when the stream is not open yet (docs/upstream.md#rmcp-get-stream-order); after
+    /// this long, requests go anyway. Default 5 s.
+    pub event_stream_wait: Duration,
     /// Reconnection attempts of an SSE stream that failed (a server's `retry` field sets the
     /// delay; otherwise it doubles from `sse_reconnect_base_delay`). Default 5.
     pub sse_reconnect_attempts: usize,
@@ -71,6 +77,7 @@ impl Default for HttpOptions {
             tcp_connect_timeout: mcp_config::DEFAULT_CONNECT_TIMEOUT,
             max_concurrent_requests: 16,
             session_recovery_timeout: Duration::from_secs(10),
+            event_stream_wait: Duration::from_secs(5),
             sse_reconnect_attempts: 5,
             sse_reconnect_base_delay: Duration::from_secs(1),
             sse_reconnect_max_delay: Duration::from_secs(30),
@@ -108,6 +115,12 @@ impl HttpOptions {
     /// Sets [`session_recovery_timeout`](Self::session_recovery_timeout).
     pub fn with_session_recovery_timeout(mut self, timeout: Duration) -> Self {
         self.session_recovery_timeout = timeout;
+        self
+    }
+
+    /// Sets [`event_stream_wait`](Self::event_stream_wait).
+    pub fn with_event_stream_wait(mut self, wait: Duration) -> Self {
+        self.event_stream_wait = wait;
         self
     }
 

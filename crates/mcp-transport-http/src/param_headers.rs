@@ -6,7 +6,8 @@
 //! `tools/list` answer without recording it, and the next call to such a tool goes out with
 //! no `Mcp-Param-*` header at all, which a 2026-07-28 server refuses. [`HttpClient`] keeps
 //! its own record of the declarations of every `tools/list` answer it carries
-//! ([`ToolHeaders`]) and adds the headers to a 2026-07-28 `tools/call` that has none.
+//! ([`ToolHeaders`]) and adds the headers to a 2026-07-28 `tools/call` that has none
+//! (docs/upstream.md#rmcp-param-header-cache).
 //!
 //! [`HttpClient`]: crate::HttpClient
 

@@ -1,4 +1,4 @@
-//! Name resolution and the TCP connector under the pools, with the SSRF guard (SPEC A7).
+//! Name resolution and the TCP connector under the pools, with the SSRF guard.
 //!
 //! Every connection of a connector goes through [`TcpConnect`]: hyper-util's TCP connector
 //! on a resolver of ours. A connector keeps two pools on it: one open, and one *guarded* for

@@ -16,11 +16,13 @@
 //! - on other streams it simply disappears (with a warning in the log).
 //!
 //! Failing the stream instead would not do: rmcp resumes a failed stream from the last event
-//! id, the server replays the same event, and the stream would fail again, forever.
+//! id, the server replays the same event, and the stream would fail again, forever
+//! (docs/upstream.md#rmcp-sse-bad-event).
 //!
 //! After parsing, each event's data goes through [`Inbound::event`]: credentials the session
 //! sent are scrubbed, and a message nested deeper than [`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH)
-//! is replaced the same way as an oversized one (rmcp would drop it silently).
+//! is replaced the same way as an oversized one (rmcp would drop it silently:
+//! docs/upstream.md#rmcp-sse-bad-event).
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -19,20 +19,29 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 
+use super::headers::{InvalidHeader, header_text, is_media_type};
 use super::{Error, HttpClient};
-
-/// A protocol header value that cannot be sent (named; the value is not kept).
-pub(super) struct InvalidHeader(pub(super) &'static str);
+use crate::error::HttpError;
 
 impl HttpClient {
     /// A final 401, its challenge scrubbed (a server may echo the token it refused).
     pub(super) fn auth_required(&self, challenge: Option<String>) -> Error {
         let challenge = self.scrubbed(&challenge.unwrap_or_default());
+        self.record(HttpError::Refused {
+            server: self.server_name(),
+            status: StatusCode::UNAUTHORIZED,
+            challenge: (!challenge.is_empty()).then(|| shown(&challenge)),
+        });
         StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge))
     }
 
     /// A 403 with a challenge, scrubbed.
     pub(super) fn insufficient_scope(&self, challenge: &str) -> Error {
+        self.record(HttpError::Refused {
+            server: self.server_name(),
+            status: StatusCode::FORBIDDEN,
+            challenge: Some(shown(&self.scrubbed(challenge))),
+        });
         let scope = scope_of(challenge).map(|scope| self.scrubbed(&scope));
         StreamableHttpError::InsufficientScope(InsufficientScopeError::new(
             self.scrubbed(challenge),
@@ -122,6 +131,12 @@ impl HttpClient {
         if let Some(response) = discover_rejection(message, session_was_attached, status, body) {
             return Ok(response);
         }
+        self.record(HttpError::Status {
+            server: self.server_name(),
+            status,
+            retry_after: retry_after.as_deref().map(shown),
+            detail: shown(body.trim()),
+        });
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
                 status.as_u16(),
@@ -132,6 +147,28 @@ impl HttpClient {
     }
 }
 
+/// At most this many characters of server-chosen text go into an error message.
+const MAX_SHOWN_CHARS: usize = 512;
+
+/// Server-chosen text (already scrubbed) fit for an error message: on one line, without
+/// control characters, cut after [`MAX_SHOWN_CHARS`] characters.
+fn shown(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_SHOWN_CHARS)
+        .collect();
+    if text
+        .chars()
+        .filter(|c| !c.is_control())
+        .nth(MAX_SHOWN_CHARS)
+        .is_some()
+    {
+        out.push('…');
+    }
+    out
+}
+
 /// The `scope` parameter of a `WWW-Authenticate` challenge, when not empty.
 fn scope_of(challenge: &str) -> Option<String> {
     Challenge::parse(challenge)
@@ -139,25 +176,9 @@ fn scope_of(challenge: &str) -> Option<String> {
         .filter(|scope| !scope.is_empty())
 }
 
-/// A header's value as text, if it is text.
-pub(super) fn header_text(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Whether `Content-Type` is `expected`, ignoring case and parameters.
-pub(super) fn is_media_type(headers: &HeaderMap, expected: &str) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(expected))
-}
-
 /// A sessionless `server/discover` refused with a 4xx: turned into a JSON-RPC error answering
-/// the request, so rmcp's lifecycle can fall back to `initialize`.
+/// the request, so rmcp's lifecycle can fall back to `initialize`, as rmcp's own clients do
+/// (docs/upstream.md#rmcp-discover-rejection).
 fn discover_rejection(
     message: &ClientJsonRpcMessage,
     session_was_attached: bool,

@@ -23,5 +23,6 @@ mod param_headers;
 mod session_expiry;
 mod sse_resumption;
 mod ssrf_guard;
+mod standalone_stream;
 mod tls;
 mod unauthorized;

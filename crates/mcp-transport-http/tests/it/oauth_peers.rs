@@ -1,4 +1,4 @@
-//! OAuth2 client credentials against peers nobody here wrote (SPEC J1): the pinned npm
+//! OAuth2 client credentials against peers nobody here wrote: the pinned npm
 //! `oauth2-mock-server` (on Node 22) issuing RS256 JWTs whose `aud` is the RFC 8707 resource,
 //! and a pinned fastmcp server verifying them against the server's JWKS and answering 401
 //! with `resource_metadata`. Scripts: `tests/peers/oauth_as.mjs`, `tests/peers/oauth_mcp_server.py`.

@@ -1,4 +1,4 @@
-//! The SSRF guard on resolved addresses (SPEC A7): a caller-supplied (inline) spec may not
+//! The SSRF guard on resolved addresses: a caller-supplied (inline) spec may not
 //! reach an internal address through a host name — not for MCP requests, not for its OAuth
 //! requests — while the operator's own specs may. Names are resolved by an injected resolver
 //! (`*.internal.test` → 127.0.0.1, where the test servers listen), and `localhost` by the

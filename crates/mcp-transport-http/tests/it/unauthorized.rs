@@ -94,6 +94,12 @@ async fn static_credentials_are_not_resent() {
         assert_eq!(server.seen().len(), 1);
         let shown = format!("{err} {err:?}");
         assert!(!shown.contains("tok-static-secret"), "{shown}");
+        // The handle keeps the status and the challenge, for the message a person reads.
+        let failure = connection.handle.failure().expect("the 401 is recorded");
+        assert_eq!(
+            failure.to_string(),
+            r#"server `locked`: the request was refused with HTTP 401 Unauthorized (WWW-Authenticate: Bearer realm="test")"#
+        );
     })
     .await;
 }
