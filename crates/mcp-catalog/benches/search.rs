@@ -1,4 +1,4 @@
-//! Search benchmarks (SPEC J2): query latency on 1k and 10k synthetic tools, index build time,
+//! Search benchmarks: query latency on 1k and 10k synthetic tools, index build time,
 //! the index's memory (an estimate, printed once per size), the whole catalog's memory for
 //! 100k tools (resident memory grown, measured once and printed) and the time of one 108 KB
 //! query over 20k tools (printed once).

@@ -1,4 +1,4 @@
-//! How the catalog shows tools to the model (SPEC D5, D6).
+//! How the catalog shows tools to the model.
 
 use agent_core::IdentityRules;
 use serde::{Deserialize, Serialize};
@@ -189,6 +189,39 @@ impl ToolLimits {
     /// ```
     pub fn check(&self, tool: &rmcp::model::Tool) -> Result<(), crate::SkipReason> {
         crate::catalog::check_tool(tool, self).map(|_| ())
+    }
+
+    /// The tools of one listing of `server` that the catalog leaves out, with why, in listing
+    /// order: [`check`](Self::check)'s reasons, and a name that is empty or listed more than
+    /// once (every copy is left out; the name is reported once).
+    ///
+    /// ```
+    /// use mcp_catalog::{SkipReason, ToolLimits};
+    /// use mcp_catalog::testing::tool;
+    ///
+    /// let listing = [
+    ///     tool("fine", "", serde_json::json!({})),
+    ///     tool("twice", "", serde_json::json!({})),
+    ///     tool("", "", serde_json::json!({})),
+    ///     tool("twice", "", serde_json::json!({})),
+    /// ];
+    /// let left_out = ToolLimits::default().left_out("srv", &listing);
+    /// assert_eq!(left_out.len(), 2);
+    /// assert_eq!(left_out[0].reason, SkipReason::ListedTwice { times: 2 });
+    /// assert_eq!(left_out[0].to_string(), "server `srv`: tool `twice` left out: its name is listed 2 times");
+    /// assert_eq!(left_out[1].reason, SkipReason::NameEmpty);
+    /// ```
+    pub fn left_out(&self, server: &str, tools: &[rmcp::model::Tool]) -> Vec<crate::SkippedTool> {
+        tools
+            .iter()
+            .zip(crate::catalog::check_listing(tools, self))
+            .filter_map(|(tool, checked)| match checked {
+                crate::catalog::Checked::LeftOut(reason) => {
+                    Some(crate::SkippedTool::new(server, &tool.name, reason))
+                }
+                _ => None,
+            })
+            .collect()
     }
 }
 

@@ -36,7 +36,8 @@ pub enum CatalogError {
         /// The tool that was being added.
         incoming: String,
     },
-    /// A server listed a tool whose name is unusable (empty, or listed twice).
+    /// A server listed a tool whose name is unusable. (Tools with an empty or repeated name
+    /// are now left out, see [`SkipReason`]; kept for compatibility.)
     #[error("server `{server}` lists an invalid tool `{tool}`: {reason}")]
     InvalidTool {
         /// The server.
@@ -113,6 +114,16 @@ pub enum SkipReason {
         chars: usize,
         /// The limit ([`ToolLimits::max_name_chars`](crate::ToolLimits::max_name_chars)).
         limit: usize,
+    },
+    /// The name is empty.
+    #[error("its name is empty")]
+    NameEmpty,
+    /// The listing holds more than one tool of this name; every copy is left out (which one a
+    /// call would reach is the server's choice, and their descriptions may differ).
+    #[error("its name is listed {times} times")]
+    ListedTwice {
+        /// How many tools of the listing have the name.
+        times: usize,
     },
     /// The name holds control or bidirectional-override characters.
     #[error("its name holds control characters")]

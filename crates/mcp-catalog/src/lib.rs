@@ -1,11 +1,11 @@
 //! The lazy MCP tool catalog: what the model sees of the tools of a run's MCP servers.
 //!
 //! A [`Catalog`] holds the tools of every server of one run under model-safe `server__tool`
-//! names (SPEC D1), shows the model a small lazy surface — `mcp_search_tools` and
-//! `mcp_call_tool` plus native tools — instead of every schema (D2, D5), ranks tools with a
-//! fielded BM25 index (D3, [`search`]), validates arguments against each tool's JSON Schema
-//! before forwarding them unchanged (D4), and turns MCP results into typed
-//! [`agent_core::ToolOutput`]s and [`agent_core::ToolError`]s (D7, D8).
+//! names, shows the model a small lazy surface — `mcp_search_tools` and `mcp_call_tool` plus
+//! native tools — instead of every schema, ranks tools with a fielded BM25 index
+//! ([`search`]), validates arguments against each tool's JSON Schema before forwarding them
+//! unchanged, and turns MCP results into typed [`agent_core::ToolOutput`]s and
+//! [`agent_core::ToolError`]s.
 //!
 //! # Architecture invariant
 //!

@@ -1,4 +1,4 @@
-//! Tool names (SPEC D1): the external `server__tool` id and the name a model sees.
+//! Tool names: the external `server__tool` id and the name a model sees.
 
 /// The separator between a server key and a tool name.
 pub const SEPARATOR: &str = "__";

@@ -1,4 +1,4 @@
-//! Turning an MCP `tools/call` result into what the agent side understands (SPEC D7, D8).
+//! Turning an MCP `tools/call` result into what the agent side understands.
 
 use agent_core::{ContentPart, ResourceContents, ToolError, ToolOutput};
 use rmcp::model::{CallToolResult, ContentBlock};

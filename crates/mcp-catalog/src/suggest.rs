@@ -1,4 +1,4 @@
-//! Close-match suggestions for an unknown tool name (SPEC D4).
+//! Close-match suggestions for an unknown tool name.
 
 use crate::search::split_words_lower;
 

@@ -1,4 +1,4 @@
-//! Argument validation against a tool's input JSON Schema (SPEC D4).
+//! Argument validation against a tool's input JSON Schema.
 
 use std::sync::Arc;
 
@@ -14,12 +14,16 @@ const MAX_MESSAGE: usize = 200;
 pub(crate) type Compiled = Result<Arc<jsonschema::Validator>, String>;
 
 /// Compiles a tool's input schema. Remote `$ref`s are not fetched (the crate is built without
-/// network retrieval): a schema that needs one fails to compile, and its tool is then called
-/// without validation rather than not at all.
+/// network retrieval): a schema that needs one fails to compile, and its tool's calls are then
+/// refused (arguments that cannot be checked are not sent). The reason is bounded and free of
+/// control characters (it may quote the server's schema).
 pub(crate) fn compile(schema: Value) -> Compiled {
     jsonschema::validator_for(&schema)
         .map(Arc::new)
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            crate::sanitize::clean(&e.to_string(), MAX_MESSAGE, crate::sanitize::Lines::Single)
+                .into_owned()
+        })
 }
 
 /// Checks `arguments`; on failure, says which fields are wrong and why, one

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_core::{
     AsNative, EventSink, GovernedLayer, History, IdentityRules, RunInput, RunScope, RunnerError,
-    RunnerFactory, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    RunnerFactory, SpillArea, ToolCall, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
@@ -70,7 +70,7 @@ struct Inner {
     list_limits: ListLimits,
     elicitation: Option<Arc<dyn ElicitationHandler>>,
     discover: bool,
-    /// The sessions of `shared = true` servers (SPEC C6), reused by every run.
+    /// The sessions of `shared = true` servers, reused by every run.
     pool: Pool,
 }
 
@@ -138,7 +138,8 @@ impl McpClientBuilder {
 
     /// Adjusts the template of each run's governed layer: approval gate, tool policy,
     /// approval timeout, call timeout, event sink, output limits, rules. It starts from the
-    /// configuration's `[policy]` (identity rules, approval rules, `max_output_bytes`).
+    /// configuration's `[policy]` (identity rules, approval rules, `max_output_bytes`,
+    /// `max_spill_bytes`, with one spill area shared by every run of the client).
     ///
     /// The identity rules the template ends with also hide the tools they refuse from the
     /// model. Each run's redactor (for approval prompts, event messages and the history)
@@ -354,15 +355,18 @@ fn run_dir_name(id: &str) -> String {
 }
 
 impl McpClient {
-    /// A builder resolving runs against `config` with the default resolver (SPEC A5), its
+    /// A builder resolving runs against `config` with the default resolver, its
     /// `[policy]` as the governed layer's identity rules, approval rules and output limit.
     pub fn builder(config: Config) -> McpClientBuilder {
         let search = config.search.clone();
         let policy = &config.policy;
+        // One spill area for every run of this client: `max_spill_bytes` bounds them together.
+        let limits = policy.output_limits();
+        let area = SpillArea::new(limits.spill_dir.clone());
         let layer = GovernedLayer::new()
             .identity_rules(policy.identity.clone())
             .approval_rules(policy.approval.clone())
-            .output_limits(policy.output_limits());
+            .output_limits(limits.with_spill_area(area));
         let pinned = config
             .servers
             .iter()
@@ -467,7 +471,7 @@ impl McpClient {
     }
 
     /// Closes the client's shared sessions: every session of a `shared = true` server, which
-    /// the runs using it left open (SPEC C6), is closed (its process gone, its HTTP session
+    /// the runs using it left open, is closed (its process gone, its HTTP session
     /// deleted). Runs still open keep their private sessions; their calls to a shared server
     /// fail from then on with an error naming it. Runs opened later get private sessions of
     /// shared servers. Idempotent.

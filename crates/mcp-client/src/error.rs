@@ -128,7 +128,7 @@ pub enum ClientError {
 /// A failure of the MCP exchange itself, told in words. rmcp's own errors name the Rust types
 /// of the transport stack; the client shows this instead, unless the transport recorded the
 /// real cause ([`ConnectionHandle::failure`](mcp_connector::ConnectionHandle::failure)),
-/// which is shown as it is.
+/// which is shown as it is (docs/upstream.md#rmcp-error-type-names).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {

@@ -45,7 +45,8 @@ pub trait ElicitationHandler: Send + Sync + 'static {
     }
 }
 
-/// The method of the notification a server sends once a URL request's interaction is done.
+/// The method of the notification a server sends once a URL request's interaction is done
+/// (a custom notification: docs/upstream.md#rmcp-elicitation-complete).
 const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 /// Declines every request: what a client without a user to ask answers.
@@ -219,7 +220,8 @@ impl SessionHandler {
 /// was registered under: a `tools/call` carrying a token of this handler's in its parameters
 /// goes out with that token. A report is relayed as it arrives, in the order sent and before
 /// the call's answer (rmcp hands notifications to tasks of their own, which may run after the
-/// answer reached the caller and its token was dropped).
+/// answer reached the caller and its token was dropped). See docs/upstream.md#rmcp-progress-token
+/// and docs/upstream.md#rmcp-notification-tasks.
 pub(crate) struct ProgressTap {
     relays: Relays,
     scrubber: Scrubber,

@@ -32,7 +32,7 @@
 //! # Shared sessions
 //!
 //! A server the operator marks `shared = true` ([`mcp_config::ServerSpec::shared`]) is not
-//! opened per run: the client keeps one session of it in its pool (SPEC C6), keyed by the
+//! opened per run: the client keeps one session of it in its pool, keyed by the
 //! spec's fingerprint, opened by the first run that needs it (concurrent first opens make
 //! one), checked with a `tools/list` before each reuse and re-opened when that fails. A run's
 //! close leaves it open; [`McpClient::shutdown`] closes it. Each run still has its own

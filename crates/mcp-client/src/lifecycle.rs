@@ -6,8 +6,9 @@
 //! later request with per-request `_meta` (and, over HTTP, the `MCP-Protocol-Version`,
 //! `Mcp-Method` and `Mcp-Name` headers); on a JSON-RPC error answering the probe it falls back
 //! to `initialize` on the same connection. What a legacy server answers is not always an error,
-//! though, nor always prompt, so [`serve`] puts a [`DiscoverProbe`] between rmcp and the
-//! transport, which turns each of these into the error rmcp falls back on:
+//! though, nor always prompt (docs/upstream.md#rmcp-discover-probe), so [`serve`] puts a
+//! [`DiscoverProbe`] between rmcp and the transport, which turns each of these into the error
+//! rmcp falls back on:
 //!
 //! - an answer that is not a discover result (an empty `{}` from a server that answers every
 //!   unknown method, or any other result);

@@ -128,7 +128,8 @@ impl std::io::Write for Count {
 }
 
 /// Lists every tool of `peer`'s server, page by page, within `limits`. An empty `nextCursor`
-/// ends the listing like an absent one (some servers send `""` on their last page).
+/// ends the listing like an absent one (some servers send `""` on their last page). rmcp's
+/// own `list_all_tools` has no such bounds (docs/upstream.md#rmcp-list-all-unbounded).
 pub(crate) async fn list_all_tools(
     peer: &Peer<RoleClient>,
     limits: ListLimits,

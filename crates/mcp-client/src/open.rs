@@ -254,7 +254,7 @@ async fn open_one(
     options: SessionOptions,
 ) -> Result<(Arc<Session>, Vec<Tool>, Option<&'static str>), SessionError> {
     let note = match how.fingerprint {
-        // SPEC A7: whatever a caller asks, its servers are its own.
+        // Caller-supplied specs are never pooled: whatever a caller asks, its servers are its own.
         Some(_) if spec.origin != SpecOrigin::Operator => Some(INLINE_NOT_SHARED),
         Some(fingerprint) => {
             let mut shared_options = options.clone();
@@ -285,8 +285,10 @@ async fn open_one(
 }
 
 /// Removes the tools whose name holds a known secret (the catalog cannot know them), and lists
-/// with them the tools the catalog will leave out by its [`ToolLimits`] (it checks them again
-/// and keeps its own record, [`mcp_catalog::Catalog::skipped_tools`]).
+/// with them the tools the catalog will leave out: a name empty or listed more than once, or
+/// out of its [`ToolLimits`] (it checks them again and keeps its own record,
+/// [`mcp_catalog::Catalog::skipped_tools`]). Each one left out is logged as a warning naming
+/// the server and the tool; the server's other tools join.
 pub(crate) fn screen(
     server: &str,
     tools: Vec<Tool>,
@@ -305,10 +307,11 @@ pub(crate) fn screen(
             ));
             continue;
         }
-        if let Err(reason) = limits.check(&tool) {
-            left_out.push(SkippedTool::new(server, &tool.name, reason));
-        }
         kept.push(tool);
+    }
+    left_out.extend(limits.left_out(server, &kept));
+    for skipped in &left_out {
+        tracing::warn!("{}", scrubber.scrub(&skipped.to_string()));
     }
     (kept, left_out)
 }

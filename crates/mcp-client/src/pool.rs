@@ -1,4 +1,4 @@
-//! The session pool (SPEC C6): one session per `shared = true` operator server, reused by every
+//! The session pool: one session per `shared = true` operator server, reused by every
 //! run of the client that owns the pool.
 //!
 //! - **Keyed by the spec's fingerprint** ([`Fingerprint`]): a 128-bit hash of the whole spec
@@ -17,7 +17,7 @@
 //!   ([`Session::is_shared`]); [`McpClient::shutdown`](crate::McpClient::shutdown) closes
 //!   every one (and later runs get private sessions). Runs still using one then see their
 //!   calls fail with an error naming the server.
-//! - **Never for caller-supplied specs** (SPEC A7): the caller of [`Pool::acquire`] passes only
+//! - **Never for caller-supplied specs**: the caller of [`Pool::acquire`] passes only
 //!   operator specs; an inline spec with `shared = true` gets a private session.
 //!
 //! A pooled session's own texts are scrubbed of its spec's secrets (it outlives the run that

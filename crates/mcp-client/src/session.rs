@@ -462,7 +462,8 @@ impl Session {
     /// the call: each round's elicitations go to the session's handler, and the retry carries
     /// the answers and the server's `requestState` exactly as sent, under a new request id.
     /// Bounded by rmcp's round cap; a round asking for what this client does not offer
-    /// (sampling, roots) fails the call.
+    /// (sampling, roots) fails the call. rmcp drives the rounds only on the running service,
+    /// not on the peer this session calls through (docs/upstream.md#rmcp-mrtr-peer).
     async fn call_tool_rounds(
         &self,
         mut params: CallToolRequestParams,

@@ -1,4 +1,4 @@
-//! Boundary adapters (SPEC A8): the `mcp` object of an AG-UI run or an A2A message becomes the
+//! Boundary adapters: the `mcp` object of an AG-UI run or an A2A message becomes the
 //! same `RunInput.metadata["mcp"]`.
 //!
 //! Each function returns a metadata map (`{"mcp": …}`, or empty when the request carries no

@@ -52,7 +52,8 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 ///
 /// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
 /// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
-/// and `approve_open_world` (booleans) and `max_output_bytes` (an integer, at least 1024).
+/// and `approve_open_world` (booleans), `max_output_bytes` (an integer, at least 1024) and
+/// `max_spill_bytes` (an integer).
 /// Each key set by the environment replaces the file's.
 ///
 /// A server object has `name`, `transport` (`stdio` or `streamable_http`; inferred from
@@ -98,6 +99,7 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 #[non_exhaustive]
 pub struct Config {
     /// The configured servers, validated and uniquely named.
+    #[serde(serialize_with = "redacted_servers")]
     pub servers: Vec<ServerSpec>,
     /// The connect timeout of servers that set none.
     #[serde(rename = "connect_timeout_seconds", serialize_with = "secs")]
@@ -122,6 +124,22 @@ pub struct Config {
     /// The `[serve]` table: how `mcp-agent serve` offers the servers to MCP clients.
     #[serde(skip_serializing_if = "is_default")]
     pub serve: ServeConfig,
+}
+
+/// The specs, each with the values `${VAR}` put into it ([`ServerSpec::expanded`]) redacted.
+fn redacted_servers<S: serde::Serializer>(servers: &[ServerSpec], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::{Error as _, SerializeSeq};
+    let mut seq = s.serialize_seq(Some(servers.len()))?;
+    for spec in servers {
+        if spec.expanded.is_empty() {
+            seq.serialize_element(spec)?;
+            continue;
+        }
+        let mut value = serde_json::to_value(spec).map_err(S::Error::custom)?;
+        crate::Scrubber::new(spec.expanded.iter().cloned()).scrub_json(&mut value);
+        seq.serialize_element(&value)?;
+    }
+    seq.end()
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {

@@ -1,4 +1,4 @@
-//! Loading from the environment (SPEC A3): `MCP_AGENT__…` variables.
+//! Loading from the environment: `MCP_AGENT__…` variables.
 
 use std::collections::BTreeMap;
 

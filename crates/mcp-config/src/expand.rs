@@ -19,6 +19,7 @@ pub(crate) fn expand_value(
             Ok(expanded) => {
                 *s = expanded.text;
                 p.note_empty_vars(path, expanded.empty);
+                p.note_expanded(path, expanded.values);
             }
             Err((kind, message)) => p.push(path, kind, message),
         },
@@ -47,6 +48,8 @@ pub(crate) struct Expanded {
     /// The variables whose reference gave nothing: set to the empty string, or unset (or
     /// empty) with an empty default.
     pub(crate) empty: Vec<String>,
+    /// The variables' values that went into the text (those not empty), in order.
+    pub(crate) values: Vec<String>,
 }
 
 /// Expands `${VAR}`, `${VAR:-default}` (the default may itself hold references, up to
@@ -64,6 +67,7 @@ pub(crate) fn expand(
         pos: 0,
         undefined: Vec::new(),
         empty: Vec::new(),
+        values: Vec::new(),
     };
     let mut out = String::with_capacity(s.len());
     expander
@@ -73,6 +77,7 @@ pub(crate) fn expand(
         [] => Ok(Expanded {
             text: out,
             empty: expander.empty,
+            values: expander.values,
         }),
         [name] => Err((
             ProblemKind::UndefinedVariable,
@@ -101,6 +106,7 @@ struct Expander<'a> {
     pos: usize,
     undefined: Vec<String>,
     empty: Vec<String>,
+    values: Vec<String>,
 }
 
 impl Expander<'_> {
@@ -167,6 +173,8 @@ impl Expander<'_> {
                         out.push_str(v);
                         if v.is_empty() {
                             self.note_empty(name);
+                        } else {
+                            self.values.push(v.to_owned());
                         }
                     }
                     None if !self.undefined.iter().any(|n| n == name) => {
@@ -181,6 +189,7 @@ impl Expander<'_> {
             match (out, value) {
                 (Some(out), Some(v)) if !v.is_empty() => {
                     out.push_str(v);
+                    self.values.push(v.to_owned());
                     self.sequence(depth, None)
                 }
                 (Some(out), _) => {

@@ -1,4 +1,4 @@
-//! Loading from config files (SPEC A4): TOML or JSON, this crate's schema or the ecosystem's
+//! Loading from config files: TOML or JSON, this crate's schema or the ecosystem's
 //! `mcpServers` object, with `${VAR}` / `${VAR:-default}` expansion.
 
 use std::collections::BTreeMap;

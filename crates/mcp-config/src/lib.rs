@@ -104,7 +104,7 @@ pub use env::ENV_PREFIX;
 pub use error::{BoxError, ConfigError, Problem, ProblemKind};
 pub use file::FileFormat;
 pub use metadata::{MCP_METADATA_KEY, McpSelection};
-pub use model::ModelConfig;
+pub use model::{DEFAULT_MODEL_TIMEOUT, ModelConfig};
 pub use policy::PolicyConfig;
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
@@ -115,11 +115,12 @@ pub use secret::{
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use serve::{
-    JWT_ALGORITHMS, MIN_SERVE_BODY_BYTES, RateLimit, ServeApproval, ServeAuth, ServeConfig,
-    ServeExposure, ServeJwt, ServeToolNames,
+    JWT_ALGORITHMS, MIN_SERVE_BODY_BYTES, MIN_SERVE_TOKEN_BYTES, RateLimit, ServeApproval,
+    ServeAuth, ServeConfig, ServeExposure, ServeJwt, ServeToolNames,
 };
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
-    OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec, SpecOrigin, StdioSpec,
-    TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec, is_secret_param_name,
+    MAX_SERVER_NAME_CHARS, OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec,
+    SpecOrigin, StdioSpec, TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
+    is_secret_param_name,
 };

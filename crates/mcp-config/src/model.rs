@@ -12,7 +12,18 @@ use crate::path::{JsonPath, Problems};
 use crate::{ConfigError, Problem, ProblemKind, Secret};
 
 /// The keys of the `[model]` table.
-const MODEL_FIELDS: &[&str] = &["base_url", "model", "api_key_env", "headers"];
+const MODEL_FIELDS: &[&str] = &[
+    "base_url",
+    "model",
+    "api_key_env",
+    "headers",
+    "timeout_seconds",
+];
+
+/// How long a model may stay silent when `[model]` sets no `timeout_seconds`: well under the
+/// HTTP adapter's own 300 s, so a run against an endpoint that never answers fails in a
+/// minute, naming the timeout.
+pub const DEFAULT_MODEL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The operator's `[model]`: the endpoint (`base_url`, up to and including its version, e.g.
 /// `http://localhost:11434/v1`), the model's name on it (`model`), the name of the environment
@@ -60,6 +71,25 @@ pub struct ModelConfig {
     /// Extra headers sent with every request; their values are secrets.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, Secret>,
+    /// `timeout_seconds`: how long the endpoint may stay silent — until an answer's headers
+    /// arrive, and between two pieces of a streamed answer. `None`:
+    /// [`DEFAULT_MODEL_TIMEOUT`].
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout_seconds",
+        serialize_with = "timeout_secs"
+    )]
+    pub timeout: Option<std::time::Duration>,
+}
+
+fn timeout_secs<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 impl ModelConfig {
@@ -82,6 +112,19 @@ impl ModelConfig {
     pub fn with_api_key_env(mut self, name: impl Into<String>) -> Self {
         self.api_key_env = Some(name.into());
         self
+    }
+
+    /// Sets `timeout_seconds`.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long the endpoint may stay silent: `timeout_seconds`, else
+    /// [`DEFAULT_MODEL_TIMEOUT`].
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout.unwrap_or(DEFAULT_MODEL_TIMEOUT)
     }
 
     /// Sets the extra headers.
@@ -125,6 +168,7 @@ pub(crate) struct ModelLayer {
     model: Option<String>,
     api_key_env: Option<String>,
     headers: Option<BTreeMap<String, Secret>>,
+    timeout: Option<std::time::Duration>,
 }
 
 impl ModelLayer {
@@ -141,6 +185,9 @@ impl ModelLayer {
         }
         if let Some(v) = self.headers {
             model.headers = v;
+        }
+        if let Some(v) = self.timeout {
+            model.timeout = Some(v);
         }
     }
 }
@@ -185,6 +232,9 @@ pub(crate) fn parse_model(value: &Value, path: &JsonPath, p: &mut Problems) -> M
     }
     if let Some(v) = field(obj, "headers") {
         layer.headers = headers(v, &path.key("headers"), p);
+    }
+    if let Some(v) = field(obj, "timeout_seconds") {
+        layer.timeout = crate::parse::parse_timeout(v, &path.key("timeout_seconds"), p);
     }
     layer
 }
@@ -274,6 +324,26 @@ mod tests {
 
     fn toml(text: &str) -> Result<Config, crate::ConfigError> {
         Config::parse(text, FileFormat::Toml, std::iter::empty::<(&str, &str)>())
+    }
+
+    #[test]
+    fn timeout_seconds_bounds_the_silence_with_a_default_well_under_five_minutes() {
+        let config = toml("[model]\nmodel = \"m\"\n").unwrap();
+        assert_eq!(config.model.timeout, None);
+        assert_eq!(config.model.timeout(), std::time::Duration::from_secs(60));
+        let config = toml("[model]\ntimeout_seconds = 2.5\n").unwrap();
+        assert_eq!(
+            config.model.timeout(),
+            std::time::Duration::from_millis(2500)
+        );
+        assert!(
+            serde_json::to_string(&config)
+                .unwrap()
+                .contains(r#""timeout_seconds":2.5"#)
+        );
+        let err = toml("[model]\ntimeout_seconds = -1\n").unwrap_err();
+        assert_eq!(err.problems()[0].path, "model.timeout_seconds");
+        assert_eq!(err.problems()[0].kind, ProblemKind::InvalidTimeout);
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub(crate) struct Problems {
     list: Vec<Problem>,
     file: Option<PathBuf>,
     empty_vars: BTreeMap<String, Vec<String>>,
+    expanded: BTreeMap<String, Vec<String>>,
 }
 
 impl Problems {
@@ -114,6 +115,28 @@ impl Problems {
     pub(crate) fn extend(&mut self, other: Problems) {
         self.list.extend(other.list);
         self.empty_vars.extend(other.empty_vars);
+        self.expanded.extend(other.expanded);
+    }
+
+    /// Notes that `${…}` references put the variables' `values` into the string at `path`.
+    pub(crate) fn note_expanded(&mut self, path: &JsonPath, values: Vec<String>) {
+        if !values.is_empty() {
+            self.expanded.insert(path.as_str().to_owned(), values);
+        }
+    }
+
+    /// The variables' values that `${…}` references put into the strings at `path` and
+    /// beneath it (`args` covers `args[0]`, `headers` covers `headers.X-Key`).
+    pub(crate) fn expanded_under(&self, path: &JsonPath) -> Vec<String> {
+        let prefix = path.as_str();
+        self.expanded
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| {
+                k.len() == prefix.len() || matches!(k.as_bytes()[prefix.len()], b'.' | b'[')
+            })
+            .flat_map(|(_, values)| values.iter().cloned())
+            .collect()
     }
 
     /// Notes that the string at `path` had `${…}` references to `names` that gave nothing

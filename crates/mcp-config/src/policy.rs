@@ -1,11 +1,12 @@
 //! The `[policy]` table: which servers' tools may run, which calls need approval, and how much
-//! of a result the model sees (SPEC F1–F3).
+//! of a result the model sees.
 
 use agent_core::{ApprovalRules, IdentityRules, OutputLimits};
 use serde::Serialize;
 
 /// The operator's `[policy]`: identity rules (`allow`, `deny`), approval rules (`approve`,
-/// `approve_destructive`, `approve_open_world`) and the output bound (`max_output_bytes`).
+/// `approve_destructive`, `approve_open_world`) and the output bounds (`max_output_bytes`,
+/// `max_spill_bytes`).
 ///
 /// Rules are `{ server, tool }` globs matched against the server's initialize identity
 /// (`serverInfo.name`, which may contain `/`) and the tool's name on that server — never the
@@ -23,6 +24,7 @@ use serde::Serialize;
 /// approve = [{ server = "github*", tool = "create_*" }]
 /// approve_destructive = true
 /// max_output_bytes = 32768
+/// max_spill_bytes = 67108864
 /// "#,
 ///     FileFormat::Toml,
 ///     std::iter::empty::<(&str, &str)>(),
@@ -32,6 +34,7 @@ use serde::Serialize;
 /// assert!(policy.identity.allows(Some("mcp-servers/everything"), "delete_all").is_err());
 /// assert!(policy.approval.approve_destructive);
 /// assert_eq!(policy.output_limits().max_output_bytes, 32768);
+/// assert_eq!(policy.output_limits().max_spill_bytes, 64 << 20);
 /// # Ok::<(), mcp_config::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -47,21 +50,33 @@ pub struct PolicyConfig {
     /// ([`agent_core::DEFAULT_MAX_OUTPUT_BYTES`], 64 KiB) when `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_bytes: Option<usize>,
+    /// The most bytes of cut outputs spilled to disk, per run and for the whole process (a
+    /// gateway's sessions share it); the default ([`agent_core::DEFAULT_MAX_SPILL_BYTES`],
+    /// 256 MiB) when `None`. 0 spills nothing: outputs beyond the memory budget are not kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_spill_bytes: Option<u64>,
 }
 
 impl PolicyConfig {
-    /// The output limits this policy asks for (the defaults, with `max_output_bytes` when set).
+    /// The output limits this policy asks for (the defaults, with `max_output_bytes` and
+    /// `max_spill_bytes` when set).
     ///
     /// ```
-    /// let policy = mcp_config::PolicyConfig::default().with_max_output_bytes(Some(4096));
+    /// let policy = mcp_config::PolicyConfig::default()
+    ///     .with_max_output_bytes(Some(4096))
+    ///     .with_max_spill_bytes(Some(1 << 20));
     /// assert_eq!(policy.output_limits().max_output_bytes, 4096);
+    /// assert_eq!(policy.output_limits().max_spill_bytes, 1 << 20);
     /// ```
     pub fn output_limits(&self) -> OutputLimits {
-        let limits = OutputLimits::default();
-        match self.max_output_bytes {
-            Some(bytes) => limits.with_max_output_bytes(bytes),
-            None => limits,
+        let mut limits = OutputLimits::default();
+        if let Some(bytes) = self.max_output_bytes {
+            limits = limits.with_max_output_bytes(bytes);
         }
+        if let Some(bytes) = self.max_spill_bytes {
+            limits = limits.with_max_spill_bytes(bytes);
+        }
+        limits
     }
 
     /// Sets the identity rules.
@@ -82,6 +97,13 @@ impl PolicyConfig {
     #[must_use]
     pub fn with_max_output_bytes(mut self, bytes: Option<usize>) -> Self {
         self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets the bound on spilled outputs.
+    #[must_use]
+    pub fn with_max_spill_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_spill_bytes = bytes;
         self
     }
 }

@@ -1,4 +1,4 @@
-//! The replaceable resolver (SPEC A6): (agent, run input) → the run's servers.
+//! The replaceable resolver: (agent, run input) → the run's servers.
 
 use std::sync::Arc;
 
@@ -10,8 +10,8 @@ use crate::{Config, ConfigError, ResolvedRun};
 /// Turns one run's input into the servers it uses and its options.
 ///
 /// The MCP client calls it once per run, before connecting anything. The
-/// [`DefaultResolver`] implements SPEC A5 (configured names and inline specs from
-/// `metadata["mcp"]`). Replace it to keep credentials server-side: the request carries opaque
+/// [`DefaultResolver`] takes configured names and inline specs from
+/// `metadata["mcp"]`. Replace it to keep credentials server-side: the request carries opaque
 /// connection ids, and the resolver looks up the real endpoint and token in a store the caller
 /// never sees, so tokens never travel in the request (and never reach logs or the model
 /// through the run's metadata).

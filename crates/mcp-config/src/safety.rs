@@ -1,4 +1,4 @@
-//! Safe defaults for caller-supplied (inline) specs (SPEC A7) and the SSRF address check.
+//! Safe defaults for caller-supplied (inline) specs and the SSRF address check.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,4 +1,4 @@
-//! Per-run selection (SPEC A5): which servers one run uses, from `RunInput.metadata["mcp"]`.
+//! Per-run selection: which servers one run uses, from `RunInput.metadata["mcp"]`.
 
 use std::time::Duration;
 
@@ -301,7 +301,7 @@ impl Config {
         self.select(&RunSelection::names(names))
     }
 
-    /// A whole run (SPEC A5): parses `input.metadata["mcp"]`, applies `allow_mcp` (and the
+    /// A whole run: parses `input.metadata["mcp"]`, applies `allow_mcp` (and the
     /// operator's `require_allow_mcp`) and the `partial_failure` override, and selects the
     /// servers. This is what the [`DefaultResolver`](crate::DefaultResolver) does.
     ///

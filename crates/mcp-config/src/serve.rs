@@ -5,11 +5,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::parse::{as_str, expect_object, field, reject_unknown, shown, type_name};
+use crate::parse::{as_str, expect_object, field, parse_timeout, reject_unknown, shown, type_name};
 use crate::path::{JsonPath, Problems};
 use crate::{ConfigError, Problem, ProblemKind, Secret};
 
@@ -30,6 +31,12 @@ const SERVE_FIELDS: &[&str] = &[
     "max_sessions",
     "max_calls_per_session",
     "rate_limit",
+    "auth_failure_rate_limit",
+    "max_connections",
+    "max_connections_per_address",
+    "header_read_timeout_seconds",
+    "body_read_timeout_seconds",
+    "idle_timeout_seconds",
     "approve",
     "history",
 ];
@@ -125,6 +132,9 @@ pub enum ServeAuth {
     Jwt(ServeJwt),
 }
 
+/// The shortest bearer token `[serve] auth.bearer_token_env` may hold, in bytes.
+pub const MIN_SERVE_TOKEN_BYTES: usize = 16;
+
 impl ServeAuth {
     /// The bearer token from the process environment; see [`token_from`](Self::token_from).
     pub fn token(&self) -> Result<Secret, ConfigError> {
@@ -132,13 +142,15 @@ impl ServeAuth {
     }
 
     /// The bearer token read through `lookup` from the named variable. Unset, empty or blank
-    /// is an error naming the variable (never an endpoint open to any token).
+    /// is an error naming the variable (never an endpoint open to any token), and so is a
+    /// token shorter than [`MIN_SERVE_TOKEN_BYTES`].
     ///
     /// ```
     /// use mcp_config::ServeAuth;
     /// let auth = ServeAuth::BearerTokenEnv("GATEWAY_TOKEN".into());
-    /// let token = auth.token_from(|_| Some("t-1".into())).unwrap();
-    /// assert_eq!(token.expose(), "t-1");
+    /// let token = auth.token_from(|_| Some("t-0123456789abcdef".into())).unwrap();
+    /// assert_eq!(token.expose(), "t-0123456789abcdef");
+    /// assert!(auth.token_from(|_| Some("t-1".into())).unwrap_err().to_string().contains("3 bytes"));
     /// assert!(auth.token_from(|_| None).unwrap_err().to_string().contains("GATEWAY_TOKEN"));
     /// ```
     pub fn token_from(
@@ -153,6 +165,17 @@ impl ServeAuth {
             )]));
         };
         match lookup(name).filter(|v| !v.trim().is_empty()) {
+            Some(value) if value.trim().len() < MIN_SERVE_TOKEN_BYTES => {
+                Err(ConfigError::invalid(vec![Problem::new(
+                    "serve.auth.bearer_token_env",
+                    ProblemKind::InvalidValue,
+                    format!(
+                        "the bearer token in {} has {} bytes, fewer than the {MIN_SERVE_TOKEN_BYTES} required (a short token can be guessed; use e.g. `openssl rand -hex 32`)",
+                        shown(name),
+                        value.trim().len()
+                    ),
+                )]))
+            }
             Some(value) => Ok(Secret::new(value.trim())),
             None => Err(ConfigError::invalid(vec![Problem::new(
                 "serve.auth.bearer_token_env",
@@ -200,6 +223,12 @@ impl RateLimit {
 /// | `max_sessions` | downstream sessions open at once | 64 |
 /// | `max_calls_per_session` | calls in flight per downstream session | 16 |
 /// | `rate_limit` | `{ per_second = 10, burst = 20 }`, per client address | none |
+/// | `auth_failure_rate_limit` | requests failing authentication, per client address; beyond, 429 before any check | `{ per_second = 1, burst = 10 }` |
+/// | `max_connections` | HTTP connections open at once; one more is answered 503 and closed | 512 |
+/// | `max_connections_per_address` | HTTP connections open at once from one client address | none |
+/// | `header_read_timeout_seconds` | a request head (and a kept-alive HTTP/1 connection's idle wait) | 30 |
+/// | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
+/// | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
 /// | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
 /// | `history` | directory recording each session's run (one subdirectory each) | none |
 ///
@@ -263,6 +292,36 @@ pub struct ServeConfig {
     /// Requests per second per client address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// Requests failing authentication per second per client address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_failure_rate_limit: Option<RateLimit>,
+    /// HTTP connections open at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    /// HTTP connections open at once from one client address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_address: Option<usize>,
+    /// How long a request head may take.
+    #[serde(
+        rename = "header_read_timeout_seconds",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "secs"
+    )]
+    pub header_read_timeout: Option<Duration>,
+    /// How long a request body may take, whole.
+    #[serde(
+        rename = "body_read_timeout_seconds",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "secs"
+    )]
+    pub body_read_timeout: Option<Duration>,
+    /// How long a connection may stay with no request in progress.
+    #[serde(
+        rename = "idle_timeout_seconds",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "secs"
+    )]
+    pub idle_timeout: Option<Duration>,
     /// Calls that need approval: denied or allowed.
     pub approve: ServeApproval,
     /// Where each session's run is recorded.
@@ -284,6 +343,12 @@ pub(crate) struct ServeLayer {
     max_sessions: Option<usize>,
     max_calls_per_session: Option<usize>,
     rate_limit: Option<RateLimit>,
+    auth_failure_rate_limit: Option<RateLimit>,
+    max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
+    header_read_timeout: Option<Duration>,
+    body_read_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
     approve: Option<ServeApproval>,
     history: Option<PathBuf>,
 }
@@ -323,6 +388,24 @@ impl ServeLayer {
         }
         if let Some(v) = self.rate_limit {
             serve.rate_limit = Some(v);
+        }
+        if let Some(v) = self.auth_failure_rate_limit {
+            serve.auth_failure_rate_limit = Some(v);
+        }
+        if let Some(v) = self.max_connections {
+            serve.max_connections = Some(v);
+        }
+        if let Some(v) = self.max_connections_per_address {
+            serve.max_connections_per_address = Some(v);
+        }
+        if let Some(v) = self.header_read_timeout {
+            serve.header_read_timeout = Some(v);
+        }
+        if let Some(v) = self.body_read_timeout {
+            serve.body_read_timeout = Some(v);
+        }
+        if let Some(v) = self.idle_timeout {
+            serve.idle_timeout = Some(v);
         }
         if let Some(v) = self.approve {
             serve.approve = v;
@@ -419,6 +502,17 @@ pub(crate) fn parse_serve(value: &Value, path: &JsonPath, p: &mut Problems) -> S
     if let Some(v) = field(obj, "rate_limit") {
         layer.rate_limit = rate_limit(v, &path.key("rate_limit"), p);
     }
+    if let Some(v) = field(obj, "auth_failure_rate_limit") {
+        layer.auth_failure_rate_limit = rate_limit(v, &path.key("auth_failure_rate_limit"), p);
+    }
+    layer.max_connections = count("max_connections", p);
+    layer.max_connections_per_address = count("max_connections_per_address", p);
+    let timeout = |key: &str, p: &mut Problems| {
+        field(obj, key).and_then(|v| parse_timeout(v, &path.key(key), p))
+    };
+    layer.header_read_timeout = timeout("header_read_timeout_seconds", p);
+    layer.body_read_timeout = timeout("body_read_timeout_seconds", p);
+    layer.idle_timeout = timeout("idle_timeout_seconds", p);
     let approval = |word: &str| match word {
         "deny" => Some(ServeApproval::Deny),
         "allow" => Some(ServeApproval::Allow),
@@ -472,6 +566,14 @@ fn choice<T>(
         );
     }
     value
+}
+
+/// A duration as seconds.
+fn secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 /// A whole number of at least `min`.
@@ -641,6 +743,8 @@ fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLi
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crate::{Config, FileFormat, ProblemKind, ServeApproval, ServeAuth, ServeToolNames};
 
     fn toml(text: &str) -> Result<Config, crate::ConfigError> {
@@ -663,6 +767,12 @@ max_body_bytes = 2048
 max_sessions = 3
 max_calls_per_session = 2
 rate_limit = { per_second = 0.5, burst = 4 }
+auth_failure_rate_limit = { per_second = 2 }
+max_connections = 100
+max_connections_per_address = 8
+header_read_timeout_seconds = 5
+body_read_timeout_seconds = 7.5
+idle_timeout_seconds = 20
 approve = "allow"
 history = "/tmp/h"
 "#,
@@ -676,6 +786,12 @@ history = "/tmp/h"
         assert_eq!(s.approve, ServeApproval::Allow);
         assert_eq!(s.auth, Some(ServeAuth::BearerTokenEnv("GW_TOKEN".into())));
         assert_eq!(s.rate_limit.unwrap().burst, 4);
+        assert_eq!(s.auth_failure_rate_limit.unwrap().burst, 2);
+        assert_eq!(s.max_connections, Some(100));
+        assert_eq!(s.max_connections_per_address, Some(8));
+        assert_eq!(s.header_read_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(s.body_read_timeout, Some(Duration::from_millis(7500)));
+        assert_eq!(s.idle_timeout, Some(Duration::from_secs(20)));
         assert_eq!(s.allowed_origins, ["http://localhost:5173"]);
         assert_eq!(
             s.public_url.as_deref(),
@@ -702,6 +818,12 @@ max_body_bytes = 10
 max_sessions = 0
 max_calls_per_session = "many"
 rate_limit = { burst = 2 }
+auth_failure_rate_limit = 5
+max_connections = 0
+max_connections_per_address = -1
+header_read_timeout_seconds = 0
+body_read_timeout_seconds = "long"
+idle_timeout_seconds = -3
 approve = "ask"
 colour = 1
 "#,
@@ -727,6 +849,15 @@ colour = 1
             (ProblemKind::InvalidValue, "serve.max_sessions"),
             (ProblemKind::WrongType, "serve.max_calls_per_session"),
             (ProblemKind::MissingField, "serve.rate_limit.per_second"),
+            (ProblemKind::WrongType, "serve.auth_failure_rate_limit"),
+            (ProblemKind::InvalidValue, "serve.max_connections"),
+            (ProblemKind::WrongType, "serve.max_connections_per_address"),
+            (
+                ProblemKind::InvalidTimeout,
+                "serve.header_read_timeout_seconds",
+            ),
+            (ProblemKind::WrongType, "serve.body_read_timeout_seconds"),
+            (ProblemKind::InvalidTimeout, "serve.idle_timeout_seconds"),
             (ProblemKind::InvalidValue, "serve.approve"),
             (ProblemKind::UnknownField, "serve.colour"),
         ] {

@@ -12,6 +12,11 @@ use crate::Secret;
 /// The call timeout when a spec sets none.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The longest server name, in characters: a name is part of every tool name
+/// (`server__tool`), of log lines and of error messages, so it is kept short enough to show
+/// whole.
+pub const MAX_SERVER_NAME_CHARS: usize = 64;
+
 /// The connect timeout when neither the spec nor the environment sets one.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -56,11 +61,19 @@ pub struct ServerSpec {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allow_internal_addresses: bool,
     /// The operator's `shared = true`: runs of one client reuse one session of this server
-    /// from the client's session pool (SPEC C6) instead of opening their own. Honoured for
+    /// from the client's session pool instead of opening their own. Honoured for
     /// operator specs only: a caller-supplied ([`SpecOrigin::Inline`]) spec always gets a
     /// private session, whatever it says.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shared: bool,
+    /// The values `${VAR}` references of a config file put into `command`, `args`, `url` or
+    /// `headers`: secrets of the spec ([`secret_values`](Self::secret_values)), so they are
+    /// scrubbed wherever a server echoes them, and redacted where a [`Config`](crate::Config)
+    /// is serialized (`mcp-agent config check`). A variable is how a config file keeps a
+    /// value out of the file; what it holds is taken for a credential. (Like every secret, a
+    /// value under [`MIN_SCRUBBED_LEN`](crate::MIN_SCRUBBED_LEN) characters is not scrubbed.)
+    #[serde(skip)]
+    pub expanded: Vec<Secret>,
 }
 
 impl ServerSpec {
@@ -77,11 +90,12 @@ impl ServerSpec {
             origin: SpecOrigin::Operator,
             allow_internal_addresses: false,
             shared: false,
+            expanded: Vec::new(),
         }
     }
 
-    /// True when connections for this spec must not reach internal addresses (SSRF guard,
-    /// SPEC A7): a caller-supplied ([`SpecOrigin::Inline`]) spec, unless the operator turned
+    /// True when connections for this spec must not reach internal addresses (the SSRF
+    /// guard): a caller-supplied ([`SpecOrigin::Inline`]) spec, unless the operator turned
     /// the guard off ([`allow_internal_addresses`](Self::allow_internal_addresses)).
     ///
     /// The HTTP transport then connects only to addresses that [`is_internal_ip`](crate::is_internal_ip)
@@ -103,7 +117,8 @@ impl ServerSpec {
         self.origin == SpecOrigin::Inline && !self.allow_internal_addresses
     }
 
-    /// Every secret value this spec knows now: header values, an inline bearer token or one
+    /// Every secret value this spec knows now: the values `${VAR}` put into its command,
+    /// arguments, URL or headers ([`expanded`](Self::expanded)), header values, an inline bearer token or one
     /// read from its variable, an OAuth client secret (inline or from its variable), the
     /// `env` values of a stdio server, and the string values of a custom transport's
     /// parameters whose name says they are secret ([`is_secret_param_name`]: `password`,
@@ -137,6 +152,7 @@ impl ServerSpec {
                 }
             }
         }
+        out.extend(self.expanded.iter().cloned());
         out.extend(self.auth.headers.values().cloned());
         out.extend(self.auth.bearer.as_ref().and_then(SecretSource::resolve));
         if let Some(oauth) = &self.auth.oauth_client_credentials {

@@ -15,11 +15,8 @@ use mcp_config::{is_internal_host, is_loopback_host};
 use serde::de::DeserializeOwned;
 use url::Url;
 
-use super::Endpoint;
 use super::failure::{Failure, shown};
-use super::flight::Shared;
 use super::metadata::{self, AuthorizationServer, ProtectedResource};
-use super::token::ClientAuth;
 use crate::Challenge;
 use crate::fetch::HttpFetch;
 
@@ -57,44 +54,6 @@ pub(crate) struct Discovered {
     pub(crate) resource: Option<String>,
     /// The protected resource's `scopes_supported`, when its metadata gave it.
     pub(crate) resource_scopes: Option<Vec<String>>,
-}
-
-impl Shared {
-    /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
-    /// the MCP URL), then the authorization server's RFC 8414 / OpenID metadata.
-    ///
-    /// What the server names decides where the client credential goes, so discovery accepts
-    /// only an authorization server (issuer) on the MCP server's own host (ports may differ)
-    /// or listed in `allowed_issuers`, and only a token endpoint on that issuer's host. With a
-    /// client secret (`client_secret_basic` / `client_secret_post`, or no method configured)
-    /// it refuses a plain `http` MCP URL unless its host is loopback: anyone on the network
-    /// could answer the first request with a 401 of their choosing. `private_key_jwt` may
-    /// discover over plain `http`: its signed assertion lives 60 s and names the issuer as its
-    /// audience, and the key itself is never sent.
-    pub(super) async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
-        let found = Discovery {
-            http: self.http.as_ref(),
-            timeout: self.options.request_timeout.min(self.deadline),
-            max_response_bytes: self.options.max_response_bytes,
-            mcp_url: &self.config.mcp_url,
-            allowed_issuers: &self.config.allowed_issuers,
-            guarded: self.config.guarded,
-            confine: true,
-            plain_http_refusal: (self.config.method != Some(ClientAuth::PrivateKeyJwt)).then_some(
-                "anyone on the network could choose where the client secret goes; \
-                 refused (use https, set `token_url`, or use private_key_jwt)",
-            ),
-            grant: "client_credentials",
-        }
-        .run(challenge)
-        .await?;
-        Ok(Endpoint {
-            token_url: found.token_url,
-            issuer: Some(found.issuer),
-            methods: found.metadata.token_endpoint_auth_methods_supported,
-            resource: found.resource,
-        })
-    }
 }
 
 impl Discovery<'_> {

@@ -16,6 +16,7 @@ use http::header::{AUTHORIZATION, HeaderValue};
 use mcp_config::Secret;
 use tokio::time::Instant;
 
+use super::discovery::{self, Discovery};
 use super::failure::Failure;
 use super::token::{self, ClientAuth, Grant, TokenRequest, choose_auth};
 use super::{Config, Endpoint, OAuthOptions, lock};
@@ -284,7 +285,7 @@ impl Shared {
         request: http::Request<Bytes>,
     ) -> Result<http::Response<Bytes>, Failure> {
         let limit = self.options.request_timeout.min(self.deadline);
-        super::discovery::exchange(
+        discovery::exchange(
             self.http.as_ref(),
             limit,
             self.options.max_response_bytes,
@@ -292,5 +293,43 @@ impl Shared {
             request,
         )
         .await
+    }
+}
+
+impl Shared {
+    /// RFC 9728 protected-resource metadata (from the challenge, else the well-known URLs of
+    /// the MCP URL), then the authorization server's RFC 8414 / OpenID metadata.
+    ///
+    /// What the server names decides where the client credential goes, so discovery accepts
+    /// only an authorization server (issuer) on the MCP server's own host (ports may differ)
+    /// or listed in `allowed_issuers`, and only a token endpoint on that issuer's host. With a
+    /// client secret (`client_secret_basic` / `client_secret_post`, or no method configured)
+    /// it refuses a plain `http` MCP URL unless its host is loopback: anyone on the network
+    /// could answer the first request with a 401 of their choosing. `private_key_jwt` may
+    /// discover over plain `http`: its signed assertion lives 60 s and names the issuer as its
+    /// audience, and the key itself is never sent.
+    pub(super) async fn discover(&self, challenge: &Challenge) -> Result<Endpoint, Failure> {
+        let found = Discovery {
+            http: self.http.as_ref(),
+            timeout: self.options.request_timeout.min(self.deadline),
+            max_response_bytes: self.options.max_response_bytes,
+            mcp_url: &self.config.mcp_url,
+            allowed_issuers: &self.config.allowed_issuers,
+            guarded: self.config.guarded,
+            confine: true,
+            plain_http_refusal: (self.config.method != Some(ClientAuth::PrivateKeyJwt)).then_some(
+                "anyone on the network could choose where the client secret goes; \
+                 refused (use https, set `token_url`, or use private_key_jwt)",
+            ),
+            grant: "client_credentials",
+        }
+        .run(challenge)
+        .await?;
+        Ok(Endpoint {
+            token_url: found.token_url,
+            issuer: Some(found.issuer),
+            methods: found.metadata.token_endpoint_auth_methods_supported,
+            resource: found.resource,
+        })
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! One room per job:
 //!
-//! - `registry.rs`: [`AuthRegistry`], one cache entry per credential, pruned when unused.
+//! - `registry.rs`: [`AuthRegistry`], one cache entry per credential.
+//! - `cache.rs`: those entries, keyed by credential, pruned when unused.
 //! - `provider.rs`: [`ClientCredentials`], the auth hook of one session on that entry.
 //! - `flight.rs`: the entry itself: the token, its freshness, the one attempt in flight.
 //! - `discovery.rs` and `metadata.rs`: where the token endpoint is (RFC 9728, RFC 8414 /
@@ -12,6 +13,7 @@
 //! - `failure.rs`: an attempt's failure, cloneable for every waiting caller, rendered as an
 //!   [`AuthError`](crate::AuthError) naming each caller's server with its secrets scrubbed.
 
+mod cache;
 mod discovery;
 mod failure;
 mod flight;

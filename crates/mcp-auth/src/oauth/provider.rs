@@ -10,10 +10,10 @@ use mcp_config::{Scrubber, Secret};
 use tokio::time::Instant;
 use url::Url;
 
+use super::cache::Cache;
 use super::failure::Failure;
 use super::flight::Shared;
 use super::lock;
-use super::registry::Cache;
 #[cfg(doc)]
 use super::{AuthRegistry, OAuthOptions};
 use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};

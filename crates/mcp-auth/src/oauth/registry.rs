@@ -4,14 +4,13 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use mcp_config::{
     OAuthClientCredentials, Secret, ServerSpec, TokenEndpointAuthMethod, TransportSpec,
 };
-use tokio::time::Instant;
 use url::Url;
 
+use super::cache::{Cache, CredentialKey};
 use super::flight::Shared;
 use super::jwt::SigningKey;
 use super::login::{
@@ -23,10 +22,6 @@ use super::token::ClientAuth;
 use super::{Config, OAuthOptions, lock};
 use crate::fetch::HttpFetch;
 use crate::{AuthError, AuthProvider, StoreError};
-
-/// How often (at most) the registry drops cache entries nobody uses whose token expired,
-/// besides whenever a provider is built.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Builds the auth hook of each server spec, and keeps one token cache per OAuth2 credential
 /// so every session and every concurrent request of the same credential shares one token and
@@ -92,55 +87,6 @@ impl fmt::Debug for AuthRegistry {
             .field("credentials", &self.cache.len())
             .finish_non_exhaustive()
     }
-}
-
-/// Every credential's cache entry, shared by the registry and its providers (which prune it).
-#[derive(Default)]
-pub(super) struct Cache {
-    entries: Mutex<Entries>,
-}
-
-#[derive(Default)]
-struct Entries {
-    map: HashMap<CredentialKey, Arc<Shared>>,
-    /// No access-time pruning before then.
-    next_prune: Option<Instant>,
-}
-
-impl Cache {
-    pub(super) fn len(&self) -> usize {
-        lock(&self.entries).map.len()
-    }
-
-    /// Drops the entries no provider holds whose token has expired (or that never got one).
-    fn prune(entries: &mut Entries, now: Instant) {
-        entries
-            .map
-            .retain(|_, shared| Arc::strong_count(shared) > 1 || shared.has_valid_token(now));
-        entries.next_prune = Some(now + PRUNE_INTERVAL);
-    }
-
-    /// [`prune`](Self::prune), at most every [`PRUNE_INTERVAL`].
-    pub(super) fn prune_if_due(&self, now: Instant) {
-        let mut entries = lock(&self.entries);
-        if entries.next_prune.is_none_or(|at| now >= at) {
-            Self::prune(&mut entries, now);
-        }
-    }
-}
-
-/// What identifies one credential's cache. The secret is part of it (compared, never shown),
-/// so a wrong secret never reuses a token obtained with the right one.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct CredentialKey {
-    endpoint: String,
-    client_id: String,
-    secret: Secret,
-    scope: Option<String>,
-    resource: Option<String>,
-    method: Option<&'static str>,
-    allowed_issuers: Vec<String>,
-    guarded: bool,
 }
 
 impl AuthRegistry {
@@ -406,31 +352,25 @@ impl AuthRegistry {
             (Some(guarded), true) => guarded.clone(),
             _ => self.http.clone(),
         };
-        let mut entries = lock(&self.cache.entries);
-        Cache::prune(&mut entries, Instant::now());
-        let shared = entries
-            .map
-            .entry(key)
-            .or_insert_with(|| {
-                Arc::new(Shared::new(
-                    Config {
-                        client_id: oauth.client_id.clone(),
-                        secret,
-                        key: signing_key,
-                        method,
-                        scope: oauth.scope.clone(),
-                        resource: oauth.resource.clone(),
-                        token_url: oauth.token_url.clone(),
-                        mcp_url: mcp_url.clone(),
-                        allowed_issuers: oauth.allowed_issuers.clone(),
-                        guarded: spec.ssrf_guarded(),
-                    },
-                    http,
-                    self.options.clone(),
-                    deadline,
-                ))
-            })
-            .clone();
+        let shared = self.cache.entry(key, || {
+            Arc::new(Shared::new(
+                Config {
+                    client_id: oauth.client_id.clone(),
+                    secret,
+                    key: signing_key,
+                    method,
+                    scope: oauth.scope.clone(),
+                    resource: oauth.resource.clone(),
+                    token_url: oauth.token_url.clone(),
+                    mcp_url: mcp_url.clone(),
+                    allowed_issuers: oauth.allowed_issuers.clone(),
+                    guarded: spec.ssrf_guarded(),
+                },
+                http,
+                self.options.clone(),
+                deadline,
+            ))
+        });
         Ok(ClientCredentials::new(
             server,
             shared,

@@ -119,11 +119,16 @@ impl Catalog {
                     });
                 }
             }
-            Err(reason) => tracing::warn!(
-                tool = %tool.id,
-                %reason,
-                "the input schema does not compile; calling without validation"
-            ),
+            // Fail closed: arguments that cannot be checked are not sent.
+            Err(reason) => {
+                return Err(ToolError::Configuration {
+                    server: Some(tool.server.clone()),
+                    tool: tool.id.clone(),
+                    message: format!(
+                        "the server's input schema does not compile ({reason}), so the arguments cannot be checked; the call is refused"
+                    ),
+                });
+            }
         }
         let session = {
             let state = self.read();

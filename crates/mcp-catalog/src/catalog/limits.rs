@@ -32,6 +32,45 @@ pub(crate) fn check_tool(
     Ok((input, output))
 }
 
+/// What the catalog makes of one tool of a listing (see [`check_listing`]).
+#[derive(Debug)]
+pub(crate) enum Checked {
+    /// The tool joins: its input and output schemas as compact JSON text.
+    Kept(String, Option<String>),
+    /// The tool is left out, for this reason.
+    LeftOut(SkipReason),
+    /// A second or later copy of a name listed more than once: left out, reported with the
+    /// first copy.
+    Repeat,
+}
+
+/// Checks one listing, tool by tool and in order: an empty name, a name listed more than once
+/// (every copy is left out, reported once), then [`check_tool`].
+pub(crate) fn check_listing(tools: &[Tool], limits: &ToolLimits) -> Vec<Checked> {
+    let mut times: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for tool in tools {
+        *times.entry(&tool.name).or_default() += 1;
+    }
+    let mut reported = std::collections::HashSet::new();
+    tools
+        .iter()
+        .map(|tool| {
+            let name: &str = &tool.name;
+            if name.is_empty() {
+                return Checked::LeftOut(SkipReason::NameEmpty);
+            }
+            match times.get(name).copied().unwrap_or(0) {
+                n if n > 1 && !reported.insert(name) => Checked::Repeat,
+                n if n > 1 => Checked::LeftOut(SkipReason::ListedTwice { times: n }),
+                _ => match check_tool(tool, limits) {
+                    Ok((input, output)) => Checked::Kept(input, output),
+                    Err(reason) => Checked::LeftOut(reason),
+                },
+            }
+        })
+        .collect()
+}
+
 /// The schema as compact JSON text, if it is within the limits of size and depth.
 fn check_schema(
     which: &'static str,

@@ -26,8 +26,8 @@ mod semantic;
 mod surface;
 
 pub use dispatch::{CallTarget, ResolvedTool};
-pub(crate) use limits::check_tool;
 use limits::texts;
+pub(crate) use limits::{Checked, check_listing, check_tool};
 pub use surface::{SearchRequest, SearchResponse};
 
 /// One server of a run, as the orchestration hands it to the catalog: its key, its identity,
@@ -318,7 +318,7 @@ impl State {
     }
 }
 
-/// The lazy tool catalog of one run (SPEC D1–D8).
+/// The lazy tool catalog of one run.
 ///
 /// Holds the tools of every server of the run under model-safe `server__tool` names, ranks
 /// them for `mcp_search_tools`, validates and forwards `mcp_call_tool` calls through each
@@ -447,11 +447,11 @@ impl Catalog {
 
     /// Adds a server with its tools, or replaces the server of the same key.
     ///
-    /// Fails, changing nothing, when a tool's name is empty or listed twice, or when a tool
-    /// would be shown under the same model-facing name as another tool of the catalog or a
-    /// native tool; the error names both. A tool out of the [`ToolLimits`](crate::ToolLimits) is
-    /// left out and reported by [`skipped_tools`](Self::skipped_tools); its server's other tools
-    /// join.
+    /// Fails, changing nothing, when a tool would be shown under the same model-facing name as
+    /// another tool of the catalog or a native tool; the error names both. A malformed tool —
+    /// its name empty or listed more than once (every copy), or out of the
+    /// [`ToolLimits`](crate::ToolLimits) — is left out and reported by
+    /// [`skipped_tools`](Self::skipped_tools); its server's other tools join.
     pub fn add_server(&self, server: ServerTools) -> Result<(), CatalogError> {
         if server.key.is_empty() {
             return Err(CatalogError::InvalidServer {
@@ -490,8 +490,9 @@ impl Catalog {
         Ok(())
     }
 
-    /// The tools of `server` that its last listing offered and the catalog left out (a name or
-    /// schema out of the [`ToolLimits`](crate::ToolLimits)), in listing order.
+    /// The tools of `server` that its last listing offered and the catalog left out (a name
+    /// empty or listed more than once, a name or schema out of the
+    /// [`ToolLimits`](crate::ToolLimits)), in listing order; a repeated name once.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -546,30 +547,16 @@ impl Catalog {
         let mut out: Prepared<'t> = Vec::with_capacity(tools.len());
         let mut skipped = Vec::new();
         let mut new_names: HashMap<String, String> = HashMap::new();
-        let mut remote_seen: HashMap<&str, ()> = HashMap::new();
-        for tool in tools {
+        for (tool, checked) in tools.iter().zip(check_listing(tools, limits)) {
             let remote: &str = &tool.name;
-            if remote.is_empty() {
-                return Err(CatalogError::InvalidTool {
-                    server: server.to_owned(),
-                    tool: String::new(),
-                    reason: "the name is empty".into(),
-                });
-            }
-            let (input_schema, output_schema) = match check_tool(tool, limits) {
-                Ok(schemas) => schemas,
-                Err(reason) => {
+            let (input_schema, output_schema) = match checked {
+                Checked::Kept(input, output) => (input, output),
+                Checked::LeftOut(reason) => {
                     skipped.push(SkippedTool::new(server, remote, reason));
                     continue;
                 }
+                Checked::Repeat => continue,
             };
-            if remote_seen.insert(remote, ()).is_some() {
-                return Err(CatalogError::InvalidTool {
-                    server: server.to_owned(),
-                    tool: remote.to_owned(),
-                    reason: "listed twice".into(),
-                });
-            }
             let id = external_name(server, remote);
             let name = model_name(server, remote);
             let collision = new_names.get(&name).cloned().or_else(|| {

@@ -155,7 +155,7 @@ impl Catalog {
         }
     }
 
-    /// Promotes a tool to first-class for the rest of the run (SPEC D6): from now on
+    /// Promotes a tool to first-class for the rest of the run: from now on
     /// [`tools`](ToolCatalog::tools) lists it with its own schema. Promoting a tool twice is a
     /// no-op. Returns its descriptor.
     pub fn promote(&self, name: &str) -> Result<ToolDescriptor, CatalogError> {

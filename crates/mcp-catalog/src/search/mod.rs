@@ -1,4 +1,4 @@
-//! The ranked search index behind `mcp_search_tools` (SPEC D3).
+//! The ranked search index behind `mcp_search_tools`.
 //!
 //! A fielded BM25 index (BM25F): every tool is one document with five fields — name words,
 //! server name, description, parameter names and parameter texts (descriptions, titles, enum

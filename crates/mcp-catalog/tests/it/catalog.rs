@@ -468,16 +468,14 @@ fn names_are_sanitised_and_collisions_name_both_tools() {
         "tool `x-y__z` would be shown to the model as `x-y__z`, which tool `x.y__z` already has"
     );
 
-    // A tool listed twice.
+    // A tool listed twice is left out, not the server (see `hostile.rs`).
     let twice = Arc::new(
         FakeServer::new()
             .with_tool(tool("t", "", json!({})), Behavior::Echo)
             .with_tool(tool("t", "", json!({})), Behavior::Echo),
     );
-    assert!(matches!(
-        catalog.add_server(twice.into_server("d")),
-        Err(CatalogError::InvalidTool { .. })
-    ));
+    catalog.add_server(twice.into_server("d")).unwrap();
+    assert_eq!(catalog.skipped_tools("d").len(), 1);
 }
 
 struct Natives;

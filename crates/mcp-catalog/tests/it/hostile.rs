@@ -165,6 +165,96 @@ fn oversized_and_over_deep_schemas_leave_their_tool_out() {
 }
 
 #[test]
+fn an_empty_or_repeated_name_leaves_that_tool_out_not_the_server() {
+    let catalog = Catalog::new(CatalogConfig::default().with_exposure(Exposure::Eager));
+    catalog
+        .add_server(server(vec![
+            fine("ok"),
+            fine("twin"),
+            fine(""),
+            tool(
+                "twin",
+                "Another tool of the same name.",
+                json!({"type": "object"}),
+            ),
+            fine("also_ok"),
+        ]))
+        .expect("the server's good tools join");
+    let mut shown: Vec<String> = catalog.tools().into_iter().map(|t| t.name).collect();
+    shown.sort();
+    assert_eq!(shown, ["evil__also_ok", "evil__ok"]);
+    let skipped: Vec<String> = catalog
+        .skipped_tools("evil")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "server `evil`: tool `twin` left out: its name is listed 2 times",
+            "server `evil`: tool `` left out: its name is empty",
+        ]
+    );
+    // A re-listing without the repeat brings the tool back.
+    catalog
+        .replace_tools("evil", &[fine("ok"), fine("twin")])
+        .unwrap();
+    assert!(catalog.lookup("evil__twin").is_some());
+    assert!(catalog.skipped_tools("evil").is_empty());
+}
+
+#[tokio::test]
+async fn a_schema_that_does_not_compile_refuses_the_call_with_the_reason() {
+    let fake = Arc::new(
+        FakeServer::new()
+            .with_tool(
+                tool(
+                    "broken",
+                    "A schema no validator takes.",
+                    json!({"type": 12}),
+                ),
+                Behavior::Echo,
+            )
+            .with_tool(
+                tool(
+                    "remote",
+                    "A schema needing a remote document.",
+                    json!({"$ref": "https://schemas.example.com/args.json"}),
+                ),
+                Behavior::Echo,
+            ),
+    );
+    let catalog = Catalog::new(CatalogConfig::default().with_exposure(Exposure::Eager));
+    catalog
+        .add_server(fake.clone().into_server("evil"))
+        .unwrap();
+    for name in ["evil__broken", "evil__remote"] {
+        let call = ToolCall::new("1", name, obj(json!({"text": "hi"})));
+        let (_, target) = CallResolver::resolve(&catalog, &call).unwrap();
+        let err = catalog
+            .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
+            .await
+            .expect_err("refused");
+        let ToolError::Configuration {
+            server,
+            tool,
+            message,
+        } = &err
+        else {
+            panic!("{err:?}");
+        };
+        assert_eq!(server.as_deref(), Some("evil"));
+        assert_eq!(tool, name);
+        assert!(
+            message.starts_with("the server's input schema does not compile (")
+                && message.ends_with("the call is refused"),
+            "{message}"
+        );
+    }
+    assert!(fake.calls().is_empty(), "nothing reached the server");
+}
+
+#[test]
 fn the_limits_are_configurable_and_a_relisting_reports_afresh() {
     let mut limits = ToolLimits::default();
     limits.max_name_chars = 4;

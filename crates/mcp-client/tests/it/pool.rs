@@ -1,4 +1,4 @@
-//! The session pool (SPEC C6) with in-memory servers: `shared = true` operator servers are
+//! The session pool with in-memory servers: `shared = true` operator servers are
 //! opened once per client and reused by its runs, checked before reuse, re-opened after a
 //! failure, closed by the client's shutdown, and never shared for caller-supplied specs.
 //! Opens are counted by the servers' connect counter, never by timing.

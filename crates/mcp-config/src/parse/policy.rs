@@ -16,6 +16,7 @@ pub(crate) const POLICY_FIELDS: &[&str] = &[
     "approve_destructive",
     "approve_open_world",
     "max_output_bytes",
+    "max_spill_bytes",
 ];
 
 const RULE_FIELDS: &[&str] = &["server", "tool"];
@@ -30,6 +31,7 @@ pub(crate) struct PolicyLayer {
     pub(crate) approve_destructive: Option<bool>,
     pub(crate) approve_open_world: Option<bool>,
     pub(crate) max_output_bytes: Option<usize>,
+    pub(crate) max_spill_bytes: Option<u64>,
 }
 
 impl PolicyLayer {
@@ -53,6 +55,9 @@ impl PolicyLayer {
         if let Some(v) = self.max_output_bytes {
             policy.max_output_bytes = Some(v);
         }
+        if let Some(v) = self.max_spill_bytes {
+            policy.max_spill_bytes = Some(v);
+        }
     }
 }
 
@@ -74,6 +79,9 @@ pub(crate) fn parse_policy(value: &Value, path: &JsonPath, p: &mut Problems) -> 
     layer.approve_open_world = flag("approve_open_world", p);
     if let Some(v) = field(obj, "max_output_bytes") {
         layer.max_output_bytes = output_bound(v, &path.key("max_output_bytes"), p);
+    }
+    if let Some(v) = field(obj, "max_spill_bytes") {
+        layer.max_spill_bytes = bytes(v, &path.key("max_spill_bytes"), p);
     }
     layer
 }
@@ -119,20 +127,26 @@ fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
     Some(Rule::new(server?, tool.unwrap_or_else(|| "*".to_owned())))
 }
 
+/// A whole number of bytes.
+fn bytes(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<u64> {
+    if let Some(bytes) = value.as_u64() {
+        return Some(bytes);
+    }
+    let found = match value {
+        Value::Number(n) => format!("{n}"),
+        other => type_name(other).to_owned(),
+    };
+    p.push(
+        path,
+        WrongType,
+        format!("expected a whole number of bytes, found {found}"),
+    );
+    None
+}
+
 /// A whole number of bytes, at least [`MIN_MAX_OUTPUT_BYTES`].
 fn output_bound(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<usize> {
-    let Some(bytes) = value.as_u64() else {
-        let found = match value {
-            Value::Number(n) => format!("{n}"),
-            other => type_name(other).to_owned(),
-        };
-        p.push(
-            path,
-            WrongType,
-            format!("expected a whole number of bytes, found {found}"),
-        );
-        return None;
-    };
+    let bytes = bytes(value, path, p)?;
     let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
     if bytes < MIN_MAX_OUTPUT_BYTES {
         p.push(

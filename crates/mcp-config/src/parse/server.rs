@@ -187,6 +187,11 @@ pub(crate) fn parse_server(
     spec.tools = tools;
     spec.origin = origin;
     spec.shared = shared;
+    spec.expanded = ["command", "args", "url", "headers"]
+        .iter()
+        .flat_map(|key| p.expanded_under(&path.key(key)))
+        .map(Secret::from)
+        .collect();
     Some(spec)
 }
 
@@ -456,7 +461,8 @@ fn parse_tools(value: &Value, path: &JsonPath, p: &mut Problems) -> ToolFilter {
     tools
 }
 
-/// Checks a server name: non-empty, `[A-Za-z0-9_-]` only, no `__`.
+/// Checks a server name: non-empty, at most [`MAX_SERVER_NAME_CHARS`](crate::MAX_SERVER_NAME_CHARS)
+/// characters, `[A-Za-z0-9_-]` only, no `__`.
 pub(crate) fn check_name(name: &str, path: &JsonPath, p: &mut Problems) -> bool {
     let before = p.len();
     if name.is_empty() {
@@ -473,6 +479,18 @@ pub(crate) fn check_name(name: &str, path: &JsonPath, p: &mut Problems) -> bool 
             format!(
                 "server name {} may only contain letters, digits, `_` and `-`",
                 shown(name)
+            ),
+        );
+    }
+    let chars = name.chars().count();
+    if chars > crate::MAX_SERVER_NAME_CHARS {
+        p.push(
+            path,
+            InvalidName,
+            format!(
+                "server name {} has {chars} characters, more than the limit of {}",
+                shown(name),
+                crate::MAX_SERVER_NAME_CHARS
             ),
         );
     }

@@ -413,3 +413,76 @@ fn a_custom_transport_keeps_its_parameters_and_shows_them_redacted() {
     assert_eq!(shown["token"], "[REDACTED]");
     assert_eq!(shown["partition"], 3);
 }
+
+#[test]
+fn values_expanded_into_args_url_and_headers_are_secrets() {
+    const ARG: &str = "arg-SECRET-91d0";
+    const URL_KEY: &str = "urlkey-SECRET-3e7f";
+    const HEADER: &str = "hdr-SECRET-c4a2";
+    let (_dir, path) = write(
+        "mcp.toml",
+        r#"
+[[servers]]
+name = "local"
+command = "server"
+args = ["--token=${ARG_TOKEN}", "--plain", "${SHORT}"]
+
+[[servers]]
+name = "remote"
+url = "https://mcp.example.com/mcp?key=${URL_KEY}"
+headers = { X-Tenant = "t-${TENANT}" }
+"#,
+    );
+    let config = Config::load_with_vars(
+        [
+            ("ARG_TOKEN", ARG),
+            ("URL_KEY", URL_KEY),
+            ("TENANT", HEADER),
+            ("SHORT", "abc"),
+        ],
+        Some(&path),
+    )
+    .unwrap();
+    // The values are used as they are…
+    let TransportSpec::Stdio(stdio) = &config.server("local").unwrap().transport else {
+        panic!("stdio");
+    };
+    assert_eq!(
+        stdio.args,
+        [format!("--token={ARG}"), "--plain".into(), "abc".into()]
+    );
+    // …and are secrets of their spec: scrubbed wherever a server echoes them.
+    let secrets = |name: &str| -> Vec<String> {
+        config
+            .server(name)
+            .unwrap()
+            .secret_values()
+            .iter()
+            .map(|s| s.expose().to_owned())
+            .collect()
+    };
+    assert!(
+        secrets("local").contains(&ARG.to_owned()),
+        "{:?}",
+        secrets("local")
+    );
+    assert!(secrets("remote").contains(&URL_KEY.to_owned()));
+    assert!(secrets("remote").contains(&HEADER.to_owned()));
+    let scrubber = mcp_config::Scrubber::new(config.servers.iter().flat_map(|s| s.secret_values()));
+    assert_eq!(
+        scrubber.scrub(&format!(
+            "the server says: I got --token={ARG} and key {URL_KEY}"
+        )),
+        "the server says: I got --token=[REDACTED] and key [REDACTED]"
+    );
+    // What `config check` prints redacts them, and keeps the rest of the values readable.
+    let json = serde_json::to_string(&config).unwrap();
+    for secret in [ARG, URL_KEY, HEADER] {
+        assert!(!json.contains(secret), "{secret} in {json}");
+    }
+    assert!(json.contains(r#""--token=[REDACTED]","--plain""#), "{json}");
+    assert!(
+        json.contains("https://mcp.example.com/mcp?key=[REDACTED]"),
+        "{json}"
+    );
+}

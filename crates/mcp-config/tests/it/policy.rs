@@ -1,7 +1,7 @@
 //! The `[policy]` table: TOML and JSON files, the environment, precedence, and every problem
 //! with its path.
 
-use agent_core::{DEFAULT_MAX_OUTPUT_BYTES, Rule};
+use agent_core::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES, Rule};
 use mcp_config::{Config, FileFormat, ProblemKind};
 use serde_json::json;
 
@@ -20,6 +20,7 @@ approve = [{ server = "github*", tool = "create_*" }]
 approve_destructive = true
 approve_open_world = false
 max_output_bytes = 2048
+max_spill_bytes = 1048576
 "#,
         FileFormat::Toml,
         no_vars(),
@@ -39,6 +40,8 @@ max_output_bytes = 2048
     assert!(!policy.approval.approve_open_world);
     assert_eq!(policy.max_output_bytes, Some(2048));
     assert_eq!(policy.output_limits().max_output_bytes, 2048);
+    assert_eq!(policy.max_spill_bytes, Some(1 << 20));
+    assert_eq!(policy.output_limits().max_spill_bytes, 1 << 20);
 }
 
 #[test]
@@ -61,6 +64,10 @@ fn a_json_policy_object_reads_the_same_and_no_policy_means_no_rules() {
         plain.policy.output_limits().max_output_bytes,
         DEFAULT_MAX_OUTPUT_BYTES
     );
+    assert_eq!(
+        plain.policy.output_limits().max_spill_bytes,
+        DEFAULT_MAX_SPILL_BYTES
+    );
 }
 
 #[test]
@@ -72,7 +79,9 @@ fn every_policy_problem_is_reported_at_its_path() {
             "allow": [{"server": "a", "tol": "x"}, {"tool": "x"}, "everything", {"server": ""}],
             "approve": [{"server": 3}],
             "approve_destructive": "yes",
-            "max_output_bytes": 10
+            "max_output_bytes": 10,
+            "max_spill_bytes": -1,
+            "max_spil_bytes": 1
         }
     }))
     .unwrap_err();
@@ -91,6 +100,8 @@ fn every_policy_problem_is_reported_at_its_path() {
         (ProblemKind::WrongType, "policy.approve[0].server"),
         (ProblemKind::WrongType, "policy.approve_destructive"),
         (ProblemKind::InvalidValue, "policy.max_output_bytes"),
+        (ProblemKind::WrongType, "policy.max_spill_bytes"),
+        (ProblemKind::UnknownField, "policy.max_spil_bytes"),
     ] {
         assert!(found.contains(&expected), "{expected:?} not in {found:?}");
     }
@@ -98,6 +109,7 @@ fn every_policy_problem_is_reported_at_its_path() {
     assert!(text.contains("did you mean `allow`?"), "{text}");
     assert!(text.contains("did you mean `tool`?"), "{text}");
     assert!(text.contains("at least 1024"), "{text}");
+    assert!(text.contains("did you mean `max_spill_bytes`?"), "{text}");
 }
 
 #[test]

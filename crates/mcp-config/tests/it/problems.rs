@@ -96,6 +96,26 @@ fn name_with_a_space() {
 }
 
 #[test]
+fn name_over_the_length_limit() {
+    let servers = |name: &str| -> &'static str {
+        Box::leak(format!(r#"[{{"name": "{name}", "command": "x"}}]"#).into_boxed_str())
+    };
+    let long = "s".repeat(mcp_config::MAX_SERVER_NAME_CHARS + 1);
+    check(
+        env_servers(servers(&long)),
+        &[(InvalidName, "MCP_AGENT__SERVERS[0].name")],
+    );
+    let err = load(&env_servers(servers(&long))).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has 65 characters, more than the limit of 64"),
+        "{err}"
+    );
+    let at_limit = "s".repeat(mcp_config::MAX_SERVER_NAME_CHARS);
+    load(&env_servers(servers(&at_limit))).expect("64 characters are fine");
+}
+
+#[test]
 fn name_with_double_underscore() {
     check(
         env_servers(r#"[{"name": "git__hub", "command": "x"}]"#),
@@ -462,7 +482,7 @@ fn inline_spec_problems_have_run_paths() {
     );
 }
 
-// ---- safe defaults for inline specs (A7) ---------------------------------------------------
+// ---- safe defaults for inline specs --------------------------------------------------------
 
 #[test]
 fn inline_stdio_without_opt_in() {

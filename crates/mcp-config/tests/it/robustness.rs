@@ -1,4 +1,4 @@
-//! Robustness of config parsing (SPEC J4): arbitrary documents shaped like configurations never
+//! Robustness of config parsing: arbitrary documents shaped like configurations never
 //! panic, every refusal names a path, and a secret planted anywhere never shows in what a
 //! loaded configuration prints. A coverage-guided fuzz target over the same entry points is in
 //! `crates/mcp-config/fuzz` (`cargo +nightly fuzz run config_parse`).
