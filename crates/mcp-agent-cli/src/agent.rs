@@ -17,7 +17,8 @@ use mcp_agent::mcp_catalog::CALL_TOOL;
 use mcp_agent::mcp_client::McpRunner;
 use serde_json::{Value, json};
 
-use super::open::{EXIT_FAILED, chain};
+use super::EXIT_FAILED;
+use super::term::chain;
 use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, inline, out_json_line, say, scrub, unbounded};
 
 /// Longest argument text shown on a tool call's line.
@@ -100,6 +101,14 @@ pub(crate) async fn run(
                 _ => String::new(),
             };
             say(format_args!("error: {}{hint}", chain(&error)));
+            if options.json {
+                super::open::json_error(
+                    EXIT_FAILED,
+                    "run",
+                    &format!("{}{hint}", chain(&error)),
+                    json!({}),
+                );
+            }
             ExitCode::from(EXIT_FAILED)
         }
     }

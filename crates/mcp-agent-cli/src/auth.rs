@@ -68,7 +68,7 @@ pub(crate) struct LoginArgs {
 
 /// Runs an `auth` command.
 pub(crate) fn run(cmd: AuthCommand, file: Option<&Path>) -> ExitCode {
-    let config = match load(file) {
+    let config = match load(file, false) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -144,7 +144,7 @@ async fn login(
             "error: cannot listen for the redirect on 127.0.0.1:{port}: {}",
             inline(&e.to_string(), MAX_LINE)
         ));
-        ExitCode::from(super::open::EXIT_FAILED)
+        ExitCode::from(super::EXIT_FAILED)
     })?;
     let login = registry.login(spec).map_err(|e| fail(&e))?;
     let paste = args.no_browser || configured.is_some() && configured_port.is_none();
@@ -192,7 +192,7 @@ async fn login(
                 "error: the browser's redirect could not be read: {}",
                 inline(&e.to_string(), MAX_LINE)
             ));
-            ExitCode::from(super::open::EXIT_FAILED)
+            ExitCode::from(super::EXIT_FAILED)
         })?,
         got = pasted => got?,
         () = tokio::time::sleep(Duration::from_secs(args.timeout)) => {
@@ -201,7 +201,7 @@ async fn login(
                  again (`--timeout SECS` waits longer)",
                 args.timeout
             ));
-            return Err(ExitCode::from(super::open::EXIT_FAILED));
+            return Err(ExitCode::from(super::EXIT_FAILED));
         }
         code = signals.recv() => {
             say("interrupted: the login was abandoned");
@@ -235,7 +235,7 @@ async fn pasted_line() -> Result<Callback, ExitCode> {
         });
     let failed = |why: &str| {
         say(format_args!("error: {why}"));
-        ExitCode::from(super::open::EXIT_FAILED)
+        ExitCode::from(super::EXIT_FAILED)
     };
     if reading.is_err() {
         return Err(failed("cannot read stdin"));

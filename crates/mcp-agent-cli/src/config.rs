@@ -65,6 +65,6 @@ pub(crate) fn report(err: &ConfigError) {
                 say(format_args!("  {} [{kind}]", block(&problem.to_string())));
             }
         }
-        other => say(format_args!("error: {}", super::open::chain(other))),
+        other => say(format_args!("error: {}", super::term::chain(other))),
     }
 }

@@ -11,9 +11,10 @@ use mcp_agent::mcp_client::McpRunner;
 use mcp_agent::mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
 use rmcp::ServiceExt;
 
+use super::EXIT_FAILED;
 use super::agent::{self, AgentOptions};
 use super::demo_model;
-use super::open::{EXIT_FAILED, Governance, load, runtime, with_runner};
+use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_BLOCK, MAX_NAME, inline, out, say};
 
 /// The name of the demo server in the catalog (its tools are `demo__…`).
@@ -25,7 +26,7 @@ const DEMO: &str = "demo";
 /// `mcp-agent run`. `yes` approves every call that the configuration's `[policy]` says needs
 /// approval; `history` records the session there.
 pub(crate) fn main_job(file: Option<&Path>, yes: bool, history: Option<PathBuf>) -> ExitCode {
-    let config = match load(file) {
+    let config = match load(file, false) {
         Ok(config) => config,
         Err(code) => return code,
     };

@@ -17,7 +17,8 @@ use serde_json::{Map, Value};
 
 use mcp_agent::mcp_config::Config;
 
-use super::open::{EXIT_FAILED, fail};
+use super::EXIT_FAILED;
+use super::open::fail;
 use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
 
 /// Longest path printed.

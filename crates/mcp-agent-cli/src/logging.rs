@@ -7,12 +7,23 @@
 //! What other crates log at trace level (rmcp logs whole messages, which may echo a secret)
 //! passes through the same scrubber as everything else the CLI prints.
 
+use std::fmt;
+
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the subscriber. `verbose` counts `-v` flags; `quiet` keeps errors only.
+///
+/// At the default level (and with `-q`) a line reads like the CLI's own messages —
+/// `warning: server `web`: …` — without a timestamp, Rust module path or span names
+/// ([`Plain`]); with `-v` or `RUST_LOG` it is tracing's full format, for whoever debugs.
 pub(crate) fn init(verbose: u8, quiet: bool) {
     // rmcp reports a transport's failure as an ERROR log of its own, in Rust's debug
-    // notation; the CLI tells that failure itself, in words, so by default rmcp stays silent.
+    // notation; the CLI tells that failure itself, in words, so by default rmcp stays silent
+    // (docs/upstream.md#rmcp-error-logs).
     let level = match (quiet, verbose) {
         (true, _) => "error,rmcp=off",
         (false, 0) => "warn,rmcp=off",
@@ -20,13 +31,46 @@ pub(crate) fn init(verbose: u8, quiet: bool) {
         (false, 2) => "debug",
         (false, _) => "trace",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    // A second subscriber (tests calling `run` twice) is not an error worth a panic.
-    let _ = tracing_subscriber::fmt()
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let plain = from_env.is_none() && (quiet || verbose == 0);
+    let filter = from_env.unwrap_or_else(|| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| ScrubbedStderr)
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    // A second subscriber (tests calling `run` twice) is not an error worth a panic.
+    let _ = if plain {
+        builder.event_format(Plain).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// A log line for people: `warning: ` (or `error: `…) and the message with its fields.
+struct Plain;
+
+impl<S, N> FormatEvent<S, N> for Plain
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let level = match *event.metadata().level() {
+            Level::ERROR => "error",
+            Level::WARN => "warning",
+            Level::INFO => "info",
+            Level::DEBUG => "debug",
+            Level::TRACE => "trace",
+        };
+        write!(writer, "{level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// Stderr, with every known secret replaced. The formatter writes each event in one call, so

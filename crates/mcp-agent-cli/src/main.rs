@@ -32,6 +32,9 @@ mod tools;
 /// Exit code for a configuration that is invalid or cannot be read.
 pub(crate) const EXIT_INVALID_CONFIG: u8 = 2;
 
+/// Exit code when servers could not be opened or a call failed.
+pub(crate) const EXIT_FAILED: u8 = 1;
+
 /// Give an AI agent the tools of external MCP servers.
 ///
 /// Servers are configured with `MCP_AGENT__…` environment variables and/or a config file

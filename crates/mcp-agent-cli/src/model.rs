@@ -49,12 +49,17 @@ pub(crate) fn config(
         match table.api_key_from(&lookup) {
             Ok(Some(key)) => config = config.with_api_key(key.expose()),
             Ok(None) => {}
-            Err(e) => return Err(super::open::chain(&e)),
+            Err(e) => return Err(super::term::chain(&e)),
         }
     }
     for (name, value) in &table.headers {
         config = config.with_header(name, value.expose());
     }
+    // `[model] timeout_seconds` (default 60 s): how long the endpoint may stay silent, before
+    // the answer's headers and between two pieces of a streamed answer.
+    let silence = table.timeout();
+    config.timeouts.request = silence;
+    config.timeouts.idle = silence;
     Ok(config)
 }
 
@@ -63,13 +68,14 @@ pub(crate) fn build(config: OpenAiConfig) -> Result<Arc<dyn Model>, String> {
     let shown = format!("model `{}`", config.model);
     OpenAiModel::new(config)
         .map(|model| Arc::new(model) as Arc<dyn Model>)
-        .map_err(|e| format!("{shown}: {}", super::open::chain(&e)))
+        .map_err(|e| format!("{shown}: {}", super::term::chain(&e)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use mcp_agent::mcp_config::Secret;
+    use std::time::Duration;
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: Vec<(String, String)> = vars
@@ -77,6 +83,25 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_table_timeout_bounds_the_silence_and_defaults_well_under_five_minutes() {
+        let flags = ModelFlags {
+            model: Some("m".into()),
+            base_url: None,
+        };
+        let config = config(&flags, &ModelConfig::default(), env(&[])).unwrap();
+        assert_eq!(config.timeouts.request, Duration::from_secs(60));
+        assert_eq!(config.timeouts.idle, Duration::from_secs(60));
+        let table = ModelConfig::default().with_timeout(Duration::from_millis(1500));
+        let config = config_of(&flags, &table);
+        assert_eq!(config.timeouts.request, Duration::from_millis(1500));
+        assert_eq!(config.timeouts.idle, Duration::from_millis(1500));
+    }
+
+    fn config_of(flags: &ModelFlags, table: &ModelConfig) -> OpenAiConfig {
+        config(flags, table, env(&[])).unwrap()
     }
 
     #[test]

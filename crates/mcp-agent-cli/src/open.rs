@@ -5,24 +5,59 @@ use std::process::ExitCode;
 
 use mcp_agent::agent_core::RunInput;
 use mcp_agent::mcp_client::{McpClient, McpRunner};
-use mcp_agent::mcp_config::Config;
+use mcp_agent::mcp_config::{Config, ConfigError};
 
-use super::EXIT_INVALID_CONFIG;
 use super::signals::Signals;
-use super::term::{block, say};
-
-/// Exit code when servers could not be opened or a call failed.
-pub(crate) const EXIT_FAILED: u8 = 1;
+use super::term::{block, chain, say};
+use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// Loads the environment and `file`, reporting every problem and returning exit code 2 on an
-/// invalid configuration. The secrets of the loaded servers are scrubbed from all output.
-pub(crate) fn load(file: Option<&Path>) -> Result<Config, ExitCode> {
+/// invalid configuration (with `json`, also as a [`json_error`] object on stdout). The secrets
+/// of the loaded servers are scrubbed from all output.
+pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> {
     let config = Config::load(file).map_err(|err| {
         super::config::report(&err);
+        if json {
+            let problems: Vec<String> = match &err {
+                ConfigError::Invalid { problems } => {
+                    problems.iter().map(|p| block(&p.to_string())).collect()
+                }
+                _ => Vec::new(),
+            };
+            let error = match &err {
+                ConfigError::Invalid { .. } => "invalid MCP configuration".to_owned(),
+                other => chain(other),
+            };
+            json_error(
+                EXIT_INVALID_CONFIG,
+                "configuration",
+                &error,
+                serde_json::json!({ "problems": problems }),
+            );
+        }
         ExitCode::from(EXIT_INVALID_CONFIG)
     })?;
     super::term::know_secrets(&config);
     Ok(config)
+}
+
+/// With `--json`, a failure is a JSON object on stdout too (stderr still tells it in words): the
+/// object a `tools call --json` prints instead of its result, or the last line of a
+/// `run --json`, so a script reads one JSON value whatever happened:
+/// `{"kind": "error", "exit_code": N, "stage": "…", "error": "…"}`, with `fields` merged in.
+/// `stage` says how far the command got: `configuration`, `connect` or `call`/`run`.
+pub(crate) fn json_error(code: u8, stage: &str, error: &str, fields: serde_json::Value) {
+    let mut object = serde_json::json!({
+        "kind": "error",
+        "exit_code": code,
+        "stage": stage,
+        "error": error,
+    });
+    if let (Some(object), serde_json::Value::Object(fields)) = (object.as_object_mut(), fields) {
+        object.extend(fields);
+    }
+    // A closed stdout already ends the command with its own code.
+    let _ = super::term::out_json_line(&object);
 }
 
 /// A runtime for one command.
@@ -45,6 +80,8 @@ pub(crate) struct Governance {
     /// Secrets of the run the servers' specs do not hold (a model's API key and header
     /// values): redacted from approval prompts, events and the history like theirs.
     pub(crate) secrets: Vec<String>,
+    /// `--json`: a failure to open the servers is also printed as a [`json_error`] object.
+    pub(crate) json: bool,
 }
 
 /// Opens every server of `config` for one run, printing why on failure. A run left with no
@@ -55,7 +92,12 @@ pub(crate) struct Governance {
 /// here, naming it, before any server is contacted.
 async fn open(config: Config, governance: &Governance) -> Result<McpRunner, ExitCode> {
     let configured = config.servers.len();
-    let connectors = mcp_agent::connectors().map_err(|e| fail(&e))?;
+    let connectors = mcp_agent::connectors().map_err(|e| {
+        if governance.json {
+            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+        }
+        fail(&e)
+    })?;
     let gate = super::approve::gate(governance.yes);
     let client = McpClient::builder(config)
         .connectors(connectors)
@@ -74,14 +116,27 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
         Some(dir) => client.open_runner_with_history(&input, dir).await,
         None => client.open_runner(&input).await,
     }
-    .map_err(|e| fail(&e))?;
+    .map_err(|e| {
+        if governance.json {
+            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+        }
+        fail(&e)
+    })?;
     for skipped in runner.skipped() {
         say(format_args!("warning: skipped: {}", chain(&skipped.error)));
     }
     if configured > 0 && runner.sessions().is_empty() {
-        say(format_args!(
-            "error: none of the {configured} configured servers is available"
-        ));
+        let message = format!("none of the {configured} configured servers is available");
+        say(format_args!("error: {message}"));
+        if governance.json {
+            let skipped: Vec<String> = runner.skipped().iter().map(|s| chain(&s.error)).collect();
+            json_error(
+                EXIT_FAILED,
+                "connect",
+                &message,
+                serde_json::json!({ "servers": skipped }),
+            );
+        }
         return Err(ExitCode::from(EXIT_FAILED));
     }
     Ok(runner)
@@ -140,10 +195,4 @@ where
 pub(crate) fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     say(format_args!("error: {}", chain(error)));
     ExitCode::from(EXIT_FAILED)
-}
-
-/// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
-/// lines), terminal-safe and with known secrets replaced.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    block(&mcp_agent::agent_core::error_chain(error))
 }

@@ -9,8 +9,8 @@ use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
 use super::model::{self, ModelFlags};
-use super::open::{Governance, load, runtime, with_runner};
-use super::term::say;
+use super::open::{Governance, json_error, load, runtime, with_runner};
+use super::term::{MAX_BLOCK, inline, say};
 
 /// `mcp-agent run`'s arguments.
 #[derive(Debug, Args)]
@@ -44,7 +44,7 @@ pub(crate) struct RunArgs {
 
 /// Runs `mcp-agent run`. `yes` is the top-level `--yes`.
 pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
-    let config = match load(file) {
+    let config = match load(file, args.json) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -69,6 +69,14 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
         Ok(model) => model,
         Err(message) => {
             say(format_args!("error: {message}"));
+            if args.json {
+                json_error(
+                    super::EXIT_INVALID_CONFIG,
+                    "configuration",
+                    &inline(&message, MAX_BLOCK),
+                    serde_json::json!({}),
+                );
+            }
             return ExitCode::from(super::EXIT_INVALID_CONFIG);
         }
     };
@@ -76,6 +84,7 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
         yes: yes || args.yes,
         history: args.history,
         secrets,
+        json: args.json,
     };
     let options = AgentOptions {
         max_steps: args.max_steps,

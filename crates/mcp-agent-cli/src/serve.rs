@@ -22,14 +22,15 @@ use mcp_agent::mcp_config::{
 use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
     BearerAuth, Downstream, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit,
-    SessionTools, ToolListChanges, ToolServer,
+    ServeError, SessionTools, ToolListChanges, ToolServer,
 };
 use tokio::task::JoinHandle;
 
-use super::EXIT_INVALID_CONFIG;
-use super::open::{EXIT_FAILED, chain, fail, load, runtime};
+use super::open::{fail, load, runtime};
 use super::signals::Signals;
+use super::term::chain;
 use super::term::say;
+use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,6 +65,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Where the gateway serves.
+#[derive(Clone, Copy)]
 enum Mode {
     Stdio,
     Http(SocketAddr),
@@ -71,7 +73,7 @@ enum Mode {
 
 /// Runs `mcp-agent serve`.
 pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
-    let config = match load(file) {
+    let config = match load(file, false) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -99,6 +101,16 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         },
         _ => None,
     };
+    if let Mode::Http(addr) = mode
+        && auth.is_none()
+        && !addr.ip().is_loopback()
+    {
+        say(format_args!(
+            "warning: serving on {addr} without `[serve] auth`: any client that reaches this \
+             address can call every tool; set `auth = {{ bearer_token_env = \"VAR\" }}` (or `jwt`) \
+             in [serve], or bind to 127.0.0.1"
+        ));
+    }
     let exposure = match args.expose.as_deref() {
         Some(word) => ServeExposure::parse(word).unwrap_or_default(),
         None => config.serve.expose.unwrap_or_default(),
@@ -246,11 +258,38 @@ async fn serve(
             if let Some(limit) = settings.rate_limit {
                 options = options.with_rate_limit(RateLimit::new(limit.per_second, limit.burst));
             }
+            if let Some(limit) = settings.auth_failure_rate_limit {
+                options = options
+                    .with_auth_failure_limit(Some(RateLimit::new(limit.per_second, limit.burst)));
+            }
+            if let Some(max) = settings.max_connections {
+                options = options.with_max_connections(max);
+            }
+            if let Some(max) = settings.max_connections_per_address {
+                options = options.with_max_connections_per_address(max);
+            }
+            if let Some(timeout) = settings.header_read_timeout {
+                options = options.with_header_read_timeout(timeout);
+            }
+            if let Some(timeout) = settings.body_read_timeout {
+                options = options.with_body_read_timeout(timeout);
+            }
+            if let Some(timeout) = settings.idle_timeout {
+                options = options.with_idle_timeout(timeout);
+            }
             let http = match server.serve_http(options).await {
                 Ok(http) => http,
                 Err(e) => {
                     say(format_args!("error: {}", chain(&e)));
-                    return ExitCode::from(EXIT_FAILED);
+                    // An address that cannot be bound (taken, not this host's, a port
+                    // reserved to root) or an unusable option is the configuration's fault.
+                    let code = match e {
+                        ServeError::Bind { .. } | ServeError::InvalidOption { .. } => {
+                            EXIT_INVALID_CONFIG
+                        }
+                        _ => EXIT_FAILED,
+                    };
+                    return ExitCode::from(code);
                 }
             };
             say(format_args!("listening on {}", http.url()));

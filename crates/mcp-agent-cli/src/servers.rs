@@ -29,7 +29,8 @@ pub(crate) enum ServersCommand {
 
 /// Runs a `servers` command.
 pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
-    let config = match load(file) {
+    let json = matches!(cmd, ServersCommand::Check { json: true });
+    let config = match load(file, json) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -44,7 +45,10 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
         }
         ServersCommand::Check { json } => runtime().block_on(with_runner(
             config,
-            &Governance::default(),
+            &Governance {
+                json,
+                ..Governance::default()
+            },
             async |runner| check(runner, json).unwrap_or_else(|code| code),
         )),
     }

@@ -60,19 +60,47 @@ fn is_hazard(c: char) -> bool {
         )
 }
 
-fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
-    escape(&scrub(text), max_chars, keep_lines)
+/// True for characters that show as nothing, or as a plain space, although they are not one:
+/// format characters (general category Cf: zero-width space and joiners, bidi marks, the BOM,
+/// the soft hyphen, tag characters…), every separator but the ASCII space, and the invisible
+/// letters and marks (variation selectors, the combining grapheme joiner, Hangul fillers, the
+/// blank Braille pattern, Mongolian and Khmer invisibles). Two names that differ only by
+/// these look alike.
+fn is_invisible(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    c != ' '
+        && (matches!(
+            get_general_category(c),
+            G::Format | G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator
+        ) || matches!(
+            c,
+            '\u{034F}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{2800}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FFA0}'
+                | '\u{E0100}'..='\u{E01EF}'
+        ))
 }
 
-/// `text` with hazards escaped (keeping newlines and tabs when `keep_lines`), cut to
-/// `max_chars` characters.
-fn escape(text: &str, max_chars: usize, keep_lines: bool) -> String {
+fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
+    escape(&scrub(text), max_chars, keep_lines, is_hazard)
+}
+
+/// `text` with the characters `hazard` picks escaped (keeping newlines and tabs when
+/// `keep_lines`), cut to `max_chars` characters.
+fn escape(text: &str, max_chars: usize, keep_lines: bool, hazard: fn(char) -> bool) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars.saturating_add(16)));
     let mut shown = 0usize;
     let mut chars = text.chars();
     while shown < max_chars {
         let Some(c) = chars.next() else { break };
-        if keep_lines && (c == '\n' || c == '\t') || !is_hazard(c) {
+        if keep_lines && (c == '\n' || c == '\t') || !hazard(c) {
             out.push(c);
         } else {
             let _ = write!(out, "{}", c.escape_unicode());
@@ -91,6 +119,21 @@ fn escape(text: &str, max_chars: usize, keep_lines: bool) -> String {
 pub(crate) fn inline(text: &str, max_chars: usize) -> String {
     clean(text, max_chars, false)
 }
+
+/// A name a user may have to type (a tool's or a server's): whole, on one line, with
+/// hazards and invisible characters ([`is_invisible`]) escaped, so that two names that look
+/// alike read differently (`read\u{200b}_file` beside `read_file`). Names are bounded where
+/// they are taken in (the catalog's tool-name limit, the configuration's server-name limit);
+/// [`MAX_NAME_SHOWN`] only guards against a caller that did not bound them.
+pub(crate) fn name(text: &str) -> String {
+    escape(&scrub(text), MAX_NAME_SHOWN, false, |c| {
+        is_hazard(c) || is_invisible(c)
+    })
+}
+
+/// Longest name [`name`] prints: a server name (64) and a tool name (128) with the `__`
+/// between them fit whole.
+pub(crate) const MAX_NAME_SHOWN: usize = 1024;
 
 /// `text` terminal-safe, keeping its lines and tabs, not cut (a piece of a stream whose
 /// secrets were already looked for across pieces).
@@ -135,12 +178,12 @@ impl<S: Fn(&str) -> String> SafeText<S> {
             .nth(Self::HOLD - 1)
             .map_or(0, |(at, _)| at);
         self.held = scrubbed[split..].to_owned();
-        escape(&scrubbed[..split], usize::MAX, true)
+        escape(&scrubbed[..split], usize::MAX, true, is_hazard)
     }
 
     /// The rest, at the end of the text.
     pub(crate) fn finish(self) -> String {
-        escape(&(self.scrub)(&self.held), usize::MAX, true)
+        escape(&(self.scrub)(&self.held), usize::MAX, true, is_hazard)
     }
 }
 
@@ -197,13 +240,19 @@ fn write_failed(error: io::Error) -> ExitCode {
         ExitCode::from(EXIT_BROKEN_PIPE)
     } else {
         say(format_args!("error: cannot write the output: {error}"));
-        ExitCode::from(super::open::EXIT_FAILED)
+        ExitCode::from(super::EXIT_FAILED)
     }
 }
 
 /// Writes a line to stderr, best effort: a closed stderr is not worth a panic.
 pub(crate) fn say(text: impl std::fmt::Display) {
     let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+/// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
+/// lines), terminal-safe and with known secrets replaced.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    block(&mcp_agent::agent_core::error_chain(error))
 }
 
 #[cfg(test)]

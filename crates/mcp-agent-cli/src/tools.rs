@@ -6,15 +6,17 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use mcp_agent::agent_core::{
     CallOutcome, Event, EventKind, EventReceiver, EventRecvError, OutputStore, ToolCall,
-    ToolDispatcher,
+    ToolDispatcher, ToolError,
 };
 use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
-use super::open::{Governance, fail, load, runtime, with_runner};
-use super::term::{MAX_NAME, block, first_line, inline, out, out_json, out_part, safe_text, say};
+use super::EXIT_FAILED;
+use super::open::{Governance, fail, json_error, load, runtime, with_runner};
+use super::term::chain;
+use super::term::{block, first_line, inline, name, out, out_json, out_part, safe_text, say};
 
 /// The `tools` commands.
 #[derive(Debug, Subcommand)]
@@ -73,12 +75,18 @@ pub(crate) enum ToolsCommand {
 
 /// Runs a `tools` command. `yes` is the top-level `--yes`.
 pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode {
-    let config = match load(file) {
+    let json = match &cmd {
+        ToolsCommand::List { json }
+        | ToolsCommand::Search { json, .. }
+        | ToolsCommand::Call { json, .. } => *json,
+    };
+    let config = match load(file, json) {
         Ok(config) => config,
         Err(code) => return code,
     };
     let mut governance = Governance {
         yes,
+        json,
         ..Governance::default()
     };
     if let ToolsCommand::Call {
@@ -90,6 +98,9 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
     {
         if let Err(message) = parse_arguments(arguments) {
             say(format_args!("error: {message}"));
+            if json {
+                json_error(super::EXIT_INVALID_CONFIG, "arguments", &message, json!({}));
+            }
             return ExitCode::from(super::EXIT_INVALID_CONFIG);
         }
         governance.yes |= *yes;
@@ -147,7 +158,7 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             };
             out(format_args!(
                 "{}\t{mark}{}",
-                inline(&t.id, MAX_NAME),
+                name(&t.id),
                 first_line(t.description())
             ))?;
         }
@@ -200,6 +211,21 @@ async fn search(
     }
 }
 
+/// What a `--json` error object says of a failed call beside the message: the tool, its
+/// server, and — for a result the tool marked `isError` — `"is_error": true` and the tool's
+/// own text.
+fn error_fields(error: &ToolError) -> Value {
+    let mut fields = json!({
+        "tool": error.tool(),
+        "server": error.server(),
+        "is_error": matches!(error, ToolError::Invocation { .. }),
+    });
+    if let ToolError::Invocation { message, .. } = error {
+        fields["message"] = Value::String(block(message));
+    }
+    fields
+}
+
 /// The longest search warning printed, in characters.
 const MAX_WARNING: usize = 512;
 
@@ -241,7 +267,12 @@ async fn call(
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Err(fail(&e)),
+        Err(e) => {
+            if json {
+                json_error(EXIT_FAILED, "call", &chain(&e), error_fields(&e));
+            }
+            Err(fail(&e))
+        }
     }
 }
 
@@ -303,7 +334,7 @@ fn print_ranked(response: &Value) -> Result<(), ExitCode> {
         out(format_args!(
             "{:>2}. {}\t{}",
             rank + 1,
-            inline(tool["name"].as_str().unwrap_or(""), MAX_NAME),
+            name(tool["name"].as_str().unwrap_or("")),
             first_line(tool["description"].as_str())
         ))?;
     }

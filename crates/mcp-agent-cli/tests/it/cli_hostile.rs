@@ -208,3 +208,130 @@ fn trace_logs_go_to_stderr_and_show_no_secret() {
         text(&output.stderr)
     );
 }
+
+/// `MCP_AGENT__SERVERS` naming `hostile`, a [`HostileServer`] over HTTP listing `tools` (and its
+/// callable `leak*` tools), served on `runtime` while the server handle lives.
+fn hostile_http(
+    runtime: &tokio::runtime::Runtime,
+    tools: Vec<rmcp::model::Tool>,
+) -> (mcp_test_kit::HttpServer, String) {
+    use mcp_test_kit::hostile::{HostileOptions, HostileServer, Pages};
+    let options = HostileOptions::new(Pages::Fixed(tools));
+    let server = runtime
+        .block_on(mcp_test_kit::serve_handler_http(move || {
+            HostileServer::new(options.clone())
+        }))
+        .unwrap();
+    let servers = serde_json::json!([{"name": "hostile", "url": server.url()}]).to_string();
+    (server, servers)
+}
+
+#[test]
+fn a_tool_with_an_empty_or_repeated_name_is_left_out_with_a_warning_naming_it() {
+    use mcp_test_kit::hostile::tool;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_server, servers) = hostile_http(
+        &runtime,
+        vec![
+            tool("", "No name."),
+            tool("twin", "The first twin."),
+            tool("ok", "A fine tool."),
+            tool("twin", "The second twin, with other words."),
+        ],
+    );
+    let output = mcp_agent(&["tools", "list"], &[("MCP_AGENT__SERVERS", &servers)]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("hostile__ok\t"), "{stdout}");
+    assert!(stdout.contains("hostile__leak\t"), "{stdout}");
+    assert!(!stdout.contains("twin"), "{stdout}");
+    // Default log lines read like the CLI's own: no timestamp, module path or span names.
+    for warning in [
+        "warning: server `hostile`: tool `twin` left out: its name is listed 2 times",
+        "warning: server `hostile`: tool `` left out: its name is empty",
+    ] {
+        assert!(
+            stderr.lines().any(|l| l == warning),
+            "no line {warning:?}: {stderr}"
+        );
+    }
+    assert!(!stderr.contains("::"), "{stderr}");
+    assert!(!stderr.contains("mcp_"), "{stderr}");
+}
+
+#[test]
+fn a_tool_whose_schema_does_not_compile_is_not_called() {
+    let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": 12}}});
+    let broken = rmcp::model::Tool::new(
+        "broken",
+        "Its schema is no schema.",
+        std::sync::Arc::new(schema.as_object().unwrap().clone()),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_server, servers) = hostile_http(&runtime, vec![broken]);
+    let output = mcp_agent(
+        &["tools", "call", "hostile__broken", r#"{"n": 1}"#],
+        &[("MCP_AGENT__SERVERS", &servers)],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("hostile__broken")
+            && stderr.contains("the server's input schema does not compile (")
+            && stderr.contains("the call is refused"),
+        "{stderr}"
+    );
+    // The hostile server answers any call of an unlisted tool with `no tool`: not reached.
+    assert!(!stderr.contains("no tool"), "{stderr}");
+}
+
+#[test]
+fn look_alike_names_read_differently_and_long_names_are_printed_whole() {
+    use mcp_test_kit::hostile::tool;
+    let long = "l".repeat(128);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_server, servers) = hostile_http(
+        &runtime,
+        vec![
+            tool("read_file", "Reads a file."),
+            tool("read\u{200b}_file", "Reads a file, says the impostor."),
+            tool("read_file\u{feff}", "Another impostor."),
+            tool("read\u{a0}file", "A no-break space."),
+            tool("read\u{2060}_file\u{e0041}", "A word joiner and a tag."),
+            tool(long.as_str(), "A long name."),
+        ],
+    );
+    let env = [("MCP_AGENT__SERVERS", servers.as_str())];
+    let output = mcp_agent(&["tools", "list"], &env);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let names: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .filter(|n| n.contains("read"))
+        .collect();
+    let mut expected = [
+        "hostile__read_file",
+        r"hostile__read\u{200b}_file",
+        r"hostile__read_file\u{feff}",
+        r"hostile__read\u{a0}file",
+        r"hostile__read\u{2060}_file\u{e0041}",
+    ];
+    expected.sort();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, expected, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("hostile__{long}\t"))),
+        "the long name is cut: {stdout}"
+    );
+    // The long name as printed is the name to type: the catalog knows it.
+    let output = mcp_agent(&["tools", "call", &format!("hostile__{long}"), "{}"], &env);
+    assert!(
+        !text(&output.stderr).contains("unknown tool"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -322,3 +322,52 @@ fn interrupted_mid_stream(signal: Signal, code: i32) {
         }
     }
 }
+
+/// An endpoint that takes connections and never says a word; its connections stay open
+/// until the test ends.
+type Held = std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>;
+
+fn silent_endpoint() -> (std::net::SocketAddr, Held) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            keep.lock().unwrap().push(stream);
+        }
+    });
+    (addr, held)
+}
+
+#[test]
+fn a_model_that_never_answers_fails_after_the_configured_timeout() {
+    let (addr, held) = silent_endpoint();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[model]\nbase_url = \"http://{addr}/v1\"\nmodel = \"mute\"\ntimeout_seconds = 1.5\n"
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let output = mcp_agent(
+        &["--file", file.to_str().unwrap(), "run", "hello"],
+        &[("OPENAI_API_KEY", "sk-test-0123456789")],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("request timeout of 1.5 s expired"),
+        "{stderr}"
+    );
+    assert!(!held.lock().unwrap().is_empty(), "the endpoint was asked");
+    // Not the HTTP adapter's 300 s: the configured bound (the deadline only catches a hang).
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -800,3 +800,75 @@ fn an_unspecified_bind_answers_only_the_hosts_serve_names() {
         "a foreign Host answered {status}"
     );
 }
+
+/// `mcp-agent serve` on `file` with `args` and `env`, expected to stop at once.
+fn serve_fails(
+    file: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .arg("serve")
+        .args(args)
+        .arg("--file")
+        .arg(file)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_short_bearer_token_is_refused() {
+    let (_dir, file, _record) = kit_config("auth = { bearer_token_env = \"GW_TOKEN\" }");
+    let short = "tok-15-bytes-xx";
+    let (code, stderr) = serve_fails(&file, &["--http", "127.0.0.1:0"], &[("GW_TOKEN", short)]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has 15 bytes, fewer than the 16 required"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(short), "{stderr}");
+    // Sixteen bytes are enough.
+    let gateway = Gateway::start(&file, &[("GW_TOKEN", "tok-16-bytes-xxx")]);
+    assert!(gateway.head.is_empty(), "{:?}", gateway.head);
+}
+
+#[test]
+fn an_address_that_cannot_be_bound_is_a_configuration_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (_dir, file, _record) = kit_config("");
+    let (code, stderr) = serve_fails(&file, &["--http", &addr], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serving_beyond_loopback_without_auth_warns_at_start() {
+    let (_dir, file, _record) = kit_config("allowed_hosts = [\"gw.test\"]");
+    let open = Gateway::start_on(&file, "0.0.0.0:0", &[]);
+    assert!(
+        open.head
+            .iter()
+            .any(|l| l.starts_with("warning: serving on 0.0.0.0:")
+                && l.contains("without `[serve] auth`")),
+        "{:?}",
+        open.head
+    );
+    // On loopback, or with auth, nothing to warn about.
+    let local = Gateway::start(&file, &[]);
+    assert!(local.head.is_empty(), "{:?}", local.head);
+    let (_dir, file, _record) =
+        kit_config("allowed_hosts = [\"gw.test\"]\nauth = { bearer_token_env = \"GW_TOKEN\" }");
+    let guarded = Gateway::start_on(&file, "0.0.0.0:0", &[("GW_TOKEN", TOKEN)]);
+    assert!(guarded.head.is_empty(), "{:?}", guarded.head);
+}

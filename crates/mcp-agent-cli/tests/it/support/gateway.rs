@@ -43,6 +43,8 @@ pub(crate) struct Gateway {
     child: Child,
     /// The URL it listens on, as it printed it.
     pub(crate) url: String,
+    /// The stderr lines it printed before `listening on`.
+    pub(crate) head: Vec<String>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -75,9 +77,23 @@ impl Gateway {
         let mut gateway = Self {
             child,
             url: String::new(),
+            head: Vec::new(),
             lines,
         };
-        let line = gateway.line_containing("listening on ");
+        let deadline = Instant::now() + LIMIT;
+        let line = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = gateway.lines.recv_timeout(left).unwrap_or_else(|e| {
+                panic!(
+                    "no `listening on` line ({e}); before it: {:?}",
+                    gateway.head
+                )
+            });
+            if line.contains("listening on ") {
+                break line;
+            }
+            gateway.head.push(line);
+        };
         gateway.url = line.rsplit(' ').next().unwrap().to_owned();
         gateway
     }
@@ -111,6 +127,12 @@ impl Gateway {
             assert!(Instant::now() < deadline, "the gateway did not exit");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Kills the gateway with SIGKILL (no cleanup can run) and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn is_running(&mut self) -> bool {
