@@ -1,4 +1,4 @@
-//! The agent loop's own cost per step (issue 11): what `AgentLoop` adds on top of the model's
+//! The agent loop's own cost per step: what `AgentLoop` adds on top of the model's
 //! and the tools' time, on a real runner over the test kit's server.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Gateway benchmarks (issue 13): what a call costs through the gateway (`mcp-serve`'s
+//! Gateway benchmarks: what a call costs through the gateway (`mcp-serve`'s
 //! per-session server in front of an `McpRunner`, built the way `mcp-agent serve` builds it)
 //! against calling the same upstream directly, over streamable HTTP, and how many downstream
 //! sessions the gateway opens and closes per second.

@@ -1,4 +1,4 @@
-//! Orchestration benchmarks (issue 3, SPEC J2): what the runner costs on top of a bare rmcp
+//! Orchestration benchmarks: what the runner costs on top of a bare rmcp
 //! client talking to the same test-kit server, and how `open_runner` scales with servers.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Third-party MCP peers (SPEC J1): where `cargo xtask peers` installed them, and how to run
+//! Third-party MCP peers: where `cargo xtask peers` installed them, and how to run
 //! them.
 //!
 //! `cargo xtask test` installs the peers (`peers/` at the workspace root) and hands their

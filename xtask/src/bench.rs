@@ -34,8 +34,8 @@
 //!
 //! Targets, checked on the criterion medians (`met`) and on the paired figures
 //! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
-//! the time of 1 (issue 3); the loop's own cost ≤ 1 ms per step (issue 11); the gateway's per
-//! call ≤ 1.2× the direct call's (issue 13).
+//! the time of 1; the loop's own cost ≤ 1 ms per step; the gateway's per
+//! call ≤ 1.2× the direct call's.
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
 use std::collections::BTreeMap;
@@ -48,13 +48,13 @@ use serde_json::{Map, Value, json};
 
 use crate::{cargo, run};
 
-/// The per-call overhead the runner may add over a bare rmcp client (issue 3).
+/// The per-call overhead the runner may add over a bare rmcp client.
 const CALL_OVERHEAD_MAX: f64 = 1.10;
-/// How much longer 8 servers may take to open than 1 (issue 3).
+/// How much longer 8 servers may take to open than 1.
 const OPEN_8_VS_1_MAX: f64 = 1.5;
-/// The agent loop's own cost per step beyond model and tool time, in µs (issue 11).
+/// The agent loop's own cost per step beyond model and tool time, in µs.
 const LOOP_STEP_MAX_US: f64 = 1_000.0;
-/// The per-call cost the gateway may add over calling the upstream directly (issue 13).
+/// The per-call cost the gateway may add over calling the upstream directly.
 const GATEWAY_OVERHEAD_MAX: f64 = 1.2;
 
 const SUITES: [&str; 5] = [

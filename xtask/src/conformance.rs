@@ -7,10 +7,21 @@
 //! first on `PATH`) freezes, per protocol revision, the client scenarios that revision requires
 //! (`list --client --requirements R`). For each revision of [`REVISIONS`] the task runs those
 //! scenarios, plus the extension scenarios the client implements ([`EXTENSIONS`]), each at that
-//! revision's wire (`client --scenario S --spec-version R --force`): the suite starts a mock
-//! server and runs `mcp-conformance-client <server URL>` with `MCP_CONFORMANCE_SCENARIO` set. A
-//! scenario passes when the suite's own verdict (its exit status) is success: no failed check,
-//! no warning, the client exited 0 in time.
+//! revision's wire: for each scenario the suite starts a mock server and runs
+//! `mcp-conformance-client <server URL>` with `MCP_CONFORMANCE_SCENARIO` set.
+//!
+//! Run whole (no `--scenario`), a revision's scenarios run as the suite scores them: its whole
+//! requirement set at once in one suite process (`client --requirements R`, which also runs the
+//! set's unscored scenarios), with the planned extensions the set lacks started alongside
+//! (`client --scenario S --spec-version R --force`); the revisions one after the other. With
+//! `--scenario`, the selected runs all start at once, each in its own suite process. A scenario
+//! passes when it has no failed check and no warning and the client ended in time. Run alone,
+//! the suite's exit status says so (the client exited 0, or with an error where the scenario
+//! expects a refusal). In a requirement set the suite keeps no exit status per scenario: its
+//! `checks.json` is read, and the client's last line (stderr) must show it ended by itself,
+//! `scenario S: done` or `scenario S: error: …` — not missing (the suite stopped it) nor its own
+//! timeout. A client error where none is expected is left to the checks there, as the suite's
+//! own score does.
 //!
 //! `peers/conformance-baseline.txt` lists the scenarios expected to fail, one per line with the
 //! reason, under a `[revision ...]` header naming the revisions the lines are about. The task
@@ -40,8 +51,8 @@ const CLIENT_BIN: &str = "mcp-conformance-client";
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Our bound on one whole scenario (mock server start, client run, checks, shutdown).
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(60);
-/// Scenarios run at once (each is a node process plus a client process).
-const PARALLEL: usize = 4;
+/// Our bound on one revision's whole requirement set.
+const SET_TIMEOUT: Duration = Duration::from_secs(240);
 /// The protocol revisions checked, each with the client scenarios the suite requires of it.
 pub(crate) const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 /// Scenarios the suite runs but does not score, which the client implements: OAuth client
@@ -59,6 +70,9 @@ struct Run {
     scenario: String,
     /// Required by the revision (counted in its score), not an extension.
     scored: bool,
+    /// Run by the revision's requirement set (`client --requirements R`): required, or listed
+    /// there as run but not scored.
+    in_set: bool,
 }
 
 /// Which scenarios to run: every one when the lists are empty and no part is left out.
@@ -165,8 +179,9 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
         .filter(|r| !filter.client_only && selected(&r.revision, &r.scenario))
         .collect();
     let mut failed = Vec::new();
+    let whole_sets = filter.scenarios.is_empty();
     if !client_runs.is_empty()
-        && let Err(e) = check_client(peers, &client_runs, &baseline_text)
+        && let Err(e) = check_client(peers, &client_runs, &baseline_text, whole_sets)
     {
         failed.push(format!("{e:#}"));
     }
@@ -186,12 +201,13 @@ pub(crate) fn check(peers: &Peers, filter: &Filter) -> Result<()> {
 fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
     let mut all = Vec::new();
     for revision in REVISIONS {
-        let required = list_required(peers, revision)?;
+        let (required, unscored) = list_requirements(peers, revision)?;
         for scenario in &required {
             all.push(Run {
                 revision: revision.to_owned(),
                 scenario: scenario.clone(),
                 scored: true,
+                in_set: true,
             });
         }
         for extension in EXTENSIONS {
@@ -200,6 +216,7 @@ fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
                     revision: revision.to_owned(),
                     scenario: extension.to_owned(),
                     scored: false,
+                    in_set: unscored.iter().any(|s| s == extension),
                 });
             }
         }
@@ -216,19 +233,25 @@ fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
     Ok(all)
 }
 
-/// Runs the client scenarios `runs` and compares them with the baseline's client section.
-fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str) -> Result<()> {
+/// Runs the client scenarios `runs` (each revision's as its whole requirement set when
+/// `whole_sets`, see [`run_all`]) and compares them with the baseline's client section.
+fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str, whole_sets: bool) -> Result<()> {
     let root = peers::root();
     let baseline = parse_baseline(baseline_text)?;
     let client = build_bin("mcp-conformance", CLIENT_BIN)?;
     let out_root = root.join("target/conformance");
     let started = Instant::now();
     eprintln!(
-        "conformance: {} run(s), {PARALLEL} at a time, client {}",
+        "conformance: {} run(s), {}, client {}",
         runs.len(),
+        if whole_sets {
+            "each revision's whole requirement set at once"
+        } else {
+            "all at once"
+        },
         client.display()
     );
-    let outcomes = run_all(peers, &client, runs, &out_root);
+    let outcomes = run_all(peers, &client, runs, &out_root, whole_sets);
 
     let mut regressions = Vec::new();
     let mut unexpected_passes = Vec::new();
@@ -323,18 +346,19 @@ fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
         .with_context(|| format!("cargo did not report the {bin} executable"))
 }
 
-/// The client scenarios the suite requires of `revision`, from
-/// `conformance list --client --requirements <revision>`.
-fn list_required(peers: &Peers, revision: &str) -> Result<Vec<String>> {
+/// The client scenarios the suite requires of `revision`, and those its requirement set runs
+/// without scoring them, from `conformance list --client --requirements <revision>`.
+fn list_requirements(peers: &Peers, revision: &str) -> Result<(Vec<String>, Vec<String>)> {
     let args = ["--client", "--requirements", revision];
-    let names = parse_required(&list(peers, &args)?);
+    let text = list(peers, &args)?;
+    let names = parse_required(&text);
     if names.is_empty() {
         bail!(
             "`conformance list {}` listed no client scenarios",
             args.join(" ")
         );
     }
-    Ok(names)
+    Ok((names, parse_unscored(&text)))
 }
 
 /// What the suite's `conformance list <args>` prints.
@@ -365,6 +389,17 @@ fn parse_required(text: &str) -> Vec<String> {
         .map_while(|l| l.strip_prefix("  - "))
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
+        .collect()
+}
+
+/// The client scenarios of a `list --requirements` output that are run but not scored: the
+/// `    - name [client]` lines under the `Run and reported, but never scored` heading.
+fn parse_unscored(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("Run and reported"))
+        .filter_map(|l| l.trim_start().strip_prefix("- "))
+        .filter_map(|l| l.strip_suffix(" [client]"))
+        .map(|l| l.trim().to_owned())
         .collect()
 }
 
@@ -434,41 +469,187 @@ struct Outcome {
     log: PathBuf,
 }
 
-fn run_all(peers: &Peers, client: &Path, runs: &[Run], out_root: &Path) -> Vec<Outcome> {
-    let (tx, rx) = mpsc::channel();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..PARALLEL.min(runs.len()) {
-            let tx = tx.clone();
-            let next = &next;
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(run) = runs.get(i) else {
-                        break;
-                    };
-                    let outcome =
-                        run_one(peers, client, run, out_root).unwrap_or_else(|e| Outcome {
-                            passed: false,
-                            summary: format!("not run: {e:#}"),
-                            failures: Vec::new(),
-                            log: out_root.to_path_buf(),
-                        });
-                    eprintln!(
-                        "conformance: {} {}: {}",
-                        run.revision,
-                        run.scenario,
-                        if outcome.passed { "pass" } else { "fail" }
-                    );
-                    let _ = tx.send((i, outcome));
+/// Runs `runs` and returns their outcomes in order. With `whole_sets`, each revision in turn
+/// runs its requirement set in one suite process ([`run_set`]), every scenario of it at once
+/// as the suite scores them, and its runs outside the set alongside; otherwise every run
+/// starts at once, each in its own suite process.
+fn run_all(
+    peers: &Peers,
+    client: &Path,
+    runs: &[Run],
+    out_root: &Path,
+    whole_sets: bool,
+) -> Vec<Outcome> {
+    let mut outcomes: Vec<Option<Outcome>> = runs.iter().map(|_| None).collect();
+    let not_run = |e: anyhow::Error| Outcome {
+        passed: false,
+        summary: format!("not run: {e:#}"),
+        failures: Vec::new(),
+        log: out_root.to_path_buf(),
+    };
+    let report = |run: &Run, outcome: &Outcome| {
+        eprintln!(
+            "conformance: {} {}: {}",
+            run.revision,
+            run.scenario,
+            if outcome.passed { "pass" } else { "fail" }
+        );
+    };
+    let batches: Vec<Option<&str>> = if whole_sets {
+        REVISIONS.iter().map(|r| Some(*r)).collect()
+    } else {
+        vec![None]
+    };
+    for revision in batches {
+        let of_batch = |r: &Run| revision.is_none_or(|rev| r.revision == rev);
+        let set: Vec<usize> = (0..runs.len())
+            .filter(|&i| whole_sets && of_batch(&runs[i]) && runs[i].in_set)
+            .collect();
+        let alone: Vec<usize> = (0..runs.len())
+            .filter(|&i| of_batch(&runs[i]) && !set.contains(&i))
+            .collect();
+        std::thread::scope(|s| {
+            let set_thread = match (revision, set.is_empty()) {
+                (Some(revision), false) => {
+                    let set_runs: Vec<&Run> = set.iter().map(|&i| &runs[i]).collect();
+                    Some(s.spawn(move || run_set(peers, client, revision, &set_runs, out_root)))
                 }
-            });
-        }
-    });
-    drop(tx);
-    let mut outcomes: Vec<(usize, Outcome)> = rx.into_iter().collect();
-    outcomes.sort_by_key(|(i, _)| *i);
-    outcomes.into_iter().map(|(_, o)| o).collect()
+                _ => None,
+            };
+            let alone_threads: Vec<_> = alone
+                .iter()
+                .map(|&i| {
+                    let run = &runs[i];
+                    (i, s.spawn(move || run_one(peers, client, run, out_root)))
+                })
+                .collect();
+            if let Some(thread) = set_thread {
+                match thread
+                    .join()
+                    .expect("the requirement set's thread panicked")
+                {
+                    Ok(set_outcomes) => {
+                        for (&i, outcome) in set.iter().zip(set_outcomes) {
+                            report(&runs[i], &outcome);
+                            outcomes[i] = Some(outcome);
+                        }
+                    }
+                    Err(e) => {
+                        let message = format!("{e:#}");
+                        for &i in &set {
+                            let outcome = not_run(anyhow::anyhow!("{message}"));
+                            report(&runs[i], &outcome);
+                            outcomes[i] = Some(outcome);
+                        }
+                    }
+                }
+            }
+            for (i, thread) in alone_threads {
+                let outcome = thread
+                    .join()
+                    .expect("a scenario's thread panicked")
+                    .unwrap_or_else(not_run);
+                report(&runs[i], &outcome);
+                outcomes[i] = Some(outcome);
+            }
+        });
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.expect("every run has an outcome"))
+        .collect()
+}
+
+/// Runs `revision`'s whole requirement set in one suite process (`client --requirements R`,
+/// every scenario at once) and returns the outcomes of `runs` (all of the set's): each from
+/// its result directory — its checks, and whether the client ended by itself in time
+/// ([`client_ended`]).
+fn run_set(
+    peers: &Peers,
+    client: &Path,
+    revision: &str,
+    runs: &[&Run],
+    out_root: &Path,
+) -> Result<Vec<Outcome>> {
+    let dir = out_root.join(revision).join("requirements");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let args = [
+        OsStr::new("client"),
+        OsStr::new("--command"),
+        client.as_os_str(),
+        OsStr::new("--requirements"),
+        OsStr::new(revision),
+    ];
+    let (status, log) = spawn_suite(peers, &args, CLIENT_TIMEOUT, SET_TIMEOUT, &dir)?;
+    Ok(runs
+        .iter()
+        .map(|run| {
+            let Some(scenario_dir) = result_dir(&dir, &run.scenario) else {
+                return Outcome {
+                    passed: false,
+                    summary: match status {
+                        None => format!("killed after {} s", SET_TIMEOUT.as_secs()),
+                        Some(_) => "no result in the requirement set's output".into(),
+                    },
+                    failures: Vec::new(),
+                    log: log.clone(),
+                };
+            };
+            let checks = read_checks_json(&scenario_dir);
+            let (summary, mut failures) = read_checks(&scenario_dir);
+            if !client_ended(&scenario_dir, &run.scenario) {
+                failures.push(format!(
+                    "the client did not end by itself in time (its stderr.txt ends with neither `scenario {0}: done` nor `scenario {0}: error: …`, or with its own timeout)",
+                    run.scenario
+                ));
+            }
+            Outcome {
+                passed: checks.is_some() && failures.is_empty(),
+                summary,
+                failures,
+                log: scenario_dir,
+            }
+        })
+        .collect())
+}
+
+/// The directory a requirement set's run wrote for `scenario` under `dir`:
+/// `<scenario>-<timestamp>` (`auth/x` in `auth/`, as `auth/x-<timestamp>`).
+fn result_dir(dir: &Path, scenario: &str) -> Option<PathBuf> {
+    let path = dir.join(scenario);
+    let (parent, name) = (path.parent()?, path.file_name()?.to_str()?);
+    let prefix = format!("{name}-");
+    std::fs::read_dir(parent)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix(&prefix))
+                    // The timestamp, not a longer scenario name (`auth/x-y`).
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
+}
+
+/// Whether the client of a run ended by itself in time: `mcp-conformance-client` prints, as
+/// its last line (stderr), `scenario <name>: done` when it exits 0 and `scenario <name>:
+/// error: <chain>` when it exits 1 — `… did not finish within …` when its own bound on the run
+/// stopped it. A client the suite stopped prints neither.
+fn client_ended(dir: &Path, scenario: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("stderr.txt")) else {
+        return false;
+    };
+    let Some(last) = text.lines().last() else {
+        return false;
+    };
+    let own_timeout = format!("scenario {scenario}: error: scenario {scenario} did not finish");
+    last == format!("scenario {scenario}: done")
+        || (last.starts_with(&format!("scenario {scenario}: error: "))
+            && !last.starts_with(&own_timeout))
 }
 
 fn run_one(peers: &Peers, client: &Path, run: &Run, out_root: &Path) -> Result<Outcome> {
@@ -519,6 +700,29 @@ fn run_suite(
     timeout: Duration,
     dir: &Path,
 ) -> Result<(Option<std::process::ExitStatus>, PathBuf)> {
+    let args = [
+        mode,
+        &[
+            OsStr::new("--scenario"),
+            OsStr::new(scenario),
+            OsStr::new("--spec-version"),
+            OsStr::new(revision),
+            OsStr::new("--force"),
+        ],
+    ]
+    .concat();
+    spawn_suite(peers, &args, timeout, SCENARIO_TIMEOUT, dir)
+}
+
+/// Runs the suite with `args`, its `--timeout` `timeout`, its output in `dir` and its log in
+/// `dir/suite.log`; killed with its process group after `bound` (then `None`).
+fn spawn_suite(
+    peers: &Peers,
+    args: &[&OsStr],
+    timeout: Duration,
+    bound: Duration,
+    dir: &Path,
+) -> Result<(Option<std::process::ExitStatus>, PathBuf)> {
     use std::os::unix::process::CommandExt;
 
     std::fs::create_dir_all(dir)?;
@@ -526,14 +730,7 @@ fn run_suite(
     let log_file = std::fs::File::create(&log)?;
     let mut child = Command::new(&peers.node22)
         .arg(&peers.conformance)
-        .args(mode)
-        .args([
-            "--scenario",
-            scenario,
-            "--spec-version",
-            revision,
-            "--force",
-        ])
+        .args(args)
         .arg("--timeout")
         .arg(timeout.as_millis().to_string())
         .arg("-o")
@@ -552,7 +749,7 @@ fn run_suite(
     let waiter = std::thread::spawn(move || {
         let _ = tx.send(child.wait());
     });
-    let status = match rx.recv_timeout(SCENARIO_TIMEOUT) {
+    let status = match rx.recv_timeout(bound) {
         Ok(status) => Some(status?),
         Err(_) => {
             kill_group(pid);
@@ -642,6 +839,53 @@ mod tests {
             parse_required(text),
             ["tools_call", "auth/metadata-default"]
         );
+    }
+
+    #[test]
+    fn unscored_client_scenarios_are_parsed() {
+        let text = "Client scenarios (test against a client):\n  - tools_call\n\nRun and reported, but never scored:\n  extension (2):\n    - auth/dpop [client]\n    - tasks-lifecycle [server]\n  added-after-release (1):\n    - json-schema-2020-12-preservation [client]\n";
+        assert_eq!(
+            parse_unscored(text),
+            ["auth/dpop", "json-schema-2020-12-preservation"]
+        );
+    }
+
+    /// A requirement set's result directories are found by scenario (not a longer name with
+    /// the same start), and a client ended by itself only when its last line says so.
+    #[test]
+    fn a_sets_results_are_found_per_scenario() {
+        let dir = std::env::temp_dir().join(format!("xtask-set-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let longer = dir.join("auth/scope-step-up-extra-2026-01-01T00-00-00-000Z");
+        let wanted = dir.join("auth/scope-step-up-2026-01-01T00-00-00-001Z");
+        let plain = dir.join("initialize-2026-01-01T00-00-00-002Z");
+        for d in [&longer, &wanted, &plain] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        assert_eq!(result_dir(&dir, "auth/scope-step-up"), Some(wanted.clone()));
+        assert_eq!(result_dir(&dir, "initialize"), Some(plain.clone()));
+        assert_eq!(result_dir(&dir, "tools_call"), None);
+
+        let ended = |stderr: &str| {
+            std::fs::write(wanted.join("stderr.txt"), stderr).unwrap();
+            client_ended(&wanted, "auth/scope-step-up")
+        };
+        assert!(!client_ended(&wanted, "auth/scope-step-up"));
+        assert!(ended(
+            "scenario auth/scope-step-up: http://x\nscenario auth/scope-step-up: done\n"
+        ));
+        assert!(ended(
+            "scenario auth/scope-step-up: http://x\nscenario auth/scope-step-up: error: refused\n"
+        ));
+        // Stopped by the suite mid-run, or by its own bound.
+        assert!(!ended(
+            "scenario auth/scope-step-up: http://x\n  tools/list: []\n"
+        ));
+        assert!(!ended(
+            "scenario auth/scope-step-up: error: scenario auth/scope-step-up did not finish within 15.0 s\n"
+        ));
+        assert!(!ended("scenario auth/scope-step: done\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -201,21 +201,95 @@ fn tidy_every_crate_uses_workspace_lints() {
     }
 }
 
-/// Rule: the code map names every crate, so a newcomer finds each one there.
+/// Rule: the code map has a section for every crate (a `### `crates/<name>`` heading, or
+/// `### `xtask`` and `### `tests``), so a newcomer finds each one there and a merge that adds a
+/// crate without its section fails.
 #[test]
-fn tidy_architecture_names_every_crate() {
+fn tidy_architecture_has_a_section_per_crate() {
     let map = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
-    for dir in crate_dirs() {
-        let rel = dir
-            .strip_prefix(root())
+    let headings: Vec<&str> = map.lines().filter(|l| l.starts_with("### ")).collect();
+    let missing: Vec<String> = crate_dirs()
+        .iter()
+        .map(|dir| {
+            dir.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .filter(|rel| !headings.contains(&format!("### `{rel}`").as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md has no section `### `<crate>`` for: {}",
+        missing.join(", ")
+    );
+}
+
+/// Rule: the code map stays a map (at most 300 lines) and the README a guide (at most 450):
+/// figures and measurement logs go to `docs/benchmarks.md`, the reasoning behind a number to
+/// the code that depends on it. A document nobody reads to the end is not kept current.
+#[test]
+fn tidy_docs_stay_short() {
+    for (doc, max) in [("docs/ARCHITECTURE.md", 300), ("README.md", 450)] {
+        let lines = std::fs::read_to_string(root().join(doc))
             .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+            .lines()
+            .count();
         assert!(
-            map.contains(&format!("`{rel}`")),
-            "docs/ARCHITECTURE.md does not mention `{rel}`"
+            lines <= max,
+            "{doc} has {lines} lines, more than {max}: move figures to docs/benchmarks.md and cut \
+             repeated prose"
         );
     }
+}
+
+/// Rule: comments and docs stand alone. A citation of a requirement id from a document that is
+/// not in the repository (`SPEC` followed by an id such as `A7`, `FR-`/`NFR-` numbers) tells
+/// the reader nothing; say what the requirement is instead.
+#[test]
+fn tidy_no_requirement_ids_from_outside() {
+    fn is_id(rest: &str) -> bool {
+        let mut chars = rest.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_uppercase())
+            && matches!(chars.next(), Some(c) if c.is_ascii_digit())
+    }
+    let spec = ["SP", "EC "].concat();
+    let numbered = [["F", "R-"].concat(), ["NF", "R-"].concat()];
+    let mut found = Vec::new();
+    let docs = [
+        "README.md",
+        "docs/ARCHITECTURE.md",
+        "docs/benchmarks.md",
+        "docs/upstream.md",
+        "peers/README.md",
+    ];
+    let texts = sources().into_iter().chain(docs.iter().filter_map(|doc| {
+        let path = root().join(doc);
+        std::fs::read_to_string(&path).ok().map(|text| (path, text))
+    }));
+    for (path, text) in texts {
+        for (n, line) in text.lines().enumerate() {
+            let spec_id = line
+                .match_indices(&spec)
+                .any(|(i, _)| is_id(&line[i + spec.len()..]));
+            let numbered_id = numbered.iter().any(|prefix| {
+                line.match_indices(prefix.as_str()).any(|(i, _)| {
+                    let before = line[..i].chars().next_back();
+                    !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                        && line[i + prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
+                })
+            });
+            if spec_id || numbered_id {
+                let rel = path.strip_prefix(root()).unwrap_or(&path).display();
+                found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "requirement ids of a document outside the repository:\n{}",
+        found.join("\n")
+    );
 }
 
 /// Rule: the library's front door pulls in no command-line machinery: no argument parser, no
@@ -381,6 +455,57 @@ fn tidy_docs_name_only_what_exists() {
     );
 }
 
+/// Rule: every rmcp workaround has its entry in `docs/upstream.md`, and every entry its
+/// workaround. A comment links its entry by that file's path and the entry's anchor (a `### `
+/// heading); each anchor a source file links is an entry, each entry is linked from at least
+/// one source file, and each `crates/` path an entry names exists. On an rmcp upgrade the file
+/// is the list to go through, so neither a workaround missing from it nor an entry whose code
+/// is gone may pass.
+#[test]
+fn tidy_upstream_workarounds_are_linked() {
+    let doc = std::fs::read_to_string(root().join("docs/upstream.md")).unwrap();
+    let entries: Vec<&str> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(str::trim)
+        .collect();
+    let marker = ["docs/upstream", ".md#"].concat();
+    let mut linked = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for (path, text) in sources() {
+        let rel = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for (i, _) in text.match_indices(&marker) {
+            let anchor: String = text[i + marker.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+                .collect();
+            if !entries.contains(&anchor.as_str()) {
+                problems.push(format!("{rel}: links `{anchor}`, which is no entry"));
+            }
+            linked.insert(anchor);
+        }
+    }
+    for entry in &entries {
+        if !linked.contains(*entry) {
+            problems.push(format!("entry `{entry}` is linked from no source file"));
+        }
+    }
+    for span in doc.split('`').skip(1).step_by(2) {
+        if span.starts_with("crates/") && !root().join(span).exists() {
+            problems.push(format!("entry names `{span}`, which does not exist"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/upstream.md and the code's links to it disagree:\n{}",
+        problems.join("\n")
+    );
+}
+
 fn tail(text: &str, chars: usize) -> String {
     let n = text.chars().count();
     text.chars().skip(n.saturating_sub(chars)).collect()
@@ -411,4 +536,298 @@ fn tidy_one_integration_test_binary_per_crate() {
             );
         }
     }
+}
+
+/// The module path of `rel`, a file under a crate's `src/`: `lib.rs`/`main.rs` are the root,
+/// `a.rs` and `a/mod.rs` are `a`, `a/b.rs` is `a::b`.
+fn module_of(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if matches!(parts.as_slice(), [one] if one == "lib" || one == "main")
+        || parts.last().is_some_and(|l| l == "mod")
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// `text` without `//` comments (doc links are not imports) and without
+/// `#[cfg(test)] mod name { … }` blocks.
+fn import_text(text: &str) -> String {
+    let code: String = text
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(at) if !l[..at].contains('"') => &l[..at],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = String::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(test)]".len()..].trim_start();
+        let is_block = after.starts_with("mod ")
+            && after
+                .find(['{', ';'])
+                .is_some_and(|i| after.as_bytes()[i] == b'{');
+        if !is_block {
+            out.push_str("#[cfg(test)]");
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            continue;
+        }
+        let open = after.find('{').unwrap();
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (i, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The paths written at the start of `s` (just past `crate::`, `super::` or `self::`), as
+/// segment lists, with use-groups (`{a::X, b}`) expanded.
+fn path_tails(s: &str) -> Vec<Vec<String>> {
+    let s = s.trim_start();
+    if let Some(group) = s.strip_prefix('{') {
+        let mut depth = 0usize;
+        let mut items = Vec::new();
+        let mut start = 0;
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    items.push(&group[start..i]);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&group[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return items.into_iter().flat_map(path_tails).collect();
+    }
+    let ident: String = s
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if ident.is_empty() {
+        return vec![Vec::new()];
+    }
+    let rest = &s[ident.len()..];
+    match rest.trim_start().strip_prefix("::") {
+        Some(more) => path_tails(more)
+            .into_iter()
+            .map(|mut tail| {
+                tail.insert(0, ident.clone());
+                tail
+            })
+            .collect(),
+        None => vec![vec![ident]],
+    }
+}
+
+/// The file-to-file import edges of one crate, `files` being (path under `src/`, text):
+/// `crate::`, `super::` and `self::` paths anywhere in a file (outside comments and
+/// `#[cfg(test)] mod … { }` blocks), each mapped to the longest module prefix that is a file.
+/// A module's `pub use` re-exports of its own descendants are not edges (a facade is the
+/// normal shape), nor are `mod x;` declarations (they are not paths).
+fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
+    let modules: std::collections::HashMap<Vec<String>, &str> = files
+        .iter()
+        .map(|(rel, _)| (module_of(rel), rel.as_str()))
+        .collect();
+    let mut edges = Vec::new();
+    for (rel, text) in files {
+        let here = module_of(rel);
+        let code = import_text(text);
+        // Spans of `pub … use …;` statements.
+        let mut reexports = Vec::new();
+        for (at, _) in code.match_indices("pub") {
+            let after = code[at + 3..].trim_start();
+            let after = if after.starts_with('(') {
+                after.find(')').map_or("", |i| after[i + 1..].trim_start())
+            } else {
+                after
+            };
+            if after.starts_with("use ") {
+                let end = code[at..].find(';').map_or(code.len(), |i| at + i);
+                reexports.push(at..end);
+            }
+        }
+        for anchor in ["crate::", "super::", "self::"] {
+            for (at, _) in code.match_indices(anchor) {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
+                    continue;
+                }
+                let mut base = match anchor {
+                    "crate::" => Vec::new(),
+                    _ => here.clone(),
+                };
+                let mut tail_at = at + anchor.len();
+                if anchor == "super::" {
+                    base.pop();
+                    while code[tail_at..].starts_with("super::") {
+                        base.pop();
+                        tail_at += "super::".len();
+                    }
+                }
+                let in_reexport = reexports.iter().any(|r| r.contains(&at));
+                for tail in path_tails(&code[tail_at..]) {
+                    let mut full = base.clone();
+                    full.extend(tail);
+                    let target = (0..=full.len())
+                        .rev()
+                        .map(|n| &full[..n])
+                        .find(|m| modules.contains_key(*m))
+                        .map(<[String]>::to_vec);
+                    let Some(target) = target else { continue };
+                    if target == here || (in_reexport && target.starts_with(&here)) {
+                        continue;
+                    }
+                    let name = format!(
+                        "{}{}",
+                        anchor,
+                        code[tail_at..]
+                            .split([';', '\n', '(', ' '])
+                            .next()
+                            .unwrap_or("")
+                    );
+                    edges.push((rel.clone(), modules[&target].to_owned(), name));
+                }
+            }
+        }
+    }
+    edges.sort();
+    edges.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    edges
+}
+
+/// Every import circle among `files` (see [`import_edges`]), one line per edge inside a
+/// circle: `a.rs → b.rs (crate::b::X)`.
+fn import_circles(files: &[(String, String)]) -> Vec<String> {
+    let edges = import_edges(files);
+    let reaches = |from: &str, to: &str| {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(node) = stack.pop() {
+            if node == to {
+                return true;
+            }
+            if seen.insert(node.clone()) {
+                stack.extend(edges.iter().filter(|e| e.0 == node).map(|e| e.1.clone()));
+            }
+        }
+        false
+    };
+    edges
+        .iter()
+        .filter(|(from, to, _)| reaches(to, from))
+        .map(|(from, to, name)| format!("{from} → {to} ({name})"))
+        .collect()
+}
+
+#[test]
+fn import_circles_are_found() {
+    let files = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    };
+    let circle = files(&[
+        ("lib.rs", "mod a;\nmod b;\npub use crate::a::{A, b::B};\n"),
+        ("a.rs", "use crate::{b::B, Top};\npub struct A;\n"),
+        ("a/c.rs", "use super::super::b::B;\n"),
+        (
+            "b.rs",
+            "// crate::a::A in a comment\nfn f() -> super::a::c::C { todo!() }\n",
+        ),
+    ]);
+    // a.rs → b.rs is not in the circle: nothing leads back to a.rs.
+    assert_eq!(
+        import_circles(&circle),
+        [
+            "a/c.rs → b.rs (super::b::B)",
+            "b.rs → a/c.rs (super::a::c::C)"
+        ]
+    );
+    // Not circles: a facade re-exporting its children, a test block, a comment, a parent's
+    // own use of its child when the child does not use the parent.
+    let clean = files(&[
+        (
+            "lib.rs",
+            "mod a;\npub(crate) use crate::a::A;\npub use self::b::B;\n",
+        ),
+        (
+            "a.rs",
+            "use crate::Top;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n",
+        ),
+        ("b.rs", "// use crate::a::A;\nuse crate::a::A;\n"),
+    ]);
+    assert_eq!(import_circles(&clean), Vec::<String>::new());
+}
+
+/// Rule: no two files of a crate import each other, directly or around a circle (a file is one
+/// job; a circle means two jobs share a piece that belongs in a file of its own). Integration
+/// tests, benches, examples and `src/bin/` programs are not part of the graph.
+#[test]
+fn tidy_no_import_circles() {
+    fn walk(src: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path != src.join("bin") {
+                    walk(src, &path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path
+                    .strip_prefix(src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut report = Vec::new();
+    for dir in crate_dirs() {
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        walk(&src, &src, &mut files);
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        report.extend(
+            import_circles(&files)
+                .into_iter()
+                .map(|line| format!("{name}: {line}")),
+        );
+    }
+    assert!(
+        report.is_empty(),
+        "files of a crate import each other (move the shared piece into the lower file or a \
+         file of its own):\n{}",
+        report.join("\n")
+    );
 }

@@ -64,7 +64,7 @@ pub struct BoxTransport {
 ///
 /// A session hands the notifications it receives to tasks of their own, so a notification sent
 /// just before a response can be handled after the response reached its caller; a tap sees
-/// it first, in the order the server sent them.
+/// it first, in the order the server sent them (docs/upstream.md#rmcp-notification-tasks).
 pub trait Tap: Send + Sync + 'static {
     /// Sees (and may amend) a message before it is sent.
     fn sending(&self, message: &mut TxJsonRpcMessage<RoleClient>) {

@@ -1,5 +1,5 @@
 //! A server that dies during a call: the call fails with a transport error naming the server,
-//! promptly (not at the call timeout), while another server's calls still succeed (SPEC J3).
+//! promptly (not at the call timeout), while another server's calls still succeed.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! A server that writes garbage on stdout: opening it fails with an error naming the server
-//! (no panic, no hang), and its process is gone (SPEC J3).
+//! (no panic, no hang), and its process is gone.
 
 use agent_core::Runner;
 use integration_tests::harness::{Harness, bounded, call_tool, chain, stdio_server};

@@ -1,5 +1,5 @@
 //! A call that hangs: a timeout error naming the server within the call timeout + 1 s, and the
-//! server receives `notifications/cancelled` for it; the session stays usable (SPEC B3, J3).
+//! server receives `notifications/cancelled` for it; the session stays usable.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! A server that ignores stdin closing and SIGTERM: closing the runner waits the grace period,
-//! then SIGTERM, then kills it; nothing of its group is left (SPEC B1, J3).
+//! then SIGTERM, then kills it; nothing of its group is left.
 
 use std::time::{Duration, Instant};
 

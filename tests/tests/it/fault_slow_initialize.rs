@@ -1,5 +1,5 @@
 //! A server slower to initialize than the connect timeout: a connect-timeout error naming the
-//! server, on time, and its process is gone (SPEC B3, J3).
+//! server, on time, and its process is gone.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! Approval (SPEC F2) on real servers: the gate is asked about the real tool behind
+//! Approval on real servers: the gate is asked about the real tool behind
 //! `mcp_call_tool` (`server__tool`, metadata `mcp_tool_name` and `mcp_arguments`); it may
 //! allow once, deny, or allow for the rest of the run; a gate that panics, hangs or fails
 //! denies, and the run goes on. Annotation rules select calls by the tool's hints.

@@ -1,4 +1,4 @@
-//! Tool-call events (SPEC F4) of a real run: per call, `tool_call_started` before its end
+//! Tool-call events of a real run: per call, `tool_call_started` before its end
 //! event (`tool_call_finished`, `tool_call_failed` or — alone — `tool_call_denied`), naming the
 //! real tool (`server__tool`) and the server's identity; the same for native tools; server and
 //! tool events in one stream, to the sink and to subscribers.

@@ -1,4 +1,4 @@
-//! History (SPEC F5) of a real run: `messages.jsonl` and `events.jsonl` under the history
+//! History of a real run: `messages.jsonl` and `events.jsonl` under the history
 //! root or a given directory; a directory that cannot be written fails the run before any
 //! server is contacted, naming the path; a secret of the run's specs — inside tool arguments,
 //! echoed in a server's error text — appears in no event and in neither file.

@@ -1,4 +1,4 @@
-//! Identity rules (SPEC F1) on real servers: `[policy]` `allow` / `deny` match the server's
+//! Identity rules on real servers: `[policy]` `allow` / `deny` match the server's
 //! `serverInfo.name`, never its configuration key; a refused tool is neither shown nor run,
 //! and a call to one is denied naming the rule. Pinned and promoted tools are governed like
 //! any call.

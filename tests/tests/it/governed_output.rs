@@ -1,4 +1,4 @@
-//! The output limit (SPEC F3) on a real server: `[policy] max_output_bytes` bounds what the
+//! The output limit on a real server: `[policy] max_output_bytes` bounds what the
 //! model sees; a larger result is cut at a character boundary with a marker, and the rest is
 //! read through `mcp_read_output`.
 

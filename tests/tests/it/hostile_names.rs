@@ -1,4 +1,4 @@
-//! What a server calls itself and its tools (issue B5 and item 4, at the session level): a
+//! What a server calls itself and its tools (at the session level): a
 //! `serverInfo` with terminal escapes and a 100 KB version, 1 MB of instructions, tool names
 //! with escapes or 10 KB long. The session keeps its identity bounded and clean; tools whose
 //! names are unusable are left out, and the server's connected event names them, escaped.

@@ -1,4 +1,4 @@
-//! Endless pagination (issue B2): a server that repeats its `nextCursor`, cycles between two
+//! Endless pagination: a server that repeats its `nextCursor`, cycles between two
 //! cursors, or returns ever-new pages must not keep the client listing until the connect
 //! timeout. The client stops at the first page that breaks a bound, with an error naming the
 //! server and the limit.

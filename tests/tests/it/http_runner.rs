@@ -1,6 +1,5 @@
 //! Streamable HTTP servers through the runner, next to a stdio one: listing, calls, identity,
-//! a hung call cancelled on the server, a server that dies mid-call, and close (SPEC B2, B3,
-//! C1).
+//! a hung call cancelled on the server, a server that dies mid-call, and close.
 //!
 //! Session expiry (HTTP 404 → one re-initialisation) is tested by `mcp-transport-http`
 //! against a scripted server: the test kit's HTTP server has no way to forget a session.

@@ -1,6 +1,6 @@
 //! A spec whose built-in transport the build leaves out (the registry knows it as disabled,
 //! as the facade registers it) is refused with an error naming the cargo feature that adds
-//! it, and nothing is spawned (SPEC B4).
+//! it, and nothing is spawned.
 
 use integration_tests::harness::{Harness, RecordingStdio, Spawned, bounded, chain, stdio_server};
 use mcp_client::{ClientError, Connectors, SessionError};

@@ -1,4 +1,4 @@
-//! A client secret never shows where a run reports on its servers (SPEC E3): not in events,
+//! A client secret never shows where a run reports on its servers: not in events,
 //! not in an error's `Display` or `Debug`, not in a skipped server's cause — when the token
 //! endpoint refuses the secret (and even echoes it back), and when it accepts it and a call
 //! succeeds (nor does the access token show then).

@@ -1,6 +1,6 @@
 //! `open_runner` over several real stdio servers: the lazy surface, search across servers,
 //! calls, 1,000 paginated tools, each server's identity, the runner factory, and close leaving
-//! no process behind (SPEC C1, C3, C5, B1).
+//! no process behind.
 
 use agent_core::{EventKind, Runner, RunnerFactory, ToolCatalog};
 use integration_tests::harness::{Harness, bounded, call_tool, search, stdio_server};

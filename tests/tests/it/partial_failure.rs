@@ -1,6 +1,6 @@
 //! A run with a server that cannot open: `fail_fast` fails the run naming it and leaves no
 //! process; `skip_unavailable` goes on with the others and reports the skipped server with
-//! its cause, as runner info and as a `ServerFailed` event (SPEC C2).
+//! its cause, as runner info and as a `ServerFailed` event.
 
 use std::time::Duration;
 

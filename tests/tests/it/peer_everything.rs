@@ -1,4 +1,4 @@
-//! The reference server `@modelcontextprotocol/server-everything` (SPEC J1), over stdio and over
+//! The reference server `@modelcontextprotocol/server-everything`, over stdio and over
 //! streamable HTTP, through the workspace's connectors and `mcp-client`'s runner and session layer: connect, list, call, structured content.
 //!
 //! Needs the peers of `cargo xtask peers` (see `integration_tests::peers`): fails without them

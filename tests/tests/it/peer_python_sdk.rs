@@ -1,4 +1,4 @@
-//! A server on the official Python MCP SDK (`peers/python/server.py`, SPEC J1), over stdio and
+//! A server on the official Python MCP SDK (`peers/python/server.py`), over stdio and
 //! over streamable HTTP, through the workspace's connectors and `mcp-client`'s runner and session layer: connect, list, call, structured
 //! content, tool errors.
 //!

@@ -1,4 +1,4 @@
-//! `shared = true` stdio servers (SPEC C6) with real child processes: the runs of one client
+//! `shared = true` stdio servers with real child processes: the runs of one client
 //! use one process, which outlives them and ends with the client's shutdown; a killed one is
 //! re-opened for the next run; concurrent first opens spawn one process; a caller-supplied
 //! spec asking to be shared gets a private one. Processes are counted by the harness's

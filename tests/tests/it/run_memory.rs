@@ -1,4 +1,4 @@
-//! The memory of a run with 100,000 tools (issue W6): 20 in-memory servers of 5,003 tools
+//! The memory of a run with 100,000 tools: 20 in-memory servers of 5,003 tools
 //! each, listed in pages of 1,000 as they are asked for, through the whole client (listing,
 //! catalog, index). A measurement, run by hand:
 //! `cargo nextest run -p integration-tests --test it --run-ignored only --no-capture run_memory::`

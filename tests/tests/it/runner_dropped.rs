@@ -1,5 +1,5 @@
 //! A run that ends without closing its runner — dropped, its task aborted, its task panicking,
-//! or cancelled while opening — still leaves no server process behind (SPEC B1).
+//! or cancelled while opening — still leaves no server process behind.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! A server that echoes a secret of the run (issue B1, at the session level): whatever it
+//! A server that echoes a secret of the run (at the session level): whatever it
 //! sends back — a tool result's text and structured content, an `isError` result, a JSON-RPC
 //! error, a failed `initialize` or `tools/list`, its `instructions` — the run's errors, events,
 //! skipped-server causes and the model's tool results never show a secret value the run's

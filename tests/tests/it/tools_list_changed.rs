@@ -1,5 +1,5 @@
 //! `notifications/tools/list_changed`: the runner re-lists the server's tools, emits
-//! `ToolsChanged`, and later searches and calls see the new list (SPEC C4).
+//! `ToolsChanged`, and later searches and calls see the new list.
 
 use agent_core::{Event, EventKind, Runner, ToolError};
 use integration_tests::harness::{Harness, bounded, call_tool, next_event, search, stdio_server};

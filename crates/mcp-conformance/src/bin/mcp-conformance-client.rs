@@ -3,7 +3,9 @@
 //! Reads the scenario from `MCP_CONFORMANCE_SCENARIO` and its context from
 //! `MCP_CONFORMANCE_CONTEXT`, connects over streamable HTTP through `mcp-transport-http`'s
 //! `HttpConnector`, does what the scenario needs (see [`mcp_conformance::plan`]) and exits 0,
-//! or prints the error chain and exits 1 (2 for a usage error).
+//! or prints the error chain and exits 1 (2 for a usage error). Its last line on stderr is
+//! `scenario <name>: done` or `scenario <name>: error: <chain>`: `cargo xtask conformance`
+//! reads it where the suite keeps no exit status (a whole requirement set run at once).
 
 use std::process::ExitCode;
 use std::sync::Arc;
