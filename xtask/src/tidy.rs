@@ -831,3 +831,193 @@ fn tidy_no_import_circles() {
         report.join("\n")
     );
 }
+
+/// Words that make a `static` (or `thread_local!`) item a holder of secrets, in its name.
+const SECRET_STATIC_WORDS: &[&str] = &["SECRET", "LEARNED", "KNOWN", "REDACT", "SCRUB"];
+
+/// Words that make a type a secret engine, in its name.
+const ENGINE_WORDS: &[&str] = &["Scrubber", "Redactor", "Sanitizer"];
+
+/// The one secret engine and the one printer of an error's cause chain.
+const THE_ENGINE: (&str, &str) = ("crates/agent-core/src/redact.rs", "Redactor");
+const THE_CHAIN_PRINTER: &str = "crates/agent-core/src/error.rs";
+
+/// The name declared after `keyword ` on a code line (`pub(crate) struct Name<…>` → `Name`).
+fn declared(line: &str, keyword: &str) -> Option<String> {
+    let code = line.trim_start();
+    let at = code.find(&format!("{keyword} "))?;
+    // Only visibility and qualifiers may come first (`pub(crate) async fn`); `static mut` too.
+    let qualifier = |w: &str| w.starts_with("pub") || ["async", "const", "unsafe"].contains(&w);
+    if !code[..at].split_whitespace().all(qualifier) {
+        return None;
+    }
+    let rest = code[at + keyword.len() + 1..].trim_start();
+    let rest = rest.strip_prefix("mut ").unwrap_or(rest);
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// What breaks the secret rules in the file `rel` (a path from the repository root): a second
+/// secret-engine type, a `static` holding secrets (by its name, or a `Redactor` / `Secret` in
+/// its type), a second `fn error_chain`.
+fn secret_rule_findings(rel: &str, text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let at = format!("{rel}:{}", n + 1);
+        for keyword in ["struct", "enum", "type", "trait"] {
+            if let Some(name) = declared(line, keyword)
+                && ENGINE_WORDS.iter().any(|w| name.contains(w))
+                && (rel, name.as_str()) != THE_ENGINE
+            {
+                found.push(format!("{at}: a second secret engine `{name}`"));
+            }
+        }
+        if let Some(name) = declared(line, "static") {
+            let upper = name.to_ascii_uppercase();
+            let ty = code.split_once(':').map_or("", |(_, ty)| ty);
+            let holds = |word: &str| {
+                ty.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|t| t == word)
+            };
+            if SECRET_STATIC_WORDS.iter().any(|w| upper.contains(w))
+                || holds("Redactor")
+                || holds("Secret")
+            {
+                found.push(format!("{at}: secrets in the static `{name}`"));
+            }
+        }
+        if declared(line, "fn").as_deref() == Some("error_chain") && rel != THE_CHAIN_PRINTER {
+            found.push(format!(
+                "{at}: a second `fn error_chain` (use agent_core::error_chain)"
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn secret_rule_findings_are_precise() {
+    let flagged = |rel: &str, text: &str| secret_rule_findings(rel, text).len();
+    // Flagged: another engine, process-wide secrets, a second chain printer.
+    assert_eq!(flagged("crates/x/src/a.rs", "pub struct Scrubber {"), 1);
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "pub(crate) async fn error_chain() {"),
+        1
+    );
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "pub(crate) struct SentScrubbers;"),
+        1
+    );
+    assert_eq!(flagged("crates/x/src/a.rs", "pub type Sanitizer = Foo;"), 1);
+    assert_eq!(flagged("crates/x/src/a.rs", "pub struct Redactor;"), 1);
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "static LEARNED: RwLock<Vec<String>> = x;"
+        ),
+        1
+    );
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "    pub(crate) static known_values: X = x;"
+        ),
+        1
+    );
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "static ENGINE: OnceLock<Redactor> = OnceLock::new();"
+        ),
+        1
+    );
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "thread_local! {\n    static TOKENS: RefCell<Vec<Secret>> = x;\n}"
+        ),
+        1
+    );
+    assert_eq!(
+        flagged(
+            "crates/x/tests/it/a.rs",
+            "fn error_chain(e: &dyn Error) -> String {"
+        ),
+        1
+    );
+    // Not flagged: the engine itself, the printer itself, unrelated statics and types,
+    // comments.
+    assert_eq!(flagged(THE_ENGINE.0, "pub struct Redactor {"), 0);
+    assert_eq!(
+        flagged(
+            THE_CHAIN_PRINTER,
+            "pub fn error_chain(error: &E) -> String {"
+        ),
+        0
+    );
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "static NEXT_ID: AtomicU64 = AtomicU64::new(0);"
+        ),
+        0
+    );
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "pub const MIN_SECRET_LEN: usize = 6;"),
+        0
+    );
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "pub struct Scrubbed { text: String }"),
+        0
+    );
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "let redactor = Redactor::new();"),
+        0
+    );
+    assert_eq!(
+        flagged("crates/x/src/a.rs", "fn f(x: &'static SecretSink) {}"),
+        0
+    );
+    assert_eq!(flagged("crates/x/src/a.rs", "// static LEARNED: X;"), 0);
+    assert_eq!(
+        flagged(
+            "crates/x/src/a.rs",
+            "    assert!(error_chain(&e).contains(\"x\"));"
+        ),
+        0
+    );
+}
+
+/// Rule: one secret engine, no process-wide secret state, one printer of a cause chain. Every
+/// place that shows or passes on text uses `agent_core::Redactor`, owned by the run (or the
+/// command) and passed to whoever needs it: no second engine type (`…Scrubber`, `…Redactor`,
+/// `…Sanitizer`), no `static` or `thread_local!` holding secrets, no `fn error_chain` but
+/// agent-core's.
+#[test]
+fn tidy_one_secret_engine_and_no_secret_statics() {
+    let root = root();
+    let mut report = Vec::new();
+    for (path, text) in sources() {
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel.starts_with("crates/") {
+            report.extend(secret_rule_findings(&rel, &text));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "one secret engine (agent_core::Redactor, owned by a run and passed on), no secrets in \
+         statics, one cause-chain printer (agent_core::error_chain):\n{}",
+        report.join("\n")
+    );
+}

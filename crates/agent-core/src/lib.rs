@@ -63,7 +63,7 @@ pub use output::{
     OutputChunk, OutputLimits, OutputStore, READ_OUTPUT_TOOL, SPILL_ROOT, SpillArea, spill_root,
 };
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
-pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
+pub use redact::{MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink};
 pub use rules::{ApprovalRules, ApprovalTrigger, Denial, IdentityRules, Rule};
 pub use run::{RunInput, RunScope, Runner, RunnerFactory, with_runner};
 pub use scripted::ScriptedModel;

@@ -1,17 +1,29 @@
-//! Redaction of secrets in text and JSON before anything is shown to a human or written down
-//! (approval prompts, events, history).
+//! The one secret engine: redaction of secrets in text and JSON before anything is shown to a
+//! human, written down or handed on (approval prompts, events, history, errors, server text).
+//!
+//! `secret.rs` is the [`Secret`] type, `learned.rs` the bounded set of values learned at run
+//! time and the [`SecretSink`] that teaches them.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-/// What a redacted value is replaced with.
-pub const REDACTED: &str = "[REDACTED]";
+mod learned;
+mod secret;
 
-/// Secret values shorter than this many characters are not searched for: they would redact
-/// ordinary words. Values of sensitive keys are redacted whatever their length.
-pub const MIN_SECRET_LEN: usize = 4;
+pub use learned::{MAX_LEARNED_SECRETS, SecretSink};
+pub use secret::{REDACTED, Secret};
+
+use learned::Learned;
+
+/// Secret values shorter than this many characters are not searched for. Six, because values
+/// of four or five characters are ordinary words and settings (`true`, `debug`, `8080`,
+/// `admin`) whose replacement would make errors, stderr tails and results unreadable, while a
+/// credential that short can be guessed anyway, so hiding it protects nothing. Values of
+/// sensitive keys are redacted whatever their length.
+pub const MIN_SECRET_LEN: usize = 6;
 
 /// Key and header names whose values are always redacted (compared case-insensitively, `_`
 /// and `-` alike).
@@ -39,10 +51,22 @@ const DEFAULT_SENSITIVE_KEYS: &[&str] = &[
 /// A caller's own redaction step, run after the built-in ones.
 type Hook = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
-/// Replaces secrets with [`REDACTED`]: known secret values (the run's credentials), the values
-/// of sensitive keys and headers (`Authorization`, `Cookie`, API keys, passwords, tokens…) in
-/// JSON objects and in `Name: value` / `name=value` text, bearer tokens, and whatever a
-/// caller-provided hook removes. Cheap to clone; `Debug` shows counts, never values.
+/// The secret engine: every place that shows, records or passes on text uses one.
+///
+/// It knows secret values two ways: given when it is built ([`with_secrets`](Self::with_secrets):
+/// a run's configured credentials) and learned while it is used ([`sink`](Self::sink): OAuth
+/// tokens issued or loaded during the run, at most [`MAX_LEARNED_SECRETS`], oldest dropped;
+/// clones share what is learned). Two operations:
+///
+/// - [`scrub`](Self::scrub) / [`scrub_json`](Self::scrub_json): every known value replaced by
+///   [`REDACTED`], nothing else touched, for text a server chose that is passed on (errors,
+///   results for the model, stderr tails).
+/// - [`redact_text`](Self::redact_text) / [`redact_json`](Self::redact_json): also the values
+///   of sensitive keys and headers (`Authorization`, `Cookie`, API keys, passwords, tokens…)
+///   in JSON objects and in `Name: value` / `name=value` text, bearer tokens, and whatever a
+///   caller-provided hook removes, for what a person reads (approval prompts, events, history).
+///
+/// Cheap to clone; `Debug` shows counts, never values.
 ///
 /// ```
 /// use agent_core::Redactor;
@@ -62,11 +86,15 @@ type Hook = Arc<dyn Fn(&str) -> String + Send + Sync>;
 ///     redactor.redact_json(&args),
 ///     json!({"url": "https://x", "headers": {"Cookie": "[REDACTED]"}, "q": "[REDACTED]"})
 /// );
+/// // Known values only: a server's text keeps its labels.
+/// assert_eq!(redactor.scrub("token: s3cr3t-token"), "token: [REDACTED]");
 /// ```
 #[derive(Clone)]
 pub struct Redactor {
     /// Longest first, so a secret containing another is replaced whole.
-    secrets: Arc<[String]>,
+    secrets: Arc<[Secret]>,
+    /// Learned at run time, shared by clones.
+    learned: Arc<Learned>,
     /// Normalised: lower case, `-` for `_`.
     keys: Arc<[String]>,
     hook: Option<Hook>,
@@ -82,9 +110,16 @@ impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redactor")
             .field("secrets", &self.secrets.len())
+            .field("learned", &self.learned.len())
             .field("keys", &self.keys.len())
             .field("hook", &self.hook.is_some())
             .finish()
+    }
+}
+
+impl SecretSink for Learned {
+    fn learn(&self, secret: &Secret) {
+        self.add(secret, MIN_SECRET_LEN);
     }
 }
 
@@ -93,10 +128,12 @@ fn normalize_key(key: &str) -> String {
 }
 
 impl Redactor {
-    /// A redactor with the default sensitive keys and no known secret values.
+    /// A redactor with the default sensitive keys, no known secret value and an empty learned
+    /// set of its own.
     pub fn new() -> Self {
         Self {
             secrets: Arc::from(Vec::new()),
+            learned: Arc::default(),
             keys: DEFAULT_SENSITIVE_KEYS
                 .iter()
                 .map(|k| (*k).to_owned())
@@ -106,25 +143,137 @@ impl Redactor {
     }
 
     /// Adds secret values to replace wherever they appear (values shorter than
-    /// [`MIN_SECRET_LEN`] characters are ignored).
+    /// [`MIN_SECRET_LEN`] characters are ignored). What is learned stays shared with the
+    /// redactor this one was made from.
     ///
     /// ```
-    /// let r = agent_core::Redactor::new().with_secrets(["hunter22", "abc"]);
+    /// use agent_core::{Redactor, Secret};
+    /// let r = Redactor::new().with_secrets(["hunter22", "abc"]);
     /// assert_eq!(r.redact_text("hunter22 abc"), "[REDACTED] abc");
+    /// let r = r.with_secrets([Secret::new("tok-123456")]);
+    /// assert_eq!(r.scrub("tok-123456"), "[REDACTED]");
     /// ```
     #[must_use]
-    pub fn with_secrets<S: Into<String>>(mut self, secrets: impl IntoIterator<Item = S>) -> Self {
-        let mut all: Vec<String> = self.secrets.iter().cloned().collect();
+    pub fn with_secrets<S: Into<Secret>>(mut self, secrets: impl IntoIterator<Item = S>) -> Self {
+        let mut all: Vec<Secret> = self.secrets.iter().cloned().collect();
         all.extend(
             secrets
                 .into_iter()
                 .map(Into::into)
-                .filter(|s| s.chars().count() >= MIN_SECRET_LEN),
+                .filter(|s| s.expose().chars().count() >= MIN_SECRET_LEN),
         );
-        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all.sort_by(|a, b| {
+            b.expose()
+                .len()
+                .cmp(&a.expose().len())
+                .then_with(|| a.expose().cmp(b.expose()))
+        });
         all.dedup();
         self.secrets = all.into();
         self
+    }
+
+    /// This redactor with a learned set of its own: what it has learned so far is copied,
+    /// what is learned from now on (through it, its clones or its [`sink`](Self::sink)) is
+    /// not shared with the redactor it was made from. A run's redactor is made this way from
+    /// its client's template, so one run's tokens are the business of that run.
+    ///
+    /// ```
+    /// use agent_core::{Redactor, Secret};
+    /// let template = Redactor::new();
+    /// let run = template.clone().with_own_learned();
+    /// run.learn(&Secret::new("run-token-123"));
+    /// assert_eq!(run.scrub("run-token-123"), "[REDACTED]");
+    /// assert_eq!(template.scrub("run-token-123"), "run-token-123");
+    /// ```
+    #[must_use]
+    pub fn with_own_learned(mut self) -> Self {
+        self.learned = Arc::new(Learned::copy_of(&self.learned));
+        self
+    }
+
+    /// Replaces `secret` from now on, in this redactor and every clone of it (see
+    /// [`SecretSink`]).
+    pub fn learn(&self, secret: &Secret) {
+        self.learned.learn(secret);
+    }
+
+    /// The sink that teaches this redactor and its clones: give it to whoever obtains secrets
+    /// at run time (an OAuth provider keeps only a weak reference, so a run that ended is
+    /// forgotten).
+    pub fn sink(&self) -> Arc<dyn SecretSink> {
+        self.learned.clone()
+    }
+
+    /// True when there is no secret value to scrub: none given, none learned.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty() && self.learned.len() == 0
+    }
+
+    /// `text` with every known secret value — given, then learned — replaced by
+    /// [`REDACTED`]; borrowed when none occurs. Nothing else is touched.
+    pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in self.secrets.iter() {
+            if out.contains(secret.expose()) {
+                out = Cow::Owned(out.replace(secret.expose(), REDACTED));
+            }
+        }
+        let learned = self.learned.read();
+        // Longest first, so that a secret containing another is replaced whole.
+        let mut found: Vec<&Secret> = learned
+            .iter()
+            .filter(|s| out.contains(s.expose()))
+            .collect();
+        found.sort_by_key(|s| std::cmp::Reverse(s.expose().len()));
+        for secret in found {
+            if out.contains(secret.expose()) {
+                out = Cow::Owned(out.replace(secret.expose(), REDACTED));
+            }
+        }
+        out
+    }
+
+    /// Scrubs `text` in place; true when something was replaced.
+    pub fn scrub_string(&self, text: &mut String) -> bool {
+        match self.scrub(text) {
+            Cow::Borrowed(_) => false,
+            Cow::Owned(clean) => {
+                *text = clean;
+                true
+            }
+        }
+    }
+
+    /// Scrubs every string (and object key) of a JSON value in place.
+    ///
+    /// ```
+    /// let r = agent_core::Redactor::new().with_secrets(["tok-123456"]);
+    /// let mut value = serde_json::json!({"echo": ["tok-123456"], "token": "kept"});
+    /// r.scrub_json(&mut value);
+    /// assert_eq!(value, serde_json::json!({"echo": ["[REDACTED]"], "token": "kept"}));
+    /// ```
+    pub fn scrub_json(&self, value: &mut Value) {
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                self.scrub_string(s);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_json(v)),
+            Value::Object(map) => {
+                let dirty = map.keys().any(|k| self.scrub(k) != k.as_str());
+                if dirty {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| (self.scrub(&k).into_owned(), v))
+                        .collect();
+                }
+                map.values_mut().for_each(|v| self.scrub_json(v));
+            }
+            _ => {}
+        }
     }
 
     /// Adds key or header names whose values are redacted.
@@ -144,8 +293,8 @@ impl Redactor {
         self
     }
 
-    /// Adds a redaction step of the caller's, run on every text after the built-in ones (for
-    /// example a scrubber that knows more secrets).
+    /// Adds a redaction step of the caller's, run by [`redact_text`](Self::redact_text) after
+    /// the built-in ones (a tenant name, a pattern of the caller's).
     ///
     /// ```
     /// let r = agent_core::Redactor::new().with_hook(|text| text.replace("acme", "[TENANT]"));
@@ -168,13 +317,7 @@ impl Redactor {
 
     /// `text` with every secret replaced.
     pub fn redact_text(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for secret in self.secrets.iter() {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), REDACTED);
-            }
-        }
-        let out = self.redact_labelled_values(&out);
+        let out = self.redact_labelled_values(&self.scrub(text));
         match &self.hook {
             Some(hook) => hook(&out),
             None => out,
@@ -383,6 +526,41 @@ mod tests {
     #[test]
     fn debug_shows_no_secret() {
         let r = Redactor::new().with_secrets(["very-secret-value"]);
-        assert!(!format!("{r:?}").contains("very-secret-value"));
+        r.learn(&Secret::new("learned-secret-value"));
+        assert_eq!(
+            format!("{r:?}"),
+            "Redactor { secrets: 1, learned: 1, keys: 18, hook: false }"
+        );
+    }
+
+    #[test]
+    fn short_values_are_ignored_and_the_learned_set_is_bounded() {
+        let r = Redactor::new().with_secrets(["abcde", "abcdef"]);
+        assert_eq!(r.scrub("abcde abcdef"), "abcde [REDACTED]");
+        for i in 0..=MAX_LEARNED_SECRETS {
+            r.learn(&Secret::new(format!("learned-{i:04}")));
+        }
+        r.learn(&Secret::new("short"));
+        assert_eq!(
+            r.scrub("learned-0000"),
+            "learned-0000",
+            "the oldest was dropped"
+        );
+        assert_eq!(
+            r.scrub("learned-0001 learned-0256"),
+            "[REDACTED] [REDACTED]"
+        );
+        assert_eq!(r.learned.len(), MAX_LEARNED_SECRETS);
+    }
+
+    #[test]
+    fn clones_share_what_is_learned_and_a_sink_holds_no_run_alive() {
+        let r = Redactor::new();
+        let clone = r.clone().with_secrets(["given-123456"]);
+        let sink = std::sync::Arc::downgrade(&r.sink());
+        r.learn(&Secret::new("learned-abcdef"));
+        assert_eq!(clone.scrub("learned-abcdef"), "[REDACTED]");
+        drop((r, clone));
+        assert!(sink.upgrade().is_none());
     }
 }

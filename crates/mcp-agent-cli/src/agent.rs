@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::EXIT_FAILED;
 use super::term::chain;
-use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, inline, out_json_line, say, scrub, unbounded};
+use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, escaped, inline, out_json_line, say, unbounded};
 
 /// Longest argument text shown on a tool call's line.
 const MAX_ARGS: usize = 200;
@@ -49,10 +49,13 @@ pub(crate) async fn run(
     options: &AgentOptions,
 ) -> ExitCode {
     let governed = runner.governed();
+    let secrets = runner.redactor();
     let console = Arc::new(Console::default());
+    console.lock().secrets = secrets.clone();
     let events = LoopEvents {
         bus: governed.events(),
         console: (!options.json).then(|| Arc::clone(&console)),
+        secrets: secrets.clone(),
     };
     let stop = console.lock().stop.clone();
     let mut agent = AgentLoop::new(model)
@@ -69,7 +72,7 @@ pub(crate) async fn run(
         let tools = Shown {
             runner,
             console: Arc::clone(&console),
-            redactor: Redactor::new().with_hook(|text| scrub(text).into_owned()),
+            redactor: secrets.clone(),
         };
         let result = agent.run(&tools, instruction).await;
         console.end_text();
@@ -85,7 +88,7 @@ pub(crate) async fn run(
     match result {
         Ok(outcome) => {
             if options.json {
-                if let Err(code) = out_json_line(&answer_line(&outcome)) {
+                if let Err(code) = out_json_line(secrets, &answer_line(&outcome)) {
                     return code;
                 }
             } else {
@@ -100,12 +103,13 @@ pub(crate) async fn run(
                 }
                 _ => String::new(),
             };
-            say(format_args!("error: {}{hint}", chain(&error)));
+            say(format_args!("error: {}{hint}", chain(secrets, &error)));
             if options.json {
                 super::open::json_error(
+                    secrets,
                     EXIT_FAILED,
                     "run",
-                    &format!("{}{hint}", chain(&error)),
+                    &format!("{}{hint}", chain(secrets, &error)),
                     json!({}),
                 );
             }
@@ -143,29 +147,30 @@ async fn json_run(
     agent: &AgentLoop,
     instruction: &str,
 ) -> Result<Result<AgentOutcome, AgentError>, ExitCode> {
+    let secrets = runner.redactor();
     let mut events = runner.governed().subscribe();
     let run = agent.run(runner, instruction);
     tokio::pin!(run);
     let result = loop {
         tokio::select! {
             biased;
-            event = events.recv() => print_event(event)?,
+            event = events.recv() => print_event(secrets, event)?,
             result = &mut run => break result,
         }
     };
     loop {
         match events.try_recv() {
-            Ok(Some(event)) => print_event(Ok(event))?,
+            Ok(Some(event)) => print_event(secrets, Ok(event))?,
             Ok(None) | Err(EventRecvError::Closed) => break,
-            Err(lagged) => print_event(Err(lagged))?,
+            Err(lagged) => print_event(secrets, Err(lagged))?,
         }
     }
     Ok(result)
 }
 
-fn print_event(event: Result<Event, EventRecvError>) -> Result<(), ExitCode> {
+fn print_event(secrets: &Redactor, event: Result<Event, EventRecvError>) -> Result<(), ExitCode> {
     match event {
-        Ok(event) => out_json_line(&serde_json::to_value(&event).unwrap_or_default()),
+        Ok(event) => out_json_line(secrets, &serde_json::to_value(&event).unwrap_or_default()),
         Err(EventRecvError::Lagged { missed }) => {
             say(format_args!(
                 "warning: {missed} events were not printed (the output was too slow)"
@@ -183,15 +188,17 @@ fn print_event(event: Result<Event, EventRecvError>) -> Result<(), ExitCode> {
 struct LoopEvents {
     bus: Arc<EventBus>,
     console: Option<Arc<Console>>,
+    secrets: Redactor,
 }
 
 impl EventSink for LoopEvents {
     fn emit(&self, event: Event) {
         if let (Some(console), EventKind::ToolCallFailed) = (&self.console, event.kind) {
             let id = event.call_id.as_deref().unwrap_or("");
-            let name = inline(event.tool.as_deref().unwrap_or("?"), MAX_NAME);
+            let secrets = &self.secrets;
+            let name = inline(secrets, event.tool.as_deref().unwrap_or("?"), MAX_NAME);
             let outcome = event.outcome.map_or_else(|| "error".into(), outcome_words);
-            let why = inline(event.message.as_deref().unwrap_or(""), MAX_ERROR);
+            let why = inline(secrets, event.message.as_deref().unwrap_or(""), MAX_ERROR);
             console.started(id, &format!("→ {name} (arguments not readable)"));
             console.finished(id, &name, &format!("← {outcome} 0 ms: {why}"));
         }
@@ -227,6 +234,8 @@ struct ConsoleState {
     /// Cancelled when stdout fails: no one reads the run any more, so no further tool call
     /// (with its side effects) is made for it.
     stop: CancellationToken,
+    /// The run's secret engine.
+    secrets: Redactor,
 }
 
 impl ConsoleState {
@@ -259,7 +268,8 @@ impl ConsoleState {
     /// Prints what is held and ends the line of text.
     fn end_text(&mut self) {
         let held = std::mem::take(&mut self.held);
-        self.write(&unbounded(&scrub(&held)));
+        let shown = unbounded(&self.secrets, &held);
+        self.write(&shown);
         if self.mid_line {
             self.write("\n");
         }
@@ -324,7 +334,7 @@ impl TextSink for Console {
             None => return,
         };
         let ready: String = state.held.drain(..cut).collect();
-        let ready = unbounded(&scrub(&ready));
+        let ready = unbounded(&state.secrets, &ready);
         state.write(&ready);
     }
 }
@@ -356,7 +366,10 @@ impl Shown<'_> {
             _ => (call.name.clone(), Value::Object(call.arguments.clone())),
         };
         let arguments = self.redactor.redact_json(&arguments).to_string();
-        (inline(&name, MAX_NAME), inline(&arguments, MAX_ARGS))
+        (
+            inline(&self.redactor, &name, MAX_NAME),
+            escaped(&arguments, MAX_ARGS),
+        )
     }
 }
 
@@ -384,7 +397,7 @@ impl ToolDispatcher for Shown<'_> {
                 let outcome = outcome_words(CallOutcome::of_error(error));
                 format!(
                     "← {outcome} {ms} ms: {}",
-                    inline(
+                    escaped(
                         &self
                             .redactor
                             .redact_text(&mcp_agent::agent_core::error_chain(error)),

@@ -13,7 +13,7 @@ use mcp_agent::agent_core::{
 };
 use tokio::sync::mpsc;
 
-use super::term::{MAX_NAME, inline};
+use super::term::{MAX_NAME, escaped};
 
 /// Why a call that needs approval is refused when nobody can be asked.
 pub(crate) const NO_TERMINAL: &str =
@@ -274,7 +274,7 @@ impl TerminalGate {
                 message: message.clone(),
             });
         }
-        let tool = inline(&request.action_ref, MAX_NAME);
+        let tool = escaped(&request.action_ref, MAX_NAME);
         if stale > 0 {
             self.write(format_args!(
                 "(dropped {stale} line(s) typed before this question)\n"
@@ -282,7 +282,7 @@ impl TerminalGate {
         }
         self.write(format_args!(
             "approval needed: {}\n",
-            inline(&request.prompt, MAX_PROMPT)
+            escaped(&request.prompt, MAX_PROMPT)
         ))?;
         let shown = Instant::now();
         let deadline = tokio::time::Instant::now() + self.timeout;

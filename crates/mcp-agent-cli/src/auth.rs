@@ -22,6 +22,9 @@ use mcp_agent::mcp_transport_http::{HttpConnector, HttpOptions};
 use super::EXIT_INVALID_CONFIG;
 use super::open::{fail, load, runtime};
 use super::signals::Signals;
+use mcp_agent::Redactor;
+
+use super::logging::LogSecrets;
 use super::term::{MAX_LINE, MAX_NAME, inline, out, out_json, say};
 
 /// Longest authorization URL printed (it is ours, built from the server's metadata).
@@ -67,26 +70,33 @@ pub(crate) struct LoginArgs {
 }
 
 /// Runs an `auth` command.
-pub(crate) fn run(cmd: AuthCommand, file: Option<&Path>) -> ExitCode {
-    let config = match load(file, false) {
-        Ok(config) => config,
+pub(crate) fn run(cmd: AuthCommand, file: Option<&Path>, logs: &LogSecrets) -> ExitCode {
+    let (config, secrets) = match load(file, false, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     let registry = match HttpConnector::new(HttpOptions::default()) {
         Ok(connector) => connector.auth_registry().clone(),
-        Err(e) => return fail(&e),
+        Err(e) => return fail(secrets, &e),
     };
     let result = match cmd {
-        AuthCommand::Login(args) => runtime().block_on(login(&config, &registry, &args)),
-        AuthCommand::Status { json } => runtime().block_on(status(&registry, json)),
-        AuthCommand::Logout { server } => runtime().block_on(logout(&config, &registry, &server)),
+        AuthCommand::Login(args) => runtime().block_on(login(secrets, &config, &registry, &args)),
+        AuthCommand::Status { json } => runtime().block_on(status(secrets, &registry, json)),
+        AuthCommand::Logout { server } => {
+            runtime().block_on(logout(secrets, &config, &registry, &server))
+        }
     };
     result.unwrap_or_else(|code| code)
 }
 
 /// The configured HTTP server `name` with an `oauth` table, or exit 2 naming it.
-fn oauth_server<'a>(config: &'a Config, name: &str) -> Result<&'a ServerSpec, ExitCode> {
-    let shown = inline(name, MAX_NAME);
+fn oauth_server<'a>(
+    secrets: &Redactor,
+    config: &'a Config,
+    name: &str,
+) -> Result<&'a ServerSpec, ExitCode> {
+    let shown = inline(secrets, name, MAX_NAME);
     let Some(spec) = config.servers.iter().find(|s| s.name == name) else {
         say(format_args!("error: no server `{shown}` is configured"));
         return Err(ExitCode::from(EXIT_INVALID_CONFIG));
@@ -115,11 +125,12 @@ fn url_of(spec: &ServerSpec) -> String {
 }
 
 async fn login(
+    secrets: &Redactor,
     config: &Config,
     registry: &Arc<AuthRegistry>,
     args: &LoginArgs,
 ) -> Result<ExitCode, ExitCode> {
-    let spec = oauth_server(config, &args.server)?;
+    let spec = oauth_server(secrets, config, &args.server)?;
     let mut signals = Signals::install();
     // A configured `redirect_uri` is kept (a pre-registered client's must match): on
     // loopback its port is the one listened on; elsewhere the redirect can only be pasted.
@@ -142,29 +153,33 @@ async fn login(
     let listener = CallbackListener::bind(port).await.map_err(|e| {
         say(format_args!(
             "error: cannot listen for the redirect on 127.0.0.1:{port}: {}",
-            inline(&e.to_string(), MAX_LINE)
+            inline(secrets, &e.to_string(), MAX_LINE)
         ));
         ExitCode::from(super::EXIT_FAILED)
     })?;
-    let login = registry.login(spec).map_err(|e| fail(&e))?;
+    let login = registry.login(spec).map_err(|e| fail(secrets, &e))?;
     let paste = args.no_browser || configured.is_some() && configured_port.is_none();
     let login = match configured {
         Some(_) if args.port == 0 => login,
         _ => login.with_redirect_uri(listener.redirect_uri().clone()),
     };
     let pending = tokio::select! {
-        started = login.start() => started.map_err(|e| fail(&e))?,
+        started = login.start() => started.map_err(|e| fail(secrets, &e))?,
         code = signals.recv() => {
             say("interrupted: the login was not started");
             return Err(code);
         }
     };
-    let name = inline(&spec.name, MAX_NAME);
+    let name = inline(secrets, &spec.name, MAX_NAME);
     say(format_args!(
         "Open this address in a browser to log in to `{name}` at {}:",
-        inline(pending.issuer(), MAX_LINE)
+        inline(secrets, pending.issuer(), MAX_LINE)
     ));
-    out(inline(pending.authorization_url().as_str(), MAX_URL))?;
+    out(inline(
+        secrets,
+        pending.authorization_url().as_str(),
+        MAX_URL,
+    ))?;
     if paste {
         say(format_args!(
             "Then paste here the address the browser was sent to (it starts with {}), or the \
@@ -181,7 +196,7 @@ async fn login(
     }
     let pasted = async {
         if paste {
-            pasted_line().await
+            pasted_line(secrets).await
         } else {
             std::future::pending().await
         }
@@ -190,7 +205,7 @@ async fn login(
         got = listener.wait() => got.map_err(|e| {
             say(format_args!(
                 "error: the browser's redirect could not be read: {}",
-                inline(&e.to_string(), MAX_LINE)
+                inline(secrets, &e.to_string(), MAX_LINE)
             ));
             ExitCode::from(super::EXIT_FAILED)
         })?,
@@ -209,7 +224,7 @@ async fn login(
         }
     };
     let stored = tokio::select! {
-        finished = pending.finish(callback) => finished.map_err(|e| fail(&e))?,
+        finished = pending.finish(callback) => finished.map_err(|e| fail(secrets, &e))?,
         code = signals.recv() => {
             say("interrupted: the login was abandoned");
             return Err(code);
@@ -217,14 +232,14 @@ async fn login(
     };
     out(format_args!(
         "logged in to `{name}`: {}",
-        describe(&stored, SystemTime::now())
+        describe(secrets, &stored, SystemTime::now())
     ))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// One line read from stdin on a thread of its own (a blocked read does not hold the
 /// runtime, nor the process when the command ends).
-async fn pasted_line() -> Result<Callback, ExitCode> {
+async fn pasted_line(secrets: &Redactor) -> Result<Callback, ExitCode> {
     let (line, read) = tokio::sync::oneshot::channel();
     let reading = std::thread::Builder::new()
         .name("paste".into())
@@ -247,22 +262,22 @@ async fn pasted_line() -> Result<Callback, ExitCode> {
         )),
         Ok(Err(e)) => Err(failed(&format!(
             "cannot read stdin: {}",
-            inline(&e.to_string(), MAX_LINE)
+            inline(secrets, &e.to_string(), MAX_LINE)
         ))),
         Err(_) => Err(failed("cannot read stdin")),
     }
 }
 
 /// `issuer …, client …, scope …, expires in …` — what was stored, without any secret.
-fn describe(login: &StoredLogin, now: SystemTime) -> String {
+fn describe(secrets: &Redactor, login: &StoredLogin, now: SystemTime) -> String {
     format!(
         "issuer {}, client {}, scope {}, {}, {}",
-        inline(&login.issuer, MAX_LINE),
-        inline(&login.client_id, MAX_LINE),
+        inline(secrets, &login.issuer, MAX_LINE),
+        inline(secrets, &login.client_id, MAX_LINE),
         login
             .scope
             .as_deref()
-            .map_or_else(|| "(none)".to_owned(), |s| inline(s, MAX_LINE)),
+            .map_or_else(|| "(none)".to_owned(), |s| inline(secrets, s, MAX_LINE)),
         expiry(login, now),
         if login.refresh_token.is_some() {
             "refreshable"
@@ -280,9 +295,13 @@ fn expiry(login: &StoredLogin, now: SystemTime) -> String {
     }
 }
 
-async fn status(registry: &Arc<AuthRegistry>, json: bool) -> Result<ExitCode, ExitCode> {
-    let store = registry.token_store().map_err(|e| fail(&e))?;
-    let mut logins = store.list().await.map_err(|e| fail(&e))?;
+async fn status(
+    secrets: &Redactor,
+    registry: &Arc<AuthRegistry>,
+    json: bool,
+) -> Result<ExitCode, ExitCode> {
+    let store = registry.token_store().map_err(|e| fail(secrets, &e))?;
+    let mut logins = store.list().await.map_err(|e| fail(secrets, &e))?;
     logins.sort_by(|a, b| (&a.server, &a.server_url).cmp(&(&b.server, &b.server_url)));
     let now = SystemTime::now();
     if json {
@@ -303,7 +322,7 @@ async fn status(registry: &Arc<AuthRegistry>, json: bool) -> Result<ExitCode, Ex
                 })
             })
             .collect();
-        out_json(&Value::Array(report))?;
+        out_json(secrets, &Value::Array(report))?;
         return Ok(ExitCode::SUCCESS);
     }
     if logins.is_empty() {
@@ -312,23 +331,27 @@ async fn status(registry: &Arc<AuthRegistry>, json: bool) -> Result<ExitCode, Ex
     for l in &logins {
         out(format_args!(
             "{}\t{}\t{}",
-            inline(&l.server, MAX_NAME),
-            inline(&l.server_url, MAX_LINE),
-            describe(l, now)
+            inline(secrets, &l.server, MAX_NAME),
+            inline(secrets, &l.server_url, MAX_LINE),
+            describe(secrets, l, now)
         ))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn logout(
+    secrets: &Redactor,
     config: &Config,
     registry: &Arc<AuthRegistry>,
     server: &str,
 ) -> Result<ExitCode, ExitCode> {
-    let spec = oauth_server(config, server)?;
-    let store = registry.token_store().map_err(|e| fail(&e))?;
-    let removed = store.forget(&url_of(spec)).await.map_err(|e| fail(&e))?;
-    let name = inline(&spec.name, MAX_NAME);
+    let spec = oauth_server(secrets, config, server)?;
+    let store = registry.token_store().map_err(|e| fail(secrets, &e))?;
+    let removed = store
+        .forget(&url_of(spec))
+        .await
+        .map_err(|e| fail(secrets, &e))?;
+    let name = inline(secrets, &spec.name, MAX_NAME);
     if removed == 0 {
         say(format_args!("no stored login for `{name}`"));
     } else {

@@ -50,6 +50,8 @@ fn check(file: Option<PathBuf>) -> ExitCode {
 
 /// Prints every problem on its own line: `[file: ]path: message [kind]`.
 pub(crate) fn report(err: &ConfigError) {
+    // A configuration that did not load knows no secret; its messages name none.
+    let nothing = mcp_agent::Redactor::new();
     match err {
         ConfigError::Invalid { problems } => {
             let n = problems.len();
@@ -62,9 +64,15 @@ pub(crate) fn report(err: &ConfigError) {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
-                say(format_args!("  {} [{kind}]", block(&problem.to_string())));
+                say(format_args!(
+                    "  {} [{kind}]",
+                    block(&nothing, &problem.to_string())
+                ));
             }
         }
-        other => say(format_args!("error: {}", super::term::chain(other))),
+        other => say(format_args!(
+            "error: {}",
+            super::term::chain(&nothing, other)
+        )),
     }
 }

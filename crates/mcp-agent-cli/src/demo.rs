@@ -14,6 +14,7 @@ use rmcp::ServiceExt;
 use super::EXIT_FAILED;
 use super::agent::{self, AgentOptions};
 use super::demo_model;
+use super::logging::LogSecrets;
 use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_BLOCK, MAX_NAME, inline, out, say};
 
@@ -25,14 +26,22 @@ const DEMO: &str = "demo";
 /// the embedded scripted model, through the same loop, governed layer, events and output as
 /// `mcp-agent run`. `yes` approves every call that the configuration's `[policy]` says needs
 /// approval; `history` records the session there.
-pub(crate) fn main_job(file: Option<&Path>, yes: bool, history: Option<PathBuf>) -> ExitCode {
-    let config = match load(file, false) {
-        Ok(config) => config,
+pub(crate) fn main_job(
+    file: Option<&Path>,
+    yes: bool,
+    history: Option<PathBuf>,
+    logs: &LogSecrets,
+) -> ExitCode {
+    let (config, secrets) = match load(file, false, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     let governance = Governance {
         yes,
         history,
+        config_secrets: secrets.clone(),
+        logs: logs.clone(),
         ..Governance::default()
     };
     if !config.servers.is_empty() {
@@ -88,6 +97,7 @@ fn introduce(runner: &McpRunner) -> Result<(), ExitCode> {
 
 /// One line per connected server.
 fn connected(runner: &McpRunner) -> Vec<String> {
+    let secrets = runner.redactor();
     runner
         .sessions()
         .iter()
@@ -96,9 +106,9 @@ fn connected(runner: &McpRunner) -> Vec<String> {
             format!(
                 "connected: {} ({} {}, protocol {})",
                 session.name(),
-                inline(id.name.as_deref().unwrap_or("?"), MAX_NAME),
-                inline(id.version.as_deref().unwrap_or("?"), MAX_NAME),
-                inline(&id.protocol_version, MAX_NAME)
+                inline(secrets, id.name.as_deref().unwrap_or("?"), MAX_NAME),
+                inline(secrets, id.version.as_deref().unwrap_or("?"), MAX_NAME),
+                inline(secrets, &id.protocol_version, MAX_NAME)
             )
         })
         .collect()
@@ -106,11 +116,12 @@ fn connected(runner: &McpRunner) -> Vec<String> {
 
 /// What the model sees.
 fn surface(runner: &McpRunner) -> String {
+    let secrets = runner.redactor();
     let surface: Vec<String> = runner.tools().into_iter().map(|t| t.name).collect();
     format!(
         "the model sees {} tools: {} ({} MCP tools behind them)",
         surface.len(),
-        inline(&surface.join(", "), MAX_BLOCK),
+        inline(secrets, &surface.join(", "), MAX_BLOCK),
         runner
             .catalog()
             .entries()

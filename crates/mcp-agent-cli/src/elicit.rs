@@ -15,7 +15,7 @@ use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationActio
 use serde_json::{Map, Value};
 
 use super::approve::{Lines, TerminalInput, stdin_input};
-use super::term::{MAX_LINE, MAX_NAME, inline};
+use super::term::{MAX_LINE, MAX_NAME, escaped};
 
 /// Wrong answers to one field before the whole request is cancelled.
 const ATTEMPTS: usize = 3;
@@ -153,7 +153,7 @@ fn ask(
     server: &str,
     request: &ElicitRequestParams,
 ) -> io::Result<ElicitResult> {
-    let server = inline(server, MAX_NAME);
+    let server = escaped(server, MAX_NAME);
     match request {
         ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
             let lower = url.to_ascii_lowercase();
@@ -170,10 +170,10 @@ fn ask(
             writeln!(
                 output,
                 "server `{server}` asks: {}",
-                inline(message, MAX_LINE)
+                escaped(message, MAX_LINE)
             )?;
             writeln!(output, "open this URL:")?;
-            writeln!(output, "{}", inline(url, 4096))?;
+            writeln!(output, "{}", escaped(url, 4096))?;
             let action = choose(
                 input,
                 output,
@@ -191,7 +191,7 @@ fn ask(
             writeln!(
                 output,
                 "server `{server}` asks: {}",
-                inline(message, MAX_LINE)
+                escaped(message, MAX_LINE)
             )?;
             let action = choose(
                 input,
@@ -278,17 +278,21 @@ fn prompt(name: &str, property: &Value, required: bool) -> String {
     if required {
         kind.push_str(", required");
     }
-    let mut line = format!("  {} ({})", inline(name, MAX_NAME), inline(&kind, MAX_LINE));
+    let mut line = format!(
+        "  {} ({})",
+        escaped(name, MAX_NAME),
+        escaped(&kind, MAX_LINE)
+    );
     for key in ["title", "description"] {
         if let Some(t) = text(key) {
             line.push(' ');
-            line.push_str(&inline(t, MAX_LINE));
+            line.push_str(&escaped(t, MAX_LINE));
         }
     }
     if let Some(default) = property.get("default") {
         line.push_str(&format!(
             " [default {}]",
-            inline(&default.to_string(), MAX_LINE)
+            escaped(&default.to_string(), MAX_LINE)
         ));
     }
     line.push_str(": ");
@@ -368,7 +372,7 @@ fn parse(line: &str, property: &Value, required: bool) -> Result<Option<Value>, 
             if let Some(bad) = picked.iter().find(|p| !allowed.iter().any(|a| a == *p)) {
                 return Err(format!(
                     "`{}` is not one of the choices",
-                    inline(bad, MAX_NAME)
+                    escaped(bad, MAX_NAME)
                 ));
             }
             Value::from(picked)

@@ -15,11 +15,12 @@ use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use serde_json::{Map, Value};
 
+use mcp_agent::Redactor;
 use mcp_agent::mcp_config::Config;
 
 use super::EXIT_FAILED;
 use super::open::fail;
-use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
+use super::term::{MAX_LINE, MAX_NAME, escaped, out, say};
 
 /// Longest path printed.
 const MAX_PATH: usize = 1024;
@@ -40,25 +41,26 @@ pub(crate) enum HistoryCommand {
 }
 
 /// Runs a `history` command. The history was redacted when it was written; the secrets of
-/// the configuration (`file` and the environment), when it loads, are replaced once more.
+/// the configuration (`file` and the environment), when it loads, are replaced once more, in
+/// each record as it is read (what is printed from it is only escaped and cut).
 pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
-    if let Ok(config) = Config::load(file) {
-        know_secrets(&config);
-    }
+    let secrets = Config::load(file)
+        .map(|config| super::term::secrets_of(&config))
+        .unwrap_or_default();
     match cmd {
-        HistoryCommand::Show { dir, json } => match show(&dir, json) {
+        HistoryCommand::Show { dir, json } => match show(&secrets, &dir, json) {
             Ok(()) => ExitCode::SUCCESS,
             Err(code) => code,
         },
     }
 }
 
-/// A path as it may be printed.
+/// A path as it may be printed (the user's own, not scrubbed).
 pub(crate) fn shown_path(path: &Path) -> String {
-    inline(&path.display().to_string(), MAX_PATH)
+    escaped(&path.display().to_string(), MAX_PATH)
 }
 
-fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
+fn show(secrets: &Redactor, dir: &Path, json: bool) -> Result<(), ExitCode> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -83,13 +85,21 @@ fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
             return Err(ExitCode::from(EXIT_FAILED));
         }
     }
-    let session = History::read(dir).map_err(|e| fail(&e))?;
-    note_damage(dir, MESSAGES_FILE, &session.messages);
-    note_damage(dir, EVENTS_FILE, &session.events);
+    let mut session = History::read(dir).map_err(|e| fail(secrets, &e))?;
+    note_damage(secrets, dir, MESSAGES_FILE, &session.messages);
+    note_damage(secrets, dir, EVENTS_FILE, &session.events);
+    for record in session
+        .messages
+        .records
+        .iter_mut()
+        .chain(session.events.records.iter_mut())
+    {
+        secrets.scrub_json(record);
+    }
     let timeline = merge(&session.messages.records, &session.events.records);
     if json {
         for entry in &timeline {
-            out_json_line(&entry.json())?;
+            out(entry.json())?;
         }
         return Ok(());
     }
@@ -110,13 +120,13 @@ fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
 }
 
 /// Tells on stderr what of `file` was left out.
-fn note_damage(dir: &Path, file: &str, lines: &JsonlLines) {
+fn note_damage(secrets: &Redactor, dir: &Path, file: &str, lines: &JsonlLines) {
     let path = shown_path(&dir.join(file));
     for invalid in &lines.invalid {
         say(format_args!(
             "note: `{path}` line {} is not JSON and is left out: {}",
             invalid.line,
-            inline(&invalid.message, MAX_LINE)
+            escaped(&secrets.scrub(&invalid.message), MAX_LINE)
         ));
     }
     for oversized in &lines.oversized {
@@ -270,25 +280,25 @@ fn describe_message(message: &Value) -> (String, String) {
         if !content.is_empty() {
             line = format!("{}; {line}", first_line(content));
         }
-        return (inline(role, MAX_NAME), line);
+        return (escaped(role, MAX_NAME), line);
     }
     if let Some(id) = text(message, "tool_call_id") {
         return (
-            inline(role, MAX_NAME),
+            escaped(role, MAX_NAME),
             format!(
                 "result of {}, {}: {}",
-                inline(id, MAX_NAME),
+                escaped(id, MAX_NAME),
                 bytes(content.len() as u64),
                 first_line(content)
             ),
         );
     }
-    (inline(role, MAX_NAME), first_line(content))
+    (escaped(role, MAX_NAME), first_line(content))
 }
 
 /// `call <id>: server__tool {arguments}`, naming the real tool behind `mcp_call_tool`.
 fn describe_call(call: &Value) -> String {
-    let id = inline(text(call, "id").unwrap_or("?"), MAX_NAME);
+    let id = escaped(text(call, "id").unwrap_or("?"), MAX_NAME);
     let name = text(call, "name").unwrap_or("?");
     let arguments = &call["arguments"];
     let (tool, arguments, through) = match (name, arguments["tool_name"].as_str()) {
@@ -301,8 +311,8 @@ fn describe_call(call: &Value) -> String {
     };
     format!(
         "call {id}: {} {}{}",
-        inline(tool, MAX_NAME),
-        inline(&arguments, MAX_LINE),
+        escaped(tool, MAX_NAME),
+        escaped(&arguments, MAX_LINE),
         if through {
             format!(" (through {CALL_TOOL})")
         } else {
@@ -312,24 +322,24 @@ fn describe_call(call: &Value) -> String {
 }
 
 fn describe_event(event: &Value) -> (String, String) {
-    let kind = inline(text(event, "kind").unwrap_or("event"), MAX_NAME);
+    let kind = escaped(text(event, "kind").unwrap_or("event"), MAX_NAME);
     let server = text(event, "server");
     let identity = text(event, "server_identity");
     let on_server = match (server, identity) {
         (Some(s), Some(i)) if i != s => {
-            format!(" on {} ({})", inline(s, MAX_NAME), inline(i, MAX_NAME))
+            format!(" on {} ({})", escaped(s, MAX_NAME), escaped(i, MAX_NAME))
         }
-        (Some(s), _) => format!(" on {}", inline(s, MAX_NAME)),
-        (None, Some(i)) => format!(" on ({})", inline(i, MAX_NAME)),
+        (Some(s), _) => format!(" on {}", escaped(s, MAX_NAME)),
+        (None, Some(i)) => format!(" on ({})", escaped(i, MAX_NAME)),
         (None, None) => String::new(),
     };
     let mut line = String::new();
     if let Some(id) = text(event, "call_id") {
-        line.push_str(&format!("call {}: ", inline(id, MAX_NAME)));
+        line.push_str(&format!("call {}: ", escaped(id, MAX_NAME)));
     }
     match text(event, "tool") {
         Some(tool) => {
-            line.push_str(&inline(tool, MAX_NAME));
+            line.push_str(&escaped(tool, MAX_NAME));
             line.push_str(&on_server);
         }
         None => line.push_str(on_server.trim_start_matches(" on ")),
@@ -344,7 +354,7 @@ fn describe_event(event: &Value) -> (String, String) {
     }
     let mut details = Vec::new();
     if let Some(outcome) = text(event, "outcome") {
-        let mut what = inline(outcome, MAX_NAME);
+        let mut what = escaped(outcome, MAX_NAME);
         if let Some(ms) = event["duration"].as_f64() {
             what.push_str(&format!(" in {}", millis(ms)));
         }
@@ -367,7 +377,7 @@ fn describe_event(event: &Value) -> (String, String) {
         (None, None) => {}
     }
     if let Some(handle) = text(event, "output_handle") {
-        details.push(format!("handle {}", inline(handle, MAX_NAME)));
+        details.push(format!("handle {}", escaped(handle, MAX_NAME)));
     }
     if let Some(n) = event["tool_call_count"].as_u64() {
         details.push(format!("{n} tool call{}", if n == 1 { "" } else { "s" }));
@@ -395,7 +405,7 @@ fn describe_event(event: &Value) -> (String, String) {
 
 fn first_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or("");
-    let mut shown = inline(first, MAX_LINE);
+    let mut shown = escaped(first, MAX_LINE);
     if first.len() < text.trim_end().len() && !shown.ends_with(')') {
         shown.push_str(" …");
     }

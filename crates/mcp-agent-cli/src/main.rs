@@ -120,16 +120,18 @@ fn main() -> ExitCode {
 /// Parses the command line and runs the command.
 fn run() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.verbose, cli.quiet);
+    let logs = logging::LogSecrets::default();
+    logging::init(cli.verbose, cli.quiet, &logs);
+    let file = cli.file.as_deref();
     match cli.command {
-        None => demo::main_job(cli.file.as_deref(), cli.yes, cli.history),
-        Some(Command::Run(args)) => run::run(args, cli.file.as_deref(), cli.yes),
+        None => demo::main_job(file, cli.yes, cli.history, &logs),
+        Some(Command::Run(args)) => run::run(args, file, cli.yes, &logs),
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
-        Some(Command::Servers(cmd)) => servers::run(cmd, cli.file.as_deref()),
-        Some(Command::Tools(cmd)) => tools::run(cmd, cli.file.as_deref(), cli.yes),
-        Some(Command::Auth(cmd)) => auth::run(cmd, cli.file.as_deref()),
-        Some(Command::History(cmd)) => history::run(cmd, cli.file.as_deref()),
-        Some(Command::Serve(args)) => serve::run(args, cli.file.as_deref()),
+        Some(Command::Servers(cmd)) => servers::run(cmd, file, &logs),
+        Some(Command::Tools(cmd)) => tools::run(cmd, file, cli.yes, &logs),
+        Some(Command::Auth(cmd)) => auth::run(cmd, file, &logs),
+        Some(Command::History(cmd)) => history::run(cmd, file),
+        Some(Command::Serve(args)) => serve::run(args, file, &logs),
         Some(Command::DemoServer) => demo::serve(),
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use agent_model_openai::{OpenAiConfig, OpenAiModel};
+use mcp_agent::Redactor;
 use mcp_agent::agent_core::Model;
 use mcp_agent::mcp_config::ModelConfig;
 
@@ -49,7 +50,8 @@ pub(crate) fn config(
         match table.api_key_from(&lookup) {
             Ok(Some(key)) => config = config.with_api_key(key.expose()),
             Ok(None) => {}
-            Err(e) => return Err(super::term::chain(&e)),
+            // Names the variable, never its value: nothing to scrub, only to escape.
+            Err(e) => return Err(super::term::chain(&Redactor::new(), &e)),
         }
     }
     for (name, value) in &table.headers {
@@ -66,9 +68,10 @@ pub(crate) fn config(
 /// The model for `config`, or why it cannot be used (naming the setting, never its value).
 pub(crate) fn build(config: OpenAiConfig) -> Result<Arc<dyn Model>, String> {
     let shown = format!("model `{}`", config.model);
+    let secrets = Redactor::new().with_secrets(config.api_key.iter().map(|k| k.expose()));
     OpenAiModel::new(config)
         .map(|model| Arc::new(model) as Arc<dyn Model>)
-        .map_err(|e| format!("{shown}: {}", super::term::chain(&e)))
+        .map_err(|e| format!("{shown}: {}", super::term::chain(&secrets, &e)))
 }
 
 #[cfg(test)]

@@ -3,32 +3,42 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use mcp_agent::Redactor;
 use mcp_agent::agent_core::RunInput;
 use mcp_agent::mcp_client::{McpClient, McpRunner};
 use mcp_agent::mcp_config::{Config, ConfigError};
 
+use super::logging::LogSecrets;
 use super::signals::Signals;
 use super::term::{block, chain, say};
 use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// Loads the environment and `file`, reporting every problem and returning exit code 2 on an
-/// invalid configuration (with `json`, also as a [`json_error`] object on stdout). The secrets
-/// of the loaded servers are scrubbed from all output.
-pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> {
+/// invalid configuration (with `json`, also as a [`json_error`] object on stdout). Returns the
+/// configuration's secret engine ([`secrets_of`](super::term::secrets_of)) with it, which
+/// `logs` scrubs with from now on.
+pub(crate) fn load(
+    file: Option<&Path>,
+    json: bool,
+    logs: &LogSecrets,
+) -> Result<(Config, Redactor), ExitCode> {
+    let nothing = Redactor::new();
     let config = Config::load(file).map_err(|err| {
         super::config::report(&err);
         if json {
             let problems: Vec<String> = match &err {
-                ConfigError::Invalid { problems } => {
-                    problems.iter().map(|p| block(&p.to_string())).collect()
-                }
+                ConfigError::Invalid { problems } => problems
+                    .iter()
+                    .map(|p| block(&nothing, &p.to_string()))
+                    .collect(),
                 _ => Vec::new(),
             };
             let error = match &err {
                 ConfigError::Invalid { .. } => "invalid MCP configuration".to_owned(),
-                other => chain(other),
+                other => chain(&nothing, other),
             };
             json_error(
+                &nothing,
                 EXIT_INVALID_CONFIG,
                 "configuration",
                 &error,
@@ -37,8 +47,9 @@ pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> 
         }
         ExitCode::from(EXIT_INVALID_CONFIG)
     })?;
-    super::term::know_secrets(&config);
-    Ok(config)
+    let secrets = super::term::secrets_of(&config);
+    logs.scrub_with(&secrets);
+    Ok((config, secrets))
 }
 
 /// With `--json`, a failure is a JSON object on stdout too (stderr still tells it in words): the
@@ -46,7 +57,13 @@ pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> 
 /// `run --json`, so a script reads one JSON value whatever happened:
 /// `{"kind": "error", "exit_code": N, "stage": "…", "error": "…"}`, with `fields` merged in.
 /// `stage` says how far the command got: `configuration`, `connect` or `call`/`run`.
-pub(crate) fn json_error(code: u8, stage: &str, error: &str, fields: serde_json::Value) {
+pub(crate) fn json_error(
+    secrets: &Redactor,
+    code: u8,
+    stage: &str,
+    error: &str,
+    fields: serde_json::Value,
+) {
     let mut object = serde_json::json!({
         "kind": "error",
         "exit_code": code,
@@ -57,7 +74,7 @@ pub(crate) fn json_error(code: u8, stage: &str, error: &str, fields: serde_json:
         object.extend(fields);
     }
     // A closed stdout already ends the command with its own code.
-    let _ = super::term::out_json_line(&object);
+    let _ = super::term::out_json_line(secrets, &object);
 }
 
 /// A runtime for one command.
@@ -82,6 +99,10 @@ pub(crate) struct Governance {
     pub(crate) secrets: Vec<String>,
     /// `--json`: a failure to open the servers is also printed as a [`json_error`] object.
     pub(crate) json: bool,
+    /// The configuration's secret engine: what is printed before the run is open.
+    pub(crate) config_secrets: Redactor,
+    /// What the log scrubs with: the run's engine once it is open.
+    pub(crate) logs: LogSecrets,
 }
 
 /// Opens every server of `config` for one run, printing why on failure. A run left with no
@@ -92,11 +113,19 @@ pub(crate) struct Governance {
 /// here, naming it, before any server is contacted.
 async fn open(config: Config, governance: &Governance) -> Result<McpRunner, ExitCode> {
     let configured = config.servers.len();
+    let secrets = &governance.config_secrets;
     let connectors = mcp_agent::connectors().map_err(|e| {
         if governance.json {
-            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+            let error = chain(secrets, &e);
+            json_error(
+                secrets,
+                EXIT_FAILED,
+                "connect",
+                &error,
+                serde_json::json!({}),
+            );
         }
-        fail(&e)
+        fail(secrets, &e)
     })?;
     let gate = super::approve::gate(governance.yes);
     let client = McpClient::builder(config)
@@ -104,8 +133,10 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
         .agent("mcp-agent-cli")
         .elicitation(super::elicit::handler())
         .govern(|layer| {
-            let redactor = layer
-                .configured_redactor()
+            // The configuration's engine (the model's key and headers too) is the template of
+            // the run's, which adds the servers' secrets and learns the run's tokens.
+            let redactor = governance
+                .config_secrets
                 .clone()
                 .with_secrets(governance.secrets.iter().cloned());
             layer.approval_gate(gate).redactor(redactor)
@@ -118,19 +149,38 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     }
     .map_err(|e| {
         if governance.json {
-            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+            let error = chain(secrets, &e);
+            json_error(
+                secrets,
+                EXIT_FAILED,
+                "connect",
+                &error,
+                serde_json::json!({}),
+            );
         }
-        fail(&e)
+        fail(secrets, &e)
     })?;
+    // From now on everything printed or logged goes through the run's engine: it learns the
+    // tokens the run's sessions obtain.
+    let secrets = runner.redactor();
+    governance.logs.scrub_with(secrets);
     for skipped in runner.skipped() {
-        say(format_args!("warning: skipped: {}", chain(&skipped.error)));
+        say(format_args!(
+            "warning: skipped: {}",
+            chain(secrets, &skipped.error)
+        ));
     }
     if configured > 0 && runner.sessions().is_empty() {
         let message = format!("none of the {configured} configured servers is available");
         say(format_args!("error: {message}"));
         if governance.json {
-            let skipped: Vec<String> = runner.skipped().iter().map(|s| chain(&s.error)).collect();
+            let skipped: Vec<String> = runner
+                .skipped()
+                .iter()
+                .map(|s| chain(secrets, &s.error))
+                .collect();
             json_error(
+                secrets,
                 EXIT_FAILED,
                 "connect",
                 &message,
@@ -177,7 +227,7 @@ where
         closed = runner.shutdown() => match closed {
             Ok(()) => code,
             Err(e) => {
-                let failed = fail(&e);
+                let failed = fail(runner.redactor(), &e);
                 if code == ExitCode::SUCCESS { failed } else { code }
             }
         },
@@ -191,8 +241,9 @@ where
     code
 }
 
-/// Prints an error with its whole cause chain and returns the failure exit code.
-pub(crate) fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    say(format_args!("error: {}", chain(error)));
+/// Prints an error with its whole cause chain, scrubbed by `secrets`, and returns the failure
+/// exit code.
+pub(crate) fn fail(secrets: &Redactor, error: &(dyn std::error::Error + 'static)) -> ExitCode {
+    say(format_args!("error: {}", chain(secrets, error)));
     ExitCode::from(EXIT_FAILED)
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use mcp_agent::agent_core::progress::{Progress, ProgressSink, with_progress};
 use tokio::sync::Notify;
 
-use super::term::inline;
+use super::term::escaped;
 
 /// Reports waiting to be printed, at most; past it the oldest are dropped.
 const BACKLOG: usize = 256;
@@ -143,7 +143,7 @@ pub(crate) fn line(report: &Progress) -> String {
     }
     if let Some(message) = report.message.as_deref().filter(|m| !m.is_empty()) {
         line.push(' ');
-        line.push_str(&inline(message, MAX_MESSAGE));
+        line.push_str(&escaped(message, MAX_MESSAGE));
     }
     line
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
+use super::logging::LogSecrets;
 use super::model::{self, ModelFlags};
 use super::open::{Governance, json_error, load, runtime, with_runner};
 use super::term::{MAX_BLOCK, inline, say};
@@ -43,18 +44,19 @@ pub(crate) struct RunArgs {
 }
 
 /// Runs `mcp-agent run`. `yes` is the top-level `--yes`.
-pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
-    let config = match load(file, args.json) {
-        Ok(config) => config,
+pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool, logs: &LogSecrets) -> ExitCode {
+    let (config, secrets) = match load(file, args.json, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     let flags = ModelFlags {
         model: args.model,
         base_url: args.base_url,
     };
     // The model is checked before any server starts.
     let model_config = model::config(&flags, &config.model, |name| std::env::var(name).ok());
-    let secrets: Vec<String> = model_config
+    let model_secrets: Vec<String> = model_config
         .as_ref()
         .map(|c| {
             c.api_key
@@ -71,9 +73,10 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
             say(format_args!("error: {message}"));
             if args.json {
                 json_error(
+                    secrets,
                     super::EXIT_INVALID_CONFIG,
                     "configuration",
-                    &inline(&message, MAX_BLOCK),
+                    &inline(secrets, &message, MAX_BLOCK),
                     serde_json::json!({}),
                 );
             }
@@ -83,8 +86,10 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
     let governance = Governance {
         yes: yes || args.yes,
         history: args.history,
-        secrets,
+        secrets: model_secrets,
         json: args.json,
+        config_secrets: secrets.clone(),
+        logs: logs.clone(),
     };
     let options = AgentOptions {
         max_steps: args.max_steps,

@@ -26,8 +26,11 @@ use mcp_serve::{
 };
 use tokio::task::JoinHandle;
 
+use super::logging::LogSecrets;
 use super::open::{fail, load, runtime};
 use super::signals::Signals;
+use mcp_agent::Redactor;
+
 use super::term::chain;
 use super::term::say;
 use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
@@ -72,11 +75,12 @@ enum Mode {
 }
 
 /// Runs `mcp-agent serve`.
-pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
-    let config = match load(file, false) {
-        Ok(config) => config,
+pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSecrets) -> ExitCode {
+    let (config, secrets) = match load(file, false, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     let mode = match mode(&args, &config) {
         Ok(mode) => mode,
         Err(message) => {
@@ -119,7 +123,7 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         Some(word) => ServeToolNames::parse(word).unwrap_or_default(),
         None => config.serve.tool_names.unwrap_or_default(),
     };
-    runtime().block_on(serve(config, mode, exposure, names, auth))
+    runtime().block_on(serve(secrets, config, mode, exposure, names, auth))
 }
 
 /// `[serve] auth.jwt` as the endpoint's JWT authentication.
@@ -164,6 +168,7 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 }
 
 async fn serve(
+    secrets: &Redactor,
     config: Config,
     mode: Mode,
     exposure: ServeExposure,
@@ -173,7 +178,7 @@ async fn serve(
     let mut signals = Signals::install();
     let connectors = match mcp_agent::connectors() {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(secrets, &e),
     };
     let settings = config.serve.clone();
     let name = config.tool_server.name.clone();
@@ -183,6 +188,7 @@ async fn serve(
         .map(|s| (s.name.clone(), s.call_timeout))
         .collect();
     let client = client(
+        secrets,
         config,
         connectors,
         exposure,
@@ -222,7 +228,7 @@ async fn serve(
             let session = tokio::select! {
                 served = server.serve_stdio() => match served {
                     Ok(session) => session,
-                    Err(e) => return fail(&e),
+                    Err(e) => return fail(secrets, &e),
                 },
                 _ = signals.recv() => return ExitCode::SUCCESS,
             };
@@ -280,7 +286,7 @@ async fn serve(
             let http = match server.serve_http(options).await {
                 Ok(http) => http,
                 Err(e) => {
-                    say(format_args!("error: {}", chain(&e)));
+                    say(format_args!("error: {}", chain(secrets, &e)));
                     // An address that cannot be bound (taken, not this host's, a port
                     // reserved to root) or an unusable option is the configuration's fault.
                     let code = match e {
@@ -334,6 +340,7 @@ async fn stopped(
 
 /// The client every session's run is opened with.
 fn client(
+    secrets: &Redactor,
     config: Config,
     connectors: mcp_agent::mcp_client::Connectors,
     exposure: ServeExposure,
@@ -366,7 +373,8 @@ fn client(
         .connectors(connectors)
         .agent("mcp-agent-serve")
         .catalog(catalog)
-        .govern(|layer| layer.approval_gate(gate));
+        // The configuration's engine is the template of each run's.
+        .govern(|layer| layer.approval_gate(gate).redactor(secrets.clone()));
     if let Some(dir) = history {
         builder = builder.history_root(dir);
     }
@@ -417,7 +425,11 @@ impl OpenTools for Gateway {
             .open_runner_with(&RunInput::new(id, ""), options)
             .await?;
         for skipped in runner.skipped() {
-            say(format_args!("warning: skipped: {}", chain(&skipped.error)));
+            let secrets = runner.redactor();
+            say(format_args!(
+                "warning: skipped: {}",
+                chain(secrets, &skipped.error)
+            ));
         }
         Ok(Arc::new(Upstream::new(runner, self.names)))
     }
@@ -597,7 +609,10 @@ impl SessionTools for Upstream {
     async fn close(&self) {
         self.watcher.abort();
         if let Err(e) = self.runner.shutdown().await {
-            say(format_args!("warning: {}", chain(&e)));
+            say(format_args!(
+                "warning: {}",
+                chain(self.runner.redactor(), &e)
+            ));
         }
     }
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
+use super::logging::LogSecrets;
 use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_NAME, inline, out, out_json};
 
@@ -28,12 +29,13 @@ pub(crate) enum ServersCommand {
 }
 
 /// Runs a `servers` command.
-pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
+pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>, logs: &LogSecrets) -> ExitCode {
     let json = matches!(cmd, ServersCommand::Check { json: true });
-    let config = match load(file, json) {
-        Ok(config) => config,
+    let (config, secrets) = match load(file, json, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     match cmd {
         ServersCommand::List => {
             for spec in &config.servers {
@@ -47,6 +49,8 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
             config,
             &Governance {
                 json,
+                config_secrets: secrets.clone(),
+                logs: logs.clone(),
                 ..Governance::default()
             },
             async |runner| check(runner, json).unwrap_or_else(|code| code),
@@ -55,6 +59,7 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
 }
 
 fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
+    let secrets = runner.redactor();
     let entries = runner.catalog().entries();
     let report: Vec<Value> = runner
         .sessions()
@@ -72,11 +77,11 @@ fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
         })
         .collect();
     if json {
-        out_json(&Value::Array(report))?;
+        out_json(secrets, &Value::Array(report))?;
         return Ok(ExitCode::SUCCESS);
     }
     // Every cell but the configured name and the count is the server's own text.
-    let cell = |v: &Value, max| inline(v.as_str().unwrap_or("?"), max);
+    let cell = |v: &Value, max| inline(secrets, v.as_str().unwrap_or("?"), max);
     for r in &report {
         out(format_args!(
             "{}\t{}\t{} {}\tprotocol {}\t{} tools",

@@ -3,17 +3,20 @@
 //!
 //! Every string a server chose (names, versions, descriptions, results, error texts) passes
 //! through [`inline`] (one table cell or line) or [`block`] (multi-line text) before it is
-//! printed: known secrets are replaced, control characters (ESC, CR, NUL, DEL, C1) and bidi
-//! overrides are shown escaped (`\u{1b}`), and the text is cut to a bound. `--json` output is
-//! serialised by serde_json, which escapes control characters itself, so it stays exact JSON.
+//! printed: the secrets the command's engine knows are replaced (the run's
+//! [`Redactor`](mcp_agent::Redactor), or one of the configuration's before a run is open; the
+//! caller passes it, nothing here holds one), control characters (ESC, CR, NUL, DEL, C1) and
+//! bidi overrides are shown escaped (`\u{1b}`), and the text is cut to a bound. Text the run's
+//! engine already scrubbed (approval prompts, elicitations, progress) takes [`escaped`], which
+//! only escapes and cuts. `--json` output is serialised by serde_json, which escapes control
+//! characters itself, so it stays exact JSON.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
 use agent_model_openai::API_KEY_ENV;
-use mcp_agent::mcp_config::{Config, Scrubber, Secret};
+use mcp_agent::mcp_config::{Config, Redactor, Secret};
 
 /// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
 pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
@@ -25,29 +28,17 @@ pub(crate) const MAX_LINE: usize = 200;
 /// Longest multi-line text printed (an error with its causes, a tool's text result).
 pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 
-static SCRUBBER: OnceLock<Scrubber> = OnceLock::new();
-
-/// Makes every secret value of `config` known to what this module prints: its servers'
-/// secrets, the `[model]` table's header values and the model API key (from the variable
-/// `api_key_env` names, and `OPENAI_API_KEY`).
-pub(crate) fn know_secrets(config: &Config) {
+/// The secret engine of a command before its run is open: every secret value of `config`,
+/// its servers' secrets, the `[model]` table's header values and the model API key (from the
+/// variable `api_key_env` names, and `OPENAI_API_KEY`).
+pub(crate) fn secrets_of(config: &Config) -> Redactor {
     let servers = config.servers.iter().flat_map(|s| s.secret_values());
     let model = config.model.headers.values().cloned();
     let keys = [
         config.model.api_key().ok().flatten(),
         std::env::var(API_KEY_ENV).ok().map(Secret::new),
     ];
-    let _ = SCRUBBER.set(Scrubber::new(
-        servers.chain(model).chain(keys.into_iter().flatten()),
-    ));
-}
-
-/// `text` with every known secret replaced.
-pub(crate) fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
-    match SCRUBBER.get() {
-        Some(scrubber) => scrubber.scrub(text),
-        None => std::borrow::Cow::Borrowed(text),
-    }
+    Redactor::new().with_secrets(servers.chain(model).chain(keys.into_iter().flatten()))
 }
 
 /// True for characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and the
@@ -88,8 +79,8 @@ fn is_invisible(c: char) -> bool {
         ))
 }
 
-fn clean(text: &str, max_chars: usize, keep_lines: bool) -> String {
-    escape(&scrub(text), max_chars, keep_lines, is_hazard)
+fn clean(secrets: &Redactor, text: &str, max_chars: usize, keep_lines: bool) -> String {
+    escape(&secrets.scrub(text), max_chars, keep_lines, is_hazard)
 }
 
 /// `text` with the characters `hazard` picks escaped (keeping newlines and tabs when
@@ -116,8 +107,14 @@ fn escape(text: &str, max_chars: usize, keep_lines: bool, hazard: fn(char) -> bo
 
 /// `text` as one terminal-safe line of at most `max_chars` characters (newlines and tabs
 /// escaped too, so it cannot forge a row or a column).
-pub(crate) fn inline(text: &str, max_chars: usize) -> String {
-    clean(text, max_chars, false)
+pub(crate) fn inline(secrets: &Redactor, text: &str, max_chars: usize) -> String {
+    clean(secrets, text, max_chars, false)
+}
+
+/// [`inline`] for text the run's engine already scrubbed (an approval prompt, an elicitation,
+/// a progress message): escaped and cut only.
+pub(crate) fn escaped(text: &str, max_chars: usize) -> String {
+    escape(text, max_chars, false, is_hazard)
 }
 
 /// A name a user may have to type (a tool's or a server's): whole, on one line, with
@@ -125,8 +122,8 @@ pub(crate) fn inline(text: &str, max_chars: usize) -> String {
 /// alike read differently (`read\u{200b}_file` beside `read_file`). Names are bounded where
 /// they are taken in (the catalog's tool-name limit, the configuration's server-name limit);
 /// [`MAX_NAME_SHOWN`] only guards against a caller that did not bound them.
-pub(crate) fn name(text: &str) -> String {
-    escape(&scrub(text), MAX_NAME_SHOWN, false, |c| {
+pub(crate) fn name(secrets: &Redactor, text: &str) -> String {
+    escape(&secrets.scrub(text), MAX_NAME_SHOWN, false, |c| {
         is_hazard(c) || is_invisible(c)
     })
 }
@@ -137,13 +134,13 @@ pub(crate) const MAX_NAME_SHOWN: usize = 1024;
 
 /// `text` terminal-safe, keeping its lines and tabs, not cut (a piece of a stream whose
 /// secrets were already looked for across pieces).
-pub(crate) fn unbounded(text: &str) -> String {
-    clean(text, usize::MAX, true)
+pub(crate) fn unbounded(secrets: &Redactor, text: &str) -> String {
+    clean(secrets, text, usize::MAX, true)
 }
 
 /// `text` terminal-safe, keeping its lines and tabs, cut to [`MAX_BLOCK`] characters.
-pub(crate) fn block(text: &str) -> String {
-    clean(text, MAX_BLOCK, true)
+pub(crate) fn block(secrets: &Redactor, text: &str) -> String {
+    clean(secrets, text, MAX_BLOCK, true)
 }
 
 /// A long text made terminal-safe piece by piece, with no bound on its length (`--full`).
@@ -187,9 +184,10 @@ impl<S: Fn(&str) -> String> SafeText<S> {
     }
 }
 
-/// A [`SafeText`] with the known secrets.
-pub(crate) fn safe_text() -> SafeText<impl Fn(&str) -> String> {
-    SafeText::new(|text: &str| scrub(text).into_owned())
+/// A [`SafeText`] with the secrets `secrets` knows.
+pub(crate) fn safe_text(secrets: &Redactor) -> SafeText<impl Fn(&str) -> String + use<>> {
+    let secrets = secrets.clone();
+    SafeText::new(move |text: &str| secrets.scrub(text).into_owned())
 }
 
 /// Writes `text` to stdout as it is (no newline added); see [`out`].
@@ -202,8 +200,12 @@ pub(crate) fn out_part(text: &str) -> Result<(), ExitCode> {
 }
 
 /// The first line of an optional description, terminal-safe.
-pub(crate) fn first_line(text: Option<&str>) -> String {
-    inline(text.and_then(|t| t.lines().next()).unwrap_or(""), MAX_LINE)
+pub(crate) fn first_line(secrets: &Redactor, text: Option<&str>) -> String {
+    inline(
+        secrets,
+        text.and_then(|t| t.lines().next()).unwrap_or(""),
+        MAX_LINE,
+    )
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe ends the command quietly with
@@ -217,21 +219,17 @@ pub(crate) fn out(text: impl std::fmt::Display) -> Result<(), ExitCode> {
 
 /// Prints a value as pretty JSON (exact JSON: serde_json escapes control characters), with
 /// known secrets replaced.
-pub(crate) fn out_json(value: &serde_json::Value) -> Result<(), ExitCode> {
+pub(crate) fn out_json(secrets: &Redactor, value: &serde_json::Value) -> Result<(), ExitCode> {
     let mut value = value.clone();
-    if let Some(scrubber) = SCRUBBER.get() {
-        scrubber.scrub_json(&mut value);
-    }
+    secrets.scrub_json(&mut value);
     let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
     out(text)
 }
 
 /// Prints a value as one line of JSON, with known secrets replaced.
-pub(crate) fn out_json_line(value: &serde_json::Value) -> Result<(), ExitCode> {
+pub(crate) fn out_json_line(secrets: &Redactor, value: &serde_json::Value) -> Result<(), ExitCode> {
     let mut value = value.clone();
-    if let Some(scrubber) = SCRUBBER.get() {
-        scrubber.scrub_json(&mut value);
-    }
+    secrets.scrub_json(&mut value);
     out(value)
 }
 
@@ -251,8 +249,8 @@ pub(crate) fn say(text: impl std::fmt::Display) {
 
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
 /// lines), terminal-safe and with known secrets replaced.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    block(&mcp_agent::agent_core::error_chain(error))
+pub(crate) fn chain(secrets: &Redactor, error: &(dyn std::error::Error + 'static)) -> String {
+    block(secrets, &mcp_agent::agent_core::error_chain(error))
 }
 
 #[cfg(test)]
@@ -262,7 +260,7 @@ mod tests {
     #[test]
     fn escapes_cannot_reach_the_terminal_or_forge_a_row() {
         let name = "evil\u{1b}[31mred\r\nINJECTED\tcol\u{7}\u{0}\u{9b}x\u{202e}y";
-        let shown = inline(name, MAX_NAME);
+        let shown = inline(&Redactor::new(), name, MAX_NAME);
         assert!(!shown.chars().any(is_hazard), "{shown:?}");
         assert_eq!(
             shown,
@@ -273,15 +271,15 @@ mod tests {
     #[test]
     fn blocks_keep_lines_and_tabs_but_not_escapes() {
         assert_eq!(
-            block("a\n\tb\u{1b}]0;title\u{7}"),
+            block(&Redactor::new(), "a\n\tb\u{1b}]0;title\u{7}"),
             "a\n\tb\\u{1b}]0;title\\u{7}"
         );
     }
 
     #[test]
     fn a_secret_split_across_pieces_of_a_long_text_is_still_replaced() {
-        let scrubber = Scrubber::new([mcp_agent::mcp_config::Secret::new("tok-split-secret")]);
-        let mut text = SafeText::new(|t: &str| scrubber.scrub(t).into_owned());
+        let secrets = Redactor::new().with_secrets(["tok-split-secret"]);
+        let mut text = safe_text(&secrets);
         let mut shown = String::new();
         shown.push_str(&text.push(&"a".repeat(10_000)));
         shown.push_str(&text.push("tok-spl"));
@@ -302,10 +300,10 @@ mod tests {
     fn long_text_is_cut_and_says_how_much_was_left_out() {
         let version = "9".repeat(100_000);
         assert_eq!(
-            inline(&version, 64),
+            inline(&Redactor::new(), &version, 64),
             format!("{}… (99936 more characters)", "9".repeat(64))
         );
-        assert_eq!(first_line(Some("one\ntwo")), "one");
-        assert_eq!(first_line(None), "");
+        assert_eq!(first_line(&Redactor::new(), Some("one\ntwo")), "one");
+        assert_eq!(first_line(&Redactor::new(), None), "");
     }
 }

@@ -11,9 +11,11 @@ use mcp_agent::agent_core::{
 use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
+use mcp_agent::Redactor;
 use mcp_agent::mcp_client::McpRunner;
 
 use super::EXIT_FAILED;
+use super::logging::LogSecrets;
 use super::open::{Governance, fail, json_error, load, runtime, with_runner};
 use super::term::chain;
 use super::term::{block, first_line, inline, name, out, out_json, out_part, safe_text, say};
@@ -74,19 +76,27 @@ pub(crate) enum ToolsCommand {
 }
 
 /// Runs a `tools` command. `yes` is the top-level `--yes`.
-pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode {
+pub(crate) fn run(
+    cmd: ToolsCommand,
+    file: Option<&Path>,
+    yes: bool,
+    logs: &LogSecrets,
+) -> ExitCode {
     let json = match &cmd {
         ToolsCommand::List { json }
         | ToolsCommand::Search { json, .. }
         | ToolsCommand::Call { json, .. } => *json,
     };
-    let config = match load(file, json) {
-        Ok(config) => config,
+    let (config, secrets) = match load(file, json, logs) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    let secrets = &secrets;
     let mut governance = Governance {
         yes,
         json,
+        config_secrets: secrets.clone(),
+        logs: logs.clone(),
         ..Governance::default()
     };
     if let ToolsCommand::Call {
@@ -99,7 +109,13 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
         if let Err(message) = parse_arguments(arguments) {
             say(format_args!("error: {message}"));
             if json {
-                json_error(super::EXIT_INVALID_CONFIG, "arguments", &message, json!({}));
+                json_error(
+                    secrets,
+                    super::EXIT_INVALID_CONFIG,
+                    "arguments",
+                    &message,
+                    json!({}),
+                );
             }
             return ExitCode::from(super::EXIT_INVALID_CONFIG);
         }
@@ -131,6 +147,7 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
 /// `[policy]` refuses (by server identity or name) is listed for the operator, marked
 /// `(refused by [policy])`, and not counted among the model's tools.
 fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
+    let secrets = runner.redactor();
     let tools = runner.catalog().entries();
     let refused = tools.iter().filter(|t| t.is_hidden()).count();
     if json {
@@ -148,7 +165,7 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
                 })
             })
             .collect();
-        out_json(&Value::Array(list))?;
+        out_json(secrets, &Value::Array(list))?;
     } else {
         for t in &tools {
             let mark = if t.is_hidden() {
@@ -158,8 +175,8 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             };
             out(format_args!(
                 "{}\t{mark}{}",
-                name(&t.id),
-                first_line(t.description())
+                name(secrets, &t.id),
+                first_line(secrets, t.description())
             ))?;
         }
         let shown = tools.len() - refused;
@@ -187,6 +204,7 @@ async fn search(
     server: Option<String>,
     json: bool,
 ) -> Result<ExitCode, ExitCode> {
+    let secrets = runner.redactor();
     let mut request = SearchRequest::new(query);
     if let Some(limit) = limit {
         request = request.with_limit(limit);
@@ -197,31 +215,34 @@ async fn search(
     match runner.catalog().search_ranked(&request).await {
         Ok(response) => {
             if let Some(warning) = &response.warning {
-                say(format_args!("warning: {}", inline(warning, MAX_WARNING)));
+                say(format_args!(
+                    "warning: {}",
+                    inline(secrets, warning, MAX_WARNING)
+                ));
             }
             let value = response.to_json();
             if json {
-                out_json(&value)?;
+                out_json(secrets, &value)?;
             } else {
-                print_ranked(&value)?;
+                print_ranked(secrets, &value)?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Err(fail(&e)),
+        Err(e) => Err(fail(secrets, &e)),
     }
 }
 
 /// What a `--json` error object says of a failed call beside the message: the tool, its
 /// server, and — for a result the tool marked `isError` — `"is_error": true` and the tool's
 /// own text.
-fn error_fields(error: &ToolError) -> Value {
+fn error_fields(secrets: &Redactor, error: &ToolError) -> Value {
     let mut fields = json!({
         "tool": error.tool(),
         "server": error.server(),
         "is_error": matches!(error, ToolError::Invocation { .. }),
     });
     if let ToolError::Invocation { message, .. } = error {
-        fields["message"] = Value::String(block(message));
+        fields["message"] = Value::String(block(secrets, message));
     }
     fields
 }
@@ -241,6 +262,7 @@ async fn call(
     json: bool,
     full: bool,
 ) -> Result<ExitCode, ExitCode> {
+    let secrets = runner.redactor();
     let arguments = parse_arguments(arguments).unwrap_or_default();
     let mut call_arguments = serde_json::Map::new();
     call_arguments.insert("tool_name".into(), Value::String(name));
@@ -253,12 +275,12 @@ async fn call(
         Ok(output) => {
             let finished = if full { finished(&mut events) } else { None };
             if json {
-                out_json(&serde_json::to_value(&output).unwrap_or_default())?;
+                out_json(secrets, &serde_json::to_value(&output).unwrap_or_default())?;
             } else if let Some(handle) = finished.as_ref().and_then(|e| e.output_handle.as_deref())
             {
-                print_whole(runner.governed().outputs(), handle)?;
+                print_whole(secrets, runner.governed().outputs(), handle)?;
             } else {
-                out(block(&output.to_model_text()))?;
+                out(block(secrets, &output.to_model_text()))?;
                 if finished.is_some_and(|e| e.outcome == Some(CallOutcome::Truncated)) {
                     say(
                         "note: the whole output was not kept (too large); above is what the model sees",
@@ -269,9 +291,15 @@ async fn call(
         }
         Err(e) => {
             if json {
-                json_error(EXIT_FAILED, "call", &chain(&e), error_fields(&e));
+                json_error(
+                    secrets,
+                    EXIT_FAILED,
+                    "call",
+                    &chain(secrets, &e),
+                    error_fields(secrets, &e),
+                );
             }
-            Err(fail(&e))
+            Err(fail(secrets, &e))
         }
     }
 }
@@ -296,14 +324,14 @@ fn finished(events: &mut EventReceiver) -> Option<Event> {
 }
 
 /// Prints the whole output kept under `handle`, piece by piece, terminal-safe.
-fn print_whole(outputs: &OutputStore, handle: &str) -> Result<(), ExitCode> {
-    let mut text = safe_text();
+fn print_whole(secrets: &Redactor, outputs: &OutputStore, handle: &str) -> Result<(), ExitCode> {
+    let mut text = safe_text(secrets);
     let mut offset = 0;
     let mut last = '\n';
     loop {
         let chunk = outputs
             .read(handle, offset, outputs.chunk_limit())
-            .map_err(|e| fail(&e))?;
+            .map_err(|e| fail(secrets, &e))?;
         if let Some(c) = chunk.text.chars().next_back() {
             last = c;
         }
@@ -328,14 +356,14 @@ fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String>
     }
 }
 
-fn print_ranked(response: &Value) -> Result<(), ExitCode> {
+fn print_ranked(secrets: &Redactor, response: &Value) -> Result<(), ExitCode> {
     let tools = response["tools"].as_array().cloned().unwrap_or_default();
     for (rank, tool) in tools.iter().enumerate() {
         out(format_args!(
             "{:>2}. {}\t{}",
             rank + 1,
-            name(tool["name"].as_str().unwrap_or("")),
-            first_line(tool["description"].as_str())
+            name(secrets, tool["name"].as_str().unwrap_or("")),
+            first_line(secrets, tool["description"].as_str())
         ))?;
     }
     say(format_args!(

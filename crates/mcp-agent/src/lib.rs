@@ -108,16 +108,15 @@ pub use rmcp;
 pub use agent_core::{
     ApprovalDecision, ApprovalRequest, ApprovalRules, ApprovalTrigger, AutoApprove, CallOutcome,
     Event, EventKind, EventReceiver, Governed, GovernedLayer, History, HistoryError, IdentityRules,
-    OutputLimits, READ_OUTPUT_TOOL, Redactor, Rule, RunInput, ToolCall, ToolDescriptor, ToolError,
-    ToolOutput,
+    OutputLimits, READ_OUTPUT_TOOL, Redactor, Rule, RunInput, Secret, SecretSink, ToolCall,
+    ToolDescriptor, ToolError, ToolOutput,
 };
 pub use mcp_catalog::{CALL_TOOL, Catalog, CatalogConfig, Exposure, SEARCH_TOOL, SearchRequest};
 pub use mcp_client::{
     ClientError, Connectors, McpClient, McpClientBuilder, McpRunner, ServerIdentity, SessionError,
 };
 pub use mcp_config::{
-    Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, Scrubber,
-    Secret, ServerSpec,
+    Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, ServerSpec,
 };
 pub use mcp_connector::{ConnectError, Connector};
 

@@ -257,6 +257,15 @@ pub trait AuthProvider: Send + Sync + fmt::Debug {
         let _ = (rejected, www_authenticate);
         Ok(OnUnauthorized::Fail)
     }
+
+    /// Reports every secret this hook obtains at run time (OAuth tokens issued or loaded from
+    /// a token store), those it holds now and those to come, to `sink`: the redactor of a run
+    /// that uses it. A hook shared by several runs reports to each; it keeps only a weak
+    /// reference. The default does nothing: static credentials are in the spec's
+    /// [`secret_values`](mcp_config::ServerSpec::secret_values), which every run knows.
+    fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
+        let _ = sink;
+    }
 }
 
 /// No credentials at all.
@@ -473,6 +482,12 @@ impl AuthProvider for Chain {
             }
         }
         Ok(decision)
+    }
+
+    fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
+        for provider in &self.providers {
+            provider.report_secrets_to(sink);
+        }
     }
 }
 

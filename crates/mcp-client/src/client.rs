@@ -11,7 +11,7 @@ use agent_core::{
 };
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, CatalogConfig};
-use mcp_config::{Config, DefaultResolver, ResolvedRun, Scrubber, ServerResolver};
+use mcp_config::{Config, DefaultResolver, ResolvedRun, ServerResolver};
 use tracing::Instrument;
 
 use crate::open::{OpenSettings, open_sessions};
@@ -143,7 +143,8 @@ impl McpClientBuilder {
     ///
     /// The identity rules the template ends with also hide the tools they refuse from the
     /// model. Each run's redactor (for approval prompts, event messages and the history)
-    /// is the one set here plus every secret of the run's specs: give it the secrets the
+    /// is the one set here plus every secret of the run's specs and a learned set of its own
+    /// (the tokens its sessions obtain): give it the secrets the
     /// client cannot know (a model's API key, say); the history is set per run
     /// ([`history_root`](Self::history_root), [`McpClient::open_runner_with_history`]).
     ///
@@ -556,21 +557,19 @@ impl McpClient {
     ) -> Result<McpRunner, ClientError> {
         let started = std::time::Instant::now();
         let inner = &*self.inner;
-        let secrets: Vec<_> = run.servers.iter().flat_map(|s| s.secret_values()).collect();
-        let scrubber = Scrubber::new(secrets.iter().cloned());
-        // The template's redactor (with whatever secrets the caller gave it: a model's key…)
-        // plus every secret of the run's specs.
+        // The run's one secret engine: the template's (with whatever secrets the caller gave
+        // it: a model's key…), every secret of the run's specs, and a learned set of the run's
+        // own, which its sessions' transports teach the tokens they obtain.
         let redactor = inner
             .layer
             .configured_redactor()
             .clone()
-            .with_secrets(secrets.iter().map(|s| s.expose().to_owned()))
-            // Tokens obtained while the run goes on (OAuth access and refresh tokens).
-            .with_hook(|text| mcp_config::scrub_learned(text).into_owned());
+            .with_secrets(run.servers.iter().flat_map(|s| s.secret_values()))
+            .with_own_learned();
         let mut layer = inner.layer.clone().redactor(redactor.clone());
         if let Some(dir) = history {
             // Before any server is contacted: a run never starts with a history it cannot keep.
-            let history = History::create(&dir, redactor).map_err(ClientError::History)?;
+            let history = History::create(&dir, redactor.clone()).map_err(ClientError::History)?;
             layer = layer.history(history);
         }
         let catalog = match &inner.natives {
@@ -592,7 +591,7 @@ impl McpClient {
             events: &*events,
             session: SessionOptions {
                 limits: inner.list_limits,
-                scrubber: scrubber.clone(),
+                redactor: redactor.clone(),
                 // The run's own handler wins for its private sessions.
                 elicitation: elicitation.or_else(|| inner.elicitation.clone()),
                 discover: inner.discover,
@@ -616,7 +615,7 @@ impl McpClient {
             opened.skipped,
             run.options.partial_failure,
             inner.grace,
-            scrubber,
+            redactor,
         )
         .await
         .map_err(ClientError::Server);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_core::progress::{Progress, ProgressSink};
 use async_trait::async_trait;
-use mcp_config::Scrubber;
+use mcp_config::Redactor;
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult,
@@ -66,7 +66,7 @@ pub struct SessionHandler {
     server: Arc<str>,
     elicitation: Option<Arc<dyn ElicitationHandler>>,
     /// The run's known secrets, replaced in every request before the handler sees it.
-    scrubber: Scrubber,
+    redactor: Redactor,
     /// Bumped on every `notifications/tools/list_changed`.
     tools_changed: watch::Sender<u64>,
     /// The calls in flight whose caller listens to their progress, by the token sent with
@@ -135,7 +135,7 @@ impl SessionHandler {
             Self {
                 server: server.into(),
                 elicitation,
-                scrubber: Scrubber::default(),
+                redactor: Redactor::new(),
                 tools_changed: tx,
                 progress: Relays::default(),
             },
@@ -143,11 +143,11 @@ impl SessionHandler {
         )
     }
 
-    /// Replaces `scrubber`'s secrets (a run's: its specs' secrets, and those learned at run
+    /// Replaces `redactor`'s secrets (a run's: its specs' secrets, and those learned at run
     /// time) in every string of an elicitation request before the handler sees it: a server
     /// cannot make the handler show — or a gateway relay — a secret of the client.
-    pub fn with_scrubber(mut self, scrubber: Scrubber) -> Self {
-        self.scrubber = scrubber;
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
         self
     }
 
@@ -183,7 +183,7 @@ impl SessionHandler {
     pub(crate) fn progress_tap(&self) -> Arc<ProgressTap> {
         Arc::new(ProgressTap {
             relays: self.progress.clone(),
-            scrubber: self.scrubber.clone(),
+            redactor: self.redactor.clone(),
         })
     }
 
@@ -204,7 +204,7 @@ impl SessionHandler {
             } => serde_json::to_value(requested_schema).ok(),
             _ => None,
         };
-        let request = scrub_request(&self.scrubber, request);
+        let request = scrub_request(&self.redactor, request);
         let mut result = handler.elicit(&self.server, request).await;
         if let (ElicitationAction::Accept, Some(schema)) = (&result.action, schema) {
             result.content = Some(with_defaults(&schema, result.content.take()));
@@ -224,7 +224,7 @@ impl SessionHandler {
 /// and docs/upstream.md#rmcp-notification-tasks.
 pub(crate) struct ProgressTap {
     relays: Relays,
-    scrubber: Scrubber,
+    redactor: Redactor,
 }
 
 impl mcp_connector::Tap for ProgressTap {
@@ -247,14 +247,14 @@ impl mcp_connector::Tap for ProgressTap {
             && let rmcp::model::ServerNotification::ProgressNotification(progress) =
                 &notification.notification
         {
-            relay(&self.relays, &self.scrubber, &progress.params);
+            relay(&self.relays, &self.redactor, &progress.params);
         }
     }
 }
 
 /// The longest progress message read from a server before its secrets are replaced: far more
 /// than is passed on ([`agent_core::progress::MAX_PROGRESS_MESSAGE_BYTES`]), so that no secret
-/// is cut in two before the scrubber sees it, and a bound on the work a message costs.
+/// is cut in two before the redactor sees it, and a bound on the work a message costs.
 const MAX_PROGRESS_MESSAGE_READ: usize = 64 * 1024;
 
 /// Passes a server's progress report on to its call's caller: only for a token of a call in
@@ -263,7 +263,7 @@ const MAX_PROGRESS_MESSAGE_READ: usize = 64 * 1024;
 /// none can hide a secret) and bounded ([`Progress::bounded`]). Runs on the session's receiving
 /// loop only, so reports reach the caller in the order sent; the caller's sink is called
 /// without the lock, and a sink that panics loses its report, not the session.
-fn relay(relays: &Relays, scrubber: &Scrubber, params: &ProgressNotificationParam) {
+fn relay(relays: &Relays, redactor: &Redactor, params: &ProgressNotificationParam) {
     use mcp_catalog::sanitize::{Lines, clean};
     let sink = {
         let mut relays = relays.lock().unwrap_or_else(PoisonError::into_inner);
@@ -280,7 +280,7 @@ fn relay(relays: &Relays, scrubber: &Scrubber, params: &ProgressNotificationPara
     report.total = params.total;
     report.message = params.message.as_deref().map(|m| {
         let safe = clean(m, MAX_PROGRESS_MESSAGE_READ, Lines::Single);
-        scrubber.scrub(&safe).into_owned()
+        redactor.scrub(&safe).into_owned()
     });
     let Some(report) = report.bounded(None) else {
         return;
@@ -291,14 +291,14 @@ fn relay(relays: &Relays, scrubber: &Scrubber, params: &ProgressNotificationPara
     }
 }
 
-/// `request` with `scrubber`'s secrets replaced in every string (unchanged if it cannot be
+/// `request` with `redactor`'s secrets replaced in every string (unchanged if it cannot be
 /// read back, which a request just read from JSON always can).
-fn scrub_request(scrubber: &Scrubber, request: ElicitRequestParams) -> ElicitRequestParams {
+fn scrub_request(redactor: &Redactor, request: ElicitRequestParams) -> ElicitRequestParams {
     let Ok(mut value) = serde_json::to_value(&request) else {
         return request;
     };
     let before = value.clone();
-    scrubber.scrub_json(&mut value);
+    redactor.scrub_json(&mut value);
     if value == before {
         return request;
     }
@@ -402,13 +402,13 @@ mod tests {
 
     #[test]
     fn a_request_s_strings_lose_the_run_s_secrets() {
-        let scrubber = Scrubber::new([mcp_config::Secret::new("tok-123456789")]);
+        let redactor = Redactor::new().with_secrets([mcp_config::Secret::new("tok-123456789")]);
         let request: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "url", "message": "paste tok-123456789 here",
             "url": "https://example.com/?t=tok-123456789", "elicitationId": "e1",
         }))
         .unwrap();
-        let text = serde_json::to_string(&scrub_request(&scrubber, request)).unwrap();
+        let text = serde_json::to_string(&scrub_request(&redactor, request)).unwrap();
         assert!(!text.contains("tok-123456789"), "{text}");
         assert!(text.contains("elicitationId"), "{text}");
     }
@@ -467,9 +467,9 @@ mod tests {
     #[test]
     fn the_tap_sends_a_call_s_own_token_and_relays_only_its_reports() {
         use mcp_connector::Tap as _;
-        let scrubber = Scrubber::new([mcp_config::Secret::new("tok-123456789")]);
+        let redactor = Redactor::new().with_secrets([mcp_config::Secret::new("tok-123456789")]);
         let (handler, _changes) = SessionHandler::new("srv", None);
-        let handler = handler.with_scrubber(scrubber);
+        let handler = handler.with_redactor(redactor);
         let tap = handler.progress_tap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink: ProgressSink = {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use agent_core::{Event, EventKind, EventSink};
 use futures::StreamExt;
 use mcp_catalog::{SkipReason, SkippedTool, ToolLimits};
-use mcp_config::{PartialFailure, Scrubber, ServerSpec, SpecOrigin};
+use mcp_config::{PartialFailure, Redactor, ServerSpec, SpecOrigin};
 use rmcp::model::Tool;
 
 use crate::pool::{Fingerprint, Pool};
@@ -138,7 +138,7 @@ pub(crate) async fn open_sessions(
         pool,
         shared_elicitation,
     } = settings;
-    let scrubber = options.scrubber.clone();
+    let redactor = options.redactor.clone();
     let count = specs.len();
     let mut attempts =
         futures::stream::iter(specs.into_iter().enumerate().map(|(index, mut spec)| {
@@ -173,7 +173,7 @@ pub(crate) async fn open_sessions(
         match outcome {
             Ok((session, tools, note)) => {
                 let listed = tools.len();
-                let (tools, left_out) = screen(&spec.name, tools, tool_limits, &scrubber);
+                let (tools, left_out) = screen(&spec.name, tools, tool_limits, &redactor);
                 let mut message = tools_message(listed, &left_out);
                 if let Some(note) = note {
                     message = format!("{message}; {note}");
@@ -182,7 +182,7 @@ pub(crate) async fn open_sessions(
                     Event::new(EventKind::ServerConnected)
                         .with_server(&spec.name)
                         .with_duration(took)
-                        .with_message(scrubber.scrub(&message)),
+                        .with_message(redactor.scrub(&message)),
                 );
                 slots[index] = Some((session, tools));
             }
@@ -191,7 +191,7 @@ pub(crate) async fn open_sessions(
                     Event::new(EventKind::ServerFailed)
                         .with_server(&spec.name)
                         .with_duration(took)
-                        .with_message(scrubber.scrub(&error.to_string())),
+                        .with_message(redactor.scrub(&error.to_string())),
                 );
                 match policy {
                     PartialFailure::SkipUnavailable => {
@@ -293,12 +293,12 @@ pub(crate) fn screen(
     server: &str,
     tools: Vec<Tool>,
     limits: &ToolLimits,
-    scrubber: &Scrubber,
+    redactor: &Redactor,
 ) -> (Vec<Tool>, Vec<SkippedTool>) {
     let mut left_out = Vec::new();
     let mut kept = Vec::with_capacity(tools.len());
     for tool in tools {
-        let scrubbed = scrubber.scrub(&tool.name);
+        let scrubbed = redactor.scrub(&tool.name);
         if scrubbed != tool.name {
             left_out.push(SkippedTool::new(
                 server,
@@ -311,7 +311,7 @@ pub(crate) fn screen(
     }
     left_out.extend(limits.left_out(server, &kept));
     for skipped in &left_out {
-        tracing::warn!("{}", scrubber.scrub(&skipped.to_string()));
+        tracing::warn!("{}", redactor.scrub(&skipped.to_string()));
     }
     (kept, left_out)
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use mcp_config::{Scrubber, ServerSpec, TransportSpec};
+use mcp_config::{Redactor, ServerSpec, TransportSpec};
 use rmcp::model::Tool;
 
 use crate::session::SessionOptions;
@@ -152,7 +152,7 @@ impl Pool {
 
     /// The pooled session of `spec` (an operator spec; `fingerprint` is of the spec as
     /// configured) and its tools as listed now: the slot's session if it passes its check,
-    /// else a new one, opened within `connect_timeout` with `options` (its scrubber replaced
+    /// else a new one, opened within `connect_timeout` with `options` (its redactor replaced
     /// by one of the spec's own secrets). `None` once the pool is closed: the caller opens a
     /// private session.
     ///
@@ -177,7 +177,9 @@ impl Pool {
         };
         let mut held = slot.session.lock().await;
         let mut how = Reuse::Opened;
+        let run = options.redactor.clone();
         if let Some(session) = held.as_ref() {
+            session.report_secrets_to(&run);
             match session.list_tools().await {
                 Ok(tools) => return Some(Ok((Arc::clone(session), tools, Reuse::Reused))),
                 Err(error) => {
@@ -194,13 +196,14 @@ impl Pool {
                 }
             }
         }
-        options.scrubber = Scrubber::new(spec.secret_values());
+        options.redactor = Redactor::new().with_secrets(spec.secret_values());
         let (session, tools) = match Session::open(connectors, spec, connect_timeout, options).await
         {
             Ok(opened) => opened,
             Err(error) => return Some(Err(error)),
         };
         self.opened.fetch_add(1, Ordering::Relaxed);
+        session.report_secrets_to(&run);
         let session = Arc::new(session);
         if self.is_closed() {
             // The pool closed while this session opened: it is this run's own.

@@ -14,7 +14,7 @@ use mcp_catalog::{Catalog, ServerTools};
 use rmcp::model::Tool;
 use tokio::task::JoinHandle;
 
-use mcp_config::{PartialFailure, Scrubber};
+use mcp_config::{PartialFailure, Redactor};
 
 use crate::open::{screen, tools_message};
 use crate::scrub::scrub_session_error;
@@ -82,7 +82,7 @@ impl McpRunner {
         mut skipped: Vec<SkippedServer>,
         policy: PartialFailure,
         grace: Duration,
-        scrubber: Scrubber,
+        redactor: Redactor,
     ) -> Result<Self, SessionError> {
         let catalog = governed.inner();
         let events = governed.events();
@@ -99,7 +99,7 @@ impl McpRunner {
                 continue;
             };
             let error = scrub_session_error(
-                &scrubber,
+                &redactor,
                 SessionError::Catalog {
                     server: session.name().to_owned(),
                     source: Box::new(e),
@@ -108,7 +108,7 @@ impl McpRunner {
             events.emit(
                 Event::new(EventKind::ServerFailed)
                     .with_server(session.name())
-                    .with_message(scrubber.scrub(&error.to_string())),
+                    .with_message(redactor.scrub(&error.to_string())),
             );
             session.close(grace).await;
             if matches!(policy, PartialFailure::SkipUnavailable) {
@@ -128,7 +128,7 @@ impl McpRunner {
         }
         let watchers = added
             .iter()
-            .map(|s| watch_tools(s.clone(), Arc::clone(&governed), scrubber.clone()))
+            .map(|s| watch_tools(s.clone(), Arc::clone(&governed), redactor.clone()))
             .collect();
         Ok(Self {
             governed,
@@ -170,6 +170,19 @@ impl McpRunner {
     /// ```
     pub fn governed(&self) -> &Governed<Catalog> {
         &self.governed
+    }
+
+    /// The run's secret engine: its specs' secrets, the template's, and the tokens its
+    /// sessions obtain (learned while the run goes on). Print what belongs to the run through
+    /// it (a clone keeps learning).
+    ///
+    /// ```no_run
+    /// # fn show(runner: &mcp_client::McpRunner, text: &str) {
+    /// println!("{}", runner.redactor().scrub(text));
+    /// # }
+    /// ```
+    pub fn redactor(&self) -> &Redactor {
+        self.governed.redactor()
     }
 
     /// Closes the run as [`Runner::close`] does — every session, then the governed layer —
@@ -284,7 +297,7 @@ impl SessionView {
 fn watch_tools(
     session: Arc<Session>,
     governed: Arc<Governed<Catalog>>,
-    scrubber: Scrubber,
+    redactor: Redactor,
 ) -> JoinHandle<()> {
     let mut changed = session.tools_changed();
     let mut renewed = session.renewals();
@@ -312,7 +325,7 @@ fn watch_tools(
             let limits = &catalog.config().tool_limits;
             let outcome = match session.list_tools().await {
                 Ok(tools) => {
-                    let (tools, left_out) = screen(session.name(), tools, limits, &scrubber);
+                    let (tools, left_out) = screen(session.name(), tools, limits, &redactor);
                     let tools = filtered(&session, tools);
                     let count = tools.len();
                     catalog
@@ -329,7 +342,7 @@ fn watch_tools(
             };
             governed
                 .events()
-                .emit(event.with_message(scrubber.scrub(&message)));
+                .emit(event.with_message(redactor.scrub(&message)));
         }
     })
 }

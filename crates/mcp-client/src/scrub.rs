@@ -1,13 +1,15 @@
 //! The run's known secrets, kept out of everything a server chose that the client passes on.
 //!
 //! A server may echo what it was sent or what it holds — a bearer token in a JSON-RPC error,
-//! its environment in a tool result. The client knows each spec's static secrets
-//! ([`mcp_config::ServerSpec::secret_values`]) and passes every server-chosen text through the
-//! run's [`Scrubber`] before it reaches an error, an event or the model.
+//! its environment in a tool result. The run's [`Redactor`] knows each spec's static secrets
+//! ([`mcp_config::ServerSpec::secret_values`]) and learns the tokens its sessions' transports
+//! report ([`mcp_connector::ConnectionHandle::report_secrets_to`]); every server-chosen text
+//! passes it once ([`Redactor::scrub`]: known values only) before it reaches an error, an event
+//! or the model.
 
 use std::fmt;
 
-use mcp_config::Scrubber;
+use mcp_config::Redactor;
 use mcp_connector::{BoxError, ConnectError};
 
 use crate::SessionError;
@@ -15,7 +17,8 @@ use rmcp::model::CallToolResult;
 
 /// A cause whose text held a secret value of the run, with that value replaced.
 ///
-/// Its `Display` is the text of the whole original cause chain (joined with `: `), every known
+/// Its `Display` is the text of the whole original cause chain
+/// ([`agent_core::error_chain`]), every known
 /// secret replaced by [`mcp_config::REDACTED`]; it has no `source()`, since the original chain
 /// still holds the secret. The client puts one in place of a cause only when the cause's text
 /// (or its `Debug`) held a secret: other causes stay as they were, typed.
@@ -53,38 +56,26 @@ impl fmt::Display for Scrubbed {
 
 impl std::error::Error for Scrubbed {}
 
-/// The error and its sources, joined with `: `.
-fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// True when `text` holds a known secret.
-fn holds_secret(scrubber: &Scrubber, text: &str) -> bool {
-    matches!(scrubber.scrub(text), std::borrow::Cow::Owned(_))
+fn holds_secret(redactor: &Redactor, text: &str) -> bool {
+    matches!(redactor.scrub(text), std::borrow::Cow::Owned(_))
 }
 
 /// `error` unchanged when neither its chain's text nor its `Debug` holds a known secret, else a
 /// [`Scrubbed`] with its chain's text scrubbed.
-pub(crate) fn scrub_error(scrubber: &Scrubber, error: BoxError) -> BoxError {
-    if scrubber.is_empty() {
+pub(crate) fn scrub_error(redactor: &Redactor, error: BoxError) -> BoxError {
+    if redactor.is_empty() {
         return error;
     }
-    let text = chain_text(&*error);
-    if holds_secret(scrubber, &text) || holds_secret(scrubber, &format!("{error:?}")) {
-        return Box::new(Scrubbed::new(scrubber.scrub(&text)));
+    let text = agent_core::error_chain(&*error);
+    if holds_secret(redactor, &text) || holds_secret(redactor, &format!("{error:?}")) {
+        return Box::new(Scrubbed::new(redactor.scrub(&text)));
     }
     error
 }
 
 /// A connect error whose cause (if any) went through [`scrub_error`].
-pub(crate) fn scrub_connect(scrubber: &Scrubber, error: ConnectError) -> ConnectError {
+pub(crate) fn scrub_connect(redactor: &Redactor, error: ConnectError) -> ConnectError {
     match error {
         ConnectError::Io {
             server,
@@ -93,68 +84,68 @@ pub(crate) fn scrub_connect(scrubber: &Scrubber, error: ConnectError) -> Connect
         } => ConnectError::Io {
             server,
             kind,
-            source: scrub_error(scrubber, source),
+            source: scrub_error(redactor, source),
         },
         ConnectError::Config { server, message } => ConnectError::Config {
             server,
-            message: scrubber.scrub(&message).into_owned(),
+            message: redactor.scrub(&message).into_owned(),
         },
         other => other,
     }
 }
 
 /// `text` scrubbed.
-pub(crate) fn scrub_text(scrubber: &Scrubber, text: Option<String>) -> Option<String> {
-    text.map(|t| scrubber.scrub(&t).into_owned())
+pub(crate) fn scrub_text(redactor: &Redactor, text: Option<String>) -> Option<String> {
+    text.map(|t| redactor.scrub(&t).into_owned())
 }
 
 /// A server's `text` as it may be shown: its unsafe characters (controls, bidirectional
-/// overrides) removed first — so none can split a secret the scrubber would otherwise find —,
+/// overrides) removed first — so none can split a secret the redactor would otherwise find —,
 /// then every known secret replaced, then cut to `max` bytes.
 pub(crate) fn shown_text(
-    scrubber: &Scrubber,
+    redactor: &Redactor,
     text: &str,
     max: usize,
     lines: mcp_catalog::sanitize::Lines,
 ) -> String {
     use mcp_catalog::sanitize::clean;
     let safe = clean(text, usize::MAX, lines);
-    clean(&scrubber.scrub(&safe), max, lines).into_owned()
+    clean(&redactor.scrub(&safe), max, lines).into_owned()
 }
 
 /// A tool result with every known secret replaced in every string it holds (texts, structured
 /// content, resource texts, metadata). `Err` with a scrubbed note when the scrubbed result no
 /// longer reads as a result, which only a secret inside binary data could cause.
 pub(crate) fn scrub_result(
-    scrubber: &Scrubber,
+    redactor: &Redactor,
     result: CallToolResult,
 ) -> Result<CallToolResult, Scrubbed> {
-    if scrubber.is_empty() {
+    if redactor.is_empty() {
         return Ok(result);
     }
     let withheld =
         |_| Scrubbed::new("the result could not be checked for secret values and was withheld");
     let mut value = serde_json::to_value(&result).map_err(withheld)?;
-    scrubber.scrub_json(&mut value);
+    redactor.scrub_json(&mut value);
     serde_json::from_value(value).map_err(withheld)
 }
 
 /// `error` with the run's known secrets out of every server-chosen text it holds: causes
 /// (replaced by a [`Scrubbed`](crate::Scrubbed) when they held one) and stderr tails.
-pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> SessionError {
-    if scrubber.is_empty() {
+pub(crate) fn scrub_session_error(redactor: &Redactor, error: SessionError) -> SessionError {
+    if redactor.is_empty() {
         return error;
     }
     match error {
-        SessionError::Connect(e) => SessionError::Connect(scrub_connect(scrubber, e)),
+        SessionError::Connect(e) => SessionError::Connect(scrub_connect(redactor, e)),
         SessionError::Initialize {
             server,
             diagnostics,
             source,
         } => SessionError::Initialize {
             server,
-            diagnostics: scrub_text(scrubber, diagnostics),
-            source: scrub_error(scrubber, source),
+            diagnostics: scrub_text(redactor, diagnostics),
+            source: scrub_error(redactor, source),
         },
         SessionError::Discovery {
             server,
@@ -162,12 +153,12 @@ pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> S
             source,
         } => SessionError::Discovery {
             server,
-            diagnostics: scrub_text(scrubber, diagnostics),
-            source: scrub_error(scrubber, source),
+            diagnostics: scrub_text(redactor, diagnostics),
+            source: scrub_error(redactor, source),
         },
         SessionError::Catalog { server, source } => SessionError::Catalog {
             server,
-            source: scrub_error(scrubber, source),
+            source: scrub_error(redactor, source),
         },
         SessionError::ConnectTimeout {
             server,
@@ -176,7 +167,7 @@ pub(crate) fn scrub_session_error(scrubber: &Scrubber, error: SessionError) -> S
         } => SessionError::ConnectTimeout {
             server,
             after,
-            diagnostics: scrub_text(scrubber, diagnostics),
+            diagnostics: scrub_text(redactor, diagnostics),
         },
         other => other,
     }

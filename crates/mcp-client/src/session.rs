@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_catalog::sanitize::Lines;
 use mcp_catalog::{SessionError as CallError, ToolSession};
-use mcp_config::{Scrubber, ServerSpec};
+use mcp_config::{Redactor, ServerSpec};
 use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
@@ -58,7 +58,7 @@ pub struct ServerIdentity {
 #[derive(Clone, Default)]
 pub(crate) struct SessionOptions {
     pub(crate) limits: ListLimits,
-    pub(crate) scrubber: Scrubber,
+    pub(crate) redactor: Redactor,
     pub(crate) elicitation: Option<Arc<dyn ElicitationHandler>>,
     /// Start with `server/discover` (else `initialize`), not `initialize` alone.
     pub(crate) discover: bool,
@@ -68,7 +68,7 @@ impl std::fmt::Debug for SessionOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionOptions")
             .field("limits", &self.limits)
-            .field("scrubber", &self.scrubber)
+            .field("redactor", &self.redactor)
             .field("elicitation", &self.elicitation.is_some())
             .field("discover", &self.discover)
             .finish()
@@ -135,7 +135,7 @@ impl Session {
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let connector = connectors.for_spec(&spec)?;
-        let scrubber = options.scrubber.clone();
+        let redactor = options.redactor.clone();
         // The diagnostics of a half-open session are read through this slot when the timeout
         // drops the future that owns the connection.
         let diag: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
@@ -148,7 +148,7 @@ impl Session {
                 diagnostics: diag.lock().ok().and_then(|d| d.clone()),
             }),
         };
-        outcome.map_err(|e| scrub_session_error(&scrubber, e))
+        outcome.map_err(|e| scrub_session_error(&redactor, e))
     }
 
     async fn open_inner(
@@ -158,7 +158,7 @@ impl Session {
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
-        let handler = handler.with_scrubber(options.scrubber.clone());
+        let handler = handler.with_redactor(options.redactor.clone());
         let lifecycle = if options.discover {
             Lifecycle::Discover
         } else {
@@ -206,7 +206,7 @@ impl Session {
             Err(Refused::Error(e)) => return Err(e),
         };
         let peer = service.peer().clone();
-        let identity = identity_of(&peer, &options.scrubber);
+        let identity = identity_of(&peer, &options.redactor);
         let listener = listen_for_tool_changes(&peer, &handler);
         let session = Self {
             spec,
@@ -233,6 +233,8 @@ impl Session {
         lifecycle: Lifecycle,
     ) -> Result<Started, Refused> {
         let Connection { transport, handle } = connector.connect(spec).await?;
+        // Before any request: the tokens the transport obtains reach the run's redactor.
+        handle.report_secrets_to(&options.redactor.sink());
         let transport = transport.with_tap(handler.progress_tap());
         // Keeps the handle's stderr tail reachable if this future is dropped by the timeout.
         struct DiagOnDrop<'a>(
@@ -326,9 +328,15 @@ impl Session {
         self.handle.pid()
     }
 
+    /// Reports the secrets the session's transport obtains at run time (OAuth tokens), those
+    /// of now and those to come, to `redactor` too: a run using this pooled session.
+    pub(crate) fn report_secrets_to(&self, redactor: &Redactor) {
+        self.handle.report_secrets_to(&redactor.sink());
+    }
+
     /// Recent stderr of a child-process server, with the run's known secrets replaced.
     pub fn diagnostics(&self) -> Option<String> {
-        scrub_text(&self.options.scrubber, self.handle.diagnostics())
+        scrub_text(&self.options.redactor, self.handle.diagnostics())
     }
 
     /// The bounds on this session's tool listings.
@@ -369,7 +377,7 @@ impl Session {
                 diagnostics: self.handle.diagnostics(),
             }),
         };
-        outcome.map_err(|e| scrub_session_error(&self.options.scrubber, e))
+        outcome.map_err(|e| scrub_session_error(&self.options.redactor, e))
     }
 
     /// Calls a tool with the server's call timeout. On expiry the request is abandoned, which
@@ -418,28 +426,28 @@ impl Session {
             relay
         });
         let timeout = self.spec.call_timeout;
-        let scrubber = &self.options.scrubber;
+        let redactor = &self.options.redactor;
         match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {
             Ok(Ok(result)) => {
-                scrub_result(scrubber, result).map_err(|e| CallError::Transport(Box::new(e)))
+                scrub_result(redactor, result).map_err(|e| CallError::Transport(Box::new(e)))
             }
             Ok(Err(ServiceError::Timeout { timeout })) => {
                 Err(CallError::Timeout { after: timeout })
             }
             Ok(Err(ServiceError::McpError(e))) => Err(CallError::Rpc {
                 code: e.code.0,
-                message: shown_text(scrubber, &e.message, MAX_ERROR_MESSAGE_BYTES, Lines::Multi),
+                message: shown_text(redactor, &e.message, MAX_ERROR_MESSAGE_BYTES, Lines::Multi),
             }),
             Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                 if let Some(failure) = self.handle.failure() {
-                    return Err(CallError::Transport(scrub_error(scrubber, failure)));
+                    return Err(CallError::Transport(scrub_error(redactor, failure)));
                 }
                 match (&e, stderr_suffix(self.diagnostics().as_deref())) {
                     (ServiceError::TransportClosed, suffix) if suffix.is_empty() => {
                         Err(CallError::Closed)
                     }
                     (_, suffix) => Err(CallError::Transport(scrub_error(
-                        scrubber,
+                        redactor,
                         self.with_stderr(
                             ProtocolError::of_service(&e, "calling the tool"),
                             &suffix,
@@ -450,7 +458,7 @@ impl Session {
             Ok(Err(e)) => {
                 let suffix = stderr_suffix(self.diagnostics().as_deref());
                 Err(CallError::Transport(scrub_error(
-                    scrubber,
+                    redactor,
                     self.with_stderr(ProtocolError::of_service(&e, "calling the tool"), &suffix),
                 )))
             }
@@ -658,13 +666,13 @@ fn list_error(
 }
 
 /// A server's identity, bounded, cleaned and scrubbed (see [`ServerIdentity`]).
-fn identity_of(peer: &Peer<RoleClient>, scrubber: &Scrubber) -> ServerIdentity {
+fn identity_of(peer: &Peer<RoleClient>, redactor: &Redactor) -> ServerIdentity {
     let Some(info) = peer.peer_info() else {
         return ServerIdentity::default();
     };
-    let text = |s: &str, max: usize, lines: Lines| shown_text(scrubber, s, max, lines);
+    let text = |s: &str, max: usize, lines: Lines| shown_text(redactor, s, max, lines);
     let mut capabilities = serde_json::to_value(&info.capabilities).unwrap_or_default();
-    scrubber.scrub_json(&mut capabilities);
+    redactor.scrub_json(&mut capabilities);
     ServerIdentity {
         name: info
             .server_info

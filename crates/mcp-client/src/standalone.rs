@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use mcp_config::{DEFAULT_CONNECT_TIMEOUT, Scrubber, ServerSpec};
+use mcp_config::{DEFAULT_CONNECT_TIMEOUT, Redactor, ServerSpec};
 use rmcp::model::Tool;
 
 use crate::session::SessionOptions;
@@ -49,7 +49,7 @@ impl Session {
         let connect_timeout = spec.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
         let options = SessionOptions {
             limits: ListLimits::default(),
-            scrubber: Scrubber::new(spec.secret_values()),
+            redactor: Redactor::new().with_secrets(spec.secret_values()),
             elicitation: None,
             discover: false,
         };

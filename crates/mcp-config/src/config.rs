@@ -136,7 +136,9 @@ fn redacted_servers<S: serde::Serializer>(servers: &[ServerSpec], s: S) -> Resul
             continue;
         }
         let mut value = serde_json::to_value(spec).map_err(S::Error::custom)?;
-        crate::Scrubber::new(spec.expanded.iter().cloned()).scrub_json(&mut value);
+        crate::Redactor::new()
+            .with_secrets(&spec.expanded)
+            .scrub_json(&mut value);
         seq.serialize_element(&value)?;
     }
     seq.end()

@@ -110,8 +110,7 @@ pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
 pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use secret::{
-    MAX_LEARNED_SECRETS, MIN_SCRUBBED_LEN, REDACTED, Scrubber, Secret, bounded_text, learn_secret,
-    scrub_learned,
+    MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink, bounded_text,
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use serve::{

@@ -71,7 +71,7 @@ pub struct ServerSpec {
     /// scrubbed wherever a server echoes them, and redacted where a [`Config`](crate::Config)
     /// is serialized (`mcp-agent config check`). A variable is how a config file keeps a
     /// value out of the file; what it holds is taken for a credential. (Like every secret, a
-    /// value under [`MIN_SCRUBBED_LEN`](crate::MIN_SCRUBBED_LEN) characters is not scrubbed.)
+    /// value under [`MIN_SECRET_LEN`](crate::MIN_SECRET_LEN) characters is not scrubbed.)
     #[serde(skip)]
     pub expanded: Vec<Secret>,
 }
@@ -124,8 +124,8 @@ impl ServerSpec {
     /// parameters whose name says they are secret ([`is_secret_param_name`]: `password`,
     /// `api_key`, `token`, `dsn`…; every string beneath such a parameter, at any depth).
     /// Tokens obtained at run time (OAuth access and refresh tokens) are not here: whoever
-    /// obtains one passes it to [`learn_secret`](crate::learn_secret), which every scrubber
-    /// consults.
+    /// obtains one reports it to the [`SecretSink`](crate::SecretSink)s of the runs that use
+    /// it.
     ///
     /// ```
     /// use mcp_config::{CustomSpec, ServerSpec, TransportSpec};

@@ -125,6 +125,14 @@ pub trait ConnectionHandle: Send + Sync + std::fmt::Debug {
     fn renewals(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// Reports every secret the session obtains at run time (an OAuth token its auth hook is
+    /// issued or loads), now and later, to `sink`: the client gives the sink of each run that
+    /// uses the session, so the run's [`Redactor`](mcp_config::Redactor) replaces them. The
+    /// transport keeps only a weak reference. Transports that obtain no secret ignore it.
+    fn report_secrets_to(&self, sink: &std::sync::Arc<dyn mcp_config::SecretSink>) {
+        let _ = sink;
+    }
 }
 
 /// A handle that holds nothing (for transports whose protocol close releases everything).

@@ -162,6 +162,12 @@ impl HttpClient {
         self.inner.renewals.subscribe()
     }
 
+    /// Reports the secrets the auth hook obtains at run time (OAuth tokens) to `sink`: see
+    /// [`AuthProvider::report_secrets_to`].
+    pub fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
+        self.inner.auth.report_secrets_to(sink);
+    }
+
     fn server_name(&self) -> String {
         self.inner.server.to_string()
     }

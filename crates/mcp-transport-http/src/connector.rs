@@ -312,6 +312,11 @@ impl ConnectionHandle for HttpHandle {
             .last_failure()
             .map(|e| Box::new(HttpError::Recorded(e)) as BoxError)
     }
+
+    /// The auth hook's OAuth tokens, issued or loaded, now and later.
+    fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
+        self.client.report_secrets_to(sink);
+    }
 }
 
 fn http_spec(spec: &ServerSpec) -> Result<&mcp_config::HttpSpec, ConnectError> {

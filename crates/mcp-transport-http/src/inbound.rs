@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use http::HeaderMap;
-use mcp_config::{Scrubber, Secret};
+use mcp_config::{Redactor, Secret};
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use serde_json::Value;
 use sse_stream::Sse;
@@ -44,14 +44,14 @@ pub(crate) struct Secrets {
 struct State {
     /// Header values sent, most recent last.
     recorded: VecDeque<String>,
-    scrubbers: Scrubbers,
+    scrubbers: SentForms,
 }
 
-/// Scrubbers for the values as sent and for their JSON-escaped forms.
+/// Redactors for the values as sent and for their JSON-escaped forms.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Scrubbers {
-    raw: Scrubber,
-    escaped: Scrubber,
+pub(crate) struct SentForms {
+    raw: Redactor,
+    escaped: Redactor,
 }
 
 /// `value` and, for a header value with a scheme (`Bearer tok`), the part after it.
@@ -103,11 +103,11 @@ impl Secrets {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn build(&self, recorded: &VecDeque<String>) -> Scrubbers {
+    fn build(&self, recorded: &VecDeque<String>) -> SentForms {
         let values: Vec<&String> = self.fixed.iter().chain(recorded).collect();
-        Scrubbers {
-            raw: Scrubber::new(values.iter().map(|v| Secret::new(v.as_str()))),
-            escaped: Scrubber::new(
+        SentForms {
+            raw: Redactor::new().with_secrets(values.iter().map(|v| Secret::new(v.as_str()))),
+            escaped: Redactor::new().with_secrets(
                 values
                     .iter()
                     .flat_map(|v| escaped_forms(v))
@@ -152,12 +152,12 @@ impl Secrets {
     }
 
     /// The scrubbers for what has been sent so far.
-    pub(crate) fn current(&self) -> Scrubbers {
+    pub(crate) fn current(&self) -> SentForms {
         self.lock().scrubbers.clone()
     }
 }
 
-impl Scrubbers {
+impl SentForms {
     /// Whether `text` contains a known value, as sent or JSON-escaped.
     fn finds(&self, text: &str) -> bool {
         matches!(self.raw.scrub(text), Cow::Owned(_))

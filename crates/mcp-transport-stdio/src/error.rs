@@ -153,7 +153,7 @@ mod tests {
             source: std::io::ErrorKind::NotFound.into(),
         }
         .into();
-        let chain = error_chain(&error);
+        let chain = agent_core::error_chain(&error);
         assert!(chain.contains("server `files`"), "{chain}");
         assert!(
             chain.contains("could not start `no-such-program`"),
@@ -181,16 +181,5 @@ mod tests {
             "server `deep` sent a message nested deeper than the limit of 127 levels; the session \
              was closed"
         );
-    }
-
-    fn error_chain(error: &dyn std::error::Error) -> String {
-        let mut text = error.to_string();
-        let mut source = error.source();
-        while let Some(s) = source {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
-            source = s.source();
-        }
-        text
     }
 }

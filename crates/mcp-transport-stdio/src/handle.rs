@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_config::REDACTED;
+use mcp_config::Redactor;
 use mcp_connector::ConnectionHandle;
 use nix::sys::signal::Signal;
 
@@ -20,10 +20,6 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown waits, after the group is gone, for the last stderr bytes to arrive.
 const STDERR_DRAIN: Duration = Duration::from_secs(1);
 
-/// Declared environment values shorter than this are not redacted from diagnostics: they are
-/// too likely to occur by chance (`1`, `on`) and too short to be a credential.
-const MIN_REDACTED_LEN: usize = 4;
-
 /// What the transport and the handle share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -32,8 +28,8 @@ pub(crate) struct Shared {
     pub(crate) stderr: Arc<StderrTail>,
     /// Set when the transport refused a message and ended the session.
     pub(crate) violation: Arc<OnceLock<Violation>>,
-    /// Declared environment values, removed from diagnostics.
-    secrets: Vec<String>,
+    /// Knows the declared environment values, removed from diagnostics and logged lines.
+    redactor: Redactor,
 }
 
 impl Shared {
@@ -41,20 +37,14 @@ impl Shared {
         server: String,
         leader: Leader,
         stderr: Arc<StderrTail>,
-        secrets: Vec<String>,
+        redactor: Redactor,
     ) -> Self {
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= MIN_REDACTED_LEN)
-            .collect();
-        // Longest first, so a secret containing another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Self {
             server,
             leader,
             stderr,
             violation: Arc::default(),
-            secrets,
+            redactor,
         }
     }
 
@@ -82,11 +72,7 @@ impl Shared {
 
     /// `text` with the declared environment values replaced by `[REDACTED]`.
     pub(crate) fn redact(&self, mut text: String) -> String {
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
-            }
-        }
+        self.redactor.scrub_string(&mut text);
         text
     }
 

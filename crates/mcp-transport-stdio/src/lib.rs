@@ -291,12 +291,12 @@ impl StdioConnector {
             source,
         })?;
         tracing::debug!(server = %server, pid = leader.pid(), command = %stdio.command, "spawned stdio server");
-        let secrets = stdio.env.values().map(|s| s.expose().to_owned()).collect();
+        let redactor = mcp_config::Redactor::new().with_secrets(stdio.env.values());
         let tail = Arc::new(StderrTail::new(self.options.stderr_capacity));
         // The reader holds only the tail: it must not keep the process group alive.
         let reader = tail.clone();
         tokio::spawn(async move { stderr::copy_into(pipes.stderr, &reader).await });
-        let shared = Arc::new(Shared::new(server, leader, tail, secrets));
+        let shared = Arc::new(Shared::new(server, leader, tail, redactor));
         let transport = StdioTransport::new(
             pipes.stdout,
             pipes.stdin,

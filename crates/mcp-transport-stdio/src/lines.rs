@@ -145,15 +145,14 @@ impl<R> JsonRpcLines<R> {
     }
 }
 
-/// The start of `line`, control characters removed and learned secrets scrubbed.
+/// The start of `line`, control characters removed.
 fn excerpt(line: &[u8]) -> String {
     let head = &line[..line.len().min(EXCERPT_CHARS * 4)];
-    let text: String = String::from_utf8_lossy(head)
+    String::from_utf8_lossy(head)
         .chars()
         .filter(|c| !c.is_control())
         .take(EXCERPT_CHARS)
-        .collect();
-    mcp_config::scrub_learned(&text).into_owned()
+        .collect()
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for JsonRpcLines<R> {

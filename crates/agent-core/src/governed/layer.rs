@@ -401,6 +401,13 @@ impl<D> Governed<D> {
         Arc::clone(&self.bus)
     }
 
+    /// The secret engine of this layer's run: what it redacts from approval prompts, events
+    /// and the history. A clone shares what the run learns, so whatever else prints for the
+    /// run (a terminal, a log) uses it too.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// The history this layer records in, if any (an agent loop adds the conversation's own
     /// messages to it).
     pub fn history(&self) -> Option<&Arc<History>> {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_config::Scrubber;
+use mcp_config::Redactor;
 
 use crate::AuthError;
 use crate::FetchError;
@@ -65,7 +65,7 @@ impl Failure {
 
     /// The error as seen by `server`, every text in it passed through `scrubber` (which
     /// knows the secrets and tokens of the caller: a server may echo them).
-    pub(crate) fn to_error(&self, server: &str, scrubber: &Scrubber) -> AuthError {
+    pub(crate) fn to_error(&self, server: &str, scrubber: &Redactor) -> AuthError {
         let server = server.to_owned();
         let clean = |text: String| scrubber.scrub(&text).into_owned();
         match self.clone() {

@@ -8,12 +8,12 @@
 //! [`OAuthOptions::request_timeout`].
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, HeaderValue};
-use mcp_config::Secret;
+use mcp_config::{Secret, SecretSink};
 use tokio::time::Instant;
 
 use super::discovery::{self, Discovery};
@@ -81,6 +81,8 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Held by the one attempt in flight.
     pub(super) flight: tokio::sync::Mutex<()>,
+    /// The runs (their redactors) told of every token: weak, so a run that ended is dropped.
+    sinks: Mutex<Vec<Weak<dyn SecretSink>>>,
 }
 
 impl Shared {
@@ -108,6 +110,25 @@ impl Shared {
                 ..State::default()
             }),
             flight: tokio::sync::Mutex::new(()),
+            sinks: Mutex::default(),
+        }
+    }
+
+    /// Reports the tokens remembered now, and every one issued or loaded later, to `sink`.
+    pub(super) fn report_to(&self, sink: &Arc<dyn SecretSink>) {
+        {
+            let mut sinks = lock(&self.sinks);
+            sinks.retain(|s| s.strong_count() > 0);
+            if !sinks
+                .iter()
+                .any(|s| std::ptr::addr_eq(s.as_ptr(), Arc::as_ptr(sink)))
+            {
+                sinks.push(Arc::downgrade(sink));
+            }
+        }
+        let tokens: Vec<Secret> = lock(&self.state).tokens.iter().cloned().collect();
+        for token in &tokens {
+            sink.learn(token);
         }
     }
 
@@ -258,16 +279,32 @@ impl Shared {
         })
     }
 
-    /// Keeps `secrets` (tokens just issued) among those scrubbed from what servers say.
+    /// Keeps `secrets` (tokens just issued or loaded) among those scrubbed from what servers
+    /// say: in this credential's own errors, and by every run reported to
+    /// ([`report_to`](Self::report_to)).
     pub(super) fn remember(&self, secrets: &[Secret]) {
-        let mut state = lock(&self.state);
-        for secret in secrets {
-            if !state.tokens.contains(secret) {
-                state.tokens.push_back(secret.clone());
+        let mut new = Vec::new();
+        {
+            let mut state = lock(&self.state);
+            for secret in secrets {
+                if !state.tokens.contains(secret) {
+                    state.tokens.push_back(secret.clone());
+                    new.push(secret);
+                }
+            }
+            while state.tokens.len() > REMEMBERED_TOKENS {
+                state.tokens.pop_front();
             }
         }
-        while state.tokens.len() > REMEMBERED_TOKENS {
-            state.tokens.pop_front();
+        if new.is_empty() {
+            return;
+        }
+        let sinks: Vec<Arc<dyn SecretSink>> =
+            lock(&self.sinks).iter().filter_map(Weak::upgrade).collect();
+        for sink in sinks {
+            for secret in &new {
+                sink.learn(secret);
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use http::header::AUTHORIZATION;
-use mcp_config::{Scrubber, Secret};
+use mcp_config::{Redactor, Secret, SecretSink};
 use tokio::time::Instant;
 use url::Url;
 
@@ -85,12 +85,11 @@ impl ClientCredentials {
     fn error(&self, failure: &Failure) -> AuthError {
         let scrubber = {
             let state = lock(&self.shared.state);
-            Scrubber::new(
+            Redactor::new().with_secrets(
                 self.spec_secrets
                     .iter()
                     .chain(state.tokens.iter())
-                    .chain([&self.shared.config.secret])
-                    .cloned(),
+                    .chain([&self.shared.config.secret]),
             )
         };
         failure.to_error(&self.server, &scrubber)
@@ -99,6 +98,10 @@ impl ClientCredentials {
 
 #[async_trait]
 impl AuthProvider for ClientCredentials {
+    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
+        self.shared.report_to(sink);
+    }
+
     async fn credentials(&self) -> Result<Credentials, AuthError> {
         let now = Instant::now();
         self.cache.prune_if_due(now);

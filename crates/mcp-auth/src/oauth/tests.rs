@@ -580,6 +580,43 @@ async fn the_registry_shares_a_cache_per_credential() {
     assert_eq!(fake.token_requests(), 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn every_run_using_a_shared_credential_learns_its_tokens_and_an_ended_run_is_dropped() {
+    let fake = Arc::new(Fake::default());
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        200,
+        token_answer("shared-token-1", 100),
+    );
+    let registry = registry(&fake);
+    let (first_run, second_run) = (mcp_config::Redactor::new(), mcp_config::Redactor::new());
+    let a = registry.provider(&spec(Some(TOKEN_URL), SECRET)).unwrap();
+    a.report_secrets_to(&first_run.sink());
+    a.credentials().await.unwrap();
+    assert_eq!(first_run.scrub("echo shared-token-1"), "echo [REDACTED]");
+    // A run that joins later learns the token issued before it came.
+    let b = registry.provider(&spec(Some(TOKEN_URL), SECRET)).unwrap();
+    b.report_secrets_to(&second_run.sink());
+    assert_eq!(second_run.scrub("shared-token-1"), "[REDACTED]");
+    // A renewal reaches both; once a run ended, its sink is let go.
+    let ended = Arc::downgrade(&first_run.sink());
+    drop(first_run);
+    assert!(ended.upgrade().is_none(), "the provider holds no run alive");
+    fake.route(
+        &format!("POST {TOKEN_URL}"),
+        200,
+        token_answer("shared-token-2", 100),
+    );
+    tokio::time::advance(Duration::from_secs(90)).await;
+    b.credentials().await.unwrap();
+    assert_eq!(second_run.scrub("shared-token-2"), "[REDACTED]");
+    // A run that never used the credential knows nothing of it.
+    assert_eq!(
+        mcp_config::Redactor::new().scrub("shared-token-2"),
+        "shared-token-2"
+    );
+}
+
 #[tokio::test]
 async fn tokens_and_secrets_echoed_by_the_token_endpoint_never_show() {
     const ACCESS: &str = "access-token-echo-1";

@@ -229,11 +229,6 @@ pub(crate) fn parse_answer(
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty())
         .map(Secret::new);
-    // Every scrubber of the process (errors, events, history of every run) now knows them.
-    mcp_config::learn_secret(&access_token);
-    if let Some(refresh) = &refresh_token {
-        mcp_config::learn_secret(refresh);
-    }
     let mut secrets = vec![access_token.clone()];
     secrets.extend(refresh_token.clone());
     let scope = json
@@ -394,15 +389,12 @@ mod tests {
     }
 
     #[test]
-    fn an_issued_token_is_a_secret_of_every_scrubber_from_then_on() {
+    fn an_issued_answer_names_both_tokens_as_secrets() {
         let body =
             r#"{"access_token":"issued-access-3f9a1c","refresh_token":"issued-refresh-77d0e2"}"#;
-        parse_answer("token request", 200, body.as_bytes(), &secret()).unwrap();
-        let scrubber = mcp_config::Scrubber::default();
-        assert_eq!(
-            scrubber.scrub("echo issued-access-3f9a1c and issued-refresh-77d0e2"),
-            "echo [REDACTED] and [REDACTED]"
-        );
+        let issued = parse_answer("token request", 200, body.as_bytes(), &secret()).unwrap();
+        let shown: Vec<&str> = issued.secrets.iter().map(Secret::expose).collect();
+        assert_eq!(shown, ["issued-access-3f9a1c", "issued-refresh-77d0e2"]);
     }
 
     #[test]

@@ -1,12 +1,20 @@
 //! What a run must never write down: a custom transport's secret parameters (those whose name
-//! says so: `password`, `api_key`, `token`…) and OAuth tokens obtained at run time (`mcp_config::learn_secret`), whether they
-//! come back in a tool's result, in a tool's error text or in the call's own arguments.
+//! says so: `password`, `api_key`, `token`…) and tokens its transport obtains at run time (as
+//! an OAuth hook does, reported to the run's redactor through
+//! `ConnectionHandle::report_secrets_to`), whether they come back in a tool's result, in a
+//! tool's error text or in the call's own arguments.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use agent_core::{EVENTS_FILE, MESSAGES_FILE, RunInput, ToolCall, ToolDispatcher};
+use async_trait::async_trait;
 use mcp_client::McpClient;
-use mcp_config::{Config, CustomSpec, REDACTED, Secret, ServerSpec, TransportSpec};
-use mcp_connector::Connectors;
+use mcp_config::{
+    Config, CustomSpec, REDACTED, Secret, SecretSink, ServerSpec, TransportKind, TransportSpec,
+};
 use mcp_connector::testing::{IN_MEMORY, InMemoryConnector};
+use mcp_connector::{ConnectError, Connection, ConnectionHandle, Connector, Connectors};
 use mcp_test_kit::{TestServer, TestServerOptions, serve_in_memory};
 use serde_json::json;
 
@@ -25,8 +33,13 @@ async fn custom_params_and_run_time_tokens_never_reach_events_messages_or_the_mo
     let memory = InMemoryConnector::new().server("kit", || {
         serve_in_memory(TestServer::new(TestServerOptions::default()))
     });
+    let issuer = Issuer::default();
+    let connector = Issuing {
+        inner: memory,
+        issuer: issuer.clone(),
+    };
     let client = McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
-        .connectors(Connectors::new().with(memory))
+        .connectors(Connectors::new().with(connector))
         .build();
     let dir = Scratch::new();
     let runner = client
@@ -34,8 +47,11 @@ async fn custom_params_and_run_time_tokens_never_reach_events_messages_or_the_mo
         .await
         .expect("the run opens");
     // Tokens the transport obtains after the run opened.
-    mcp_config::learn_secret(&Secret::new(ACCESS_TOKEN));
-    mcp_config::learn_secret(&Secret::new(REFRESH_TOKEN));
+    assert_eq!(
+        issuer.issue(&[ACCESS_TOKEN, REFRESH_TOKEN]),
+        1,
+        "the run's sink"
+    );
 
     let everything = format!("{PARAM_SECRET} {ACCESS_TOKEN} {REFRESH_TOKEN}");
     // In the arguments, and echoed back in the result.
@@ -71,6 +87,72 @@ async fn custom_params_and_run_time_tokens_never_reach_events_messages_or_the_mo
     }
     let messages = std::fs::read_to_string(dir.0.join(MESSAGES_FILE)).unwrap();
     assert!(messages.contains(REDACTED), "{messages}");
+}
+
+/// Obtains tokens at run time and reports them to the sinks the client gave its handles.
+#[derive(Clone, Default)]
+struct Issuer(Arc<Mutex<Vec<Weak<dyn SecretSink>>>>);
+
+impl Issuer {
+    /// Reports `tokens`; how many live sinks were told.
+    fn issue(&self, tokens: &[&str]) -> usize {
+        let sinks: Vec<_> = self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for sink in &sinks {
+            tokens.iter().for_each(|t| sink.learn(&Secret::new(*t)));
+        }
+        sinks.len()
+    }
+}
+
+/// The in-memory connector with a handle that obtains tokens.
+struct Issuing {
+    inner: InMemoryConnector,
+    issuer: Issuer,
+}
+
+#[async_trait]
+impl Connector for Issuing {
+    fn kind(&self) -> TransportKind {
+        self.inner.kind()
+    }
+
+    async fn connect(&self, spec: &ServerSpec) -> Result<Connection, ConnectError> {
+        let Connection { transport, handle } = self.inner.connect(spec).await?;
+        let handle = Box::new(IssuingHandle {
+            inner: handle,
+            issuer: self.issuer.clone(),
+        });
+        Ok(Connection { transport, handle })
+    }
+}
+
+#[derive(Debug)]
+struct IssuingHandle {
+    inner: Box<dyn ConnectionHandle>,
+    issuer: Issuer,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Issuer")
+    }
+}
+
+#[async_trait]
+impl ConnectionHandle for IssuingHandle {
+    async fn shutdown(&self, grace: Duration) {
+        self.inner.shutdown(grace).await;
+    }
+
+    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
+        self.issuer.0.lock().unwrap().push(Arc::downgrade(sink));
+    }
 }
 
 #[test]

@@ -468,7 +468,8 @@ headers = { X-Tenant = "t-${TENANT}" }
     );
     assert!(secrets("remote").contains(&URL_KEY.to_owned()));
     assert!(secrets("remote").contains(&HEADER.to_owned()));
-    let scrubber = mcp_config::Scrubber::new(config.servers.iter().flat_map(|s| s.secret_values()));
+    let scrubber = mcp_config::Redactor::new()
+        .with_secrets(config.servers.iter().flat_map(|s| s.secret_values()));
     assert_eq!(
         scrubber.scrub(&format!(
             "the server says: I got --token={ARG} and key {URL_KEY}"

@@ -127,15 +127,6 @@ impl FileTokenStore {
         if file.version != 1 {
             return Err(corrupt(path, "written by another version"));
         }
-        // A stored login's tokens and client secret are the run's secrets from now on.
-        let secrets = [
-            Some(&file.access_token),
-            file.refresh_token.as_ref(),
-            file.client_secret.as_ref(),
-        ];
-        for secret in secrets.into_iter().flatten() {
-            mcp_config::learn_secret(&Secret::new(secret.as_str()));
-        }
         Ok(Some(StoredLogin {
             server: file.server,
             server_url: file.server_url,

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use mcp_config::{OAuthLogin, Scrubber, Secret, ServerSpec, TransportSpec};
+use mcp_config::{OAuthLogin, Redactor, Secret, ServerSpec, TransportSpec};
 use url::Url;
 
 use super::super::OAuthOptions;
@@ -136,7 +136,10 @@ impl Login {
     }
 
     fn fail(&self, failure: &Failure) -> AuthError {
-        failure.to_error(&self.server, &Scrubber::new(self.secret.clone()))
+        failure.to_error(
+            &self.server,
+            &Redactor::new().with_secrets(self.secret.clone()),
+        )
     }
 
     fn refuse(&self, message: impl Into<String>) -> AuthError {
@@ -403,7 +406,7 @@ impl PendingLogin {
                 "the client id or secret cannot be sent in an HTTP header",
             ))
         })?;
-        let scrubber = Scrubber::new(
+        let scrubber = Redactor::new().with_secrets(
             [
                 code.clone(),
                 self.pkce.verifier().clone(),

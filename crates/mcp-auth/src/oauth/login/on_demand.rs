@@ -226,4 +226,8 @@ impl AuthProvider for LoginOnDemand {
         self.step_up(www_authenticate).await?;
         Ok(OnUnauthorized::Retry)
     }
+
+    fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
+        self.tokens.report_secrets_to(sink);
+    }
 }

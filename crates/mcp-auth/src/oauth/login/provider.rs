@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use http::header::{AUTHORIZATION, HeaderValue};
-use mcp_config::{OAuthLogin, Scrubber, Secret};
+use mcp_config::{OAuthLogin, Redactor, Secret, SecretSink};
 use tokio::time::Instant;
 use url::Url;
 
@@ -109,12 +109,11 @@ impl LoginTokens {
     fn error(&self, failure: &Failure) -> AuthError {
         let scrubber = {
             let state = lock(&self.state.shared.state);
-            Scrubber::new(
+            Redactor::new().with_secrets(
                 self.spec_secrets
                     .iter()
                     .chain(state.tokens.iter())
-                    .chain(self.state.secret.iter())
-                    .cloned(),
+                    .chain(self.state.secret.iter()),
             )
         };
         failure.to_error(&self.server, &scrubber)
@@ -325,6 +324,10 @@ fn bearer(token: &Secret) -> Result<HeaderValue, Failure> {
 
 #[async_trait]
 impl AuthProvider for LoginTokens {
+    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
+        self.state.shared.report_to(sink);
+    }
+
     async fn credentials(&self) -> Result<Credentials, AuthError> {
         let now = Instant::now();
         let seen = {
