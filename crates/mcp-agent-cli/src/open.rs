@@ -113,20 +113,7 @@ pub(crate) struct Governance {
 /// here, naming it, before any server is contacted.
 async fn open(config: Config, governance: &Governance) -> Result<McpRunner, ExitCode> {
     let configured = config.servers.len();
-    let secrets = &governance.config_secrets;
-    let connectors = mcp_agent::connectors().map_err(|e| {
-        if governance.json {
-            let error = chain(secrets, &e);
-            json_error(
-                secrets,
-                EXIT_FAILED,
-                "connect",
-                &error,
-                serde_json::json!({}),
-            );
-        }
-        fail(secrets, &e)
-    })?;
+    let connectors = mcp_agent::connectors().map_err(|e| connect_failed(governance, &e))?;
     let gate = super::approve::gate(governance.yes);
     let client = McpClient::builder(config)
         .connectors(connectors)
@@ -147,19 +134,7 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
         Some(dir) => client.open_runner_with_history(&input, dir).await,
         None => client.open_runner(&input).await,
     }
-    .map_err(|e| {
-        if governance.json {
-            let error = chain(secrets, &e);
-            json_error(
-                secrets,
-                EXIT_FAILED,
-                "connect",
-                &error,
-                serde_json::json!({}),
-            );
-        }
-        fail(secrets, &e)
-    })?;
+    .map_err(|e| connect_failed(governance, &e))?;
     // From now on everything printed or logged goes through the run's engine: it learns the
     // tokens the run's sessions obtain.
     let secrets = runner.redactor();
@@ -190,6 +165,23 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
         return Err(ExitCode::from(EXIT_FAILED));
     }
     Ok(runner)
+}
+
+/// Reports a failure to open the servers (with `--json`, also as a [`json_error`] object),
+/// scrubbed by the configuration's engine: the run's does not exist.
+fn connect_failed(governance: &Governance, error: &(dyn std::error::Error + 'static)) -> ExitCode {
+    let secrets = &governance.config_secrets;
+    if governance.json {
+        let text = chain(secrets, error);
+        json_error(
+            secrets,
+            EXIT_FAILED,
+            "connect",
+            &text,
+            serde_json::json!({}),
+        );
+    }
+    fail(secrets, error)
 }
 
 /// Runs `body` with the runner and always closes it.
