@@ -534,6 +534,30 @@ mod tests {
     }
 
     #[test]
+    fn scrubbing_replaces_the_longest_secret_first_and_ignores_short_values() {
+        let r = Redactor::new().with_secrets(["abcdef", "abcdef-ghijkl", "abc"]);
+        assert_eq!(
+            r.scrub("x abcdef-ghijkl y abcdef z abc"),
+            "x [REDACTED] y [REDACTED] z abc"
+        );
+        assert_eq!(
+            format!("{r:?}"),
+            "Redactor { secrets: 2, learned: 0, keys: 18, hook: false }"
+        );
+    }
+
+    #[test]
+    fn json_keys_and_nested_strings_are_scrubbed() {
+        let r = Redactor::new().with_secrets(["sk-999999"]);
+        let mut value = json!({"sk-999999": {"a": ["x sk-999999 y", 1, null]}});
+        r.scrub_json(&mut value);
+        assert_eq!(
+            value,
+            json!({"[REDACTED]": {"a": ["x [REDACTED] y", 1, null]}})
+        );
+    }
+
+    #[test]
     fn short_values_are_ignored_and_the_learned_set_is_bounded() {
         let r = Redactor::new().with_secrets(["abcde", "abcdef"]);
         assert_eq!(r.scrub("abcde abcdef"), "abcde [REDACTED]");
