@@ -15,8 +15,6 @@ use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use serde_json::{Map, Value};
 
-use mcp_agent::mcp_config::Config;
-
 use super::EXIT_FAILED;
 use super::open::fail;
 use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
@@ -42,8 +40,8 @@ pub(crate) enum HistoryCommand {
 /// Runs a `history` command. The history was redacted when it was written; the secrets of
 /// the configuration (`file` and the environment), when it loads, are replaced once more.
 pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
-    if let Ok(config) = Config::load(file) {
-        know_secrets(&config);
+    if let Ok((config, settings)) = super::settings::load(file) {
+        know_secrets(&config, &settings);
     }
     match cmd {
         HistoryCommand::Show { dir, json } => match show(&dir, json) {

@@ -25,6 +25,7 @@ mod progress;
 mod run;
 mod serve;
 mod servers;
+mod settings;
 mod signals;
 mod term;
 mod tools;

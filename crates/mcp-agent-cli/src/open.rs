@@ -7,6 +7,7 @@ use mcp_agent::agent_core::RunInput;
 use mcp_agent::mcp_client::{McpClient, McpRunner};
 use mcp_agent::mcp_config::{Config, ConfigError};
 
+use super::settings::Settings;
 use super::signals::Signals;
 use super::term::{block, chain, say};
 use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
@@ -15,7 +16,12 @@ use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 /// invalid configuration (with `json`, also as a [`json_error`] object on stdout). The secrets
 /// of the loaded servers are scrubbed from all output.
 pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> {
-    let config = Config::load(file).map_err(|err| {
+    load_all(file, json).map(|(config, _)| config)
+}
+
+/// [`load`], with the CLI's tables (`[serve]`, `[model]`) read.
+pub(crate) fn load_all(file: Option<&Path>, json: bool) -> Result<(Config, Settings), ExitCode> {
+    let (config, settings) = super::settings::load(file).map_err(|err| {
         super::config::report(&err);
         if json {
             let problems: Vec<String> = match &err {
@@ -37,8 +43,8 @@ pub(crate) fn load(file: Option<&Path>, json: bool) -> Result<Config, ExitCode> 
         }
         ExitCode::from(EXIT_INVALID_CONFIG)
     })?;
-    super::term::know_secrets(&config);
-    Ok(config)
+    super::term::know_secrets(&config, &settings);
+    Ok((config, settings))
 }
 
 /// With `--json`, a failure is a JSON object on stdout too (stderr still tells it in words): the

@@ -9,7 +9,7 @@ use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
 use super::model::{self, ModelFlags};
-use super::open::{Governance, json_error, load, runtime, with_runner};
+use super::open::{Governance, json_error, load_all, runtime, with_runner};
 use super::term::{MAX_BLOCK, inline, say};
 
 /// `mcp-agent run`'s arguments.
@@ -44,8 +44,8 @@ pub(crate) struct RunArgs {
 
 /// Runs `mcp-agent run`. `yes` is the top-level `--yes`.
 pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
-    let config = match load(file, args.json) {
-        Ok(config) => config,
+    let (config, settings) = match load_all(file, args.json) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
     let flags = ModelFlags {
@@ -53,7 +53,7 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
         base_url: args.base_url,
     };
     // The model is checked before any server starts.
-    let model_config = model::config(&flags, &config.model, |name| std::env::var(name).ok());
+    let model_config = model::config(&flags, &settings.model, |name| std::env::var(name).ok());
     let secrets: Vec<String> = model_config
         .as_ref()
         .map(|c| {

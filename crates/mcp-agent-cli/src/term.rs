@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use agent_model_openai::API_KEY_ENV;
 use mcp_agent::mcp_config::{Config, Scrubber, Secret};
 
+use super::settings::Settings;
+
 /// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
 pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
 
@@ -30,15 +32,28 @@ static SCRUBBER: OnceLock<Scrubber> = OnceLock::new();
 /// Makes every secret value of `config` known to what this module prints: its servers'
 /// secrets, the `[model]` table's header values and the model API key (from the variable
 /// `api_key_env` names, and `OPENAI_API_KEY`).
-pub(crate) fn know_secrets(config: &Config) {
+pub(crate) fn know_secrets(config: &Config, settings: &Settings) {
     let servers = config.servers.iter().flat_map(|s| s.secret_values());
-    let model = config.model.headers.values().cloned();
+    let model = &settings.model;
+    let headers = model
+        .config
+        .headers
+        .values()
+        .map(|v| Secret::new(v.as_str()));
     let keys = [
-        config.model.api_key().ok().flatten(),
+        model
+            .api_key_from(|name| std::env::var(name).ok())
+            .ok()
+            .flatten(),
+        model
+            .config
+            .api_key
+            .as_ref()
+            .map(|key| Secret::new(key.expose())),
         std::env::var(API_KEY_ENV).ok().map(Secret::new),
     ];
     let _ = SCRUBBER.set(Scrubber::new(
-        servers.chain(model).chain(keys.into_iter().flatten()),
+        servers.chain(headers).chain(keys.into_iter().flatten()),
     ));
 }
 

@@ -15,12 +15,12 @@ use crate::ProblemKind::*;
 use crate::path::{JsonPath, Problems};
 
 /// A field's value; `null` counts as absent.
-pub(crate) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
 }
 
 /// Reports every key of `obj` not in `allowed`, with the closest allowed name.
-pub(crate) fn reject_unknown(
+pub fn reject_unknown(
     obj: &Map<String, Value>,
     allowed: &[&str],
     path: &JsonPath,
@@ -41,7 +41,8 @@ pub(crate) fn reject_unknown(
     }
 }
 
-pub(crate) fn expect_object<'a>(
+/// `value` as an object, or a problem saying `what` must be one.
+pub fn expect_object<'a>(
     value: &'a Value,
     path: &JsonPath,
     what: &str,
@@ -58,7 +59,8 @@ pub(crate) fn expect_object<'a>(
     obj
 }
 
-pub(crate) fn as_str<'a>(value: &'a Value, path: &JsonPath, p: &mut Problems) -> Option<&'a str> {
+/// `value` as a string, or a problem.
+pub fn as_str<'a>(value: &'a Value, path: &JsonPath, p: &mut Problems) -> Option<&'a str> {
     let s = value.as_str();
     if s.is_none() {
         p.push(
@@ -79,7 +81,8 @@ pub(super) fn non_empty_str(value: &Value, path: &JsonPath, p: &mut Problems) ->
     Some(s.to_owned())
 }
 
-pub(crate) fn as_bool(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<bool> {
+/// `value` as a boolean, or a problem.
+pub fn as_bool(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<bool> {
     let b = value.as_bool();
     if b.is_none() {
         p.push(
@@ -129,7 +132,7 @@ pub(super) fn string_map(
 }
 
 /// "a string", "an array", … for messages.
-pub(crate) fn type_name(value: &Value) -> &'static str {
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -141,7 +144,7 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
 }
 
 /// A positive, finite number of seconds.
-pub(crate) fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Duration> {
+pub fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Duration> {
     let Some(secs) = value.as_f64() else {
         p.push(
             path,
@@ -176,7 +179,12 @@ pub(crate) fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) ->
 }
 
 /// An `http` or `https` URL with a host and no credentials.
-pub(crate) fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Option<Url> {
+pub fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Option<Url> {
+    http_url(s, path, "`auth.headers` or `auth.bearer_token`", p)
+}
+
+/// [`parse_http_url`], the message on credentials naming `instead` as where they go.
+fn http_url(s: &str, path: &JsonPath, instead: &str, p: &mut Problems) -> Option<Url> {
     let url = match Url::parse(s) {
         Ok(url) => url,
         Err(e) => {
@@ -203,11 +211,60 @@ pub(crate) fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Opti
         p.push(
             path,
             InvalidUrl,
-            "the URL must not carry credentials (`user:password@`); use `auth.headers` or `auth.bearer_token`",
+            format!("the URL must not carry credentials (`user:password@`); use {instead}"),
         );
         return None;
     }
     Some(url)
+}
+
+/// The base URL of an HTTP API (`http://localhost:11434/v1`): an `http` or `https` URL with a
+/// host and no credentials, kept as written less trailing slashes, since the API's paths are
+/// appended to it.
+///
+/// ```
+/// use mcp_config::read::{JsonPath, Problems, parse_base_url};
+///
+/// let mut p = Problems::new();
+/// let at = JsonPath::root().key("model").key("base_url");
+/// let url = parse_base_url(&"http://localhost:8000/v1/".into(), &at, &mut p);
+/// assert_eq!(url.as_deref(), Some("http://localhost:8000/v1"));
+/// assert!(parse_base_url(&"https://user:pw@host/v1".into(), &at, &mut p).is_none());
+/// assert!(!p.finish(()).unwrap_err().to_string().contains("pw"));
+/// ```
+pub fn parse_base_url(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<String> {
+    let s = non_blank(value, path, "the base URL", p)?;
+    http_url(&s, path, "`api_key_env` or `headers`", p)?;
+    Some(s.trim_end_matches('/').to_owned())
+}
+
+/// A string that is not blank, trimmed; else a problem saying `what` is empty.
+pub fn non_blank(value: &Value, path: &JsonPath, what: &str, p: &mut Problems) -> Option<String> {
+    let s = as_str(value, path, p)?.trim();
+    if s.is_empty() {
+        p.push(path, InvalidValue, format!("{what} is empty"));
+        return None;
+    }
+    Some(s.to_owned())
+}
+
+/// A whole number of at least `min`.
+pub fn whole_number(value: &Value, path: &JsonPath, min: u64, p: &mut Problems) -> Option<u64> {
+    match value.as_u64() {
+        Some(n) if n >= min => Some(n),
+        Some(_) => {
+            p.push(path, InvalidValue, format!("must be at least {min}"));
+            None
+        }
+        None => {
+            p.push(
+                path,
+                WrongType,
+                format!("must be a whole number, found {}", type_name(value)),
+            );
+            None
+        }
+    }
 }
 
 /// An environment variable name: non-empty, no `=`, no NUL.
@@ -237,11 +294,8 @@ pub(crate) fn closest<'a>(
         .map(|(_, c)| c)
 }
 
-/// ` (did you mean `x`?)` or nothing.
-pub(crate) fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> String {
+/// `; did you mean `x`?` or nothing.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     match closest(word, candidates) {
         Some(c) => format!("; did you mean `{c}`?"),
         None => String::new(),
@@ -277,7 +331,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// A short, printable rendering of a user-supplied word for messages (never used for values
 /// that may be secrets).
-pub(crate) fn shown(word: &str) -> String {
+pub fn shown(word: &str) -> String {
     const MAX: usize = 64;
     if word.chars().count() <= MAX {
         format!("`{word}`")
