@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, READ_OUTPUT_TOOL,
-    RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
+    ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure, SEARCH_TOOL};
+use mcp_agent::mcp_catalog::{
+    CALL_TOOL, CallTarget, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL,
+};
 use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
 use mcp_agent::mcp_config::{
     Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt, ServeToolNames,
