@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use mcp_agent::mcp_config::Config;
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::open::fail;
 use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
 
@@ -47,7 +47,7 @@ pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
     }
     match cmd {
         HistoryCommand::Show { dir, json } => match show(&dir, json) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => Exit::Success.into(),
             Err(code) => code,
         },
     }
@@ -66,21 +66,21 @@ fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
                 "error: `{}` is not a history directory: it is a file",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             say(format_args!(
                 "error: no history at `{}`: the directory does not exist",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) => {
             say(format_args!(
                 "error: cannot read history `{}`: {e}",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
     }
     let session = History::read(dir).map_err(|e| fail(&e))?;

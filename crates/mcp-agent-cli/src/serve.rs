@@ -28,11 +28,11 @@ use mcp_serve::{
 };
 use tokio::task::JoinHandle;
 
+use super::exit::Exit;
 use super::open::{fail, load, runtime};
 use super::signals::Signals;
 use super::term::chain;
 use super::term::say;
-use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,7 +83,7 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         Ok(mode) => mode,
         Err(message) => {
             say(format_args!("error: {message}"));
-            return ExitCode::from(EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
     };
     let auth = match &config.serve.auth {
@@ -91,14 +91,14 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
             Ok(auth) => Some(auth),
             Err(message) => {
                 say(format_args!("error: serve.auth.jwt: {message}"));
-                return ExitCode::from(EXIT_INVALID_CONFIG);
+                return Exit::InvalidConfig.into();
             }
         },
         Some(auth) if matches!(mode, Mode::Http(_)) => match auth.token() {
             Ok(token) => Some(BearerAuth::new(token.expose())),
             Err(e) => {
                 super::config::report(&e);
-                return ExitCode::from(EXIT_INVALID_CONFIG);
+                return Exit::InvalidConfig.into();
             }
         },
         _ => None,
@@ -226,7 +226,7 @@ async fn serve(
                     Ok(session) => session,
                     Err(e) => return fail(&e),
                 },
-                _ = signals.recv() => return ExitCode::SUCCESS,
+                _ = signals.recv() => return Exit::Success.into(),
             };
             tokio::select! {
                 () = session.wait() => {}
@@ -250,7 +250,7 @@ async fn serve(
                     Ok(url) => options = options.with_public_url(url),
                     Err(e) => {
                         say(format_args!("error: serve.public_url: {e}"));
-                        return ExitCode::from(EXIT_INVALID_CONFIG);
+                        return Exit::InvalidConfig.into();
                     }
                 }
             }
@@ -287,11 +287,11 @@ async fn serve(
                     // reserved to root) or an unusable option is the configuration's fault.
                     let code = match e {
                         ServeError::Bind { .. } | ServeError::InvalidOption { .. } => {
-                            EXIT_INVALID_CONFIG
+                            Exit::InvalidConfig
                         }
-                        _ => EXIT_FAILED,
+                        _ => Exit::Failed,
                     };
-                    return ExitCode::from(code);
+                    return code.into();
                 }
             };
             say(format_args!("listening on {}", http.url()));
@@ -331,7 +331,7 @@ async fn stopped(
         Some(_) => {}
         None => say("interrupted again: stopping the MCP servers now"),
     }
-    ExitCode::SUCCESS
+    Exit::Success.into()
 }
 
 /// The client every session's run is opened with.
