@@ -17,9 +17,9 @@ use mcp_agent::mcp_catalog::CALL_TOOL;
 use mcp_agent::mcp_client::McpRunner;
 use serde_json::{Value, json};
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::term::chain;
-use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, inline, out_json_line, say, scrub, unbounded};
+use super::term::{MAX_NAME, inline, out_json_line, say, scrub, unbounded};
 
 /// Longest argument text shown on a tool call's line.
 const MAX_ARGS: usize = 200;
@@ -91,7 +91,7 @@ pub(crate) async fn run(
             } else {
                 say(format_args!("done in {}", steps(&outcome)));
             }
-            ExitCode::SUCCESS
+            Exit::Success.into()
         }
         Err(error) => {
             let hint = match (&error, options.steps_flag) {
@@ -103,13 +103,13 @@ pub(crate) async fn run(
             say(format_args!("error: {}{hint}", chain(&error)));
             if options.json {
                 super::open::json_error(
-                    EXIT_FAILED,
+                    Exit::Failed,
                     "run",
                     &format!("{}{hint}", chain(&error)),
                     json!({}),
                 );
             }
-            ExitCode::from(EXIT_FAILED)
+            Exit::Failed.into()
         }
     }
 }
@@ -245,12 +245,12 @@ impl ConsoleState {
                 self.last_started = None;
             }
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                self.failed = Some(ExitCode::from(EXIT_BROKEN_PIPE));
+                self.failed = Some(Exit::BrokenPipe.into());
                 self.stop.cancel();
             }
             Err(e) => {
                 say(format_args!("error: cannot write the output: {e}"));
-                self.failed = Some(ExitCode::from(EXIT_FAILED));
+                self.failed = Some(Exit::Failed.into());
                 self.stop.cancel();
             }
         }

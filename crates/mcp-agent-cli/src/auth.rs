@@ -19,7 +19,7 @@ use mcp_agent::mcp_auth::{AuthRegistry, Callback, CallbackListener, StoredLogin}
 use mcp_agent::mcp_config::{Config, ServerSpec, TransportSpec};
 use mcp_agent::mcp_transport_http::{HttpConnector, HttpOptions};
 
-use super::EXIT_INVALID_CONFIG;
+use super::exit::Exit;
 use super::open::{fail, load, runtime};
 use super::signals::Signals;
 use super::term::{MAX_LINE, MAX_NAME, inline, out, out_json, say};
@@ -89,20 +89,20 @@ fn oauth_server<'a>(config: &'a Config, name: &str) -> Result<&'a ServerSpec, Ex
     let shown = inline(name, MAX_NAME);
     let Some(spec) = config.servers.iter().find(|s| s.name == name) else {
         say(format_args!("error: no server `{shown}` is configured"));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     };
     if !matches!(spec.transport, TransportSpec::StreamableHttp(_)) {
         say(format_args!(
             "error: server `{shown}` is not an HTTP server: only HTTP servers log in with OAuth"
         ));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     }
     if spec.auth.oauth.is_none() {
         say(format_args!(
             "error: server `{shown}` has no `oauth` auth table: add `auth = {{ oauth = {{}} }}` \
              to its config to log in"
         ));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     }
     Ok(spec)
 }
@@ -144,7 +144,7 @@ async fn login(
             "error: cannot listen for the redirect on 127.0.0.1:{port}: {}",
             inline(&e.to_string(), MAX_LINE)
         ));
-        ExitCode::from(super::EXIT_FAILED)
+        ExitCode::from(Exit::Failed)
     })?;
     let login = registry.login(spec).map_err(|e| fail(&e))?;
     let paste = args.no_browser || configured.is_some() && configured_port.is_none();
@@ -192,7 +192,7 @@ async fn login(
                 "error: the browser's redirect could not be read: {}",
                 inline(&e.to_string(), MAX_LINE)
             ));
-            ExitCode::from(super::EXIT_FAILED)
+            ExitCode::from(Exit::Failed)
         })?,
         got = pasted => got?,
         () = tokio::time::sleep(Duration::from_secs(args.timeout)) => {
@@ -201,7 +201,7 @@ async fn login(
                  again (`--timeout SECS` waits longer)",
                 args.timeout
             ));
-            return Err(ExitCode::from(super::EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         code = signals.recv() => {
             say("interrupted: the login was abandoned");
@@ -219,7 +219,7 @@ async fn login(
         "logged in to `{name}`: {}",
         describe(&stored, SystemTime::now())
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 /// One line read from stdin on a thread of its own (a blocked read does not hold the
@@ -235,7 +235,7 @@ async fn pasted_line() -> Result<Callback, ExitCode> {
         });
     let failed = |why: &str| {
         say(format_args!("error: {why}"));
-        ExitCode::from(super::EXIT_FAILED)
+        Exit::Failed.into()
     };
     if reading.is_err() {
         return Err(failed("cannot read stdin"));
@@ -304,7 +304,7 @@ async fn status(registry: &Arc<AuthRegistry>, json: bool) -> Result<ExitCode, Ex
             })
             .collect();
         out_json(&Value::Array(report))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success.into());
     }
     if logins.is_empty() {
         say("no stored logins: log in with `mcp-agent auth login <server>`");
@@ -317,7 +317,7 @@ async fn status(registry: &Arc<AuthRegistry>, json: bool) -> Result<ExitCode, Ex
             describe(l, now)
         ))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 async fn logout(
@@ -334,5 +334,5 @@ async fn logout(
     } else {
         out(format_args!("logged out of `{name}`"))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use mcp_agent::mcp_config::ConfigError;
 
-use super::EXIT_INVALID_CONFIG;
+use super::exit::Exit;
 use super::term::{block, out, say};
 
 /// The `config` commands.
@@ -40,18 +40,18 @@ fn check(file: Option<PathBuf>) -> ExitCode {
             }
             match json.and_then(|json| serde_json::to_string_pretty(&json)) {
                 Ok(json) => match out(json) {
-                    Ok(()) => ExitCode::SUCCESS,
+                    Ok(()) => Exit::Success.into(),
                     Err(code) => code,
                 },
                 Err(e) => {
                     say(format_args!("error: cannot print the configuration: {e}"));
-                    ExitCode::FAILURE
+                    Exit::Failed.into()
                 }
             }
         }
         Err(err) => {
             report(&err);
-            ExitCode::from(EXIT_INVALID_CONFIG)
+            Exit::InvalidConfig.into()
         }
     }
 }

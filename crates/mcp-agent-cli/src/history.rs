@@ -15,7 +15,7 @@ use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
 use mcp_agent::mcp_catalog::CALL_TOOL;
 use serde_json::{Map, Value};
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::open::fail;
 use super::term::{MAX_LINE, MAX_NAME, inline, know_secrets, out, out_json_line, say};
 
@@ -45,7 +45,7 @@ pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
     }
     match cmd {
         HistoryCommand::Show { dir, json } => match show(&dir, json) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => Exit::Success.into(),
             Err(code) => code,
         },
     }
@@ -64,21 +64,21 @@ fn show(dir: &Path, json: bool) -> Result<(), ExitCode> {
                 "error: `{}` is not a history directory: it is a file",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             say(format_args!(
                 "error: no history at `{}`: the directory does not exist",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) => {
             say(format_args!(
                 "error: cannot read history `{}`: {e}",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
     }
     let session = History::read(dir).map_err(|e| fail(&e))?;

@@ -7,10 +7,10 @@ use mcp_agent::agent_core::RunInput;
 use mcp_agent::mcp_client::{McpClient, McpRunner};
 use mcp_agent::mcp_config::{Config, ConfigError};
 
+use super::exit::Exit;
 use super::settings::Settings;
 use super::signals::Signals;
 use super::term::{block, chain, say};
-use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// Loads the environment and `file`, reporting every problem and returning exit code 2 on an
 /// invalid configuration (with `json`, also as a [`json_error`] object on stdout). The secrets
@@ -35,13 +35,13 @@ pub(crate) fn load_all(file: Option<&Path>, json: bool) -> Result<(Config, Setti
                 other => chain(other),
             };
             json_error(
-                EXIT_INVALID_CONFIG,
+                Exit::InvalidConfig,
                 "configuration",
                 &error,
                 serde_json::json!({ "problems": problems }),
             );
         }
-        ExitCode::from(EXIT_INVALID_CONFIG)
+        ExitCode::from(Exit::InvalidConfig)
     })?;
     super::term::know_secrets(&config, &settings);
     Ok((config, settings))
@@ -52,10 +52,10 @@ pub(crate) fn load_all(file: Option<&Path>, json: bool) -> Result<(Config, Setti
 /// `run --json`, so a script reads one JSON value whatever happened:
 /// `{"kind": "error", "exit_code": N, "stage": "…", "error": "…"}`, with `fields` merged in.
 /// `stage` says how far the command got: `configuration`, `connect` or `call`/`run`.
-pub(crate) fn json_error(code: u8, stage: &str, error: &str, fields: serde_json::Value) {
+pub(crate) fn json_error(code: Exit, stage: &str, error: &str, fields: serde_json::Value) {
     let mut object = serde_json::json!({
         "kind": "error",
-        "exit_code": code,
+        "exit_code": code.code(),
         "stage": stage,
         "error": error,
     });
@@ -100,7 +100,7 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     let configured = config.servers.len();
     let connectors = mcp_agent::connectors().map_err(|e| {
         if governance.json {
-            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+            json_error(Exit::Failed, "connect", &chain(&e), serde_json::json!({}));
         }
         fail(&e)
     })?;
@@ -124,7 +124,7 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     }
     .map_err(|e| {
         if governance.json {
-            json_error(EXIT_FAILED, "connect", &chain(&e), serde_json::json!({}));
+            json_error(Exit::Failed, "connect", &chain(&e), serde_json::json!({}));
         }
         fail(&e)
     })?;
@@ -137,13 +137,13 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
         if governance.json {
             let skipped: Vec<String> = runner.skipped().iter().map(|s| chain(&s.error)).collect();
             json_error(
-                EXIT_FAILED,
+                Exit::Failed,
                 "connect",
                 &message,
                 serde_json::json!({ "servers": skipped }),
             );
         }
-        return Err(ExitCode::from(EXIT_FAILED));
+        return Err(Exit::Failed.into());
     }
     Ok(runner)
 }
@@ -184,7 +184,7 @@ where
             Ok(()) => code,
             Err(e) => {
                 let failed = fail(&e);
-                if code == ExitCode::SUCCESS { failed } else { code }
+                if code == ExitCode::from(Exit::Success) { failed } else { code }
             }
         },
         code = signals.recv() => {
@@ -200,5 +200,5 @@ where
 /// Prints an error with its whole cause chain and returns the failure exit code.
 pub(crate) fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     say(format_args!("error: {}", chain(error)));
-    ExitCode::from(EXIT_FAILED)
+    Exit::Failed.into()
 }

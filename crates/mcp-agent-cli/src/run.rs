@@ -8,6 +8,7 @@ use clap::Args;
 use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
+use super::exit::Exit;
 use super::model::{self, ModelFlags};
 use super::open::{Governance, json_error, load_all, runtime, with_runner};
 use super::term::{MAX_BLOCK, inline, say};
@@ -71,13 +72,13 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool) -> ExitCode {
             say(format_args!("error: {message}"));
             if args.json {
                 json_error(
-                    super::EXIT_INVALID_CONFIG,
+                    Exit::InvalidConfig,
                     "configuration",
                     &inline(&message, MAX_BLOCK),
                     serde_json::json!({}),
                 );
             }
-            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
     };
     let governance = Governance {

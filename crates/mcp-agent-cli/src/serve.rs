@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, READ_OUTPUT_TOOL,
-    RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
+    ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure, SEARCH_TOOL};
+use mcp_agent::mcp_catalog::{
+    CALL_TOOL, CallTarget, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL,
+};
 use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
 use mcp_agent::mcp_config::{Config, DEFAULT_CALL_TIMEOUT};
 use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
@@ -24,13 +26,13 @@ use mcp_serve::{
 };
 use tokio::task::JoinHandle;
 
+use super::exit::Exit;
 use super::open::{fail, load_all, runtime};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
 use super::signals::Signals;
 use super::term::chain;
 use super::term::say;
-use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,7 +81,7 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
         Ok(mode) => mode,
         Err(message) => {
             say(format_args!("error: {message}"));
-            return ExitCode::from(EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
     };
     let auth = match &settings.auth {
@@ -88,7 +90,7 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
                 Ok(auth) => Some(auth),
                 Err(e) => {
                     say(format_args!("error: serve.auth.jwt: {e}"));
-                    return ExitCode::from(EXIT_INVALID_CONFIG);
+                    return Exit::InvalidConfig.into();
                 }
             }
         }
@@ -97,7 +99,7 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>) -> ExitCode {
                 Ok(token) => Some(BearerAuth::new(token.expose())),
                 Err(e) => {
                     super::config::report(&e);
-                    return ExitCode::from(EXIT_INVALID_CONFIG);
+                    return Exit::InvalidConfig.into();
                 }
             }
         }
@@ -222,7 +224,7 @@ async fn serve(
                     Ok(session) => session,
                     Err(e) => return fail(&e),
                 },
-                _ = signals.recv() => return ExitCode::SUCCESS,
+                _ = signals.recv() => return Exit::Success.into(),
             };
             tokio::select! {
                 () = session.wait() => {}
@@ -251,11 +253,11 @@ async fn serve(
                     // reserved to root) or an unusable option is the configuration's fault.
                     let code = match e {
                         ServeError::Bind { .. } | ServeError::InvalidOption { .. } => {
-                            EXIT_INVALID_CONFIG
+                            Exit::InvalidConfig
                         }
-                        _ => EXIT_FAILED,
+                        _ => Exit::Failed,
                     };
-                    return ExitCode::from(code);
+                    return code.into();
                 }
             };
             say(format_args!("listening on {}", http.url()));
@@ -295,7 +297,7 @@ async fn stopped(
         Some(_) => {}
         None => say("interrupted again: stopping the MCP servers now"),
     }
-    ExitCode::SUCCESS
+    Exit::Success.into()
 }
 
 /// The client every session's run is opened with.

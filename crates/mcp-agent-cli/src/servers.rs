@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
+use super::exit::Exit;
 use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_NAME, inline, out, out_json};
 
@@ -41,7 +42,7 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>) -> ExitCode {
                     return code;
                 }
             }
-            ExitCode::SUCCESS
+            Exit::Success.into()
         }
         ServersCommand::Check { json } => runtime().block_on(with_runner(
             config,
@@ -73,7 +74,7 @@ fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
         .collect();
     if json {
         out_json(&Value::Array(report))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success.into());
     }
     // Every cell but the configured name and the count is the server's own text.
     let cell = |v: &Value, max| inline(v.as_str().unwrap_or("?"), max);
@@ -88,5 +89,5 @@ fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             r["tools"]
         ))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }

@@ -15,10 +15,8 @@ use std::sync::OnceLock;
 use agent_model_openai::API_KEY_ENV;
 use mcp_agent::mcp_config::{Config, Scrubber, Secret};
 
+use super::exit::Exit;
 use super::settings::Settings;
-
-/// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
-pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// Longest name (tool, server, identity) printed in a table cell.
 pub(crate) const MAX_NAME: usize = 128;
@@ -222,7 +220,7 @@ pub(crate) fn first_line(text: Option<&str>) -> String {
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe ends the command quietly with
-/// [`EXIT_BROKEN_PIPE`]; another write error (a full disk) is reported, exit 1.
+/// [`Exit::BrokenPipe`]; another write error (a full disk) is reported, [`Exit::Failed`].
 pub(crate) fn out(text: impl std::fmt::Display) -> Result<(), ExitCode> {
     let mut stdout = io::stdout().lock();
     writeln!(stdout, "{text}")
@@ -252,10 +250,10 @@ pub(crate) fn out_json_line(value: &serde_json::Value) -> Result<(), ExitCode> {
 
 fn write_failed(error: io::Error) -> ExitCode {
     if error.kind() == io::ErrorKind::BrokenPipe {
-        ExitCode::from(EXIT_BROKEN_PIPE)
+        Exit::BrokenPipe.into()
     } else {
         say(format_args!("error: cannot write the output: {error}"));
-        ExitCode::from(super::EXIT_FAILED)
+        Exit::Failed.into()
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use mcp_agent::mcp_client::McpRunner;
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::open::{Governance, fail, json_error, load, runtime, with_runner};
 use super::term::chain;
 use super::term::{block, first_line, inline, name, out, out_json, out_part, safe_text, say};
@@ -99,9 +99,9 @@ pub(crate) fn run(cmd: ToolsCommand, file: Option<&Path>, yes: bool) -> ExitCode
         if let Err(message) = parse_arguments(arguments) {
             say(format_args!("error: {message}"));
             if json {
-                json_error(super::EXIT_INVALID_CONFIG, "arguments", &message, json!({}));
+                json_error(Exit::InvalidConfig, "arguments", &message, json!({}));
             }
-            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
         governance.yes |= *yes;
         governance.history.clone_from(history);
@@ -173,7 +173,7 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             runner.sessions().len()
         ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 /// With `[search]` configured the ranking is hybrid ([`Catalog::search_ranked`]); when the
@@ -205,7 +205,7 @@ async fn search(
             } else {
                 print_ranked(&value)?;
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success.into())
         }
         Err(e) => Err(fail(&e)),
     }
@@ -265,11 +265,11 @@ async fn call(
                     );
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success.into())
         }
         Err(e) => {
             if json {
-                json_error(EXIT_FAILED, "call", &chain(&e), error_fields(&e));
+                json_error(Exit::Failed, "call", &chain(&e), error_fields(&e));
             }
             Err(fail(&e))
         }

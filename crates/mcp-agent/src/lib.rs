@@ -108,10 +108,11 @@ pub use rmcp;
 pub use agent_core::{
     ApprovalDecision, ApprovalRequest, ApprovalRules, ApprovalTrigger, AutoApprove, CallOutcome,
     Event, EventKind, EventReceiver, Governed, GovernedLayer, History, HistoryError, IdentityRules,
-    OutputLimits, READ_OUTPUT_TOOL, Redactor, Rule, RunInput, ToolCall, ToolDescriptor, ToolError,
-    ToolOutput,
+    OutputLimits, Redactor, Rule, RunInput, ToolCall, ToolDescriptor, ToolError, ToolOutput,
 };
-pub use mcp_catalog::{CALL_TOOL, Catalog, CatalogConfig, Exposure, SEARCH_TOOL, SearchRequest};
+pub use mcp_catalog::{
+    CALL_TOOL, Catalog, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL, SearchRequest,
+};
 pub use mcp_client::{
     ClientError, Connectors, McpClient, McpClientBuilder, McpRunner, ServerIdentity, SessionError,
 };
