@@ -327,6 +327,38 @@ fn tidy_the_library_has_no_cli_dependencies() {
     }
 }
 
+/// Rule: a stdio-only build of the facade has no OAuth stack: `mcp-auth` (and with it `ring`,
+/// `base64` and the token exchange) comes only with the `http` feature, its OAuth parts only
+/// with `oauth`. `url` stays, through `mcp-config`'s HTTP specs.
+#[test]
+fn tidy_a_stdio_only_facade_has_no_oauth_stack() {
+    let out = crate::cargo()
+        .current_dir(root())
+        .args(["tree", "--offline", "-p", "mcp-agent", "-e", "normal"])
+        .args([
+            "--prefix",
+            "none",
+            "--no-default-features",
+            "--features",
+            "stdio",
+        ])
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout).unwrap();
+    for line in tree.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        assert!(
+            !["mcp-auth", "ring", "base64", "mcp-transport-http"].contains(&name),
+            "mcp-agent with only `stdio` depends on `{line}`"
+        );
+    }
+}
+
 /// Rule: agent-core's `testing` feature (an ungoverned `Permit`, for tests that drive a
 /// `CallResolver` directly) never reaches a product: no package's normal dependency tree turns
 /// it on, so the governed layer stays the only way to a run's tools.

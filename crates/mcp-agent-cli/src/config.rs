@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::mcp_config::{Config, ConfigError};
+use mcp_agent::{Config, ConfigError};
 
 use super::EXIT_INVALID_CONFIG;
 use super::term::{block, out, say};

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use agent_model_openai::{OpenAiConfig, OpenAiModel};
-use mcp_agent::agent_core::Model;
-use mcp_agent::mcp_config::ModelConfig;
+use mcp_agent::{config::ModelConfig, prelude::Model};
 
 /// What the command line says about the model.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +73,7 @@ pub(crate) fn build(config: OpenAiConfig) -> Result<Arc<dyn Model>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcp_agent::mcp_config::Secret;
+    use mcp_agent::Secret;
     use std::time::Duration;
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

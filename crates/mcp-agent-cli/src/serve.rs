@@ -10,16 +10,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, READ_OUTPUT_TOOL,
-    RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+use mcp_agent::{
+    ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
+    ElicitationHandler, EventKind, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL,
+    RunInput, SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    config::{
+        DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt, ServeToolNames,
+    },
+    prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
+    rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure, SEARCH_TOOL};
-use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
-use mcp_agent::mcp_config::{
-    Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt, ServeToolNames,
-};
-use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
     BearerAuth, Downstream, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit,
     ServeError, SessionTools, ToolListChanges, ToolServer,
@@ -335,7 +335,7 @@ async fn stopped(
 /// The client every session's run is opened with.
 fn client(
     config: Config,
-    connectors: mcp_agent::mcp_client::Connectors,
+    connectors: mcp_agent::Connectors,
     exposure: ServeExposure,
     approve: ServeApproval,
     history: Option<std::path::PathBuf>,
@@ -347,7 +347,7 @@ fn client(
             s.tools
                 .pinned
                 .iter()
-                .map(move |t| mcp_agent::mcp_catalog::external_name(&s.name, t))
+                .map(move |t| mcp_agent::external_name(&s.name, t))
         })
         .collect();
     let exposure = match exposure {
@@ -478,7 +478,7 @@ impl Upstream {
                 match events.recv().await {
                     Ok(event) if event.kind == EventKind::ToolsChanged => notify.notify(),
                     Ok(_) => {}
-                    Err(mcp_agent::agent_core::EventRecvError::Lagged { .. }) => notify.notify(),
+                    Err(mcp_agent::events::EventRecvError::Lagged { .. }) => notify.notify(),
                     Err(_) => return,
                 }
             }
