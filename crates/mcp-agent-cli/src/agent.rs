@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{
-    AgentError, AgentLoop, AgentOutcome, CallOutcome, CancellationToken, Event, EventBus,
-    EventKind, EventRecvError, EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog,
-    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+use mcp_agent::{
+    CALL_TOOL, CallOutcome, Event, EventKind, McpRunner, Redactor, ToolCall, ToolDescriptor,
+    ToolError, ToolOutput,
+    agent::{AgentError, AgentLoop, AgentOutcome, CancellationToken, TextSink},
+    events::{EventBus, EventRecvError},
+    prelude::{EventSink, Model, ToolCatalog, ToolDispatcher},
 };
-use mcp_agent::mcp_catalog::CALL_TOOL;
-use mcp_agent::mcp_client::McpRunner;
 use serde_json::{Value, json};
 
 use super::exit::Exit;
@@ -385,9 +385,7 @@ impl ToolDispatcher for Shown<'_> {
                 format!(
                     "← {outcome} {ms} ms: {}",
                     inline(
-                        &self
-                            .redactor
-                            .redact_text(&mcp_agent::agent_core::error_chain(error)),
+                        &self.redactor.redact_text(&mcp_agent::error_chain(error)),
                         MAX_ERROR
                     )
                 )

@@ -15,9 +15,12 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use mcp_agent::mcp_auth::{AuthRegistry, Callback, CallbackListener, StoredLogin};
-use mcp_agent::mcp_config::{Config, ServerSpec, TransportSpec};
-use mcp_agent::mcp_transport_http::{HttpConnector, HttpOptions};
+use mcp_agent::{
+    Config, ServerSpec,
+    auth::{AuthRegistry, Callback, CallbackListener, StoredLogin},
+    config::TransportSpec,
+    http::{HttpConnector, HttpOptions},
+};
 
 use super::exit::Exit;
 use super::open::{fail, load, runtime};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::mcp_config::ConfigError;
+use mcp_agent::ConfigError;
 
 use super::exit::Exit;
 use super::term::{block, out, say};

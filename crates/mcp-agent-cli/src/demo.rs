@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
-use mcp_agent::agent_core::ToolCatalog;
-use mcp_agent::mcp_client::McpRunner;
-use mcp_agent::mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
+use mcp_agent::{
+    Config, McpRunner, ServerSpec,
+    config::{StdioSpec, TransportSpec},
+    prelude::ToolCatalog,
+};
 use rmcp::ServiceExt;
 
 use super::agent::{self, AgentOptions};

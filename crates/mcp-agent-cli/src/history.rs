@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
-use mcp_agent::mcp_catalog::CALL_TOOL;
+use mcp_agent::{
+    CALL_TOOL, History,
+    events::{EVENTS_FILE, JsonlLines, MESSAGES_FILE},
+};
 use serde_json::{Map, Value};
 
 use super::exit::Exit;

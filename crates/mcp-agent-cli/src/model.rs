@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use agent_model_openai::{OpenAiConfig, OpenAiModel};
-use mcp_agent::agent_core::Model;
+use mcp_agent::prelude::Model;
 
 use super::settings::ModelTable;
 

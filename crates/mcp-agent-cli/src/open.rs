@@ -3,9 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcp_agent::agent_core::RunInput;
-use mcp_agent::mcp_client::{McpClient, McpRunner};
-use mcp_agent::mcp_config::{Config, ConfigError};
+use mcp_agent::{Config, ConfigError, McpClient, McpRunner, RunInput};
 
 use super::exit::Exit;
 use super::settings::Settings;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
+use mcp_agent::agent::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
 use super::exit::Exit;

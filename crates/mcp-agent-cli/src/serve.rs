@@ -10,16 +10,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, RunInput, ToolCall,
-    ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+use mcp_agent::{
+    ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
+    ElicitationHandler, EventKind, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL,
+    RunInput, SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    config::DEFAULT_CALL_TIMEOUT,
+    prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
+    rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
 };
-use mcp_agent::mcp_catalog::{
-    CALL_TOOL, CallTarget, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL,
-};
-use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
-use mcp_agent::mcp_config::{Config, DEFAULT_CALL_TIMEOUT};
-use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
     BearerAuth, Downstream, OpenError, OpenTools, ServeError, SessionTools, ToolListChanges,
     ToolServer,
@@ -303,7 +301,7 @@ async fn stopped(
 /// The client every session's run is opened with.
 fn client(
     config: Config,
-    connectors: mcp_agent::mcp_client::Connectors,
+    connectors: mcp_agent::Connectors,
     exposure: Exposure,
     approve: Approval,
     history: Option<std::path::PathBuf>,
@@ -315,7 +313,7 @@ fn client(
             s.tools
                 .pinned
                 .iter()
-                .map(move |t| mcp_agent::mcp_catalog::external_name(&s.name, t))
+                .map(move |t| mcp_agent::external_name(&s.name, t))
         })
         .collect();
     let catalog = CatalogConfig::default()
@@ -442,7 +440,7 @@ impl Upstream {
                 match events.recv().await {
                     Ok(event) if event.kind == EventKind::ToolsChanged => notify.notify(),
                     Ok(_) => {}
-                    Err(mcp_agent::agent_core::EventRecvError::Lagged { .. }) => notify.notify(),
+                    Err(mcp_agent::events::EventRecvError::Lagged { .. }) => notify.notify(),
                     Err(_) => return,
                 }
             }

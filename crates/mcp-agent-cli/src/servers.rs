@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use mcp_agent::mcp_client::McpRunner;
+use mcp_agent::McpRunner;
 
 use super::exit::Exit;
 use super::open::{Governance, load, runtime, with_runner};

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 
 use agent_model_openai::API_KEY_ENV;
-use mcp_agent::mcp_config::{Config, Scrubber, Secret};
+use mcp_agent::{Config, Scrubber, Secret};
 
 use super::exit::Exit;
 use super::settings::Settings;
@@ -265,7 +265,7 @@ pub(crate) fn say(text: impl std::fmt::Display) {
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
 /// lines), terminal-safe and with known secrets replaced.
 pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    block(&mcp_agent::agent_core::error_chain(error))
+    block(&mcp_agent::error_chain(error))
 }
 
 #[cfg(test)]
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_secret_split_across_pieces_of_a_long_text_is_still_replaced() {
-        let scrubber = Scrubber::new([mcp_agent::mcp_config::Secret::new("tok-split-secret")]);
+        let scrubber = Scrubber::new([mcp_agent::Secret::new("tok-split-secret")]);
         let mut text = SafeText::new(|t: &str| scrubber.scrub(t).into_owned());
         let mut shown = String::new();
         shown.push_str(&text.push(&"a".repeat(10_000)));

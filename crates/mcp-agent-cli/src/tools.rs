@@ -4,14 +4,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::agent_core::{
-    CallOutcome, Event, EventKind, EventReceiver, EventRecvError, OutputStore, ToolCall,
-    ToolDispatcher, ToolError,
+use mcp_agent::{
+    CALL_TOOL, CallOutcome, Event, EventKind, EventReceiver, OutputStore, SearchRequest, ToolCall,
+    ToolError, events::EventRecvError, prelude::ToolDispatcher,
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
-use mcp_agent::mcp_client::McpRunner;
+use mcp_agent::McpRunner;
 
 use super::exit::Exit;
 use super::open::{Governance, fail, json_error, load, runtime, with_runner};

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use mcp_agent::mcp_config::read::Problems;
-use mcp_agent::mcp_config::{Config, ConfigError};
+use mcp_agent::config::read::Problems;
+use mcp_agent::{Config, ConfigError};
 use serde_json::Value;
 
 pub(crate) mod model;
@@ -52,7 +52,7 @@ pub(crate) fn shown(config: &Config) -> Vec<(&'static str, Value)> {
         let mut model = config.model.merged();
         if let Some(Value::Object(headers)) = model.get_mut("headers") {
             for value in headers.values_mut() {
-                *value = Value::from(mcp_agent::mcp_config::REDACTED);
+                *value = Value::from(mcp_agent::config::REDACTED);
             }
         }
         shown.push(("model", Value::Object(model)));
@@ -67,7 +67,8 @@ pub(crate) fn shown(config: &Config) -> Vec<(&'static str, Value)> {
 pub(crate) mod tests {
     use std::path::Path;
 
-    use mcp_agent::mcp_config::{Config, ConfigError, FileFormat, ProblemKind};
+    use mcp_agent::config::{FileFormat, ProblemKind};
+    use mcp_agent::{Config, ConfigError};
 
     use super::Settings;
 

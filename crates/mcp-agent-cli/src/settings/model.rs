@@ -14,11 +14,14 @@
 use std::time::Duration;
 
 use agent_model_openai::OpenAiConfig;
-use mcp_agent::mcp_config::read::{
+use mcp_agent::config::read::{
     JsonPath, Problems, Table, expect_object, non_blank, parse_base_url, parse_timeout, shown,
     type_name,
 };
-use mcp_agent::mcp_config::{ConfigError, Problem, ProblemKind, Secret};
+use mcp_agent::{
+    ConfigError, Secret,
+    config::{Problem, ProblemKind},
+};
 use serde_json::Value;
 
 /// The keys of the `[model]` table.
@@ -153,7 +156,7 @@ fn headers(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<(Stri
 mod tests {
     use std::time::Duration;
 
-    use mcp_agent::mcp_config::ProblemKind;
+    use mcp_agent::config::ProblemKind;
 
     use crate::settings::tests::{env, toml};
 

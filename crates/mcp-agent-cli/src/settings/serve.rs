@@ -29,9 +29,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use mcp_agent::mcp_catalog::Exposure;
-use mcp_agent::mcp_config::ProblemKind;
-use mcp_agent::mcp_config::read::{
+use mcp_agent::Exposure;
+use mcp_agent::config::ProblemKind;
+use mcp_agent::config::read::{
     JsonPath, Problems, Table, as_str, expect_object, field, parse_timeout, reject_unknown, shown,
     type_name, whole_number,
 };
@@ -396,8 +396,8 @@ fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLi
 mod tests {
     use std::time::Duration;
 
-    use mcp_agent::mcp_catalog::Exposure;
-    use mcp_agent::mcp_config::ProblemKind;
+    use mcp_agent::Exposure;
+    use mcp_agent::config::ProblemKind;
 
     use super::{Approval, ServeAuth, ToolNames};
     use crate::settings::tests::toml;

@@ -3,10 +3,13 @@
 
 use std::time::Duration;
 
-use mcp_agent::mcp_config::read::{
+use mcp_agent::config::read::{
     JsonPath, Problems, as_str, expect_object, field, reject_unknown, shown, whole_number,
 };
-use mcp_agent::mcp_config::{ConfigError, Problem, ProblemKind, Secret};
+use mcp_agent::{
+    ConfigError, Secret,
+    config::{Problem, ProblemKind},
+};
 use mcp_serve::{JwtAlgorithm, JwtAuth};
 use serde_json::Value;
 

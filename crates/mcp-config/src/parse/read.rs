@@ -280,7 +280,9 @@ pub(super) fn check_env_name(name: &str, path: &JsonPath, p: &mut Problems) -> b
     true
 }
 
-/// The candidate closest to `word`, if it is close enough to be a likely typo.
+/// The candidate closest to `word`, if it is close enough to be a likely typo: the edit
+/// distance counts a swap of two neighbours as one edit (optimal string alignment), so `gti`
+/// is one edit from `git`.
 pub(crate) fn closest<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
@@ -288,7 +290,7 @@ pub(crate) fn closest<'a>(
     let word_l = word.to_ascii_lowercase();
     candidates
         .into_iter()
-        .map(|c| (edit_distance(&word_l, &c.to_ascii_lowercase()), c))
+        .map(|c| (strsim::osa_distance(&word_l, &c.to_ascii_lowercase()), c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
@@ -300,33 +302,6 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
         Some(c) => format!("; did you mean `{c}`?"),
         None => String::new(),
     }
-}
-
-/// Edit distance over chars counting insertions, deletions, substitutions and swaps of two
-/// neighbours (optimal string alignment), so `gti` is one edit from `git`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// A short, printable rendering of a user-supplied word for messages (never used for values
@@ -352,8 +327,7 @@ mod tests {
         assert_eq!(closest("ur", fields), Some("url"));
         assert_eq!(closest("Command", fields), Some("command"));
         assert_eq!(closest("timeout", fields), None);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("gti", "git"), 1);
+        assert_eq!(closest("kitten", ["sitting"]), None);
         assert_eq!(closest("gti", ["git", "web"]), Some("git"));
     }
 }
