@@ -198,11 +198,13 @@ fn lint() -> Result<()> {
             "RUSTDOCFLAGS",
             "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
         ))?;
-    // Each transport feature of the facade on its own, and none: a deployment picks them.
+    // Each transport feature of the facade on its own, and none: a deployment picks them;
+    // `http` without `oauth` is static headers and bearer tokens only.
     for features in [
         &["--no-default-features"][..],
         &["--no-default-features", "--features", "stdio"],
         &["--no-default-features", "--features", "http"],
+        &["--no-default-features", "--features", "oauth"],
     ] {
         run(cargo()
             .args(["check", "--quiet", "-p", "mcp-agent", "--lib"])

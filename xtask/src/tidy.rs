@@ -14,18 +14,16 @@ fn root() -> PathBuf {
 }
 
 fn cargo_tree(package: &str) -> String {
+    cargo_tree_with(package, "normal,build,features", &[])
+}
+
+/// `package`'s dependency tree over `edges` with `features` (feature flags), one crate a line.
+fn cargo_tree_with(package: &str, edges: &str, features: &[&str]) -> String {
     let out = crate::cargo()
         .current_dir(root())
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            package,
-            "-e",
-            "normal,build,features",
-            "--prefix",
-            "none",
-        ])
+        .args(["tree", "--offline", "-p", package, "-e", edges])
+        .args(["--prefix", "none"])
+        .args(features)
         .output()
         .expect("run cargo tree");
     assert!(
@@ -297,33 +295,28 @@ fn tidy_no_requirement_ids_from_outside() {
 #[test]
 fn tidy_the_library_has_no_cli_dependencies() {
     for features in [&[][..], &["--no-default-features"]] {
-        let out = crate::cargo()
-            .current_dir(root())
-            .args([
-                "tree",
-                "--offline",
-                "-p",
-                "mcp-agent",
-                "-e",
-                "normal,features",
-            ])
-            .args(["--prefix", "none"])
-            .args(features)
-            .output()
-            .expect("run cargo tree");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let tree = String::from_utf8(out.stdout).unwrap();
-        for line in tree.lines() {
+        for line in cargo_tree_with("mcp-agent", "normal,features", features).lines() {
             let name = line.split_whitespace().next().unwrap_or("");
             assert!(
                 !["clap", "anyhow"].contains(&name) && !line.starts_with("rmcp feature \"server\""),
                 "mcp-agent {features:?} depends on `{line}`"
             );
         }
+    }
+}
+
+/// Rule: a stdio-only build of the facade has no OAuth stack: `mcp-auth` (and with it `ring`,
+/// `base64` and the token exchange) comes only with the `http` feature, its OAuth parts only
+/// with `oauth`. `url` stays, through `mcp-config`'s HTTP specs.
+#[test]
+fn tidy_a_stdio_only_facade_has_no_oauth_stack() {
+    let features = ["--no-default-features", "--features", "stdio"];
+    for line in cargo_tree_with("mcp-agent", "normal,features", &features).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        assert!(
+            !["mcp-auth", "ring", "base64", "mcp-transport-http"].contains(&name),
+            "mcp-agent with only `stdio` depends on `{line}`"
+        );
     }
 }
 

@@ -130,7 +130,8 @@ pub struct Event {
     /// it); larger than `output_bytes` when the output was cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_bytes: Option<u64>,
-    /// The handle under which a cut output's full text can be read (`mcp_read_output`).
+    /// The handle under which a cut output's full text can be read (the layer's
+    /// [`OutputReader`](crate::OutputReader)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_handle: Option<String>,
     /// How a tool call ended, for `tool_call_*` end events.

@@ -8,7 +8,7 @@
 //! It also holds the transport-agnostic core that governs every call: the [`Governed`] layer
 //! ([`GovernedLayer`] builds it around any [`CallResolver`]; [`AsNative`] adapts a plain
 //! [`ToolDispatcher`]) with its [`IdentityRules`], [`ApprovalRules`], [`OutputStore`] (the
-//! output limit and [`READ_OUTPUT_TOOL`]), [`EventBus`] and [`History`].
+//! output limit, read back through an [`OutputReader`]), [`EventBus`] and [`History`].
 //!
 //! # Architecture invariant
 //!
@@ -48,8 +48,8 @@ pub use error::{
 };
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
-    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer, Permit,
-    ResolvedCall,
+    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,
+    OutputReader, Permit, ResolvedCall,
 };
 pub use history::{
     EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MAX_JSONL_LINE_BYTES, MESSAGES_FILE,
@@ -60,7 +60,7 @@ pub use model::{
 };
 pub use output::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES, Limited, LimitedError, MIN_MAX_OUTPUT_BYTES,
-    OutputChunk, OutputLimits, OutputStore, READ_OUTPUT_TOOL, SPILL_ROOT, SpillArea, spill_root,
+    OutputChunk, OutputLimits, OutputStore, SPILL_ROOT, SpillArea, spill_root,
 };
 pub use policy::{AllowAll, CallInfo, PolicyDecision, ToolPolicy};
 pub use redact::{MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink};

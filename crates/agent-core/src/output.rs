@@ -1,8 +1,9 @@
 //! The output limit: a tool output larger than what the model may see is cut at a
 //! safe boundary with a marker, and its full text stays readable for the rest of the run
-//! through the `mcp_read_output` meta tool — in memory up to a budget, in a temporary file
-//! beyond it (`spill.rs`: the per-process directory, bounded by `max_spill_bytes`). An error
-//! text is cut the same way ([`OutputStore::limit_error`]).
+//! by its handle ([`OutputStore::read`], which the layer's [`OutputReader`](crate::OutputReader)
+//! serves to the model) — in memory up to a budget, in a temporary file beyond it
+//! (`spill.rs`: the per-process directory, bounded by `max_spill_bytes`). An error text is cut
+//! the same way ([`OutputStore::limit_error`]).
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -11,14 +12,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use serde_json::{Value, json};
-
-use crate::{
-    ContentPart, JsonObject, OutputError, ToolAnnotations, ToolDescriptor, ToolError, ToolOutput,
-};
-
-/// The name of the meta tool that reads the rest of a cut output.
-pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
+use crate::{ContentPart, OutputError, ToolError, ToolOutput};
 
 /// The default of [`OutputLimits::max_output_bytes`]: 64 KiB.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
@@ -247,7 +241,7 @@ impl State {
     }
 }
 
-/// Applies the output limit and keeps cut outputs for [`READ_OUTPUT_TOOL`], for one run.
+/// Applies the output limit and keeps cut outputs for reading by handle, for one run.
 ///
 /// Memory stays bounded: past [`OutputLimits::memory_budget`], full texts are written to files
 /// in a private temporary directory, deleted by [`close`](Self::close) or on drop.
@@ -266,6 +260,8 @@ impl State {
 /// ```
 pub struct OutputStore {
     limits: OutputLimits,
+    /// The tool that reads kept outputs, named in the markers.
+    reader: Option<String>,
     area: SpillArea,
     /// This store's number in its area, naming its files there.
     id: u64,
@@ -303,8 +299,27 @@ impl OutputStore {
             id: area.store_id(),
             area,
             limits,
+            reader: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Names `tool` in the markers of cut outputs as the way to read the rest (the layer's
+    /// [`OutputReader`](crate::OutputReader)); without it a marker gives the handle and offset
+    /// alone.
+    ///
+    /// ```
+    /// use agent_core::{OutputLimits, OutputStore, ToolOutput};
+    ///
+    /// let limits = OutputLimits::default().with_max_output_bytes(1024);
+    /// let store = OutputStore::new(limits).with_reader_name("read_more");
+    /// let cut = store.limit(ToolOutput::text("x".repeat(5000))).output.to_model_text();
+    /// assert!(cut.contains(r#"read the rest with read_more {"handle": "out_0""#), "{cut}");
+    /// ```
+    #[must_use]
+    pub fn with_reader_name(mut self, tool: impl Into<String>) -> Self {
+        self.reader = Some(tool.into());
+        self
     }
 
     /// The limits.
@@ -339,8 +354,8 @@ impl OutputStore {
     /// Applies the limit to `output`: returned unchanged when its model text fits in
     /// [`OutputLimits::max_output_bytes`]; otherwise cut — text at a character boundary,
     /// non-text parts whole or not at all, structured output rendered as JSON text and never
-    /// cut inside a number, keyword or escape — followed by a marker with the full size and a
-    /// handle for [`READ_OUTPUT_TOOL`].
+    /// cut inside a number, keyword or escape — followed by a marker with the full size and
+    /// the handle to [`read`](Self::read) the rest by.
     pub fn limit(&self, output: ToolOutput) -> Limited {
         let max = self.limits.max();
         let full = output.to_model_text();
@@ -357,7 +372,12 @@ impl OutputStore {
         drop(output);
         let handle = self.keep(full);
         let mut content = kept;
-        content.push(ContentPart::text(marker(shown, total, &handle)));
+        content.push(ContentPart::text(marker(
+            self.reader.as_deref(),
+            shown,
+            total,
+            &handle,
+        )));
         let output = ToolOutput::from_parts(content);
         let shown_bytes = output.to_model_text().len() as u64;
         Limited {
@@ -375,7 +395,7 @@ impl OutputStore {
     /// and [`Configuration`](ToolError::Configuration), the reason of
     /// [`Denied`](ToolError::Denied), the causes of [`Transport`](ToolError::Transport) — is cut
     /// at a character boundary and followed by the marker of [`limit`](Self::limit), its
-    /// whole kept under a handle for [`READ_OUTPUT_TOOL`]. The variant stays; the names it
+    /// whole kept under a handle. The variant stays; the names it
     /// carries (tool, server, suggested tools: a model's, a client's or a server's) are cut to
     /// 128 bytes each, marked `…`, first — all an [`UnknownTool`](ToolError::UnknownTool) or
     /// [`Timeout`](ToolError::Timeout) error has to cut.
@@ -427,7 +447,7 @@ impl OutputStore {
             let end = floor_char_boundary(&head, budget);
             let mut shown = head[..end].to_owned();
             shown.push('\n');
-            shown.push_str(&marker(end, total, &handle));
+            shown.push_str(&marker(self.reader.as_deref(), end, total, &handle));
             let error = frame.with_text(shown);
             let shown_bytes = crate::error_chain(&error).len();
             if shown_bytes <= max || end == 0 {
@@ -637,102 +657,10 @@ impl OutputStore {
         }
     }
 
-    /// The most bytes one [`READ_OUTPUT_TOOL`] call returns.
+    /// The most bytes one [`read`](Self::read) returns: what fits in one model reply beside
+    /// a line about where it ends.
     pub fn chunk_limit(&self) -> usize {
         self.limits.max() - MARKER_RESERVE
-    }
-
-    /// The descriptor of [`READ_OUTPUT_TOOL`], for the model's tool list.
-    pub fn descriptor(&self) -> ToolDescriptor {
-        let chunk = self.chunk_limit();
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "handle": {
-                    "type": "string",
-                    "description": "The handle given in a cut output's marker."
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "Where to start, in bytes (default 0)."
-                },
-                "length": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": chunk,
-                    "description": format!("How many bytes to read (default and at most {chunk}).")
-                }
-            },
-            "required": ["handle"],
-            "additionalProperties": false
-        });
-        let Value::Object(schema) = schema else {
-            unreachable!("a JSON object literal")
-        };
-        ToolDescriptor::new(READ_OUTPUT_TOOL, schema)
-            .with_description(
-                "Read more of a tool output that was cut to fit: pass the handle and offset \
-                 from its marker.",
-            )
-            .with_annotations(ToolAnnotations {
-                read_only_hint: Some(true),
-                open_world_hint: Some(false),
-                ..ToolAnnotations::default()
-            })
-    }
-
-    /// Serves one [`READ_OUTPUT_TOOL`] call: the chunk, then a line saying where it ends and
-    /// where to go on.
-    pub fn read_call(&self, arguments: &JsonObject) -> Result<ToolOutput, ToolError> {
-        let invalid = |message: String| ToolError::InvalidArguments {
-            server: None,
-            tool: READ_OUTPUT_TOOL.to_owned(),
-            message,
-        };
-        let handle = match arguments.get("handle") {
-            Some(Value::String(h)) => h.as_str(),
-            Some(other) => return Err(invalid(format!("`/handle`: {other} is not a string"))),
-            None => return Err(invalid(String::from("`/handle` is required"))),
-        };
-        let number = |key: &str| match arguments.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
-            Some(other) => Err(invalid(format!(
-                "`/{key}`: {other} is not a non-negative integer"
-            ))),
-        };
-        if let Some(key) = arguments
-            .keys()
-            .find(|k| !matches!(k.as_str(), "handle" | "offset" | "length"))
-        {
-            return Err(invalid(format!("unknown argument `{key}`")));
-        }
-        let offset = number("offset")?.unwrap_or(0);
-        let length = number("length")?.map_or(self.chunk_limit(), |l| {
-            usize::try_from(l).unwrap_or(usize::MAX)
-        });
-        let chunk = self.read(handle, offset, length).map_err(|e| match e {
-            OutputError::Io { .. } => ToolError::Invocation {
-                server: None,
-                tool: READ_OUTPUT_TOOL.to_owned(),
-                message: e.to_string(),
-            },
-            other => invalid(other.to_string()),
-        })?;
-        let next = if chunk.end == chunk.total {
-            String::from("end of output")
-        } else {
-            format!("continue at offset {}", chunk.end)
-        };
-        let trailer = format!(
-            "[bytes {}..{} of {} of output `{handle}`; {next}]",
-            chunk.offset, chunk.end, chunk.total
-        );
-        Ok(ToolOutput::from_parts(vec![
-            ContentPart::text(chunk.text),
-            ContentPart::text(trailer),
-        ]))
     }
 
     /// Drops every kept output and deletes the temporary directory; later reads say their
@@ -744,15 +672,24 @@ impl OutputStore {
     }
 }
 
-/// The marker after the `shown` bytes of a cut text of `total` bytes: where to read on, or
-/// why the rest was not kept.
-fn marker(shown: usize, total: u64, handle: &Result<String, String>) -> String {
-    match handle {
-        Ok(handle) => format!(
+/// The marker after the `shown` bytes of a cut text of `total` bytes: where to read on (with
+/// the `reader` tool, when there is one), or why the rest was not kept.
+fn marker(
+    reader: Option<&str>,
+    shown: usize,
+    total: u64,
+    handle: &Result<String, String>,
+) -> String {
+    match (handle, reader) {
+        (Ok(handle), Some(reader)) => format!(
             "[output cut: showing {shown} of {total} bytes; read the rest with \
-             {READ_OUTPUT_TOOL} {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
+             {reader} {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
         ),
-        Err(why) => format!("[output cut: showing {shown} of {total} bytes; {why}]"),
+        (Ok(handle), None) => format!(
+            "[output cut: showing {shown} of {total} bytes; the rest is kept as \
+             {{\"handle\": \"{handle}\", \"offset\": {shown}}}]"
+        ),
+        (Err(why), _) => format!("[output cut: showing {shown} of {total} bytes; {why}]"),
     }
 }
 

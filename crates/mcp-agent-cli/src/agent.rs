@@ -8,18 +8,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{
-    AgentError, AgentLoop, AgentOutcome, CallOutcome, CancellationToken, Event, EventBus,
-    EventKind, EventRecvError, EventSink, Model, Redactor, TextSink, ToolCall, ToolCatalog,
-    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+use mcp_agent::{
+    CALL_TOOL, CallOutcome, Event, EventKind, McpRunner, Redactor, ToolCall, ToolDescriptor,
+    ToolError, ToolOutput,
+    agent::{AgentError, AgentLoop, AgentOutcome, CancellationToken, TextSink},
+    events::{EventBus, EventRecvError},
+    prelude::{EventSink, Model, ToolCatalog, ToolDispatcher},
 };
-use mcp_agent::mcp_catalog::CALL_TOOL;
-use mcp_agent::mcp_client::McpRunner;
 use serde_json::{Value, json};
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::term::chain;
-use super::term::{EXIT_BROKEN_PIPE, MAX_NAME, escaped, inline, out_json_line, say, unbounded};
+use super::term::{MAX_NAME, escaped, inline, out_json_line, say, unbounded};
 
 /// Longest argument text shown on a tool call's line.
 const MAX_ARGS: usize = 200;
@@ -94,7 +94,7 @@ pub(crate) async fn run(
             } else {
                 say(format_args!("done in {}", steps(&outcome)));
             }
-            ExitCode::SUCCESS
+            Exit::Success.into()
         }
         Err(error) => {
             let hint = match (&error, options.steps_flag) {
@@ -107,13 +107,13 @@ pub(crate) async fn run(
             if options.json {
                 super::open::json_error(
                     secrets,
-                    EXIT_FAILED,
+                    Exit::Failed,
                     "run",
                     &format!("{}{hint}", chain(secrets, &error)),
                     json!({}),
                 );
             }
-            ExitCode::from(EXIT_FAILED)
+            Exit::Failed.into()
         }
     }
 }
@@ -254,12 +254,12 @@ impl ConsoleState {
                 self.last_started = None;
             }
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                self.failed = Some(ExitCode::from(EXIT_BROKEN_PIPE));
+                self.failed = Some(Exit::BrokenPipe.into());
                 self.stop.cancel();
             }
             Err(e) => {
                 say(format_args!("error: cannot write the output: {e}"));
-                self.failed = Some(ExitCode::from(EXIT_FAILED));
+                self.failed = Some(Exit::Failed.into());
                 self.stop.cancel();
             }
         }
@@ -400,7 +400,7 @@ impl ToolDispatcher for Shown<'_> {
                     escaped(
                         &self
                             .redactor
-                            .redact_text(&mcp_agent::agent_core::error_chain(error)),
+                            .redact_text(&mcp_agent::error_chain(error)),
                         MAX_ERROR
                     )
                 )

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, DEFAULT_APPROVAL_TIMEOUT,
+use mcp_agent::{
+    ApprovalDecision, ApprovalRequest, AutoApprove, DEFAULT_APPROVAL_TIMEOUT, prelude::ApprovalGate,
 };
 use tokio::sync::mpsc;
 
@@ -615,8 +615,7 @@ mod tests {
     /// (typed once it is shown) go to it.
     #[tokio::test]
     async fn an_elicitation_after_a_timed_out_approval_never_takes_its_late_answer() {
-        use mcp_agent::mcp_client::ElicitationHandler;
-        use mcp_agent::rmcp::model::ElicitRequestParams;
+        use mcp_agent::{ElicitationHandler, rmcp::model::ElicitRequestParams};
 
         let mut person = Person::new(Duration::from_secs(1));
         let decision = person.answers(&[]).await;

@@ -15,11 +15,14 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use mcp_agent::mcp_auth::{AuthRegistry, Callback, CallbackListener, StoredLogin};
-use mcp_agent::mcp_config::{Config, ServerSpec, TransportSpec};
-use mcp_agent::mcp_transport_http::{HttpConnector, HttpOptions};
+use mcp_agent::{
+    Config, ServerSpec,
+    auth::{AuthRegistry, Callback, CallbackListener, StoredLogin},
+    config::TransportSpec,
+    http::{HttpConnector, HttpOptions},
+};
 
-use super::EXIT_INVALID_CONFIG;
+use super::exit::Exit;
 use super::open::{fail, load, runtime};
 use super::signals::Signals;
 use mcp_agent::Redactor;
@@ -99,20 +102,20 @@ fn oauth_server<'a>(
     let shown = inline(secrets, name, MAX_NAME);
     let Some(spec) = config.servers.iter().find(|s| s.name == name) else {
         say(format_args!("error: no server `{shown}` is configured"));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     };
     if !matches!(spec.transport, TransportSpec::StreamableHttp(_)) {
         say(format_args!(
             "error: server `{shown}` is not an HTTP server: only HTTP servers log in with OAuth"
         ));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     }
     if spec.auth.oauth.is_none() {
         say(format_args!(
             "error: server `{shown}` has no `oauth` auth table: add `auth = {{ oauth = {{}} }}` \
              to its config to log in"
         ));
-        return Err(ExitCode::from(EXIT_INVALID_CONFIG));
+        return Err(Exit::InvalidConfig.into());
     }
     Ok(spec)
 }
@@ -155,7 +158,7 @@ async fn login(
             "error: cannot listen for the redirect on 127.0.0.1:{port}: {}",
             inline(secrets, &e.to_string(), MAX_LINE)
         ));
-        ExitCode::from(super::EXIT_FAILED)
+        ExitCode::from(Exit::Failed)
     })?;
     let login = registry.login(spec).map_err(|e| fail(secrets, &e))?;
     let paste = args.no_browser || configured.is_some() && configured_port.is_none();
@@ -207,7 +210,7 @@ async fn login(
                 "error: the browser's redirect could not be read: {}",
                 inline(secrets, &e.to_string(), MAX_LINE)
             ));
-            ExitCode::from(super::EXIT_FAILED)
+            ExitCode::from(Exit::Failed)
         })?,
         got = pasted => got?,
         () = tokio::time::sleep(Duration::from_secs(args.timeout)) => {
@@ -216,7 +219,7 @@ async fn login(
                  again (`--timeout SECS` waits longer)",
                 args.timeout
             ));
-            return Err(ExitCode::from(super::EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         code = signals.recv() => {
             say("interrupted: the login was abandoned");
@@ -234,7 +237,7 @@ async fn login(
         "logged in to `{name}`: {}",
         describe(secrets, &stored, SystemTime::now())
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 /// One line read from stdin on a thread of its own (a blocked read does not hold the
@@ -250,7 +253,7 @@ async fn pasted_line(secrets: &Redactor) -> Result<Callback, ExitCode> {
         });
     let failed = |why: &str| {
         say(format_args!("error: {why}"));
-        ExitCode::from(super::EXIT_FAILED)
+        Exit::Failed.into()
     };
     if reading.is_err() {
         return Err(failed("cannot read stdin"));
@@ -323,7 +326,7 @@ async fn status(
             })
             .collect();
         out_json(secrets, &Value::Array(report))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success.into());
     }
     if logins.is_empty() {
         say("no stored logins: log in with `mcp-agent auth login <server>`");
@@ -336,7 +339,7 @@ async fn status(
             describe(secrets, l, now)
         ))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 async fn logout(
@@ -357,5 +360,5 @@ async fn logout(
     } else {
         out(format_args!("logged out of `{name}`"))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::mcp_config::{Config, ConfigError};
+use mcp_agent::ConfigError;
 
-use super::EXIT_INVALID_CONFIG;
+use super::exit::Exit;
 use super::term::{block, out, say};
 
 /// The `config` commands.
@@ -27,23 +27,31 @@ pub(crate) fn run(cmd: ConfigCommand, file: Option<PathBuf>) -> ExitCode {
 }
 
 fn check(file: Option<PathBuf>) -> ExitCode {
-    match Config::load(file.as_deref()) {
-        Ok(config) => {
-            // `Serialize` of the config redacts every secret.
-            match serde_json::to_string_pretty(&config) {
+    match super::settings::load(file.as_deref()) {
+        Ok((config, _)) => {
+            // `Serialize` of the config redacts every secret; the CLI's tables follow.
+            let mut json = serde_json::to_value(&config);
+            if let Ok(serde_json::Value::Object(object)) = &mut json {
+                object.extend(
+                    super::settings::shown(&config)
+                        .into_iter()
+                        .map(|(k, v)| (k.to_owned(), v)),
+                );
+            }
+            match json.and_then(|json| serde_json::to_string_pretty(&json)) {
                 Ok(json) => match out(json) {
-                    Ok(()) => ExitCode::SUCCESS,
+                    Ok(()) => Exit::Success.into(),
                     Err(code) => code,
                 },
                 Err(e) => {
                     say(format_args!("error: cannot print the configuration: {e}"));
-                    ExitCode::FAILURE
+                    Exit::Failed.into()
                 }
             }
         }
         Err(err) => {
             report(&err);
-            ExitCode::from(EXIT_INVALID_CONFIG)
+            Exit::InvalidConfig.into()
         }
     }
 }

@@ -6,14 +6,16 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
-use mcp_agent::agent_core::ToolCatalog;
-use mcp_agent::mcp_client::McpRunner;
-use mcp_agent::mcp_config::{Config, ServerSpec, StdioSpec, TransportSpec};
+use mcp_agent::{
+    Config, McpRunner, ServerSpec,
+    config::{StdioSpec, TransportSpec},
+    prelude::ToolCatalog,
+};
 use rmcp::ServiceExt;
 
-use super::EXIT_FAILED;
 use super::agent::{self, AgentOptions};
 use super::demo_model;
+use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_BLOCK, MAX_NAME, inline, out, say};
@@ -72,7 +74,7 @@ pub(crate) fn main_job(
             &options,
         )
         .await;
-        if code == ExitCode::SUCCESS {
+        if code == ExitCode::from(Exit::Success) {
             say(
                 "next: configure your MCP servers (mcp-agent --help), and run a real model with \
                  OPENAI_BASE_URL=… OPENAI_API_KEY=… mcp-agent run --model NAME \"<instruction>\"",
@@ -139,7 +141,7 @@ fn show(runner: &McpRunner) -> Result<ExitCode, ExitCode> {
     out(surface(runner))?;
     out("try: mcp-agent tools search \"<what you need>\"")?;
     out("or:  mcp-agent run --model NAME \"<instruction>\" (an OpenAI-compatible model)")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 /// The configuration with the demo server, spawned from this very binary.
@@ -148,7 +150,7 @@ fn demo_config(config: Config) -> Result<Config, ExitCode> {
         say(format_args!(
             "error: cannot locate the mcp-agent binary to spawn the demo server: {e}"
         ));
-        ExitCode::from(EXIT_FAILED)
+        ExitCode::from(Exit::Failed)
     })?;
     let spec = ServerSpec::new(
         DEMO,
@@ -160,7 +162,7 @@ fn demo_config(config: Config) -> Result<Config, ExitCode> {
         .map(|c| c.with_connect_timeout(connect_timeout).with_policy(policy))
         .map_err(|e| {
             super::config::report(&e);
-            ExitCode::from(super::EXIT_INVALID_CONFIG)
+            Exit::InvalidConfig.into()
         })
 }
 
@@ -174,14 +176,14 @@ pub(crate) fn serve() -> ExitCode {
             Ok(service) => service,
             Err(e) => {
                 say(format_args!("demo server: {e}"));
-                return ExitCode::from(EXIT_FAILED);
+                return Exit::Failed.into();
             }
         };
         match service.waiting().await {
-            Ok(_) => ExitCode::SUCCESS,
+            Ok(_) => Exit::Success.into(),
             Err(e) => {
                 say(format_args!("demo server: {e}"));
-                ExitCode::from(EXIT_FAILED)
+                Exit::Failed.into()
             }
         }
     })

@@ -4,10 +4,10 @@
 //! the word counter through `mcp_call_tool` (both in one answer), and answers from what the
 //! tools returned.
 
-use mcp_agent::agent_core::{
-    Message, ModelError, ModelRequest, ModelResponse, Role, ScriptedModel, ToolCall,
+use mcp_agent::{
+    CALL_TOOL, SEARCH_TOOL, ToolCall,
+    agent::{Message, ModelError, ModelRequest, ModelResponse, Role, ScriptedModel},
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, SEARCH_TOOL};
 use serde_json::{Value, json};
 
 /// What the main job asks the demo agent.

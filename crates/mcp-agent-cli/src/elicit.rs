@@ -10,8 +10,10 @@ use std::io::{self, BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use mcp_agent::mcp_client::{DeclineElicitation, ElicitationHandler};
-use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use mcp_agent::{
+    DeclineElicitation, ElicitationHandler,
+    rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
+};
 use serde_json::{Map, Value};
 
 use super::approve::{Lines, TerminalInput, stdin_input};
@@ -496,8 +498,9 @@ mod tests {
     /// answers come back to it as the elicitation result.
     #[tokio::test]
     async fn a_server_asking_through_the_test_kit_gets_the_terminal_s_answers() {
-        use mcp_agent::mcp_client::SessionHandler;
-        use mcp_agent::rmcp::model::CallToolRequestParams;
+        use mcp_agent::{
+            internals::mcp_client::SessionHandler, rmcp::model::CallToolRequestParams,
+        };
         use mcp_test_kit::{TestServer, TestServerOptions, bounded, serve_in_memory};
 
         let (keyboard, mut typing) = io::pipe().unwrap();

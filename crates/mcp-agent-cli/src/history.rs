@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::agent_core::{EVENTS_FILE, History, JsonlLines, MESSAGES_FILE};
-use mcp_agent::mcp_catalog::CALL_TOOL;
+use mcp_agent::{
+    CALL_TOOL, History,
+    events::{EVENTS_FILE, JsonlLines, MESSAGES_FILE},
+};
 use serde_json::{Map, Value};
 
 use mcp_agent::Redactor;
-use mcp_agent::mcp_config::Config;
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::open::fail;
 use super::term::{MAX_LINE, MAX_NAME, escaped, out, say};
 
@@ -44,12 +45,12 @@ pub(crate) enum HistoryCommand {
 /// the configuration (`file` and the environment), when it loads, are replaced once more, in
 /// each record as it is read (what is printed from it is only escaped and cut).
 pub(crate) fn run(cmd: HistoryCommand, file: Option<&Path>) -> ExitCode {
-    let secrets = Config::load(file)
-        .map(|config| super::term::secrets_of(&config))
+    let secrets = super::settings::load(file)
+        .map(|(config, settings)| super::term::secrets_of(&config, &settings))
         .unwrap_or_default();
     match cmd {
         HistoryCommand::Show { dir, json } => match show(&secrets, &dir, json) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => Exit::Success.into(),
             Err(code) => code,
         },
     }
@@ -68,21 +69,21 @@ fn show(secrets: &Redactor, dir: &Path, json: bool) -> Result<(), ExitCode> {
                 "error: `{}` is not a history directory: it is a file",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             say(format_args!(
                 "error: no history at `{}`: the directory does not exist",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
         Err(e) => {
             say(format_args!(
                 "error: cannot read history `{}`: {e}",
                 shown_path(dir)
             ));
-            return Err(ExitCode::from(EXIT_FAILED));
+            return Err(Exit::Failed.into());
         }
     }
     let mut session = History::read(dir).map_err(|e| fail(secrets, &e))?;

@@ -1,7 +1,8 @@
 //! The `mcp-agent` command-line tool.
 //!
 //! One module per command group (`config`, …), each with its own clap subcommand enum and a
-//! `run` function returning the process exit code. To add a group: a module `src/<group>.rs`
+//! `run` function returning the process exit code (one of `exit::Exit`, the table of every
+//! code the tool ends with). To add a group: a module `src/<group>.rs`
 //! with a `#[derive(Subcommand)]` enum and `pub(crate) fn run(…) -> ExitCode`, a variant in
 //! `Command`, and an arm in `run`.
 
@@ -17,6 +18,7 @@ mod demo;
 mod demo_model;
 mod demo_server;
 mod elicit;
+mod exit;
 mod history;
 mod logging;
 mod model;
@@ -25,15 +27,10 @@ mod progress;
 mod run;
 mod serve;
 mod servers;
+mod settings;
 mod signals;
 mod term;
 mod tools;
-
-/// Exit code for a configuration that is invalid or cannot be read.
-pub(crate) const EXIT_INVALID_CONFIG: u8 = 2;
-
-/// Exit code when servers could not be opened or a call failed.
-pub(crate) const EXIT_FAILED: u8 = 1;
 
 /// Give an AI agent the tools of external MCP servers.
 ///

@@ -3,15 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcp_agent::Redactor;
-use mcp_agent::agent_core::RunInput;
-use mcp_agent::mcp_client::{McpClient, McpRunner};
-use mcp_agent::mcp_config::{Config, ConfigError};
+use mcp_agent::{Config, ConfigError, McpClient, McpRunner, Redactor, RunInput};
 
+use super::exit::Exit;
 use super::logging::LogSecrets;
+use super::settings::Settings;
 use super::signals::Signals;
 use super::term::{block, chain, say};
-use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// Loads the environment and `file`, reporting every problem and returning exit code 2 on an
 /// invalid configuration (with `json`, also as a [`json_error`] object on stdout). Returns the
@@ -22,8 +20,17 @@ pub(crate) fn load(
     json: bool,
     logs: &LogSecrets,
 ) -> Result<(Config, Redactor), ExitCode> {
+    load_all(file, json, logs).map(|(config, _, secrets)| (config, secrets))
+}
+
+/// [`load`], with the CLI's tables (`[serve]`, `[model]`) read.
+pub(crate) fn load_all(
+    file: Option<&Path>,
+    json: bool,
+    logs: &LogSecrets,
+) -> Result<(Config, Settings, Redactor), ExitCode> {
     let nothing = Redactor::new();
-    let config = Config::load(file).map_err(|err| {
+    let (config, settings) = super::settings::load(file).map_err(|err| {
         super::config::report(&err);
         if json {
             let problems: Vec<String> = match &err {
@@ -39,17 +46,17 @@ pub(crate) fn load(
             };
             json_error(
                 &nothing,
-                EXIT_INVALID_CONFIG,
+                Exit::InvalidConfig,
                 "configuration",
                 &error,
                 serde_json::json!({ "problems": problems }),
             );
         }
-        ExitCode::from(EXIT_INVALID_CONFIG)
+        ExitCode::from(Exit::InvalidConfig)
     })?;
-    let secrets = super::term::secrets_of(&config);
+    let secrets = super::term::secrets_of(&config, &settings);
     logs.scrub_with(&secrets);
-    Ok((config, secrets))
+    Ok((config, settings, secrets))
 }
 
 /// With `--json`, a failure is a JSON object on stdout too (stderr still tells it in words): the
@@ -59,14 +66,14 @@ pub(crate) fn load(
 /// `stage` says how far the command got: `configuration`, `connect` or `call`/`run`.
 pub(crate) fn json_error(
     secrets: &Redactor,
-    code: u8,
+    code: Exit,
     stage: &str,
     error: &str,
     fields: serde_json::Value,
 ) {
     let mut object = serde_json::json!({
         "kind": "error",
-        "exit_code": code,
+        "exit_code": code.code(),
         "stage": stage,
         "error": error,
     });
@@ -156,13 +163,13 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
                 .collect();
             json_error(
                 secrets,
-                EXIT_FAILED,
+                Exit::Failed,
                 "connect",
                 &message,
                 serde_json::json!({ "servers": skipped }),
             );
         }
-        return Err(ExitCode::from(EXIT_FAILED));
+        return Err(Exit::Failed.into());
     }
     Ok(runner)
 }
@@ -175,7 +182,7 @@ fn connect_failed(governance: &Governance, error: &(dyn std::error::Error + 'sta
         let text = chain(secrets, error);
         json_error(
             secrets,
-            EXIT_FAILED,
+            Exit::Failed,
             "connect",
             &text,
             serde_json::json!({}),
@@ -220,7 +227,7 @@ where
             Ok(()) => code,
             Err(e) => {
                 let failed = fail(runner.redactor(), &e);
-                if code == ExitCode::SUCCESS { failed } else { code }
+                if code == ExitCode::from(Exit::Success) { failed } else { code }
             }
         },
         code = signals.recv() => {
@@ -237,5 +244,5 @@ where
 /// exit code.
 pub(crate) fn fail(secrets: &Redactor, error: &(dyn std::error::Error + 'static)) -> ExitCode {
     say(format_args!("error: {}", chain(secrets, error)));
-    ExitCode::from(EXIT_FAILED)
+    Exit::Failed.into()
 }

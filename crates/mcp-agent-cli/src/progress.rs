@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use mcp_agent::agent_core::progress::{Progress, ProgressSink, with_progress};
+use mcp_agent::agent::progress::{Progress, ProgressSink, with_progress};
 use tokio::sync::Notify;
 
 use super::term::escaped;
@@ -153,7 +153,7 @@ mod tests {
     use std::future::poll_fn;
     use std::task::Poll;
 
-    use mcp_agent::agent_core::progress::report;
+    use mcp_agent::agent::progress::report;
 
     use super::*;
 

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use mcp_agent::agent_core::DEFAULT_MAX_STEPS;
+use mcp_agent::agent::DEFAULT_MAX_STEPS;
 
 use super::agent::{self, AgentOptions};
+use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::model::{self, ModelFlags};
-use super::open::{Governance, json_error, load, runtime, with_runner};
+use super::open::{Governance, json_error, load_all, runtime, with_runner};
 use super::term::{MAX_BLOCK, inline, say};
 
 /// `mcp-agent run`'s arguments.
@@ -45,7 +46,7 @@ pub(crate) struct RunArgs {
 
 /// Runs `mcp-agent run`. `yes` is the top-level `--yes`.
 pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool, logs: &LogSecrets) -> ExitCode {
-    let (config, secrets) = match load(file, args.json, logs) {
+    let (config, settings, secrets) = match load_all(file, args.json, logs) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -55,7 +56,7 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool, logs: &LogSecre
         base_url: args.base_url,
     };
     // The model is checked before any server starts.
-    let model_config = model::config(&flags, &config.model, |name| std::env::var(name).ok());
+    let model_config = model::config(&flags, &settings.model, |name| std::env::var(name).ok());
     let model_secrets: Vec<String> = model_config
         .as_ref()
         .map(|c| {
@@ -74,13 +75,13 @@ pub(crate) fn run(args: RunArgs, file: Option<&Path>, yes: bool, logs: &LogSecre
             if args.json {
                 json_error(
                     secrets,
-                    super::EXIT_INVALID_CONFIG,
+                    Exit::InvalidConfig,
                     "configuration",
                     &inline(secrets, &message, MAX_BLOCK),
                     serde_json::json!({}),
                 );
             }
-            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
     };
     let governance = Governance {

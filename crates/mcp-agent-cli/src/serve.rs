@@ -10,36 +10,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove, EventKind, READ_OUTPUT_TOOL,
-    RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+use mcp_agent::{
+    ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
+    ElicitationHandler, EventKind, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL,
+    RunInput, SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    config::DEFAULT_CALL_TIMEOUT,
+    prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
+    rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, CallTarget, CatalogConfig, Exposure, SEARCH_TOOL};
-use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
-use mcp_agent::mcp_config::{
-    Config, DEFAULT_CALL_TIMEOUT, ServeApproval, ServeAuth, ServeExposure, ServeJwt, ServeToolNames,
-};
-use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use mcp_serve::{
-    BearerAuth, Downstream, HttpOptions, JwtAlgorithm, JwtAuth, OpenError, OpenTools, RateLimit,
-    ServeError, SessionTools, ToolListChanges, ToolServer,
+    BearerAuth, Downstream, OpenError, OpenTools, ServeError, SessionTools, ToolListChanges,
+    ToolServer,
 };
 use tokio::task::JoinHandle;
 
+use super::exit::Exit;
 use super::logging::LogSecrets;
-use super::open::{fail, load, runtime};
+use super::open::{fail, load_all, runtime};
+use super::settings::ServeSettings;
+use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
 use super::signals::Signals;
 use mcp_agent::Redactor;
 
 use super::term::chain;
 use super::term::say;
-use super::{EXIT_FAILED, EXIT_INVALID_CONFIG};
 
 /// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Downstream sessions open at once when `[serve] max_sessions` says nothing.
-const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// The lazy surface's names, which no upstream tool is listed under.
 const SURFACE_NAMES: [&str; 3] = [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL];
@@ -76,33 +73,38 @@ enum Mode {
 
 /// Runs `mcp-agent serve`.
 pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSecrets) -> ExitCode {
-    let (config, secrets) = match load(file, false, logs) {
+    let (config, settings, secrets) = match load_all(file, false, logs) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
     let secrets = &secrets;
-    let mode = match mode(&args, &config) {
+    let settings = settings.serve;
+    let mode = match mode(&args, &settings) {
         Ok(mode) => mode,
         Err(message) => {
             say(format_args!("error: {message}"));
-            return ExitCode::from(EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
     };
-    let auth = match &config.serve.auth {
-        Some(ServeAuth::Jwt(jwt)) if matches!(mode, Mode::Http(_)) => match jwt_auth(jwt) {
-            Ok(auth) => Some(auth),
-            Err(message) => {
-                say(format_args!("error: serve.auth.jwt: {message}"));
-                return ExitCode::from(EXIT_INVALID_CONFIG);
+    let auth = match &settings.auth {
+        Some(ServeAuth::Jwt(jwt)) if matches!(mode, Mode::Http(_)) => {
+            match BearerAuth::jwt(jwt.as_ref().clone()) {
+                Ok(auth) => Some(auth),
+                Err(e) => {
+                    say(format_args!("error: serve.auth.jwt: {e}"));
+                    return Exit::InvalidConfig.into();
+                }
             }
-        },
-        Some(auth) if matches!(mode, Mode::Http(_)) => match auth.token() {
-            Ok(token) => Some(BearerAuth::new(token.expose())),
-            Err(e) => {
-                super::config::report(&e);
-                return ExitCode::from(EXIT_INVALID_CONFIG);
+        }
+        Some(auth) if matches!(mode, Mode::Http(_)) => {
+            match auth.token_from(|name| std::env::var(name).ok()) {
+                Ok(token) => Some(BearerAuth::new(token.expose())),
+                Err(e) => {
+                    super::config::report(&e);
+                    return Exit::InvalidConfig.into();
+                }
             }
-        },
+        }
         _ => None,
     };
     if let Mode::Http(addr) = mode
@@ -116,38 +118,33 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         ));
     }
     let exposure = match args.expose.as_deref() {
-        Some(word) => ServeExposure::parse(word).unwrap_or_default(),
-        None => config.serve.expose.unwrap_or_default(),
+        Some(word) => exposure(word).unwrap_or_default(),
+        None => settings.expose.unwrap_or_default(),
     };
     let names = match args.tool_names.as_deref() {
-        Some(word) => ServeToolNames::parse(word).unwrap_or_default(),
-        None => config.serve.tool_names.unwrap_or_default(),
+        Some(word) => ToolNames::parse(word).unwrap_or_default(),
+        None => settings.tool_names.unwrap_or_default(),
     };
-    runtime().block_on(serve(secrets, config, mode, exposure, names, auth))
+    let gateway = GatewaySettings {
+        serve: settings,
+        exposure,
+        names,
+    };
+    runtime().block_on(serve(secrets, config, gateway, mode, auth))
 }
 
-/// `[serve] auth.jwt` as the endpoint's JWT authentication.
-fn jwt_auth(jwt: &ServeJwt) -> Result<BearerAuth, String> {
-    let url = jwt.jwks_url.parse().map_err(|e| format!("jwks_url: {e}"))?;
-    let algorithms = jwt
-        .algorithms
-        .iter()
-        .map(|a| a.parse::<JwtAlgorithm>())
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut settings = JwtAuth::new(jwt.issuer.clone(), url)
-        .with_algorithms(algorithms)
-        .with_leeway(Duration::from_secs(jwt.leeway_s));
-    if let Some(audience) = &jwt.audience {
-        settings = settings.with_audience(audience.clone());
-    }
-    BearerAuth::jwt(settings).map_err(|e| e.to_string())
+/// What `[serve]` and the flags say, together.
+struct GatewaySettings {
+    serve: ServeSettings,
+    exposure: Exposure,
+    names: ToolNames,
 }
 
-fn mode(args: &ServeArgs, config: &Config) -> Result<Mode, String> {
+fn mode(args: &ServeArgs, settings: &ServeSettings) -> Result<Mode, String> {
     if args.stdio {
         return Ok(Mode::Stdio);
     }
-    match (&args.http, config.serve.http) {
+    match (&args.http, settings.http) {
         (Some(addr), _) => parse_addr(addr).map(Mode::Http),
         (None, Some(addr)) => Ok(Mode::Http(addr)),
         (None, None) => Ok(Mode::Stdio),
@@ -170,17 +167,20 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 async fn serve(
     secrets: &Redactor,
     config: Config,
+    gateway: GatewaySettings,
     mode: Mode,
-    exposure: ServeExposure,
-    names: ServeToolNames,
     auth: Option<BearerAuth>,
 ) -> ExitCode {
+    let GatewaySettings {
+        serve: settings,
+        exposure,
+        names,
+    } = gateway;
     let mut signals = Signals::install();
     let connectors = match mcp_agent::connectors() {
         Ok(c) => c,
         Err(e) => return fail(secrets, &e),
     };
-    let settings = config.serve.clone();
     let name = config.tool_server.name.clone();
     let call_timeouts = config
         .servers
@@ -205,13 +205,11 @@ async fn serve(
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
         .instructions(match (exposure, names) {
-            (ServeExposure::Eager, ServeToolNames::Upstream) => {
+            (Exposure::Eager, ToolNames::Upstream) => {
                 "The tools of the configured MCP servers, each under its own name \
                  (`server__tool` where two servers share one)."
             }
-            (ServeExposure::Eager, _) => {
-                "The tools of the configured MCP servers, as `server__tool`."
-            }
+            (Exposure::Eager, _) => "The tools of the configured MCP servers, as `server__tool`.",
             _ => {
                 "The tools of the configured MCP servers: find one with `mcp_search_tools`, \
                  run it with `mcp_call_tool`."
@@ -221,7 +219,7 @@ async fn serve(
         server = server.max_calls_per_session(max);
     }
     if let Some(max) = settings.max_body_bytes {
-        server = server.max_request_bytes(usize::try_from(max).unwrap_or(usize::MAX));
+        server = server.max_request_bytes(max);
     }
     match mode {
         Mode::Stdio => {
@@ -230,7 +228,7 @@ async fn serve(
                     Ok(session) => session,
                     Err(e) => return fail(secrets, &e),
                 },
-                _ = signals.recv() => return ExitCode::SUCCESS,
+                _ = signals.recv() => return Exit::Success.into(),
             };
             tokio::select! {
                 () = session.wait() => {}
@@ -243,45 +241,13 @@ async fn serve(
             stopped(report, &pool, &mut signals).await
         }
         Mode::Http(bind) => {
-            let mut options = HttpOptions::default()
+            let mut options = settings
+                .options
+                .clone()
                 .with_bind(bind)
-                .with_allowed_origins(settings.allowed_origins.iter().cloned())
-                .with_allowed_hosts(settings.allowed_hosts.iter().cloned())
-                .with_drain_timeout(DRAIN_TIMEOUT)
-                .with_max_sessions(settings.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS));
-            if let Some(url) = &settings.public_url {
-                match url.parse() {
-                    Ok(url) => options = options.with_public_url(url),
-                    Err(e) => {
-                        say(format_args!("error: serve.public_url: {e}"));
-                        return ExitCode::from(EXIT_INVALID_CONFIG);
-                    }
-                }
-            }
+                .with_drain_timeout(DRAIN_TIMEOUT);
             if let Some(auth) = auth {
                 options = options.with_auth(auth);
-            }
-            if let Some(limit) = settings.rate_limit {
-                options = options.with_rate_limit(RateLimit::new(limit.per_second, limit.burst));
-            }
-            if let Some(limit) = settings.auth_failure_rate_limit {
-                options = options
-                    .with_auth_failure_limit(Some(RateLimit::new(limit.per_second, limit.burst)));
-            }
-            if let Some(max) = settings.max_connections {
-                options = options.with_max_connections(max);
-            }
-            if let Some(max) = settings.max_connections_per_address {
-                options = options.with_max_connections_per_address(max);
-            }
-            if let Some(timeout) = settings.header_read_timeout {
-                options = options.with_header_read_timeout(timeout);
-            }
-            if let Some(timeout) = settings.body_read_timeout {
-                options = options.with_body_read_timeout(timeout);
-            }
-            if let Some(timeout) = settings.idle_timeout {
-                options = options.with_idle_timeout(timeout);
             }
             let http = match server.serve_http(options).await {
                 Ok(http) => http,
@@ -291,11 +257,11 @@ async fn serve(
                     // reserved to root) or an unusable option is the configuration's fault.
                     let code = match e {
                         ServeError::Bind { .. } | ServeError::InvalidOption { .. } => {
-                            EXIT_INVALID_CONFIG
+                            Exit::InvalidConfig
                         }
-                        _ => EXIT_FAILED,
+                        _ => Exit::Failed,
                     };
-                    return ExitCode::from(code);
+                    return code.into();
                 }
             };
             say(format_args!("listening on {}", http.url()));
@@ -335,16 +301,16 @@ async fn stopped(
         Some(_) => {}
         None => say("interrupted again: stopping the MCP servers now"),
     }
-    ExitCode::SUCCESS
+    Exit::Success.into()
 }
 
 /// The client every session's run is opened with.
 fn client(
     secrets: &Redactor,
     config: Config,
-    connectors: mcp_agent::mcp_client::Connectors,
-    exposure: ServeExposure,
-    approve: ServeApproval,
+    connectors: mcp_agent::Connectors,
+    exposure: Exposure,
+    approve: Approval,
     history: Option<std::path::PathBuf>,
 ) -> McpClient {
     let pinned: Vec<String> = config
@@ -354,19 +320,15 @@ fn client(
             s.tools
                 .pinned
                 .iter()
-                .map(move |t| mcp_agent::mcp_catalog::external_name(&s.name, t))
+                .map(move |t| mcp_agent::external_name(&s.name, t))
         })
         .collect();
-    let exposure = match exposure {
-        ServeExposure::Eager => Exposure::Eager,
-        _ => Exposure::Lazy,
-    };
     let catalog = CatalogConfig::default()
         .with_pinned(pinned)
         .with_exposure(exposure)
         .with_identity_rules(config.policy.identity.clone());
     let gate: Arc<dyn ApprovalGate> = match approve {
-        ServeApproval::Allow => Arc::new(AutoApprove),
+        Approval::Allow => Arc::new(AutoApprove),
         _ => Arc::new(Deny),
     };
     let mut builder = McpClient::builder(config)
@@ -400,7 +362,7 @@ struct Gateway {
     /// Each configured server's call timeout, which also bounds its elicitations.
     call_timeouts: Arc<HashMap<String, Duration>>,
     /// How first-class upstream tools are named.
-    names: ServeToolNames,
+    names: ToolNames,
 }
 
 #[async_trait]
@@ -475,13 +437,13 @@ impl ElicitationHandler for Forward {
 /// into list-changed notifications.
 struct Upstream {
     runner: McpRunner,
-    names: ServeToolNames,
+    names: ToolNames,
     changes: ToolListChanges,
     watcher: JoinHandle<()>,
 }
 
 impl Upstream {
-    fn new(runner: McpRunner, names: ServeToolNames) -> Self {
+    fn new(runner: McpRunner, names: ToolNames) -> Self {
         let changes = ToolListChanges::new();
         let mut events = runner.governed().subscribe();
         let notify = changes.clone();
@@ -490,7 +452,7 @@ impl Upstream {
                 match events.recv().await {
                     Ok(event) if event.kind == EventKind::ToolsChanged => notify.notify(),
                     Ok(_) => {}
-                    Err(mcp_agent::agent_core::EventRecvError::Lagged { .. }) => notify.notify(),
+                    Err(mcp_agent::events::EventRecvError::Lagged { .. }) => notify.notify(),
                     Err(_) => return,
                 }
             }
@@ -512,7 +474,7 @@ impl Upstream {
     /// ([`tools`](ToolCatalog::tools)) counts the same rule over the catalog, so a name listed
     /// is a name that calls that tool, and `server__tool` always works.
     fn catalog_name(&self, name: &str) -> Option<String> {
-        if self.names != ServeToolNames::Upstream || SURFACE_NAMES.contains(&name) {
+        if self.names != ToolNames::Upstream || SURFACE_NAMES.contains(&name) {
             return None;
         }
         // `lookup` finds a model-facing name, then an id, then a name only one server has.
@@ -536,7 +498,7 @@ impl ToolCatalog for Upstream {
     /// tool, which would scan every tool for each) is listed under that name.
     fn tools(&self) -> Vec<ToolDescriptor> {
         let mut tools = self.runner.tools();
-        if self.names != ServeToolNames::Upstream {
+        if self.names != ToolNames::Upstream {
             return tools;
         }
         let entries = self.runner.catalog().entries();

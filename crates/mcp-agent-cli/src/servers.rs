@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use mcp_agent::mcp_client::McpRunner;
+use mcp_agent::McpRunner;
 
+use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::open::{Governance, load, runtime, with_runner};
 use super::term::{MAX_NAME, inline, out, out_json};
@@ -43,7 +44,7 @@ pub(crate) fn run(cmd: ServersCommand, file: Option<&Path>, logs: &LogSecrets) -
                     return code;
                 }
             }
-            ExitCode::SUCCESS
+            Exit::Success.into()
         }
         ServersCommand::Check { json } => runtime().block_on(with_runner(
             config,
@@ -78,7 +79,7 @@ fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
         .collect();
     if json {
         out_json(secrets, &Value::Array(report))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Success.into());
     }
     // Every cell but the configured name and the count is the server's own text.
     let cell = |v: &Value, max| inline(secrets, v.as_str().unwrap_or("?"), max);
@@ -93,5 +94,5 @@ fn check(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             r["tools"]
         ))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }

@@ -6,6 +6,8 @@
 
 use std::process::ExitCode;
 
+use super::exit::Exit;
+
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The catching of the terminating signals, for the life of a command.
@@ -45,6 +47,6 @@ impl Signals {
             () = next(&mut self.hup) => 1,
             () = next(&mut self.quit) => 3,
         };
-        ExitCode::from(128 + number)
+        Exit::Signal(number).into()
     }
 }

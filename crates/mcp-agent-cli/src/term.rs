@@ -16,10 +16,10 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use agent_model_openai::API_KEY_ENV;
-use mcp_agent::mcp_config::{Config, Redactor, Secret};
+use mcp_agent::{Config, Redactor, Secret};
 
-/// Exit code when stdout was closed by its reader (128 + SIGPIPE, as if killed by it).
-pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
+use super::exit::Exit;
+use super::settings::Settings;
 
 /// Longest name (tool, server, identity) printed in a table cell.
 pub(crate) const MAX_NAME: usize = 128;
@@ -31,14 +31,27 @@ pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 /// The secret engine of a command before its run is open: every secret value of `config`,
 /// its servers' secrets, the `[model]` table's header values and the model API key (from the
 /// variable `api_key_env` names, and `OPENAI_API_KEY`).
-pub(crate) fn secrets_of(config: &Config) -> Redactor {
+pub(crate) fn secrets_of(config: &Config, settings: &Settings) -> Redactor {
     let servers = config.servers.iter().flat_map(|s| s.secret_values());
-    let model = config.model.headers.values().cloned();
+    let model = &settings.model;
+    let headers = model
+        .config
+        .headers
+        .values()
+        .map(|v| Secret::new(v.as_str()));
     let keys = [
-        config.model.api_key().ok().flatten(),
+        model
+            .api_key_from(|name| std::env::var(name).ok())
+            .ok()
+            .flatten(),
+        model
+            .config
+            .api_key
+            .as_ref()
+            .map(|key| Secret::new(key.expose())),
         std::env::var(API_KEY_ENV).ok().map(Secret::new),
     ];
-    Redactor::new().with_secrets(servers.chain(model).chain(keys.into_iter().flatten()))
+    Redactor::new().with_secrets(servers.chain(headers).chain(keys.into_iter().flatten()))
 }
 
 /// True for characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and the
@@ -209,7 +222,7 @@ pub(crate) fn first_line(secrets: &Redactor, text: Option<&str>) -> String {
 }
 
 /// Writes `text` and a newline to stdout. A closed pipe ends the command quietly with
-/// [`EXIT_BROKEN_PIPE`]; another write error (a full disk) is reported, exit 1.
+/// [`Exit::BrokenPipe`]; another write error (a full disk) is reported, [`Exit::Failed`].
 pub(crate) fn out(text: impl std::fmt::Display) -> Result<(), ExitCode> {
     let mut stdout = io::stdout().lock();
     writeln!(stdout, "{text}")
@@ -235,10 +248,10 @@ pub(crate) fn out_json_line(secrets: &Redactor, value: &serde_json::Value) -> Re
 
 fn write_failed(error: io::Error) -> ExitCode {
     if error.kind() == io::ErrorKind::BrokenPipe {
-        ExitCode::from(EXIT_BROKEN_PIPE)
+        Exit::BrokenPipe.into()
     } else {
         say(format_args!("error: cannot write the output: {error}"));
-        ExitCode::from(super::EXIT_FAILED)
+        Exit::Failed.into()
     }
 }
 
@@ -250,7 +263,7 @@ pub(crate) fn say(text: impl std::fmt::Display) {
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their
 /// lines), terminal-safe and with known secrets replaced.
 pub(crate) fn chain(secrets: &Redactor, error: &(dyn std::error::Error + 'static)) -> String {
-    block(secrets, &mcp_agent::agent_core::error_chain(error))
+    block(secrets, &mcp_agent::error_chain(error))
 }
 
 #[cfg(test)]

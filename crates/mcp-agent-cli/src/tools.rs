@@ -4,17 +4,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::agent_core::{
-    CallOutcome, Event, EventKind, EventReceiver, EventRecvError, OutputStore, ToolCall,
-    ToolDispatcher, ToolError,
+use mcp_agent::{
+    CALL_TOOL, CallOutcome, Event, EventKind, EventReceiver, OutputStore, SearchRequest, ToolCall,
+    ToolError, events::EventRecvError, prelude::ToolDispatcher,
 };
-use mcp_agent::mcp_catalog::{CALL_TOOL, SearchRequest};
 use serde_json::{Value, json};
 
-use mcp_agent::Redactor;
-use mcp_agent::mcp_client::McpRunner;
+use mcp_agent::{McpRunner, Redactor};
 
-use super::EXIT_FAILED;
+use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::open::{Governance, fail, json_error, load, runtime, with_runner};
 use super::term::chain;
@@ -111,13 +109,13 @@ pub(crate) fn run(
             if json {
                 json_error(
                     secrets,
-                    super::EXIT_INVALID_CONFIG,
+                    Exit::InvalidConfig,
                     "arguments",
                     &message,
                     json!({}),
                 );
             }
-            return ExitCode::from(super::EXIT_INVALID_CONFIG);
+            return Exit::InvalidConfig.into();
         }
         governance.yes |= *yes;
         governance.history.clone_from(history);
@@ -190,7 +188,7 @@ fn list(runner: &McpRunner, json: bool) -> Result<ExitCode, ExitCode> {
             runner.sessions().len()
         ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success.into())
 }
 
 /// With `[search]` configured the ranking is hybrid ([`Catalog::search_ranked`]); when the
@@ -226,7 +224,7 @@ async fn search(
             } else {
                 print_ranked(secrets, &value)?;
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success.into())
         }
         Err(e) => Err(fail(secrets, &e)),
     }
@@ -287,13 +285,13 @@ async fn call(
                     );
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Success.into())
         }
         Err(e) => {
             if json {
                 json_error(
                     secrets,
-                    EXIT_FAILED,
+                    Exit::Failed,
                     "call",
                     &chain(secrets, &e),
                     error_fields(secrets, &e),

@@ -68,20 +68,40 @@
 //! # }
 //! ```
 //!
+//! # What is here
+//!
+//! - At the root: what a run is made of — the client ([`McpClient`], [`McpClientBuilder`],
+//!   [`McpRunner`], [`connectors`]), the configuration ([`Config`], [`ServerSpec`],
+//!   [`McpSelection`]), tool calls ([`ToolCall`], [`ToolOutput`], [`ToolDescriptor`]), the
+//!   governed layer, approval, events and history, and the errors of each.
+//! - [`prelude`]: the traits a run is used through.
+//! - [`config`]: the configuration's parts beyond the root (transports, `[serve]`, `[model]`).
+//! - [`agent`]: the agent loop and the model seam ([`agent::AgentLoop`], [`agent::Model`]).
+//! - [`events`]: the event bus and the history files.
+//! - [`stdio`], [`http`], [`auth`]: each transport's connector and options, and the HTTP
+//!   transport's auth hooks, present with their features.
+//! - Escape hatches: [`rmcp`] (the protocol crate; a custom connector must use this one) and
+//!   [`internals`] (the workspace crates whole, with no promise that their paths stay).
+//!
+//! The server direction (a governed MCP gateway, `ToolServer`) is the `mcp-serve` crate,
+//! kept out of this one so that a library build has no server side of rmcp.
+//!
 //! # Feature Flags
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `stdio` | yes | MCP servers run as child processes ([`mcp_transport_stdio`]) |
-//! | `http` | yes | MCP servers over streamable HTTP on hyper + rustls ([`mcp_transport_http`]) |
+//! | `stdio` | yes | MCP servers run as child processes ([`stdio`]) |
+//! | `http` | yes | MCP servers over streamable HTTP on hyper + rustls ([`http`]), with static headers and bearer tokens ([`auth`]) |
+//! | `oauth` | yes | `http` plus OAuth: client credentials (`private_key_jwt` signed with `ring`) and a user's login with PKCE |
 //! | `embed` | no | hybrid tool search for the config's `[search]` with an OpenAI-compatible embeddings endpoint (`mcp_embed`; no ML dependency) |
 //! | `embed-local` | no | `embed` plus a local sentence-transformers model (candle, tokenizers) |
 //!
 //! A `[search]` whose back end is not compiled in fails a run's opening, naming the feature
-//! ([`mcp_client::SearchSetupError::NotBuilt`]).
+//! ([`SearchSetupError::NotBuilt`]).
 //!
 //! A spec whose transport is not compiled in is refused when its session opens, with an error
-//! naming the missing feature ([`mcp_connector::ConnectError::Unsupported`]).
+//! naming the missing feature ([`ConnectError::Unsupported`]); an OAuth spec without `oauth`
+//! is refused when its session opens, naming the feature.
 //!
 //! The command-line tool is the separate `mcp-agent-cli` package (its binary is named
 //! `mcp-agent`), so a library build pulls in no argument parser and no server side of rmcp.
@@ -90,30 +110,22 @@ mod error;
 
 pub use error::SetupError;
 
-pub use agent_core;
-pub use mcp_auth;
-pub use mcp_catalog;
-pub use mcp_client;
-pub use mcp_config;
-pub use mcp_connector;
-#[cfg(feature = "embed")]
-pub use mcp_embed;
-#[cfg(feature = "http")]
-pub use mcp_transport_http;
-#[cfg(feature = "stdio")]
-pub use mcp_transport_stdio;
 /// The MCP protocol crate this library is built on; a custom connector must use this one.
 pub use rmcp;
 
 pub use agent_core::{
     ApprovalDecision, ApprovalRequest, ApprovalRules, ApprovalTrigger, AutoApprove, CallOutcome,
-    Event, EventKind, EventReceiver, Governed, GovernedLayer, History, HistoryError, IdentityRules,
-    OutputLimits, READ_OUTPUT_TOOL, Redactor, Rule, RunInput, Secret, SecretSink, ToolCall,
-    ToolDescriptor, ToolError, ToolOutput,
+    DEFAULT_APPROVAL_TIMEOUT, Event, EventKind, EventReceiver, Governed, GovernedLayer, History,
+    HistoryError, IdentityRules, OutputLimits, OutputStore, Redactor, Rule, RunInput, Secret,
+    SecretSink, ToolCall, ToolDescriptor, ToolError, ToolOutput, error_chain,
 };
-pub use mcp_catalog::{CALL_TOOL, Catalog, CatalogConfig, Exposure, SEARCH_TOOL, SearchRequest};
+pub use mcp_catalog::{
+    CALL_TOOL, CallTarget, Catalog, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL,
+    SearchRequest, external_name,
+};
 pub use mcp_client::{
-    ClientError, Connectors, McpClient, McpClientBuilder, McpRunner, ServerIdentity, SessionError,
+    ClientError, Connectors, DeclineElicitation, ElicitationHandler, McpClient, McpClientBuilder,
+    McpRunner, OpenOptions, SearchSetupError, ServerIdentity, SessionError,
 };
 pub use mcp_config::{
     Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, ServerSpec,
@@ -126,6 +138,119 @@ pub mod prelude {
         ApprovalGate, CallResolver, EventSink, Model, Runner, RunnerFactory, ToolCatalog,
         ToolDispatcher, ToolPolicy,
     };
+}
+
+/// The configuration beyond [`Config`] and [`ServerSpec`]: transports, auth, per-run
+/// options, the raw `[model]` and `[serve]` tables ([`read::Table`](config::read::Table)) and the reader
+/// that reads them ([`read`](config::read)).
+///
+/// ```
+/// use mcp_agent::config::{StdioSpec, TransportSpec};
+/// use mcp_agent::ServerSpec;
+///
+/// let spec = ServerSpec::new("fs", TransportSpec::Stdio(StdioSpec::new("mcp-server-fs", ["/srv"])));
+/// assert_eq!(spec.name, "fs");
+/// ```
+pub mod config {
+    pub use mcp_config::{
+        AuthSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, FileFormat, HttpSpec, Problem,
+        ProblemKind, REDACTED, ResolvedRun, RunOptions, SecretSource, StdioSpec, TransportKind,
+        TransportSpec, read,
+    };
+}
+
+/// The agent loop and the model seam: [`AgentLoop`](agent::AgentLoop) runs a
+/// [`Model`](agent::Model) against a run's tools until an answer or `max_steps`.
+///
+/// ```
+/// use mcp_agent::agent::{Message, Role};
+///
+/// let asked = Message::new(Role::User, "file the bug");
+/// assert_eq!(asked.role, Role::User);
+/// ```
+pub mod agent {
+    pub use agent_core::progress;
+    pub use agent_core::{
+        AgentError, AgentLoop, AgentOutcome, CancellationToken, DEFAULT_MAX_STEPS, Message, Model,
+        ModelError, ModelRequest, ModelResponse, Role, ScriptedModel, TextSink,
+    };
+}
+
+/// A run's events and its history files, beside the root's [`Event`] and [`History`].
+///
+/// ```
+/// assert_eq!(mcp_agent::events::EVENTS_FILE, "events.jsonl");
+/// ```
+pub mod events {
+    pub use agent_core::{
+        EVENTS_FILE, EventBus, EventRecvError, EventSink, JsonlLines, MESSAGES_FILE,
+    };
+}
+
+/// Child-process MCP servers (feature `stdio`).
+///
+/// ```
+/// let connector = mcp_agent::stdio::StdioConnector::new();
+/// # drop(connector);
+/// ```
+#[cfg(feature = "stdio")]
+pub mod stdio {
+    pub use mcp_transport_stdio::{StdioConnector, StdioError, StdioHandle, StdioOptions};
+}
+
+/// Streamable HTTP MCP servers (feature `http`).
+///
+/// ```
+/// use mcp_agent::http::{HttpConnector, HttpOptions};
+///
+/// let connector = HttpConnector::new(HttpOptions::default()).unwrap();
+/// # drop(connector);
+/// ```
+#[cfg(feature = "http")]
+pub mod http {
+    pub use mcp_transport_http::{AuthFactory, HttpConnector, HttpError, HttpOptions, Resolve};
+}
+
+/// The HTTP transport's auth hooks (feature `http`): static headers and bearer tokens; with
+/// feature `oauth`, OAuth client credentials and a user's login.
+///
+/// ```
+/// use mcp_agent::Secret;
+/// use mcp_agent::auth::{AuthProvider, BearerToken};
+///
+/// let token = BearerToken::new("docs", &Secret::from("tok-123")).unwrap();
+/// # let _: &dyn AuthProvider = &token;
+/// ```
+#[cfg(feature = "http")]
+pub mod auth {
+    pub use mcp_auth::{
+        AuthError, AuthProvider, BearerToken, Chain, Challenge, Credentials, NoAuth,
+        OnUnauthorized, StaticHeaders, from_spec,
+    };
+    #[cfg(feature = "oauth")]
+    pub use mcp_auth::{
+        AuthRegistry, Callback, CallbackListener, FileTokenStore, Login, LoginOnDemand,
+        LoginTokens, MemoryTokenStore, OAuthOptions, PendingLogin, StoreError, StoredLogin,
+        TokenStore,
+    };
+}
+
+/// The workspace crates whole, for what the curated API above leaves out. Their paths and
+/// items may change between versions; prefer the names at the root and in the modules.
+pub mod internals {
+    pub use agent_core;
+    #[cfg(feature = "http")]
+    pub use mcp_auth;
+    pub use mcp_catalog;
+    pub use mcp_client;
+    pub use mcp_config;
+    pub use mcp_connector;
+    #[cfg(feature = "embed")]
+    pub use mcp_embed;
+    #[cfg(feature = "http")]
+    pub use mcp_transport_http;
+    #[cfg(feature = "stdio")]
+    pub use mcp_transport_stdio;
 }
 
 /// A [`Connectors`] registry with every transport compiled in, with default options. A

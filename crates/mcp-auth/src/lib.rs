@@ -102,6 +102,7 @@
 mod challenge;
 mod error;
 mod fetch;
+#[cfg(feature = "oauth")]
 mod oauth;
 
 use std::collections::BTreeMap;
@@ -115,11 +116,13 @@ use mcp_config::{AuthSpec, Secret, SecretSource};
 pub use challenge::Challenge;
 pub use error::{AuthError, FetchError, StoreError};
 pub use fetch::HttpFetch;
+#[cfg(feature = "oauth")]
 pub use oauth::login::{
     Callback, CallbackListener, FileTokenStore, Login, LoginKey, LoginLock, LoginOnDemand,
     LoginTokens, MemoryTokenStore, OFFLINE_ACCESS, PendingLogin, Pkce, StepUp, StoredLogin,
     TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
+#[cfg(feature = "oauth")]
 pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
@@ -511,16 +514,26 @@ impl AuthProvider for Chain {
 /// assert!(err.to_string().contains("docs"));
 /// ```
 pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
+    #[cfg(feature = "oauth")]
+    let (client_credentials, login) = (
+        "OAuth2 client credentials without an HTTP client (an auth registry builds them)",
+        "an OAuth login without an HTTP client and a token store (an auth registry builds it)",
+    );
+    #[cfg(not(feature = "oauth"))]
+    let (client_credentials, login) = (
+        "OAuth2 client credentials (built without the `oauth` feature)",
+        "an OAuth login (built without the `oauth` feature)",
+    );
     if auth.oauth_client_credentials.is_some() {
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
-            method: "OAuth2 client credentials without an HTTP client (an auth registry builds them)",
+            method: client_credentials,
         });
     }
     if auth.oauth.is_some() {
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
-            method: "an OAuth login without an HTTP client and a token store (an auth registry builds it)",
+            method: login,
         });
     }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;

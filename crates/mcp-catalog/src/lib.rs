@@ -2,7 +2,8 @@
 //!
 //! A [`Catalog`] holds the tools of every server of one run under model-safe `server__tool`
 //! names, shows the model a small lazy surface — `mcp_search_tools` and `mcp_call_tool` plus
-//! native tools — instead of every schema, ranks tools with a fielded BM25 index
+//! native tools, and [`ReadOutput`] (`mcp_read_output`) for the governed layer to serve —
+//! instead of every schema, ranks tools with a fielded BM25 index
 //! ([`search`]), validates arguments against each tool's JSON Schema before forwarding them
 //! unchanged, and turns MCP results into typed [`agent_core::ToolOutput`]s and
 //! [`agent_core::ToolError`]s.
@@ -99,8 +100,8 @@ pub mod testing;
 mod validate;
 
 pub use catalog::{
-    CALL_TOOL, CallTarget, Catalog, CatalogTool, ResolvedTool, SEARCH_TOOL, SearchRequest,
-    SearchResponse, ServerTools,
+    CALL_TOOL, CallTarget, Catalog, CatalogTool, READ_OUTPUT_TOOL, ReadOutput, ResolvedTool,
+    SEARCH_TOOL, SearchRequest, SearchResponse, ServerTools,
 };
 pub use config::{CatalogConfig, Exposure, ToolLimits};
 pub use error::{CatalogError, SessionError, SkipReason, SkippedTool};

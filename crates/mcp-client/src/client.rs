@@ -367,7 +367,8 @@ impl McpClient {
         let layer = GovernedLayer::new()
             .identity_rules(policy.identity.clone())
             .approval_rules(policy.approval.clone())
-            .output_limits(limits.with_spill_area(area));
+            .output_limits(limits.with_spill_area(area))
+            .output_reader(mcp_catalog::ReadOutput);
         let pinned = config
             .servers
             .iter()

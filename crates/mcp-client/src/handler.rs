@@ -151,6 +151,11 @@ impl SessionHandler {
         self
     }
 
+    /// The redactor's learning end: where the transport reports the secrets it obtains.
+    pub(crate) fn secret_sink(&self) -> std::sync::Arc<dyn mcp_config::SecretSink> {
+        self.redactor.sink()
+    }
+
     /// The capabilities this client declares: elicitation (form and URL) when a handler is
     /// set, nothing else.
     pub fn capabilities(&self) -> ClientCapabilities {

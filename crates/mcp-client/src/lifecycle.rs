@@ -22,6 +22,11 @@
 //! A late answer to the probe is dropped, so it cannot be taken for the answer to
 //! `initialize`. Errors that rmcp reads as a modern server's refusal (a missing capability, a
 //! header mismatch) still fail the open, and an unsupported version is negotiated by rmcp.
+//!
+//! A session's whole start (connect, lifecycle, tool listing, and the attempts again on a new
+//! connection) is `start`.
+
+pub(crate) mod start;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,4 +1,5 @@
-//! One live MCP session: opened through a connector, initialised, listed, called, closed.
+//! One live MCP session: opened (started by [`crate::lifecycle::start`]), listed, called,
+//! closed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use async_trait::async_trait;
 use mcp_catalog::sanitize::Lines;
 use mcp_catalog::{SessionError as CallError, ToolSession};
 use mcp_config::{Redactor, ServerSpec};
-use mcp_connector::{BoxError, Connection, ConnectionHandle, Connector, Connectors};
+use mcp_connector::{BoxError, ConnectionHandle, Connectors};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
     InputResponses, JsonObject, RequestParamsMeta, ServerNotification, SubscriptionFilter, Tool,
@@ -18,7 +19,8 @@ use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
-use crate::list::{ListError, list_all_tools};
+use crate::lifecycle::start::{StartOptions, Started, start_session};
+use crate::list::list_all_tools;
 use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text, shown_text};
 use crate::{ListLimits, SessionError};
 
@@ -106,7 +108,7 @@ impl Session {
         let span =
             tracing::info_span!("mcp_session", server = %spec.name, transport = %spec.kind());
         let started = std::time::Instant::now();
-        let outcome = Self::open_timed(connectors, spec, connect_timeout, options)
+        let outcome = Self::open_inner(connectors, spec, connect_timeout, options)
             .instrument(span.clone())
             .await;
         let _entered = span.enter();
@@ -128,83 +130,25 @@ impl Session {
         outcome
     }
 
-    async fn open_timed(
+    async fn open_inner(
         connectors: &Connectors,
         spec: Arc<ServerSpec>,
         connect_timeout: Duration,
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
-        let connector = connectors.for_spec(&spec)?;
-        let redactor = options.redactor.clone();
-        // The diagnostics of a half-open session are read through this slot when the timeout
-        // drops the future that owns the connection.
-        let diag: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-        let attempt = Self::open_inner(connector, spec.clone(), diag.clone(), options);
-        let outcome = match tokio::time::timeout(connect_timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(SessionError::ConnectTimeout {
-                server: spec.name.clone(),
-                after: connect_timeout,
-                diagnostics: diag.lock().ok().and_then(|d| d.clone()),
-            }),
-        };
-        outcome.map_err(|e| scrub_session_error(&redactor, e))
-    }
-
-    async fn open_inner(
-        connector: &dyn Connector,
-        spec: Arc<ServerSpec>,
-        diag: Arc<std::sync::Mutex<Option<String>>>,
-        options: SessionOptions,
-    ) -> Result<(Self, Vec<Tool>), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
         let handler = handler.with_redactor(options.redactor.clone());
-        let lifecycle = if options.discover {
-            Lifecycle::Discover
-        } else {
-            Lifecycle::Initialize
+        let how = StartOptions {
+            limits: options.limits,
+            discover: options.discover,
         };
-        let started = Self::start(
-            connector,
-            &spec,
-            &diag,
-            &options,
-            handler.clone(),
-            lifecycle,
-        )
-        .await;
-        let (service, tools, handle) = match started {
-            Ok(started) => started,
-            // A server that answered `server/discover` but refuses what follows until it is
-            // initialised: once more, on a new connection, with `initialize` alone.
-            Err(Refused::AfterDiscover) => Self::start(
-                connector,
-                &spec,
-                &diag,
-                &options,
-                handler.clone(),
-                Lifecycle::Initialize,
-            )
+        let Started {
+            service,
+            tools,
+            handle,
+        } = start_session(connectors, &spec, connect_timeout, how, handler.clone())
             .await
-            .map_err(|e| e.into_error(&spec.name))?,
-            // A modern server slower than the probe, which then refused `initialize`: once
-            // more, on a new connection, waiting for its discover result; if that fails too,
-            // the first failure is the one told.
-            Err(Refused::Slow(first)) => match Self::start(
-                connector,
-                &spec,
-                &diag,
-                &options,
-                handler.clone(),
-                Lifecycle::DiscoverOnly,
-            )
-            .await
-            {
-                Ok(started) => started,
-                Err(_) => return Err(first),
-            },
-            Err(Refused::Error(e)) => return Err(e),
-        };
+            .map_err(|e| scrub_session_error(&options.redactor, e))?;
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.redactor);
         let listener = listen_for_tool_changes(&peer, &handler);
@@ -221,91 +165,6 @@ impl Session {
             shared: Default::default(),
         };
         Ok((session, tools))
-    }
-
-    /// Connects, starts the lifecycle and lists the tools. A failure releases the connection.
-    async fn start(
-        connector: &dyn Connector,
-        spec: &ServerSpec,
-        diag: &Arc<std::sync::Mutex<Option<String>>>,
-        options: &SessionOptions,
-        handler: SessionHandler,
-        lifecycle: Lifecycle,
-    ) -> Result<Started, Refused> {
-        let Connection { transport, handle } = connector.connect(spec).await?;
-        // Before any request: the tokens the transport obtains reach the run's redactor.
-        handle.report_secrets_to(&options.redactor.sink());
-        let transport = transport.with_tap(handler.progress_tap());
-        // Keeps the handle's stderr tail reachable if this future is dropped by the timeout.
-        struct DiagOnDrop<'a>(
-            &'a dyn ConnectionHandle,
-            Arc<std::sync::Mutex<Option<String>>>,
-        );
-        impl Drop for DiagOnDrop<'_> {
-            fn drop(&mut self) {
-                if let Ok(mut slot) = self.1.lock() {
-                    *slot = self.0.diagnostics();
-                }
-            }
-        }
-        let _diag = DiagOnDrop(&*handle, diag.clone());
-        let served = match lifecycle {
-            Lifecycle::Discover => {
-                crate::lifecycle::serve(
-                    handler,
-                    transport,
-                    crate::lifecycle::discover_timeout(spec),
-                )
-                .await
-            }
-            Lifecycle::DiscoverOnly => crate::lifecycle::serve_discover(handler, transport).await,
-            Lifecycle::Initialize => crate::lifecycle::serve_initialize(handler, transport).await,
-        };
-        let service = match served {
-            Ok(service) => service,
-            Err(e) => {
-                let diagnostics = release(&*handle).await;
-                let error = SessionError::Initialize {
-                    server: spec.name.clone(),
-                    diagnostics,
-                    source: handle
-                        .failure()
-                        .unwrap_or_else(|| Box::new(ProtocolError::of_initialize(&e))),
-                };
-                if lifecycle == Lifecycle::Discover
-                    && crate::lifecycle::gave_up_on_a_modern_server(&e)
-                {
-                    return Err(Refused::Slow(error));
-                }
-                return Err(Refused::Error(error));
-            }
-        };
-        let discovered = service
-            .peer()
-            .peer_info()
-            .is_some_and(|info| !info.protocol_version.has_initialize());
-        match list_all_tools(service.peer(), options.limits).await {
-            Ok(tools) => {
-                drop(_diag);
-                Ok((service, tools, handle))
-            }
-            Err(e) => {
-                drop(service);
-                let diagnostics = release(&*handle).await;
-                if discovered
-                    && lifecycle == Lifecycle::Discover
-                    && matches!(e, ListError::Service(ServiceError::McpError(_)))
-                {
-                    return Err(Refused::AfterDiscover);
-                }
-                Err(Refused::Error(list_error(
-                    &spec.name,
-                    e,
-                    diagnostics,
-                    handle.failure(),
-                )))
-            }
-        }
     }
 
     /// The spec this session was opened from.
@@ -365,9 +224,8 @@ impl Session {
         let listing = list_all_tools(&self.peer, self.options.limits);
         let outcome = match tokio::time::timeout(timeout, listing).await {
             Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => Err(list_error(
+            Ok(Err(e)) => Err(e.into_session_error(
                 &self.spec.name,
-                e,
                 self.handle.diagnostics(),
                 self.handle.failure(),
             )),
@@ -581,88 +439,6 @@ fn listen_for_tool_changes(
             }
         }
     })))
-}
-
-/// How a session starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lifecycle {
-    /// `server/discover`, else `initialize` ([`crate::lifecycle::serve`]).
-    Discover,
-    /// `server/discover` alone ([`crate::lifecycle::serve_discover`]).
-    DiscoverOnly,
-    /// `initialize` only.
-    Initialize,
-}
-
-/// A started session, its tools and its connection.
-type Started = (
-    RunningService<RoleClient, SessionHandler>,
-    Vec<Tool>,
-    Box<dyn ConnectionHandle>,
-);
-
-/// Why a start failed.
-enum Refused {
-    /// The server answered `server/discover`, then refused the tool listing with a JSON-RPC
-    /// error: it may only speak `initialize`.
-    AfterDiscover,
-    /// The probe gave up on the server, which then refused `initialize`: a modern server slow
-    /// to start. The error is the one to tell if the next attempt fails too.
-    Slow(SessionError),
-    Error(SessionError),
-}
-
-impl From<mcp_connector::ConnectError> for Refused {
-    fn from(e: mcp_connector::ConnectError) -> Self {
-        Self::Error(e.into())
-    }
-}
-
-impl Refused {
-    fn into_error(self, server: &str) -> SessionError {
-        match self {
-            Self::Error(e) | Self::Slow(e) => e,
-            // Not reached: `initialize` alone never reports a discover.
-            Self::AfterDiscover => SessionError::Initialize {
-                server: server.to_owned(),
-                diagnostics: None,
-                source: Box::new(ProtocolError::Unexpected),
-            },
-        }
-    }
-}
-
-/// Releases the connection of a session that failed to open, then reads its diagnostics.
-///
-/// A server that fails the handshake has often just written why on stderr and exited; its
-/// stdout closing reaches the client before the last stderr lines do, so diagnostics read at
-/// once would miss them. Shutting the handle down first (the server already lost its stdin:
-/// no grace, straight to SIGTERM if it still runs) waits for the exit and drains stderr.
-async fn release(handle: &dyn ConnectionHandle) -> Option<String> {
-    handle.shutdown(Duration::ZERO).await;
-    handle.diagnostics()
-}
-
-/// A discovery failure as a session error: a broken bound, or the request's failure (the
-/// transport's recorded `failure` when it has one).
-fn list_error(
-    server: &str,
-    error: ListError,
-    diagnostics: Option<String>,
-    failure: Option<BoxError>,
-) -> SessionError {
-    match error {
-        ListError::Limit(limit) => SessionError::ListLimit {
-            server: server.to_owned(),
-            limit,
-        },
-        ListError::Service(e) => SessionError::Discovery {
-            server: server.to_owned(),
-            diagnostics,
-            source: failure
-                .unwrap_or_else(|| Box::new(ProtocolError::of_service(&e, "listing the tools"))),
-        },
-    }
 }
 
 /// A server's identity, bounded, cleaned and scrubbed (see [`ServerIdentity`]).

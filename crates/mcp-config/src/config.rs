@@ -14,9 +14,10 @@ use crate::parse::{
     reject_unknown,
 };
 use crate::path::{JsonPath, Problems};
+use crate::table::{Table, TableLayer};
 use crate::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, ModelConfig, PolicyConfig, Problem,
-    ProblemKind, SecretSource, ServeConfig, ServerSpec, SpecOrigin, TransportSpec,
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, InlinePolicy, PolicyConfig, Problem, ProblemKind,
+    SecretSource, ServerSpec, SpecOrigin, TransportSpec,
 };
 
 /// The name the server direction announces when none is configured.
@@ -46,9 +47,9 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// | `allow_inline_env_secrets` | `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` | `false` |
 /// | `ssrf_guard` | `MCP_AGENT__SSRF_GUARD` | `true` |
 /// | `policy` (table, see [`PolicyConfig`]) | `MCP_AGENT__POLICY` (JSON object) | no rules, 64 KiB |
-/// | `model` (table, see [`ModelConfig`]) | `MCP_AGENT__MODEL` (JSON object) | nothing set |
+/// | `model` (table, kept raw: see [`Table`]) | `MCP_AGENT__MODEL` (JSON object) | nothing set |
 /// | `search` (table, see [`SearchConfig`](crate::SearchConfig)) | files only | lexical search |
-/// | `serve` (table, see [`ServeConfig`]) | `MCP_AGENT__SERVE` (JSON object) | nothing set |
+/// | `serve` (table, kept raw: see [`Table`]) | `MCP_AGENT__SERVE` (JSON object) | nothing set |
 ///
 /// The `[policy]` table holds `allow`, `deny` and `approve` (arrays of `{ server, tool }`
 /// globs over the server's `serverInfo.name` and the tool's name on it), `approve_destructive`
@@ -115,15 +116,17 @@ pub struct Config {
     pub inline: InlinePolicy,
     /// The `[policy]` table: identity rules, approval rules, output bound.
     pub policy: PolicyConfig,
-    /// The `[model]` table: the chat-completions endpoint an agent run asks.
-    #[serde(skip_serializing_if = "is_unset")]
-    pub model: ModelConfig,
+    /// The `[model]` table, kept raw for the application (the CLI: the endpoint an agent run
+    /// asks); not serialized, since its values may be secrets.
+    #[serde(skip)]
+    pub model: Table,
     /// The `[search]` table: hybrid tool search (lexical when `None`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<crate::SearchConfig>,
-    /// The `[serve]` table: how `mcp-agent serve` offers the servers to MCP clients.
-    #[serde(skip_serializing_if = "is_default")]
-    pub serve: ServeConfig,
+    /// The `[serve]` table, kept raw for the application (the CLI: how `mcp-agent serve`
+    /// offers the servers to MCP clients); not serialized.
+    #[serde(skip)]
+    pub serve: Table,
 }
 
 /// The specs, each with the values `${VAR}` put into it ([`ServerSpec::expanded`]) redacted.
@@ -144,14 +147,6 @@ fn redacted_servers<S: serde::Serializer>(servers: &[ServerSpec], s: S) -> Resul
     seq.end()
 }
 
-fn is_default<T: Default + PartialEq>(value: &T) -> bool {
-    *value == T::default()
-}
-
-fn is_unset(model: &ModelConfig) -> bool {
-    *model == ModelConfig::default()
-}
-
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -162,9 +157,9 @@ impl Default for Config {
             require_allow_mcp: false,
             inline: InlinePolicy::default(),
             policy: PolicyConfig::default(),
-            model: ModelConfig::default(),
+            model: Table::default(),
             search: None,
-            serve: ServeConfig::default(),
+            serve: Table::default(),
         }
     }
 }
@@ -258,13 +253,6 @@ impl Config {
     #[must_use]
     pub fn with_policy(mut self, policy: PolicyConfig) -> Self {
         self.policy = policy;
-        self
-    }
-
-    /// Sets the `[model]` table.
-    #[must_use]
-    pub fn with_model(mut self, model: ModelConfig) -> Self {
-        self.model = model;
         self
     }
 
@@ -460,9 +448,9 @@ pub(crate) struct Layer {
     pub(crate) allow_inline_env_secrets: Option<bool>,
     pub(crate) ssrf_guard: Option<bool>,
     pub(crate) policy: Option<PolicyLayer>,
-    pub(crate) model: Option<crate::model::ModelLayer>,
+    pub(crate) model: Option<TableLayer>,
     pub(crate) search: Option<crate::SearchConfig>,
-    pub(crate) serve: Option<crate::serve::ServeLayer>,
+    pub(crate) serve: Option<TableLayer>,
 }
 
 impl Layer {
@@ -531,14 +519,16 @@ impl Layer {
             layer.policy = Some(parse_policy(v, &root.key("policy"), p));
         }
         if let Some(v) = field(obj, "model") {
-            layer.model = Some(crate::model::parse_model(v, &root.key("model"), p));
+            let file = layer.file.clone();
+            layer.model = TableLayer::read(v, root.key("model"), file, "model", p);
         }
         if let Some(v) = field(obj, "search") {
             let base = layer.file.as_deref().and_then(std::path::Path::parent);
             layer.search = crate::search::parse_search(v, &root.key("search"), base, p);
         }
         if let Some(v) = field(obj, "serve") {
-            layer.serve = Some(crate::serve::parse_serve(v, &root.key("serve"), p));
+            let file = layer.file.clone();
+            layer.serve = TableLayer::read(v, root.key("serve"), file, "serve", p);
         }
         layer
     }
@@ -583,7 +573,27 @@ pub(crate) fn tool_server_name(value: &Value, path: &JsonPath, p: &mut Problems)
 /// Merges layers in order (later settings win; servers accumulate) into a config, or fails
 /// with every problem: those already in `p` and duplicate server names.
 pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigError> {
-    let mut problems = p.into_vec();
+    merge_reading(layers, p, |_, _| ()).map(|(config, ())| config)
+}
+
+/// [`merge`], then `read` (the application reading the raw tables) adding its problems to the
+/// rest before any is reported.
+pub(crate) fn merge_reading<T>(
+    layers: Vec<Layer>,
+    mut p: Problems,
+    read: impl FnOnce(&Config, &mut Problems) -> T,
+) -> Result<(Config, T), ConfigError> {
+    let (config, duplicates) = merge_layers(layers);
+    for problem in duplicates {
+        p.push_problem(problem);
+    }
+    let read = read(&config, &mut p);
+    p.finish((config, read))
+}
+
+/// The layers merged, and the problems of server names defined twice.
+fn merge_layers(layers: Vec<Layer>) -> (Config, Vec<Problem>) {
+    let mut problems = Vec::new();
     let mut config = Config::default();
     let mut seen: Vec<(String, String)> = Vec::new(); // (name, "where")
     for layer in layers {
@@ -631,18 +641,14 @@ pub(crate) fn merge(layers: Vec<Layer>, p: Problems) -> Result<Config, ConfigErr
             policy.apply(&mut config.policy);
         }
         if let Some(model) = layer.model {
-            model.apply(&mut config.model);
+            config.model.push(model);
         }
         if let Some(search) = layer.search {
             config.search = Some(search);
         }
         if let Some(serve) = layer.serve {
-            serve.apply(&mut config.serve);
+            config.serve.push(serve);
         }
     }
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(ConfigError::invalid(problems))
-    }
+    (config, problems)
 }

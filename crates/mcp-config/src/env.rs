@@ -8,6 +8,7 @@ use crate::config::{Layer, PartialFailure, merge, tool_server_name};
 use crate::parse::did_you_mean;
 use crate::parse::parse_timeout;
 use crate::path::{JsonPath, Problems};
+use crate::table::TableLayer;
 use crate::{Config, ConfigError, ProblemKind};
 
 /// The prefix of every variable this crate reads.
@@ -45,9 +46,9 @@ impl Config {
     /// `MCP_AGENT__REQUIRE_ALLOW_MCP`, `MCP_AGENT__ALLOW_INLINE_STDIO`,
     /// `MCP_AGENT__ALLOW_INLINE_ENV_SECRETS` and `MCP_AGENT__SSRF_GUARD` (`true`/`false`,
     /// `1`/`0`, `yes`/`no`, `on`/`off`), and `MCP_AGENT__POLICY` (a JSON object: the `[policy]`
-    /// table of a file, see [`PolicyConfig`](crate::PolicyConfig)) and `MCP_AGENT__MODEL` (a
-    /// JSON object: the `[model]` table, see [`ModelConfig`](crate::ModelConfig)) and
-    /// `MCP_AGENT__SERVE` (the `[serve]` table, see [`ServeConfig`](crate::ServeConfig)). A variable
+    /// table of a file, see [`PolicyConfig`](crate::PolicyConfig)) and `MCP_AGENT__MODEL` and
+    /// `MCP_AGENT__SERVE` (JSON objects: the `[model]` and `[serve]` tables, kept raw, see
+    /// [`Table`](crate::read::Table)). A variable
     /// set to the empty string counts as unset. Other variables with the prefix are errors (a
     /// typo must not be ignored); variables without it are ignored. Problem paths start with
     /// the variable's name: `MCP_AGENT__SERVERS[1].url`; a key given twice in one object of
@@ -183,7 +184,7 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
                 ),
             },
             "MODEL" => match crate::json::parse(value, &at, p) {
-                Ok(v) => layer.model = Some(crate::model::parse_model(&v, &at, p)),
+                Ok(v) => layer.model = TableLayer::read(&v, at, None, "model", p),
                 Err(e) => p.push_caused(
                     &at,
                     ProblemKind::Syntax,
@@ -192,7 +193,7 @@ pub(crate) fn env_layer(vars: &BTreeMap<String, String>, p: &mut Problems) -> La
                 ),
             },
             "SERVE" => match crate::json::parse(value, &at, p) {
-                Ok(v) => layer.serve = Some(crate::serve::parse_serve(&v, &at, p)),
+                Ok(v) => layer.serve = TableLayer::read(&v, at, None, "serve", p),
                 Err(e) => p.push_caused(
                     &at,
                     ProblemKind::Syntax,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::config::{Layer, merge};
+use crate::config::{Layer, merge, merge_reading};
 use crate::env::{collect_vars, env_layer, process_env};
 use crate::expand::expand_value;
 use crate::path::{JsonPath, Problems};
@@ -55,8 +55,50 @@ impl Config {
     /// Loads the environment and, if given, a config file; `${VAR}` in the file expands from
     /// the process environment. See [`Config`] for the schema and the precedence.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with(file, |_, _| ()).map(|(config, ())| config)
+    }
+
+    /// [`Config::load`], then `read`, the application's reader of the tables this crate keeps
+    /// raw ([`Config::serve`], [`Config::model`]), with the functions of
+    /// [`read`](crate::read). Its problems join the loader's: the error lists all of them.
+    /// `read` runs even when the rest has problems, on what could be read.
+    pub fn load_with<T>(
+        file: Option<&Path>,
+        read: impl FnOnce(&Config, &mut Problems) -> T,
+    ) -> Result<(Self, T), ConfigError> {
         let (vars, p) = process_env();
-        load_layers(&vars, file, p)
+        load_layers(&vars, file, p, read)
+    }
+
+    /// [`Config::load_with`] with the environment given as `(name, value)` pairs.
+    ///
+    /// ```
+    /// use mcp_config::read::{Problems, as_str};
+    /// use mcp_config::{Config, ProblemKind};
+    ///
+    /// let vars = [
+    ///     ("MCP_AGENT__SERVE", r#"{"http": 8080}"#),
+    ///     ("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", "-1"),
+    /// ];
+    /// let err = Config::load_with_vars_and(vars, None, |config: &Config, p: &mut Problems| {
+    ///     config.serve.read("http", p, |v, at, p| as_str(v, at, p).map(str::to_owned))
+    /// })
+    /// .unwrap_err();
+    /// let found: Vec<_> = err.problems().iter().map(|p| (p.kind, p.path.as_str())).collect();
+    /// assert!(found.contains(&(ProblemKind::WrongType, "MCP_AGENT__SERVE.http")));
+    /// assert!(found.contains(&(ProblemKind::InvalidTimeout, "MCP_AGENT__CONNECT_TIMEOUT_SECONDS")));
+    /// ```
+    pub fn load_with_vars_and<I, K, V, T>(
+        vars: I,
+        file: Option<&Path>,
+        read: impl FnOnce(&Config, &mut Problems) -> T,
+    ) -> Result<(Self, T), ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        load_layers(&collect_vars(vars), file, Problems::new(), read)
     }
 
     /// [`Config::load`] with the environment given as `(name, value)` pairs (used both for
@@ -90,7 +132,7 @@ impl Config {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        load_layers(&collect_vars(vars), file, Problems::new())
+        Self::load_with_vars_and(vars, file, |_, _| ()).map(|(config, ())| config)
     }
 
     /// Loads a config file alone (no `MCP_AGENT__…` variables); `${VAR}` expands from the
@@ -146,19 +188,35 @@ impl Config {
         K: AsRef<str>,
         V: AsRef<str>,
     {
+        Self::parse_with(text, format, vars, |_, _| ()).map(|(config, ())| config)
+    }
+
+    /// [`Config::parse`], then `read` as in [`Config::load_with`].
+    pub fn parse_with<I, K, V, T>(
+        text: &str,
+        format: FileFormat,
+        vars: I,
+        read: impl FnOnce(&Config, &mut Problems) -> T,
+    ) -> Result<(Self, T), ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
         let vars = collect_vars(vars);
         let mut p = Problems::new();
         let layer = text_layer(text, format, None, &vars, &mut p);
-        merge(vec![layer], p)
+        merge_reading(vec![layer], p, read)
     }
 }
 
 /// File first, environment second (its settings win).
-fn load_layers(
+fn load_layers<T>(
     vars: &BTreeMap<String, String>,
     file: Option<&Path>,
     mut p: Problems,
-) -> Result<Config, ConfigError> {
+    read: impl FnOnce(&Config, &mut Problems) -> T,
+) -> Result<(Config, T), ConfigError> {
     let mut layers = Vec::new();
     if let Some(path) = file {
         let mut fp = Problems::in_file(path.to_owned());
@@ -166,7 +224,7 @@ fn load_layers(
         p.extend(fp);
     }
     layers.push(env_layer(vars, &mut p));
-    merge(layers, p)
+    merge_reading(layers, p, read)
 }
 
 fn file_layer(

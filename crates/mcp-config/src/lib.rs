@@ -14,6 +14,9 @@
 //!   defaults ([`InlinePolicy`]: no stdio, no environment secrets, SSRF guard).
 //! - **Resolver** ([`ServerResolver`]): the replaceable step from a run's input to its servers;
 //!   [`DefaultResolver`] implements the selection above.
+//! - **Tables of the application** ([`read`]): `[serve]` and `[model]` are kept raw per
+//!   source ([`read::Table`]) for the application to read with the same problem-collecting
+//!   reader, its problems reported with the loader's ([`Config::load_with`]).
 //! - **Boundary adapters** ([`adapters`]): AG-UI `forwardedProps.mcp` and A2A data parts to
 //!   the same metadata.
 //!
@@ -85,17 +88,17 @@ mod file;
 mod glob;
 mod json;
 mod metadata;
-mod model;
 mod parse;
 mod path;
 mod policy;
+pub mod read;
 mod resolver;
 mod safety;
 mod search;
 mod secret;
 mod select;
-mod serve;
 mod spec;
+mod table;
 
 pub use config::{
     Config, DEFAULT_TOOL_SERVER_NAME, PartialFailure, ToolServerConfig, validate_specs,
@@ -104,7 +107,6 @@ pub use env::ENV_PREFIX;
 pub use error::{BoxError, ConfigError, Problem, ProblemKind};
 pub use file::FileFormat;
 pub use metadata::{MCP_METADATA_KEY, McpSelection};
-pub use model::{DEFAULT_MODEL_TIMEOUT, ModelConfig};
 pub use policy::PolicyConfig;
 pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
@@ -113,10 +115,6 @@ pub use secret::{
     MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink, bounded_text,
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
-pub use serve::{
-    JWT_ALGORITHMS, MIN_SERVE_BODY_BYTES, MIN_SERVE_TOKEN_BYTES, RateLimit, ServeApproval,
-    ServeAuth, ServeConfig, ServeExposure, ServeJwt, ServeToolNames,
-};
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
     MAX_SERVER_NAME_CHARS, OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec,

@@ -2,29 +2,37 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::{Problem, ProblemKind};
 
 /// A location in a document: `servers[2].command`, `mcpServers.git.url`,
 /// `MCP_AGENT__SERVERS[0].name`.
+///
+/// ```
+/// use mcp_config::read::JsonPath;
+///
+/// let path = JsonPath::root().key("serve").key("allowed_hosts").index(0);
+/// assert_eq!(path.as_str(), "serve.allowed_hosts[0]");
+/// assert_eq!(JsonPath::raw("MCP_AGENT__SERVE").key("http").to_string(), "MCP_AGENT__SERVE.http");
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct JsonPath(String);
+pub struct JsonPath(String);
 
 impl JsonPath {
     /// The root of a document.
-    pub(crate) fn root() -> Self {
+    pub fn root() -> Self {
         Self(String::new())
     }
 
     /// A path starting with a label taken as is (an environment variable's name).
-    pub(crate) fn raw(label: impl Into<String>) -> Self {
+    pub fn raw(label: impl Into<String>) -> Self {
         Self(label.into())
     }
 
     /// The path of a field of this object. Keys that are not plain identifiers are quoted:
     /// `headers["X-Api.Key"]`.
-    pub(crate) fn key(&self, key: &str) -> Self {
+    pub fn key(&self, key: &str) -> Self {
         let plain = !key.is_empty()
             && key
                 .chars()
@@ -44,11 +52,12 @@ impl JsonPath {
     }
 
     /// The path of an element of this array.
-    pub(crate) fn index(&self, i: usize) -> Self {
+    pub fn index(&self, i: usize) -> Self {
         Self(format!("{}[{i}]", self.0))
     }
 
-    pub(crate) fn as_str(&self) -> &str {
+    /// The path as written in problems.
+    pub fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -63,8 +72,19 @@ impl fmt::Display for JsonPath {
 ///
 /// It also remembers, per string value, the `${VAR}` references that expanded to nothing, so a
 /// check that finds the value empty (a bearer token, a header) can name the variables.
+///
+/// ```
+/// use mcp_config::ProblemKind;
+/// use mcp_config::read::{JsonPath, Problems};
+///
+/// let mut p = Problems::new();
+/// p.push(&JsonPath::root().key("serve").key("http"), ProblemKind::InvalidValue, "not an address");
+/// assert_eq!(p.len(), 1);
+/// let err = p.finish(()).unwrap_err();
+/// assert_eq!(err.problems()[0].path, "serve.http");
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct Problems {
+pub struct Problems {
     list: Vec<Problem>,
     file: Option<PathBuf>,
     empty_vars: BTreeMap<String, Vec<String>>,
@@ -72,7 +92,8 @@ pub(crate) struct Problems {
 }
 
 impl Problems {
-    pub(crate) fn new() -> Self {
+    /// An empty collector.
+    pub fn new() -> Self {
         Self::default()
     }
 
@@ -84,12 +105,13 @@ impl Problems {
         }
     }
 
-    pub(crate) fn push(&mut self, path: &JsonPath, kind: ProblemKind, message: impl Into<String>) {
+    /// Adds a problem at `path`.
+    pub fn push(&mut self, path: &JsonPath, kind: ProblemKind, message: impl Into<String>) {
         self.push_problem(Problem::new(path.as_str(), kind, message));
     }
 
     /// [`push`](Self::push) with the error that found the problem, kept typed.
-    pub(crate) fn push_caused(
+    pub fn push_caused(
         &mut self,
         path: &JsonPath,
         kind: ProblemKind,
@@ -99,20 +121,38 @@ impl Problems {
         self.push_problem(Problem::new(path.as_str(), kind, message).with_cause(cause));
     }
 
-    fn push_problem(&mut self, mut p: Problem) {
-        p.file = self.file.clone();
+    /// Runs `read` with the problems it pushes attributed to `file` (`None`: to no file).
+    pub(crate) fn within_file<T>(
+        &mut self,
+        file: Option<&Path>,
+        read: impl FnOnce(&mut Self) -> T,
+    ) -> T {
+        let outer = std::mem::replace(&mut self.file, file.map(Path::to_path_buf));
+        let value = read(self);
+        self.file = outer;
+        value
+    }
+
+    /// Adds `p`, in this collector's file unless it names its own.
+    pub(crate) fn push_problem(&mut self, mut p: Problem) {
+        if p.file.is_none() {
+            p.file = self.file.clone();
+        }
         self.list.push(p);
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// How many problems were found.
+    pub fn len(&self) -> usize {
         self.list.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// True when nothing was found.
+    pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
-    pub(crate) fn extend(&mut self, other: Problems) {
+    /// Adds every problem `other` found.
+    pub fn extend(&mut self, other: Problems) {
         self.list.extend(other.list);
         self.empty_vars.extend(other.empty_vars);
         self.expanded.extend(other.expanded);
@@ -168,12 +208,13 @@ impl Problems {
         self.empty_vars.contains_key(path.as_str())
     }
 
-    pub(crate) fn into_vec(self) -> Vec<Problem> {
+    /// The problems found, in order.
+    pub fn into_vec(self) -> Vec<Problem> {
         self.list
     }
 
     /// `Ok(value)` when nothing was found, else every problem.
-    pub(crate) fn finish<T>(self, value: T) -> Result<T, crate::ConfigError> {
+    pub fn finish<T>(self, value: T) -> Result<T, crate::ConfigError> {
         if self.list.is_empty() {
             Ok(value)
         } else {

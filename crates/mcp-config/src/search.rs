@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ProblemKind;
-use crate::parse::{as_str, expect_object, field, reject_unknown, shown, type_name};
+use crate::parse::read::non_blank;
+use crate::parse::{expect_object, field, reject_unknown, shown, type_name};
 use crate::path::{JsonPath, Problems};
 
 /// The keys of the `[search]` table.
@@ -281,7 +282,7 @@ fn openai(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<EmbedderCo
     let obj = expect_object(value, path, "`openai`", p)?;
     reject_unknown(obj, OPENAI_FIELDS, path, p);
     let base_url = match field(obj, "base_url") {
-        Some(v) => crate::model::base_url(v, &path.key("base_url"), p).filter(|url| {
+        Some(v) => crate::parse::read::parse_base_url(v, &path.key("base_url"), p).filter(|url| {
             // The embeddings path is appended to the base URL: a query or fragment would end
             // up before it.
             let plain = !url.contains(['?', '#']);
@@ -332,15 +333,6 @@ fn openai(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<EmbedderCo
         model: model?,
         api_key_env,
     })
-}
-
-fn non_blank(value: &Value, path: &JsonPath, what: &str, p: &mut Problems) -> Option<String> {
-    let s = as_str(value, path, p)?.trim();
-    if s.is_empty() {
-        p.push(path, ProblemKind::InvalidValue, format!("{what} is empty"));
-        return None;
-    }
-    Some(s.to_owned())
 }
 
 fn relative_to(base: Option<&Path>, path: &str) -> PathBuf {

@@ -53,6 +53,7 @@ mod downstream;
 mod drain;
 mod error;
 mod exposure;
+mod handler;
 mod http;
 mod lines;
 mod list_changes;

@@ -25,7 +25,7 @@
 
 use agent_core::ToolDescriptor;
 use http::HeaderMap;
-use rmcp::model::{ErrorCode, ErrorData, Extensions};
+use rmcp::model::{ErrorCode, ErrorData, Extensions, JsonRpcError, RequestId, Tool};
 use serde_json::{Map, Value};
 
 use crate::convert::mcp_tool;
@@ -103,6 +103,56 @@ impl From<&ParamHeaderError> for ErrorData {
     fn from(error: &ParamHeaderError) -> Self {
         let data = serde_json::json!({ "header": error.header(), "tool": error.tool() });
         ErrorData::new(ErrorCode(HEADER_MISMATCH), error.to_string(), Some(data))
+    }
+}
+
+/// Finds a served tool by name, for [`ParamHeaderCheck`].
+type Lookup = Box<dyn Fn(&str) -> Option<Tool> + Send + Sync>;
+
+/// The check an HTTP front runs on every request before rmcp sees it: a `tools/call` from a
+/// 2026-07-28 client to a tool it is given, whose `Mcp-Param-*` headers disagree with the
+/// arguments, is refused. The front is given the check with the tools known before any
+/// session opens (a fixed catalog's); per-session tools are checked by the session's handler
+/// ([`check_call`]).
+pub(crate) struct ParamHeaderCheck {
+    lookup: Lookup,
+}
+
+impl std::fmt::Debug for ParamHeaderCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamHeaderCheck").finish_non_exhaustive()
+    }
+}
+
+impl ParamHeaderCheck {
+    /// Checks calls of the tools `lookup` finds by name (as served: the schema a client read
+    /// its declarations from); a tool it does not find is not checked.
+    pub(crate) fn new(lookup: impl Fn(&str) -> Option<Tool> + Send + Sync + 'static) -> Self {
+        Self {
+            lookup: Box::new(lookup),
+        }
+    }
+
+    /// The JSON-RPC error (`-32020`, naming the header and the tool, with the request's id)
+    /// to refuse the request of `headers` and `body` with, or `None` when it passes: not a
+    /// 2026-07-28 request, not a `tools/call`, a tool not found, or headers that agree.
+    pub(crate) fn refusal(&self, headers: &HeaderMap, body: &[u8]) -> Option<JsonRpcError> {
+        if !applies(headers) {
+            return None;
+        }
+        let value: Value = serde_json::from_slice(body).ok()?;
+        if value.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return None;
+        }
+        let call = value.get("params")?;
+        let name = call.get("name").and_then(Value::as_str)?;
+        let tool = (self.lookup)(name)?;
+        let arguments = call.get("arguments").and_then(Value::as_object);
+        let error = check(name, &tool.input_schema, arguments, headers).err()?;
+        let id = value
+            .get("id")
+            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+        Some(JsonRpcError::new(id, ErrorData::from(&error)))
     }
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::drain::{CUT_GRACE, InFlight, InFlightGuard, Lifecycle, ServeState, ShutdownReport};
+use crate::handler::{Session, Shared};
 use crate::lines::Lines;
 use crate::server::ToolServer;
 use crate::{ServeError, cut};
@@ -79,7 +80,7 @@ impl ToolServer {
         E: std::error::Error + Send + Sync + 'static,
     {
         let lifecycle = Lifecycle::default();
-        let shared = self.shared(lifecycle.clone(), None);
+        let shared = Shared::new(&self, lifecycle.clone(), None);
         let in_flight = InFlight::default();
         let tracked = Tracked {
             inner: transport.into_transport(),
@@ -87,7 +88,7 @@ impl ToolServer {
             in_flight: in_flight.clone(),
         };
         let open_tools = shared.open_tools.clone();
-        let running = serve_server(self.session(&shared), tracked)
+        let running = serve_server(Session::new(&shared), tracked)
             .await
             .map_err(|e| ServeError::Initialize {
                 reason: cut(&e.to_string(), 512),

@@ -8,7 +8,7 @@ use hyper_util::service::TowerToHyperService;
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -93,7 +93,6 @@ where
 /// ```
 pub async fn serve_status(status: u16, headers: &[(&str, &str)]) -> std::io::Result<HttpServer> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
     let headers: Arc<Vec<(String, String)>> = Arc::new(
         headers
             .iter()
@@ -101,43 +100,23 @@ pub async fn serve_status(status: u16, headers: &[(&str, &str)]) -> std::io::Res
             .collect(),
     );
     let stop = CancellationToken::new();
-    let accept_stop = stop.clone();
-    let task = tokio::spawn(async move {
-        loop {
-            let stream = tokio::select! {
-                () = accept_stop.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(_) => continue,
-                },
-            };
-            let headers = headers.clone();
-            let service = hyper::service::service_fn(move |_request| {
-                let mut response = hyper::Response::builder().status(status);
-                for (name, value) in headers.iter() {
-                    response = response.header(name.as_str(), value.as_str());
-                }
-                let response = response
-                    .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-                    .map_err(std::io::Error::other);
-                std::future::ready(response)
-            });
-            let conn_stop = accept_stop.clone();
-            tokio::spawn(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                tokio::select! {
-                    _ = conn => {}
-                    () = conn_stop.cancelled() => {}
-                }
-            });
+    accept_loop(listener, stop, move |stream| {
+        let headers = headers.clone();
+        let service = hyper::service::service_fn(move |_request| {
+            let mut response = hyper::Response::builder().status(status);
+            for (name, value) in headers.iter() {
+                response = response.header(name.as_str(), value.as_str());
+            }
+            let response = response
+                .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                .map_err(std::io::Error::other);
+            std::future::ready(response)
+        });
+        async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         }
-    });
-    Ok(HttpServer {
-        url: format!("http://{addr}/mcp"),
-        addr,
-        stop,
-        task: Some(task),
     })
 }
 
@@ -150,7 +129,6 @@ where
     F: Fn() -> S + Send + Sync + 'static,
 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_sse_keep_alive(None);
@@ -159,6 +137,33 @@ where
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    accept_loop(listener, stop, move |stream| {
+        // Responses go out in several small writes (headers, SSE events): without
+        // TCP_NODELAY, Nagle's algorithm meets the client's delayed ACK and each exchange
+        // stalls for ~40 ms, as no production server would.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(service.clone());
+        async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
+    })
+}
+
+/// Accepts connections on `listener` until `stop` is cancelled, each served by the future
+/// `serve` makes on its own task. Stopping drops open connections at once, as a dying server
+/// would.
+fn accept_loop<C, Fut>(
+    listener: TcpListener,
+    stop: CancellationToken,
+    serve: C,
+) -> std::io::Result<HttpServer>
+where
+    C: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let addr = listener.local_addr()?;
     let accept_stop = stop.clone();
     let task = tokio::spawn(async move {
         loop {
@@ -169,18 +174,11 @@ where
                     Err(_) => continue,
                 },
             };
-            // Responses go out in several small writes (headers, SSE events): without
-            // TCP_NODELAY, Nagle's algorithm meets the client's delayed ACK and each exchange
-            // stalls for ~40 ms, as no production server would.
-            let _ = stream.set_nodelay(true);
-            let service = TowerToHyperService::new(service.clone());
+            let conn = serve(stream);
             let conn_stop = accept_stop.clone();
             tokio::spawn(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                // Stopping drops open connections at once, as a dying server would.
                 tokio::select! {
-                    _ = conn => {}
+                    () = conn => {}
                     () = conn_stop.cancelled() => {}
                 }
             });

@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::HeaderName;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use mcp_auth::{AuthError, AuthProvider, AuthRegistry, Chain, OAuthOptions, StaticHeaders};
+use mcp_auth::{AuthError, AuthProvider, Chain, StaticHeaders};
+#[cfg(feature = "oauth")]
+use mcp_auth::{AuthRegistry, OAuthOptions};
 use mcp_config::{ServerSpec, TransportKind, TransportSpec};
 use mcp_connector::{BoxError, ConnectError, Connection, ConnectionHandle, Connector};
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
@@ -18,6 +20,7 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::client::{HttpClient, Pool};
 use crate::error::HttpError;
+#[cfg(feature = "oauth")]
 use crate::fetch::PoolFetch;
 use crate::options::HttpOptions;
 use crate::resolve::{Resolve, SystemResolver, TcpConnect};
@@ -75,6 +78,7 @@ pub struct HttpConnector {
     /// For SSRF-guarded specs: connects only to non-internal addresses.
     guarded_pool: Pool,
     options: HttpOptions,
+    #[cfg(feature = "oauth")]
     registry: Arc<AuthRegistry>,
     auth: Arc<AuthFactory>,
 }
@@ -94,13 +98,24 @@ impl HttpConnector {
     /// [`AuthRegistry`] ([`auth_registry`](Self::auth_registry)): static headers, bearer
     /// tokens, and OAuth2 client credentials whose token and metadata requests go through
     /// this connector's pools (the guarded one for SSRF-guarded specs), with one token cache
-    /// per credential shared by every session the connector opens.
+    /// per credential shared by every session the connector opens. Without the `oauth`
+    /// feature, static headers and bearer tokens only ([`mcp_auth::from_spec`]); an OAuth
+    /// spec is refused when its session opens.
     pub fn new(options: HttpOptions) -> Result<Self, HttpError> {
-        Self::with_oauth_options(options, OAuthOptions::default())
+        #[cfg(feature = "oauth")]
+        return Self::with_oauth_options(options, OAuthOptions::default());
+        #[cfg(not(feature = "oauth"))]
+        return Ok(Self {
+            pool: build_pool(&options, false)?,
+            guarded_pool: build_pool(&options, true)?,
+            options,
+            auth: Arc::new(|spec: &ServerSpec| mcp_auth::from_spec(&spec.name, &spec.auth)),
+        });
     }
 
     /// [`new`](Self::new) with OAuth2 tunables (token renewal skew, request timeout, answer
     /// size bound).
+    #[cfg(feature = "oauth")]
     pub fn with_oauth_options(
         options: HttpOptions,
         oauth: OAuthOptions,
@@ -125,6 +140,7 @@ impl HttpConnector {
 
     /// The registry that builds each spec's auth hook by default and holds the OAuth2 token
     /// caches. A custom [`with_auth_factory`](Self::with_auth_factory) can wrap it.
+    #[cfg(feature = "oauth")]
     pub fn auth_registry(&self) -> &Arc<AuthRegistry> {
         &self.registry
     }

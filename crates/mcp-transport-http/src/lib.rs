@@ -103,6 +103,7 @@ mod client;
 mod connector;
 mod drain;
 mod error;
+#[cfg(feature = "oauth")]
 mod fetch;
 mod inbound;
 mod options;

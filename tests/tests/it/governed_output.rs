@@ -2,8 +2,9 @@
 //! model sees; a larger result is cut at a character boundary with a marker, and the rest is
 //! read through `mcp_read_output`.
 
-use agent_core::{CallOutcome, EventKind, READ_OUTPUT_TOOL, Runner, ToolCatalog};
+use agent_core::{CallOutcome, EventKind, Runner, ToolCatalog};
 use integration_tests::harness::{Harness, bounded};
+use mcp_catalog::READ_OUTPUT_TOOL;
 use serde_json::json;
 
 use crate::governed_support::{call_direct, call_via, config, kit, text_of};

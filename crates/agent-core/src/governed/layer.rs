@@ -8,13 +8,13 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::approval::{self, Answer, NoGate};
-use super::{CallKind, CallResolver, Permit, ResolvedCall};
+use super::{CallKind, CallResolver, OutputReader, Permit, ResolvedCall};
 use crate::{
     AllowAll, ApprovalDecision, ApprovalGate, ApprovalRules, ApprovalTrigger, CallOutcome,
     DEFAULT_EVENT_CAPACITY, Event, EventBus, EventKind, EventReceiver, EventSink, History,
     HistoryError, IdentityRules, JsonObject, Message, NoopEventSink, OutputLimits, OutputStore,
-    PolicyDecision, READ_OUTPUT_TOOL, Redactor, Role, Runner, ToolCall, ToolCatalog,
-    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput, ToolPolicy,
+    PolicyDecision, Redactor, Role, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
+    ToolError, ToolOutput, ToolPolicy,
 };
 
 /// How long the approval gate may take to answer, by default: 5 minutes.
@@ -26,7 +26,7 @@ pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Defaults: no identity rules, no approval rules, the [`AllowAll`] policy, no approval gate
 /// (a call that needs approval is then denied), a 5-minute approval timeout, no call timeout
 /// of its own, events to no sink (subscribers still get them), no history, the default
-/// [`Redactor`] and [`OutputLimits`].
+/// [`Redactor`] and [`OutputLimits`], no [`OutputReader`].
 ///
 /// ```
 /// use std::sync::Arc;
@@ -64,6 +64,7 @@ pub struct GovernedLayer {
     history: Option<Arc<History>>,
     redactor: Redactor,
     output: OutputLimits,
+    output_reader: Option<Arc<dyn OutputReader>>,
 }
 
 impl std::fmt::Debug for GovernedLayer {
@@ -75,6 +76,10 @@ impl std::fmt::Debug for GovernedLayer {
             .field("call_timeout", &self.call_timeout)
             .field("history", &self.history)
             .field("output", &self.output)
+            .field(
+                "output_reader",
+                &self.output_reader.as_ref().map(|r| r.name().to_owned()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +105,7 @@ impl GovernedLayer {
             history: None,
             redactor: Redactor::new(),
             output: OutputLimits::default(),
+            output_reader: None,
         }
     }
 
@@ -189,6 +195,14 @@ impl GovernedLayer {
         self
     }
 
+    /// Sets the tool that reads the rest of cut outputs, which the layer lists and serves
+    /// (see [`OutputReader`]).
+    #[must_use]
+    pub fn output_reader(mut self, reader: impl OutputReader) -> Self {
+        self.output_reader = Some(Arc::new(reader));
+        self
+    }
+
     /// Wraps `inner`. Each layered dispatcher has its own remembered approvals, kept outputs
     /// and event bus; a history can serve only one of them.
     pub fn layer<D: CallResolver>(self, inner: D) -> Governed<D> {
@@ -207,7 +221,11 @@ impl GovernedLayer {
             bus: Arc::new(bus),
             history: self.history,
             redactor: self.redactor,
-            outputs: OutputStore::new(self.output),
+            outputs: match &self.output_reader {
+                Some(reader) => OutputStore::new(self.output).with_reader_name(reader.name()),
+                None => OutputStore::new(self.output),
+            },
+            output_reader: self.output_reader,
             allowed_for_run: Mutex::new(HashSet::new()),
         }
     }
@@ -215,7 +233,7 @@ impl GovernedLayer {
 
 /// A dispatcher whose every call goes through, in order: resolve → identity rules → policy
 /// `before_call` → approval → dispatch (with the call's timeout) → policy `after_call` →
-/// output limit → events → history. It also serves [`READ_OUTPUT_TOOL`] itself.
+/// output limit → events → history. It also serves its [`OutputReader`], if it has one.
 ///
 /// A refused call returns [`ToolError::Denied`] naming the rule, so the model reads it as a
 /// tool error and the run goes on.
@@ -228,12 +246,12 @@ impl GovernedLayer {
 ///
 /// Timeouts need a Tokio runtime with its time driver enabled (as `#[tokio::main]` gives).
 ///
-/// [`READ_OUTPUT_TOOL`] is served by the layer without rules, policy or approval (it reads
+/// The [`OutputReader`] is served by the layer without rules, policy or approval (it reads
 /// outputs of calls that were already allowed), with events and history like any call.
 ///
 /// ```
-/// use agent_core::{AsNative, EventKind, GovernedLayer, OutputLimits, READ_OUTPUT_TOOL,
-///     ToolCall, ToolDispatcher, ToolError, ToolOutput};
+/// use agent_core::{AsNative, EventKind, GovernedLayer, OutputLimits, ToolCall, ToolDispatcher,
+///     ToolError, ToolOutput};
 /// use async_trait::async_trait;
 /// use serde_json::json;
 ///
@@ -257,11 +275,10 @@ impl GovernedLayer {
 /// let finished = events.recv().await.unwrap();
 /// assert_eq!(finished.result_bytes, Some(5000));
 ///
-/// // The rest of the output, as the model would ask for it.
+/// // The rest of the output, kept under the handle.
 /// let handle = finished.output_handle.unwrap();
-/// let call = ToolCall::from_json("2", READ_OUTPUT_TOOL, json!({"handle": handle, "offset": 4990})).unwrap();
-/// let rest = governed.dispatch(call).await.unwrap();
-/// assert!(rest.to_model_text().starts_with("line\nline\n"));
+/// let rest = governed.outputs().read(&handle, 4990, 100).unwrap();
+/// assert_eq!(rest.text, "line\nline\n");
 /// governed.shutdown().unwrap();
 /// # });
 /// ```
@@ -277,6 +294,7 @@ pub struct Governed<D> {
     history: Option<Arc<History>>,
     redactor: Redactor,
     outputs: OutputStore,
+    output_reader: Option<Arc<dyn OutputReader>>,
     /// Action refs approved for the rest of the run.
     allowed_for_run: Mutex<HashSet<String>>,
 }
@@ -419,9 +437,11 @@ impl<D> Governed<D> {
         &self.outputs
     }
 
-    /// The descriptor of [`READ_OUTPUT_TOOL`], which the layer serves.
-    pub fn read_output_descriptor(&self) -> ToolDescriptor {
-        self.outputs.descriptor()
+    /// The descriptor of the layer's [`OutputReader`], which it serves, if it has one.
+    pub fn output_reader_descriptor(&self) -> Option<ToolDescriptor> {
+        self.output_reader
+            .as_ref()
+            .map(|reader| reader.descriptor(&self.outputs))
     }
 
     /// Ends the layer's part of the run: drops kept outputs (deleting their temporary files)
@@ -563,14 +583,16 @@ impl<D> Governed<D> {
 
 impl<D: CallResolver> Governed<D> {
     async fn run(&self, call: ToolCall, began: Instant) -> Result<ToolOutput, ToolError> {
-        if call.name == READ_OUTPUT_TOOL {
+        if let Some(reader) = &self.output_reader
+            && call.name == reader.name()
+        {
             let subject = Subject::of(
-                &ResolvedCall::meta(READ_OUTPUT_TOOL, call.arguments.clone()),
+                &ResolvedCall::meta(reader.name(), call.arguments.clone()),
                 &call.id,
             );
             self.bus
                 .emit(subject.event(EventKind::ToolCallStarted, began));
-            return match self.outputs.read_call(&call.arguments) {
+            return match reader.read(&self.outputs, &call.arguments) {
                 Ok(output) => Ok(self.finish(&subject, began, output)),
                 Err(error) => Err(self.fail(&subject, began, error)),
             };
@@ -642,21 +664,27 @@ impl<D: CallResolver> ToolDispatcher for Governed<D> {
 }
 
 impl<D: CallResolver + ToolCatalog> ToolCatalog for Governed<D> {
-    /// The wrapped side's tools, then [`READ_OUTPUT_TOOL`].
+    /// The wrapped side's tools, then the [`OutputReader`]'s (unless the wrapped side has a
+    /// tool of that name).
     fn tools(&self) -> Vec<ToolDescriptor> {
         let mut tools = self.inner.tools();
-        if !tools.iter().any(|t| t.name == READ_OUTPUT_TOOL) {
-            tools.push(self.read_output_descriptor());
+        if let Some(reader) = &self.output_reader
+            && !tools.iter().any(|t| t.name == reader.name())
+        {
+            tools.push(reader.descriptor(&self.outputs));
         }
         tools
     }
 
-    /// The wrapped side's tool `name`, else [`READ_OUTPUT_TOOL`]'s descriptor when that is
+    /// The wrapped side's tool `name`, else the [`OutputReader`]'s descriptor when that is
     /// the name: what `tools` lists, without building the whole list.
     fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        self.inner
-            .tool(name)
-            .or_else(|| (name == READ_OUTPUT_TOOL).then(|| self.read_output_descriptor()))
+        self.inner.tool(name).or_else(|| {
+            self.output_reader
+                .as_ref()
+                .filter(|reader| reader.name() == name)
+                .map(|reader| reader.descriptor(&self.outputs))
+        })
     }
 }
 

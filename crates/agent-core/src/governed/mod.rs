@@ -17,8 +17,10 @@ use crate::{
 
 mod approval;
 mod layer;
+mod reader;
 
 pub use layer::{DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer};
+pub use reader::OutputReader;
 
 /// What kind of tool a call reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

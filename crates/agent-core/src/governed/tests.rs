@@ -9,11 +9,41 @@ use super::*;
 use crate::{
     ApprovalDecision, ApprovalGate, ApprovalRequest, ApprovalRules, AutoApprove, CallOutcome,
     EVENTS_FILE, Event, EventKind, EventRecvError, EventSink, GovernedLayer, History,
-    IdentityRules, MESSAGES_FILE, OutputLimits, PolicyDecision, READ_OUTPUT_TOOL, Redactor, Rule,
+    IdentityRules, MESSAGES_FILE, OutputLimits, OutputStore, PolicyDecision, Redactor, Rule,
     ToolPolicy,
 };
 
 const SECRET: &str = "sk-live-0123456789";
+
+/// The name of [`Reader`].
+const READER: &str = "read_output";
+
+/// An output reader: `handle` and `offset` in, the chunk's text out.
+struct Reader;
+
+impl OutputReader for Reader {
+    fn name(&self) -> &str {
+        READER
+    }
+
+    fn descriptor(&self, _outputs: &OutputStore) -> ToolDescriptor {
+        ToolDescriptor::new(READER, JsonObject::new())
+            .with_annotations(ToolAnnotations::read_only())
+    }
+
+    fn read(&self, outputs: &OutputStore, arguments: &JsonObject) -> Result<ToolOutput, ToolError> {
+        let handle = arguments["handle"].as_str().unwrap();
+        let offset = arguments.get("offset").and_then(Value::as_u64).unwrap_or(0);
+        match outputs.read(handle, offset, outputs.chunk_limit()) {
+            Ok(chunk) => Ok(ToolOutput::text(chunk.text)),
+            Err(e) => Err(ToolError::InvalidArguments {
+                server: None,
+                tool: READER.to_owned(),
+                message: e.to_string(),
+            }),
+        }
+    }
+}
 
 /// Servers by key with their identity, and tools `key__remote`; `mcp_call_tool` and
 /// `mcp_search_tools` like a lazy catalog; `clock` is native.
@@ -523,6 +553,7 @@ async fn events_name_the_real_tool_and_come_in_order() {
     let governed = GovernedLayer::new()
         .event_sink(sink.clone())
         .output_limits(OutputLimits::default().with_max_output_bytes(2048))
+        .output_reader(Reader)
         .layer(Fake::new());
     let mut events = governed.subscribe();
     governed
@@ -567,22 +598,20 @@ async fn events_name_the_real_tool_and_come_in_order() {
     assert!(finished.output_bytes.unwrap() <= 2048);
     let handle = finished.output_handle.unwrap();
 
-    // The rest, through the meta tool the layer serves and lists.
+    assert!(
+        out.to_model_text().contains(&format!(
+            "read the rest with {READER} {{\"handle\": \"{handle}\""
+        )),
+        "the marker names the reader"
+    );
+    // The rest, through the reader the layer serves and lists.
     let rest = governed
-        .dispatch(call(
-            READ_OUTPUT_TOOL,
-            json!({"handle": handle, "offset": 4990}),
-        ))
+        .dispatch(call(READER, json!({"handle": handle, "offset": 4990})))
         .await
         .unwrap();
-    assert!(
-        rest.to_model_text()
-            .starts_with("bbbbbbbbbb\n[bytes 4990..5000 of 5000"),
-        "{}",
-        rest.to_model_text()
-    );
+    assert_eq!(rest.to_model_text(), "bbbbbbbbbb");
     let err = governed
-        .dispatch(call(READ_OUTPUT_TOOL, json!({"handle": "out_42"})))
+        .dispatch(call(READER, json!({"handle": "out_42"})))
         .await
         .unwrap_err();
     assert!(
@@ -709,7 +738,7 @@ async fn native_tools_get_the_same_treatment() {
 }
 
 #[tokio::test]
-async fn the_catalog_lists_the_read_output_tool() {
+async fn the_catalog_lists_the_output_reader_when_it_has_one() {
     struct Listed;
     impl ToolCatalog for Listed {
         fn tools(&self) -> Vec<ToolDescriptor> {
@@ -722,19 +751,21 @@ async fn the_catalog_lists_the_read_output_tool() {
             Err(ToolError::unknown_tool(call.name, Vec::new()))
         }
     }
-    let governed = GovernedLayer::new().layer(AsNative::new(Listed));
+    let without = GovernedLayer::new().layer(AsNative::new(Listed));
+    let names: Vec<String> = without.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["a"], "no reader, none listed");
+    assert_eq!(without.tool(READER), None);
+    let governed = GovernedLayer::new()
+        .output_reader(Reader)
+        .layer(AsNative::new(Listed));
     let names: Vec<String> = governed.tools().into_iter().map(|t| t.name).collect();
-    assert_eq!(names, ["a", READ_OUTPUT_TOOL]);
+    assert_eq!(names, ["a", READER]);
     assert_eq!(
-        governed
-            .tool(READ_OUTPUT_TOOL)
-            .unwrap()
-            .annotations
-            .read_only_hint,
+        governed.tool(READER).unwrap().annotations.read_only_hint,
         Some(true)
     );
     // One tool by name is the one the list shows.
-    for name in ["a", READ_OUTPUT_TOOL, "missing"] {
+    for name in ["a", READER, "missing"] {
         let listed = governed.tools().into_iter().find(|t| t.name == name);
         assert_eq!(governed.tool(name), listed, "{name}");
     }
@@ -745,7 +776,7 @@ async fn a_wrapped_read_output_tool_is_the_one_looked_up() {
     struct Own;
     impl ToolCatalog for Own {
         fn tools(&self) -> Vec<ToolDescriptor> {
-            vec![ToolDescriptor::new(READ_OUTPUT_TOOL, JsonObject::new()).with_description("own")]
+            vec![ToolDescriptor::new(READER, JsonObject::new()).with_description("own")]
         }
     }
     #[async_trait]
@@ -754,9 +785,11 @@ async fn a_wrapped_read_output_tool_is_the_one_looked_up() {
             Err(ToolError::unknown_tool(call.name, Vec::new()))
         }
     }
-    let governed = GovernedLayer::new().layer(AsNative::new(Own));
+    let governed = GovernedLayer::new()
+        .output_reader(Reader)
+        .layer(AsNative::new(Own));
     assert_eq!(governed.tools().len(), 1);
-    let found = governed.tool(READ_OUTPUT_TOOL).unwrap();
+    let found = governed.tool(READER).unwrap();
     assert_eq!(found.description.as_deref(), Some("own"));
 }
 

@@ -301,57 +301,6 @@ fn unknown_and_expired_handles_are_clear_errors() {
     assert_eq!((end.text.as_str(), end.end), ("", 2 * MAX as u64));
 }
 
-#[test]
-fn the_meta_tool_checks_its_arguments_and_says_where_to_go_on() {
-    let store = store();
-    let handle = store
-        .limit(ToolOutput::text("r".repeat(3 * MAX)))
-        .handle
-        .unwrap();
-    let args = |v: Value| v.as_object().unwrap().clone();
-    let out = store
-        .read_call(&args(json!({"handle": handle, "offset": 10, "length": 5})))
-        .unwrap();
-    assert_eq!(
-        out.to_model_text(),
-        format!(
-            "rrrrr\n[bytes 10..15 of {} of output `{handle}`; continue at offset 15]",
-            3 * MAX
-        )
-    );
-    let out = store
-        .read_call(&args(json!({"handle": handle, "offset": 3 * MAX - 2})))
-        .unwrap();
-    assert!(out.to_model_text().ends_with("; end of output]"));
-    // A read never returns more than the model may see.
-    let out = store
-        .read_call(&args(json!({"handle": handle, "length": 10 * MAX})))
-        .unwrap();
-    assert!(out.to_model_text().len() <= MAX);
-
-    for (bad, says) in [
-        (json!({}), "`/handle` is required"),
-        (json!({"handle": 3}), "`/handle`: 3 is not a string"),
-        (json!({"handle": handle, "offset": -1}), "`/offset`"),
-        (json!({"handle": handle, "length": "x"}), "`/length`"),
-        (
-            json!({"handle": handle, "extra": 1}),
-            "unknown argument `extra`",
-        ),
-        (
-            json!({"handle": "out_77"}),
-            "unknown output handle `out_77`",
-        ),
-    ] {
-        let err = store.read_call(&args(bad.clone())).unwrap_err();
-        assert!(matches!(err, ToolError::InvalidArguments { .. }), "{bad}");
-        assert!(err.to_string().contains(says), "{bad}: {err}");
-        assert!(err.to_string().contains(READ_OUTPUT_TOOL), "{err}");
-    }
-    let schema = store.descriptor().input_schema;
-    assert_eq!(schema["required"], json!(["handle"]));
-}
-
 /// A store spilling every output (no memory budget) under `parent`, or in `area`.
 fn spilling(parent: &std::path::Path, max_spill: u64) -> OutputLimits {
     OutputLimits::default()

@@ -5,8 +5,8 @@
 #![cfg(target_os = "linux")]
 
 use agent_core::{
-    AsNative, DEFAULT_MAX_OUTPUT_BYTES, GovernedLayer, OutputLimits, READ_OUTPUT_TOOL, ToolCall,
-    ToolDispatcher, ToolError, ToolOutput,
+    AsNative, DEFAULT_MAX_OUTPUT_BYTES, GovernedLayer, OutputLimits, ToolCall, ToolDispatcher,
+    ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use serde_json::json;
@@ -73,14 +73,11 @@ async fn a_50_mb_result_is_cut_kept_on_disk_and_not_in_memory() {
         before / MIB
     );
 
-    let call = ToolCall::from_json(
-        "2",
-        READ_OUTPUT_TOOL,
-        json!({"handle": "out_0", "offset": SIZE - 5}),
-    )
-    .unwrap();
-    let tail = governed.dispatch(call).await.unwrap().to_model_text();
-    assert!(tail.starts_with("hhend\n"), "{tail}");
+    let tail = governed
+        .outputs()
+        .read("out_0", SIZE as u64 - 5, 100)
+        .unwrap();
+    assert_eq!(tail.text, "hhend");
 
     governed.shutdown().unwrap();
     assert_eq!(

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use mcp_agent::agent_core::{
-    CallOutcome, EVENTS_FILE, Event, EventKind, History, Message, Redactor, ToolCall,
+use mcp_agent::{
+    CallOutcome, Event, EventKind, History, Redactor, ToolCall, agent::Message, events::EVENTS_FILE,
 };
 use serde_json::{Value, json};
 
@@ -33,7 +33,7 @@ fn write_session(dir: &Path) {
         )
         .unwrap();
 
-    let mut asked = Message::new(mcp_agent::agent_core::Role::Assistant, "");
+    let mut asked = Message::new(mcp_agent::agent::Role::Assistant, "");
     asked.tool_calls.push(
         ToolCall::from_json(
             "cli-1",
@@ -66,7 +66,7 @@ fn write_session(dir: &Path) {
         ))
         .unwrap();
 
-    let mut asked = Message::new(mcp_agent::agent_core::Role::Assistant, "");
+    let mut asked = Message::new(mcp_agent::agent::Role::Assistant, "");
     asked.tool_calls.push(
         ToolCall::from_json(
             "cli-2",

@@ -110,6 +110,46 @@ fn session_id(head: &str) -> String {
         .unwrap_or_else(|| panic!("no session id in {head}"))
 }
 
+/// Opens a session on `gateway`, starts a `kit__slow` call of `ms` on a thread and waits until
+/// the upstream recorded it: the call's answer (status, head, body) and the upstream's pids.
+fn slow_call_in_flight(
+    gateway: &Gateway,
+    record: &mcp_test_kit::RecordFile,
+    ms: u64,
+) -> (std::thread::JoinHandle<(u16, String, String)>, Vec<u32>) {
+    let addr = gateway.addr();
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let headers = [
+        ("Mcp-Session-Id", session_id(&head)),
+        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+    ];
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    http(&addr, &refs, initialized.to_string().as_bytes());
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": "kit__slow", "arguments": {"ms": ms}},
+        },
+    });
+    let in_flight = std::thread::spawn(move || {
+        let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http(&addr, &refs, call.to_string().as_bytes())
+    });
+    wait_until("the call to reach the upstream", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+    let upstream = children(gateway.pid());
+    assert!(!upstream.is_empty());
+    (in_flight, upstream)
+}
+
 #[test]
 fn python_sdk_through_the_gateway_over_stdio_eager_and_lazy() {
     let Some(python) = python() else { return };
@@ -299,43 +339,7 @@ fn sessions_beyond_max_sessions_are_refused_with_a_clear_error() {
 fn sigterm_drains_the_call_in_flight_and_leaves_no_process() {
     let (_dir, file, record) = kit_config("");
     let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
-    let addr = gateway.addr();
-
-    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
-    assert_eq!(status, 200, "{body}");
-    let session = session_id(&head);
-    let headers = vec![
-        ("Mcp-Session-Id", session),
-        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
-    ];
-    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    http(&addr, &refs, initialized.to_string().as_bytes());
-
-    let call = json!({
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {
-            "name": "mcp_call_tool",
-            "arguments": {"tool_name": "kit__slow", "arguments": {"ms": 1500}},
-        },
-    });
-    let in_flight = {
-        let addr = addr.clone();
-        let headers = headers.clone();
-        std::thread::spawn(move || {
-            let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http(&addr, &refs, call.to_string().as_bytes())
-        })
-    };
-    wait_until("the call to reach the upstream", || {
-        record
-            .snapshot()
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Call { .. }))
-    });
-    let upstream = children(gateway.pid());
-    assert!(!upstream.is_empty());
+    let (in_flight, upstream) = slow_call_in_flight(&gateway, &record, 1500);
 
     kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
     let (status, _, body) = in_flight.join().unwrap();
@@ -668,40 +672,7 @@ fn a_second_sigterm_during_the_drain_stops_at_once_and_leaves_no_process() {
     let file = dir.path().join("stubborn.toml");
     std::fs::write(&file, text).unwrap();
     let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
-    let addr = gateway.addr();
-
-    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
-    assert_eq!(status, 200, "{body}");
-    let headers = [
-        ("Mcp-Session-Id", session_id(&head)),
-        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
-    ];
-    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    http(&addr, &refs, initialized.to_string().as_bytes());
-    let call = json!({
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {
-            "name": "mcp_call_tool",
-            "arguments": {"tool_name": "kit__slow", "arguments": {"ms": 60000}},
-        },
-    });
-    let in_flight = {
-        let addr = addr.clone();
-        std::thread::spawn(move || {
-            let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http(&addr, &refs, call.to_string().as_bytes())
-        })
-    };
-    wait_until("the call to reach the upstream", || {
-        record
-            .snapshot()
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Call { .. }))
-    });
-    let upstream = children(gateway.pid());
-    assert!(!upstream.is_empty());
+    let (in_flight, upstream) = slow_call_in_flight(&gateway, &record, 60_000);
 
     let pid = Pid::from_raw(gateway.pid() as i32);
     kill(pid, Signal::SIGTERM).unwrap();

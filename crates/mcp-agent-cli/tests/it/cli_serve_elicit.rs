@@ -11,10 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use mcp_agent::agent_core::{ToolCall, ToolDispatcher, error_chain};
-use mcp_agent::mcp_client::{ElicitationHandler, McpClient, McpRunner, OpenOptions};
-use mcp_agent::mcp_config::{Config, HttpSpec, ResolvedRun, RunOptions, ServerSpec, TransportSpec};
-use mcp_agent::rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use mcp_agent::{
+    Config, ElicitationHandler, McpClient, McpRunner, OpenOptions, ServerSpec, ToolCall,
+    config::{HttpSpec, ResolvedRun, RunOptions, TransportSpec},
+    error_chain,
+    prelude::ToolDispatcher,
+    rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
+};
 use serde_json::{Value, json};
 
 use crate::support::gateway::{Gateway, LIMIT, kit_config_with, post_streaming, request};

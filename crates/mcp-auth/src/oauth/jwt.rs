@@ -1,5 +1,7 @@
 //! `private_key_jwt` client authentication (RFC 7523 §2.2): a short-lived JWT signed with the
-//! client's private key (ES256 for an EC P-256 key, RS256 for an RSA key).
+//! client's private key (ES256 for an EC P-256 key, RS256 for an RSA key). Signed with `ring`,
+//! rustls's provider, rather than a JOSE crate with a crypto stack of its own (see
+//! `mcp-serve`'s `http/jwt.rs`).
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};

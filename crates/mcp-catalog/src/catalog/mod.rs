@@ -19,15 +19,19 @@ use crate::{CatalogConfig, CatalogError, SkippedTool};
 pub const SEARCH_TOOL: &str = "mcp_search_tools";
 /// The name of the generic call tool the model sees.
 pub const CALL_TOOL: &str = "mcp_call_tool";
+/// The name of the tool the model reads the rest of a cut output with ([`ReadOutput`]).
+pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
 
 mod dispatch;
 mod limits;
+mod read_output;
 mod semantic;
 mod surface;
 
 pub use dispatch::{CallTarget, ResolvedTool};
 use limits::texts;
 pub(crate) use limits::{Checked, check_listing, check_tool};
+pub use read_output::ReadOutput;
 pub use surface::{SearchRequest, SearchResponse};
 
 /// One server of a run, as the orchestration hands it to the catalog: its key, its identity,

@@ -6,3 +6,5 @@ mod dataset;
 mod embed_updates;
 mod hostile;
 mod hybrid_catalog;
+mod output_bounds;
+mod read_output;

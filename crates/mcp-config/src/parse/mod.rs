@@ -12,7 +12,7 @@
 
 mod auth;
 mod policy;
-mod read;
+pub(crate) mod read;
 mod server;
 
 pub(crate) use auth::{check_header_credentials, check_not_blank};

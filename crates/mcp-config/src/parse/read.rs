@@ -15,12 +15,12 @@ use crate::ProblemKind::*;
 use crate::path::{JsonPath, Problems};
 
 /// A field's value; `null` counts as absent.
-pub(crate) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
 }
 
 /// Reports every key of `obj` not in `allowed`, with the closest allowed name.
-pub(crate) fn reject_unknown(
+pub fn reject_unknown(
     obj: &Map<String, Value>,
     allowed: &[&str],
     path: &JsonPath,
@@ -41,7 +41,8 @@ pub(crate) fn reject_unknown(
     }
 }
 
-pub(crate) fn expect_object<'a>(
+/// `value` as an object, or a problem saying `what` must be one.
+pub fn expect_object<'a>(
     value: &'a Value,
     path: &JsonPath,
     what: &str,
@@ -58,7 +59,8 @@ pub(crate) fn expect_object<'a>(
     obj
 }
 
-pub(crate) fn as_str<'a>(value: &'a Value, path: &JsonPath, p: &mut Problems) -> Option<&'a str> {
+/// `value` as a string, or a problem.
+pub fn as_str<'a>(value: &'a Value, path: &JsonPath, p: &mut Problems) -> Option<&'a str> {
     let s = value.as_str();
     if s.is_none() {
         p.push(
@@ -79,7 +81,8 @@ pub(super) fn non_empty_str(value: &Value, path: &JsonPath, p: &mut Problems) ->
     Some(s.to_owned())
 }
 
-pub(crate) fn as_bool(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<bool> {
+/// `value` as a boolean, or a problem.
+pub fn as_bool(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<bool> {
     let b = value.as_bool();
     if b.is_none() {
         p.push(
@@ -129,7 +132,7 @@ pub(super) fn string_map(
 }
 
 /// "a string", "an array", … for messages.
-pub(crate) fn type_name(value: &Value) -> &'static str {
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -141,7 +144,7 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
 }
 
 /// A positive, finite number of seconds.
-pub(crate) fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Duration> {
+pub fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Duration> {
     let Some(secs) = value.as_f64() else {
         p.push(
             path,
@@ -176,7 +179,12 @@ pub(crate) fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) ->
 }
 
 /// An `http` or `https` URL with a host and no credentials.
-pub(crate) fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Option<Url> {
+pub fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Option<Url> {
+    http_url(s, path, "`auth.headers` or `auth.bearer_token`", p)
+}
+
+/// [`parse_http_url`], the message on credentials naming `instead` as where they go.
+fn http_url(s: &str, path: &JsonPath, instead: &str, p: &mut Problems) -> Option<Url> {
     let url = match Url::parse(s) {
         Ok(url) => url,
         Err(e) => {
@@ -203,11 +211,60 @@ pub(crate) fn parse_http_url(s: &str, path: &JsonPath, p: &mut Problems) -> Opti
         p.push(
             path,
             InvalidUrl,
-            "the URL must not carry credentials (`user:password@`); use `auth.headers` or `auth.bearer_token`",
+            format!("the URL must not carry credentials (`user:password@`); use {instead}"),
         );
         return None;
     }
     Some(url)
+}
+
+/// The base URL of an HTTP API (`http://localhost:11434/v1`): an `http` or `https` URL with a
+/// host and no credentials, kept as written less trailing slashes, since the API's paths are
+/// appended to it.
+///
+/// ```
+/// use mcp_config::read::{JsonPath, Problems, parse_base_url};
+///
+/// let mut p = Problems::new();
+/// let at = JsonPath::root().key("model").key("base_url");
+/// let url = parse_base_url(&"http://localhost:8000/v1/".into(), &at, &mut p);
+/// assert_eq!(url.as_deref(), Some("http://localhost:8000/v1"));
+/// assert!(parse_base_url(&"https://user:pw@host/v1".into(), &at, &mut p).is_none());
+/// assert!(!p.finish(()).unwrap_err().to_string().contains("pw"));
+/// ```
+pub fn parse_base_url(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<String> {
+    let s = non_blank(value, path, "the base URL", p)?;
+    http_url(&s, path, "`api_key_env` or `headers`", p)?;
+    Some(s.trim_end_matches('/').to_owned())
+}
+
+/// A string that is not blank, trimmed; else a problem saying `what` is empty.
+pub fn non_blank(value: &Value, path: &JsonPath, what: &str, p: &mut Problems) -> Option<String> {
+    let s = as_str(value, path, p)?.trim();
+    if s.is_empty() {
+        p.push(path, InvalidValue, format!("{what} is empty"));
+        return None;
+    }
+    Some(s.to_owned())
+}
+
+/// A whole number of at least `min`.
+pub fn whole_number(value: &Value, path: &JsonPath, min: u64, p: &mut Problems) -> Option<u64> {
+    match value.as_u64() {
+        Some(n) if n >= min => Some(n),
+        Some(_) => {
+            p.push(path, InvalidValue, format!("must be at least {min}"));
+            None
+        }
+        None => {
+            p.push(
+                path,
+                WrongType,
+                format!("must be a whole number, found {}", type_name(value)),
+            );
+            None
+        }
+    }
 }
 
 /// An environment variable name: non-empty, no `=`, no NUL.
@@ -223,7 +280,9 @@ pub(super) fn check_env_name(name: &str, path: &JsonPath, p: &mut Problems) -> b
     true
 }
 
-/// The candidate closest to `word`, if it is close enough to be a likely typo.
+/// The candidate closest to `word`, if it is close enough to be a likely typo: the edit
+/// distance counts a swap of two neighbours as one edit (optimal string alignment), so `gti`
+/// is one edit from `git`.
 pub(crate) fn closest<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
@@ -231,53 +290,23 @@ pub(crate) fn closest<'a>(
     let word_l = word.to_ascii_lowercase();
     candidates
         .into_iter()
-        .map(|c| (edit_distance(&word_l, &c.to_ascii_lowercase()), c))
+        .map(|c| (strsim::osa_distance(&word_l, &c.to_ascii_lowercase()), c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
 
-/// ` (did you mean `x`?)` or nothing.
-pub(crate) fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> String {
+/// `; did you mean `x`?` or nothing.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
     match closest(word, candidates) {
         Some(c) => format!("; did you mean `{c}`?"),
         None => String::new(),
     }
 }
 
-/// Edit distance over chars counting insertions, deletions, substitutions and swaps of two
-/// neighbours (optimal string alignment), so `gti` is one edit from `git`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 /// A short, printable rendering of a user-supplied word for messages (never used for values
 /// that may be secrets).
-pub(crate) fn shown(word: &str) -> String {
+pub fn shown(word: &str) -> String {
     const MAX: usize = 64;
     if word.chars().count() <= MAX {
         format!("`{word}`")
@@ -298,8 +327,7 @@ mod tests {
         assert_eq!(closest("ur", fields), Some("url"));
         assert_eq!(closest("Command", fields), Some("command"));
         assert_eq!(closest("timeout", fields), None);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("gti", "git"), 1);
+        assert_eq!(closest("kitten", ["sitting"]), None);
         assert_eq!(closest("gti", ["git", "web"]), Some("git"));
     }
 }

@@ -160,6 +160,70 @@ fn environment_wins_over_the_file_and_servers_accumulate() {
 }
 
 #[test]
+fn raw_tables_are_read_key_by_key_the_environment_winning_and_every_problem_joins() {
+    use mcp_config::ProblemKind;
+    use mcp_config::read::{Problems, as_str, whole_number};
+
+    let (_dir, path) = write(
+        "mcp.toml",
+        "[serve]\nhttp = \"127.0.0.1:1\"\nmax_sessions = 3\n[model]\nheaders = { X = \"hv-SECRET\" }\n",
+    );
+    let read = |config: &Config, p: &mut Problems| {
+        let http = config
+            .serve
+            .read("http", p, |v, at, p| as_str(v, at, p).map(str::to_owned));
+        let max = config
+            .serve
+            .read("max_sessions", p, |v, at, p| whole_number(v, at, 1, p));
+        (http, max)
+    };
+    let vars = [("MCP_AGENT__SERVE", r#"{"http": "127.0.0.1:2"}"#)];
+    let (config, (http, max)) = Config::load_with_vars_and(vars, Some(&path), read).unwrap();
+    assert_eq!(http.as_deref(), Some("127.0.0.1:2"), "the environment wins");
+    assert_eq!(max, Some(3), "the file's other keys stay");
+    assert_eq!(config.serve.merged()["http"], "127.0.0.1:2");
+    let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
+    assert!(!shown.contains("hv-SECRET"), "{shown}");
+
+    // A key set in both sources is checked in both, each problem in its source.
+    let vars = [
+        ("MCP_AGENT__SERVE", r#"{"max_sessions": 0, "http": 5}"#),
+        ("MCP_AGENT__SERVERS", "[{}]"),
+    ];
+    let err = Config::load_with_vars_and(vars, Some(&path), |config: &Config, p: &mut Problems| {
+        config.serve.reject_unknown(&["max_sessions"], p);
+        read(config, p)
+    })
+    .unwrap_err();
+    let found: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.kind, p.path.as_str(), p.file.is_some()))
+        .collect();
+    for expected in [
+        (
+            ProblemKind::MissingField,
+            "MCP_AGENT__SERVERS[0].name",
+            false,
+        ),
+        (ProblemKind::UnknownField, "serve.http", true),
+        (ProblemKind::UnknownField, "MCP_AGENT__SERVE.http", false),
+        (ProblemKind::WrongType, "MCP_AGENT__SERVE.http", false),
+        (
+            ProblemKind::InvalidValue,
+            "MCP_AGENT__SERVE.max_sessions",
+            false,
+        ),
+    ] {
+        assert!(found.contains(&expected), "{expected:?} not in {found:?}");
+    }
+
+    let err = Config::from_env_vars([("MCP_AGENT__MODEL", "[1]")]).unwrap_err();
+    assert_eq!(err.problems()[0].path, "MCP_AGENT__MODEL");
+    assert_eq!(err.problems()[0].kind, ProblemKind::WrongType);
+}
+
+#[test]
 fn selection_semantics() {
     let config = Config::from_env_vars([
         (

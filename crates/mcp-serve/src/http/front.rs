@@ -29,8 +29,8 @@ use super::auth::{BearerAuth, Verdict};
 use super::ids::{IdGuard, Ids};
 use super::limit::Limiter;
 use crate::drain::{InFlight, InFlightGuard};
-use crate::param_headers as params;
-use crate::server::{Session, ToolServer};
+use crate::handler::Session;
+use crate::param_headers::ParamHeaderCheck;
 
 /// The rmcp service behind the checks.
 pub(crate) type Mcp = StreamableHttpService<Session, LocalSessionManager>;
@@ -58,8 +58,8 @@ pub(crate) struct Front {
     pub(crate) limiter: Option<Limiter>,
     /// Requests failing authentication, per client address (only with auth).
     pub(crate) auth_failures: Option<Limiter>,
-    /// The served catalog, whose tools' `x-mcp-header` declarations the front checks.
-    pub(crate) catalog: ToolServer,
+    /// The check of `Mcp-Param-*` headers against a call's arguments, with the tools it knows.
+    pub(crate) params: ParamHeaderCheck,
 }
 
 /// A response body that keeps its exchange counted as in flight until it is sent (or
@@ -236,31 +236,9 @@ impl Front {
     }
 
     /// A `tools/call` from a 2026-07-28 client whose `Mcp-Param-*` headers disagree with its
-    /// arguments (see [`params`]) is refused with `400` and JSON-RPC error `-32020`, naming
-    /// the header and the tool. Only the served catalog's tools are known here; per-session
-    /// tools are checked by the session's handler once they are open
-    /// ([`params::check_call`]).
+    /// arguments is refused with `400` and the error of the front's [`ParamHeaderCheck`].
     fn check_params(&self, headers: &http::HeaderMap, body: &[u8]) -> Option<Response<Counted>> {
-        if !params::applies(headers) {
-            return None;
-        }
-        let value: Value = serde_json::from_slice(body).ok()?;
-        if value.get("method").and_then(Value::as_str) != Some("tools/call") {
-            return None;
-        }
-        let call = value.get("params")?;
-        let name = call.get("name").and_then(Value::as_str)?;
-        let tool = self
-            .catalog
-            .exposed_tools()
-            .into_iter()
-            .find(|t| t.name == name)?;
-        let arguments = call.get("arguments").and_then(Value::as_object);
-        let error = params::check(name, &tool.input_schema, arguments, headers).err()?;
-        let id = value
-            .get("id")
-            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
-        let error = JsonRpcError::new(id, ErrorData::from(&error));
+        let error = self.params.refusal(headers, body)?;
         Some(json(
             StatusCode::BAD_REQUEST,
             &serde_json::to_value(error).unwrap_or(Value::Null),

@@ -15,6 +15,8 @@ use url::Url;
 
 use crate::ServeError;
 use crate::drain::{CUT_GRACE, InFlight, Lifecycle, ServeState, ShutdownReport};
+use crate::handler::{Session, Shared};
+use crate::param_headers::ParamHeaderCheck;
 use crate::server::ToolServer;
 
 mod accept;
@@ -367,18 +369,17 @@ impl ToolServer {
         let endpoint = Endpoint::new(&url, addr, &options)?;
 
         let lifecycle = Lifecycle::default();
-        let shared = self.shared(lifecycle.clone(), options.max_sessions);
+        let shared = Shared::new(&self, lifecycle.clone(), options.max_sessions);
         let sessions = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(endpoint.hosts)
             .with_cancellation_token(sessions.clone())
             .with_max_request_body_bytes(self.max_request_bytes_value())
             .with_sse_keep_alive(options.sse_keep_alive);
-        let server = self.clone();
         let live = shared.live.clone();
         let open_tools = shared.open_tools.clone();
         let mcp = StreamableHttpService::new(
-            move || Ok(server.session(&shared)),
+            move || Ok(Session::new(&shared)),
             Arc::new(LocalSessionManager::default()),
             config,
         );
@@ -403,7 +404,13 @@ impl ToolServer {
                 .auth_failure_limit
                 .filter(|_| options.auth.is_some())
                 .map(limit::Limiter::new),
-            catalog: self.clone(),
+            params: {
+                // Only a fixed catalog's tools are known before a session opens.
+                let served = self.clone();
+                ParamHeaderCheck::new(move |name| {
+                    served.exposed_tools().into_iter().find(|t| t.name == name)
+                })
+            },
         });
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();

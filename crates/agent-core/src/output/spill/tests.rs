@@ -41,7 +41,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn each_user_has_a_root_of_their_own() {
     let parent = tempfile::tempdir().unwrap();
     let store = spilling(parent.path());
-    assert!(spill_marker(&store).contains("mcp_read_output"));
+    assert!(spill_marker(&store).contains("the rest is kept as"));
     let root = spill_root(parent.path());
     let uid = nix::unistd::geteuid();
     assert_eq!(
@@ -121,7 +121,7 @@ fn the_sweep_touches_only_area_names_and_never_follows_a_symlink() {
     symlink(outside.path(), root.join("4-400-0")).unwrap();
 
     let store = spilling(parent.path());
-    assert!(spill_marker(&store).contains("mcp_read_output"));
+    assert!(spill_marker(&store).contains("the rest is kept as"));
     assert!(canary.exists(), "the temporary directory is left alone");
     assert!(outside.path().join("canary").exists());
     assert!(outside.path().join("a.lock").exists());
@@ -147,7 +147,7 @@ fn two_areas_of_one_process_never_sweep_each_other() {
     // A second area (its own lock file) sweeps the root when it makes its directory: the
     // first one's lock is held through another open file description, so it stays.
     let second = spilling(parent.path());
-    assert!(spill_marker(&second).contains("mcp_read_output"));
+    assert!(spill_marker(&second).contains("the rest is kept as"));
     assert_ne!(second.spill_dir().unwrap(), dir);
     assert!(dir.is_dir());
     assert_eq!(first.read(&handle, 4990, 100).unwrap().text, "f".repeat(10));

@@ -1,15 +1,16 @@
 //! The output limit on error texts, and the bound on spilled outputs, through the governed
-//! layer: a tool failing with a 12 MB text reaches the model, the events and the history cut
-//! to `max_output_bytes`, the rest readable with `mcp_read_output`; a hundred 10 MB outputs
+//! layer serving [`ReadOutput`]: a tool failing with a 12 MB text reaches the model, the events
+//! and the history cut to `max_output_bytes`, the rest readable with `mcp_read_output`; a hundred 10 MB outputs
 //! leave at most `max_spill_bytes` on disk, the oldest dropped with a reading that says why.
 
 use std::path::Path;
 
 use agent_core::{
-    AsNative, DEFAULT_MAX_OUTPUT_BYTES, EventKind, GovernedLayer, History, OutputLimits,
-    READ_OUTPUT_TOOL, Redactor, ToolCall, ToolDispatcher, ToolError, ToolOutput,
+    AsNative, DEFAULT_MAX_OUTPUT_BYTES, EventKind, GovernedLayer, History, OutputLimits, Redactor,
+    ToolCall, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
+use mcp_catalog::{READ_OUTPUT_TOOL, ReadOutput};
 use serde_json::json;
 
 const FLOOD: usize = 12_000_000;
@@ -53,6 +54,7 @@ async fn a_12_mb_error_text_reaches_the_model_events_and_history_cut_to_the_limi
     let governed = GovernedLayer::new()
         .output_limits(OutputLimits::default().with_spill_dir(dir.path()))
         .history(history)
+        .output_reader(ReadOutput)
         .layer(AsNative::new(Flood));
     let mut events = governed.subscribe();
 
@@ -157,6 +159,7 @@ async fn a_hundred_10_mb_outputs_keep_the_spill_directory_under_max_spill_bytes(
     let limit = 256 << 20;
     let governed = GovernedLayer::new()
         .output_limits(limits)
+        .output_reader(ReadOutput)
         .layer(AsNative::new(Big));
     let mut most = 0;
     for i in 0..100 {

@@ -1,0 +1,476 @@
+//! The rmcp handler of one downstream session ([`Session`]) and what the sessions of one
+//! endpoint share ([`Shared`]): tools opened per session, calls bounded and dispatched,
+//! list changes forwarded. What is served, and within which bounds, is the
+//! [`ToolServer`]'s.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use agent_core::{ToolCall, ToolDescriptor, ToolError, ToolOutput};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerNotification,
+    SubscriptionFilter, Tool, ToolListChangedNotification,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::sync::{OnceCell, Semaphore, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::convert::{call_result, error_result, mcp_tool};
+use crate::downstream::{CallGuard, Calls, Downstream};
+use crate::drain::{InFlight, InFlightGuard, Lifecycle};
+use crate::list_changes::ToolListChanges;
+use crate::per_session::SessionTools;
+use crate::progress;
+use crate::server::{ServedTools, Source, ToolServer};
+
+/// The longest tool name an error message repeats (a client's text, so it is cut).
+const MAX_NAME_SHOWN: usize = 128;
+
+/// What the sessions of one endpoint share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    server: ToolServer,
+    /// Calls in flight across every session.
+    calls: Arc<Semaphore>,
+    pub(crate) lifecycle: Lifecycle,
+    /// Initialised sessions not yet ended.
+    pub(crate) live: Arc<AtomicUsize>,
+    /// Per-session tools opened and not yet closed.
+    pub(crate) open_tools: InFlight,
+    /// At most this many per-session tools open at once (HTTP `max_sessions`: stateless
+    /// requests open tools too).
+    max_open: Option<usize>,
+}
+
+impl Shared {
+    /// What every session of an endpoint serving `server` shares.
+    pub(crate) fn new(
+        server: &ToolServer,
+        lifecycle: Lifecycle,
+        max_open: Option<usize>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            server: server.clone(),
+            calls: Arc::new(Semaphore::new(server.max_calls)),
+            lifecycle,
+            live: Arc::default(),
+            open_tools: InFlight::default(),
+            max_open,
+        })
+    }
+}
+
+/// A session's per-session tools, or why they could not be opened; the guard counts them
+/// open until they are closed.
+type Opened = Result<(Arc<dyn SessionTools>, InFlightGuard), String>;
+
+/// The rmcp handler of one downstream session.
+pub(crate) struct Session {
+    shared: Arc<Shared>,
+    calls: Arc<Semaphore>,
+    /// The change signal, until the session is initialised and starts forwarding it.
+    changes: std::sync::Mutex<Option<watch::Receiver<u64>>>,
+    /// Cancelled when the session's handler is dropped (the session ended).
+    ended: CancellationToken,
+    _ended_on_drop: DropGuard,
+    /// Per-session tools, opened once.
+    opened: OnceCell<Opened>,
+    /// Whether this session counts in [`Shared::live`].
+    counted: AtomicBool,
+    /// The client, once a request of it was seen, and its `tools/call` requests in flight.
+    peer: std::sync::OnceLock<rmcp::Peer<RoleServer>>,
+    calls_in_flight: Calls,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.counted.load(Ordering::Acquire) {
+            self.shared.live.fetch_sub(1, Ordering::AcqRel);
+        }
+        let Some(Ok((tools, guard))) = self.opened.take() else {
+            return;
+        };
+        // Closed on the runtime; the guard keeps a shutdown waiting until it is done.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tools.close().await;
+                drop(guard);
+            });
+        }
+    }
+}
+
+/// The tools a session serves now.
+enum Served {
+    Fixed(Arc<dyn ServedTools>),
+    Session(Arc<dyn SessionTools>),
+}
+
+impl Served {
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        match self {
+            Self::Fixed(t) => t.tools(),
+            Self::Session(t) => t.tools(),
+        }
+    }
+
+    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
+        match self {
+            Self::Fixed(t) => t.tool(name),
+            Self::Session(t) => t.tool(name),
+        }
+    }
+
+    fn origin(&self, call: &ToolCall) -> Option<String> {
+        match self {
+            Self::Fixed(_) => None,
+            Self::Session(t) => t.origin(call),
+        }
+    }
+
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        match self {
+            Self::Fixed(t) => t.dispatch(call).await,
+            Self::Session(t) => t.dispatch(call).await,
+        }
+    }
+}
+
+impl Session {
+    /// The handler of one new session of the endpoint `shared` belongs to.
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        let server = &shared.server;
+        let ended = CancellationToken::new();
+        Self {
+            shared: shared.clone(),
+            calls: Arc::new(Semaphore::new(server.max_calls_per_session)),
+            // Subscribed now, so a change during the handshake is not missed.
+            changes: std::sync::Mutex::new(server.changes.as_ref().map(ToolListChanges::subscribe)),
+            ended: ended.clone(),
+            _ended_on_drop: ended.drop_guard(),
+            opened: OnceCell::new(),
+            counted: AtomicBool::new(false),
+            peer: std::sync::OnceLock::new(),
+            calls_in_flight: Calls::default(),
+        }
+    }
+
+    fn server(&self) -> &ToolServer {
+        &self.shared.server
+    }
+
+    /// Counts this session among the live ones (once).
+    fn count_live(&self) {
+        if !self.counted.swap(true, Ordering::AcqRel) {
+            self.shared.live.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The session's tools: the fixed ones, or its own, opened on first need.
+    async fn served(&self) -> Result<Served, String> {
+        let opener = match &self.server().source {
+            Source::Fixed(tools) => return Ok(Served::Fixed(tools.clone())),
+            Source::PerSession(opener) => opener.clone(),
+        };
+        let opened = self
+            .opened
+            .get_or_init(|| async {
+                if !self.shared.lifecycle.is_serving() {
+                    return Err("the server is shutting down".to_owned());
+                }
+                if let Some(max) = self.shared.max_open
+                    && self.shared.open_tools.count() >= max
+                {
+                    return Err(format!(
+                        "too many sessions: this server allows {max} at once; close one and retry"
+                    ));
+                }
+                let guard = self.shared.open_tools.enter();
+                let downstream = match self.peer.get() {
+                    Some(peer) => Downstream::new(peer.clone(), self.calls_in_flight.clone()),
+                    None => Downstream::none(),
+                };
+                match opener.open_for(downstream).await {
+                    Ok(tools) => {
+                        // Subscribed at once, so no change after the open is missed.
+                        if let Some(changes) = tools.list_changes() {
+                            let mut slot = self
+                                .changes
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                            if slot.is_none() {
+                                *slot = Some(changes.subscribe());
+                            }
+                        }
+                        Ok((tools, guard))
+                    }
+                    Err(e) => Err(crate::cut(&agent_core::error_chain(&*e), 2048)),
+                }
+            })
+            .await;
+        match opened {
+            Ok((tools, _)) => Ok(Served::Session(tools.clone())),
+            Err(reason) => Err(reason.clone()),
+        }
+    }
+
+    /// The tools served now, without waiting for per-session tools to open.
+    fn served_now(&self) -> Option<Served> {
+        match &self.server().source {
+            Source::Fixed(tools) => Some(Served::Fixed(tools.clone())),
+            Source::PerSession(_) => match self.opened.get()? {
+                Ok((tools, _)) => Some(Served::Session(tools.clone())),
+                Err(_) => None,
+            },
+        }
+    }
+
+    fn admits(&self, tool: &ToolDescriptor) -> bool {
+        match &self.server().source {
+            Source::Fixed(_) => self.server().exposure.allows(tool),
+            Source::PerSession(_) => true,
+        }
+    }
+
+    fn exposed(&self, served: &Served, name: &str) -> Option<ToolDescriptor> {
+        served.tool(name).filter(|t| self.admits(t))
+    }
+
+    /// Sends `notifications/tools/list_changed` on each change until the session ends.
+    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
+        let taken = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(mut rx) = taken else {
+            return;
+        };
+        let ended = self.ended.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = ended.cancelled() => break,
+                    changed = rx.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// `name` as an error message may repeat it: cut and escaped.
+fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(MAX_NAME_SHOWN).collect();
+    let more = if cut.len() < name.len() { "…" } else { "" };
+    format!("{}{more}", cut.escape_debug())
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        let server = self.server();
+        let capabilities = if server.announces_changes() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        let info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            server.name.clone(),
+            server.version.clone(),
+        ));
+        match &server.instructions {
+            Some(text) => info.with_instructions(text.clone()),
+            None => info,
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let _ = self.peer.set(context.peer);
+        let served = self.served().await.map_err(|reason| {
+            ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
+        })?;
+        let tools = served
+            .tools()
+            .iter()
+            .filter(|t| self.admits(t))
+            .map(mcp_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let served = self.served_now()?;
+        self.exposed(&served, name).as_ref().map(mcp_tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        // rmcp keeps the request's `_meta` (its progress token included) in the context.
+        let token = context.meta.get_progress_token();
+        let _ = self.peer.set(context.peer.clone());
+        let served = match self.served().await {
+            Ok(served) => served,
+            Err(reason) => {
+                return Ok(error_result(format!(
+                    "the tools could not be opened: {reason}; `{}` was not run",
+                    shown(&name)
+                ))
+                .into());
+            }
+        };
+        let Some(tool) = self.exposed(&served, &name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", shown(&name)),
+                None,
+            ));
+        };
+        // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
+        // (a fixed catalog's were checked by the HTTP front already).
+        crate::param_headers::check_call(&tool, request.arguments.as_ref(), &context.extensions)?;
+        if !self.shared.lifecycle.is_serving() {
+            return Ok(error_result(format!(
+                "the server is shutting down; `{}` was not run",
+                shown(&name)
+            ))
+            .into());
+        }
+        let Ok(_session_permit) = self.calls.clone().try_acquire_owned() else {
+            return Ok(error_result(format!(
+                "too many calls in flight on this session (at most {}); `{}` was not run",
+                self.server().max_calls_per_session,
+                shown(&name)
+            ))
+            .into());
+        };
+        let Ok(_server_permit) = self.shared.calls.clone().try_acquire_owned() else {
+            return Ok(error_result(format!(
+                "too many calls in flight on this server (at most {}); `{}` was not run",
+                self.server().max_calls,
+                shown(&name)
+            ))
+            .into());
+        };
+        let call = ToolCall::new(
+            context.id.to_string(),
+            name,
+            request.arguments.unwrap_or_default(),
+        );
+        // Requests the tools send the client meanwhile (for this call's upstream) travel on
+        // this call's stream, and end with it.
+        let _in_flight = CallGuard::new(
+            &self.calls_in_flight,
+            context.id.clone(),
+            served.origin(&call),
+        );
+        // A client asking for the call's progress gets what the tool (or its upstream)
+        // reports, on this call's stream.
+        let dispatch = async {
+            match token {
+                Some(token) => progress::relayed(&context.peer, token, served.dispatch(call)).await,
+                None => served.dispatch(call).await,
+            }
+        };
+        tokio::select! {
+            outcome = dispatch => Ok(call_result(outcome).into()),
+            () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
+            // A shutdown whose drain timeout ran out answers the call instead of dropping it.
+            () = self.shared.lifecycle.cut_off() => Err(ErrorData::internal_error(
+                format!("the server shut down before `{}` finished (drain timeout)", shown(&tool.name)),
+                None,
+            )),
+        }
+    }
+
+    /// rmcp reads a request of a known method whose params do not fit it (`tools/call`
+    /// with `arguments` that are no object) as a custom one: it is answered -32602, not
+    /// "method not found" (docs/upstream.md#rmcp-unfit-params).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(
+            crate::message::unfit_params(&request.method, request.params.as_ref()).unwrap_or_else(
+                || ErrorData::new(ErrorCode::METHOD_NOT_FOUND, shown(&request.method), None),
+            ),
+        )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // Counted before the client has its answer, so its next request sees the count.
+        self.count_live();
+        context.peer.set_peer_info(request.clone());
+        let _ = self.peer.set(context.peer);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Per-session tools open now, so the session's first request finds them ready (and
+        // their change signal is subscribed).
+        let _ = self.served().await;
+        self.forward_changes(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        if !self.server().announces_changes() {
+            return None;
+        }
+        Some(requested.intersection(&SubscriptionFilter::builder().tools_list_changed().build()))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut rx = match &self.server().changes {
+            Some(changes) => changes.subscribe(),
+            None => match self.served().await {
+                Ok(Served::Session(tools)) => match tools.list_changes() {
+                    Some(changes) => changes.subscribe(),
+                    None => return Ok(()),
+                },
+                _ => return Ok(()),
+            },
+        };
+        let lifecycle = self.shared.lifecycle.clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                // A shutdown ends the subscription gracefully, so its stream is not in flight.
+                () = lifecycle.leaving() => return Ok(()),
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let notification = ServerNotification::ToolListChangedNotification(
+                        ToolListChangedNotification::default(),
+                    );
+                    if context.sink().send(notification).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
