@@ -398,9 +398,7 @@ impl ToolDispatcher for Shown<'_> {
                 format!(
                     "← {outcome} {ms} ms: {}",
                     escaped(
-                        &self
-                            .redactor
-                            .redact_text(&mcp_agent::error_chain(error)),
+                        &self.redactor.redact_text(&mcp_agent::error_chain(error)),
                         MAX_ERROR
                     )
                 )
