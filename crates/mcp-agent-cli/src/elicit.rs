@@ -3,8 +3,9 @@
 //! schema; URL mode: the URL on a line of its own, then whether to go on); without one every
 //! request is declined.
 //!
-//! Everything shown is the server's choice: it passes [`inline`] (control characters escaped,
-//! secrets replaced, bounded), and a URL is shown only when it is `http` or `https`.
+//! Everything shown is the server's choice, already scrubbed by the run's engine: it passes
+//! [`escaped`] (control characters escaped, bounded), and a URL is shown only when it is `http`
+//! or `https`.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
