@@ -19,6 +19,7 @@
 mod agent;
 mod approval;
 mod bus;
+mod context;
 mod error;
 mod event;
 mod governed;
@@ -42,14 +43,17 @@ pub use tokio_util::sync::CancellationToken;
 pub use agent::{AgentLoop, AgentOutcome, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_STEPS};
 pub use approval::{ApprovalDecision, ApprovalGate, ApprovalRequest, AutoApprove};
 pub use bus::{DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver};
+pub use context::{Principal, RunContext, RunContextBuilder};
 pub use error::{
     AgentError, BoxError, EventRecvError, HistoryError, ModelError, OutputError, RunnerError,
     ToolError, error_chain,
 };
 pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
-    AsNative, CallKind, CallResolver, DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer,
-    OutputReader, Permit, ResolvedCall,
+    Approval, ApprovalLayer, AsNative, BoxCallService, CallKind, CallRequest, CallResolver,
+    CallService, CallTrace, DEFAULT_APPROVAL_TIMEOUT, Events, EventsLayer, Governed, GovernedLayer,
+    HistoryLayer, Identity, IdentityLayer, OutputLimit, OutputLimitLayer, OutputReader, Permit,
+    Policy, PolicyLayer, Recorded, ResolvedCall, Shown, Timeout, TimeoutLayer,
 };
 pub use history::{
     EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MAX_JSONL_LINE_BYTES, MESSAGES_FILE,

@@ -1,35 +1,210 @@
-//! Asking the approval gate about the real tool, safely: a gate that hangs, panics or fails
-//! denies.
+//! The approval layer: a call that the policy or the approval rules say needs approval runs
+//! only once the gate approved it. The gate is asked about the real tool, safely: a gate that
+//! hangs, panics or fails denies.
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
 use serde_json::Value;
+use tower_layer::Layer;
 
-use super::{CallKind, ResolvedCall};
+use super::{CallKind, CallRequest, CallService, ResolvedCall, denied};
 use crate::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, ApprovalTrigger, JsonObject, Redactor,
+    ApprovalDecision, ApprovalGate, ApprovalRequest, ApprovalRules, ApprovalTrigger, JsonObject,
+    Redactor, ToolError, ToolOutput,
 };
+
+/// Asks the [`ApprovalGate`] about each call that needs approval: the policy said so (the
+/// request's [`approval`](CallRequest::approval)), or the [`ApprovalRules`] do for an external
+/// or native tool. "Approved for the run" is remembered by the layer's service, which a run
+/// builds once. A gate that does not answer within the timeout, fails or panics denies.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use agent_core::{ApprovalLayer, ApprovalRules, AutoApprove, CallRequest, CallService,
+///     Redactor, ResolvedCall, ToolCall, ToolError, ToolOutput};
+/// use async_trait::async_trait;
+/// use tower_layer::Layer;
+///
+/// struct Ran;
+/// #[async_trait]
+/// impl CallService<()> for Ran {
+///     async fn call(&self, _: CallRequest<()>) -> Result<ToolOutput, ToolError> {
+///         Ok(ToolOutput::text("ran"))
+///     }
+/// }
+/// let layer = ApprovalLayer::new(ApprovalRules::default().with_approve_destructive(true))
+///     .gate(Arc::new(AutoApprove), Duration::from_secs(5));
+/// let service = layer.layer(Ran);
+/// // No hints: by MCP's defaults the tool may be destructive, so the rule asks the gate.
+/// let resolved = ResolvedCall::native("rm", Default::default());
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let request = CallRequest::new(ToolCall::new("1", "rm", Default::default()), resolved, ());
+/// assert_eq!(service.call(request).await.unwrap().to_model_text(), "ran");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct ApprovalLayer {
+    rules: ApprovalRules,
+    gate: Arc<dyn ApprovalGate>,
+    timeout: Duration,
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for ApprovalLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalLayer")
+            .field("rules", &self.rules)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApprovalLayer {
+    /// The layer of `rules`, with no gate (a call that needs approval is then denied), the
+    /// default timeout and the default redactor.
+    pub fn new(rules: ApprovalRules) -> Self {
+        Self {
+            rules,
+            gate: Arc::new(NoGate),
+            timeout: super::DEFAULT_APPROVAL_TIMEOUT,
+            redactor: Redactor::new(),
+        }
+    }
+
+    /// Sets the gate, and how long it may take to answer.
+    #[must_use]
+    pub fn gate(mut self, gate: Arc<dyn ApprovalGate>, timeout: Duration) -> Self {
+        self.gate = gate;
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the engine that scrubs prompts and the gate's reasons.
+    #[must_use]
+    pub fn redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+}
+
+impl<S> Layer<S> for ApprovalLayer {
+    type Service = Approval<S>;
+
+    fn layer(&self, inner: S) -> Approval<S> {
+        Approval {
+            layer: self.clone(),
+            allowed_for_run: Mutex::new(HashSet::new()),
+            inner,
+        }
+    }
+}
+
+/// The service of an [`ApprovalLayer`].
+pub struct Approval<S> {
+    layer: ApprovalLayer,
+    /// Action refs approved for the rest of the run.
+    allowed_for_run: Mutex<HashSet<String>>,
+    inner: S,
+}
+
+impl<S> std::fmt::Debug for Approval<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approval")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Approval<S> {
+    /// `Err` is the denial.
+    async fn check(
+        &self,
+        resolved: &ResolvedCall,
+        asked: Option<ApprovalTrigger>,
+    ) -> Result<(), ToolError> {
+        let ApprovalLayer {
+            rules,
+            gate,
+            timeout,
+            redactor,
+        } = &self.layer;
+        let trigger = match (asked, resolved.kind) {
+            (Some(trigger), _) => Some(trigger),
+            (None, CallKind::Meta) => None,
+            (None, kind) => rules.requires(
+                resolved.server_identity.as_deref(),
+                match kind {
+                    CallKind::External => resolved.remote_tool.as_deref(),
+                    CallKind::Native | CallKind::Meta => None,
+                },
+                &resolved.annotations,
+            ),
+        };
+        let Some(trigger) = trigger else {
+            return Ok(());
+        };
+        let remembered = || {
+            self.allowed_for_run
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        if remembered().contains(&resolved.action_ref) {
+            return Ok(());
+        }
+        let why = match ask(&**gate, request(resolved, &trigger, redactor), *timeout).await {
+            Answer::Decided(ApprovalDecision::Approved) => return Ok(()),
+            Answer::Decided(ApprovalDecision::ApprovedForRun) => {
+                remembered().insert(resolved.action_ref.clone());
+                return Ok(());
+            }
+            Answer::Decided(ApprovalDecision::Rejected { reason }) => {
+                format!("it was refused: {}", redactor.redact_text(&reason))
+            }
+            Answer::Decided(ApprovalDecision::Failed { message }) => format!(
+                "the approval gate failed: {}",
+                redactor.redact_text(&message)
+            ),
+            Answer::TimedOut => format!(
+                "the approval gate did not answer within {} s",
+                timeout.as_secs_f64()
+            ),
+            Answer::Panicked => String::from("the approval gate panicked"),
+        };
+        Err(denied(
+            resolved,
+            format!("approval required by {trigger} was not given: {why}"),
+        ))
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static, S: CallService<T>> CallService<T> for Approval<S> {
+    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+        self.check(&request.resolved, request.approval.clone())
+            .await?;
+        self.inner.call(request).await
+    }
+}
 
 /// The most characters of the arguments a prompt shows (the metadata holds them all).
 const PROMPT_ARGUMENT_CHARS: usize = 2000;
 
 /// How the gate answered, including the ways it can fail to.
 #[derive(Debug)]
-pub(super) enum Answer {
+enum Answer {
     Decided(ApprovalDecision),
     TimedOut,
     Panicked,
 }
 
 /// Asks `gate`, giving it at most `timeout`; a panic inside it is caught.
-pub(super) async fn ask(
-    gate: &dyn ApprovalGate,
-    request: ApprovalRequest,
-    timeout: Duration,
-) -> Answer {
+async fn ask(gate: &dyn ApprovalGate, request: ApprovalRequest, timeout: Duration) -> Answer {
     // The call itself is inside the guarded future, so a gate that panics before returning
     // its future is caught too.
     let asking = AssertUnwindSafe(async move { gate.request(request).await }).catch_unwind();
@@ -42,11 +217,7 @@ pub(super) async fn ask(
 
 /// The request for `call`: action ref `server__tool`, a prompt naming server, tool and the
 /// (redacted) arguments, metadata `mcp_tool_name` and `mcp_arguments`.
-pub(super) fn request(
-    call: &ResolvedCall,
-    trigger: &ApprovalTrigger,
-    redactor: &Redactor,
-) -> ApprovalRequest {
+fn request(call: &ResolvedCall, trigger: &ApprovalTrigger, redactor: &Redactor) -> ApprovalRequest {
     let arguments = redactor.redact_json(&Value::Object(call.arguments.clone()));
     let mut shown = arguments.to_string();
     if let Some((cut, _)) = shown.char_indices().nth(PROMPT_ARGUMENT_CHARS) {

@@ -1,20 +1,27 @@
-//! The governed layer and its builder.
+//! The governed stack and its builder: resolution in front, then the layers, the dispatch
+//! innermost.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
+use tower_layer::Layer;
 
-use super::approval::{self, Answer, NoGate};
-use super::{CallKind, CallResolver, OutputReader, Permit, ResolvedCall};
+use super::approval::ApprovalLayer;
+use super::dispatch::Dispatch;
+use super::events::{Events, EventsLayer};
+use super::history::Recorded;
+use super::identity::IdentityLayer;
+use super::limit::{OutputLimit, OutputLimitLayer};
+use super::policy::PolicyLayer;
+use super::timeout::TimeoutLayer;
+use super::{BoxCallService, CallRequest, CallResolver, CallService, OutputReader, ResolvedCall};
 use crate::{
-    AllowAll, ApprovalDecision, ApprovalGate, ApprovalRules, ApprovalTrigger, CallOutcome,
-    DEFAULT_EVENT_CAPACITY, Event, EventBus, EventKind, EventReceiver, EventSink, History,
-    HistoryError, IdentityRules, JsonObject, Message, NoopEventSink, OutputLimits, OutputStore,
-    PolicyDecision, Redactor, Role, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher,
-    ToolError, ToolOutput, ToolPolicy,
+    AllowAll, ApprovalGate, ApprovalRules, DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver,
+    EventSink, History, HistoryError, IdentityRules, NoopEventSink, OutputLimits, OutputStore,
+    Redactor, RunContext, RunContextBuilder, Runner, ToolCall, ToolCatalog, ToolDescriptor,
+    ToolDispatcher, ToolError, ToolOutput, ToolPolicy,
 };
 
 /// How long the approval gate may take to answer, by default: 5 minutes.
@@ -97,7 +104,7 @@ impl GovernedLayer {
             identity: IdentityRules::default(),
             approval: ApprovalRules::default(),
             policy: Arc::new(AllowAll),
-            gate: Arc::new(NoGate),
+            gate: Arc::new(super::approval::NoGate),
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             call_timeout: None,
             sink: Arc::new(NoopEventSink),
@@ -203,37 +210,82 @@ impl GovernedLayer {
         self
     }
 
-    /// Wraps `inner`. Each layered dispatcher has its own remembered approvals, kept outputs
-    /// and event bus; a history can serve only one of them.
-    pub fn layer<D: CallResolver>(self, inner: D) -> Governed<D> {
-        let mut bus = EventBus::with_capacity(self.sink, self.event_capacity);
+    /// A builder of the run context this builder's settings describe (its event sink and
+    /// capacity, history, redactor, output limits and output reader's name), for adding what
+    /// only the run knows (its secrets, its principal) before [`layer_in`](Self::layer_in).
+    pub fn run_context(&self) -> RunContextBuilder {
+        let mut context = RunContext::builder()
+            .event_sink(Arc::clone(&self.sink))
+            .event_capacity(self.event_capacity)
+            .redactor(self.redactor.clone())
+            .output_limits(self.output.clone());
         if let Some(history) = &self.history {
-            bus = bus.with_sink(Arc::clone(history) as Arc<dyn EventSink>);
+            context = context.history(Arc::clone(history));
         }
-        Governed {
-            inner,
-            identity: self.identity,
-            approval: self.approval,
-            policy: self.policy,
-            gate: self.gate,
-            approval_timeout: self.approval_timeout,
-            call_timeout: self.call_timeout,
-            bus: Arc::new(bus),
-            history: self.history,
-            redactor: self.redactor,
-            outputs: match &self.output_reader {
-                Some(reader) => OutputStore::new(self.output).with_reader_name(reader.name()),
-                None => OutputStore::new(self.output),
-            },
+        if let Some(reader) = &self.output_reader {
+            context = context.output_reader_name(reader.name());
+        }
+        context
+    }
+
+    /// Wraps `inner` in a run context of its own ([`run_context`](Self::run_context)). Each
+    /// layered dispatcher has its own remembered approvals, kept outputs and event bus; a
+    /// history can serve only one of them.
+    pub fn layer<D: CallResolver + 'static>(self, inner: D) -> Governed<D> {
+        let context = Arc::new(self.run_context().build());
+        self.layer_in(context, inner)
+    }
+
+    /// Wraps `inner` in the run's `context`: its bus, history, kept outputs and secret engine
+    /// serve the layers (the builder's own sink, history, redactor and output limits are then
+    /// not used). The stack, outside in: history, then resolution, events, output limit,
+    /// identity rules (only when there are some), policy, approval, timeout, and the dispatch,
+    /// which alone holds the [`Permit`](super::Permit).
+    pub fn layer_in<D: CallResolver + 'static>(
+        self,
+        context: Arc<RunContext>,
+        inner: D,
+    ) -> Governed<D> {
+        let resolver = Arc::new(inner);
+        let redactor = context.redactor().clone();
+        let mut stack: BoxCallService<D::Target> = Arc::new(Dispatch {
+            resolver: Arc::clone(&resolver),
+        });
+        stack = Arc::new(TimeoutLayer::new(self.call_timeout).layer(stack));
+        stack = Arc::new(
+            ApprovalLayer::new(self.approval)
+                .gate(self.gate, self.approval_timeout)
+                .redactor(redactor.clone())
+                .layer(stack),
+        );
+        stack = Arc::new(PolicyLayer::new(self.policy, redactor.clone()).layer(stack));
+        if !self.identity.is_empty() {
+            stack = Arc::new(IdentityLayer::new(self.identity.clone()).layer(stack));
+        }
+        let events = EventsLayer::new(Arc::clone(context.events()), redactor);
+        let limit = OutputLimitLayer::new(Arc::clone(&context));
+        let stack: BoxCallService<D::Target> = Arc::new(events.layer(limit.layer(stack)));
+        let plain = events.layer(limit.layer(Plain {
+            context: Arc::clone(&context),
+        }));
+        let entry = Entry {
+            resolver,
+            stack,
+            plain,
             output_reader: self.output_reader,
-            allowed_for_run: Mutex::new(HashSet::new()),
+        };
+        Governed {
+            recorded: Recorded::new(context.history().cloned(), entry),
+            identity: self.identity,
+            context,
         }
     }
 }
 
-/// A dispatcher whose every call goes through, in order: resolve → identity rules → policy
-/// `before_call` → approval → dispatch (with the call's timeout) → policy `after_call` →
-/// output limit → events → history. It also serves its [`OutputReader`], if it has one.
+/// A dispatcher whose every call goes through a stack of layers (see
+/// [`GovernedLayer::layer_in`]): history, resolution, events, output limit, identity rules,
+/// policy (`before_call`, and `after_call` once the call ran), approval, timeout, dispatch. It
+/// also serves its [`OutputReader`], if it has one.
 ///
 /// A refused call returns [`ToolError::Denied`] naming the rule, so the model reads it as a
 /// tool error and the run goes on.
@@ -282,124 +334,94 @@ impl GovernedLayer {
 /// governed.shutdown().unwrap();
 /// # });
 /// ```
-pub struct Governed<D> {
-    inner: D,
+pub struct Governed<D: CallResolver> {
+    recorded: Recorded<Entry<D>>,
     identity: IdentityRules,
-    approval: ApprovalRules,
-    policy: Arc<dyn ToolPolicy>,
-    gate: Arc<dyn ApprovalGate>,
-    approval_timeout: Duration,
-    call_timeout: Option<Duration>,
-    bus: Arc<EventBus>,
-    history: Option<Arc<History>>,
-    redactor: Redactor,
-    outputs: OutputStore,
-    output_reader: Option<Arc<dyn OutputReader>>,
-    /// Action refs approved for the rest of the run.
-    allowed_for_run: Mutex<HashSet<String>>,
+    context: Arc<RunContext>,
 }
 
-impl<D> std::fmt::Debug for Governed<D> {
+impl<D: CallResolver> std::fmt::Debug for Governed<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Governed")
             .field("identity", &self.identity)
-            .field("approval", &self.approval)
-            .field("outputs", &self.outputs)
-            .field("history", &self.history)
+            .field("context", &self.context)
             .finish_non_exhaustive()
     }
 }
 
-/// Who an event is about.
-struct Subject {
-    tool: String,
-    server: Option<String>,
-    identity: Option<String>,
-    call_id: String,
-    input_bytes: u64,
+/// Resolution in front of the stack: the model's call becomes a [`CallRequest`] for the real
+/// tool. What is no call of a tool (the output reader, a call that does not resolve) passes
+/// only the events and the output limit.
+struct Entry<D: CallResolver> {
+    resolver: Arc<D>,
+    stack: BoxCallService<D::Target>,
+    plain: Events<OutputLimit<Plain>>,
+    output_reader: Option<Arc<dyn OutputReader>>,
 }
 
-impl Subject {
-    fn of(resolved: &ResolvedCall, call_id: &str) -> Self {
-        Self {
-            tool: resolved.action_ref.clone(),
-            server: resolved.server.clone(),
-            identity: resolved.server_identity.clone(),
-            call_id: call_id.to_owned(),
-            input_bytes: json_len(&resolved.arguments),
-        }
-    }
-
-    fn unresolved(call: &ToolCall) -> Self {
-        Self {
-            tool: call.name.clone(),
-            server: None,
-            identity: None,
-            call_id: call.id.clone(),
-            input_bytes: json_len(&call.arguments),
-        }
-    }
-
-    fn event(&self, kind: EventKind, began: Instant) -> Event {
-        let mut event = Event::new(kind)
-            .with_tool(self.server.as_deref(), &self.tool)
-            .with_server_identity(self.identity.as_deref())
-            .with_call_id(&self.call_id);
-        event.input_bytes = Some(self.input_bytes);
-        if kind != EventKind::ToolCallStarted {
-            event.duration = Some(began.elapsed());
-        }
-        event
-    }
+/// What a call that reaches no resolver does.
+enum Served {
+    /// Read a kept output.
+    Read(Arc<dyn OutputReader>),
+    /// Fail with why the call is no call of a tool.
+    Refused(ToolError),
 }
 
-/// The size of `value` as JSON, without building the text.
-fn json_len(value: &JsonObject) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len() as u64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+/// Serves [`Served`] targets: the output reader, over the run's kept outputs.
+struct Plain {
+    context: Arc<RunContext>,
 }
 
-/// Emits the end event of a started call if the call is dropped before it ends.
-struct Unfinished<'a> {
-    bus: &'a EventBus,
-    subject: &'a Subject,
-    began: Instant,
-    armed: bool,
-}
-
-impl Drop for Unfinished<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let why = if std::thread::panicking() {
-                "the tool panicked"
-            } else {
-                "the call was abandoned before it finished"
-            };
-            self.bus.emit(
-                self.subject
-                    .event(EventKind::ToolCallFailed, self.began)
-                    .with_outcome(CallOutcome::Cancelled)
-                    .with_message(why),
-            );
+#[async_trait]
+impl CallService<Served> for Plain {
+    async fn call(&self, request: CallRequest<Served>) -> Result<ToolOutput, ToolError> {
+        match request.target {
+            Served::Read(reader) => {
+                request.trace.start();
+                reader.read(self.context.outputs(), &request.call.arguments)
+            }
+            Served::Refused(error) => Err(error),
         }
     }
 }
 
-impl<D> Governed<D> {
+#[async_trait]
+impl<D: CallResolver> ToolDispatcher for Entry<D> {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        let began = Instant::now();
+        let plain = |call: ToolCall, name: &str, target| {
+            let resolved = ResolvedCall::meta(name, call.arguments.clone());
+            let mut request = CallRequest::new(call, resolved, target);
+            request.began = began;
+            self.plain.call(request)
+        };
+        if let Some(reader) = &self.output_reader
+            && call.name == reader.name()
+        {
+            return plain(call, reader.name(), Served::Read(Arc::clone(reader))).await;
+        }
+        if let Some(error) = call.arguments_error() {
+            let name = call.name.clone();
+            return plain(call, &name, Served::Refused(error)).await;
+        }
+        match self.resolver.resolve(&call) {
+            Ok((resolved, target)) => {
+                let mut request = CallRequest::new(call, resolved, target);
+                request.began = began;
+                self.stack.call(request).await
+            }
+            Err(error) => {
+                let name = call.name.clone();
+                plain(call, &name, Served::Refused(error)).await
+            }
+        }
+    }
+}
+
+impl<D: CallResolver> Governed<D> {
     /// The wrapped dispatcher.
     pub fn inner(&self) -> &D {
-        &self.inner
+        &self.recorded.inner().resolver
     }
 
     /// The identity rules, for hiding the tools they refuse from the model.
@@ -407,259 +429,63 @@ impl<D> Governed<D> {
         &self.identity
     }
 
+    /// The run context the layers serve: its bus, history, kept outputs and secret engine.
+    pub fn context(&self) -> &Arc<RunContext> {
+        &self.context
+    }
+
     /// A new subscriber to this layer's events (bounded: a slow subscriber is told it lagged,
     /// and never holds up a call).
     pub fn subscribe(&self) -> EventReceiver {
-        self.bus.subscribe()
+        self.context.subscribe()
     }
 
-    /// The layer's event bus, for the wrapped side's own events (server connected, tools
+    /// The run's event bus, for the wrapped side's own events (server connected, tools
     /// changed…), so that they reach the same sink, subscribers and history.
     pub fn events(&self) -> Arc<EventBus> {
-        Arc::clone(&self.bus)
+        Arc::clone(self.context.events())
     }
 
     /// The secret engine of this layer's run: what it redacts from approval prompts, events
     /// and the history. A clone shares what the run learns, so whatever else prints for the
     /// run (a terminal, a log) uses it too.
     pub fn redactor(&self) -> &Redactor {
-        &self.redactor
+        self.context.redactor()
     }
 
     /// The history this layer records in, if any (an agent loop adds the conversation's own
     /// messages to it).
     pub fn history(&self) -> Option<&Arc<History>> {
-        self.history.as_ref()
+        self.context.history()
     }
 
     /// The kept outputs (for reading a cut output whole, e.g. a `--full` flag).
     pub fn outputs(&self) -> &OutputStore {
-        &self.outputs
+        self.context.outputs()
     }
 
     /// The descriptor of the layer's [`OutputReader`], which it serves, if it has one.
     pub fn output_reader_descriptor(&self) -> Option<ToolDescriptor> {
-        self.output_reader
-            .as_ref()
-            .map(|reader| reader.descriptor(&self.outputs))
+        self.output_reader()
+            .map(|reader| reader.descriptor(self.outputs()))
     }
 
-    /// Ends the layer's part of the run: drops kept outputs (deleting their temporary files)
-    /// and closes the history, syncing it to disk. Reports a history write that failed during
-    /// the run. Idempotent. Does not close the wrapped dispatcher.
+    fn output_reader(&self) -> Option<&Arc<dyn OutputReader>> {
+        self.recorded.inner().output_reader.as_ref()
+    }
+
+    /// Ends the layer's part of the run ([`RunContext::close`]): drops kept outputs (deleting
+    /// their temporary files) and closes the history, syncing it to disk. Reports a history
+    /// write that failed during the run. Idempotent. Does not close the wrapped dispatcher.
     pub fn shutdown(&self) -> Result<(), HistoryError> {
-        self.outputs.close();
-        match &self.history {
-            Some(history) => history.close(),
-            None => Ok(()),
-        }
-    }
-
-    fn record(&self, message: &Message) {
-        if let Some(history) = &self.history {
-            // A failure is kept by the history and reported when it closes.
-            let _ = history.append_message(message);
-        }
-    }
-
-    fn denied(resolved: &ResolvedCall, reason: String) -> ToolError {
-        ToolError::Denied {
-            server: resolved.server.clone(),
-            tool: resolved.action_ref.clone(),
-            reason,
-        }
-    }
-
-    /// Identity rules, policy and approval; `Err` is the denial.
-    async fn check(&self, resolved: &ResolvedCall) -> Result<(), ToolError> {
-        let identity = resolved.server_identity.as_deref();
-        let remote = match resolved.kind {
-            CallKind::External => resolved.remote_tool.as_deref(),
-            CallKind::Native | CallKind::Meta => None,
-        };
-        if let Some(remote) = remote
-            && let Err(denial) = self.identity.allows(identity, remote)
-        {
-            return Err(Self::denied(resolved, denial.to_string()));
-        }
-        let mut trigger = match self.policy.before_call(&resolved.call_info()) {
-            PolicyDecision::Allow => None,
-            PolicyDecision::RequireApproval => Some(ApprovalTrigger::Policy),
-            PolicyDecision::Deny { reason } => {
-                return Err(Self::denied(
-                    resolved,
-                    format!(
-                        "the tool policy refused it: {}",
-                        self.redactor.redact_text(&reason)
-                    ),
-                ));
-            }
-        };
-        if trigger.is_none() && resolved.kind != CallKind::Meta {
-            trigger = self
-                .approval
-                .requires(identity, remote, &resolved.annotations);
-        }
-        let Some(trigger) = trigger else {
-            return Ok(());
-        };
-        if self
-            .allowed_for_run
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&resolved.action_ref)
-        {
-            return Ok(());
-        }
-        let request = approval::request(resolved, &trigger, &self.redactor);
-        let why = match approval::ask(&*self.gate, request, self.approval_timeout).await {
-            Answer::Decided(ApprovalDecision::Approved) => return Ok(()),
-            Answer::Decided(ApprovalDecision::ApprovedForRun) => {
-                self.allowed_for_run
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(resolved.action_ref.clone());
-                return Ok(());
-            }
-            Answer::Decided(ApprovalDecision::Rejected { reason }) => {
-                format!("it was refused: {}", self.redactor.redact_text(&reason))
-            }
-            Answer::Decided(ApprovalDecision::Failed { message }) => format!(
-                "the approval gate failed: {}",
-                self.redactor.redact_text(&message)
-            ),
-            Answer::TimedOut => format!(
-                "the approval gate did not answer within {} s",
-                self.approval_timeout.as_secs_f64()
-            ),
-            Answer::Panicked => String::from("the approval gate panicked"),
-        };
-        Err(Self::denied(
-            resolved,
-            format!("approval required by {trigger} was not given: {why}"),
-        ))
-    }
-
-    /// Cuts `error`'s text to the output limit, emits the end event of its call (with the
-    /// sizes of the text shown and whole, and the handle of the whole) and returns what the
-    /// caller gets.
-    fn fail(&self, subject: &Subject, began: Instant, error: ToolError) -> ToolError {
-        let limited = self.outputs.limit_error(error);
-        let error = limited.error;
-        let kind = match error {
-            ToolError::Denied { .. } => EventKind::ToolCallDenied,
-            _ => EventKind::ToolCallFailed,
-        };
-        let mut event = subject
-            .event(kind, began)
-            .with_outcome(CallOutcome::of_error(&error))
-            .with_message(self.redactor.redact_text(&crate::error_chain(&error)));
-        if limited.handle.is_some() || limited.full_bytes > limited.shown_bytes {
-            event.output_bytes = Some(limited.shown_bytes);
-            event.result_bytes = Some(limited.full_bytes);
-            event.output_handle = limited.handle;
-        }
-        self.bus.emit(event);
-        error
-    }
-
-    fn finish(&self, subject: &Subject, began: Instant, output: ToolOutput) -> ToolOutput {
-        let limited = self.outputs.limit(output);
-        let outcome = if limited.is_cut() {
-            CallOutcome::Truncated
-        } else {
-            CallOutcome::Ok
-        };
-        let mut event = subject
-            .event(EventKind::ToolCallFinished, began)
-            .with_outcome(outcome);
-        event.output_bytes = Some(limited.shown_bytes);
-        event.result_bytes = Some(limited.full_bytes);
-        event.output_handle = limited.handle;
-        self.bus.emit(event);
-        limited.output
-    }
-}
-
-impl<D: CallResolver> Governed<D> {
-    async fn run(&self, call: ToolCall, began: Instant) -> Result<ToolOutput, ToolError> {
-        if let Some(reader) = &self.output_reader
-            && call.name == reader.name()
-        {
-            let subject = Subject::of(
-                &ResolvedCall::meta(reader.name(), call.arguments.clone()),
-                &call.id,
-            );
-            self.bus
-                .emit(subject.event(EventKind::ToolCallStarted, began));
-            return match reader.read(&self.outputs, &call.arguments) {
-                Ok(output) => Ok(self.finish(&subject, began, output)),
-                Err(error) => Err(self.fail(&subject, began, error)),
-            };
-        }
-        if let Some(error) = call.arguments_error() {
-            return Err(self.fail(&Subject::unresolved(&call), began, error));
-        }
-        let (resolved, target) = match self.inner.resolve(&call) {
-            Ok(resolved) => resolved,
-            Err(error) => {
-                return Err(self.fail(&Subject::unresolved(&call), began, error));
-            }
-        };
-        let subject = Subject::of(&resolved, &call.id);
-        if let Err(error) = self.check(&resolved).await {
-            return Err(self.fail(&subject, began, error));
-        }
-        let began = Instant::now();
-        self.bus
-            .emit(subject.event(EventKind::ToolCallStarted, began));
-        let mut unfinished = Unfinished {
-            bus: &self.bus,
-            subject: &subject,
-            began,
-            armed: true,
-        };
-        let running = self.inner.dispatch_resolved(Permit::new(), call, target);
-        let outcome = match resolved.timeout.or(self.call_timeout) {
-            Some(after) => tokio::time::timeout(after, running)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(ToolError::Timeout {
-                        server: resolved.server.clone(),
-                        tool: resolved.action_ref.clone(),
-                        after,
-                    })
-                }),
-            None => running.await,
-        };
-        unfinished.armed = false;
-        self.policy.after_call(&resolved.call_info(), &outcome);
-        match outcome {
-            Ok(output) => Ok(self.finish(&subject, began, output)),
-            Err(error) => Err(self.fail(&subject, began, error)),
-        }
+        self.context.close()
     }
 }
 
 #[async_trait]
 impl<D: CallResolver> ToolDispatcher for Governed<D> {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        let began = Instant::now();
-        let call_id = call.id.clone();
-        if self.history.is_some() {
-            let mut asked = Message::new(Role::Assistant, "");
-            asked.tool_calls.push(call.clone());
-            self.record(&asked);
-        }
-        let result = self.run(call, began).await;
-        if self.history.is_some() {
-            let text = match &result {
-                Ok(output) => output.to_model_text(),
-                Err(error) => crate::error_chain(error),
-            };
-            self.record(&Message::tool_result(call_id, text));
-        }
-        result
+        self.recorded.dispatch(call).await
     }
 }
 
@@ -667,11 +493,11 @@ impl<D: CallResolver + ToolCatalog> ToolCatalog for Governed<D> {
     /// The wrapped side's tools, then the [`OutputReader`]'s (unless the wrapped side has a
     /// tool of that name).
     fn tools(&self) -> Vec<ToolDescriptor> {
-        let mut tools = self.inner.tools();
-        if let Some(reader) = &self.output_reader
+        let mut tools = self.inner().tools();
+        if let Some(reader) = self.output_reader()
             && !tools.iter().any(|t| t.name == reader.name())
         {
-            tools.push(reader.descriptor(&self.outputs));
+            tools.push(reader.descriptor(self.outputs()));
         }
         tools
     }
@@ -679,11 +505,10 @@ impl<D: CallResolver + ToolCatalog> ToolCatalog for Governed<D> {
     /// The wrapped side's tool `name`, else the [`OutputReader`]'s descriptor when that is
     /// the name: what `tools` lists, without building the whole list.
     fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        self.inner.tool(name).or_else(|| {
-            self.output_reader
-                .as_ref()
+        self.inner().tool(name).or_else(|| {
+            self.output_reader()
                 .filter(|reader| reader.name() == name)
-                .map(|reader| reader.descriptor(&self.outputs))
+                .map(|reader| reader.descriptor(self.outputs()))
         })
     }
 }
@@ -693,7 +518,7 @@ impl<D: CallResolver + Runner> Runner for Governed<D> {
     /// Closes the wrapped runner, then the layer ([`Governed::shutdown`]; call that first to
     /// see a history failure).
     async fn close(&self) {
-        self.inner.close().await;
+        self.inner().close().await;
         let _ = self.shutdown();
     }
 }

@@ -1,9 +1,11 @@
-//! Governed calls: a layer that puts every tool call — native or external — through the same
-//! identity rules, policy, approval, timeout, output limit, events and history.
+//! Governed calls: every tool call — native or external — passes the same stack of layers:
+//! identity rules, policy, approval, timeout, output limit, events and history, each its own
+//! [`tower_layer::Layer`] over a [`CallService`], each testable alone by stacking just it.
 //!
-//! The wrapped side tells the layer what a call really is through [`CallResolver`]: the layer
+//! The wrapped side tells the stack what a call really is through [`CallResolver`]: the stack
 //! decides on the *real* tool (for a generic caller such as `mcp_call_tool`, the tool it
-//! targets), then hands the resolved target back, so what runs is exactly what was approved.
+//! targets), then hands the resolved target back to the innermost dispatch, so what runs is
+//! exactly what was approved.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,11 +18,36 @@ use crate::{
 };
 
 mod approval;
+mod dispatch;
+mod events;
+mod history;
+mod identity;
 mod layer;
+mod limit;
+mod policy;
 mod reader;
+mod service;
+mod timeout;
 
+pub use approval::{Approval, ApprovalLayer};
+pub use events::{Events, EventsLayer};
+pub use history::{HistoryLayer, Recorded};
+pub use identity::{Identity, IdentityLayer};
 pub use layer::{DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer};
+pub use limit::{OutputLimit, OutputLimitLayer};
+pub use policy::{Policy, PolicyLayer};
 pub use reader::OutputReader;
+pub use service::{BoxCallService, CallRequest, CallService, CallTrace, Shown};
+pub use timeout::{Timeout, TimeoutLayer};
+
+/// The refusal of `resolved`, for `reason`.
+fn denied(resolved: &ResolvedCall, reason: String) -> ToolError {
+    ToolError::Denied {
+        server: resolved.server.clone(),
+        tool: resolved.action_ref.clone(),
+        reason,
+    }
+}
 
 /// What kind of tool a call reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

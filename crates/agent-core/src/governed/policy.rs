@@ -1,0 +1,111 @@
+//! The policy layer: the run's [`ToolPolicy`] is asked before every call and told the outcome
+//! of every call that ran.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tower_layer::Layer;
+
+use super::{CallRequest, CallService, denied};
+use crate::{ApprovalTrigger, PolicyDecision, Redactor, ToolError, ToolOutput, ToolPolicy};
+
+/// Asks the [`ToolPolicy`] about each call: allowed, refused (with its reason, redacted), or
+/// allowed only with approval (which the approval layer below then asks for). A call that ran
+/// is reported to the policy's `after_call`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::{CallInfo, CallRequest, CallService, PolicyDecision, PolicyLayer, Redactor,
+///     ResolvedCall, ToolCall, ToolError, ToolOutput, ToolPolicy};
+/// use async_trait::async_trait;
+/// use tower_layer::Layer;
+///
+/// struct NoShell;
+/// impl ToolPolicy for NoShell {
+///     fn before_call(&self, call: &CallInfo<'_>) -> PolicyDecision {
+///         match call.tool {
+///             "shell" => PolicyDecision::Deny { reason: "no shell".into() },
+///             _ => PolicyDecision::Allow,
+///         }
+///     }
+/// }
+/// struct Ran;
+/// #[async_trait]
+/// impl CallService<()> for Ran {
+///     async fn call(&self, _: CallRequest<()>) -> Result<ToolOutput, ToolError> {
+///         Ok(ToolOutput::text("ran"))
+///     }
+/// }
+/// let service = PolicyLayer::new(Arc::new(NoShell), Redactor::new()).layer(Ran);
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let call = ToolCall::new("1", "shell", Default::default());
+/// let request = CallRequest::new(call, ResolvedCall::native("shell", Default::default()), ());
+/// assert!(matches!(service.call(request).await, Err(ToolError::Denied { .. })));
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct PolicyLayer {
+    policy: Arc<dyn ToolPolicy>,
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for PolicyLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyLayer").finish_non_exhaustive()
+    }
+}
+
+impl PolicyLayer {
+    /// The layer of `policy`; a refusal's reason is scrubbed with `redactor`.
+    pub fn new(policy: Arc<dyn ToolPolicy>, redactor: Redactor) -> Self {
+        Self { policy, redactor }
+    }
+}
+
+impl<S> Layer<S> for PolicyLayer {
+    type Service = Policy<S>;
+
+    fn layer(&self, inner: S) -> Policy<S> {
+        Policy {
+            layer: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of a [`PolicyLayer`].
+pub struct Policy<S> {
+    layer: PolicyLayer,
+    inner: S,
+}
+
+impl<S> std::fmt::Debug for Policy<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static, S: CallService<T>> CallService<T> for Policy<S> {
+    async fn call(&self, mut request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+        let PolicyLayer { policy, redactor } = &self.layer;
+        match policy.before_call(&request.resolved.call_info()) {
+            PolicyDecision::Allow => {}
+            PolicyDecision::RequireApproval => request.approval = Some(ApprovalTrigger::Policy),
+            PolicyDecision::Deny { reason } => {
+                let reason = format!(
+                    "the tool policy refused it: {}",
+                    redactor.redact_text(&reason)
+                );
+                return Err(denied(&request.resolved, reason));
+            }
+        }
+        let resolved = Arc::clone(&request.resolved);
+        let trace = request.trace.clone();
+        let outcome = self.inner.call(request).await;
+        if trace.started().is_some() {
+            policy.after_call(&resolved.call_info(), &outcome);
+        }
+        outcome
+    }
+}

@@ -1,0 +1,82 @@
+//! The timeout layer: a call that runs longer than its timeout ends with
+//! [`ToolError::Timeout`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tower_layer::Layer;
+
+use super::{CallRequest, CallService};
+use crate::{ToolError, ToolOutput};
+
+/// Bounds each call by its own [`ResolvedCall::timeout`](super::ResolvedCall::timeout), else
+/// by the layer's default (none: unbounded). Needs a Tokio runtime with its time driver.
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_core::{CallRequest, CallService, ResolvedCall, TimeoutLayer, ToolCall, ToolError,
+///     ToolOutput};
+/// use async_trait::async_trait;
+/// use tower_layer::Layer;
+///
+/// struct Hangs;
+/// #[async_trait]
+/// impl CallService<()> for Hangs {
+///     async fn call(&self, _: CallRequest<()>) -> Result<ToolOutput, ToolError> {
+///         std::future::pending().await
+///     }
+/// }
+/// let service = TimeoutLayer::new(Some(Duration::from_millis(10))).layer(Hangs);
+/// let call = ToolCall::new("1", "wait", Default::default());
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let request = CallRequest::new(call, ResolvedCall::native("wait", Default::default()), ());
+/// assert!(matches!(service.call(request).await, Err(ToolError::Timeout { .. })));
+/// # });
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TimeoutLayer {
+    default: Option<Duration>,
+}
+
+impl TimeoutLayer {
+    /// The layer whose calls without a timeout of their own get `default`.
+    pub fn new(default: Option<Duration>) -> Self {
+        Self { default }
+    }
+}
+
+impl<S> Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Timeout<S> {
+        Timeout {
+            default: self.default,
+            inner,
+        }
+    }
+}
+
+/// The service of a [`TimeoutLayer`].
+#[derive(Debug)]
+pub struct Timeout<S> {
+    default: Option<Duration>,
+    inner: S,
+}
+
+#[async_trait]
+impl<T: Send + 'static, S: CallService<T>> CallService<T> for Timeout<S> {
+    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+        let Some(after) = request.resolved.timeout.or(self.default) else {
+            return self.inner.call(request).await;
+        };
+        let server = request.resolved.server.clone();
+        let tool = request.resolved.action_ref.clone();
+        tokio::time::timeout(after, self.inner.call(request))
+            .await
+            .unwrap_or(Err(ToolError::Timeout {
+                server,
+                tool,
+                after,
+            }))
+    }
+}
