@@ -169,6 +169,25 @@ impl AgentLoop {
         self
     }
 
+    /// Runs in the run's `context`: the loop's events go to the run's bus (one stream with the
+    /// tool calls' events, reaching the same sink, subscribers and history) and its
+    /// conversation to the run's history, if it records one. A later
+    /// [`event_sink`](Self::event_sink) or [`history`](Self::history) overrides either.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{AgentLoop, RunContext, ScriptedModel};
+    ///
+    /// let context = RunContext::builder().build();
+    /// let agent = AgentLoop::new(Arc::new(ScriptedModel::new(Vec::new()))).in_context(&context);
+    /// # let _ = agent;
+    /// ```
+    pub fn in_context(mut self, context: &crate::RunContext) -> Self {
+        self.events = Arc::clone(context.events()) as Arc<dyn EventSink>;
+        self.history = context.history().cloned();
+        self
+    }
+
     /// Stops the run when `token` is cancelled.
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancel = token;

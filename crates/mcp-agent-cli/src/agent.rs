@@ -58,13 +58,12 @@ pub(crate) async fn run(
         secrets: secrets.clone(),
     };
     let stop = console.lock().stop.clone();
-    let mut agent = AgentLoop::new(model)
+    // The run's history records the conversation; its bus, wrapped to print, the events.
+    let agent = AgentLoop::new(model)
+        .in_context(runner.context())
         .max_steps(options.max_steps)
         .event_sink(Arc::new(events))
         .cancel_on(stop);
-    if let Some(history) = governed.history() {
-        agent = agent.history(Arc::clone(history));
-    }
     let result = if options.json {
         json_run(runner, &agent, instruction).await
     } else {

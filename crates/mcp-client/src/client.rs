@@ -431,14 +431,14 @@ impl McpClient {
         input: &RunInput,
         options: OpenOptions,
     ) -> Result<McpRunner, ClientError> {
-        let history = options.history.clone().or_else(|| {
+        let mut options = options;
+        options.history = options.history.take().or_else(|| {
             self.inner
                 .history_root
                 .as_ref()
                 .map(|root| root.join(run_dir_name(&input.state_id)))
         });
-        self.open_runner_in(input, history, options.elicitation)
-            .await
+        self.open_runner_in(input, options).await
     }
 
     /// Opens a runner for `input` as [`open_runner`](Self::open_runner) does, recording this
@@ -510,8 +510,7 @@ impl McpClient {
     async fn open_runner_in(
         &self,
         input: &RunInput,
-        history: Option<PathBuf>,
-        elicitation: Option<Arc<dyn ElicitationHandler>>,
+        options: OpenOptions,
     ) -> Result<McpRunner, ClientError> {
         let run = self
             .inner
@@ -520,7 +519,7 @@ impl McpClient {
             .await
             .map_err(|e| ClientError::Config(Box::new(e)))?;
         let span = tracing::info_span!("mcp_run", servers = run.servers.len());
-        self.open_resolved_inner(run, history, elicitation)
+        self.open_resolved_inner(run, options)
             .instrument(span)
             .await
     }
@@ -545,7 +544,7 @@ impl McpClient {
         options: OpenOptions,
     ) -> Result<McpRunner, ClientError> {
         let span = tracing::info_span!("mcp_run", servers = run.servers.len());
-        self.open_resolved_inner(run, options.history, options.elicitation)
+        self.open_resolved_inner(run, options)
             .instrument(span)
             .await
     }
@@ -553,8 +552,7 @@ impl McpClient {
     async fn open_resolved_inner(
         &self,
         run: ResolvedRun,
-        history: Option<PathBuf>,
-        elicitation: Option<Arc<dyn ElicitationHandler>>,
+        options: OpenOptions,
     ) -> Result<McpRunner, ClientError> {
         let started = std::time::Instant::now();
         let inner = &*self.inner;
@@ -567,12 +565,18 @@ impl McpClient {
             .clone()
             .with_secrets(run.servers.iter().flat_map(|s| s.secret_values()))
             .with_own_learned();
-        let mut layer = inner.layer.clone().redactor(redactor.clone());
-        if let Some(dir) = history {
+        // The run's context: its bus, history, kept outputs, secret engine and principal,
+        // which the governed layers and the run's sessions share.
+        let mut context = inner.layer.run_context().redactor(redactor.clone());
+        if let Some(dir) = options.history {
             // Before any server is contacted: a run never starts with a history it cannot keep.
             let history = History::create(&dir, redactor.clone()).map_err(ClientError::History)?;
-            layer = layer.history(history);
+            context = context.history(Arc::new(history));
         }
+        if let Some(principal) = options.principal {
+            context = context.principal(principal);
+        }
+        let context = Arc::new(context.build());
         let catalog = match &inner.natives {
             Some(natives) => Catalog::with_native_tools(
                 inner.catalog.clone(),
@@ -582,8 +586,8 @@ impl McpClient {
             .map_err(ClientError::NativeTools)?,
             None => Catalog::new(inner.catalog.clone()),
         };
-        let governed = Arc::new(layer.layer(catalog));
-        let events = governed.events();
+        let governed = Arc::new(inner.layer.clone().layer_in(Arc::clone(&context), catalog));
+        let events = Arc::clone(context.events());
         let settings = OpenSettings {
             default_connect_timeout: run.options.connect_timeout,
             policy: run.options.partial_failure,
@@ -594,7 +598,7 @@ impl McpClient {
                 limits: inner.list_limits,
                 redactor: redactor.clone(),
                 // The run's own handler wins for its private sessions.
-                elicitation: elicitation.or_else(|| inner.elicitation.clone()),
+                elicitation: options.elicitation.or_else(|| inner.elicitation.clone()),
                 discover: inner.discover,
             },
             tool_limits: &inner.catalog.tool_limits,
@@ -616,7 +620,6 @@ impl McpClient {
             opened.skipped,
             run.options.partial_failure,
             inner.grace,
-            redactor,
         )
         .await
         .map_err(ClientError::Server);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::{Event, EventKind, EventSink};
+use agent_core::{Event, EventKind, EventSink, Principal};
 use futures::StreamExt;
 use mcp_catalog::{SkipReason, SkippedTool, ToolLimits};
 use mcp_config::{PartialFailure, Redactor, ServerSpec, SpecOrigin};
@@ -50,6 +50,7 @@ use crate::{Connectors, ElicitationHandler, Session, SessionError};
 pub struct OpenOptions {
     pub(crate) history: Option<PathBuf>,
     pub(crate) elicitation: Option<Arc<dyn ElicitationHandler>>,
+    pub(crate) principal: Option<Principal>,
 }
 
 impl std::fmt::Debug for OpenOptions {
@@ -57,6 +58,7 @@ impl std::fmt::Debug for OpenOptions {
         f.debug_struct("OpenOptions")
             .field("history", &self.history)
             .field("elicitation", &self.elicitation.is_some())
+            .field("principal", &self.principal)
             .finish()
     }
 }
@@ -80,6 +82,21 @@ impl OpenOptions {
     /// mode, also inside input-required tool results), instead of the client's handler.
     pub fn with_elicitation(mut self, handler: Arc<dyn ElicitationHandler>) -> Self {
         self.elicitation = Some(handler);
+        self
+    }
+
+    /// Who the run acts for (a gateway session's authenticated subject): kept in the run's
+    /// [`RunContext`](agent_core::RunContext), for rules about users.
+    ///
+    /// ```
+    /// use agent_core::Principal;
+    /// use mcp_client::OpenOptions;
+    ///
+    /// let options = OpenOptions::new().with_principal(Principal::new("alice"));
+    /// assert!(format!("{options:?}").contains("alice"));
+    /// ```
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
         self
     }
 }

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_core::{
-    Event, EventKind, EventSink, Governed, Runner, ToolCall, ToolCatalog, ToolDescriptor,
-    ToolDispatcher, ToolError, ToolOutput,
+    Event, EventKind, EventSink, Governed, RunContext, Runner, ToolCall, ToolCatalog,
+    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, ServerTools};
@@ -82,10 +82,10 @@ impl McpRunner {
         mut skipped: Vec<SkippedServer>,
         policy: PartialFailure,
         grace: Duration,
-        redactor: Redactor,
     ) -> Result<Self, SessionError> {
         let catalog = governed.inner();
         let events = governed.events();
+        let redactor = governed.redactor().clone();
         let mut added: Vec<Arc<Session>> = Vec::with_capacity(sessions.len());
         let mut rest = sessions.into_iter();
         while let Some((session, tools)) = rest.next() {
@@ -183,6 +183,20 @@ impl McpRunner {
     /// ```
     pub fn redactor(&self) -> &Redactor {
         self.governed.redactor()
+    }
+
+    /// The run's context: its event bus, history, kept outputs, secret engine and principal,
+    /// shared by the governed layers and the run's sessions.
+    ///
+    /// ```no_run
+    /// # fn show(runner: &mcp_client::McpRunner) {
+    /// if let Some(principal) = runner.context().principal() {
+    ///     println!("acting for {}", principal.subject());
+    /// }
+    /// # }
+    /// ```
+    pub fn context(&self) -> &Arc<RunContext> {
+        self.governed.context()
     }
 
     /// Closes the run as [`Runner::close`] does — every session, then the governed layer —
