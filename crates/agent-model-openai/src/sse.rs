@@ -1,6 +1,16 @@
 //! Server-sent events, bounded: bytes in, the `data` of each complete event out. An event (its
 //! data lines, or one line still without its end) longer than the bound is an error at once,
 //! before more of it is buffered.
+//!
+//! Hand-written rather than `sse-stream` (0.2.6, the version rmcp pulls in), for what that
+//! version does with the same bytes: it has no size bound (a line or an event grows in its
+//! buffers until it ends, and bounding the body in front of it would mean splitting lines and
+//! events there again, as here), and it fails the whole stream on lines the SSE spec says to
+//! accept or ignore: an unknown field (`foo: bar`) or a line without a colon (`data`, `ping`)
+//! is `InvalidLine`, a second `event:` in one event `DuplicatedEventLine`, a `retry:` that is
+//! not a number `IntParse`. The test `lines_the_spec_accepts_or_ignores_do_not_end_the_stream`
+//! keeps those inputs working. It also reads an `http_body::Body` as a pull `Stream`, while
+//! [`StreamDecoder::feed`](crate::StreamDecoder::feed) is pushed bytes.
 
 use crate::error::{LimitKind, OpenAiError};
 
@@ -155,6 +165,16 @@ mod tests {
             let parts = events(&mut SseDecoder::new(1024), &[a, b]).unwrap();
             assert_eq!(parts, whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn lines_the_spec_accepts_or_ignores_do_not_end_the_stream() {
+        // Unknown fields, colon-less lines, a repeated `event` and a `retry` that is not a
+        // number are ignored; a bare `data` is an empty data line.
+        let text: &[u8] =
+            b"foo: bar\nping\ndataset: no\nevent: a\nevent: b\nretry: soon\ndata\ndata: x\n\ndata\n\n";
+        let out = events(&mut SseDecoder::new(1024), &[text]).unwrap();
+        assert_eq!(out, ["\nx", ""]);
     }
 
     #[test]
