@@ -4,9 +4,18 @@
 //! (docs/upstream.md#rmcp-duplicate-request-id).
 
 use std::collections::HashSet;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
-use rmcp::model::RequestId;
+use http::{Request, StatusCode};
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, RequestId};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::answer::{Answer, Answering, given, holding, jsonrpc};
+use super::body::Whole;
+use super::message_check::Refusal;
 
 /// What is read of a body to find a request's id: the rest is skipped, not built.
 #[derive(serde::Deserialize)]
@@ -18,7 +27,7 @@ struct Probe {
 type Key = (String, RequestId);
 
 /// The ids of the requests in flight, per session.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Ids(Arc<Mutex<HashSet<Key>>>);
 
 /// One request in flight; dropping it (its answer sent or dropped) frees its id.
@@ -68,6 +77,67 @@ impl Ids {
     }
 }
 
+/// Refuses a request of a session under an id in flight in it with `400` and a JSON-RPC
+/// error; that refusal stands even for a body that is no message ([`Refusal::Stands`]). A
+/// request passed on keeps its id until its answer is sent.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdsLayer(Ids);
+
+impl<S> Layer<S> for IdsLayer {
+    type Service = IdsChecked<S>;
+
+    fn layer(&self, inner: S) -> IdsChecked<S> {
+        IdsChecked {
+            ids: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of [`IdsLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct IdsChecked<S> {
+    ids: Ids,
+    inner: S,
+}
+
+impl<S> Service<Request<Whole>> for IdsChecked<S>
+where
+    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Whole>) -> Answering {
+        match self.ids.enter(request.headers(), request.body().bytes()) {
+            Ok(None) => Box::pin(self.inner.call(request)),
+            Ok(Some(guard)) => {
+                let answered = self.inner.call(request);
+                Box::pin(async move { Ok(holding(answered.await?, guard)) })
+            }
+            Err(id) => {
+                let message = format!(
+                    "Invalid Request: a request with id {id} is already in flight in this \
+                     session; use a new id for each request"
+                );
+                let error = JsonRpcError::new(
+                    Some(id),
+                    ErrorData::new(ErrorCode::INVALID_REQUEST, message, None),
+                );
+                let mut refused = jsonrpc(StatusCode::BAD_REQUEST, error);
+                refused.extensions_mut().insert(Refusal::Stands);
+                given(refused)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +170,37 @@ mod tests {
             ids.enter(&a, call).unwrap().is_some(),
             "the id is free again"
         );
+    }
+
+    #[tokio::test]
+    async fn a_second_request_under_an_id_in_flight_is_refused_until_the_first_is_answered() {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+
+        use crate::http::answer::testing::{Inner, through};
+
+        let layer = IdsLayer::default();
+        let call = || {
+            Request::post("/mcp")
+                .header("mcp-session-id", "a")
+                .body(Whole::from(bytes::Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+                )))
+                .unwrap()
+        };
+        let inner = Inner::default();
+        let first = layer.layer(inner.clone()).oneshot(call()).await.unwrap();
+        assert_eq!(inner.reached(), 1);
+        let (answer, reached) = through(&layer, call()).await;
+        assert_eq!((answer.status.as_u16(), reached), (400, 0));
+        let error = answer.json();
+        assert_eq!(
+            (error["id"].clone(), error["error"]["code"].clone()),
+            (1.into(), (-32600).into())
+        );
+        // The first answer sent whole frees its id.
+        first.into_body().collect().await.unwrap();
+        let (answer, reached) = through(&layer, call()).await;
+        assert_eq!((answer.status.as_u16(), reached), (200, 1));
     }
 }

@@ -1,0 +1,113 @@
+//! The front's `Mcp-Param-*` check: a `tools/call` from a 2026-07-28 client whose headers
+//! disagree with its arguments is refused `400` with the error of a [`ParamHeaderCheck`].
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, StatusCode};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::answer::{Answer, Answering, given, jsonrpc};
+use super::body::Whole;
+use super::message_check::Refusal;
+use crate::param_headers::ParamHeaderCheck;
+
+/// Runs its [`ParamHeaderCheck`] on every request. The refusal gives way to a body that is no
+/// message ([`Refusal::Yields`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ParamHeaderLayer(Arc<ParamHeaderCheck>);
+
+impl ParamHeaderLayer {
+    pub(crate) fn new(check: ParamHeaderCheck) -> Self {
+        Self(Arc::new(check))
+    }
+}
+
+impl<S> Layer<S> for ParamHeaderLayer {
+    type Service = ParamHeadersChecked<S>;
+
+    fn layer(&self, inner: S) -> ParamHeadersChecked<S> {
+        ParamHeadersChecked {
+            check: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of [`ParamHeaderLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct ParamHeadersChecked<S> {
+    check: Arc<ParamHeaderCheck>,
+    inner: S,
+}
+
+impl<S> Service<Request<Whole>> for ParamHeadersChecked<S>
+where
+    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Whole>) -> Answering {
+        let Some(error) = self
+            .check
+            .refusal(request.headers(), request.body().bytes())
+        else {
+            return Box::pin(self.inner.call(request));
+        };
+        let mut refused = jsonrpc(StatusCode::BAD_REQUEST, error);
+        refused.extensions_mut().insert(Refusal::Yields);
+        given(refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use rmcp::model::Tool;
+    use serde_json::json;
+
+    use super::*;
+    use crate::http::answer::testing::through;
+
+    fn call(region: &'static str) -> Request<Whole> {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "find", "arguments": {"region": "eu"}}
+        });
+        Request::post("/mcp")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-param-region", region)
+            .body(Whole::from(Bytes::from(body.to_string())))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_headers_disagree_is_refused() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}
+        });
+        let tool = Tool::new("find", "", Arc::new(schema.as_object().unwrap().clone()));
+        let layer = ParamHeaderLayer::new(ParamHeaderCheck::new(move |name| {
+            (name == "find").then(|| tool.clone())
+        }));
+        let (answer, reached) = through(&layer, call("eu")).await;
+        assert_eq!((answer.status.as_u16(), reached), (200, 1));
+        let (answer, reached) = through(&layer, call("us")).await;
+        assert_eq!((answer.status.as_u16(), reached), (400, 0));
+        let error = answer.json();
+        assert_eq!(
+            (error["id"].clone(), error["error"]["code"].clone()),
+            (json!(3), json!(-32020))
+        );
+    }
+}
