@@ -1,67 +1,43 @@
 //! A session ended by `DELETE` is answered `204 No Content`: rmcp says `202`, which clients
 //! such as the Python SDK report as a failed termination (docs/upstream.md#rmcp-delete-202).
 
-use std::convert::Infallible;
-use std::task::{Context, Poll};
-
 use http::{Method, Request, StatusCode};
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering};
+use super::answer::Answer;
+use super::check::Check;
 
 /// Turns the `202 Accepted` answering a `DELETE` into `204 No Content`.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SessionEndLayer;
+pub(crate) struct SessionEnd;
 
-impl<S> Layer<S> for SessionEndLayer {
-    type Service = SessionEnd<S>;
+impl<B> Check<B> for SessionEnd {
+    /// Whether the request ends a session.
+    type Kept = bool;
 
-    fn layer(&self, inner: S) -> SessionEnd<S> {
-        SessionEnd { inner }
-    }
-}
-
-/// The service of [`SessionEndLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct SessionEnd<S> {
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for SessionEnd<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
+    fn check(&self, request: &Request<B>) -> Result<bool, Answer> {
+        Ok(request.method() == Method::DELETE)
     }
 
-    fn call(&mut self, request: Request<B>) -> Answering {
-        let ends_session = request.method() == Method::DELETE;
-        let answered = self.inner.call(request);
-        Box::pin(async move {
-            let mut answer = answered.await?;
-            if ends_session && answer.status() == StatusCode::ACCEPTED {
-                *answer.status_mut() = StatusCode::NO_CONTENT;
-            }
-            Ok(answer)
-        })
+    fn answer(ends_session: bool, mut answer: Answer) -> Answer {
+        if ends_session && answer.status() == StatusCode::ACCEPTED {
+            *answer.status_mut() = StatusCode::NO_CONTENT;
+        }
+        answer
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tower_layer::Layer;
+    use tower_service::Service;
+
     use super::*;
     use crate::http::answer::{given, plain};
+    use crate::http::check::CheckLayer;
 
     #[tokio::test]
     async fn a_delete_accepted_is_no_content() {
-        let mut service = SessionEndLayer.layer(tower::service_fn(|_: Request<()>| {
+        let mut service = CheckLayer::new(SessionEnd).layer(tower::service_fn(|_: Request<()>| {
             given(plain(StatusCode::ACCEPTED, ""))
         }));
         for (method, status) in [("DELETE", 204), ("POST", 202)] {

@@ -1,20 +1,21 @@
-//! What every HTTP request passes before rmcp sees it: a stack of layers in tower's shape, one
-//! check each, with rmcp's `StreamableHttpService` innermost. Outermost first:
+//! What every HTTP request passes before rmcp sees it: a stack of tower layers, one check each,
+//! with rmcp's `StreamableHttpService` innermost. Outermost first (a [`Check`](super::check::Check) is made a layer
+//! by [`CheckLayer`]):
 //!
-//! 1. [`RateLimitLayer`]: the client's request budget → `429` (with a rate limit set);
-//! 2. [`RouteLayer`]: the endpoint's path passes, the protected-resource metadata is answered,
-//!    any other path is `404`;
-//! 3. [`OriginLayer`]: a browser origin not allowed → `403`;
+//! 1. [`Limiter`]: the client's request budget → `429` (with a rate limit set);
+//! 2. [`Routes`]: the endpoint's path passes, the protected-resource metadata is answered, any
+//!    other path is `404`;
+//! 3. [`Origins`]: a browser origin not allowed → `403`;
 //! 4. [`AuthLayer`]: the bearer token or JWT → `401`, an address failing it too often → `429`
 //!    (with auth on);
 //! 5. [`BodyLayer`]: a POST's body read whole, within its size (`413`) and time (`408`);
-//! 6. [`MessageLayer`]: a refusal below it, whose body is no JSON-RPC message, is answered with
+//! 6. [`MessageCheck`]: a refusal below it, whose body is no JSON-RPC message, is answered with
 //!    the JSON-RPC error saying so instead;
-//! 7. [`SessionCapLayer`]: an `initialize` beyond the bound on sessions → `503` (with one);
-//! 8. [`ParamHeaderLayer`]: `Mcp-Param-*` headers disagreeing with a call → `400`;
-//! 9. [`IdsLayer`]: a request under an id in flight in its session → `400`;
-//! 10. [`InFlightLayer`]: a POST counts as in flight until answered (drain);
-//! 11. [`SessionEndLayer`]: a session ended by `DELETE` is answered `204`.
+//! 7. [`SessionCap`]: an `initialize` beyond the bound on sessions → `503` (with one);
+//! 8. [`ParamHeaderCheck`]: `Mcp-Param-*` headers disagreeing with a call → `400`;
+//! 9. [`Ids`]: a request under an id in flight in its session → `400`;
+//! 10. [`InFlight`]: a POST counts as in flight until answered (drain);
+//! 11. [`SessionEnd`]: a session ended by `DELETE` is answered `204`.
 //!
 //! Each refusal is answered where it is found and reaches nothing below, so a hostile request
 //! never reaches a session or the dispatcher; the order is that of the checks, so when several
@@ -37,15 +38,14 @@ use super::answer::Answer;
 use super::auth::BearerAuth;
 use super::authenticate::AuthLayer;
 use super::body::BodyLayer;
-use super::ended::SessionEndLayer;
-use super::ids::IdsLayer;
-use super::in_flight::InFlightLayer;
-use super::limit::{RateLimit, RateLimitLayer};
-use super::message_check::MessageLayer;
-use super::origin::OriginLayer;
-use super::params::ParamHeaderLayer;
-use super::route::{RouteLayer, Routes};
-use super::sessions::SessionCapLayer;
+use super::check::CheckLayer;
+use super::ended::SessionEnd;
+use super::ids::Ids;
+use super::limit::{Limiter, RateLimit};
+use super::message_check::MessageCheck;
+use super::origin::Origins;
+use super::route::Routes;
+use super::sessions::SessionCap;
 use crate::drain::InFlight;
 use crate::handler::Session;
 use crate::param_headers::ParamHeaderCheck;
@@ -91,25 +91,30 @@ impl Checks {
                 self.auth_failure_limit,
             )
         });
-        let sessions = self.max_sessions.map(|max| SessionCapLayer {
-            live: self.live,
-            max,
+        let sessions = self.max_sessions.map(|max| {
+            CheckLayer::new(SessionCap {
+                live: self.live,
+                max,
+            })
         });
+        let rate_limit = self
+            .rate_limit
+            .map(|limit| CheckLayer::new(Limiter::new(limit)));
         let service = ServiceBuilder::new()
-            .option_layer(self.rate_limit.map(RateLimitLayer::new))
-            .layer(RouteLayer::new(self.routes))
-            .layer(OriginLayer::new(self.allowed_origins))
+            .option_layer(rate_limit)
+            .layer(CheckLayer::new(self.routes))
+            .layer(CheckLayer::new(Origins(self.allowed_origins)))
             .option_layer(auth)
             .layer(BodyLayer {
                 max: self.max_body,
                 timeout: self.body_timeout,
             })
-            .layer(MessageLayer)
+            .layer(CheckLayer::new(MessageCheck))
             .option_layer(sessions)
-            .layer(ParamHeaderLayer::new(self.params))
-            .layer(IdsLayer::default())
-            .layer(InFlightLayer(self.in_flight))
-            .layer(SessionEndLayer)
+            .layer(CheckLayer::new(self.params))
+            .layer(CheckLayer::new(Ids::default()))
+            .layer(CheckLayer::new(self.in_flight))
+            .layer(CheckLayer::new(SessionEnd))
             .service(mcp);
         BoxCloneSyncService::new(service)
     }

@@ -4,17 +4,14 @@
 //! (docs/upstream.md#rmcp-duplicate-request-id).
 
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 
 use http::{Request, StatusCode};
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, RequestId};
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, given, holding, jsonrpc};
+use super::answer::{Answer, holding, jsonrpc};
 use super::body::Whole;
+use super::check::Check;
 use super::message_check::Refusal;
 
 /// What is read of a body to find a request's id: the rest is skipped, not built.
@@ -27,7 +24,7 @@ struct Probe {
 type Key = (String, RequestId);
 
 /// The ids of the requests in flight, per session.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Ids(Arc<Mutex<HashSet<Key>>>);
 
 /// One request in flight; dropping it (its answer sent or dropped) frees its id.
@@ -80,48 +77,12 @@ impl Ids {
 /// Refuses a request of a session under an id in flight in it with `400` and a JSON-RPC
 /// error; that refusal stands even for a body that is no message ([`Refusal::Stands`]). A
 /// request passed on keeps its id until its answer is sent.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct IdsLayer(Ids);
+impl Check<Whole> for Ids {
+    type Kept = Option<IdGuard>;
 
-impl<S> Layer<S> for IdsLayer {
-    type Service = IdsChecked<S>;
-
-    fn layer(&self, inner: S) -> IdsChecked<S> {
-        IdsChecked {
-            ids: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`IdsLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct IdsChecked<S> {
-    ids: Ids,
-    inner: S,
-}
-
-impl<S> Service<Request<Whole>> for IdsChecked<S>
-where
-    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Whole>) -> Answering {
-        match self.ids.enter(request.headers(), request.body().bytes()) {
-            Ok(None) => Box::pin(self.inner.call(request)),
-            Ok(Some(guard)) => {
-                let answered = self.inner.call(request);
-                Box::pin(async move { Ok(holding(answered.await?, guard)) })
-            }
-            Err(id) => {
+    fn check(&self, request: &Request<Whole>) -> Result<Option<IdGuard>, Answer> {
+        self.enter(request.headers(), request.body().bytes())
+            .map_err(|id| {
                 let message = format!(
                     "Invalid Request: a request with id {id} is already in flight in this \
                      session; use a new id for each request"
@@ -132,8 +93,14 @@ where
                 );
                 let mut refused = jsonrpc(StatusCode::BAD_REQUEST, error);
                 refused.extensions_mut().insert(Refusal::Stands);
-                given(refused)
-            }
+                refused
+            })
+    }
+
+    fn answer(kept: Option<IdGuard>, answer: Answer) -> Answer {
+        match kept {
+            Some(guard) => holding(answer, guard),
+            None => answer,
         }
     }
 }
@@ -176,10 +143,12 @@ mod tests {
     async fn a_second_request_under_an_id_in_flight_is_refused_until_the_first_is_answered() {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
+        use tower_layer::Layer;
 
         use crate::http::answer::testing::{Inner, through};
+        use crate::http::check::CheckLayer;
 
-        let layer = IdsLayer::default();
+        let layer = CheckLayer::new(Ids::default());
         let call = || {
             Request::post("/mcp")
                 .header("mcp-session-id", "a")

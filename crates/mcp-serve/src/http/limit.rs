@@ -8,17 +8,14 @@
 //! (<https://github.com/boinkor-net/governor/issues/15>). One bucket serves both limits.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::Request;
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, ClientAddr, given, too_many};
+use super::answer::{Answer, ClientAddr, too_many};
+use super::check::Check;
 
 /// A token bucket per client address (the TCP peer's IP): `per_second` tokens refill each
 /// second, up to `burst`; each HTTP request takes one. A request finding its bucket empty is
@@ -130,54 +127,14 @@ impl Limiter {
     }
 }
 
-/// The per-client request limit: a request whose client has no token left is answered `429
-/// Too Many Requests` with `Retry-After`, and reaches nothing else. The first check of the
-/// front.
-#[derive(Debug, Clone)]
-pub(crate) struct RateLimitLayer(Arc<Limiter>);
+/// The per-client request limit, the front's first check: a request whose client has no
+/// token left is answered `429 Too Many Requests` with `Retry-After`, and reaches nothing else.
+impl<B> Check<B> for Limiter {
+    type Kept = ();
 
-impl RateLimitLayer {
-    pub(crate) fn new(limit: RateLimit) -> Self {
-        Self(Arc::new(Limiter::new(limit)))
-    }
-}
-
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimited<S>;
-
-    fn layer(&self, inner: S) -> RateLimited<S> {
-        RateLimited {
-            limiter: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`RateLimitLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct RateLimited<S> {
-    limiter: Arc<Limiter>,
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for RateLimited<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Answering {
-        if let Err(wait) = self.limiter.take(ClientAddr::of(&request)) {
-            return given(too_many(wait, "Too Many Requests"));
-        }
-        Box::pin(self.inner.call(request))
+    fn check(&self, request: &Request<B>) -> Result<(), Answer> {
+        self.take(ClientAddr::of(request))
+            .map_err(|wait| too_many(wait, "Too Many Requests"))
     }
 }
 
@@ -185,6 +142,7 @@ where
 mod tests {
     use super::*;
     use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
 
     fn from(client: &str) -> Request<()> {
         let mut request = Request::new(());
@@ -196,7 +154,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_past_its_burst_is_refused_before_anything_else() {
-        let layer = RateLimitLayer::new(RateLimit::new(0.01, 2));
+        let layer = CheckLayer::new(Limiter::new(RateLimit::new(0.01, 2)));
         for _ in 0..2 {
             let (answer, reached) = through(&layer, from("10.0.0.1")).await;
             assert_eq!((answer.status.as_u16(), reached), (200, 1));

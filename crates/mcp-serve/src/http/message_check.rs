@@ -3,16 +3,13 @@
 //! JSON-RPC instead (rmcp's own answer is a plain-text 415:
 //! docs/upstream.md#rmcp-http-body-refusal). The body is parsed here only when refused below.
 
-use std::convert::Infallible;
-use std::task::{Context, Poll};
-
+use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use rmcp::model::JsonRpcError;
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, jsonrpc};
+use super::answer::{Answer, jsonrpc};
 use super::body::Whole;
+use super::check::Check;
 
 /// How a refusal from below this layer stands against a body that is no message. A refusal
 /// without it yields when it is a client error (`4xx`): rmcp's.
@@ -31,52 +28,28 @@ pub(crate) enum Refusal {
 /// before that read (`Accept`, `Content-Type`, `Host`: all 4xx) give way to this answer too,
 /// so a message is read once (docs/upstream.md#rmcp-http-body-refusal).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct MessageLayer;
+pub(crate) struct MessageCheck;
 
-impl<S> Layer<S> for MessageLayer {
-    type Service = MessageChecked<S>;
+impl Check<Whole> for MessageCheck {
+    /// A POST's body.
+    type Kept = Option<Bytes>;
 
-    fn layer(&self, inner: S) -> MessageChecked<S> {
-        MessageChecked { inner }
-    }
-}
-
-/// The service of [`MessageLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct MessageChecked<S> {
-    inner: S,
-}
-
-impl<S> Service<Request<Whole>> for MessageChecked<S>
-where
-    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
+    fn check(&self, request: &Request<Whole>) -> Result<Option<Bytes>, Answer> {
+        Ok((request.method() == Method::POST).then(|| request.body().bytes().clone()))
     }
 
-    fn call(&mut self, request: Request<Whole>) -> Answering {
-        if request.method() != Method::POST {
-            return Box::pin(self.inner.call(request));
+    fn answer(body: Option<Bytes>, answer: Answer) -> Answer {
+        let Some(body) = body else {
+            return answer;
+        };
+        let yields = match answer.extensions().get::<Refusal>() {
+            Some(refusal) => *refusal == Refusal::Yields,
+            None => answer.status().is_client_error(),
+        };
+        match yields.then(|| check_message(&body)).flatten() {
+            Some(refused) => refused,
+            None => answer,
         }
-        let body = request.body().bytes().clone();
-        let answered = self.inner.call(request);
-        Box::pin(async move {
-            let answer = answered.await?;
-            let yields = match answer.extensions().get::<Refusal>() {
-                Some(refusal) => *refusal == Refusal::Yields,
-                None => answer.status().is_client_error(),
-            };
-            Ok(match yields.then(|| check_message(&body)).flatten() {
-                Some(refused) => refused,
-                None => answer,
-            })
-        })
     }
 }
 
@@ -94,11 +67,13 @@ fn check_message(body: &[u8]) -> Option<Answer> {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
+    use tower_layer::Layer;
+    use tower_service::Service;
 
     use super::*;
     use crate::http::answer::testing::through;
     use crate::http::answer::{given, plain};
+    use crate::http::check::CheckLayer;
 
     #[test]
     fn bodies_that_are_no_message_are_refused() {
@@ -120,11 +95,11 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_below_gives_way_to_a_body_that_is_no_message() {
         // Over the trivial inner service (200): nothing to answer.
-        let (answer, reached) = through(&MessageLayer, post("{not json")).await;
+        let (answer, reached) = through(&CheckLayer::new(MessageCheck), post("{not json")).await;
         assert_eq!((answer.status.as_u16(), reached), (200, 1));
 
         let refusing = |status: StatusCode, refusal: Option<Refusal>| {
-            MessageLayer.layer(tower::service_fn(move |_: Request<Whole>| {
+            CheckLayer::new(MessageCheck).layer(tower::service_fn(move |_: Request<Whole>| {
                 let mut answer = plain(status, "below");
                 if let Some(refusal) = refusal {
                     answer.extensions_mut().insert(refusal);

@@ -24,6 +24,7 @@ mod answer;
 mod auth;
 mod authenticate;
 mod body;
+mod check;
 mod conn;
 mod ended;
 mod front;

@@ -1,83 +1,38 @@
 //! The `Origin` check (DNS-rebinding protection): a request from a browser page of an origin
 //! not allowed is refused `403`; requests without `Origin` (not from a browser) pass.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use http::{Request, StatusCode, header};
-use tower_layer::Layer;
-use tower_service::Service;
 use url::Url;
 
-use super::answer::{Answer, Answering, given, plain};
+use super::answer::{Answer, plain};
+use super::check::Check;
 
-/// Refuses a request whose one `Origin` is not among the allowed (normalized, see
-/// [`normalize_origin`]) with `403`; several `Origin` headers are refused too.
-#[derive(Debug, Clone)]
-pub(crate) struct OriginLayer(Arc<[String]>);
+/// The allowed origins: a request whose one `Origin` is not among them (normalized, see
+/// [`normalize_origin`]) is refused `403`; several `Origin` headers are refused too.
+#[derive(Debug)]
+pub(crate) struct Origins(pub(crate) Vec<String>);
 
-impl OriginLayer {
-    /// Allows `origins`, each already normalized.
-    pub(crate) fn new(origins: Vec<String>) -> Self {
-        Self(origins.into())
-    }
-}
+impl<B> Check<B> for Origins {
+    type Kept = ();
 
-impl<S> Layer<S> for OriginLayer {
-    type Service = OriginChecked<S>;
-
-    fn layer(&self, inner: S) -> OriginChecked<S> {
-        OriginChecked {
-            allowed: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`OriginLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct OriginChecked<S> {
-    allowed: Arc<[String]>,
-    inner: S,
-}
-
-impl<S> OriginChecked<S> {
-    fn allows(&self, headers: &http::HeaderMap) -> bool {
-        let mut values = headers.get_all(header::ORIGIN).iter();
+    fn check(&self, request: &Request<B>) -> Result<(), Answer> {
+        let mut values = request.headers().get_all(header::ORIGIN).iter();
         let Some(value) = values.next() else {
-            return true;
+            return Ok(());
         };
-        values.next().is_none()
+        let allowed = values.next().is_none()
             && value
                 .to_str()
                 .ok()
                 .and_then(normalize_origin)
-                .is_some_and(|origin| self.allowed.contains(&origin))
-    }
-}
-
-impl<S, B> Service<Request<B>> for OriginChecked<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Answering {
-        if !self.allows(request.headers()) {
-            return given(plain(
+                .is_some_and(|origin| self.0.contains(&origin));
+        if !allowed {
+            return Err(plain(
                 StatusCode::FORBIDDEN,
                 "Forbidden: Origin is not allowed",
             ));
         }
-        Box::pin(self.inner.call(request))
+        Ok(())
     }
 }
 
@@ -95,6 +50,7 @@ pub(crate) fn normalize_origin(origin: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
 
     #[test]
     fn origins_are_compared_normalized() {
@@ -112,7 +68,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_foreign_origin_is_forbidden_and_reaches_nothing() {
-        let layer = OriginLayer::new(vec!["https://app.example".into()]);
+        let layer = CheckLayer::new(Origins(vec!["https://app.example".into()]));
         let with = |origins: &[&str]| {
             let mut request = Request::new(());
             for origin in origins {

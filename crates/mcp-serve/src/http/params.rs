@@ -1,71 +1,26 @@
 //! The front's `Mcp-Param-*` check: a `tools/call` from a 2026-07-28 client whose headers
 //! disagree with its arguments is refused `400` with the error of a [`ParamHeaderCheck`].
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use http::{Request, StatusCode};
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, given, jsonrpc};
+use super::answer::{Answer, jsonrpc};
 use super::body::Whole;
+use super::check::Check;
 use super::message_check::Refusal;
 use crate::param_headers::ParamHeaderCheck;
 
 /// Runs its [`ParamHeaderCheck`] on every request. The refusal gives way to a body that is no
 /// message ([`Refusal::Yields`]).
-#[derive(Debug, Clone)]
-pub(crate) struct ParamHeaderLayer(Arc<ParamHeaderCheck>);
+impl Check<Whole> for ParamHeaderCheck {
+    type Kept = ();
 
-impl ParamHeaderLayer {
-    pub(crate) fn new(check: ParamHeaderCheck) -> Self {
-        Self(Arc::new(check))
-    }
-}
-
-impl<S> Layer<S> for ParamHeaderLayer {
-    type Service = ParamHeadersChecked<S>;
-
-    fn layer(&self, inner: S) -> ParamHeadersChecked<S> {
-        ParamHeadersChecked {
-            check: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`ParamHeaderLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct ParamHeadersChecked<S> {
-    check: Arc<ParamHeaderCheck>,
-    inner: S,
-}
-
-impl<S> Service<Request<Whole>> for ParamHeadersChecked<S>
-where
-    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Whole>) -> Answering {
-        let Some(error) = self
-            .check
-            .refusal(request.headers(), request.body().bytes())
-        else {
-            return Box::pin(self.inner.call(request));
+    fn check(&self, request: &Request<Whole>) -> Result<(), Answer> {
+        let Some(error) = self.refusal(request.headers(), request.body().bytes()) else {
+            return Ok(());
         };
         let mut refused = jsonrpc(StatusCode::BAD_REQUEST, error);
         refused.extensions_mut().insert(Refusal::Yields);
-        given(refused)
+        Err(refused)
     }
 }
 
@@ -74,9 +29,11 @@ mod tests {
     use bytes::Bytes;
     use rmcp::model::Tool;
     use serde_json::json;
+    use std::sync::Arc;
 
     use super::*;
     use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
 
     fn call(region: &'static str) -> Request<Whole> {
         let body = json!({
@@ -97,7 +54,7 @@ mod tests {
             "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}
         });
         let tool = Tool::new("find", "", Arc::new(schema.as_object().unwrap().clone()));
-        let layer = ParamHeaderLayer::new(ParamHeaderCheck::new(move |name| {
+        let layer = CheckLayer::new(ParamHeaderCheck::new(move |name| {
             (name == "find").then(|| tool.clone())
         }));
         let (answer, reached) = through(&layer, call("eu")).await;

@@ -1,17 +1,12 @@
 //! The front's routing: the endpoint's path passes on, the protected-resource metadata (RFC
 //! 9728, with auth on) is answered here, any other path is `404`.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use http::{Method, Request, StatusCode};
-use tower_layer::Layer;
-use tower_service::Service;
 use url::Url;
 
-use super::answer::{Answer, Answering, given, json, plain};
+use super::answer::{Answer, json, plain};
 use super::auth::BearerAuth;
+use super::check::Check;
 
 /// What the routing knows of the endpoint.
 #[derive(Debug)]
@@ -30,70 +25,26 @@ pub(crate) struct Routes {
 
 /// Routes requests by path: the endpoint's passes on, the metadata's is answered (`GET`
 /// only, else `405`), any other is `404 Not Found`.
-#[derive(Debug, Clone)]
-pub(crate) struct RouteLayer(Arc<Routes>);
+impl<B> Check<B> for Routes {
+    type Kept = ();
 
-impl RouteLayer {
-    pub(crate) fn new(routes: Routes) -> Self {
-        Self(Arc::new(routes))
-    }
-}
-
-impl<S> Layer<S> for RouteLayer {
-    type Service = Routed<S>;
-
-    fn layer(&self, inner: S) -> Routed<S> {
-        Routed {
-            routes: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`RouteLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct Routed<S> {
-    routes: Arc<Routes>,
-    inner: S,
-}
-
-impl Routes {
-    /// The answer to `request` when it is not for the endpoint.
-    fn answer<B>(&self, request: &Request<B>) -> Option<Answer> {
+    fn check(&self, request: &Request<B>) -> Result<(), Answer> {
         let path = request.uri().path();
         if let Some(auth) = &self.auth
             && self.metadata_paths.iter().any(|p| p == path)
         {
             if request.method() != Method::GET {
-                return Some(plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"));
+                return Err(plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"));
             }
-            return Some(json(
+            return Err(json(
                 StatusCode::OK,
                 &auth.metadata(&self.resource, &self.name),
             ));
         }
-        (path != self.path).then(|| plain(StatusCode::NOT_FOUND, "Not Found"))
-    }
-}
-
-impl<S, B> Service<Request<B>> for Routed<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Answering {
-        match self.routes.answer(&request) {
-            Some(answer) => given(answer),
-            None => Box::pin(self.inner.call(request)),
+        if path != self.path {
+            return Err(plain(StatusCode::NOT_FOUND, "Not Found"));
         }
+        Ok(())
     }
 }
 
@@ -101,10 +52,11 @@ where
 mod tests {
     use super::*;
     use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
 
-    fn layer(auth: Option<BearerAuth>) -> RouteLayer {
+    fn layer(auth: Option<BearerAuth>) -> CheckLayer<Routes> {
         let well_known = "/.well-known/oauth-protected-resource";
-        RouteLayer::new(Routes {
+        CheckLayer::new(Routes {
             path: "/mcp".into(),
             metadata_paths: [format!("{well_known}/mcp"), well_known.into()],
             resource: "http://127.0.0.1:1/mcp".parse().unwrap(),

@@ -1,57 +1,43 @@
 //! The bound on sessions: an `initialize` beyond `max` initialised sessions is refused `503`
 //! with a JSON-RPC error saying why (and `Retry-After`).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, StatusCode, header};
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, RequestId};
 use serde_json::Value;
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, given, jsonrpc};
+use super::answer::{Answer, jsonrpc};
 use super::body::Whole;
+use super::check::Check;
 use super::message_check::Refusal;
 
-/// Refuses an `initialize` without `Mcp-Session-Id` while `live` sessions are at `max`. The
-/// refusal gives way to a body that is no message ([`Refusal::Yields`]).
-#[derive(Debug, Clone)]
-pub(crate) struct SessionCapLayer {
+/// The bound on sessions: an `initialize` without `Mcp-Session-Id` while `live` sessions are
+/// at `max` is refused. The refusal gives way to a body that is no message
+/// ([`Refusal::Yields`]).
+#[derive(Debug)]
+pub(crate) struct SessionCap {
     /// Initialised sessions not yet ended.
     pub(crate) live: Arc<AtomicUsize>,
     pub(crate) max: usize,
 }
 
-impl<S> Layer<S> for SessionCapLayer {
-    type Service = SessionCapped<S>;
+impl Check<Whole> for SessionCap {
+    type Kept = ();
 
-    fn layer(&self, inner: S) -> SessionCapped<S> {
-        SessionCapped {
-            cap: self.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`SessionCapLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct SessionCapped<S> {
-    cap: SessionCapLayer,
-    inner: S,
-}
-
-impl SessionCapLayer {
-    fn refusal(&self, headers: &http::HeaderMap, body: &[u8]) -> Option<Answer> {
+    fn check(&self, request: &Request<Whole>) -> Result<(), Answer> {
         let max = self.max;
-        if headers.contains_key("mcp-session-id") || self.live.load(Ordering::Acquire) < max {
-            return None;
+        if request.headers().contains_key("mcp-session-id")
+            || self.live.load(Ordering::Acquire) < max
+        {
+            return Ok(());
         }
-        let value: Value = serde_json::from_slice(body).ok()?;
+        let Ok(value) = serde_json::from_slice::<Value>(request.body().bytes()) else {
+            return Ok(());
+        };
         if value.get("method").and_then(Value::as_str) != Some("initialize") {
-            return None;
+            return Ok(());
         }
         let id = value
             .get("id")
@@ -64,28 +50,7 @@ impl SessionCapLayer {
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         response.extensions_mut().insert(Refusal::Yields);
-        Some(response)
-    }
-}
-
-impl<S> Service<Request<Whole>> for SessionCapped<S>
-where
-    S: Service<Request<Whole>, Response = Answer, Error = Infallible>,
-    S::Future: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Whole>) -> Answering {
-        match self.cap.refusal(request.headers(), request.body().bytes()) {
-            Some(refused) => given(refused),
-            None => Box::pin(self.inner.call(request)),
-        }
+        Err(response)
     }
 }
 
@@ -95,6 +60,7 @@ mod tests {
 
     use super::*;
     use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
 
     fn post(body: &'static str, session: Option<&str>) -> Request<Whole> {
         let mut request = Request::post("/mcp")
@@ -111,10 +77,10 @@ mod tests {
     #[tokio::test]
     async fn an_initialize_beyond_the_bound_is_refused() {
         let live = Arc::new(AtomicUsize::new(0));
-        let layer = SessionCapLayer {
+        let layer = CheckLayer::new(SessionCap {
             live: live.clone(),
             max: 1,
-        };
+        });
         let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
         let (answer, reached) = through(&layer, post(initialize, None)).await;
         assert_eq!(
