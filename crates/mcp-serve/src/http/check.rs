@@ -23,6 +23,10 @@ pub(crate) trait Check<B>: Send + Sync + 'static {
 
     /// `Ok` with what is kept when `request` passes on, `Err` with the refusal when it does
     /// not; a refused request reaches nothing below.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refusal is the answer itself, moved once to the client"
+    )]
     fn check(&self, request: &Request<B>) -> Result<Self::Kept, Answer>;
 
     /// The answer to a request that passed, from the answer below and what was kept.
