@@ -186,7 +186,7 @@ pub(crate) struct Loop {
     pub(crate) timeouts: Timeouts,
 }
 
-pub(crate) async fn accept_loop(listener: TcpListener, front: Arc<Front>, watch: Loop) {
+pub(crate) async fn accept_loop(listener: TcpListener, front: Front, watch: Loop) {
     let Loop {
         accepting,
         lifecycle,

@@ -3,7 +3,6 @@
 
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,7 +12,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
+use super::answer::ClientAddr;
 use super::front::Front;
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 
@@ -66,17 +67,18 @@ impl<B: Body + Unpin> Body for Active<B> {
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: IpAddr,
-    front: Arc<Front>,
+    front: Front,
     timeouts: Timeouts,
     stops: Stops,
 ) {
     let activity = InFlight::default();
     let requests = activity.clone();
-    let service = service_fn(move |request| {
+    let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
         let front = front.clone();
         let guard = requests.enter();
+        request.extensions_mut().insert(ClientAddr(peer));
         async move {
-            let response = front.handle(request, peer).await;
+            let response = front.oneshot(request).await?;
             Ok::<_, std::convert::Infallible>(response.map(|inner| Active {
                 inner,
                 _guard: guard,

@@ -6,7 +6,13 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::RequestId;
+use http::{Request, StatusCode};
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, RequestId};
+
+use super::answer::{Answer, holding, jsonrpc};
+use super::body::Whole;
+use super::check::Check;
+use super::message_check::Refusal;
 
 /// What is read of a body to find a request's id: the rest is skipped, not built.
 #[derive(serde::Deserialize)]
@@ -68,6 +74,37 @@ impl Ids {
     }
 }
 
+/// Refuses a request of a session under an id in flight in it with `400` and a JSON-RPC
+/// error; that refusal stands even for a body that is no message ([`Refusal::Stands`]). A
+/// request passed on keeps its id until its answer is sent.
+impl Check<Whole> for Ids {
+    type Kept = Option<IdGuard>;
+
+    fn check(&self, request: &Request<Whole>) -> Result<Option<IdGuard>, Answer> {
+        self.enter(request.headers(), request.body().bytes())
+            .map_err(|id| {
+                let message = format!(
+                    "Invalid Request: a request with id {id} is already in flight in this \
+                     session; use a new id for each request"
+                );
+                let error = JsonRpcError::new(
+                    Some(id),
+                    ErrorData::new(ErrorCode::INVALID_REQUEST, message, None),
+                );
+                let mut refused = jsonrpc(StatusCode::BAD_REQUEST, error);
+                refused.extensions_mut().insert(Refusal::Stands);
+                refused
+            })
+    }
+
+    fn answer(kept: Option<IdGuard>, answer: Answer) -> Answer {
+        match kept {
+            Some(guard) => holding(answer, guard),
+            None => answer,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +137,39 @@ mod tests {
             ids.enter(&a, call).unwrap().is_some(),
             "the id is free again"
         );
+    }
+
+    #[tokio::test]
+    async fn a_second_request_under_an_id_in_flight_is_refused_until_the_first_is_answered() {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        use tower_layer::Layer;
+
+        use crate::http::answer::testing::{Inner, through};
+        use crate::http::check::CheckLayer;
+
+        let layer = CheckLayer::new(Ids::default());
+        let call = || {
+            Request::post("/mcp")
+                .header("mcp-session-id", "a")
+                .body(Whole::from(bytes::Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+                )))
+                .unwrap()
+        };
+        let inner = Inner::default();
+        let first = layer.layer(inner.clone()).oneshot(call()).await.unwrap();
+        assert_eq!(inner.reached(), 1);
+        let (answer, reached) = through(&layer, call()).await;
+        assert_eq!((answer.status.as_u16(), reached), (400, 0));
+        let error = answer.json();
+        assert_eq!(
+            (error["id"].clone(), error["error"]["code"].clone()),
+            (1.into(), (-32600).into())
+        );
+        // The first answer sent whole frees its id.
+        first.into_body().collect().await.unwrap();
+        let (answer, reached) = through(&layer, call()).await;
+        assert_eq!((answer.status.as_u16(), reached), (200, 1));
     }
 }

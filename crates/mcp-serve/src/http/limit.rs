@@ -1,9 +1,21 @@
-//! Request rate limiting: a token bucket per client address.
+//! Request rate limiting: a token bucket per client address, and the front's layer that takes
+//! a token per request.
+//!
+//! The bucket is this crate's own rather than `governor`'s keyed limiter: the limit on failed
+//! authentications must look whether an address has a token left *without* taking one (a
+//! request with valid credentials costs nothing, yet an address out of budget is refused before
+//! its credentials are checked), and `governor` has no such look
+//! (<https://github.com/boinkor-net/governor/issues/15>). One bucket serves both limits.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use http::Request;
+
+use super::answer::{Answer, ClientAddr, too_many};
+use super::check::Check;
 
 /// A token bucket per client address (the TCP peer's IP): `per_second` tokens refill each
 /// second, up to `burst`; each HTTP request takes one. A request finding its bucket empty is
@@ -115,9 +127,54 @@ impl Limiter {
     }
 }
 
+/// The per-client request limit, the front's first check: a request whose client has no
+/// token left is answered `429 Too Many Requests` with `Retry-After`, and reaches nothing else.
+impl<B> Check<B> for Limiter {
+    type Kept = ();
+
+    fn check(&self, request: &Request<B>) -> Result<(), Answer> {
+        self.take(ClientAddr::of(request))
+            .map_err(|wait| too_many(wait, "Too Many Requests"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::answer::testing::through;
+    use crate::http::check::CheckLayer;
+
+    fn from(client: &str) -> Request<()> {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(ClientAddr(client.parse().unwrap()));
+        request
+    }
+
+    #[tokio::test]
+    async fn a_client_past_its_burst_is_refused_before_anything_else() {
+        let layer = CheckLayer::new(Limiter::new(RateLimit::new(0.01, 2)));
+        for _ in 0..2 {
+            let (answer, reached) = through(&layer, from("10.0.0.1")).await;
+            assert_eq!((answer.status.as_u16(), reached), (200, 1));
+        }
+        let (answer, reached) = through(&layer, from("10.0.0.1")).await;
+        assert_eq!((answer.status.as_u16(), reached), (429, 0));
+        assert_eq!(answer.body, "Too Many Requests");
+        let retry: u64 = answer.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry >= 1, "{retry}");
+        let (answer, reached) = through(&layer, from("10.0.0.2")).await;
+        assert_eq!(
+            (answer.status.as_u16(), reached),
+            (200, 1),
+            "another client"
+        );
+    }
 
     #[test]
     fn a_burst_then_the_sustained_rate_per_client() {

@@ -20,16 +20,26 @@ use crate::param_headers::ParamHeaderCheck;
 use crate::server::ToolServer;
 
 mod accept;
+mod answer;
 mod auth;
+mod authenticate;
+mod body;
+mod check;
 mod conn;
+mod ended;
 mod front;
 mod ids;
+mod in_flight;
 mod jwks;
 mod jwt;
 mod limit;
+mod message_check;
+mod origin;
+mod params;
+mod route;
+mod sessions;
 
 pub use auth::BearerAuth;
-use front::Front;
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
@@ -384,26 +394,22 @@ impl ToolServer {
             config,
         );
         let in_flight = InFlight::default();
-        let front = Arc::new(Front {
-            mcp,
-            path: options.path.clone(),
-            metadata_paths: endpoint.metadata_paths,
-            resource: url.clone(),
+        let front = front::Checks {
+            routes: route::Routes {
+                path: options.path.clone(),
+                metadata_paths: endpoint.metadata_paths,
+                resource: url.clone(),
+                name: self.display_name(),
+                auth: options.auth.clone(),
+            },
             metadata_url: endpoint.metadata_url.clone(),
-            name: self.display_name(),
             allowed_origins: endpoint.origins,
-            auth: options.auth.clone(),
+            rate_limit: options.rate_limit,
+            auth_failure_limit: options.auth_failure_limit,
             max_body: self.max_request_bytes_value(),
             body_timeout: options.body_read_timeout,
-            in_flight: in_flight.clone(),
-            ids: ids::Ids::default(),
             live,
             max_sessions: options.max_sessions,
-            limiter: options.rate_limit.map(limit::Limiter::new),
-            auth_failures: options
-                .auth_failure_limit
-                .filter(|_| options.auth.is_some())
-                .map(limit::Limiter::new),
             params: {
                 // Only a fixed catalog's tools are known before a session opens.
                 let served = self.clone();
@@ -411,7 +417,9 @@ impl ToolServer {
                     served.exposed_tools().into_iter().find(|t| t.name == name)
                 })
             },
-        });
+            in_flight: in_flight.clone(),
+        }
+        .stack(mcp);
         let connections = TaskTracker::new();
         let hard_stop = CancellationToken::new();
         let accepting = CancellationToken::new();
@@ -485,7 +493,7 @@ impl Endpoint {
             hosts.push(addr.ip().to_string());
         }
         for origin in &options.allowed_origins {
-            let normalized = front::normalize_origin(origin)
+            let normalized = origin::normalize_origin(origin)
                 .ok_or_else(|| invalid("allowed_origins", format!("`{origin}` is no origin")))?;
             origins.push(normalized);
         }

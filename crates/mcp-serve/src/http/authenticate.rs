@@ -1,0 +1,176 @@
+//! The front's bearer authentication: a request without valid credentials is answered `401`
+//! with the challenge naming the protected-resource metadata; an address whose requests failed
+//! it too often is answered `429` instead, before its credentials are checked.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{HeaderValue, Request, StatusCode, header};
+use tower_layer::Layer;
+use tower_service::Service;
+use url::Url;
+
+use super::answer::{Answer, Answering, ClientAddr, plain, take, too_many};
+use super::auth::{BearerAuth, Verdict};
+use super::limit::{Limiter, RateLimit};
+
+/// What authentication checks against.
+#[derive(Debug)]
+struct Settings {
+    auth: BearerAuth,
+    /// The endpoint's URL (a JWT's default audience).
+    resource: Url,
+    /// Named in the challenge.
+    metadata_url: Url,
+    /// Requests failing authentication, per client address.
+    failures: Option<Limiter>,
+}
+
+/// Lets only requests with valid credentials ([`BearerAuth`]) pass.
+#[derive(Debug, Clone)]
+pub(crate) struct AuthLayer(Arc<Settings>);
+
+impl AuthLayer {
+    /// Checks `auth` for the endpoint `resource`, naming `metadata_url` in challenges; with
+    /// `failure_limit`, an address out of that budget of failed requests is refused `429`.
+    pub(crate) fn new(
+        auth: BearerAuth,
+        resource: Url,
+        metadata_url: Url,
+        failure_limit: Option<RateLimit>,
+    ) -> Self {
+        Self(Arc::new(Settings {
+            auth,
+            resource,
+            metadata_url,
+            failures: failure_limit.map(Limiter::new),
+        }))
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Authenticated<S> {
+        Authenticated {
+            settings: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of [`AuthLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct Authenticated<S> {
+    settings: Arc<Settings>,
+    inner: S,
+}
+
+impl Settings {
+    /// The refusal of a request from `client` with `headers`, or `None` when it passes.
+    async fn refusal(&self, headers: &http::HeaderMap, client: std::net::IpAddr) -> Option<Answer> {
+        if let Some(failures) = &self.failures
+            && let Err(wait) = failures.available(client)
+        {
+            return Some(too_many(
+                wait,
+                "Too Many Requests: too many failed authentications from this address",
+            ));
+        }
+        let verdict = self.auth.check(headers, &self.resource).await;
+        if verdict == Verdict::Allowed {
+            return None;
+        }
+        if let Some(failures) = &self.failures {
+            let _ = failures.take(client);
+        }
+        let mut response = plain(StatusCode::UNAUTHORIZED, "Unauthorized");
+        let challenge = self.auth.challenge(&self.metadata_url, verdict);
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        Some(response)
+    }
+}
+
+impl<S, B> Service<Request<B>> for Authenticated<S>
+where
+    S: Service<Request<B>, Response = Answer, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Answering {
+        let settings = self.settings.clone();
+        let mut inner = take(&mut self.inner);
+        Box::pin(async move {
+            let client = ClientAddr::of(&request);
+            match settings.refusal(request.headers(), client).await {
+                Some(refused) => Ok(refused),
+                None => inner.call(request).await,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::answer::testing::through;
+
+    fn request(authorization: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(ClientAddr("10.0.0.1".parse().unwrap()));
+        if let Some(value) = authorization {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, value.parse().unwrap());
+        }
+        request
+    }
+
+    #[tokio::test]
+    async fn only_the_token_passes_and_failures_are_limited_per_address() {
+        let metadata: Url = "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"
+            .parse()
+            .unwrap();
+        let layer = AuthLayer::new(
+            BearerAuth::new("tok"),
+            "http://127.0.0.1:1/mcp".parse().unwrap(),
+            metadata.clone(),
+            Some(RateLimit::new(0.01, 2)),
+        );
+        let (answer, reached) = through(&layer, request(Some("Bearer tok"))).await;
+        assert_eq!((answer.status.as_u16(), reached), (200, 1));
+        for wrong in [None, Some("Bearer nope")] {
+            let (answer, reached) = through(&layer, request(wrong)).await;
+            assert_eq!((answer.status.as_u16(), reached), (401, 0), "{wrong:?}");
+            let www = answer.headers["www-authenticate"].to_str().unwrap();
+            assert!(
+                www.starts_with(&format!("Bearer resource_metadata=\"{metadata}\"")),
+                "{www}"
+            );
+        }
+        // The budget of failures is spent: even the right token is refused, unchecked.
+        let (answer, reached) = through(&layer, request(Some("Bearer tok"))).await;
+        assert_eq!((answer.status.as_u16(), reached), (429, 0));
+        assert!(answer.headers.contains_key("retry-after"));
+        assert!(
+            answer.body.contains("failed authentications"),
+            "{}",
+            answer.body
+        );
+    }
+}
