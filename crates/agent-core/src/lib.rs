@@ -75,3 +75,5 @@ pub use tool::{
     ContentPart, JsonObject, ResourceContents, ToolAnnotations, ToolCall, ToolCatalog,
     ToolDescriptor, ToolDispatcher, ToolOutput,
 };
+/// The trait every governance layer implements (`tower-layer`'s), for stacking them.
+pub use tower_layer::Layer;

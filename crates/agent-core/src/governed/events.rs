@@ -131,7 +131,7 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Events<S> {
                     .event(kind, Some(began))
                     .with_outcome(CallOutcome::of_error(error))
                     .with_message(redactor.redact_text(&crate::error_chain(error)));
-                match shown.filter(Shown::is_cut) {
+                match shown.filter(Shown::differs) {
                     Some(shown) => with_sizes(event, shown),
                     None => event,
                 }
@@ -215,7 +215,7 @@ impl Drop for Unfinished<'_> {
         };
         if self.armed {
             let why = if std::thread::panicking() {
-                "the tool panicked"
+                "the call panicked"
             } else {
                 "the call was abandoned before it finished"
             };

@@ -214,10 +214,11 @@ impl GovernedLayer {
     /// capacity, history, redactor, output limits and output reader's name), for adding what
     /// only the run knows (its secrets, its principal) before [`layer_in`](Self::layer_in).
     pub fn run_context(&self) -> RunContextBuilder {
+        // A learned set of the run's own: what one run learns, no other run sees.
         let mut context = RunContext::builder()
             .event_sink(Arc::clone(&self.sink))
             .event_capacity(self.event_capacity)
-            .redactor(self.redactor.clone())
+            .redactor(self.redactor.clone().with_own_learned())
             .output_limits(self.output.clone());
         if let Some(history) = &self.history {
             context = context.history(Arc::clone(history));
@@ -228,9 +229,9 @@ impl GovernedLayer {
         context
     }
 
-    /// Wraps `inner` in a run context of its own ([`run_context`](Self::run_context)). Each
-    /// layered dispatcher has its own remembered approvals, kept outputs and event bus; a
-    /// history can serve only one of them.
+    /// Wraps `inner` in a run context of its own ([`run_context`](Self::run_context)): each
+    /// layered dispatcher has its own remembered approvals, kept outputs, event bus and learned
+    /// secrets; a history can serve only one of them.
     pub fn layer<D: CallResolver + 'static>(self, inner: D) -> Governed<D> {
         let context = Arc::new(self.run_context().build());
         self.layer_in(context, inner)
@@ -238,9 +239,12 @@ impl GovernedLayer {
 
     /// Wraps `inner` in the run's `context`: its bus, history, kept outputs and secret engine
     /// serve the layers (the builder's own sink, history, redactor and output limits are then
-    /// not used). The stack, outside in: history, then resolution, events, output limit,
-    /// identity rules (only when there are some), policy, approval, timeout, and the dispatch,
-    /// which alone holds the [`Permit`](super::Permit).
+    /// not used; the context names the output reader in its markers only if it was built with
+    /// [`RunContextBuilder::output_reader_name`], as [`run_context`](Self::run_context) does).
+    /// Approvals given "for the run" are remembered by the stack this call builds. The stack,
+    /// outside in: history, then resolution, events, output limit, identity rules (only when
+    /// there are some), policy, approval, timeout, and the dispatch, which alone holds the
+    /// [`Permit`](super::Permit).
     pub fn layer_in<D: CallResolver + 'static>(
         self,
         context: Arc<RunContext>,

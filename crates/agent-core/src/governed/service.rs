@@ -7,6 +7,8 @@
 //! call (it alone holds a [`Permit`](super::Permit)), so a stack of layers over any other
 //! service can be built and tested freely without opening an ungoverned path.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
@@ -83,10 +85,17 @@ pub trait CallService<T: Send + 'static>: Send + Sync {
     async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError>;
 }
 
-#[async_trait]
+/// Forwards to the shared service's own future (no second boxed future per hop).
 impl<T: Send + 'static, S: CallService<T> + ?Sized> CallService<T> for Arc<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
-        (**self).call(request).await
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).call(request)
     }
 }
 
@@ -106,8 +115,9 @@ pub struct Shown {
 }
 
 impl Shown {
-    /// Whether the caller gets less than the whole.
-    pub fn is_cut(&self) -> bool {
+    /// Whether the caller gets less than the whole, or the whole was kept under a handle:
+    /// what an end event reports sizes for.
+    pub fn differs(&self) -> bool {
         self.handle.is_some() || self.full_bytes > self.shown_bytes
     }
 }
@@ -126,7 +136,7 @@ pub struct CallTrace {
 #[derive(Default)]
 struct Trace {
     started: OnceLock<Instant>,
-    announce: OnceLock<(Arc<EventBus>, Event)>,
+    announce: Mutex<Option<(Arc<EventBus>, Event)>>,
     shown: Mutex<Option<Shown>>,
 }
 
@@ -145,9 +155,14 @@ impl CallTrace {
     pub fn start(&self) {
         let now = Instant::now();
         if self.inner.started.set(now).is_ok()
-            && let Some((bus, event)) = self.inner.announce.get()
+            && let Some((bus, event)) = self
+                .inner
+                .announce
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
         {
-            bus.emit(event.clone());
+            bus.emit(event);
         }
     }
 
@@ -156,9 +171,13 @@ impl CallTrace {
         self.inner.started.get().copied()
     }
 
-    /// Emits `event` on `bus` when the call starts (the first request wins).
+    /// Emits `event` on `bus` when the call starts (the last request before the start wins).
     pub fn announce(&self, bus: Arc<EventBus>, event: Event) {
-        let _ = self.inner.announce.set((bus, event));
+        *self
+            .inner
+            .announce
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((bus, event));
     }
 
     /// Records what the output limit kept.

@@ -875,3 +875,38 @@ async fn secrets_in_arguments_and_error_texts_never_reach_events_or_history() {
 }
 
 const REDACTED_MARK: &str = crate::REDACTED;
+
+#[tokio::test]
+async fn a_call_dropped_while_awaiting_approval_emits_nothing_and_runs_nothing() {
+    let sink = Arc::new(Collect::default());
+    let gate = Gate::answering([Act::Hang]);
+    let governed = GovernedLayer::new()
+        .event_sink(sink.clone())
+        .approval_rules(ApprovalRules::default().with_approve_destructive(true))
+        .approval_gate(gate.clone())
+        .layer(Fake::new());
+    let mut waiting = Box::pin(governed.dispatch(call("files__rm", json!({}))));
+    assert!(futures::poll!(&mut waiting).is_pending());
+    assert_eq!(gate.asked().len(), 1, "the gate is being asked");
+    drop(waiting);
+    assert_eq!(sink.kinds(), [], "no call started, so none ends");
+    assert!(governed.inner().ran().is_empty());
+}
+
+#[tokio::test]
+async fn runs_layered_from_one_builder_learn_their_secrets_apart() {
+    let layer = GovernedLayer::new();
+    let first = layer.clone().layer(Fake::new());
+    let second = layer.layer(Fake::new());
+    first
+        .redactor()
+        .learn(&crate::Secret::new("first-run-token-1234"));
+    assert_eq!(
+        first.redactor().scrub("first-run-token-1234"),
+        crate::REDACTED
+    );
+    assert_eq!(
+        second.redactor().scrub("first-run-token-1234"),
+        "first-run-token-1234"
+    );
+}

@@ -69,14 +69,15 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Timeout<S> {
         let Some(after) = request.resolved.timeout.or(self.default) else {
             return self.inner.call(request).await;
         };
-        let server = request.resolved.server.clone();
-        let tool = request.resolved.action_ref.clone();
+        let resolved = std::sync::Arc::clone(&request.resolved);
         tokio::time::timeout(after, self.inner.call(request))
             .await
-            .unwrap_or(Err(ToolError::Timeout {
-                server,
-                tool,
-                after,
-            }))
+            .unwrap_or_else(|_| {
+                Err(ToolError::Timeout {
+                    server: resolved.server.clone(),
+                    tool: resolved.action_ref.clone(),
+                    after,
+                })
+            })
     }
 }
