@@ -375,6 +375,10 @@ impl OpenTools for Gateway {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
         let id = format!("serve-{}-{n}", std::process::id());
         let mut options = OpenOptions::new();
+        // The run acts for the session's authenticated subject, if any.
+        if let Some(principal) = downstream.principal() {
+            options = options.with_principal(principal.clone());
+        }
         // Without a client to ask, the upstream sessions declare no elicitation (declined).
         if downstream.declares_elicitation() {
             options = options.with_elicitation(Arc::new(Forward {

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agent_core::Principal;
 use rmcp::model::{
     CancelledNotification, CancelledNotificationParam, ClientResult, CustomNotification,
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion,
@@ -59,6 +60,7 @@ pub struct Downstream {
     peer: Option<Peer<RoleServer>>,
     calls: Calls,
     urls: SentUrls,
+    principal: Option<Principal>,
 }
 
 /// The URL requests sent, newest last: their origin and elicitation id.
@@ -92,6 +94,7 @@ impl Downstream {
             peer: None,
             calls: Calls::default(),
             urls: Arc::default(),
+            principal: None,
         }
     }
 
@@ -101,7 +104,25 @@ impl Downstream {
             peer: Some(peer),
             calls,
             urls: Arc::default(),
+            principal: None,
         }
+    }
+
+    /// The same client, whose session acts for `principal`.
+    pub(crate) fn acting_for(mut self, principal: Option<Principal>) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// Who the session acts for: the authenticated subject (a JWT's `sub`) of its first
+    /// request, when the endpoint checks tokens and the token names one. A gateway opens the
+    /// session's run for it (`mcp_client::OpenOptions::with_principal`).
+    ///
+    /// ```
+    /// assert!(mcp_serve::Downstream::none().principal().is_none());
+    /// ```
+    pub fn principal(&self) -> Option<&Principal> {
+        self.principal.as_ref()
     }
 
     /// Whether the client can be asked `request`: a client of a session that declared the

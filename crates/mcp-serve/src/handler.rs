@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use agent_core::{ToolCall, ToolDescriptor, ToolError, ToolOutput};
+use agent_core::{Principal, ToolCall, ToolDescriptor, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
     Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
@@ -83,6 +83,9 @@ pub(crate) struct Session {
     /// The client, once a request of it was seen, and its `tools/call` requests in flight.
     peer: std::sync::OnceLock<rmcp::Peer<RoleServer>>,
     calls_in_flight: Calls,
+    /// Who the session acts for: the authenticated subject of its first request (none over
+    /// stdio or without a subject). Later requests must act for the same one.
+    principal: std::sync::OnceLock<Option<Principal>>,
 }
 
 impl Drop for Session {
@@ -155,6 +158,25 @@ impl Session {
             counted: AtomicBool::new(false),
             peer: std::sync::OnceLock::new(),
             calls_in_flight: Calls::default(),
+            principal: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Binds the session to the principal of its first request (the HTTP front puts an
+    /// authenticated subject in the request's extensions); a request acting for another one is
+    /// refused, so a session id is never a credential for someone else's session.
+    fn bind(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        let principal = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .cloned();
+        if *self.principal.get_or_init(|| principal.clone()) == principal {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(
+                "this session was opened for another principal; initialize a session of your own",
+                None,
+            ))
         }
     }
 
@@ -192,7 +214,8 @@ impl Session {
                 let downstream = match self.peer.get() {
                     Some(peer) => Downstream::new(peer.clone(), self.calls_in_flight.clone()),
                     None => Downstream::none(),
-                };
+                }
+                .acting_for(self.principal.get().cloned().flatten());
                 match opener.open_for(downstream).await {
                     Ok(tools) => {
                         // Subscribed at once, so no change after the open is missed.
@@ -298,6 +321,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.bind(&context.extensions)?;
         let _ = self.peer.set(context.peer);
         let served = self.served().await.map_err(|reason| {
             ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
@@ -321,6 +345,7 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         let name = request.name.to_string();
         // rmcp keeps the request's `_meta` (its progress token included) in the context.
         let token = context.meta.get_progress_token();
@@ -418,6 +443,7 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        self.bind(&context.extensions)?;
         // Counted before the client has its answer, so its next request sees the count.
         self.count_live();
         context.peer.set_peer_info(request.clone());

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use agent_core::Principal;
 use http::HeaderMap;
 use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
@@ -144,11 +145,11 @@ impl BearerAuth {
         };
         match &self.expected {
             Expected::Token(expected) if same(&sha256(token.as_bytes()), expected) => {
-                Verdict::Allowed
+                Verdict::Allowed(None)
             }
             Expected::Token(_) => Verdict::Invalid,
             Expected::Jwt(verifier) => match verifier.verify(token, resource).await {
-                Ok(()) => Verdict::Allowed,
+                Ok(principal) => Verdict::Allowed(principal),
                 Err(rejection) => {
                     tracing::debug!(target: "mcp_serve::jwt", ?rejection, "inbound token refused");
                     match rejection {
@@ -171,7 +172,7 @@ impl BearerAuth {
             Verdict::Invalid => "the access token is not valid",
             Verdict::Expired => "the access token expired",
             Verdict::Unavailable => "the access token cannot be verified now",
-            Verdict::Allowed | Verdict::Missing => return challenge,
+            Verdict::Allowed(_) | Verdict::Missing => return challenge,
         };
         challenge.push_str(&format!(
             ", error=\"invalid_token\", error_description=\"{description}\""
@@ -211,9 +212,10 @@ impl BearerAuth {
 }
 
 /// What a request's credentials are worth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    Allowed,
+    /// Let through, acting for the token's subject when it names one (a JWT's `sub`).
+    Allowed(Option<Principal>),
     Missing,
     Invalid,
     /// A JWT past its `exp`.
@@ -260,8 +262,14 @@ mod tests {
     #[test]
     fn only_the_one_token_passes() {
         let auth = BearerAuth::new("tok");
-        assert_eq!(check(&auth, &headers(&["Bearer tok"])), Verdict::Allowed);
-        assert_eq!(check(&auth, &headers(&["bearer tok"])), Verdict::Allowed);
+        assert_eq!(
+            check(&auth, &headers(&["Bearer tok"])),
+            Verdict::Allowed(None)
+        );
+        assert_eq!(
+            check(&auth, &headers(&["bearer tok"])),
+            Verdict::Allowed(None)
+        );
         assert_eq!(check(&auth, &headers(&[])), Verdict::Missing);
         for bad in [
             &["Bearer tok2"][..],

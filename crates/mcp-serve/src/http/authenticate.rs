@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use agent_core::Principal;
 use http::{HeaderValue, Request, StatusCode, header};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -68,20 +69,25 @@ pub(crate) struct Authenticated<S> {
 }
 
 impl Settings {
-    /// The refusal of a request from `client` with `headers`, or `None` when it passes.
-    async fn refusal(&self, headers: &http::HeaderMap, client: std::net::IpAddr) -> Option<Answer> {
+    /// The refusal of a request from `client` with `headers`, or who it acts for when it
+    /// passes.
+    async fn refusal(
+        &self,
+        headers: &http::HeaderMap,
+        client: std::net::IpAddr,
+    ) -> Result<Option<Principal>, Answer> {
         if let Some(failures) = &self.failures
             && let Err(wait) = failures.available(client)
         {
-            return Some(too_many(
+            return Err(too_many(
                 wait,
                 "Too Many Requests: too many failed authentications from this address",
             ));
         }
-        let verdict = self.auth.check(headers, &self.resource).await;
-        if verdict == Verdict::Allowed {
-            return None;
-        }
+        let verdict = match self.auth.check(headers, &self.resource).await {
+            Verdict::Allowed(principal) => return Ok(principal),
+            refused => refused,
+        };
         if let Some(failures) = &self.failures {
             let _ = failures.take(client);
         }
@@ -92,7 +98,7 @@ impl Settings {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, value);
         }
-        Some(response)
+        Err(response)
     }
 }
 
@@ -114,10 +120,17 @@ where
         let settings = self.settings.clone();
         let mut inner = take(&mut self.inner);
         Box::pin(async move {
+            let mut request = request;
             let client = ClientAddr::of(&request);
             match settings.refusal(request.headers(), client).await {
-                Some(refused) => Ok(refused),
-                None => inner.call(request).await,
+                Err(refused) => Ok(refused),
+                Ok(principal) => {
+                    // The session handler binds the session to it.
+                    if let Some(principal) = principal {
+                        request.extensions_mut().insert(principal);
+                    }
+                    inner.call(request).await
+                }
             }
         })
     }

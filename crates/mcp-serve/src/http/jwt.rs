@@ -11,6 +11,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agent_core::Principal;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::signature::{RsaPublicKeyComponents, UnparsedPublicKey};
@@ -318,6 +319,10 @@ pub(crate) enum Rejection {
 /// The largest token looked at.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
+/// The longest `sub` claim taken as the session's principal; a longer one, or one holding a
+/// control character, makes the token malformed.
+pub(crate) const MAX_SUBJECT_BYTES: usize = 256;
+
 /// Verifies tokens with [`JwtAuth`]'s settings and a key cache.
 #[derive(Debug)]
 pub(crate) struct Verifier {
@@ -348,8 +353,13 @@ impl Verifier {
         &self.settings
     }
 
-    /// Checks `token` for `resource` (the audience when none is configured).
-    pub(crate) async fn verify(&self, token: &str, resource: &Url) -> Result<(), Rejection> {
+    /// Checks `token` for `resource` (the audience when none is configured); a valid token's
+    /// `sub` claim, if it has one, is who the request acts for.
+    pub(crate) async fn verify(
+        &self,
+        token: &str,
+        resource: &Url,
+    ) -> Result<Option<Principal>, Rejection> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Rejection::Malformed);
         }
@@ -392,7 +402,8 @@ impl Verifier {
         if !signed {
             return Err(Rejection::Signature);
         }
-        self.check_claims(&claims, resource)
+        self.check_claims(&claims, resource)?;
+        subject(&claims)
     }
 
     fn check_claims(&self, claims: &Value, resource: &Url) -> Result<(), Rejection> {
@@ -434,6 +445,21 @@ impl Verifier {
             return Err(Rejection::Audience);
         }
         Ok(())
+    }
+}
+
+/// The token's `sub`: absent, or a short text without control characters.
+fn subject(claims: &Value) -> Result<Option<Principal>, Rejection> {
+    match claims.get("sub") {
+        None => Ok(None),
+        Some(Value::String(sub))
+            if !sub.is_empty()
+                && sub.len() <= MAX_SUBJECT_BYTES
+                && !sub.chars().any(char::is_control) =>
+        {
+            Ok(Some(Principal::new(sub.as_str())))
+        }
+        Some(_) => Err(Rejection::Malformed),
     }
 }
 

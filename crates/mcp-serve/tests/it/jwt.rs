@@ -624,3 +624,106 @@ fn unsafe_settings_are_refused_by_name() {
     let err = BearerAuth::jwt(leeway).unwrap_err();
     assert!(err.to_string().contains("leeway"), "{err}");
 }
+
+/// Opens an empty tool set per session, noting who each session acts for.
+#[derive(Default)]
+struct Subjects {
+    seen: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+struct NoTools;
+
+impl agent_core::ToolCatalog for NoTools {
+    fn tools(&self) -> Vec<agent_core::ToolDescriptor> {
+        Vec::new()
+    }
+}
+
+#[async_trait::async_trait]
+impl agent_core::ToolDispatcher for NoTools {
+    async fn dispatch(
+        &self,
+        call: agent_core::ToolCall,
+    ) -> Result<agent_core::ToolOutput, agent_core::ToolError> {
+        Err(agent_core::ToolError::unknown_tool(call.name, Vec::new()))
+    }
+}
+
+impl mcp_serve::SessionTools for NoTools {}
+
+#[async_trait::async_trait]
+impl mcp_serve::OpenTools for Subjects {
+    async fn open(&self) -> Result<Arc<dyn mcp_serve::SessionTools>, mcp_serve::OpenError> {
+        self.open_for(mcp_serve::Downstream::none()).await
+    }
+
+    async fn open_for(
+        &self,
+        downstream: mcp_serve::Downstream,
+    ) -> Result<Arc<dyn mcp_serve::SessionTools>, mcp_serve::OpenError> {
+        let subject = downstream.principal().map(|p| p.subject().to_owned());
+        self.seen.lock().unwrap().push(subject);
+        Ok(Arc::new(NoTools))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_acts_for_its_token_s_subject_and_refuses_another_one() {
+    let ec = Signer::ec();
+    let jwks = Jwks::serve(json!([ec.jwk("ec-1")])).await;
+    let subjects = Arc::new(Subjects::default());
+    let auth = BearerAuth::jwt(JwtAuth::new(ISSUER, jwks.url.clone())).expect("JWT settings");
+    let server = mcp_serve::ToolServer::per_session(Arc::clone(&subjects))
+        .serve_http(
+            HttpOptions::default()
+                .with_auth(auth)
+                .with_auth_failure_limit(None),
+        )
+        .await
+        .unwrap();
+    let aud = server.url().to_string();
+    let token_of = |sub: &str| {
+        let mut claims = claims(&aud);
+        claims["sub"] = json!(sub);
+        ec.token("ec-1", &claims)
+    };
+    let (alice, bob) = (token_of("alice"), token_of("bob"));
+    let url = server.url().as_str();
+    let bearer = format!("Bearer {alice}");
+    let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
+    headers.push(("authorization", &bearer));
+    let opened = send("POST", url, &headers, initialize_body()).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    headers.push(("mcp-session-id", &session));
+    headers.push(("mcp-protocol-version", "2025-11-25"));
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    send("POST", url, &headers, initialized).await;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let listed = send("POST", url, &headers, list).await;
+    assert!(listed.body.contains(r#""tools":[]"#), "{}", listed.body);
+    assert_eq!(*subjects.seen.lock().unwrap(), [Some("alice".to_owned())]);
+
+    // Bob's valid token does not make Alice's session his.
+    let bearer = format!("Bearer {bob}");
+    headers[POST_HEADERS.len()] = ("authorization", &bearer);
+    let refused = send("POST", url, &headers, list).await;
+    assert!(
+        refused.body.contains("opened for another principal"),
+        "{}",
+        refused.body
+    );
+    assert!(!refused.body.contains(r#""tools""#), "{}", refused.body);
+
+    // A `sub` with a control character is no subject: the token is refused.
+    let forged = token_of("alice\nadmin");
+    assert_refused(
+        &server,
+        &attempt(&server, Some(&forged)).await,
+        "control character in sub",
+    );
+    assert_eq!(subjects.seen.lock().unwrap().len(), 1);
+}
