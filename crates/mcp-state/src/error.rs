@@ -39,9 +39,10 @@ pub enum StateError {
         addr: String,
     },
     /// The seal key is missing or malformed (its value is never shown).
-    #[error("the seal key in ${var} is unusable: {reason}")]
+    #[error("the seal key from `{var}` is unusable: {reason}")]
     SealKey {
-        /// The environment variable that should hold it.
+        /// The environment variable that should hold it (`seal_key_env` when none is
+        /// configured).
         var: String,
         /// Why.
         reason: String,

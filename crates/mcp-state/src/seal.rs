@@ -13,6 +13,7 @@ use base64::Engine as _;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 
+use crate::config::StateConfig;
 use crate::error::StateError;
 
 /// The first byte of every sealed value: this layout with ChaCha20-Poly1305.
@@ -106,17 +107,34 @@ impl SealKey {
     /// assert!(matches!(missing, StateError::SealKey { .. }));
     /// ```
     pub fn from_env(var: &str) -> Result<Self, StateError> {
-        let error = |reason: &str| StateError::SealKey {
-            var: var.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let value = std::env::var(var).map_err(|_| error("not set"))?;
+        let value = std::env::var(var).map_err(|_| key_error(var, "not set"))?;
+        Self::from_base64(var, &value)
+    }
+
+    /// The key of [`StateConfig::seal_key_env`].
+    ///
+    /// ```
+    /// use mcp_state::{SealKey, StateConfig, StateError};
+    ///
+    /// // No variable configured: a typed error, not a key made up on the spot.
+    /// let e = SealKey::from_config(&StateConfig::new("redis://127.0.0.1")).unwrap_err();
+    /// assert!(matches!(e, StateError::SealKey { .. }));
+    /// ```
+    pub fn from_config(config: &StateConfig) -> Result<Self, StateError> {
+        match &config.seal_key_env {
+            Some(var) => Self::from_env(var),
+            None => Err(key_error("seal_key_env", "no variable is configured")),
+        }
+    }
+
+    /// `value` as 32 bytes of standard base64; errors name `var`, never the value.
+    fn from_base64(var: &str, value: &str) -> Result<Self, StateError> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(value.trim())
-            .map_err(|_| error("not standard base64"))?;
+            .map_err(|_| key_error(var, "not standard base64"))?;
         let bytes: [u8; 32] = bytes
             .try_into()
-            .map_err(|b: Vec<u8>| error(&format!("{} bytes, not 32", b.len())))?;
+            .map_err(|b: Vec<u8>| key_error(var, &format!("{} bytes, not 32", b.len())))?;
         Ok(Self::from_bytes(&bytes))
     }
 
@@ -180,6 +198,13 @@ impl SealKey {
     }
 }
 
+fn key_error(var: &str, reason: &str) -> StateError {
+    StateError::SealKey {
+        var: var.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
 fn aad(header: [u8; HEADER], bound_to: &str) -> Vec<u8> {
     let mut aad = header.to_vec();
     aad.extend_from_slice(bound_to.as_bytes());
@@ -226,6 +251,22 @@ mod tests {
             let mut altered = sealed.clone();
             altered[at] ^= 0x01;
             assert_eq!(key.open("k", &altered), Err(Rejected::Forged), "byte {at}");
+        }
+    }
+
+    #[test]
+    fn keys_from_text_are_32_bytes_of_base64_and_errors_hide_the_text() {
+        let good = base64::engine::general_purpose::STANDARD.encode([9u8; 32]);
+        let key = SealKey::from_base64("K", &format!(" {good}\n")).unwrap();
+        assert_eq!(key.id(), SealKey::from_bytes(&[9; 32]).id());
+        let short = base64::engine::general_purpose::STANDARD.encode([9u8; 16]);
+        for (text, why) in [
+            (short.as_str(), "16 bytes, not 32"),
+            ("zz!secret!zz", "not standard base64"),
+        ] {
+            let e = SealKey::from_base64("K", text).unwrap_err();
+            assert_eq!(e, key_error("K", why));
+            assert!(!e.to_string().contains(text), "{e}");
         }
     }
 
