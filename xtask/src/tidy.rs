@@ -179,6 +179,21 @@ fn tidy_dependency_rules() {
             ],
             "serving knows the agent-side traits and rmcp's server side, no client transport",
         ),
+        (
+            "mcp-state",
+            &[
+                "agent-core",
+                "mcp-config",
+                "rmcp",
+                "hyper",
+                "tokio/process",
+                "aws-lc",
+                "openssl-sys",
+                "native-tls",
+                "reqwest",
+            ],
+            "shared state is Redis and ring only: no MCP, no HTTP, one crypto stack",
+        ),
     ];
     for (package, forbidden, why) in rules {
         check_forbidden(package, forbidden, why);

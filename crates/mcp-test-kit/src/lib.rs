@@ -16,6 +16,8 @@
 //!   handle), and the `mcp-test-server` binary ([`stdio`]: modes such as
 //!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
 //!   from another crate's tests).
+//! - Third-party peers installed by `cargo xtask peers`: [`peer`] finds one (skipping or
+//!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test.
 //!
 //! ```
 //! use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
@@ -48,7 +50,9 @@ pub mod hostile;
 mod http;
 mod memory;
 mod observe;
+pub mod peer;
 pub mod procs;
+pub mod redis;
 mod schema;
 mod server;
 pub mod stdio;

@@ -1,4 +1,5 @@
 //! The integration tests of `mcp-test-kit`, one module per behaviour, compiled as one test
 //! binary (one link instead of one per file).
 
+mod redis_peer;
 mod servers;

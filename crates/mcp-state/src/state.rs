@@ -1,0 +1,209 @@
+//! `RedisState`: one checked connection to the fleet's Redis, shared by every store of a
+//! gateway replica; it reconnects by itself after the server comes back.
+
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::config::{OnError, StateConfig};
+use crate::error::StateError;
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one command may wait for its answer.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reconnection attempts after a lost connection, before a command fails.
+const RECONNECT_TRIES: usize = 3;
+
+/// A connection to the shared state, checked at [`connect`](Self::connect) (reachable,
+/// credentials accepted). Clones share the connection.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), mcp_state::StateError> {
+/// use mcp_state::{RedisState, SealKey, StateConfig};
+///
+/// let state = RedisState::connect(&StateConfig::new("redis://127.0.0.1:6379")).await?;
+/// let store = state.sealed_store(SealKey::generate());
+/// store.put("session:42", b"opaque", std::time::Duration::from_secs(60)).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisState {
+    connection: ConnectionManager,
+    addr: String,
+    prefix: String,
+    on_error: OnError,
+    password: Option<String>,
+}
+
+impl RedisState {
+    /// Connects to the server of `config` and checks it with `PING`. Errors name `host:port`
+    /// and never the password: [`StateError::BadUrl`], [`StateError::MissingUrl`],
+    /// [`StateError::Unreachable`], [`StateError::AuthFailed`].
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// use mcp_state::{RedisState, StateConfig, StateError};
+    ///
+    /// match RedisState::connect(&StateConfig::new("redis://:pw@127.0.0.1:1")).await {
+    ///     Err(StateError::Unreachable { addr, .. }) => assert_eq!(addr, "127.0.0.1:1"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn connect(config: &StateConfig) -> Result<Self, StateError> {
+        let url = config.resolve_url()?;
+        let (addr, password) = target(&url)?;
+        let client = redis::Client::open(url.as_str()).map_err(|e| StateError::BadUrl {
+            reason: StateError::from_redis(&e, &addr, None, password.as_deref()).to_string(),
+        })?;
+        let mapped =
+            |e: redis::RedisError| StateError::from_redis(&e, &addr, None, password.as_deref());
+        // One attempt, checked with PING, so that a refusal or a wrong password is reported at
+        // once; the manager (which retries with a backoff) is made only for a server that
+        // answers.
+        let once = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        let mut check = client
+            .get_multiplexed_async_connection_with_config(&once)
+            .await
+            .map_err(mapped)?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut check)
+            .await
+            .map_err(mapped)?;
+        drop(check);
+        let settings = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_TRIES);
+        let connection = ConnectionManager::new_with_config(client, settings)
+            .await
+            .map_err(mapped)?;
+        Ok(Self {
+            connection,
+            addr,
+            prefix: config.key_prefix.clone(),
+            on_error: config.on_error,
+            password,
+        })
+    }
+
+    /// The server as `host:port`.
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// println!("shared state at {}", state.addr());
+    /// # }
+    /// ```
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// What the configuration says to do when the state is unreachable; the callers act on it.
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// if state.on_error() == mcp_state::OnError::Closed { /* refuse */ }
+    /// # }
+    /// ```
+    pub fn on_error(&self) -> OnError {
+        self.on_error
+    }
+
+    /// The full Redis key of `name`: the configured prefix, then `name`.
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// assert_eq!(state.key("session:1"), "mcp-agent:session:1"); // the default prefix
+    /// # }
+    /// ```
+    pub fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Runs `cmd` for `op`, mapping a failure to [`StateError::Command`] (or
+    /// [`StateError::AuthFailed`]).
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        cmd: &redis::Cmd,
+    ) -> Result<T, StateError> {
+        let mut connection = self.connection.clone();
+        cmd.query_async(&mut connection)
+            .await
+            .map_err(|e| StateError::from_redis(&e, &self.addr, Some(op), self.password.as_deref()))
+    }
+}
+
+impl std::fmt::Debug for RedisState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisState")
+            .field("addr", &self.addr)
+            .field("prefix", &self.prefix)
+            .field("on_error", &self.on_error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `host:port` of `url` and its password, checking the scheme and host first so that a bad
+/// URL is reported without being repeated.
+fn target(url: &str) -> Result<(String, Option<String>), StateError> {
+    let bad = |reason: &str| StateError::BadUrl {
+        reason: reason.to_owned(),
+    };
+    let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "redis" | "rediss") {
+        return Err(bad(&format!(
+            "scheme `{}` is not `redis` or `rediss`",
+            parsed.scheme()
+        )));
+    }
+    let host = parsed
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
+    let port = parsed.port().unwrap_or(6379);
+    let password = parsed.password().map(percent_decode);
+    Ok((format!("{host}:{port}"), password))
+}
+
+/// The password as the client sends it (the URL carries it percent-encoded).
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("p={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_name_host_and_port_and_keep_the_password_apart() {
+        assert_eq!(
+            target("redis://:p%40ss@cache.local/0").unwrap(),
+            ("cache.local:6379".into(), Some("p@ss".into()))
+        );
+        assert_eq!(
+            target("rediss://u:a+b@10.1.2.3:7000").unwrap(),
+            ("10.1.2.3:7000".into(), Some("a+b".into()))
+        );
+        assert_eq!(target("redis://127.0.0.1:1").unwrap().1, None);
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_being_repeated() {
+        for url in ["http://:secret@h:1", "redis://:secret@", "::secret::"] {
+            let e = target(url).unwrap_err();
+            assert!(matches!(e, StateError::BadUrl { .. }), "{url}: {e:?}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! `SealedStore`: opaque values with a time to live, sealed before they reach Redis. An entry
+//! that does not open (altered, moved from another key, sealed with another key) reads as
+//! absent, is counted, and is logged once per read by key and reason, never by content.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::StateError;
+use crate::seal::SealKey;
+use crate::state::RedisState;
+
+/// The longest time to live: Redis keeps it in milliseconds as a signed 64-bit number.
+const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
+
+/// Values sealed with one [`SealKey`] under the state's key prefix. Clones share the
+/// connection and the count of rejected entries.
+///
+/// ```no_run
+/// # async fn demo(state: mcp_state::RedisState) -> Result<(), mcp_state::StateError> {
+/// use std::time::Duration;
+///
+/// let store = state.sealed_store(mcp_state::SealKey::generate());
+/// store.put("token:abc", b"claims", Duration::from_secs(300)).await?;
+/// assert_eq!(store.get("token:abc").await?.as_deref(), Some(&b"claims"[..]));
+/// assert!(store.delete("token:abc").await?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SealedStore {
+    state: RedisState,
+    key: Arc<SealKey>,
+    rejected: Arc<AtomicU64>,
+}
+
+impl RedisState {
+    /// A store of values sealed with `key`, under this state's prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) -> Result<(), mcp_state::StateError> {
+    /// let store = state.sealed_store(mcp_state::SealKey::from_env("MCP_AGENT_SEAL_KEY")?);
+    /// assert_eq!(store.get("absent").await?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sealed_store(&self, key: SealKey) -> SealedStore {
+        SealedStore {
+            state: self.clone(),
+            key: Arc::new(key),
+            rejected: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl SealedStore {
+    /// Stores `value` under `name` for `ttl` (Redis's own expiry, in milliseconds, rounded
+    /// up), replacing what was there.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// store.put("rate:alice", b"7", std::time::Duration::from_secs(1)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn put(&self, name: &str, value: &[u8], ttl: Duration) -> Result<(), StateError> {
+        if ttl.is_zero() || ttl > MAX_TTL {
+            return Err(StateError::BadTtl { ttl, max: MAX_TTL });
+        }
+        let millis = u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        let key = self.state.key(name);
+        let sealed = self.key.seal(&key, value);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key).arg(sealed).arg("PX").arg(millis);
+        self.state.query::<()>("put", &cmd).await
+    }
+
+    /// The value under `name`; `None` when there is none, it expired, or it does not open
+    /// with this store's key (then it is also counted in [`rejected`](Self::rejected)).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// if let Some(value) = store.get("session:42").await? {
+    ///     println!("{} bytes", value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn get(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let key = self.state.key(name);
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&key);
+        let Some(sealed) = self.state.query::<Option<Vec<u8>>>("get", &cmd).await? else {
+            return Ok(None);
+        };
+        match self.key.open(&key, &sealed) {
+            Ok(value) => Ok(Some(value)),
+            Err(why) => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    key = %key,
+                    reason = why.as_str(),
+                    "a shared-state entry did not open; read as absent"
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// Removes `name`; `true` when there was an entry.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let existed: bool = store.delete("session:42").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn delete(&self, name: &str) -> Result<bool, StateError> {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(self.state.key(name));
+        let removed: u64 = self.state.query("delete", &cmd).await?;
+        Ok(removed > 0)
+    }
+
+    /// How many entries read as absent because they did not open, since this store (or the
+    /// store it was cloned from) was made.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) {
+    /// assert_eq!(store.rejected(), 0);
+    /// # }
+    /// ```
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,116 @@
+//! Connecting: typed errors that name 127.0.0.1:port and never the password, and a `Debug`
+//! that hides it.
+
+use mcp_state::{RedisState, StateConfig, StateError};
+use mcp_test_kit::bounded;
+use mcp_test_kit::redis::RedisServer;
+
+const PASSWORD: &str = "s3cret-pw-42";
+
+#[tokio::test]
+async fn an_unreachable_server_is_named_without_the_password() {
+    // A port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = StateConfig::new(format!("redis://:{PASSWORD}@127.0.0.1:{port}/"));
+    let e = bounded(RedisState::connect(&config)).await.unwrap_err();
+    let addr = format!("127.0.0.1:{port}");
+    assert!(
+        matches!(&e, StateError::Unreachable { addr: a, .. } if *a == addr),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains(&addr), "{e}");
+    assert!(!e.to_string().contains(PASSWORD) && !format!("{e:?}").contains(PASSWORD));
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_an_auth_error() {
+    let Some(server) = bounded(RedisServer::start_with_password(PASSWORD)).await else {
+        return;
+    };
+    let wrong = format!("redis://:not-{PASSWORD}@{}/", server.addr());
+    let e = bounded(RedisState::connect(&StateConfig::new(wrong)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        StateError::AuthFailed {
+            addr: server.addr().to_string()
+        }
+    );
+    assert!(!e.to_string().contains(PASSWORD));
+    // No password at all where one is required: the same.
+    let none = format!("redis://{}/", server.addr());
+    let e = bounded(RedisState::connect(&StateConfig::new(none)))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StateError::AuthFailed { .. }), "{e:?}");
+    // The right one connects.
+    let state = bounded(RedisState::connect(&StateConfig::new(server.url())))
+        .await
+        .unwrap();
+    assert_eq!(state.addr(), server.addr().to_string());
+}
+
+#[test]
+fn debug_of_the_config_hides_the_password() {
+    let config = StateConfig::new(format!("redis://user:{PASSWORD}@127.0.0.1:6390/0"));
+    let shown = format!("{config:?}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(
+        shown.contains("redis://user:***@127.0.0.1:6390/0"),
+        "{shown}"
+    );
+    let pretty = format!("{config:#?}");
+    assert!(!pretty.contains(PASSWORD), "{pretty}");
+}
+
+#[tokio::test]
+async fn bad_urls_and_missing_urls_are_typed() {
+    let e = bounded(RedisState::connect(&StateConfig::new(format!(
+        "http://:{PASSWORD}@127.0.0.1:1/"
+    ))))
+    .await
+    .unwrap_err();
+    assert!(matches!(e, StateError::BadUrl { .. }), "{e:?}");
+    assert!(!e.to_string().contains(PASSWORD), "{e}");
+    let e = bounded(RedisState::connect(&StateConfig::from_env(
+        "MCP_STATE_TEST_NO_SUCH_VARIABLE",
+    )))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&e, StateError::MissingUrl(m) if m.contains("MCP_STATE_TEST_NO_SUCH_VARIABLE"))
+    );
+}
+
+#[test]
+fn config_reads_from_toml_with_defaults() {
+    let config: StateConfig =
+        toml::from_str("url_env = \"REDIS_URL\"\non_error = \"open\"\n").unwrap();
+    assert_eq!(config.key_prefix, "mcp-agent:");
+    assert_eq!(config.on_error, mcp_state::OnError::Open);
+    assert!(toml::from_str::<StateConfig>("urll = \"x\"\n").is_err());
+}
+
+#[tokio::test]
+async fn a_server_gone_after_connect_fails_commands_by_address() {
+    let Some(server) = bounded(RedisServer::start_with_password(PASSWORD)).await else {
+        return;
+    };
+    let addr = server.addr().to_string();
+    let state = bounded(RedisState::connect(&StateConfig::new(server.url())))
+        .await
+        .unwrap();
+    let store = state.sealed_store(mcp_state::SealKey::generate());
+    drop(server);
+    let e = bounded(store.get("k")).await.unwrap_err();
+    assert!(
+        matches!(&e, StateError::Command { addr: a, op: "get", .. } if *a == addr),
+        "{e:?}"
+    );
+    assert!(!format!("{e} {e:?}").contains(PASSWORD), "{e}");
+}

@@ -1,0 +1,7 @@
+//! The integration tests of `mcp-state`, against a real Redis started per test
+//! (`mcp_test_kit::redis::RedisServer`), compiled as one test binary. Without the Redis peer
+//! they skip with a note, or fail under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`.
+
+mod connect;
+mod sealed;
+mod support;

@@ -1,0 +1,146 @@
+//! The sealed store against a real Redis: round trip, Redis's own expiry, and entries that do
+//! not open (other key, moved, altered) reading as absent.
+
+use std::time::Duration;
+
+use mcp_state::SealKey;
+use mcp_test_kit::bounded;
+
+use crate::support::fixture;
+
+#[tokio::test]
+async fn a_value_round_trips_sealed_and_is_deleted() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    assert_eq!(bounded(store.get("session:1")).await.unwrap(), None);
+    let value = b"claims of session one";
+    bounded(store.put("session:1", value, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(store.get("session:1")).await.unwrap().as_deref(),
+        Some(&value[..])
+    );
+    // Under the default prefix, and not readable there.
+    let stored = f.stored("mcp-agent:session:1").await;
+    assert!(!stored.windows(value.len()).any(|w| w == value));
+    assert!(bounded(store.delete("session:1")).await.unwrap());
+    assert!(!bounded(store.delete("session:1")).await.unwrap());
+    assert_eq!(bounded(store.get("session:1")).await.unwrap(), None);
+    assert_eq!(store.rejected(), 0);
+    drop(f.server);
+}
+
+#[tokio::test]
+async fn entries_expire_by_redis_ttl() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("long", b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:long")).await;
+    assert!((1..=60_000).contains(&pttl), "PTTL {pttl}");
+    // A sub-millisecond TTL is rounded up, never to "no expiry".
+    bounded(store.put("short", b"v", Duration::from_micros(1500)))
+        .await
+        .unwrap();
+    // Redis expires it by itself: wait for that (polling, bounded), then check it is gone
+    // from Redis, not merely unreadable.
+    bounded(async {
+        while bounded(store.get("short")).await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:short")).await;
+    assert_eq!(pttl, -2, "the key is gone");
+    assert!(matches!(
+        bounded(store.put("zero", b"v", Duration::ZERO)).await,
+        Err(mcp_state::StateError::BadTtl { .. })
+    ));
+    assert_eq!(store.rejected(), 0);
+}
+
+#[tokio::test]
+async fn a_value_sealed_with_another_key_reads_as_absent() {
+    let Some(f) = fixture().await else { return };
+    let writer = f.state.sealed_store(SealKey::from_bytes(&[1; 32]));
+    let reader = f.state.sealed_store(SealKey::from_bytes(&[2; 32]));
+    bounded(writer.put("token", b"secret", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(bounded(reader.get("token")).await.unwrap(), None);
+    assert_eq!(reader.rejected(), 1);
+    // Still there for the right key.
+    assert!(bounded(writer.get("token")).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_value_copied_to_another_key_reads_as_absent() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("session:alice", b"alice", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let sealed = f.stored("mcp-agent:session:alice").await;
+    f.store_raw("mcp-agent:session:mallory", &sealed).await;
+    assert_eq!(bounded(store.get("session:mallory")).await.unwrap(), None);
+    assert_eq!(store.rejected(), 1);
+    assert_eq!(
+        bounded(store.get("session:alice"))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"alice"[..])
+    );
+}
+
+#[tokio::test]
+async fn altered_bytes_read_as_absent() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("k", b"the value", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let sealed = f.stored("mcp-agent:k").await;
+    let mut altered = sealed.clone();
+    let last = altered.len() - 1;
+    altered[last] ^= 0x80;
+    let mut flipped_body = sealed.clone();
+    flipped_body[20] ^= 0x01;
+    let truncated = sealed[..10].to_vec();
+    let garbage = b"not sealed at all".to_vec();
+    for (n, bytes) in [altered, flipped_body, truncated, garbage]
+        .iter()
+        .enumerate()
+    {
+        f.store_raw("mcp-agent:k", bytes).await;
+        assert_eq!(bounded(store.get("k")).await.unwrap(), None, "case {n}");
+        assert_eq!(store.rejected(), n as u64 + 1);
+    }
+    f.store_raw("mcp-agent:k", &sealed).await;
+    assert!(bounded(store.get("k")).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_prefix_separates_deployments() {
+    let Some(mut f) = fixture().await else { return };
+    let mut config = mcp_state::StateConfig::new(f.server.url());
+    config.key_prefix = "blue:".into();
+    let blue = bounded(mcp_state::RedisState::connect(&config))
+        .await
+        .unwrap();
+    let key = SealKey::from_bytes(&[5; 32]);
+    let store = blue.sealed_store(key);
+    bounded(store.put("s", b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(!f.stored("blue:s").await.is_empty());
+    let default = f.state.sealed_store(SealKey::from_bytes(&[5; 32]));
+    assert_eq!(bounded(default.get("s")).await.unwrap(), None);
+    assert_eq!(
+        default.rejected(),
+        0,
+        "nothing at mcp-agent:s, so nothing rejected"
+    );
+}

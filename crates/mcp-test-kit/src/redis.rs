@@ -1,0 +1,312 @@
+//! A real Redis server per test: the pinned `redis-server` peer (`MCP_AGENT_PEER_REDIS`,
+//! installed by `cargo xtask peers`) on a free 127.0.0.1 port, with no persistence, ready
+//! when it answers `PING`, killed on drop.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The variable holding the `redis-server` binary's path.
+pub const REDIS: &str = "MCP_AGENT_PEER_REDIS";
+
+/// How long a server may take to answer `PING` after its start: a bound for failing, never a
+/// delay (the wait ends at the first answer).
+const START: Duration = Duration::from_secs(20);
+
+/// The pause between two readiness probes while the server is not yet listening.
+const PROBE_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How many ports are tried when another process takes the free port first.
+const PORT_TRIES: usize = 3;
+
+/// The most of the server's output kept for failure messages.
+const LOG_LIMIT: usize = 64 * 1024;
+
+/// A `redis-server` child on `127.0.0.1:port` (`--save "" --appendonly no`, so nothing is
+/// written to disk), optionally with `--requirepass`. Dropping it kills the process and reaps
+/// it.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use mcp_test_kit::redis::RedisServer;
+///
+/// // `None` (after a note on stderr) when the peer is not installed and not required.
+/// let Some(server) = RedisServer::start().await else { return };
+/// assert!(server.url().starts_with("redis://127.0.0.1:"));
+/// drop(server); // the process is gone
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    password: Option<String>,
+    log: Arc<Mutex<String>>,
+    drains: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl RedisServer {
+    /// A server without a password. `None` when the peer is missing and not required (see
+    /// [`crate::peer::path`]); panics when it cannot be started.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// println!("redis at {}", server.addr());
+    /// # }
+    /// ```
+    pub async fn start() -> Option<Self> {
+        Self::launch(None).await
+    }
+
+    /// A server that requires `password` (`--requirepass`); use URL-safe characters, since
+    /// [`url`](Self::url) embeds it as is.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// use mcp_test_kit::redis::RedisServer;
+    ///
+    /// let Some(server) = RedisServer::start_with_password("s3cret").await else { return };
+    /// assert_eq!(server.password(), Some("s3cret"));
+    /// assert!(server.url().contains(":s3cret@127.0.0.1:"));
+    /// # }
+    /// ```
+    pub async fn start_with_password(password: &str) -> Option<Self> {
+        Self::launch(Some(password.to_owned())).await
+    }
+
+    async fn launch(password: Option<String>) -> Option<Self> {
+        let binary = crate::peer::path(REDIS)?;
+        let mut last = String::new();
+        for _ in 0..PORT_TRIES {
+            let mut server = Self::spawn(&binary, free_port(), password.clone());
+            match server.ready().await {
+                Ok(()) => return Some(server),
+                // Another process took the port between its pick and the bind: a new port.
+                Err(log) if log.contains("Address already in use") => last = log,
+                Err(log) => panic!("redis-server did not start; its output:\n{log}"),
+            }
+        }
+        panic!("redis-server found no free port in {PORT_TRIES} tries; last output:\n{last}");
+    }
+
+    fn spawn(binary: &Path, port: u16, password: Option<String>) -> Self {
+        let mut cmd = Command::new(binary);
+        cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .arg("--port")
+            .arg(port.to_string())
+            // Where a stray dump would go; with the two settings above none is written.
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .args(["--loglevel", "warning"]);
+        if let Some(password) = &password {
+            cmd.arg("--requirepass").arg(password);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut drains = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            drains.push(drain(out, log.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            drains.push(drain(err, log.clone()));
+        }
+        Self {
+            child,
+            port,
+            password,
+            log,
+            drains,
+        }
+    }
+
+    /// Probes the port until the server answers `PING` with `PONG` (after `AUTH` when it has a
+    /// password). `Err` holds the server's output when it exited or did not answer in time.
+    async fn ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + START;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Its pipes are closed: the drains end once they have read the last lines.
+                for drain in self.drains.drain(..) {
+                    let _ = drain.join();
+                }
+                return Err(format!("exited ({status}); output:\n{}", self.log()));
+            }
+            if self.ping().await {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no PONG within {START:?}; output:\n{}", self.log()));
+            }
+            tokio::time::sleep(PROBE_INTERVAL).await;
+        }
+    }
+
+    /// One probe: connect, (`AUTH`,) `PING`, read until `+PONG` or the connection ends.
+    async fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(self.addr()).await else {
+            return false;
+        };
+        let mut request = Vec::new();
+        if let Some(password) = &self.password {
+            request.extend(resp_command(&["AUTH", password]));
+        }
+        request.extend(resp_command(&["PING"]));
+        if stream.write_all(&request).await.is_err() {
+            return false;
+        }
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        while !seen.windows(7).any(|w| w == b"+PONG\r\n") {
+            match tokio::time::timeout(START, stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// The port on 127.0.0.1.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert_ne!(server.port(), 0);
+    /// # }
+    /// ```
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:port`.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert!(server.addr().ip().is_loopback());
+    /// # }
+    /// ```
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The password given at the start, if any.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert_eq!(server.password(), None);
+    /// # }
+    /// ```
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// `redis://127.0.0.1:port/`, or `redis://:password@127.0.0.1:port/` with a password.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert_eq!(server.url(), format!("redis://127.0.0.1:{}/", server.port()));
+    /// # }
+    /// ```
+    pub fn url(&self) -> String {
+        match &self.password {
+            Some(password) => format!("redis://:{password}@{}/", self.addr()),
+            None => format!("redis://{}/", self.addr()),
+        }
+    }
+
+    /// The server's process id.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert!(mcp_test_kit::procs::running(server.pid()));
+    /// # }
+    /// ```
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the server printed so far (bounded), for failure messages.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// let _output: String = server.log();
+    /// # }
+    /// ```
+    pub fn log(&self) -> String {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A command in RESP: an array of bulk strings.
+fn resp_command(words: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", words.len()).into_bytes();
+    for word in words {
+        out.extend(format!("${}\r\n{word}\r\n", word.len()).into_bytes());
+    }
+    out
+}
+
+/// Copies `from` into `log` (up to [`LOG_LIMIT`]) on a thread, so the server never blocks on a
+/// full pipe.
+fn drain(
+    mut from: impl Read + Send + 'static,
+    log: Arc<Mutex<String>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut log) = log.lock()
+                && log.len() < LOG_LIMIT
+            {
+                log.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_resp_arrays_of_bulk_strings() {
+        assert_eq!(resp_command(&["PING"]), b"*1\r\n$4\r\nPING\r\n");
+        assert_eq!(
+            resp_command(&["AUTH", "pw"]),
+            b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"
+        );
+    }
+}
