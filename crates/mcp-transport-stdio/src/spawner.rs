@@ -119,12 +119,11 @@ mod tests {
             .ok()
     }
 
-    #[test]
-    fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
-        // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
+    /// Forks `sh -c script` under a supervisor; returns it and the pid the script prints first.
+    fn fork_printing_a_pid(script: &str) -> (Child, u32) {
         let mut command = Command::new("sh");
         command
-            .args(["-c", "(sleep 600 & echo $!); exec sleep 600"])
+            .args(["-c", script])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let mut child = fork(command).unwrap();
@@ -132,7 +131,13 @@ mod tests {
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let orphan: u32 = line.trim().parse().unwrap();
+        (child, line.trim().parse().unwrap())
+    }
+
+    #[test]
+    fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
+        // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
+        let (mut child, orphan) = fork_printing_a_pid("(sleep 600 & echo $!); exec sleep 600");
 
         let deadline = Instant::now() + Duration::from_secs(10);
         while parent_of(orphan) != Some(child.id()) && Instant::now() < deadline {
@@ -200,17 +205,8 @@ mod tests {
 
     #[test]
     fn an_unclaimed_spawn_is_killed_with_its_server() {
-        let mut command = Command::new("sh");
-        command
-            .args(["-c", "echo $$; exec sleep 600"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        let mut child = fork(command).unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let server: i32 = line.trim().parse().unwrap();
+        let (child, server) = fork_printing_a_pid("echo $$; exec sleep 600");
+        let server = i32::try_from(server).unwrap();
         let supervisor = child.id();
         drop(Unclaimed::new(child));
         assert!(
