@@ -600,6 +600,7 @@ impl McpClient {
                 // The run's own handler wins for its private sessions.
                 elicitation: options.elicitation.or_else(|| inner.elicitation.clone()),
                 discover: inner.discover,
+                known: inner.pool.known(),
             },
             tool_limits: &inner.catalog.tool_limits,
             pool: &inner.pool,

@@ -53,6 +53,7 @@
 
 mod client;
 mod error;
+mod fingerprint;
 mod handler;
 pub mod lifecycle;
 mod list;

@@ -24,12 +24,16 @@
 //! header mismatch) still fail the open, and an unsupported version is negotiated by rmcp.
 //!
 //! A session's whole start (connect, lifecycle, tool listing, and the attempts again on a new
-//! connection) is `start`.
+//! connection) is `start`; a server that refused the probe once starts with `initialize` alone
+//! in the client's later sessions (`known`).
 
+pub(crate) mod known;
 pub(crate) mod start;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcp_connector::BoxTransport;
@@ -80,16 +84,37 @@ pub async fn serve<H: ClientHandler>(
     transport: BoxTransport,
     discover_timeout: Duration,
 ) -> Result<RunningService<RoleClient, H>, ClientInitializeError> {
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: discover_versions(),
-        legacy_version: Some(INITIALIZE_VERSION),
-    };
     rmcp::serve_client_with_lifecycle(
         handler,
         DiscoverProbe::new(transport, discover_timeout),
-        lifecycle,
+        probe_first(),
     )
     .await
+}
+
+/// rmcp's lifecycle of [`serve`]: `server/discover`, falling back to `initialize`.
+fn probe_first() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: discover_versions(),
+        legacy_version: Some(INITIALIZE_VERSION),
+    }
+}
+
+/// [`serve`], also telling whether the server itself refused the probe (a JSON-RPC error, or
+/// an answer that is not a discover result; not a probe that went unanswered).
+pub(crate) async fn serve_noting_refusal<H: ClientHandler>(
+    handler: H,
+    transport: BoxTransport,
+    discover_timeout: Duration,
+) -> (
+    Result<RunningService<RoleClient, H>, ClientInitializeError>,
+    bool,
+) {
+    let refused = Arc::new(AtomicBool::new(false));
+    let mut probe = DiscoverProbe::new(transport, discover_timeout);
+    probe.refused = Some(refused.clone());
+    let served = rmcp::serve_client_with_lifecycle(handler, probe, probe_first()).await;
+    (served, refused.load(Ordering::Acquire))
 }
 
 /// Whether `error` is the failure of [`serve`] after a probe that went unanswered and an
@@ -142,6 +167,8 @@ pub struct DiscoverProbe {
     pending: Option<(RequestId, Pin<Box<tokio::time::Sleep>>)>,
     /// Probes answered here (an error in the server's stead): a late answer is dropped.
     abandoned: Vec<RequestId>,
+    /// Set when the server refused a probe ([`serve_noting_refusal`]).
+    refused: Option<Arc<AtomicBool>>,
 }
 
 impl std::fmt::Debug for DiscoverProbe {
@@ -161,6 +188,14 @@ impl DiscoverProbe {
             timeout,
             pending: None,
             abandoned: Vec::new(),
+            refused: None,
+        }
+    }
+
+    /// Notes that the server refused the probe.
+    fn note_refusal(&self) {
+        if let Some(refused) = &self.refused {
+            refused.store(true, Ordering::Release);
         }
     }
 
@@ -194,6 +229,7 @@ impl DiscoverProbe {
                 if matches!(response.result, ServerResult::DiscoverResult(_)) {
                     Some(JsonRpcMessage::Response(response))
                 } else {
+                    self.note_refusal();
                     Some(Self::legacy(
                         response.id,
                         "server/discover was answered with something that is not a discover result",
@@ -202,6 +238,7 @@ impl DiscoverProbe {
             }
             JsonRpcMessage::Error(error) if error.id.as_ref().is_none_or(|id| id == probe) => {
                 self.pending = None;
+                self.note_refusal();
                 Some(JsonRpcMessage::Error(error))
             }
             other => Some(other),

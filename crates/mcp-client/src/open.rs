@@ -10,7 +10,8 @@ use mcp_catalog::{SkipReason, SkippedTool, ToolLimits};
 use mcp_config::{PartialFailure, Redactor, ServerSpec, SpecOrigin};
 use rmcp::model::Tool;
 
-use crate::pool::{Fingerprint, Pool};
+use crate::fingerprint::Fingerprint;
+use crate::pool::Pool;
 use crate::session::SessionOptions;
 use crate::{Connectors, ElicitationHandler, Session, SessionError};
 

@@ -25,14 +25,15 @@
 //! secret of the run.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use mcp_config::{Redactor, ServerSpec, TransportSpec};
+use mcp_config::{Redactor, ServerSpec};
 use rmcp::model::Tool;
 
+use crate::fingerprint::Fingerprint;
+use crate::lifecycle::known::KnownLifecycles;
 use crate::session::SessionOptions;
 use crate::{Connectors, Session, SessionError};
 
@@ -47,40 +48,6 @@ impl Session {
     /// Marks the session as the pool's, or no longer.
     pub(crate) fn set_shared(&self, shared: bool) {
         self.shared.store(shared, Ordering::Release);
-    }
-}
-
-/// A spec's identity in the pool: a 128-bit hash of everything that makes up its sessions.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Fingerprint(u64, u64);
-
-impl std::fmt::Debug for Fingerprint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:016x}{:016x}", self.0, self.1)
-    }
-}
-
-impl Fingerprint {
-    /// The fingerprint of `spec` as configured (before a run fills in its default timeouts).
-    pub(crate) fn of(spec: &ServerSpec) -> Self {
-        // The spec's own JSON shows every field but redacts secrets and a custom transport's
-        // strings: both are added as they are.
-        let mut material = serde_json::to_string(spec).unwrap_or_default();
-        if let TransportSpec::Custom(custom) = &spec.transport {
-            material.push('\0');
-            material.push_str(&serde_json::Value::Object(custom.params.clone()).to_string());
-        }
-        for secret in spec.secret_values() {
-            material.push('\0');
-            material.push_str(secret.expose());
-        }
-        let half = |seed: u8| {
-            let mut hasher = DefaultHasher::new();
-            seed.hash(&mut hasher);
-            material.hash(&mut hasher);
-            hasher.finish()
-        };
-        Self(half(1), half(2))
     }
 }
 
@@ -118,6 +85,8 @@ pub(crate) struct Pool {
     slots: std::sync::Mutex<HashMap<Fingerprint, Arc<Slot>>>,
     closed: AtomicBool,
     opened: AtomicU64,
+    /// What the client learned of its servers' lifecycles, pooled or not.
+    known: Arc<KnownLifecycles>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -137,7 +106,14 @@ impl Pool {
             slots: std::sync::Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             opened: AtomicU64::new(0),
+            known: Arc::default(),
         }
+    }
+
+    /// What the client learned of its servers' lifecycles ([`KnownLifecycles`]), for every
+    /// session it opens.
+    pub(crate) fn known(&self) -> Arc<KnownLifecycles> {
+        Arc::clone(&self.known)
     }
 
     /// True once [`close`](Self::close) ran: shared servers then get private sessions.

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
+use crate::lifecycle::known::KnownLifecycles;
 use crate::lifecycle::start::{StartOptions, Started, start_session};
 use crate::list::list_all_tools;
 use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text, shown_text};
@@ -64,6 +65,8 @@ pub(crate) struct SessionOptions {
     pub(crate) elicitation: Option<Arc<dyn ElicitationHandler>>,
     /// Start with `server/discover` (else `initialize`), not `initialize` alone.
     pub(crate) discover: bool,
+    /// What the client learned of its servers' lifecycles.
+    pub(crate) known: Arc<KnownLifecycles>,
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -73,6 +76,7 @@ impl std::fmt::Debug for SessionOptions {
             .field("redactor", &self.redactor)
             .field("elicitation", &self.elicitation.is_some())
             .field("discover", &self.discover)
+            .field("known", &self.known)
             .finish()
     }
 }
@@ -141,6 +145,7 @@ impl Session {
         let how = StartOptions {
             limits: options.limits,
             discover: options.discover,
+            known: &options.known,
         };
         let Started {
             service,

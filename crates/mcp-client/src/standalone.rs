@@ -52,6 +52,7 @@ impl Session {
             redactor: Redactor::new().with_secrets(spec.secret_values()),
             elicitation: None,
             discover: false,
+            known: Default::default(),
         };
         let (session, tools) =
             Session::open(connectors, Arc::new(spec), connect_timeout, options).await?;

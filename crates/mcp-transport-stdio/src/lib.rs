@@ -23,13 +23,15 @@
 //!
 //! # Process hygiene on Linux
 //!
-//! - **The server dies with the host**, even when the host is SIGKILLed: it is started with
-//!   `PR_SET_PDEATHSIG = SIGKILL`. That signal follows the thread that forked the child, so
-//!   every server is forked by one dedicated thread that lives as long as the process (never a
-//!   runtime or blocking-pool thread, which may exit while the server runs). The child checks
-//!   that the host is still its parent after arming the signal, and gives up otherwise. This
-//!   needs `Command::pre_exec`, the crate's one `unsafe` block (async-signal-safe: only the
-//!   `prctl` and `getppid` system calls).
+//! - **The server dies with the host**, even when the host is SIGKILLed, and so does every
+//!   process it started: the host forks a supervisor per server (a child subreaper that asks
+//!   for a signal at the host's death and forks the server, which dies with it). That signal
+//!   follows the thread that forked the supervisor, and is sent again at every change of
+//!   parent, so the fork runs on any blocking-pool thread: servers start concurrently, and a
+//!   thread that ends only wakes the supervisor, which sees the host still alive. The
+//!   supervisor checks that the host is still its parent after arming the signal, and gives up
+//!   otherwise. This needs `Command::pre_exec` (async-signal-safe system calls only; see the
+//!   `supervisor` module).
 //! - **What escapes the group is still killed**: at close and on drop, the server's tree —
 //!   its descendants by parent pid, and every group or session one of them leads — is read
 //!   from `/proc`, frozen with SIGSTOP until no new member appears, then SIGKILLed. The server
@@ -285,11 +287,13 @@ impl StdioConnector {
         }
         command.envs(env.vars);
 
-        let (leader, pipes) = Leader::spawn(command).map_err(|source| StdioError::Spawn {
-            server: server.clone(),
-            command: stdio.command.clone(),
-            source,
-        })?;
+        let (leader, pipes) = Leader::spawn(command)
+            .await
+            .map_err(|source| StdioError::Spawn {
+                server: server.clone(),
+                command: stdio.command.clone(),
+                source,
+            })?;
         tracing::debug!(server = %server, pid = leader.pid(), command = %stdio.command, "spawned stdio server");
         let redactor = mcp_config::Redactor::new().with_secrets(stdio.env.values());
         let tail = Arc::new(StderrTail::new(self.options.stderr_capacity));

@@ -91,9 +91,9 @@ impl fmt::Debug for Leader {
 
 impl Leader {
     /// Spawns `command` as the leader of a new process group, with piped stdio (on Linux,
-    /// through the spawner thread, with the parent-death signal). Must run inside a Tokio
-    /// runtime (the pipes register with its reactor).
-    pub(crate) fn spawn(mut command: Command) -> std::io::Result<(Self, Pipes)> {
+    /// under a supervisor, on a blocking thread: see [`crate::spawner`]). Must run inside a
+    /// Tokio runtime (the pipes register with its reactor).
+    pub(crate) async fn spawn(mut command: Command) -> std::io::Result<(Self, Pipes)> {
         use std::os::unix::process::CommandExt as _;
 
         command
@@ -102,7 +102,7 @@ impl Leader {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         #[cfg(target_os = "linux")]
-        let mut child = crate::spawner::spawn(command)?;
+        let mut child = crate::spawner::spawn(command).await?;
         #[cfg(not(target_os = "linux"))]
         let mut child = command.spawn()?;
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
@@ -327,7 +327,7 @@ mod tests {
     async fn exit_is_seen_and_the_leader_reaped() {
         let mut command = Command::new("sh");
         command.args(["-c", "exit 7"]);
-        let (leader, _pipes) = Leader::spawn(command).unwrap();
+        let (leader, _pipes) = Leader::spawn(command).await.unwrap();
         let pid = leader.pid();
         assert_eq!(
             leader.wait_exit(Duration::from_secs(10)).await,
@@ -347,7 +347,7 @@ mod tests {
     async fn drop_kills_the_group() {
         let mut command = Command::new("sleep");
         command.arg("600");
-        let (leader, _pipes) = Leader::spawn(command).unwrap();
+        let (leader, _pipes) = Leader::spawn(command).await.unwrap();
         let mut exit = leader.exit.clone();
         drop(leader);
         let status = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some))

@@ -1,79 +1,85 @@
-//! Linux: every server is forked by one lifelong thread, through its supervisor.
+//! Linux: every server is forked through its supervisor, on a blocking thread of the runtime,
+//! so that servers start concurrently and no runtime worker waits for a fork.
 //!
 //! The forked child becomes the server's supervisor ([`crate::supervisor`]), which asks for a
-//! signal at its parent's death. The kernel sends that signal when the *thread* that forked
-//! the child exits, not the process: a Tokio blocking-pool thread ends after 10 s idle, and a
-//! library user's runtime threads come and go. So every server is forked by one dedicated
-//! thread, started on first use and never ended: it lives as long as the process, and the
-//! signal fires exactly when the host dies (however it dies).
+//! signal at its parent's death. The kernel sends that signal when the *thread* that forked the
+//! child exits, and again at every later change of parent: while the host lives, the child
+//! goes to another of the host's threads (the supervisor sees the same parent process and goes
+//! on); when the host's last thread is gone, however the host died, it goes to a subreaper or
+//! init, and the supervisor ends the server. So any thread may fork: a blocking-pool thread
+//! that ends after 10 s idle costs the supervisor one spurious wake-up, nothing more.
+//!
+//! Never the main thread, though: the supervisor keeps, of the host's anonymous memory, only
+//! the mapping that holds the forking thread's stack, which for a spawned thread also holds its
+//! thread control block ([`fork`] moves a call from the main thread to a thread of its own).
 //!
 //! The pre-exec hook is one of this crate's `unsafe` blocks; see its safety comment.
 
 use std::process::{Child, Command};
-use std::sync::mpsc::{self, Sender, SyncSender};
-use std::sync::{Mutex, PoisonError};
 
-/// One spawn request: the command, and where the spawner answers.
-struct Job {
-    command: Command,
-    reply: SyncSender<std::io::Result<Child>>,
-}
-
-/// The spawner thread's queue; `None` until it is started (or after it died).
-static SPAWNER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
-
-/// Spawns `command` on the spawner thread, under a supervisor: the [`Child`] is the
-/// supervisor, the server its child. Blocks for as long as the forks and the exec take.
-pub(crate) fn spawn(mut command: Command) -> std::io::Result<Child> {
-    arm(&mut command);
-    let (reply, answer) = mpsc::sync_channel(1);
-    let mut job = Job { command, reply };
-    // A second attempt only if the thread died between two spawns (it does not panic, but a
-    // failed answer must not lose the spawn).
-    for _ in 0..2 {
-        let sender = {
-            let mut spawner = SPAWNER.lock().unwrap_or_else(PoisonError::into_inner);
-            match &*spawner {
-                Some(sender) => sender.clone(),
-                None => spawner.insert(start()?).clone(),
-            }
-        };
-        match sender.send(job) {
-            Ok(()) => {
-                return answer
-                    .recv()
-                    .map_err(|_| std::io::Error::other("the process spawner thread ended"))?;
-            }
-            Err(mpsc::SendError(returned)) => {
-                job = returned;
-                SPAWNER
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-            }
-        }
+/// Spawns `command` under a supervisor on a blocking thread of the current Tokio runtime: the
+/// [`Child`] is the supervisor, the server its child. Spawns run concurrently. If the caller
+/// is gone by the time the spawn is done (its open timed out), the new process group is killed.
+pub(crate) async fn spawn(command: Command) -> std::io::Result<Child> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        // Unsent or unread, the answer is dropped, and the guard in it kills the child.
+        let _ = reply.send(fork(command).map(Unclaimed::new));
+    });
+    match answer.await {
+        Ok(spawned) => spawned.map(Unclaimed::claim),
+        Err(_) => Err(std::io::Error::other(
+            "the runtime ended the spawn before it was done",
+        )),
     }
-    Err(std::io::Error::other("the process spawner thread ended"))
 }
 
-/// Starts the spawner thread. It is never joined: it waits for jobs as long as the process
-/// lives (the queue's sender is in a static).
-fn start() -> std::io::Result<Sender<Job>> {
-    let (jobs, queue) = mpsc::channel::<Job>();
-    std::thread::Builder::new()
-        .name("mcp-stdio-spawner".into())
-        .stack_size(256 * 1024)
-        .spawn(move || {
-            while let Ok(Job { mut command, reply }) = queue.recv() {
-                let spawned = command.spawn();
-                // The caller blocks on the answer; should it be gone, the child is not leaked.
-                if let Err(mpsc::SendError(Ok(mut child))) = reply.send(spawned) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-            }
-        })?;
-    Ok(jobs)
+/// A spawned supervisor nobody has claimed yet: dropped unclaimed, it is killed with its
+/// group (the server is in it) and reaped.
+struct Unclaimed(Option<Child>);
+
+impl Unclaimed {
+    fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    fn claim(mut self) -> Child {
+        self.0.take().expect("claimed once")
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Spawns `command` under a supervisor from the calling thread (from a thread of its own when
+/// called on the main thread, see the [module docs](self)). Blocks for as long as the forks
+/// and the exec take.
+pub(crate) fn fork(mut command: Command) -> std::io::Result<Child> {
+    arm(&mut command);
+    if nix::unistd::gettid() == nix::unistd::getpid() {
+        return std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("mcp-stdio-spawn".into())
+                .stack_size(256 * 1024)
+                .spawn_scoped(scope, || command.spawn())?
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the spawning thread panicked")))
+        });
+    }
+    command.spawn()
 }
 
 /// Sets the pre-exec hook: the child becomes the server's supervisor, which forks the server
@@ -95,6 +101,7 @@ fn arm(command: &mut Command) {
 mod tests {
     use std::io::BufRead as _;
     use std::process::Stdio;
+    use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
     use nix::sys::signal::Signal;
@@ -112,20 +119,25 @@ mod tests {
             .ok()
     }
 
-    #[test]
-    fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
-        // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
+    /// Forks `sh -c script` under a supervisor; returns it and the pid the script prints first.
+    fn fork_printing_a_pid(script: &str) -> (Child, u32) {
         let mut command = Command::new("sh");
         command
-            .args(["-c", "(sleep 600 & echo $!); exec sleep 600"])
+            .args(["-c", script])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        let mut child = spawn(command).unwrap();
+        let mut child = fork(command).unwrap();
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let orphan: u32 = line.trim().parse().unwrap();
+        (child, line.trim().parse().unwrap())
+    }
+
+    #[test]
+    fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
+        // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
+        let (mut child, orphan) = fork_printing_a_pid("(sleep 600 & echo $!); exec sleep 600");
 
         let deadline = Instant::now() + Duration::from_secs(10);
         while parent_of(orphan) != Some(child.id()) && Instant::now() < deadline {
@@ -141,21 +153,83 @@ mod tests {
         assert_eq!(parent, Some(child.id()), "the orphan went elsewhere");
     }
 
-    #[test]
-    fn every_spawn_runs_on_the_one_spawner_thread() {
-        let threads = || {
-            std::fs::read_dir("/proc/self/task")
-                .unwrap()
-                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .filter(|name| name.trim() == "mcp-stdio-spawn")
-                .count()
+    /// The pending-signal masks (`SigPnd`, `ShdPnd`) of `pid`, from `/proc`.
+    fn pending(pid: u32) -> Option<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let mask = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         };
-        for _ in 0..3 {
-            let handle = std::thread::spawn(|| spawn(Command::new("true")).unwrap().wait());
-            assert!(handle.join().unwrap().unwrap().success());
+        Some((mask("SigPnd:")?, mask("ShdPnd:")?))
+    }
+
+    #[test]
+    fn a_server_outlives_the_thread_that_forked_it() {
+        // `cat` echoes each line: the server answers as long as it runs.
+        let forker = std::thread::spawn(|| {
+            let mut command = Command::new("cat");
+            command.stdin(Stdio::piped()).stdout(Stdio::piped());
+            (nix::unistd::gettid(), fork(command).unwrap())
+        });
+        let (tid, mut child) = forker.join().unwrap();
+        // Gone from the task list: the thread has fully exited, so the parent-death signal
+        // tied to it has been sent; the supervisor has taken it once nothing is pending.
+        let task = format!("/proc/self/task/{tid}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (std::path::Path::new(&task).exists() || pending(child.id()) != Some((0, 0)))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        // Thread names are cut to 15 bytes in `comm`.
-        assert_eq!(threads(), 1);
+        assert_eq!(
+            pending(child.id()),
+            Some((0, 0)),
+            "the wake-up was not taken"
+        );
+
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, b"alive\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let running = child.try_wait().unwrap().is_none();
+        drop(stdin);
+        let status = child.wait().unwrap();
+        assert_eq!(line, "alive\n", "the server was gone");
+        assert!(running, "the supervisor ended");
+        assert!(status.success(), "{status:?}");
+    }
+
+    #[test]
+    fn an_unclaimed_spawn_is_killed_with_its_server() {
+        let (child, server) = fork_printing_a_pid("echo $$; exec sleep 600");
+        let server = i32::try_from(server).unwrap();
+        let supervisor = child.id();
+        drop(Unclaimed::new(child));
+        assert!(
+            !std::path::Path::new(&format!("/proc/{supervisor}")).exists(),
+            "the supervisor was not reaped"
+        );
+        // Killed by the group's SIGKILL; its reaper (init or a subreaper) may take a moment.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{server}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+                })
+                .is_some_and(|zombie| !zombie)
+        };
+        while alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let survived = alive();
+        let _ = nix::sys::signal::kill(Pid::from_raw(server), Signal::SIGKILL);
+        assert!(!survived, "the server outlived its unclaimed spawn");
     }
 
     #[test]
@@ -165,7 +239,7 @@ mod tests {
         let status = |script: &str| {
             let mut command = Command::new("sh");
             command.args(["-c", script]).stdin(Stdio::null());
-            spawn(command).unwrap().wait().unwrap()
+            fork(command).unwrap().wait().unwrap()
         };
         assert_eq!(status("exit 7").code(), Some(7));
         let killed = status("kill -USR1 $$");
@@ -196,8 +270,6 @@ mod tests {
         };
         let (p, q) = pids.split_once(' ').unwrap();
         let (p, q): (u32, u32) = (p.parse().unwrap(), q.parse().unwrap());
-        // The spawner thread first: a thread takes a pid too.
-        spawn(Command::new("true")).unwrap().wait().unwrap();
         next_pid(q);
         let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
         assert_eq!(bystander.id(), q);
@@ -207,7 +279,7 @@ mod tests {
             .args(["-c", "(sleep 600 &); read line; exit 7"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null());
-        let mut server = spawn(command).unwrap();
+        let mut server = fork(command).unwrap();
         assert_eq!(server.id(), p);
         drop(server.stdin.take());
         let code = server.wait().unwrap().code();
@@ -293,7 +365,7 @@ mod tests {
         let mut heap = vec![1u8; 32 << 20];
         let mut command = Command::new("sleep");
         command.arg("600").stdin(Stdio::null());
-        let mut child = spawn(command).unwrap();
+        let mut child = fork(command).unwrap();
         for byte in heap.iter_mut().step_by(4096) {
             *byte = 2;
         }

@@ -535,7 +535,7 @@ mod tests {
         // `release_memory` keeps, of the anonymous mappings, only the one holding the
         // supervisor's stack: what the supervisor's system calls use of its thread (errno,
         // the cancellation state that sigwaitinfo and waitpid check) must lie there too. The
-        // supervisor is a fork of the spawner thread, never of the main thread.
+        // supervisor is a fork of a blocking-pool thread, never of the main thread.
         let on_a_thread = std::thread::Builder::new()
             .stack_size(256 * 1024)
             .spawn(|| {

@@ -3,8 +3,12 @@
 //!
 //! The sequence:
 //!
+//! 0. a server that refused the probe before, for this client ([`super::known`]): `initialize`
+//!    alone; if it refuses that (it changed meanwhile), it is forgotten and the sequence
+//!    starts over at 1 on a new connection;
 //! 1. `server/discover`, falling back to `initialize` ([`super::serve`]), or `initialize`
-//!    alone when discovery is off;
+//!    alone when discovery is off; a server that refused the probe and answered `initialize`
+//!    is remembered;
 //! 2. a server that answered `server/discover` but refused the tool listing with a JSON-RPC
 //!    error may only speak `initialize`: once more, on a new connection, with `initialize`
 //!    alone;
@@ -23,6 +27,7 @@ use mcp_connector::{Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::Tool;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 
+use super::known::KnownLifecycles;
 use crate::error::ProtocolError;
 use crate::handler::SessionHandler;
 use crate::list::{ListError, list_all_tools};
@@ -30,11 +35,13 @@ use crate::{ListLimits, SessionError};
 
 /// How a session is to start.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct StartOptions {
+pub(crate) struct StartOptions<'a> {
     /// The bounds on the tool listing.
     pub(crate) limits: ListLimits,
     /// Start with `server/discover` (else `initialize`), not `initialize` alone.
     pub(crate) discover: bool,
+    /// What the client learned of its servers' lifecycles, and learns here.
+    pub(crate) known: &'a KnownLifecycles,
 }
 
 /// A started session: its running service, its tools and its connection.
@@ -55,7 +62,7 @@ pub(crate) async fn start_session(
     connectors: &Connectors,
     spec: &ServerSpec,
     connect_timeout: Duration,
-    options: StartOptions,
+    options: StartOptions<'_>,
     handler: SessionHandler,
 ) -> Result<Started, SessionError> {
     let connector = connectors.for_spec(spec)?;
@@ -76,23 +83,22 @@ async fn start_sequence(
     connector: &dyn Connector,
     spec: &ServerSpec,
     diag: &DiagnosticsSlot,
-    options: StartOptions,
+    options: StartOptions<'_>,
     handler: SessionHandler,
 ) -> Result<Started, SessionError> {
+    let attempt =
+        |lifecycle| start_once(connector, spec, diag, options, handler.clone(), lifecycle);
+    if options.discover && options.known.initialize_only(spec) {
+        match attempt(Lifecycle::Initialize).await {
+            // Refused at the handshake: the server changed since; probe it again.
+            Err(Refused::Error(SessionError::Initialize { .. })) => options.known.forget(spec),
+            other => return other.map_err(|e| e.into_error(&spec.name)),
+        }
+    }
     let lifecycle = if options.discover {
         Lifecycle::Discover
     } else {
         Lifecycle::Initialize
-    };
-    let attempt = |lifecycle| {
-        start_once(
-            connector,
-            spec,
-            diag,
-            options.limits,
-            handler.clone(),
-            lifecycle,
-        )
     };
     match attempt(lifecycle).await {
         Ok(started) => Ok(started),
@@ -109,7 +115,7 @@ async fn start_once(
     connector: &dyn Connector,
     spec: &ServerSpec,
     diag: &DiagnosticsSlot,
-    limits: ListLimits,
+    options: StartOptions<'_>,
     handler: SessionHandler,
     lifecycle: Lifecycle,
 ) -> Result<Started, Refused> {
@@ -127,9 +133,13 @@ async fn start_once(
         }
     }
     let _diag = DiagOnDrop(&*handle, diag.clone());
+    let mut refused_probe = false;
     let served = match lifecycle {
         Lifecycle::Discover => {
-            super::serve(handler, transport, super::discover_timeout(spec)).await
+            let timeout = super::discover_timeout(spec);
+            let (served, refused) = super::serve_noting_refusal(handler, transport, timeout).await;
+            refused_probe = refused;
+            served
         }
         Lifecycle::DiscoverOnly => super::serve_discover(handler, transport).await,
         Lifecycle::Initialize => super::serve_initialize(handler, transport).await,
@@ -155,9 +165,12 @@ async fn start_once(
         .peer()
         .peer_info()
         .is_some_and(|info| !info.protocol_version.has_initialize());
-    match list_all_tools(service.peer(), limits).await {
+    match list_all_tools(service.peer(), options.limits).await {
         Ok(tools) => {
             drop(_diag);
+            if refused_probe && !discovered {
+                options.known.remember_initialize_only(spec);
+            }
             Ok(Started {
                 service,
                 tools,

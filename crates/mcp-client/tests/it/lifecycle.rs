@@ -485,3 +485,84 @@ async fn by_default_a_legacy_test_kit_server_is_discovered_then_initialized_with
     );
     runner.close().await;
 }
+
+/// A client over a scripted server that answers discover as `mode` says at each connection;
+/// runs one run per entry of `modes` (switching before each) and returns what the server
+/// received in each, and the outcome of each.
+async fn open_in_turn(
+    modes: &[Discover],
+    connect_timeout: Duration,
+) -> Vec<(Vec<String>, Result<String, String>)> {
+    let seen = Seen::default();
+    let mode = Arc::new(Mutex::new(modes[0]));
+    let memory = InMemoryConnector::new().server("s", {
+        let (seen, mode) = (seen.clone(), mode.clone());
+        move || scripted(*mode.lock().unwrap(), seen.clone())
+    });
+    let mut spec = spec("s");
+    spec.connect_timeout = Some(connect_timeout);
+    let client = McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
+        .connectors(Connectors::new().with(memory))
+        .discover(true)
+        .build();
+    let mut runs = Vec::new();
+    for &now in modes {
+        *mode.lock().unwrap() = now;
+        // Kept across runs: a slow modern server is slow on its first discover only.
+        let before = methods(&seen).len();
+        let outcome = match client.open_runner(&RunInput::new("s", "i")).await {
+            Ok(runner) => {
+                let protocol = runner.sessions()[0].identity().protocol_version.clone();
+                runner.close().await;
+                Ok(protocol)
+            }
+            Err(e) => Err(agent_core::error_chain(&e)),
+        };
+        runs.push((methods(&seen).split_off(before), outcome));
+    }
+    runs
+}
+
+#[tokio::test]
+async fn a_server_that_refused_discover_is_initialized_at_once_the_next_time() {
+    let runs = open_in_turn(
+        &[Discover::MethodNotFound, Discover::MethodNotFound],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(runs[0].0[..2], ["server/discover", "initialize"]);
+    assert_eq!(
+        runs[1].0[..3],
+        ["initialize", "notifications/initialized", "tools/list"]
+    );
+    assert!(!runs[1].0.contains(&"server/discover".to_owned()));
+    assert_eq!(runs[1].1.as_deref(), Ok("2025-11-25"));
+}
+
+#[tokio::test]
+async fn a_server_whose_probe_went_unanswered_is_probed_again() {
+    // Unanswered is not refused: a modern server slow to start must keep its discover.
+    let runs = open_in_turn(&[Discover::Never, Discover::Never], Duration::from_secs(2)).await;
+    for (methods, outcome) in &runs {
+        assert_eq!(methods[..2], ["server/discover", "initialize"]);
+        assert_eq!(outcome.as_deref(), Ok("2025-11-25"));
+    }
+}
+
+#[tokio::test]
+async fn a_remembered_server_that_now_refuses_initialize_is_discovered() {
+    // Upgraded between runs: `initialize` is refused, so the probe comes back, on a new
+    // connection, and the server is no longer remembered.
+    let runs = open_in_turn(
+        &[
+            Discover::MethodNotFound,
+            Discover::SlowModern,
+            Discover::SlowModern,
+        ],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(runs[1].0, ["initialize", "server/discover", "tools/list"]);
+    assert_eq!(runs[1].1.as_deref(), Ok("2026-07-28"));
+    assert_eq!(runs[2].0, ["server/discover", "tools/list"]);
+}

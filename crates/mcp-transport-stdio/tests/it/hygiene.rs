@@ -23,6 +23,23 @@ const HOST_ENV: &str = "MCP_STDIO_TEST_HOST";
 /// Where the host's server writes the pids of its escapees, if set.
 const ESCAPEES_ENV: &str = "MCP_STDIO_TEST_ESCAPEES";
 
+/// Set when the host is to print its server's pid only once the thread that forked the
+/// server's supervisor has ended.
+const FORKER_ENDED_ENV: &str = "MCP_STDIO_TEST_FORKER_ENDED";
+
+/// The threads of this process named `name` (cut to the 15 bytes `comm` keeps).
+fn threads_named(name: &str) -> usize {
+    let name = &name[..name.len().min(15)];
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|comm| comm.trim() == name)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// SIGKILLs a process when dropped, so a failing test leaves nothing behind.
 struct KillOnDrop(u32);
 
@@ -52,14 +69,23 @@ fn parent_and_session(pid: u32) -> Option<(u32, u32)> {
 /// The host of [`a_sigkilled_host_takes_its_server_along`]: opens a server that ignores both
 /// stdin closing and SIGTERM (and survives its pipes' reader dying), prints its pid once the
 /// handshake is done, and waits for its own stdin to close. With [`ESCAPEES_ENV`] set, the
-/// server also starts processes that try to outlive it (`--escapees`).
+/// server also starts processes that try to outlive it (`--escapees`); with
+/// [`FORKER_ENDED_ENV`] set, the pid is printed once the blocking-pool thread that forked the
+/// server's supervisor has ended (the runtime's one worker is then its only thread).
 #[test]
 #[ignore = "the host process that a_sigkilled_host_takes_its_server_along starts and kills"]
 fn host_process() {
     if std::env::var_os(HOST_ENV).is_none() {
         return;
     }
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let forker_ends = std::env::var_os(FORKER_ENDED_ENV).is_some();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("host-runtime")
+        .thread_keep_alive(Duration::from_millis(if forker_ends { 1 } else { 60_000 }))
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let mut args = StdioServerArgs::new(Mode::IgnoresStdinClose);
         if let Some(path) = std::env::var_os(ESCAPEES_ENV) {
@@ -68,6 +94,9 @@ fn host_process() {
         let (transport, handle) = connector().spawn(&spec("stubborn", &args)).await.unwrap();
         // After the handshake the server is up and serving, past its start-up output.
         let _client = rmcp::serve_client((), transport).await.unwrap();
+        if forker_ends {
+            assert!(eventually(LIMIT, || threads_named("host-runtime") == 1).await);
+        }
         println!("server pid {}", handle.process_id());
         tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new()))
             .await
@@ -76,9 +105,13 @@ fn host_process() {
     });
 }
 
-/// Starts [`host_process`] (its server started with `--escapees escapees`, if given), waits
-/// for its server, SIGKILLs the host and returns the server's pid.
-async fn sigkill_a_host(escapees: Option<&std::path::Path>) -> (u32, KillOnDrop) {
+/// Starts [`host_process`] (its server started with `--escapees escapees`, if given; printing
+/// the pid once the forking thread ended, if `forker_ended`), waits for its server, SIGKILLs
+/// the host and returns the server's pid.
+async fn sigkill_a_host(
+    escapees: Option<&std::path::Path>,
+    forker_ended: bool,
+) -> (u32, KillOnDrop) {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -93,6 +126,9 @@ async fn sigkill_a_host(escapees: Option<&std::path::Path>) -> (u32, KillOnDrop)
         .stderr(Stdio::inherit());
     if let Some(path) = escapees {
         command.env(ESCAPEES_ENV, path);
+    }
+    if forker_ended {
+        command.env(FORKER_ENDED_ENV, "1");
     }
     let mut host = command.spawn().unwrap();
     let _host_guard = KillOnDrop(host.id());
@@ -118,21 +154,27 @@ async fn sigkill_a_host(escapees: Option<&std::path::Path>) -> (u32, KillOnDrop)
 
 #[tokio::test]
 async fn a_sigkilled_host_takes_its_server_along() {
-    let (server, _guard) = sigkill_a_host(None).await;
+    let (server, _guard) = sigkill_a_host(None, false).await;
     assert_not_running(server).await;
 }
 
-#[tokio::test]
-async fn a_sigkilled_host_takes_the_servers_whole_tree_along() {
-    let path = std::env::temp_dir().join(format!(
+/// A unique path for a server's escapee pids.
+fn escapees_path() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
         "mcp-stdio-escapees-{}-{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos()
-    ));
-    let (server, _guard) = sigkill_a_host(Some(&path)).await;
+    ))
+}
+
+/// SIGKILLs a host whose server started escapees, and checks that none of them, the server
+/// and its supervisor survives.
+async fn sigkill_a_host_with_escapees(forker_ended: bool) {
+    let path = escapees_path();
+    let (server, _guard) = sigkill_a_host(Some(&path), forker_ended).await;
     // Written before the server answered `initialize`, so before the host printed its pid.
     // The server's own pid, then its four escapees'; `server` is the pid the host holds (the
     // server's supervisor).
@@ -142,6 +184,16 @@ async fn a_sigkilled_host_takes_the_servers_whole_tree_along() {
     assert_eq!(all.len(), 5);
     all.push(server);
     mcp_test_kit::procs::assert_none_running(&all).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_host_takes_the_servers_whole_tree_along() {
+    sigkill_a_host_with_escapees(false).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_host_takes_the_servers_tree_along_after_the_forking_thread_ended() {
+    sigkill_a_host_with_escapees(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
