@@ -6,9 +6,9 @@
 //! 2. [`Routes`]: the endpoint's path passes, the protected-resource metadata is answered, any
 //!    other path is `404`;
 //! 3. [`Origins`]: a browser origin not allowed → `403`;
-//! 4. [`AuthLayer`]: the bearer token or JWT → `401`, an address failing it too often → `429`
+//! 4. [`Authentication`]: the bearer token or JWT → `401`, an address failing it too often → `429`
 //!    (with auth on);
-//! 5. [`SharedLimitLayer`]: the subject's (else the address's) fleet-wide budget → `429`, its
+//! 5. [`SharedLimit`]: the subject's (else the address's) fleet-wide budget → `429`, its
 //!    store failing → `503` when closed (with a shared rate limit);
 //! 6. [`BodyLayer`]: a POST's body read whole, within its size (`413`) and time (`408`);
 //! 7. [`MessageCheck`]: a refusal below it, whose body is no JSON-RPC message, is answered with
@@ -38,7 +38,7 @@ use url::Url;
 
 use super::answer::Answer;
 use super::auth::BearerAuth;
-use super::authenticate::AuthLayer;
+use super::authenticate::Authentication;
 use super::body::BodyLayer;
 use super::check::CheckLayer;
 use super::ended::SessionEnd;
@@ -49,7 +49,7 @@ use super::message_check::MessageCheck;
 use super::origin::Origins;
 use super::route::Routes;
 use super::sessions::SessionCap;
-use super::shared_limit::SharedLimitLayer;
+use super::shared_limit::SharedLimit;
 use crate::drain::InFlight;
 use crate::handler::Session;
 use crate::param_headers::ParamHeaderCheck;
@@ -90,7 +90,7 @@ impl Checks {
     pub(crate) fn stack(self, mcp: Mcp) -> Front {
         let auth: Option<BearerAuth> = self.routes.auth.clone();
         let auth = auth.map(|auth| {
-            AuthLayer::new(
+            Authentication::layer(
                 auth,
                 self.routes.resource.clone(),
                 self.metadata_url,
@@ -106,7 +106,7 @@ impl Checks {
         let shared_limit = self
             .shared_rate_limit
             .zip(self.rate_limit)
-            .map(|(shared, limit)| SharedLimitLayer::new(shared, limit));
+            .map(|(shared, limit)| SharedLimit::layer(shared, limit));
         let rate_limit = self
             .rate_limit
             .map(|limit| CheckLayer::new(Limiter::new(limit)));

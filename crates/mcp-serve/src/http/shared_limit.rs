@@ -4,17 +4,15 @@
 //! failing: `503` (closed) or through (open), the failure logged at most once per
 //! [`LOG_INTERVAL`].
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use agent_core::Principal;
 use http::{Request, StatusCode};
-use tower_layer::Layer;
-use tower_service::Service;
 
-use super::answer::{Answer, Answering, ClientAddr, plain, take, too_many};
+use super::answer::{Answer, ClientAddr, plain, too_many};
+use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
@@ -24,24 +22,25 @@ const LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// The answer when the store fails and `on_error` is closed.
 const UNREACHABLE: &str = "Service Unavailable: the shared rate-limit store is unreachable";
 
-/// The layer: `limit` counted in `shared`'s store.
-#[derive(Debug, Clone)]
-pub(crate) struct SharedLimitLayer(Arc<Settings>);
+/// The layer of [`SharedLimit`].
+pub(crate) type SharedLimitLayer = GateLayer<SharedLimit>;
 
+/// `limit` counted in `shared`'s store.
 #[derive(Debug)]
-struct Settings {
+pub(crate) struct SharedLimit {
     shared: SharedRateLimit,
     limit: RateLimit,
     failures: FailureLog,
 }
 
-impl SharedLimitLayer {
-    pub(crate) fn new(shared: SharedRateLimit, limit: RateLimit) -> Self {
-        Self(Arc::new(Settings {
+impl SharedLimit {
+    /// The layer counting `limit` in `shared`'s store.
+    pub(crate) fn layer(shared: SharedRateLimit, limit: RateLimit) -> SharedLimitLayer {
+        GateLayer::new(Self {
             shared,
             limit,
             failures: FailureLog::default(),
-        }))
+        })
     }
 }
 
@@ -79,58 +78,27 @@ impl FailureLog {
     }
 }
 
-impl<S> Layer<S> for SharedLimitLayer {
-    type Service = SharedLimited<S>;
-
-    fn layer(&self, inner: S) -> SharedLimited<S> {
-        SharedLimited {
-            settings: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`SharedLimitLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct SharedLimited<S> {
-    settings: Arc<Settings>,
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for SharedLimited<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Answering {
-        let settings = self.settings.clone();
-        let mut inner = take(&mut self.inner);
-        Box::pin(async move {
-            let shared = &settings.shared;
-            match shared.store().take(&key(&request), settings.limit).await {
-                Ok(Ok(())) => inner.call(request).await,
-                Ok(Err(wait)) => Ok(too_many(wait, "Too Many Requests")),
+impl Gate for SharedLimit {
+    fn pass<B: Send + 'static>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> impl Future<Output = Result<Request<B>, Answer>> + Send {
+        async move {
+            let on_error = self.shared.on_error();
+            match self.shared.store().take(&key(&request), self.limit).await {
+                Ok(Ok(())) => Ok(request),
+                Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
                 Err(error) => {
-                    let on_error = shared.on_error();
-                    settings.failures.note(&error, on_error, Instant::now());
+                    self.failures.note(&error, on_error, Instant::now());
                     match on_error {
                         OnStoreError::Closed => {
-                            Ok(plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE))
+                            Err(plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE))
                         }
-                        OnStoreError::Open => inner.call(request).await,
+                        OnStoreError::Open => Ok(request),
                     }
                 }
             }
-        })
+        }
     }
 }
 
@@ -155,7 +123,7 @@ mod tests {
 
     fn layer(store: impl RateLimitStore, on_error: OnStoreError) -> SharedLimitLayer {
         let shared = SharedRateLimit::new(Arc::new(store), on_error);
-        SharedLimitLayer::new(shared, RateLimit::new(0.001, 2))
+        SharedLimit::layer(shared, RateLimit::new(0.001, 2))
     }
 
     #[tokio::test]
