@@ -2,7 +2,6 @@
 //! with the challenge naming the protected-resource metadata; an address whose requests failed
 //! it too often is answered `429` instead, before its credentials are checked.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use agent_core::Principal;
@@ -83,19 +82,17 @@ impl Authentication {
 }
 
 impl Gate for Authentication {
-    fn pass<B: Send + 'static>(
+    async fn pass<B: Send + 'static>(
         self: Arc<Self>,
         mut request: Request<B>,
-    ) -> impl Future<Output = Result<Request<B>, Answer>> + Send {
-        async move {
-            let client = ClientAddr::of(&request);
-            let principal = self.refusal(request.headers(), client).await?;
-            // The session handler binds the session to it.
-            if let Some(principal) = principal {
-                request.extensions_mut().insert(principal);
-            }
-            Ok(request)
+    ) -> Result<Request<B>, Answer> {
+        let client = ClientAddr::of(&request);
+        let principal = self.refusal(request.headers(), client).await?;
+        // The session handler binds the session to it.
+        if let Some(principal) = principal {
+            request.extensions_mut().insert(principal);
         }
+        Ok(request)
     }
 }
 

@@ -4,7 +4,6 @@
 //! failing: `503` (closed) or through (open), the failure logged at most once per
 //! [`LOG_INTERVAL`].
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -79,23 +78,21 @@ impl FailureLog {
 }
 
 impl Gate for SharedLimit {
-    fn pass<B: Send + 'static>(
+    async fn pass<B: Send + 'static>(
         self: Arc<Self>,
         request: Request<B>,
-    ) -> impl Future<Output = Result<Request<B>, Answer>> + Send {
-        async move {
-            let on_error = self.shared.on_error();
-            match self.shared.store().take(&key(&request), self.limit).await {
-                Ok(Ok(())) => Ok(request),
-                Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
-                Err(error) => {
-                    self.failures.note(&error, on_error, Instant::now());
-                    match on_error {
-                        OnStoreError::Closed => {
-                            Err(plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE))
-                        }
-                        OnStoreError::Open => Ok(request),
+    ) -> Result<Request<B>, Answer> {
+        let on_error = self.shared.on_error();
+        match self.shared.store().take(&key(&request), self.limit).await {
+            Ok(Ok(())) => Ok(request),
+            Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
+            Err(error) => {
+                self.failures.note(&error, on_error, Instant::now());
+                match on_error {
+                    OnStoreError::Closed => {
+                        Err(plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE))
                     }
+                    OnStoreError::Open => Ok(request),
                 }
             }
         }
