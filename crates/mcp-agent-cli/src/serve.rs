@@ -253,7 +253,12 @@ async fn serve(
                 // Checked at start, whatever `on_error` says: a fleet misconfigured is told at
                 // once, not at the first request.
                 match super::shared_state::shared_rate_limit(state).await {
-                    Ok(shared) => options = options.with_shared_rate_limit(shared),
+                    Ok(shared) => {
+                        if options.rate_limit.is_none() {
+                            say("note: [serve] state is set without rate_limit: nothing to share");
+                        }
+                        options = options.with_shared_rate_limit(shared);
+                    }
                     Err(e) => {
                         say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
                         return Exit::Failed.into();
