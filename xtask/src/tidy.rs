@@ -175,6 +175,8 @@ fn tidy_dependency_rules() {
                 transports[1],
                 "mcp-client",
                 "mcp-connector",
+                "mcp-state",
+                "redis",
                 "reqwest",
             ],
             "serving knows the agent-side traits and rmcp's server side, no client transport",

@@ -249,6 +249,22 @@ async fn serve(
             if let Some(auth) = auth {
                 options = options.with_auth(auth);
             }
+            if let Some(state) = &settings.state {
+                // Checked at start, whatever `on_error` says: a fleet misconfigured is told at
+                // once, not at the first request.
+                match super::shared_state::shared_rate_limit(state).await {
+                    Ok(shared) => {
+                        if options.rate_limit.is_none() {
+                            say("note: [serve] state is set without rate_limit: nothing to share");
+                        }
+                        options = options.with_shared_rate_limit(shared);
+                    }
+                    Err(e) => {
+                        say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                        return Exit::Failed.into();
+                    }
+                }
+            }
             let http = match server.serve_http(options).await {
                 Ok(http) => http,
                 Err(e) => {

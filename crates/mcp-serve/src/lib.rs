@@ -70,7 +70,10 @@ pub use downstream::Downstream;
 pub use drain::{ServeState, ShutdownReport};
 pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
-pub use http::{BearerAuth, HttpOptions, HttpServer, JwksError, JwtAlgorithm, JwtAuth, RateLimit};
+pub use http::{
+    BearerAuth, HttpOptions, HttpServer, InProcessStore, JwksError, JwtAlgorithm, JwtAuth,
+    OnStoreError, RateLimit, RateLimitStore, SharedRateLimit, StoreError,
+};
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use server::ToolServer;

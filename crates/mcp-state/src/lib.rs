@@ -10,6 +10,8 @@
 //! - [`SealedStore`]: `get` / `put` (with a TTL) / `delete` of opaque values, sealed with
 //!   ChaCha20-Poly1305 under a [`SealKey`] and bound to their Redis key. What does not open
 //!   reads as absent.
+//! - [`RateLimiter`]: token buckets (GCRA) under `<prefix>rl:<key>`, each take one atomic Lua
+//!   script, each key expiring once its bucket is full again.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcp_state::StateError> {
@@ -32,12 +34,14 @@
 
 mod config;
 mod error;
+mod rate;
 mod seal;
 mod state;
 mod store;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::StateError;
+pub use rate::RateLimiter;
 pub use seal::SealKey;
 pub use state::RedisState;
 pub use store::SealedStore;

@@ -141,6 +141,21 @@ impl RedisState {
     }
 }
 
+impl RedisState {
+    /// Runs the script `invocation` for `op`, mapping a failure like [`query`](Self::query).
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StateError> {
+        let mut connection = self.connection.clone();
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| StateError::from_redis(&e, &self.addr, Some(op), self.password.as_deref()))
+    }
+}
+
 impl std::fmt::Debug for RedisState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisState")

@@ -12,6 +12,7 @@ use serde_json::Value;
 pub(crate) mod model;
 pub(crate) mod serve;
 mod serve_auth;
+mod serve_state;
 
 pub(crate) use model::ModelTable;
 pub(crate) use serve::ServeSettings;

@@ -22,6 +22,7 @@
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
+//! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too | none |
 //! | `history` | directory recording each session's run (one subdirectory each) | none |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
@@ -36,6 +37,7 @@ use mcp_agent::config::read::{
     type_name, whole_number,
 };
 use mcp_serve::{HttpOptions, RateLimit};
+use mcp_state::StateConfig;
 use serde_json::Value;
 
 pub(crate) use super::serve_auth::ServeAuth;
@@ -61,6 +63,7 @@ const SERVE_FIELDS: &[&str] = &[
     "idle_timeout_seconds",
     "approve",
     "history",
+    "state",
 ];
 
 /// The keys of `rate_limit`.
@@ -138,6 +141,8 @@ pub(crate) struct ServeSettings {
     pub(crate) approve: Approval,
     /// Where each session's run is recorded.
     pub(crate) history: Option<PathBuf>,
+    /// The fleet's shared state (its `Debug` hides the password).
+    pub(crate) state: Option<StateConfig>,
 }
 
 impl Default for ServeSettings {
@@ -152,6 +157,7 @@ impl Default for ServeSettings {
             max_calls_per_session: None,
             approve: Approval::default(),
             history: None,
+            state: None,
         }
     }
 }
@@ -244,6 +250,7 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
         }
         Some(PathBuf::from(dir))
     });
+    s.state = table.read("state", p, super::serve_state::read);
     s
 }
 

@@ -97,17 +97,8 @@ pub(super) fn read(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<S
         return jwt(v, &path.key("jwt"), p).map(|jwt| ServeAuth::Jwt(Box::new(jwt)));
     }
     let v = field(obj, "bearer_token_env")?;
-    let at = path.key("bearer_token_env");
-    let name = as_str(v, &at, p)?.trim();
-    if name.is_empty() || name.contains(['=', '\0', ' ']) {
-        p.push(
-            &at,
-            ProblemKind::InvalidValue,
-            format!("{} is not a valid environment variable name", shown(name)),
-        );
-        return None;
-    }
-    Some(ServeAuth::BearerTokenEnv(name.to_owned()))
+    let name = super::serve_state::env_var(v, &path.key("bearer_token_env"), p)?;
+    Some(ServeAuth::BearerTokenEnv(name))
 }
 
 /// Reads `auth.jwt` at `path`: which tokens the gateway accepts.

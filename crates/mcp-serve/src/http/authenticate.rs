@@ -2,23 +2,20 @@
 //! with the challenge naming the protected-resource metadata; an address whose requests failed
 //! it too often is answered `429` instead, before its credentials are checked.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use agent_core::Principal;
 use http::{HeaderValue, Request, StatusCode, header};
-use tower_layer::Layer;
-use tower_service::Service;
 use url::Url;
 
-use super::answer::{Answer, Answering, ClientAddr, plain, take, too_many};
+use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::auth::{BearerAuth, Verdict};
+use super::check::{Gate, GateLayer};
 use super::limit::{Limiter, RateLimit};
 
-/// What authentication checks against.
+/// The gate of authentication, with what it checks against.
 #[derive(Debug)]
-struct Settings {
+pub(crate) struct Authentication {
     auth: BearerAuth,
     /// The endpoint's URL (a JWT's default audience).
     resource: Url,
@@ -28,47 +25,29 @@ struct Settings {
     failures: Option<Limiter>,
 }
 
-/// Lets only requests with valid credentials ([`BearerAuth`]) pass.
-#[derive(Debug, Clone)]
-pub(crate) struct AuthLayer(Arc<Settings>);
+/// Lets only requests with valid credentials ([`BearerAuth`]) pass, with who they act for (a
+/// [`Principal`]) in their extensions.
+pub(crate) type AuthLayer = GateLayer<Authentication>;
 
-impl AuthLayer {
+impl Authentication {
     /// Checks `auth` for the endpoint `resource`, naming `metadata_url` in challenges; with
     /// `failure_limit`, an address out of that budget of failed requests is refused `429`.
-    pub(crate) fn new(
+    pub(crate) fn layer(
         auth: BearerAuth,
         resource: Url,
         metadata_url: Url,
         failure_limit: Option<RateLimit>,
-    ) -> Self {
-        Self(Arc::new(Settings {
+    ) -> AuthLayer {
+        GateLayer::new(Self {
             auth,
             resource,
             metadata_url,
             failures: failure_limit.map(Limiter::new),
-        }))
+        })
     }
 }
 
-impl<S> Layer<S> for AuthLayer {
-    type Service = Authenticated<S>;
-
-    fn layer(&self, inner: S) -> Authenticated<S> {
-        Authenticated {
-            settings: self.0.clone(),
-            inner,
-        }
-    }
-}
-
-/// The service of [`AuthLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct Authenticated<S> {
-    settings: Arc<Settings>,
-    inner: S,
-}
-
-impl Settings {
+impl Authentication {
     /// The refusal of a request from `client` with `headers`, or who it acts for when it
     /// passes.
     async fn refusal(
@@ -102,37 +81,18 @@ impl Settings {
     }
 }
 
-impl<S, B> Service<Request<B>> for Authenticated<S>
-where
-    S: Service<Request<B>, Response = Answer, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Answering;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Answering {
-        let settings = self.settings.clone();
-        let mut inner = take(&mut self.inner);
-        Box::pin(async move {
-            let mut request = request;
-            let client = ClientAddr::of(&request);
-            match settings.refusal(request.headers(), client).await {
-                Err(refused) => Ok(refused),
-                Ok(principal) => {
-                    // The session handler binds the session to it.
-                    if let Some(principal) = principal {
-                        request.extensions_mut().insert(principal);
-                    }
-                    inner.call(request).await
-                }
-            }
-        })
+impl Gate for Authentication {
+    async fn pass<B: Send + 'static>(
+        self: Arc<Self>,
+        mut request: Request<B>,
+    ) -> Result<Request<B>, Answer> {
+        let client = ClientAddr::of(&request);
+        let principal = self.refusal(request.headers(), client).await?;
+        // The session handler binds the session to it.
+        if let Some(principal) = principal {
+            request.extensions_mut().insert(principal);
+        }
+        Ok(request)
     }
 }
 
@@ -159,7 +119,7 @@ mod tests {
         let metadata: Url = "http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp"
             .parse()
             .unwrap();
-        let layer = AuthLayer::new(
+        let layer = Authentication::layer(
             BearerAuth::new("tok"),
             "http://127.0.0.1:1/mcp".parse().unwrap(),
             metadata.clone(),

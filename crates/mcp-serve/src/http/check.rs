@@ -1,12 +1,14 @@
 //! One shape for the front's checks: a [`Check`] looks at a request before it passes on
 //! (refusing it, or keeping what it needs, such as a guard) and may shape the answer from below;
-//! [`CheckLayer`] makes any check a tower layer. The checks that must wait for something
-//! (credentials, the body) are layers of their own.
+//! [`CheckLayer`] makes any check a tower layer. A check that must wait for something
+//! (credentials checked, a count in a store) is a [`Gate`], made a layer by [`GateLayer`]; the
+//! body's reading, which changes the request's type, is a layer of its own.
 //!
 //! tower-http's `ValidateRequestHeaderLayer` has the first half of this shape only: nothing of
 //! the request is kept for the answer, which the guards and the front's rewritten refusals need.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -14,7 +16,7 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::answer::{Answer, Answering, given};
+use super::answer::{Answer, Answering, given, take};
 
 /// A check of requests with bodies `B`.
 pub(crate) trait Check<B>: Send + Sync + 'static {
@@ -101,5 +103,86 @@ where
                 Box::pin(async move { Ok(C::answer(kept, answered.await?)) })
             }
         }
+    }
+}
+
+/// A check that must wait before a request passes on (perhaps with what it learnt in its
+/// extensions) or is refused.
+pub(crate) trait Gate: Send + Sync + 'static {
+    /// `Ok` with the request to pass on, `Err` with the refusal; a refused request reaches
+    /// nothing below.
+    fn pass<B: Send + 'static>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> impl Future<Output = Result<Request<B>, Answer>> + Send;
+}
+
+/// Runs its gate on every request.
+#[derive(Debug)]
+pub(crate) struct GateLayer<G>(Arc<G>);
+
+impl<G> GateLayer<G> {
+    pub(crate) fn new(gate: G) -> Self {
+        Self(Arc::new(gate))
+    }
+}
+
+impl<G> Clone for GateLayer<G> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<G, S> Layer<S> for GateLayer<G> {
+    type Service = Gated<G, S>;
+
+    fn layer(&self, inner: S) -> Gated<G, S> {
+        Gated {
+            gate: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of a [`GateLayer`].
+#[derive(Debug)]
+pub(crate) struct Gated<G, S> {
+    gate: Arc<G>,
+    inner: S,
+}
+
+impl<G, S: Clone> Clone for Gated<G, S> {
+    fn clone(&self) -> Self {
+        Self {
+            gate: self.gate.clone(),
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<G, S, B> Service<Request<B>> for Gated<G, S>
+where
+    G: Gate,
+    S: Service<Request<B>, Response = Answer, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Answering {
+        let passing = self.gate.clone().pass(request);
+        let mut inner = take(&mut self.inner);
+        Box::pin(async move {
+            match passing.await {
+                Ok(request) => inner.call(request).await,
+                Err(refused) => Ok(refused),
+            }
+        })
     }
 }

@@ -6,16 +6,18 @@
 //! 2. [`Routes`]: the endpoint's path passes, the protected-resource metadata is answered, any
 //!    other path is `404`;
 //! 3. [`Origins`]: a browser origin not allowed → `403`;
-//! 4. [`AuthLayer`]: the bearer token or JWT → `401`, an address failing it too often → `429`
+//! 4. [`Authentication`]: the bearer token or JWT → `401`, an address failing it too often → `429`
 //!    (with auth on);
-//! 5. [`BodyLayer`]: a POST's body read whole, within its size (`413`) and time (`408`);
-//! 6. [`MessageCheck`]: a refusal below it, whose body is no JSON-RPC message, is answered with
+//! 5. [`SharedLimit`]: the subject's (else the address's) fleet-wide budget → `429`, its
+//!    store failing → `503` when closed (with a shared rate limit);
+//! 6. [`BodyLayer`]: a POST's body read whole, within its size (`413`) and time (`408`);
+//! 7. [`MessageCheck`]: a refusal below it, whose body is no JSON-RPC message, is answered with
 //!    the JSON-RPC error saying so instead;
-//! 7. [`SessionCap`]: an `initialize` beyond the bound on sessions → `503` (with one);
-//! 8. [`ParamHeaderCheck`]: `Mcp-Param-*` headers disagreeing with a call → `400`;
-//! 9. [`Ids`]: a request under an id in flight in its session → `400`;
-//! 10. [`InFlight`]: a POST counts as in flight until answered (drain);
-//! 11. [`SessionEnd`]: a session ended by `DELETE` is answered `204`.
+//! 8. [`SessionCap`]: an `initialize` beyond the bound on sessions → `503` (with one);
+//! 9. [`ParamHeaderCheck`]: `Mcp-Param-*` headers disagreeing with a call → `400`;
+//! 10. [`Ids`]: a request under an id in flight in its session → `400`;
+//! 11. [`InFlight`]: a POST counts as in flight until answered (drain);
+//! 12. [`SessionEnd`]: a session ended by `DELETE` is answered `204`.
 //!
 //! Each refusal is answered where it is found and reaches nothing below, so a hostile request
 //! never reaches a session or the dispatcher; the order is that of the checks, so when several
@@ -36,16 +38,18 @@ use url::Url;
 
 use super::answer::Answer;
 use super::auth::BearerAuth;
-use super::authenticate::AuthLayer;
+use super::authenticate::Authentication;
 use super::body::BodyLayer;
 use super::check::CheckLayer;
 use super::ended::SessionEnd;
 use super::ids::Ids;
 use super::limit::{Limiter, RateLimit};
+use super::limit_store::SharedRateLimit;
 use super::message_check::MessageCheck;
 use super::origin::Origins;
 use super::route::Routes;
 use super::sessions::SessionCap;
+use super::shared_limit::SharedLimit;
 use crate::drain::InFlight;
 use crate::handler::Session;
 use crate::param_headers::ParamHeaderCheck;
@@ -65,6 +69,8 @@ pub(crate) struct Checks {
     /// Browser origins allowed, normalized.
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) rate_limit: Option<RateLimit>,
+    /// `rate_limit` counted in a store the fleet shares too.
+    pub(crate) shared_rate_limit: Option<SharedRateLimit>,
     /// Requests failing authentication, per client address (only with auth).
     pub(crate) auth_failure_limit: Option<RateLimit>,
     pub(crate) max_body: usize,
@@ -84,7 +90,7 @@ impl Checks {
     pub(crate) fn stack(self, mcp: Mcp) -> Front {
         let auth: Option<BearerAuth> = self.routes.auth.clone();
         let auth = auth.map(|auth| {
-            AuthLayer::new(
+            Authentication::layer(
                 auth,
                 self.routes.resource.clone(),
                 self.metadata_url,
@@ -97,6 +103,10 @@ impl Checks {
                 max,
             })
         });
+        let shared_limit = self
+            .shared_rate_limit
+            .zip(self.rate_limit)
+            .map(|(shared, limit)| SharedLimit::layer(shared, limit));
         let rate_limit = self
             .rate_limit
             .map(|limit| CheckLayer::new(Limiter::new(limit)));
@@ -105,6 +115,7 @@ impl Checks {
             .layer(CheckLayer::new(self.routes))
             .layer(CheckLayer::new(Origins(self.allowed_origins)))
             .option_layer(auth)
+            .option_layer(shared_limit)
             .layer(BodyLayer {
                 max: self.max_body,
                 timeout: self.body_timeout,

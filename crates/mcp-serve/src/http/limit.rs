@@ -1,6 +1,18 @@
 //! Request rate limiting: a token bucket per client address, and the front's layer that takes
 //! a token per request.
 //!
+//! What is counted where, with [`RateLimit`] set:
+//!
+//! - every request, per client address, in this replica's memory, before anything else
+//!   ([`Limiter`], the front's first check): a flood is refused without a round trip anywhere;
+//! - with a shared store ([`SharedRateLimit`](super::limit_store::SharedRateLimit)) too: every
+//!   request that passed authentication, once more against the fleet-wide budget in the store
+//!   ([`SharedLimitLayer`](super::shared_limit::SharedLimitLayer), just below authentication),
+//!   keyed by the JWT subject when the request has one, else by the client address. One client
+//!   then has the same budget however many replicas it reaches;
+//! - requests failing authentication, per client address, in memory (the authentication
+//!   layer's own budget).
+//!
 //! The bucket is this crate's own rather than `governor`'s keyed limiter: the limit on failed
 //! authentications must look whether an address has a token left *without* taking one (a
 //! request with valid credentials costs nothing, yet an address out of budget is refused before
@@ -8,6 +20,7 @@
 //! (<https://github.com/boinkor-net/governor/issues/15>). One bucket serves both limits.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -53,8 +66,9 @@ impl RateLimit {
 /// How many client buckets are kept; beyond, full (idle) buckets are forgotten first.
 const MAX_CLIENTS: usize = 4096;
 
+/// One key's tokens, as of `at`.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub(crate) struct Bucket {
     tokens: f64,
     at: Instant,
 }
@@ -101,29 +115,39 @@ impl Limiter {
     }
 
     fn take_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
-        let burst = f64::from(self.limit.burst);
-        let rate = self.limit.per_second;
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        if buckets.len() >= MAX_CLIENTS && !buckets.contains_key(&client) {
-            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
-            if buckets.len() >= MAX_CLIENTS {
-                buckets.clear();
-            }
+        take_from(&mut buckets, client, self.limit, now)
+    }
+}
+
+/// Takes a token from `key`'s bucket among `buckets` under `limit` at `now`: `Ok` when it had
+/// one, else how long until it has. Beyond [`MAX_CLIENTS`] buckets, full ones are forgotten.
+pub(crate) fn take_from<K: Hash + Eq>(
+    buckets: &mut HashMap<K, Bucket>,
+    key: K,
+    limit: RateLimit,
+    now: Instant,
+) -> Result<(), Duration> {
+    let burst = f64::from(limit.burst);
+    let rate = limit.per_second;
+    if buckets.len() >= MAX_CLIENTS && !buckets.contains_key(&key) {
+        buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
+        if buckets.len() >= MAX_CLIENTS {
+            buckets.clear();
         }
-        let bucket = buckets.entry(client).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        let refilled =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
-        bucket.at = now;
-        if refilled >= 1.0 {
-            bucket.tokens = refilled - 1.0;
-            Ok(())
-        } else {
-            bucket.tokens = refilled;
-            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
-        }
+    }
+    let bucket = buckets.entry(key).or_insert(Bucket {
+        tokens: burst,
+        at: now,
+    });
+    let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
+    bucket.at = now;
+    if refilled >= 1.0 {
+        bucket.tokens = refilled - 1.0;
+        Ok(())
+    } else {
+        bucket.tokens = refilled;
+        Err(Duration::from_secs_f64((1.0 - refilled) / rate))
     }
 }
 

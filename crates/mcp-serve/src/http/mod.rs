@@ -33,16 +33,19 @@ mod in_flight;
 mod jwks;
 mod jwt;
 mod limit;
+mod limit_store;
 mod message_check;
 mod origin;
 mod params;
 mod route;
 mod sessions;
+mod shared_limit;
 
 pub use auth::BearerAuth;
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
+pub use limit_store::{InProcessStore, OnStoreError, RateLimitStore, SharedRateLimit, StoreError};
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
 ///
@@ -89,6 +92,11 @@ pub struct HttpOptions {
     pub max_sessions: Option<usize>,
     /// Requests per second per client address. Default none.
     pub rate_limit: Option<RateLimit>,
+    /// [`rate_limit`](Self::rate_limit) counted fleet-wide too, in a store the replicas share,
+    /// per JWT subject for authenticated requests and per client address otherwise (after
+    /// authentication; the per-address count in memory stays before it). Default none: only
+    /// in memory.
+    pub shared_rate_limit: Option<SharedRateLimit>,
     /// Requests failing authentication, per client address: once an address has used its
     /// budget, its requests are answered `429 Too Many Requests` (with `Retry-After`)
     /// without being checked, valid tokens from that address included, until the budget
@@ -128,6 +136,7 @@ impl Default for HttpOptions {
             sse_keep_alive: Some(Duration::from_secs(15)),
             max_sessions: None,
             rate_limit: None,
+            shared_rate_limit: None,
             auth_failure_limit: Some(RateLimit::new(1.0, 10)),
             max_connections: 512,
             max_connections_per_address: None,
@@ -212,6 +221,14 @@ impl HttpOptions {
     #[must_use]
     pub fn with_rate_limit(mut self, limit: RateLimit) -> Self {
         self.rate_limit = Some(limit);
+        self
+    }
+
+    /// Sets [`shared_rate_limit`](Self::shared_rate_limit) (counted only with a
+    /// [`rate_limit`](Self::rate_limit)).
+    #[must_use]
+    pub fn with_shared_rate_limit(mut self, shared: SharedRateLimit) -> Self {
+        self.shared_rate_limit = Some(shared);
         self
     }
 
@@ -405,6 +422,7 @@ impl ToolServer {
             metadata_url: endpoint.metadata_url.clone(),
             allowed_origins: endpoint.origins,
             rate_limit: options.rate_limit,
+            shared_rate_limit: options.shared_rate_limit.clone(),
             auth_failure_limit: options.auth_failure_limit,
             max_body: self.max_request_bytes_value(),
             body_timeout: options.body_read_timeout,

@@ -3,5 +3,6 @@
 //! they skip with a note, or fail under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`.
 
 mod connect;
+mod rate;
 mod sealed;
 mod support;

@@ -1,0 +1,143 @@
+//! `[serve] state` wired into the gateway: mcp-state's Redis rate limiter as mcp-serve's
+//! [`RateLimitStore`], so that `[serve] rate_limit` is counted fleet-wide (mcp-serve knows no
+//! Redis, mcp-state no gateway; this adapter is where they meet).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_serve::{OnStoreError, RateLimit, RateLimitStore, SharedRateLimit, StoreError};
+use mcp_state::{OnError, RateLimiter, RedisState, StateConfig, StateError};
+
+/// Buckets counted in the fleet's Redis.
+struct RedisLimits(RateLimiter);
+
+#[async_trait]
+impl RateLimitStore for RedisLimits {
+    async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError> {
+        self.0
+            .take(key, limit.per_second, limit.burst)
+            .await
+            .map_err(|e| StoreError::new(format!("Redis at {}", self.0.addr()), e.to_string()))
+    }
+}
+
+/// Connects to the state of `config` (checked: reachable, credentials accepted) and counts
+/// the rate limit there, doing what `on_error` says when Redis fails later.
+pub(crate) async fn shared_rate_limit(config: &StateConfig) -> Result<SharedRateLimit, StateError> {
+    let state = RedisState::connect(config).await?;
+    let on_error = match state.on_error() {
+        OnError::Open => OnStoreError::Open,
+        OnError::Closed => OnStoreError::Closed,
+    };
+    Ok(SharedRateLimit::new(
+        Arc::new(RedisLimits(state.rate_limiter())),
+        on_error,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use mcp_agent::prelude::{ToolCatalog, ToolDispatcher};
+    use mcp_agent::{ToolCall, ToolDescriptor, ToolError, ToolOutput};
+    use mcp_serve::{Exposure, HttpOptions, HttpServer, RateLimit, ToolServer};
+    use mcp_state::{OnError, StateConfig};
+    use mcp_test_kit::bounded;
+    use mcp_test_kit::redis::RedisServer;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// No tools: the requests under test end at the front.
+    struct NoTools;
+
+    impl ToolCatalog for NoTools {
+        fn tools(&self) -> Vec<ToolDescriptor> {
+            Vec::new()
+        }
+    }
+
+    #[async_trait]
+    impl ToolDispatcher for NoTools {
+        async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+            Err(ToolError::unknown_tool(call.name, Vec::new()))
+        }
+    }
+
+    /// A gateway replica counting 5 requests per ~1000 s in the Redis at `url`.
+    async fn replica(url: &str, on_error: OnError) -> HttpServer {
+        let config = StateConfig {
+            on_error,
+            ..StateConfig::new(url)
+        };
+        let shared = bounded(super::shared_rate_limit(&config))
+            .await
+            .expect("the state");
+        let options = HttpOptions::default()
+            .with_rate_limit(RateLimit::new(0.001, 5))
+            .with_shared_rate_limit(shared)
+            .with_sse_keep_alive(None);
+        ToolServer::new(Arc::new(NoTools), Exposure::read_only())
+            .serve_http(options)
+            .await
+            .expect("serve over HTTP")
+    }
+
+    /// POSTs `initialize` to `server` over a fresh connection: the status and `Retry-After`.
+    async fn initialize(server: &HttpServer) -> (u16, Option<u64>) {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let request = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            server.url().path(),
+            server.local_addr(),
+            body.len()
+        );
+        bounded(async {
+            let mut stream = TcpStream::connect(server.local_addr()).await.unwrap();
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let status = head[9..12].parse().unwrap();
+            let retry = head
+                .lines()
+                .find_map(|l| l.strip_prefix("retry-after: "))
+                .map(|v| v.trim().parse().unwrap());
+            (status, retry)
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_replicas_share_one_budget_and_its_store_failing_is_closed_or_open() {
+        let Some(redis) = bounded(RedisServer::start()).await else {
+            return;
+        };
+        let replicas = [
+            replica(&redis.url(), OnError::Closed).await,
+            replica(&redis.url(), OnError::Open).await,
+        ];
+        for i in 0..5 {
+            let (status, _) = initialize(&replicas[i % 2]).await;
+            assert_eq!(status, 200, "request {i} of the fleet's 5");
+        }
+        for replica in &replicas {
+            let (status, retry) = initialize(replica).await;
+            assert_eq!(
+                status, 429,
+                "the 6th, on either replica: the budget is the fleet's"
+            );
+            assert!(retry.is_some_and(|s| s > 900), "about 1000 s: {retry:?}");
+        }
+        drop(redis);
+        assert_eq!(initialize(&replicas[0]).await.0, 503, "closed");
+        assert_eq!(initialize(&replicas[1]).await.0, 200, "open");
+    }
+}

@@ -1,0 +1,176 @@
+//! The fleet-wide rate limit's layer, just below authentication: each request takes a token
+//! of its key's bucket in the shared store — `sub:<JWT subject>` when authentication named
+//! one, else `addr:<client address>`. Out of budget: `429` with `Retry-After`; the store
+//! failing: `503` (closed) or through (open), the failure logged at most once per
+//! [`LOG_INTERVAL`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use agent_core::Principal;
+use http::{Request, StatusCode};
+
+use super::answer::{Answer, ClientAddr, plain, too_many};
+use super::check::{Gate, GateLayer};
+use super::limit::RateLimit;
+use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
+
+/// At most one warning about a failing store per this interval.
+const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The answer when the store fails and `on_error` is closed.
+const UNREACHABLE: &str = "Service Unavailable: the shared rate-limit store is unreachable";
+
+/// The layer of [`SharedLimit`].
+pub(crate) type SharedLimitLayer = GateLayer<SharedLimit>;
+
+/// `limit` counted in `shared`'s store.
+#[derive(Debug)]
+pub(crate) struct SharedLimit {
+    shared: SharedRateLimit,
+    limit: RateLimit,
+    failures: FailureLog,
+}
+
+impl SharedLimit {
+    /// The layer counting `limit` in `shared`'s store.
+    pub(crate) fn layer(shared: SharedRateLimit, limit: RateLimit) -> SharedLimitLayer {
+        GateLayer::new(Self {
+            shared,
+            limit,
+            failures: FailureLog::default(),
+        })
+    }
+}
+
+/// The key of `request`'s bucket: its subject when authenticated, else its address.
+fn key<B>(request: &Request<B>) -> String {
+    match request.extensions().get::<Principal>() {
+        Some(principal) => format!("sub:{}", principal.subject()),
+        None => format!("addr:{}", ClientAddr::of(request)),
+    }
+}
+
+/// When a failure was last logged, and how many were not since.
+#[derive(Debug, Default)]
+struct FailureLog(Mutex<(Option<Instant>, u64)>);
+
+impl FailureLog {
+    /// Logs `error` unless one was logged less than [`LOG_INTERVAL`] before `now`.
+    fn note(&self, error: &StoreError, on_error: OnStoreError, now: Instant) -> bool {
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if last
+            .0
+            .is_some_and(|at| now.duration_since(at) < LOG_INTERVAL)
+        {
+            last.1 += 1;
+            return false;
+        }
+        let unlogged = std::mem::take(&mut last.1);
+        *last = (Some(now), 0);
+        let action = match on_error {
+            OnStoreError::Closed => "refusing requests (503)",
+            OnStoreError::Open => "letting requests through uncounted",
+        };
+        tracing::warn!(%error, unlogged, "shared rate limit: {action}");
+        true
+    }
+}
+
+impl Gate for SharedLimit {
+    async fn pass<B: Send + 'static>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> Result<Request<B>, Answer> {
+        let on_error = self.shared.on_error();
+        match self.shared.store().take(&key(&request), self.limit).await {
+            Ok(Ok(())) => Ok(request),
+            Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
+            Err(error) => {
+                self.failures.note(&error, on_error, Instant::now());
+                match on_error {
+                    OnStoreError::Closed => {
+                        Err(plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE))
+                    }
+                    OnStoreError::Open => Ok(request),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::http::answer::testing::through;
+    use crate::http::limit_store::{InProcessStore, RateLimitStore};
+
+    fn from(client: &str, subject: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(ClientAddr(client.parse().unwrap()));
+        if let Some(subject) = subject {
+            request.extensions_mut().insert(Principal::new(subject));
+        }
+        request
+    }
+
+    fn layer(store: impl RateLimitStore, on_error: OnStoreError) -> SharedLimitLayer {
+        let shared = SharedRateLimit::new(Arc::new(store), on_error);
+        SharedLimit::layer(shared, RateLimit::new(0.001, 2))
+    }
+
+    #[tokio::test]
+    async fn each_subject_and_each_anonymous_address_has_its_own_budget() {
+        let layer = layer(InProcessStore::default(), OnStoreError::Closed);
+        for _ in 0..2 {
+            let (answer, reached) = through(&layer, from("10.0.0.1", Some("alice"))).await;
+            assert_eq!((answer.status.as_u16(), reached), (200, 1));
+        }
+        let (answer, reached) = through(&layer, from("10.0.0.9", Some("alice"))).await;
+        assert_eq!(
+            (answer.status.as_u16(), reached),
+            (429, 0),
+            "the subject's budget, from any address"
+        );
+        assert!(answer.headers.contains_key("retry-after"));
+        let (answer, _) = through(&layer, from("10.0.0.1", Some("bob"))).await;
+        assert_eq!(answer.status.as_u16(), 200, "another subject, same address");
+        let (answer, _) = through(&layer, from("10.0.0.1", None)).await;
+        assert_eq!(answer.status.as_u16(), 200, "the address, unauthenticated");
+    }
+
+    struct Down;
+
+    #[async_trait]
+    impl RateLimitStore for Down {
+        async fn take(&self, _: &str, _: RateLimit) -> Result<Result<(), Duration>, StoreError> {
+            Err(StoreError::new("test store", "down"))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_refuses_when_closed_and_lets_through_when_open() {
+        let (answer, reached) =
+            through(&layer(Down, OnStoreError::Closed), from("10.0.0.1", None)).await;
+        assert_eq!((answer.status.as_u16(), reached), (503, 0));
+        assert_eq!(answer.body, UNREACHABLE);
+        let (answer, reached) =
+            through(&layer(Down, OnStoreError::Open), from("10.0.0.1", None)).await;
+        assert_eq!((answer.status.as_u16(), reached), (200, 1));
+    }
+
+    #[test]
+    fn failures_are_logged_at_most_once_per_interval() {
+        let log = FailureLog::default();
+        let error = StoreError::new("test store", "down");
+        let t0 = Instant::now();
+        assert!(log.note(&error, OnStoreError::Closed, t0));
+        assert!(!log.note(&error, OnStoreError::Closed, t0 + Duration::from_secs(1)));
+        assert!(!log.note(&error, OnStoreError::Closed, t0 + Duration::from_secs(9)));
+        assert!(log.note(&error, OnStoreError::Closed, t0 + LOG_INTERVAL));
+    }
+}

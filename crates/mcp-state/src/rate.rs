@@ -1,0 +1,124 @@
+//! `RateLimiter`: token buckets in Redis, one per key, shared by every replica. Each take is
+//! one Lua script (GCRA: the key holds the bucket's "theoretical arrival time" in ms, by the
+//! server's clock), so concurrent takes from any replica never overdraw; the key expires when
+//! the bucket would be full again, so idle keys vanish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Script;
+
+use crate::error::StateError;
+use crate::state::RedisState;
+
+/// GCRA in one step. `KEYS[1]`: the bucket; `ARGV[1]`: ms between tokens; `ARGV[2]`: burst.
+/// Returns `{1, 0}` when a token was taken, `{0, ms until one is}` when not.
+const GCRA: &str = r"
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) * 1000 + tonumber(now_parts[2]) / 1000
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local allowed_at = tat - (burst - 1) * interval
+if now < allowed_at then
+  return {0, math.ceil(allowed_at - now)}
+end
+local next_tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%.3f', next_tat), 'PX', math.max(1, math.ceil(next_tat - now)))
+return {1, 0}
+";
+
+/// Token buckets under `<prefix>rl:<key>`, taken from atomically on the server.
+///
+/// ```no_run
+/// # async fn demo(state: mcp_state::RedisState) -> Result<(), mcp_state::StateError> {
+/// let limiter = state.rate_limiter();
+/// // 10 requests a second, in bursts of up to 20, for `sub:alice` fleet-wide.
+/// match limiter.take("sub:alice", 10.0, 20).await? {
+///     Ok(()) => { /* serve */ }
+///     Err(wait) => println!("retry after {wait:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    state: RedisState,
+    script: Arc<Script>,
+}
+
+impl RedisState {
+    /// The rate limiter on this connection, under this state's prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// let limiter = state.rate_limiter();
+    /// assert_eq!(limiter.key("addr:10.0.0.1"), "mcp-agent:rl:addr:10.0.0.1");
+    /// # }
+    /// ```
+    pub fn rate_limiter(&self) -> RateLimiter {
+        RateLimiter {
+            state: self.clone(),
+            script: Arc::new(Script::new(GCRA)),
+        }
+    }
+}
+
+impl RateLimiter {
+    /// Takes a token of `key`'s bucket, refilled with `per_second` tokens a second (at least
+    /// 0.001) up to `burst` (at least 1): `Ok(Ok(()))` when it had one, `Ok(Err(wait))` when it
+    /// has one after `wait`, `Err` ([`StateError::Command`], [`StateError::AuthFailed`]) when
+    /// Redis failed.
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: mcp_state::RateLimiter) -> Result<(), mcp_state::StateError> {
+    /// assert!(limiter.take("addr:10.0.0.1", 0.001, 1).await?.is_ok());
+    /// assert!(limiter.take("addr:10.0.0.1", 0.001, 1).await?.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take(
+        &self,
+        key: &str,
+        per_second: f64,
+        burst: u32,
+    ) -> Result<Result<(), Duration>, StateError> {
+        let per_second = if per_second.is_finite() {
+            per_second.max(0.001)
+        } else {
+            0.001
+        };
+        let interval_ms = 1000.0 / per_second;
+        let mut invocation = self.script.key(self.key(key));
+        invocation.arg(interval_ms).arg(burst.max(1));
+        let (taken, wait_ms): (i64, i64) = self.state.invoke("rate limit", &invocation).await?;
+        Ok(if taken == 1 {
+            Ok(())
+        } else {
+            Err(Duration::from_millis(wait_ms.max(1).unsigned_abs()))
+        })
+    }
+
+    /// The full Redis key of `key`'s bucket: the state's prefix, `rl:`, then `key`.
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: mcp_state::RateLimiter) {
+    /// assert!(limiter.key("sub:alice").ends_with("rl:sub:alice"));
+    /// # }
+    /// ```
+    pub fn key(&self, key: &str) -> String {
+        self.state.key(&format!("rl:{key}"))
+    }
+
+    /// The server as `host:port`, to name it in errors.
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: mcp_state::RateLimiter) {
+    /// println!("counting at {}", limiter.addr());
+    /// # }
+    /// ```
+    pub fn addr(&self) -> &str {
+        self.state.addr()
+    }
+}

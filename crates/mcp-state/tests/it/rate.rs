@@ -1,0 +1,77 @@
+//! The rate limiter against a real Redis: one budget per key across connections (replicas),
+//! keys that expire, and a failure once the server is gone.
+
+use mcp_state::{RedisState, StateConfig, StateError};
+use mcp_test_kit::bounded;
+
+use crate::support::fixture;
+
+#[tokio::test]
+async fn a_keys_budget_is_shared_by_every_replica_and_each_key_has_its_own() {
+    let Some(mut fx) = fixture().await else {
+        return;
+    };
+    let other = bounded(RedisState::connect(&StateConfig::new(fx.server.url())))
+        .await
+        .expect("a second replica");
+    let replicas = [fx.state.rate_limiter(), other.rate_limiter()];
+    for i in 0..5 {
+        let taken = bounded(replicas[i % 2].take("sub:alice", 0.001, 5)).await;
+        assert_eq!(taken, Ok(Ok(())), "take {i}");
+    }
+    for replica in &replicas {
+        let wait = bounded(replica.take("sub:alice", 0.001, 5))
+            .await
+            .expect("counted")
+            .expect_err("the sixth take, on either replica");
+        assert!(
+            wait > std::time::Duration::from_secs(900),
+            "about one token's time, 1000 s: {wait:?}"
+        );
+    }
+    let bob = bounded(replicas[1].take("sub:bob", 0.001, 5)).await;
+    assert_eq!(bob, Ok(Ok(())), "another key");
+
+    let key = replicas[0].key("sub:alice");
+    assert_eq!(key, "mcp-agent:rl:sub:alice");
+    let ttl: i64 = fx.raw(redis::cmd("PTTL").arg(&key)).await;
+    assert!(
+        ttl > 0 && ttl <= 5_000_000,
+        "the key expires once its bucket is full again: {ttl}"
+    );
+}
+
+#[tokio::test]
+async fn a_quick_bucket_refills() {
+    let Some(fx) = fixture().await else {
+        return;
+    };
+    let limiter = fx.state.rate_limiter();
+    assert_eq!(bounded(limiter.take("addr:a", 1000.0, 1)).await, Ok(Ok(())));
+    let wait = bounded(limiter.take("addr:a", 1000.0, 1))
+        .await
+        .expect("counted")
+        .expect_err("burst of one");
+    assert!(wait <= std::time::Duration::from_millis(2), "{wait:?}");
+}
+
+#[tokio::test]
+async fn a_stopped_server_is_a_command_error() {
+    let Some(fx) = fixture().await else {
+        return;
+    };
+    let limiter = fx.state.rate_limiter();
+    drop(fx.raw);
+    drop(fx.server);
+    let failed = bounded(limiter.take("addr:a", 1.0, 1)).await;
+    assert!(
+        matches!(
+            failed,
+            Err(StateError::Command {
+                op: "rate limit",
+                ..
+            })
+        ),
+        "{failed:?}"
+    );
+}
