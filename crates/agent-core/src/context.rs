@@ -133,6 +133,7 @@ impl RunContext {
 ///     .build();
 /// assert_eq!(context.outputs().limits().max_output_bytes, 4096);
 /// ```
+#[derive(Clone)]
 pub struct RunContextBuilder {
     sink: Arc<dyn EventSink>,
     capacity: usize,
@@ -210,6 +211,11 @@ impl RunContextBuilder {
     pub fn redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = redactor;
         self
+    }
+
+    /// The secret engine set so far.
+    pub(crate) fn configured_redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// Sets who the run acts for.

@@ -18,10 +18,10 @@ use super::policy::PolicyLayer;
 use super::timeout::TimeoutLayer;
 use super::{BoxCallService, CallRequest, CallResolver, CallService, OutputReader, ResolvedCall};
 use crate::{
-    AllowAll, ApprovalGate, ApprovalRules, DEFAULT_EVENT_CAPACITY, EventBus, EventReceiver,
-    EventSink, History, HistoryError, IdentityRules, NoopEventSink, OutputLimits, OutputStore,
-    Redactor, RunContext, RunContextBuilder, Runner, ToolCall, ToolCatalog, ToolDescriptor,
-    ToolDispatcher, ToolError, ToolOutput, ToolPolicy,
+    AllowAll, ApprovalGate, ApprovalRules, EventBus, EventReceiver, EventSink, History,
+    HistoryError, IdentityRules, OutputLimits, OutputStore, Redactor, RunContext,
+    RunContextBuilder, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError,
+    ToolOutput, ToolPolicy,
 };
 
 /// How long the approval gate may take to answer, by default: 5 minutes.
@@ -66,11 +66,8 @@ pub struct GovernedLayer {
     gate: Arc<dyn ApprovalGate>,
     approval_timeout: Duration,
     call_timeout: Option<Duration>,
-    sink: Arc<dyn EventSink>,
-    event_capacity: usize,
-    history: Option<Arc<History>>,
-    redactor: Redactor,
-    output: OutputLimits,
+    /// The run state's settings: event sink and capacity, history, redactor, output limits.
+    context: RunContextBuilder,
     output_reader: Option<Arc<dyn OutputReader>>,
 }
 
@@ -81,8 +78,7 @@ impl std::fmt::Debug for GovernedLayer {
             .field("approval", &self.approval)
             .field("approval_timeout", &self.approval_timeout)
             .field("call_timeout", &self.call_timeout)
-            .field("history", &self.history)
-            .field("output", &self.output)
+            .field("context", &self.context)
             .field(
                 "output_reader",
                 &self.output_reader.as_ref().map(|r| r.name().to_owned()),
@@ -107,11 +103,7 @@ impl GovernedLayer {
             gate: Arc::new(super::approval::NoGate),
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             call_timeout: None,
-            sink: Arc::new(NoopEventSink),
-            event_capacity: DEFAULT_EVENT_CAPACITY,
-            history: None,
-            redactor: Redactor::new(),
-            output: OutputLimits::default(),
+            context: RunContext::builder(),
             output_reader: None,
         }
     }
@@ -162,14 +154,14 @@ impl GovernedLayer {
     /// Sets the synchronous event sink.
     #[must_use]
     pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
-        self.sink = sink;
+        self.context = self.context.event_sink(sink);
         self
     }
 
     /// Sets how many events a subscriber may fall behind before it misses some.
     #[must_use]
     pub fn event_capacity(mut self, capacity: usize) -> Self {
-        self.event_capacity = capacity;
+        self.context = self.context.event_capacity(capacity);
         self
     }
 
@@ -177,7 +169,7 @@ impl GovernedLayer {
     /// (as the model sees it) to `messages.jsonl`.
     #[must_use]
     pub fn history(mut self, history: History) -> Self {
-        self.history = Some(Arc::new(history));
+        self.context = self.context.history(Arc::new(history));
         self
     }
 
@@ -185,20 +177,20 @@ impl GovernedLayer {
     /// to every line).
     #[must_use]
     pub fn redactor(mut self, redactor: Redactor) -> Self {
-        self.redactor = redactor;
+        self.context = self.context.redactor(redactor);
         self
     }
 
     /// The redactor set so far, for extending it with a run's own secrets
     /// (`layer.configured_redactor().clone().with_secrets(…)`).
     pub fn configured_redactor(&self) -> &Redactor {
-        &self.redactor
+        self.context.configured_redactor()
     }
 
     /// Sets the output limits.
     #[must_use]
     pub fn output_limits(mut self, limits: OutputLimits) -> Self {
-        self.output = limits;
+        self.context = self.context.output_limits(limits);
         self
     }
 
@@ -215,14 +207,8 @@ impl GovernedLayer {
     /// only the run knows (its secrets, its principal) before [`layer_in`](Self::layer_in).
     pub fn run_context(&self) -> RunContextBuilder {
         // A learned set of the run's own: what one run learns, no other run sees.
-        let mut context = RunContext::builder()
-            .event_sink(Arc::clone(&self.sink))
-            .event_capacity(self.event_capacity)
-            .redactor(self.redactor.clone().with_own_learned())
-            .output_limits(self.output.clone());
-        if let Some(history) = &self.history {
-            context = context.history(Arc::clone(history));
-        }
+        let redactor = self.configured_redactor().clone().with_own_learned();
+        let mut context = self.context.clone().redactor(redactor);
         if let Some(reader) = &self.output_reader {
             context = context.output_reader_name(reader.name());
         }
