@@ -114,7 +114,7 @@ use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
 pub use challenge::Challenge;
-pub use error::{AuthError, FetchError, StoreError};
+pub use error::{AuthError, FetchError, ShareError, StoreError};
 pub use fetch::HttpFetch;
 #[cfg(feature = "oauth")]
 pub use oauth::login::{
@@ -123,7 +123,7 @@ pub use oauth::login::{
     TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
 #[cfg(feature = "oauth")]
-pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
+pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions, SharedEntry, SharedTokens};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
 /// only the header names.
