@@ -177,7 +177,19 @@ async fn serve(
         names,
     } = gateway;
     let mut signals = Signals::install();
-    let connectors = match mcp_agent::connectors() {
+    let tokens = match &settings.state {
+        Some(state) => match super::shared_state::shared_tokens(state).await {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                return Exit::Failed.into();
+            }
+        },
+        None => None,
+    };
+    let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
+        mcp_agent::connectors_with_shared_tokens(tokens)
+    }) {
         Ok(c) => c,
         Err(e) => return fail(secrets, &e),
     };
