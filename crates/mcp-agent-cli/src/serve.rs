@@ -187,6 +187,7 @@ async fn serve(
         },
         None => None,
     };
+    let sharing_tokens = tokens.is_some();
     let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
         mcp_agent::connectors_with_shared_tokens(tokens)
     }) {
@@ -266,7 +267,7 @@ async fn serve(
                 // once, not at the first request.
                 match super::shared_state::shared_rate_limit(state).await {
                     Ok(shared) => {
-                        if options.rate_limit.is_none() {
+                        if options.rate_limit.is_none() && !sharing_tokens {
                             say("note: [serve] state is set without rate_limit: nothing to share");
                         }
                         options = options.with_shared_rate_limit(shared);

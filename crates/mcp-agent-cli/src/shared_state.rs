@@ -139,6 +139,29 @@ mod tests {
         .await
     }
 
+    #[tokio::test]
+    async fn tokens_are_shared_only_with_a_usable_seal_key() {
+        // Without a seal key nothing is shared, and Redis is not even asked.
+        let config = StateConfig::new("redis://127.0.0.1:1");
+        assert!(
+            bounded(super::shared_tokens(&config))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // A seal key variable that is unset is an error naming it, before any connection.
+        let config = StateConfig {
+            seal_key_env: Some("MCP_AGENT_TEST_UNSET_SEAL_KEY".into()),
+            ..StateConfig::new("redis://127.0.0.1:1")
+        };
+        let e = bounded(super::shared_tokens(&config)).await.err().unwrap();
+        assert!(matches!(e, mcp_state::StateError::SealKey { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("MCP_AGENT_TEST_UNSET_SEAL_KEY"),
+            "{e}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_replicas_share_one_budget_and_its_store_failing_is_closed_or_open() {
         let Some(redis) = bounded(RedisServer::start()).await else {

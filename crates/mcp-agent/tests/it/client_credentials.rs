@@ -80,7 +80,10 @@ async fn a_cold_fleet_sends_one_request_and_a_later_replica_none() {
     let keys: Vec<String> = fleet.raw(redis::cmd("KEYS").arg("*")).await;
     assert_eq!(keys, fleet.entries().await, "only the entry: {keys:?}");
     for key in &keys {
-        assert!(!key.contains(CLIENT_ID) && !key.contains(CLIENT_SECRET), "{key}");
+        assert!(
+            !key.contains(CLIENT_ID) && !key.contains(CLIENT_SECRET),
+            "{key}"
+        );
         let value: Vec<u8> = fleet.raw(redis::cmd("GET").arg(key)).await;
         let text = String::from_utf8_lossy(&value);
         assert!(!text.contains("at-1") && !text.contains("Bearer"), "{text}");

@@ -22,7 +22,11 @@ async fn replicas_with_another_key_or_none_fetch_their_own_and_overwrite_nothing
     let other = fleet.replica(OTHER_KEY).await;
     assert_eq!(token(&other).await, "Bearer at-2", "its own");
     assert_eq!(fleet.entries().await.len(), 2, "each key its own name");
-    assert_eq!(other.tokens.as_ref().unwrap().rejected(), 0, "nothing to refuse");
+    assert_eq!(
+        other.tokens.as_ref().unwrap().rejected(),
+        0,
+        "nothing to refuse"
+    );
     // Each group still reads its own.
     assert_eq!(token(&fleet.replica(KEY).await).await, "Bearer at-1");
     assert_eq!(token(&fleet.replica(OTHER_KEY).await).await, "Bearer at-2");
@@ -49,15 +53,24 @@ async fn an_entry_sealed_with_another_key_or_altered_is_ignored_and_fetched_agai
         .await
         .unwrap();
     let foreign = state.sealed_store(SealKey::from_bytes(&OTHER_KEY));
-    let forged = br#"{"v":1,"access_token":"forged","expires_at_ms":99999999999999,"lifetime_ms":3600000}"#;
+    let forged =
+        br#"{"v":1,"access_token":"forged","expires_at_ms":99999999999999,"lifetime_ms":3600000}"#;
     bounded(foreign.put(name, forged, Duration::from_secs(3600)))
         .await
         .unwrap();
     let reader = fleet.replica(KEY).await;
-    assert_eq!(token(&reader).await, "Bearer at-2", "ignored, fetched again");
+    assert_eq!(
+        token(&reader).await,
+        "Bearer at-2",
+        "ignored, fetched again"
+    );
     // Refused at the first look and at the second (under the lease).
     assert_eq!(reader.tokens.as_ref().unwrap().rejected(), 2);
-    assert_eq!(token(&fleet.replica(KEY).await).await, "Bearer at-2", "and shared");
+    assert_eq!(
+        token(&fleet.replica(KEY).await).await,
+        "Bearer at-2",
+        "and shared"
+    );
 
     // Altered bytes (the expiry kept).
     let mut sealed: Vec<u8> = fleet.raw(redis::cmd("GET").arg(&key)).await;
@@ -109,11 +122,7 @@ async fn replicas_with_skewed_clocks_use_no_expired_token_and_renew_at_most_once
 struct Warnings(Arc<Mutex<Vec<String>>>);
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         if *event.metadata().level() == tracing::Level::WARN {
             let mut text = String::new();
             event.record(&mut Visit(&mut text));
@@ -134,7 +143,8 @@ impl tracing::field::Visit for Visit<'_> {
 async fn with_redis_gone_client_credentials_are_fetched_alone_and_it_is_logged_once() {
     use tracing_subscriber::layer::SubscriberExt as _;
     let warnings = Warnings::default();
-    let _log = tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
+    let _log =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
     let Some(fleet) = fleet().await else { return };
     let spec = fleet.cc_spec();
     let (a, b) = (fleet.replica(KEY).await, fleet.replica(KEY).await);
@@ -143,7 +153,10 @@ async fn with_redis_gone_client_credentials_are_fetched_alone_and_it_is_logged_o
         .map(|r| r.registry().provider(&spec).unwrap())
         .collect();
     for hook in &hooks {
-        assert_eq!(bearer(&bounded(hook.credentials()).await.unwrap()), "Bearer at-1");
+        assert_eq!(
+            bearer(&bounded(hook.credentials()).await.unwrap()),
+            "Bearer at-1"
+        );
     }
     assert_eq!(fleet.auth.token_requests(), 1);
     let crate::fleet::Fleet { redis, auth } = fleet;

@@ -34,7 +34,9 @@ pub(crate) struct Fleet {
 /// A Redis and an authorization server; `None` when the Redis peer is missing.
 pub(crate) async fn fleet() -> Option<Fleet> {
     let redis = bounded(RedisServer::start()).await?;
-    let auth = bounded(AuthServer::start()).await.expect("authorization server");
+    let auth = bounded(AuthServer::start())
+        .await
+        .expect("authorization server");
     Some(Fleet { redis, auth })
 }
 

@@ -48,10 +48,17 @@ async fn replicas_refresh_a_rotating_login_once_and_never_send_a_refresh_token_t
         assert_eq!(bounded(task).await.unwrap(), OnUnauthorized::Retry);
     }
     for hook in &hooks {
-        assert_eq!(bearer(&bounded(hook.credentials()).await.unwrap()), "Bearer at-2");
+        assert_eq!(
+            bearer(&bounded(hook.credentials()).await.unwrap()),
+            "Bearer at-2"
+        );
     }
     assert_eq!(fleet.auth.refresh_requests(), 2);
-    assert_eq!(fleet.auth.refresh_reuses(), 0, "no refresh token sent twice");
+    assert_eq!(
+        fleet.auth.refresh_reuses(),
+        0,
+        "no refresh token sent twice"
+    );
     let sent = fleet.auth.refresh_tokens_sent();
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0], first_refresh.expose());
@@ -74,13 +81,19 @@ async fn a_newer_login_of_one_replica_wins_over_the_fleets() {
     let a = fleet.replica(KEY).await;
     a.registry().use_token_store(store_with(&login).await);
     let hook = a.registry().provider(&spec).unwrap();
-    assert_eq!(bearer(&bounded(hook.credentials()).await.unwrap()), "Bearer at-1");
+    assert_eq!(
+        bearer(&bounded(hook.credentials()).await.unwrap()),
+        "Bearer at-1"
+    );
 
     // Replica b still has the old login (its refresh token spent by the fleet): the fleet's.
     let b = fleet.replica(KEY).await;
     b.registry().use_token_store(store_with(&login).await);
     let hook = b.registry().provider(&spec).unwrap();
-    assert_eq!(bearer(&bounded(hook.credentials()).await.unwrap()), "Bearer at-1");
+    assert_eq!(
+        bearer(&bounded(hook.credentials()).await.unwrap()),
+        "Bearer at-1"
+    );
 
     // Replica c's user logged in again after the fleet's refresh: its own login wins.
     let mut newer = fleet.stored_login("at-new-login", 3600);

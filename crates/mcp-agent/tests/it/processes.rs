@@ -63,7 +63,11 @@ async fn three_replica_processes_with_fifty_calls_each_send_one_token_request() 
         );
         assert!(seen.iter().any(|l| l.contains("1 passed")), "{seen:?}");
     }
-    assert_eq!(fleet.auth.token_requests(), 1, "one request for three processes");
+    assert_eq!(
+        fleet.auth.token_requests(),
+        1,
+        "one request for three processes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -76,11 +80,16 @@ async fn one_replica_process_run_by_the_fleet_test() {
 
     let redis = std::env::var(REDIS_VAR).expect("run by the fleet test");
     let token_url = std::env::var(TOKEN_VAR).expect("run by the fleet test");
-    let state = bounded(RedisState::connect(&StateConfig::new(redis))).await.unwrap();
+    let state = bounded(RedisState::connect(&StateConfig::new(redis)))
+        .await
+        .unwrap();
     let connector = HttpConnector::new(HttpOptions::default()).unwrap();
     connector
         .auth_registry()
-        .use_shared_tokens(Arc::new(RedisTokens::new(&state, SealKey::from_bytes(&KEY))));
+        .use_shared_tokens(Arc::new(RedisTokens::new(
+            &state,
+            SealKey::from_bytes(&KEY),
+        )));
     let spec = crate::fleet::cc_spec_at(&token_url);
     let hook: Arc<dyn AuthProvider> = connector.auth_registry().provider(&spec).unwrap();
     println!("ready");
