@@ -108,3 +108,35 @@ async fn a_newer_login_of_one_replica_wins_over_the_fleets() {
     assert_eq!(fleet.auth.refresh_requests(), 1);
     assert_eq!(fleet.auth.refresh_reuses(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_refresh_token_is_sent_once_and_every_replica_asks_for_a_login() {
+    let Some(fleet) = fleet().await else { return };
+    let spec = fleet.login_spec();
+    let mut login = fleet.stored_login("at-stored", 5);
+    login.refresh_token = Some("rt-revoked".into());
+    fleet.auth.set_delay(Duration::from_millis(100));
+    let mut hooks: Vec<Arc<dyn AuthProvider>> = Vec::new();
+    for _ in 0..3 {
+        let replica = fleet.replica(KEY).await;
+        replica.registry().use_token_store(store_with(&login).await);
+        hooks.push(replica.registry().provider(&spec).unwrap());
+    }
+    let mut tasks = Vec::new();
+    for hook in &hooks {
+        for _ in 0..10 {
+            let hook = hook.clone();
+            tasks.push(tokio::spawn(async move { hook.credentials().await }));
+        }
+    }
+    for task in tasks {
+        let err = bounded(task).await.unwrap().unwrap_err();
+        assert!(err.is_login_required(), "{err}");
+    }
+    assert_eq!(
+        fleet.auth.refresh_requests(),
+        1,
+        "sent once, by one replica"
+    );
+    assert_eq!(fleet.auth.refresh_tokens_sent(), ["rt-revoked"]);
+}

@@ -9,6 +9,11 @@
 //! fleet has spent (the entry remembers the latest spent ones by digest), is behind it. The
 //! fleet's tokens are saved into the replica's token store, so that it stays current.
 //!
+//! A refresh token the authorization server refuses for good (`invalid_grant`) is recorded as
+//! spent in the entry too, so that no other replica sends it again: the fleet needs a new
+//! login. One that was sent without an answer (a timeout) is not: the next attempt sends it
+//! again, as a replica alone would.
+//!
 //! When the store fails a fresh access token is still used; a refresh waits for the store
 //! (an error now), unless [`SharedTokens::refresh_alone_on_error`] says to go ahead: two
 //! replicas refreshing alone could both send one refresh token.
@@ -41,6 +46,8 @@ struct Chosen {
     spent: Vec<String>,
     /// How fresh its access token is, when it is.
     timing: Option<Timing>,
+    /// Its refresh token was refused for good when another replica sent it.
+    refused: bool,
 }
 
 impl Chosen {
@@ -62,6 +69,7 @@ fn pick(
         timing: Timing::of_stored(login, expiry_skew),
         login: login.clone(),
         spent,
+        refused: false,
     };
     match (local, shared) {
         (None, None) => None,
@@ -78,10 +86,16 @@ fn pick(
             if let Some(local) = newer_here {
                 return Some(from_local(local, shared.spent));
             }
+            let refused = shared
+                .login
+                .refresh_token
+                .as_ref()
+                .is_some_and(|r| shared.has_spent(r));
             Some(Chosen {
                 timing: Timing::fresh(shared.left.remaining, shared.left.lifetime, expiry_skew),
                 login: shared.login,
                 spent: shared.spent,
+                refused,
             })
         }
     }
@@ -127,7 +141,28 @@ impl LoginTokens {
                 .refresh_token
                 .clone()
                 .ok_or_else(|| no_refresh_token(refused.is_some()))?;
-            let (token, renewed) = self.refresh(&chosen.login, &refresh_token).await?;
+            if chosen.refused {
+                return Err(Failure::LoginRequired(
+                    "the authorization server refused the login's refresh token (sent by another replica)"
+                        .to_owned(),
+                ));
+            }
+            let (token, renewed) = match self.refresh(&chosen.login, &refresh_token).await {
+                Ok(refreshed) => refreshed,
+                Err(failure @ Failure::LoginRequired(_)) => {
+                    // Refused for good: remembered as spent, so that no replica sends it again.
+                    let validity =
+                        Validity::new(share.now(), Duration::ZERO, Duration::ZERO, LOGIN_KEEP);
+                    let entry =
+                        LoginEntry::new(&chosen.login, chosen.spent, &refresh_token, validity);
+                    let ttl = validity.store_ttl(Duration::ZERO);
+                    if let Err(error) = share.tokens.put(name, &entry.encode(), ttl).await {
+                        share.failed(&error);
+                    }
+                    return Err(failure);
+                }
+                Err(failure) => return Err(failure),
+            };
             let remaining = token.expires_at.saturating_duration_since(Instant::now());
             let validity = Validity::new(share.now(), remaining, token.lifetime, LOGIN_KEEP);
             let entry = LoginEntry::new(&renewed, chosen.spent, &refresh_token, validity);
@@ -136,6 +171,7 @@ impl LoginTokens {
                 login: renewed,
                 spent: Vec::new(),
                 timing: None,
+                refused: false,
             };
             Ok(Acted {
                 value: (chosen, token),
