@@ -143,6 +143,11 @@ impl tracing::field::Visit for Visit<'_> {
 async fn with_redis_gone_client_credentials_are_fetched_alone_and_it_is_logged_once() {
     use tracing_subscriber::layer::SubscriberExt as _;
     let warnings = Warnings::default();
+    // While a single dispatcher exists, tracing-core decides a callsite's interest by the
+    // dispatcher of the thread that reaches it first: another test's thread, without one,
+    // would mark this test's warnings uninteresting for good. A second dispatcher makes it
+    // ask every one.
+    let _second = tracing::Dispatch::new(tracing_subscriber::registry());
     let _log =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
     let Some(fleet) = fleet().await else { return };
