@@ -80,6 +80,8 @@
 //! - [`events`]: the event bus and the history files.
 //! - [`stdio`], [`http`], [`auth`]: each transport's connector and options, and the HTTP
 //!   transport's auth hooks, present with their features.
+//! - `state` (feature `redis`): a fleet's shared state on Redis, and `RedisTokens`, the OAuth
+//!   tokens its replicas share ([`connectors_with_shared_tokens`]).
 //! - Escape hatches: [`rmcp`] (the protocol crate; a custom connector must use this one) and
 //!   [`internals`] (the workspace crates whole, with no promise that their paths stay).
 //!
@@ -270,7 +272,7 @@ pub fn connectors() -> Result<Connectors, SetupError> {
 }
 
 /// [`connectors`] whose HTTP transport shares OAuth tokens with the other replicas of a fleet
-/// through `tokens` (say [`state::RedisTokens`] with feature `redis`): see
+/// through `tokens` (say `state::RedisTokens`, with feature `redis`): see
 /// [`AuthRegistry::use_shared_tokens`](auth::AuthRegistry::use_shared_tokens). Hand them to
 /// [`McpClientBuilder::connectors`].
 #[cfg(feature = "oauth")]
