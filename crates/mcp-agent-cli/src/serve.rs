@@ -177,7 +177,20 @@ async fn serve(
         names,
     } = gateway;
     let mut signals = Signals::install();
-    let connectors = match mcp_agent::connectors() {
+    let tokens = match &settings.state {
+        Some(state) => match super::shared_state::shared_tokens(state).await {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                return Exit::Failed.into();
+            }
+        },
+        None => None,
+    };
+    let sharing_tokens = tokens.is_some();
+    let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
+        mcp_agent::connectors_with_shared_tokens(tokens)
+    }) {
         Ok(c) => c,
         Err(e) => return fail(secrets, &e),
     };
@@ -254,7 +267,7 @@ async fn serve(
                 // once, not at the first request.
                 match super::shared_state::shared_rate_limit(state).await {
                     Ok(shared) => {
-                        if options.rate_limit.is_none() {
+                        if options.rate_limit.is_none() && !sharing_tokens {
                             say("note: [serve] state is set without rate_limit: nothing to share");
                         }
                         options = options.with_shared_rate_limit(shared);

@@ -9,7 +9,10 @@
 //!   never the password.
 //! - [`SealedStore`]: `get` / `put` (with a TTL) / `delete` of opaque values, sealed with
 //!   ChaCha20-Poly1305 under a [`SealKey`] and bound to their Redis key. What does not open
-//!   reads as absent.
+//!   reads as absent; [`get_with_ttl`](SealedStore::get_with_ttl) also tells how long Redis
+//!   keeps it, and [`SealKey::blind`] makes names that say nothing without the key.
+//! - [`Locks`]: leases with an owner token and an expiry (`SET NX PX`), released only by their
+//!   owner (a compare-and-delete script): one replica of the fleet does a thing at a time.
 //! - [`RateLimiter`]: token buckets (GCRA) under `<prefix>rl:<key>`, each take one atomic Lua
 //!   script, each key expiring once its bucket is full again.
 //!
@@ -34,6 +37,7 @@
 
 mod config;
 mod error;
+mod lock;
 mod rate;
 mod seal;
 mod state;
@@ -41,6 +45,7 @@ mod store;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::StateError;
+pub use lock::Locks;
 pub use rate::RateLimiter;
 pub use seal::SealKey;
 pub use state::RedisState;

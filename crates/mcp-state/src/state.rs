@@ -156,6 +156,20 @@ impl RedisState {
     }
 }
 
+impl RedisState {
+    /// Runs the pipeline `pipe` for `op`, mapping a failure like [`query`](Self::query).
+    pub(crate) async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StateError> {
+        let mut connection = self.connection.clone();
+        pipe.query_async(&mut connection)
+            .await
+            .map_err(|e| StateError::from_redis(&e, &self.addr, Some(op), self.password.as_deref()))
+    }
+}
+
 impl std::fmt::Debug for RedisState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisState")

@@ -18,6 +18,8 @@
 //!   from another crate's tests).
 //! - Third-party peers installed by `cargo xtask peers`: [`peer`] finds one (skipping or
 //!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test.
+//! - [`oauth::AuthServer`]: an OAuth authorization server (client credentials, rotating
+//!   refresh tokens) that counts its token requests and every refresh token sent.
 //!
 //! ```
 //! use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
@@ -49,6 +51,7 @@ mod escape;
 pub mod hostile;
 mod http;
 mod memory;
+pub mod oauth;
 mod observe;
 pub mod peer;
 pub mod procs;

@@ -144,3 +144,46 @@ async fn the_prefix_separates_deployments() {
         "nothing at mcp-agent:s, so nothing rejected"
     );
 }
+
+#[tokio::test]
+async fn a_value_is_read_with_the_time_redis_keeps_it() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    assert_eq!(bounded(store.get_with_ttl("t")).await.unwrap(), None);
+    bounded(store.put("t", b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let (value, ttl) = bounded(store.get_with_ttl("t")).await.unwrap().unwrap();
+    assert_eq!(value, b"v");
+    let ttl = ttl.expect("an expiry");
+    assert!(
+        ttl <= Duration::from_secs(60) && ttl > Duration::from_secs(50),
+        "{ttl:?}"
+    );
+    // An entry without expiry (written by hand) has none; one that does not open is absent.
+    let sealed = f.stored("mcp-agent:t").await;
+    f.store_raw("mcp-agent:t", &sealed).await;
+    let (_, ttl) = bounded(store.get_with_ttl("t")).await.unwrap().unwrap();
+    assert_eq!(ttl, None);
+    f.store_raw("mcp-agent:t", b"not sealed").await;
+    assert_eq!(bounded(store.get_with_ttl("t")).await.unwrap(), None);
+    assert_eq!(store.rejected(), 1);
+}
+
+#[tokio::test]
+async fn blinded_names_differ_by_key_and_keep_the_name_out_of_redis() {
+    let Some(mut f) = fixture().await else { return };
+    let one = f.state.sealed_store(SealKey::from_bytes(&[1; 32]));
+    let two = f.state.sealed_store(SealKey::from_bytes(&[2; 32]));
+    let name = "client:alice@example";
+    assert_ne!(one.blind(name), two.blind(name));
+    bounded(one.put(&one.blind(name), b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let keys: Vec<String> = f.raw(redis::cmd("KEYS").arg("*")).await;
+    assert_eq!(keys, [format!("mcp-agent:{}", one.blind(name))]);
+    assert!(!keys[0].contains("alice"));
+    // The other key's store looks elsewhere: nothing rejected, nothing overwritten.
+    assert_eq!(bounded(two.get(&two.blind(name))).await.unwrap(), None);
+    assert_eq!(two.rejected(), 0);
+}
