@@ -200,7 +200,8 @@ impl ShareHandle {
         if !self.failing.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 %error,
-                "shared OAuth tokens unavailable; this replica obtains its own until the store answers"
+                "shared OAuth tokens unavailable; this replica goes on alone until the store \
+                 answers (client credentials: its own tokens; a login's refresh: as the store says)"
             );
         }
     }
