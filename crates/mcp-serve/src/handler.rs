@@ -14,6 +14,7 @@ use rmcp::model::{
     SubscriptionFilter, Tool, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -24,6 +25,7 @@ use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::list_changes::ToolListChanges;
 use crate::per_session::SessionTools;
 use crate::progress;
+use crate::restore::Restoring;
 use crate::server::{ServedTools, Source, ToolServer};
 
 /// The longest tool name an error message repeats (a client's text, so it is cut).
@@ -43,6 +45,8 @@ pub(crate) struct Shared {
     /// At most this many per-session tools open at once (HTTP `max_sessions`: stateless
     /// requests open tools too).
     max_open: Option<usize>,
+    /// The principals of the sessions being restored from a shared store.
+    pub(crate) restoring: Arc<Restoring>,
 }
 
 impl Shared {
@@ -59,6 +63,7 @@ impl Shared {
             live: Arc::default(),
             open_tools: InFlight::default(),
             max_open,
+            restoring: Arc::default(),
         })
     }
 }
@@ -170,6 +175,27 @@ impl Session {
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned();
+        if *self.principal.get_or_init(|| principal.clone()) == principal {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(
+                "this session was opened for another principal; initialize a session of your own",
+                None,
+            ))
+        }
+    }
+
+    /// Binds a session restored from a shared store (rmcp replays its `initialize` with the
+    /// request of whoever presented the id) to the principal it was opened for, which the
+    /// store's read left in [`Shared::restoring`]; that request is then checked against it
+    /// like any other. The marker is rmcp's alone: no client can send it.
+    fn bind_restored(&self, marker: &SessionRestoreMarker) -> Result<(), ErrorData> {
+        let Some(principal) = self.shared.restoring.take(&marker.id) else {
+            return Err(ErrorData::invalid_request(
+                "this session cannot be restored here; initialize a new one",
+                None,
+            ));
+        };
         if *self.principal.get_or_init(|| principal.clone()) == principal {
             Ok(())
         } else {
@@ -443,7 +469,10 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.bind(&context.extensions)?;
+        match context.extensions.get::<SessionRestoreMarker>() {
+            Some(marker) => self.bind_restored(marker)?,
+            None => self.bind(&context.extensions)?,
+        }
         // Counted before the client has its answer, so its next request sees the count.
         self.count_live();
         context.peer.set_peer_info(request.clone());
