@@ -12,6 +12,9 @@
 //!   reads as absent.
 //! - [`RateLimiter`]: token buckets (GCRA) under `<prefix>rl:<key>`, each take one atomic Lua
 //!   script, each key expiring once its bucket is full again.
+//! - [`RedisState::publish`] / [`RedisState::subscribe`]: short notices between replicas on a
+//!   channel under the prefix; a [`Subscription`] has its own RESP3 connection, brought back
+//!   by itself, and tells what it may have missed as a [`Notice::Gap`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcp_state::StateError> {
@@ -34,6 +37,7 @@
 
 mod config;
 mod error;
+mod notice;
 mod rate;
 mod seal;
 mod state;
@@ -41,6 +45,7 @@ mod store;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::StateError;
+pub use notice::{MAX_NOTICE, Notice, Subscription};
 pub use rate::RateLimiter;
 pub use seal::SealKey;
 pub use state::RedisState;

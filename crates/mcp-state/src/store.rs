@@ -13,6 +13,14 @@ use crate::state::RedisState;
 /// The longest time to live: Redis keeps it in milliseconds as a signed 64-bit number.
 const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
 
+/// `ttl` in whole milliseconds, rounded up: between 1 ms and [`MAX_TTL`].
+fn ttl_millis(ttl: Duration) -> Result<u64, StateError> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(StateError::BadTtl { ttl, max: MAX_TTL });
+    }
+    Ok(u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
+}
+
 /// Values sealed with one [`SealKey`] under the state's key prefix. Clones share the
 /// connection and the count of rejected entries.
 ///
@@ -64,10 +72,7 @@ impl SealedStore {
     /// # }
     /// ```
     pub async fn put(&self, name: &str, value: &[u8], ttl: Duration) -> Result<(), StateError> {
-        if ttl.is_zero() || ttl > MAX_TTL {
-            return Err(StateError::BadTtl { ttl, max: MAX_TTL });
-        }
-        let millis = u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        let millis = ttl_millis(ttl)?;
         let key = self.state.key(name);
         let sealed = self.key.seal(&key, value);
         let mut cmd = redis::cmd("SET");
@@ -105,6 +110,26 @@ impl SealedStore {
                 Ok(None)
             }
         }
+    }
+
+    /// Keeps the entry under `name` for `ttl` from now (Redis's own expiry, in milliseconds,
+    /// rounded up): `false` when there is none (it expired, or was deleted). Whether it still
+    /// opens is not checked: [`get`](Self::get) does.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// if !store.touch("session:42", std::time::Duration::from_secs(600)).await? {
+    ///     println!("ended or expired");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn touch(&self, name: &str, ttl: Duration) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(self.state.key(name)).arg(millis);
+        let set: u64 = self.state.query("touch", &cmd).await?;
+        Ok(set == 1)
     }
 
     /// Removes `name`; `true` when there was an entry.

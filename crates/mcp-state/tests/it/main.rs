@@ -3,6 +3,7 @@
 //! they skip with a note, or fail under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`.
 
 mod connect;
+mod notice;
 mod rate;
 mod sealed;
 mod support;

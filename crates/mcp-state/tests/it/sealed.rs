@@ -144,3 +144,36 @@ async fn the_prefix_separates_deployments() {
         "nothing at mcp-agent:s, so nothing rejected"
     );
 }
+
+#[tokio::test]
+async fn touching_extends_an_entry_and_finds_a_missing_one() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("session:t", b"v", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap()
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:t")).await;
+    assert!((5_001..=600_000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(
+        bounded(store.get("session:t")).await.unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert!(bounded(store.delete("session:t")).await.unwrap());
+    assert!(
+        !bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap(),
+        "gone"
+    );
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:t")).await;
+    assert_eq!(exists, 0, "touching does not make it again");
+    assert!(matches!(
+        bounded(store.touch("session:t", Duration::ZERO)).await,
+        Err(mcp_state::StateError::BadTtl { .. })
+    ));
+}
