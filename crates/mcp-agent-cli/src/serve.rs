@@ -255,7 +255,9 @@ async fn serve(
                 match super::shared_state::shared_rate_limit(state).await {
                     Ok(shared) => {
                         if options.rate_limit.is_none() {
-                            say("note: [serve] state is set without rate_limit: nothing to share");
+                            say(
+                                "note: [serve] state is set without rate_limit: only sessions are shared",
+                            );
                         }
                         options = options.with_shared_rate_limit(shared);
                     }
@@ -264,6 +266,10 @@ async fn serve(
                         return Exit::Failed.into();
                     }
                 }
+                options = match shared_sessions(secrets, state, options).await {
+                    Ok(options) => options,
+                    Err(code) => return code,
+                };
             }
             let http = match server.serve_http(options).await {
                 Ok(http) => http,
@@ -288,6 +294,30 @@ async fn serve(
                 _ = signals.recv() => None,
             };
             stopped(report, &pool, &mut signals).await
+        }
+    }
+}
+
+/// `options` with the sessions kept in the shared state of `state`, so that any replica serves
+/// them; the seal key is required (a stored session names the principal it acts for).
+async fn shared_sessions(
+    secrets: &Redactor,
+    state: &mcp_state::StateConfig,
+    options: mcp_serve::HttpOptions,
+) -> Result<mcp_serve::HttpOptions, ExitCode> {
+    match super::shared_sessions::shared_sessions(state).await {
+        Ok(sessions) => Ok(options.with_shared_sessions(sessions)),
+        Err(e @ mcp_state::StateError::SealKey { .. }) => {
+            say(format_args!(
+                "error: [serve] state.redis.seal_key_env: sessions are kept in Redis sealed with \
+                 this key (32 random bytes in base64: `head -c 32 /dev/urandom | base64`): {}",
+                chain(secrets, &e)
+            ));
+            Err(Exit::InvalidConfig.into())
+        }
+        Err(e) => {
+            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+            Err(Exit::Failed.into())
         }
     }
 }
