@@ -284,6 +284,9 @@ impl RmcpStore for Keeper {
                 return Ok(None);
             }
         };
+        // Restoring is using: the record is kept for another time to live (a failure here is
+        // met again at the session's next check).
+        let _ = self.shared.store().touch(&key, self.ttl).await;
         self.restoring
             .put(session_id, record.principal.map(Principal::new));
         self.hold(key, session_id, true);
