@@ -419,7 +419,12 @@ impl OpenTools for Gateway {
 
     async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let id = format!("serve-{}-{n}", std::process::id());
+        // A session's runs on every replica share its label.
+        let id = match downstream.session() {
+            Some(label) => format!("serve-{label}-{}-{n}", std::process::id()),
+            None => format!("serve-{}-{n}", std::process::id()),
+        };
+        let promoted = downstream.promoted().to_vec();
         let mut options = OpenOptions::new();
         // The run acts for the session's authenticated subject, if any.
         if let Some(principal) = downstream.principal() {
@@ -436,6 +441,10 @@ impl OpenTools for Gateway {
             .client
             .open_runner_with(&RunInput::new(id, ""), options)
             .await?;
+        // Promoted where the session was served before: promoted again (a tool gone is not).
+        for tool in &promoted {
+            let _ = runner.catalog().promote(tool);
+        }
         for skipped in runner.skipped() {
             let secrets = runner.redactor();
             say(format_args!(
@@ -616,6 +625,10 @@ impl SessionTools for Upstream {
 
     fn list_changes(&self) -> Option<ToolListChanges> {
         Some(self.changes.clone())
+    }
+
+    fn promoted(&self) -> Vec<String> {
+        self.runner.catalog().promoted()
     }
 
     async fn close(&self) {

@@ -1,9 +1,15 @@
 //! `[serve] state` for sessions: mcp-state's sealed store as mcp-serve's [`SessionStore`], so
 //! that a session opened on one replica is served by any other. A record (the principal the
-//! session is bound to, the client's `initialize`) lives under `<prefix>session:<digest of the
-//! id>`, sealed with the seal key and bound to its key, with the idle timeout as its time to
-//! live; `DELETE` removes it and publishes its key on `<prefix>session-ended`, which every
-//! replica hears.
+//! session is bound to, the client's `initialize`, the tools it promoted) lives under
+//! `<prefix>session:<digest of the id>`, sealed with the seal key and bound to its key, with the
+//! idle timeout as its time to live; `DELETE` removes it and publishes its key on
+//! `<prefix>session-ended`, which every replica hears.
+//!
+//! A replica serving a session it did not open opens the session's own upstream run, with the
+//! promoted tools promoted again and the run recorded under the session's label; an upstream
+//! server's own state (a stdio server's memory, its upstream session) stays on the replica
+//! that made it, so a client moved to another replica sees a fresh upstream with the same
+//! tools.
 //!
 //! The seal key is required: a record names the principal a session acts for, and a record
 //! that anyone with access to Redis could write would let them bind a session to anyone.
@@ -59,6 +65,13 @@ impl SessionStore for RedisSessions {
     async fn put(&self, key: &str, bytes: &[u8], ttl: Duration) -> Result<(), StoreError> {
         self.records
             .put(&record(key), bytes, ttl)
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    async fn replace(&self, key: &str, bytes: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        self.records
+            .replace(&record(key), bytes, ttl)
             .await
             .map_err(|e| self.failed(&e))
     }

@@ -48,8 +48,13 @@ fn record_key(session: &str) -> String {
 
 /// `[serve]` of a replica: `extra`, the upstream's tools eagerly, and the shared state.
 fn fleet(extra: &str, key_prefix: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    lazy_fleet(&format!("expose = \"eager\"\n{extra}"), key_prefix)
+}
+
+/// [`fleet`] with the lazy surface (`mcp_search_tools`, `mcp_call_tool`).
+fn lazy_fleet(extra: &str, key_prefix: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let (dir, file, _record) = kit_config(&format!(
-        "expose = \"eager\"\n{extra}\nstate = {{ redis = {{ url_env = \"REDIS_URL\", \
+        "{extra}\nstate = {{ redis = {{ url_env = \"REDIS_URL\", \
          seal_key_env = \"SEAL_KEY\", key_prefix = \"{key_prefix}\" }} }}"
     ));
     (dir, file)
@@ -261,6 +266,49 @@ fn an_upstream_s_own_state_stays_on_the_replica_that_made_it() {
     // B's upstream is a process of its own, which never had the tool added.
     let on_b = tool_names(&b, &session, None);
     assert!(on_b.contains(&"kit__add".to_owned()) && !on_b.contains(&"kit__extra".to_owned()));
+}
+
+#[test]
+fn tools_promoted_on_one_replica_are_listed_on_the_next_and_runs_share_a_label() {
+    let Some(redis) = redis() else { return };
+    let history = tempfile::tempdir().unwrap();
+    let (_dir, file) = lazy_fleet(
+        &format!("history = {:?}", history.path().display().to_string()),
+        "mcp-agent:",
+    );
+    let seal = seal_key(7);
+    let [a, b] = [0, 1].map(|_| replica(&file, &redis.url(), &seal));
+    let session = open(&a, None);
+    assert!(!tool_names(&a, &session, None).contains(&"kit__add".to_owned()));
+    let params = json!({"name": "mcp_search_tools",
+        "arguments": {"query": "select:kit__add", "promote": true}});
+    let (status, found) = rpc(&a, &session, None, "tools/call", params);
+    assert_eq!(status, 200, "{found}");
+    assert!(tool_names(&a, &session, None).contains(&"kit__add".to_owned()));
+    // B restores the session with the tool promoted again, and calls it by its name.
+    assert!(tool_names(&b, &session, None).contains(&"kit__add".to_owned()));
+    let called = add(&b, &session, None);
+    assert_eq!(
+        called["result"]["structuredContent"],
+        json!({"sum": 4.0}),
+        "{called}"
+    );
+    // Each replica records its part of the session under the session's label.
+    let (status, _, _) = request(&a.addr(), "DELETE", &of(&session, None), b"");
+    assert_eq!(status, 204);
+    let mut runs: Vec<String> = Vec::new();
+    until("both runs are recorded", LIMIT, || {
+        runs = std::fs::read_dir(history.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        runs.len() == 2
+    });
+    runs.sort();
+    let labels: Vec<&str> = runs.iter().map(|r| r.split('-').nth(1).unwrap()).collect();
+    assert_eq!(labels[0], labels[1], "{runs:?}");
+    assert_eq!(labels[0].len(), 16, "{runs:?}");
+    assert!(!session.contains(labels[0]));
 }
 
 #[test]

@@ -447,6 +447,7 @@ impl ToolServer {
                 shared.restoring.clone(),
             ));
             config.session_store = Some(keeper.clone());
+            let _ = shared.records.set(keeper.clone());
             let kept = shared_sessions::Sessions::new(keeper, manager.clone());
             kept.clone().listen(sessions.clone());
             kept

@@ -5,7 +5,8 @@
 //!
 //! - the principal the session is bound to, in the same record (rmcp's replay carries the
 //!   request of whoever presents the id; the restored session is bound to the stored
-//!   principal instead, through [`Restoring`]);
+//!   principal instead, through [`Restoring`]), and the tools it promoted, written again when
+//!   they change ([`Records`]) and promoted again where it is restored;
 //! - the key: a SHA-256 digest of the session id, so the store never holds an id a reader
 //!   could present; an id that is not one this server could have made is not looked up;
 //! - the sessions this replica holds, with when each was last checked against the store (its
@@ -18,7 +19,6 @@
 //! [`rmcp`'s `SessionStore`]: rmcp::transport::streamable_http_server::session::SessionStore
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::limit_store::{OnStoreError, StoreError};
 use super::session_store::SharedSessions;
-use crate::restore::Restoring;
+use crate::restore::{Records, Restored, Restoring, digest};
 
 /// The largest record kept: a session whose `initialize` is larger stays on its replica.
 pub(crate) const MAX_RECORD: usize = 64 * 1024;
@@ -42,6 +42,12 @@ const MAX_ID: usize = 128;
 
 /// The format of a record.
 const VERSION: u8 = 1;
+
+/// At most this many promoted tools are kept in a record, each name at most [`MAX_NAME`] bytes.
+const MAX_PROMOTED: usize = 64;
+
+/// The longest promoted tool's name kept.
+const MAX_NAME: usize = 256;
 
 tokio::task_local! {
     /// The exchange of the request being answered.
@@ -89,12 +95,31 @@ impl Exchange {
     }
 }
 
-/// A session's record: the principal it is bound to and its client's `initialize`.
+/// A session's record: the principal it is bound to, its client's `initialize` and the tools
+/// it promoted.
 #[derive(Serialize, Deserialize)]
 struct Record {
     v: u8,
     principal: Option<String>,
     initialize: InitializeRequestParams,
+    #[serde(default)]
+    promoted: Vec<String>,
+}
+
+impl Record {
+    /// The record's bytes, or why it is not kept (over [`MAX_RECORD`]).
+    fn bytes(&self) -> Result<Vec<u8>, SessionStoreError> {
+        let bytes = serde_json::to_vec(self)?;
+        if bytes.len() > MAX_RECORD {
+            return Err(format!(
+                "a session record of {} bytes is over the {MAX_RECORD}-byte bound: the session \
+                 stays on this replica",
+                bytes.len()
+            )
+            .into());
+        }
+        Ok(bytes)
+    }
 }
 
 /// A session this replica holds.
@@ -258,12 +283,7 @@ pub(crate) fn key_of(id: &str) -> Option<String> {
     if !plausible {
         return None;
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    let mut key = String::with_capacity(64);
-    for byte in digest.as_ref() {
-        let _ = write!(key, "{byte:02x}");
-    }
-    Some(key)
+    Some(digest(id))
 }
 
 #[async_trait]
@@ -287,8 +307,15 @@ impl RmcpStore for Keeper {
         // Restoring is using: the record is kept for another time to live (a failure here is
         // met again at the session's next check).
         let _ = self.shared.store().touch(&key, self.ttl).await;
-        self.restoring
-            .put(session_id, record.principal.map(Principal::new));
+        let mut promoted = record.promoted;
+        promoted.truncate(MAX_PROMOTED);
+        self.restoring.put(
+            session_id,
+            Restored {
+                principal: record.principal.map(Principal::new),
+                promoted,
+            },
+        );
         self.hold(key, session_id, true);
         Ok(Some(SessionState::new(record.initialize)))
     }
@@ -307,17 +334,15 @@ impl RmcpStore for Keeper {
             v: VERSION,
             principal: principal.map(|p| p.subject().to_owned()),
             initialize: state.initialize_params.clone(),
+            promoted: Vec::new(),
         };
-        let bytes = serde_json::to_vec(&record)?;
-        if bytes.len() > MAX_RECORD {
-            self.hold(key, session_id, false);
-            return Err(format!(
-                "a session record of {} bytes is over the {MAX_RECORD}-byte bound: the session \
-                 stays on this replica",
-                bytes.len()
-            )
-            .into());
-        }
+        let bytes = match record.bytes() {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.hold(key, session_id, false);
+                return Err(e);
+            }
+        };
         match self.shared.store().put(&key, &bytes, self.ttl).await {
             Ok(()) => {
                 self.hold(key, session_id, true);
@@ -338,6 +363,47 @@ impl RmcpStore for Keeper {
         match self.shared.store().end(&key).await {
             Ok(()) => Ok(()),
             Err(error) => self.failed(error).map_or(Ok(()), Err),
+        }
+    }
+}
+
+#[async_trait]
+impl Records for Keeper {
+    async fn promoted(
+        &self,
+        id: &str,
+        principal: Option<&Principal>,
+        initialize: &InitializeRequestParams,
+        promoted: &[String],
+    ) {
+        let Some(key) = key_of(id) else {
+            return;
+        };
+        if !self.held().get(&key).is_some_and(|session| session.shared) {
+            return;
+        }
+        let record = Record {
+            v: VERSION,
+            principal: principal.map(|p| p.subject().to_owned()),
+            initialize: initialize.clone(),
+            promoted: promoted
+                .iter()
+                .filter(|name| name.len() <= MAX_NAME)
+                .take(MAX_PROMOTED)
+                .cloned()
+                .collect(),
+        };
+        let written = match record.bytes() {
+            Ok(bytes) => self.shared.store().replace(&key, &bytes, self.ttl).await,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "a session's promoted tools are not shared");
+                return;
+            }
+        };
+        // A record gone meanwhile (ended, expired) is not made again: the session's next
+        // check drops it.
+        if let Err(error) = written {
+            tracing::warn!(key, %error, "a session's promoted tools could not be shared");
         }
     }
 }
@@ -385,7 +451,25 @@ mod tests {
         let b = keeper(&store, Duration::from_secs(60));
         let loaded = b.load("s-1").await.unwrap().expect("the record");
         assert_eq!(loaded.initialize_params.client_info.name, "t");
-        assert_eq!(b.restoring.take("s-1"), Some(Some(Principal::new("alice"))));
+        assert_eq!(
+            b.restoring.take("s-1"),
+            Some(Restored {
+                principal: Some(Principal::new("alice")),
+                promoted: Vec::new(),
+            })
+        );
+        // Promotions on A reach a replica restoring it later.
+        let params = state().initialize_params;
+        let alice = Principal::new("alice");
+        let promoted = vec!["kit__add".to_owned()];
+        a.promoted("s-1", Some(&alice), &params, &promoted).await;
+        let c = keeper(&store, Duration::from_secs(60));
+        c.load("s-1").await.unwrap().expect("the record");
+        assert_eq!(c.restoring.take("s-1").unwrap().promoted, promoted);
+        // A session ended meanwhile is not made again.
+        store.end(&key_of("s-1").unwrap()).await.unwrap();
+        a.promoted("s-1", Some(&alice), &params, &promoted).await;
+        assert!(c.load("s-1").await.unwrap().is_none());
         assert!(b.load("s-2").await.unwrap().is_none(), "another id");
         assert!(b.load("s 1").await.unwrap().is_none(), "an implausible id");
         // Without a request in scope nothing is shared.

@@ -47,10 +47,12 @@ pub enum SessionNotice {
 /// let store = InProcessSessions::default();
 /// let mut notices = store.notices();
 /// store.put("ab12", b"record", Duration::from_secs(300)).await?;
+/// assert!(store.replace("ab12", b"record, again", Duration::from_secs(300)).await?);
 /// assert!(store.touch("ab12", Duration::from_secs(300)).await?);
 /// store.end("ab12").await?;
 /// assert_eq!(store.get("ab12").await?, None);
 /// assert!(!store.touch("ab12", Duration::from_secs(300)).await?);
+/// assert!(!store.replace("ab12", b"record", Duration::from_secs(300)).await?);
 /// assert_eq!(notices.recv().await.unwrap(), mcp_serve::SessionNotice::Ended("ab12".into()));
 /// # Ok(())
 /// # }
@@ -59,6 +61,10 @@ pub enum SessionNotice {
 pub trait SessionStore: Send + Sync + 'static {
     /// Keeps `record` under `key` for `ttl`, replacing what was there.
     async fn put(&self, key: &str, record: &[u8], ttl: Duration) -> Result<(), StoreError>;
+
+    /// Replaces the record under `key` with `record`, kept for `ttl`, only if there is one:
+    /// `false` when there is none (so that a session ended meanwhile is not made again).
+    async fn replace(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError>;
 
     /// The record under `key`: `None` when there is none, it expired, or it does not open.
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
@@ -118,6 +124,17 @@ impl SessionStore for InProcessSessions {
         records.retain(|_, (_, until)| *until > now);
         records.insert(key.to_owned(), (record.to_vec(), now + ttl));
         Ok(())
+    }
+
+    async fn replace(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        match self.records().get_mut(key) {
+            Some(kept) if kept.1 > now => {
+                *kept = (record.to_vec(), now + ttl);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

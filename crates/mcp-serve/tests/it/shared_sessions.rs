@@ -22,16 +22,22 @@ use tokio::sync::broadcast;
 use crate::jwt::{ISSUER, Jwks, Signer, claims};
 use crate::support::{Answer, POST_HEADERS, Tools, bounded, initialize_body, send};
 
-/// The tools one replica opened for its sessions: for whom, and how many are still open.
+/// The tools one replica opened for its sessions: for whom, with which label and promoted
+/// tools, and how many are still open.
 #[derive(Default)]
 struct Opened {
     subjects: Mutex<Vec<Option<String>>>,
+    sessions: Mutex<Vec<(Option<String>, Vec<String>)>>,
     open: AtomicUsize,
 }
 
 impl Opened {
     fn subjects(&self) -> Vec<Option<String>> {
         self.subjects.lock().unwrap().clone()
+    }
+
+    fn sessions(&self) -> Vec<(Option<String>, Vec<String>)> {
+        self.sessions.lock().unwrap().clone()
     }
 
     fn open(&self) -> usize {
@@ -45,27 +51,42 @@ struct Opener {
     opened: Arc<Opened>,
 }
 
-/// One session's view of the native tools.
+/// One session's view of the native tools, and `promote`, which promotes the tool it names.
 struct Opening {
     tools: Arc<Tools>,
     opened: Arc<Opened>,
+    promoted: Mutex<Vec<String>>,
 }
 
 impl ToolCatalog for Opening {
     fn tools(&self) -> Vec<ToolDescriptor> {
-        self.tools.tools()
+        let mut tools = self.tools.tools();
+        tools.push(ToolDescriptor::new(
+            "promote",
+            crate::support::object(json!({"type": "object"})),
+        ));
+        tools
     }
 }
 
 #[async_trait]
 impl ToolDispatcher for Opening {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+        if call.name == "promote" {
+            let name = call.arguments["name"].as_str().unwrap_or_default();
+            self.promoted.lock().unwrap().push(name.to_owned());
+            return Ok(ToolOutput::text("promoted"));
+        }
         self.tools.dispatch(call).await
     }
 }
 
 #[async_trait]
 impl SessionTools for Opening {
+    fn promoted(&self) -> Vec<String> {
+        self.promoted.lock().unwrap().clone()
+    }
+
     async fn close(&self) {
         self.opened.open.fetch_sub(1, Ordering::SeqCst);
     }
@@ -80,10 +101,18 @@ impl OpenTools for Opener {
     async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
         let subject = downstream.principal().map(|p| p.subject().to_owned());
         self.opened.subjects.lock().unwrap().push(subject);
+        let promoted = downstream.promoted().to_vec();
+        let label = downstream.session().map(str::to_owned);
+        self.opened
+            .sessions
+            .lock()
+            .unwrap()
+            .push((label, promoted.clone()));
         self.opened.open.fetch_add(1, Ordering::SeqCst);
         Ok(Arc::new(Opening {
             tools: self.tools.clone(),
             opened: self.opened.clone(),
+            promoted: Mutex::new(promoted),
         }))
     }
 }
@@ -416,6 +445,9 @@ impl SessionStore for Down {
     async fn end(&self, _: &str) -> Result<(), StoreError> {
         Err(StoreError::new("test store", "down"))
     }
+    async fn replace(&self, _: &str, _: &[u8], _: Duration) -> Result<bool, StoreError> {
+        Err(StoreError::new("test store", "down"))
+    }
     fn notices(&self) -> broadcast::Receiver<SessionNotice> {
         self.0.subscribe()
     }
@@ -507,4 +539,31 @@ async fn an_rmcp_client_behind_a_round_robin_balancer_keeps_one_session() {
     assert_eq!(b.opened.subjects().len(), 1);
     bounded("close", client.cancel()).await.unwrap();
     proxy.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_promoted_on_one_replica_are_promoted_again_where_the_session_is_restored() {
+    let store: Arc<dyn SessionStore> = Arc::new(InProcessSessions::default());
+    let a = Replica::start(store.clone(), OnStoreError::Closed, HttpOptions::default()).await;
+    let b = Replica::start(store.clone(), OnStoreError::Closed, HttpOptions::default()).await;
+    let session = open(&a, None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "promote", "arguments": {"name": "mapping"}}});
+    let promoted = send("POST", a.url(), &headers(&session, None), body.to_string()).await;
+    assert_eq!(
+        message(&promoted)["result"]["isError"],
+        false,
+        "{}",
+        promoted.body
+    );
+    assert_eq!(list(&b, &session, None).await.status, 200);
+    let [(label_a, on_a)] = a.opened.sessions().try_into().unwrap();
+    let [(label_b, on_b)] = b.opened.sessions().try_into().unwrap();
+    assert!(on_a.is_empty(), "a new session promoted nothing");
+    assert_eq!(on_b, ["mapping"], "promoted again on B");
+    // Both name the session alike, never by its id.
+    let label = label_a.expect("a label");
+    assert_eq!(label_b.as_deref(), Some(label.as_str()));
+    assert_eq!(label.len(), 16);
+    assert!(!session.contains(&label));
 }
