@@ -50,8 +50,9 @@ pub(crate) async fn shared_tokens(
 ) -> Result<Option<Arc<dyn SharedTokens>>, StateError> {
     if config.seal_key_env.is_none() {
         say(
-            "note: [serve] state has no seal_key_env: upstream OAuth tokens are not shared \
-             (they are never stored unsealed); each replica obtains its own",
+            "note: [serve] state has no seal_key_env: sessions and upstream OAuth tokens are \
+             not shared (they are never stored unsealed); a client stays on the replica that \
+             opened its session, and each replica obtains its own tokens",
         );
         return Ok(None);
     }

@@ -15,6 +15,9 @@
 //!   owner (a compare-and-delete script): one replica of the fleet does a thing at a time.
 //! - [`RateLimiter`]: token buckets (GCRA) under `<prefix>rl:<key>`, each take one atomic Lua
 //!   script, each key expiring once its bucket is full again.
+//! - [`RedisState::publish`] / [`RedisState::subscribe`]: short notices between replicas on a
+//!   channel under the prefix; a [`Subscription`] has its own RESP3 connection, brought back
+//!   by itself, and tells what it may have missed as a [`Notice::Gap`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcp_state::StateError> {
@@ -38,6 +41,7 @@
 mod config;
 mod error;
 mod lock;
+mod notice;
 mod rate;
 mod seal;
 mod state;
@@ -46,6 +50,7 @@ mod store;
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::StateError;
 pub use lock::Locks;
+pub use notice::{MAX_NOTICE, Notice, Subscription};
 pub use rate::RateLimiter;
 pub use seal::SealKey;
 pub use state::RedisState;

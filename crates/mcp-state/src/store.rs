@@ -81,6 +81,33 @@ impl SealedStore {
         self.state.query::<()>("put", &cmd).await
     }
 
+    /// Replaces the value under `name` with `value`, kept for `ttl`, only if there is one
+    /// (`SET … XX`): `false` when there is none, and then nothing is stored.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let ttl = std::time::Duration::from_secs(600);
+    /// if !store.replace("session:42", b"newer", ttl).await? {
+    ///     println!("ended meanwhile: not made again");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn replace(
+        &self,
+        name: &str,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let key = self.state.key(name);
+        let sealed = self.key.seal(&key, value);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key).arg(sealed).arg("XX").arg("PX").arg(millis);
+        let set: Option<String> = self.state.query("replace", &cmd).await?;
+        Ok(set.is_some())
+    }
+
     /// The value under `name`; `None` when there is none, it expired, or it does not open
     /// with this store's key (then it is also counted in [`rejected`](Self::rejected)).
     ///
@@ -160,6 +187,26 @@ impl SealedStore {
     /// ```
     pub fn blind(&self, name: &str) -> String {
         self.key.blind(name)
+    }
+
+    /// Keeps the entry under `name` for `ttl` from now (Redis's own expiry, in milliseconds,
+    /// rounded up): `false` when there is none (it expired, or was deleted). Whether it still
+    /// opens is not checked: [`get`](Self::get) does.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// if !store.touch("session:42", std::time::Duration::from_secs(600)).await? {
+    ///     println!("ended or expired");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn touch(&self, name: &str, ttl: Duration) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(self.state.key(name)).arg(millis);
+        let set: u64 = self.state.query("touch", &cmd).await?;
+        Ok(set == 1)
     }
 
     /// Removes `name`; `true` when there was an entry.

@@ -4,6 +4,7 @@
 
 mod connect;
 mod lock;
+mod notice;
 mod rate;
 mod sealed;
 mod support;

@@ -187,3 +187,64 @@ async fn blinded_names_differ_by_key_and_keep_the_name_out_of_redis() {
     assert_eq!(bounded(two.get(&two.blind(name))).await.unwrap(), None);
     assert_eq!(two.rejected(), 0);
 }
+
+#[tokio::test]
+async fn touching_extends_an_entry_and_finds_a_missing_one() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("session:t", b"v", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap()
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:t")).await;
+    assert!((5_001..=600_000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(
+        bounded(store.get("session:t")).await.unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert!(bounded(store.delete("session:t")).await.unwrap());
+    assert!(
+        !bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap(),
+        "gone"
+    );
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:t")).await;
+    assert_eq!(exists, 0, "touching does not make it again");
+    assert!(matches!(
+        bounded(store.touch("session:t", Duration::ZERO)).await,
+        Err(mcp_state::StateError::BadTtl { .. })
+    ));
+}
+
+#[tokio::test]
+async fn replacing_keeps_what_is_there_and_makes_nothing_new() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    let ttl = Duration::from_secs(60);
+    assert!(
+        !bounded(store.replace("session:r", b"v2", ttl))
+            .await
+            .unwrap()
+    );
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:r")).await;
+    assert_eq!(exists, 0, "nothing made");
+    bounded(store.put("session:r", b"v1", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        bounded(store.replace("session:r", b"v2", ttl))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        bounded(store.get("session:r")).await.unwrap().as_deref(),
+        Some(&b"v2"[..])
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:r")).await;
+    assert!((5_001..=60_000).contains(&pttl), "PTTL {pttl}");
+}
