@@ -17,7 +17,9 @@
 //!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
 //!   from another crate's tests).
 //! - Third-party peers installed by `cargo xtask peers`: [`peer`] finds one (skipping or
-//!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test.
+//!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test
+//!   (stopped and restarted on its port at will), [`lb::LoadBalancer`] a real round-robin
+//!   load balancer (nginx) per test.
 //!
 //! ```
 //! use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
@@ -48,6 +50,7 @@
 mod escape;
 pub mod hostile;
 mod http;
+pub mod lb;
 mod memory;
 mod observe;
 pub mod peer;

@@ -10,6 +10,7 @@ mod fault_garbage_on_stdout;
 mod fault_hang;
 mod fault_ignores_close;
 mod fault_slow_initialize;
+mod fleet_round_robin;
 mod governed_approval;
 mod governed_events;
 mod governed_history;
