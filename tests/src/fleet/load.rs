@@ -74,7 +74,11 @@ impl Client {
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
         match self.service.call_tool(params).await {
             Ok(result) if result.is_error == Some(true) => {
-                Err(format!("isError: {}", Value::from(result.content.len())))
+                let text = serde_json::to_string(&result.content).unwrap_or_default();
+                Err(format!(
+                    "isError: {}",
+                    text.chars().take(500).collect::<String>()
+                ))
             }
             Ok(_) => Ok(()),
             Err(e) => Err(cause(&e.to_string(), self.handle.as_ref())),
