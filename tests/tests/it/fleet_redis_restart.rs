@@ -12,13 +12,22 @@ const RESUME: Duration = Duration::from_secs(5);
 /// The longest any call may take, outage or not: Redis's own timeouts are 5 s.
 const CALL_BOUND: Duration = Duration::from_secs(12);
 
+/// What a load through a Redis restart saw.
+struct Restart {
+    report: LoadReport,
+    /// When Redis answered again.
+    back: Instant,
+    /// Every status the balancer sent.
+    statuses: Vec<u16>,
+}
+
 /// Runs 6 clients through a fleet with `on_error`, kills Redis once calls flow, waits for
-/// `outage_seen`, restarts Redis and waits until 30 more calls are answered: the report, and
-/// when Redis answered again.
+/// `outage_seen` (answered and failed calls since), restarts Redis and waits until 30 more
+/// calls are answered.
 async fn through_a_redis_restart(
     on_error: &str,
     outage_seen: impl Fn(usize, usize) -> bool,
-) -> Option<(LoadReport, Instant)> {
+) -> Option<Restart> {
     let mut fleet = Fleet::start(
         FleetOptions::default()
             .with_on_error(on_error)
@@ -63,21 +72,36 @@ async fn through_a_redis_restart(
         "calls did not resume"
     );
     stop.send(true).unwrap();
-    Some((running.report().await, back))
+    let report = running.report().await;
+    let statuses = fleet.lb.passed().iter().map(|p| p.status).collect();
+    Some(Restart {
+        report,
+        back,
+        statuses,
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_refuses_while_redis_is_down_and_resumes_within_5_s_of_its_return() {
     // The outage is seen once 12 calls were refused.
-    let Some((report, back)) = through_a_redis_restart("closed", |_, failed| failed >= 12).await
+    let Some(Restart {
+        report,
+        back,
+        statuses,
+    }) = through_a_redis_restart("closed", |_, failed| failed >= 12).await
     else {
         return;
     };
     assert_eq!(report.hung(), 0, "{}", report.sample_failures());
     let slowest = report.calls.iter().map(|c| c.took()).max().unwrap();
     assert!(slowest <= CALL_BOUND, "a call took {slowest:?}");
-    // Refused while down: the fleet's `503`, not an answer.
+    // Refused while down: the replicas' `503`, nothing else.
     assert!(report.failed().len() >= 12, "{}", report.sample_failures());
+    assert!(statuses.contains(&503), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| [200, 503].contains(s)),
+        "{statuses:?}"
+    );
     let first_answer = report
         .calls
         .iter()
@@ -104,9 +128,12 @@ async fn closed_refuses_while_redis_is_down_and_resumes_within_5_s_of_its_return
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_lets_every_call_through_while_redis_is_down() {
     // The outage is seen once 30 calls were answered without Redis.
-    let Some((report, _)) = through_a_redis_restart("open", |answered, _| answered >= 30).await
+    let Some(Restart {
+        report, statuses, ..
+    }) = through_a_redis_restart("open", |answered, _| answered >= 30).await
     else {
         return;
     };
     assert!(report.failed().is_empty(), "{}", report.sample_failures());
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
 }
