@@ -100,7 +100,7 @@ async fn measure(sizes: &Sizes) -> Value {
     };
     // One replica without Redis, on the same upstream, reached directly.
     let dir = tempfile::tempdir().expect("a directory");
-    let config = gateway_config(dir.path(), fleet.upstream.url(), &[]);
+    let config = gateway_config(dir.path(), fleet.upstream_url(), &[]);
     let single = Replica::start(&config, &[]).await;
 
     let load = |url: &str| {

@@ -263,9 +263,9 @@ http {{
 fn parse_line(line: &str) -> Option<Passed> {
     let (head, upstream) = line.split_once(" \"")?;
     let mut words = head.split_whitespace();
-    let ended = words.next()?.parse::<f64>().ok()?;
+    let ended = seconds(words.next()?)?;
     let status = words.next()?.parse().ok()?;
-    let took = words.next()?.parse::<f64>().ok()?;
+    let took = seconds(words.next()?)?;
     // `a, b` for attempts on several backends, `a : b` across internal redirects, `-` none.
     let backends = upstream
         .trim_end_matches('"')
@@ -276,11 +276,21 @@ fn parse_line(line: &str) -> Option<Passed> {
         .map(str::to_owned)
         .collect();
     Some(Passed {
-        ended: UNIX_EPOCH + Duration::from_secs_f64(ended),
+        ended: UNIX_EPOCH + ended,
         status,
         backends,
-        took: Duration::from_secs_f64(took),
+        took,
     })
+}
+
+/// nginx's `seconds.milliseconds` (`1700000000.123`, `0.004`), exactly.
+fn seconds(text: &str) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let millis = format!("{fraction:0<3}");
+    if millis.len() != 3 {
+        return None;
+    }
+    Some(Duration::from_secs(whole.parse().ok()?) + Duration::from_millis(millis.parse().ok()?))
 }
 
 fn read_bounded(path: &Path) -> String {

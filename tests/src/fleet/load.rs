@@ -90,6 +90,15 @@ impl Client {
         self.service.is_closed()
     }
 
+    /// How many times the transport renewed its session on its own (a 2025-11-25 session
+    /// answered `404` is initialised again and its request resent): a session that survived
+    /// a replica's end shows none.
+    pub fn renewals(&self) -> u64 {
+        self.handle
+            .renewals()
+            .map_or(0, |renewals| *renewals.borrow())
+    }
+
     /// Ends the client (for a session, `DELETE`s it).
     pub async fn close(self) {
         let _ = self.service.cancel().await;
@@ -148,6 +157,11 @@ pub struct LoadReport {
     pub calls: Vec<Call>,
     /// From the first call's start to the last one's end.
     pub wall: Duration,
+    /// Sessions the transport renewed on its own, over every client ([`Client::renewals`]).
+    pub renewals: u64,
+    /// Clients opened again after the one before had ended (its transport closed by a
+    /// failure): how many clients had to start over.
+    pub fresh_clients: usize,
 }
 
 impl LoadReport {
@@ -327,15 +341,11 @@ impl Load {
                 load.client(client, &progress, None).await
             });
         }
-        let mut calls = Vec::new();
+        let mut workers = Vec::new();
         while let Some(done) = tasks.join_next().await {
-            calls.extend(done.expect("a load client panicked"));
+            workers.push(done.expect("a load client panicked"));
         }
-        calls.sort_by_key(|c| c.ended);
-        LoadReport {
-            calls,
-            wall: started.elapsed(),
-        }
+        LoadReport::of(workers, started)
     }
 
     /// `clients` clients calling without pause until `stop` turns true (a client whose
@@ -364,9 +374,11 @@ impl Load {
         index: usize,
         progress: &Progress,
         stop: Option<watch::Receiver<bool>>,
-    ) -> Vec<Call> {
-        let mut calls = Vec::new();
+    ) -> Worker {
+        let mut worker = Worker::default();
+        let calls = &mut worker.calls;
         let mut client: Option<Client> = None;
+        let mut opened: usize = 0;
         let mut made = 0;
         loop {
             let go_on = match &stop {
@@ -378,6 +390,9 @@ impl Load {
             }
             made += 1;
             let started = Instant::now();
+            if client.is_none() {
+                opened += 1;
+            }
             let outcome = match tokio::time::timeout(self.bound, self.once(&mut client)).await {
                 Ok(Ok(())) => Outcome::Answered,
                 Ok(Err(why)) => Outcome::Failed(why),
@@ -395,15 +410,18 @@ impl Load {
                 // A fresh client next time; a pause so that a fleet refusing everything is
                 // not asked in a tight loop.
                 if let Some(old) = client.take() {
+                    worker.renewals += old.renewals();
                     old.close().await;
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
         if let Some(client) = client {
+            worker.renewals += client.renewals();
             client.close().await;
         }
-        calls
+        worker.fresh_clients = opened.saturating_sub(1);
+        worker
     }
 
     /// One call, opening the client first when there is none.
@@ -420,11 +438,36 @@ impl Load {
     }
 }
 
+/// What one client of a load did.
+#[derive(Debug, Default)]
+struct Worker {
+    calls: Vec<Call>,
+    renewals: u64,
+    fresh_clients: usize,
+}
+
+impl LoadReport {
+    /// The report of `workers`, started at `started`.
+    fn of(workers: Vec<Worker>, started: Instant) -> Self {
+        let mut report = Self {
+            wall: started.elapsed(),
+            ..Self::default()
+        };
+        for worker in workers {
+            report.calls.extend(worker.calls);
+            report.renewals += worker.renewals;
+            report.fresh_clients += worker.fresh_clients;
+        }
+        report.calls.sort_by_key(|c| c.ended);
+        report
+    }
+}
+
 /// A load running until stopped ([`Load::run_until`]).
 #[derive(Debug)]
 pub struct Running {
     progress: Arc<Progress>,
-    tasks: tokio::task::JoinSet<Vec<Call>>,
+    tasks: tokio::task::JoinSet<Worker>,
     started: Instant,
 }
 
@@ -436,14 +479,10 @@ impl Running {
 
     /// Waits for every client to end its last call (stop the load first): the report.
     pub async fn report(mut self) -> LoadReport {
-        let mut calls = Vec::new();
+        let mut workers = Vec::new();
         while let Some(done) = self.tasks.join_next().await {
-            calls.extend(done.expect("a load client panicked"));
+            workers.push(done.expect("a load client panicked"));
         }
-        calls.sort_by_key(|c| c.ended);
-        LoadReport {
-            calls,
-            wall: self.started.elapsed(),
-        }
+        LoadReport::of(workers, self.started)
     }
 }

@@ -13,6 +13,12 @@
 //!   [`Protocol::Session`] 2025-11-25 sessions) and keeps every call's outcome and times;
 //!   [`Load::run_until`] keeps going until stopped, for faults injected meanwhile.
 //! - [`check_rate_limit`] sends requests faster than a limit and counts what got through.
+//! - For state shared beyond the rate limit: [`Protocol::Session`] clients with
+//!   [`LoadReport::renewals`] (a session that outlives its replica is never initialised
+//!   again, nor are its calls failed) and [`LoadReport::fresh_clients`]; an upstream that
+//!   wants tokens through [`FleetOptions::with_upstream_url`] and
+//!   [`FleetOptions::with_server`] (its `auth` table), whose token requests the benchmark's
+//!   `token_requests` figure is for.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -55,6 +61,12 @@ pub struct FleetOptions {
     pub on_error: String,
     /// A password the Redis server requires (and the replicas' URL carries).
     pub redis_password: Option<String>,
+    /// More lines of the upstream's `[[servers]]` table (`auth = { … }` for an upstream
+    /// that wants tokens).
+    pub server: Vec<String>,
+    /// Another upstream for the replicas (one that checks tokens, say); default: the test
+    /// kit's server, started with the fleet.
+    pub upstream_url: Option<String>,
 }
 
 impl Default for FleetOptions {
@@ -65,6 +77,8 @@ impl Default for FleetOptions {
             env: Vec::new(),
             on_error: "closed".into(),
             redis_password: None,
+            server: Vec::new(),
+            upstream_url: None,
         }
     }
 }
@@ -88,6 +102,24 @@ impl FleetOptions {
         self
     }
 
+    /// One more line of the upstream's `[[servers]]` table.
+    pub fn with_server(mut self, line: impl Into<String>) -> Self {
+        self.server.push(line.into());
+        self
+    }
+
+    /// The replicas serve the upstream at `url` instead of the test kit's server.
+    pub fn with_upstream_url(mut self, url: impl Into<String>) -> Self {
+        self.upstream_url = Some(url.into());
+        self
+    }
+
+    /// A password the Redis server requires.
+    pub fn with_redis_password(mut self, password: impl Into<String>) -> Self {
+        self.redis_password = Some(password.into());
+        self
+    }
+
     /// `on_error = "closed"` or `"open"`.
     pub fn with_on_error(mut self, on_error: &str) -> Self {
         self.on_error = on_error.to_owned();
@@ -101,12 +133,14 @@ impl FleetOptions {
 pub struct Fleet {
     /// The shared Redis.
     pub redis: RedisServer,
-    /// The upstream every replica serves.
-    pub upstream: Upstream,
+    /// The test kit's server, when the replicas serve it (no
+    /// [`upstream_url`](FleetOptions::upstream_url) given).
+    pub upstream: Option<Upstream>,
     /// The replicas, in the balancer's order.
     pub replicas: Vec<Replica>,
     /// nginx, round robin over the replicas.
     pub lb: LoadBalancer,
+    upstream_url: String,
     config: PathBuf,
     env: Vec<(String, String)>,
     _dir: tempfile::TempDir,
@@ -123,11 +157,18 @@ impl Fleet {
             Some(password) => RedisServer::start_with_password(password).await?,
             None => RedisServer::start().await?,
         };
-        let upstream = Upstream::start().await;
+        let (upstream, upstream_url) = match &options.upstream_url {
+            Some(url) => (None, url.clone()),
+            None => {
+                let kit = Upstream::start().await;
+                let url = kit.url().to_owned();
+                (Some(kit), url)
+            }
+        };
         let dir = tempfile::tempdir().expect("a directory for the fleet's config");
         let mut serve = vec![state_line(&options.on_error)];
         serve.extend(options.serve.iter().cloned());
-        let config = gateway_config(dir.path(), upstream.url(), &serve);
+        let config = gateway_config_with(dir.path(), &upstream_url, &options.server, &serve);
         let mut env = vec![(REDIS_URL_VAR.to_owned(), redis.url())];
         env.extend(options.env.iter().cloned());
         let mut replicas = Vec::new();
@@ -139,12 +180,18 @@ impl Fleet {
         Some(Self {
             redis,
             upstream,
+            upstream_url,
             replicas,
             lb,
             config,
             env,
             _dir: dir,
         })
+    }
+
+    /// The upstream's URL, as the replicas have it.
+    pub fn upstream_url(&self) -> &str {
+        &self.upstream_url
     }
 
     /// The fleet's endpoint: the load balancer's `/mcp`.
@@ -180,9 +227,15 @@ pub fn state_line(on_error: &str) -> String {
 /// as the shared server `kit` (one upstream session per replica, whatever the clients),
 /// every tool exposed as `kit__<tool>`, calls approved, then the `serve` lines.
 pub fn gateway_config(dir: &Path, url: &str, serve: &[String]) -> PathBuf {
+    gateway_config_with(dir, url, &[], serve)
+}
+
+/// [`gateway_config`] with more lines in the upstream's `[[servers]]` table.
+pub fn gateway_config_with(dir: &Path, url: &str, server: &[String], serve: &[String]) -> PathBuf {
     let text = format!(
-        "[[servers]]\nname = \"kit\"\nurl = {url:?}\nshared = true\n\n[serve]\n\
+        "[[servers]]\nname = \"kit\"\nurl = {url:?}\nshared = true\n{}\n\n[serve]\n\
          expose = \"eager\"\napprove = \"allow\"\n{}\n",
+        server.join("\n"),
         serve.join("\n")
     );
     let path = dir.join(format!("gateway-{}.toml", unique()));

@@ -54,6 +54,12 @@ async fn only_the_calls_in_flight_on_a_killed_replica_fail() {
         failed.len()
     );
     assert_eq!(report.hung(), 0, "{}", report.sample_failures());
+    assert_eq!(
+        report.renewals, 0,
+        "stateless clients have no session to renew"
+    );
+    // Each client went on as it was: none had to be opened again.
+    assert_eq!(report.fresh_clients, 0, "{}", report.sample_failures());
     assert!(
         !failed.is_empty(),
         "no call was in flight on the killed replica"
