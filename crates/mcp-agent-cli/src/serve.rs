@@ -279,8 +279,9 @@ async fn serve(
                         options = options.with_shared_rate_limit(shared);
                     }
                     Err(e) => {
+                        // Like an address that cannot be bound: the deployment is wrong.
                         say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-                        return Exit::Failed.into();
+                        return Exit::InvalidConfig.into();
                     }
                 }
                 // Sessions are stored sealed only: without the key (noted above, with the

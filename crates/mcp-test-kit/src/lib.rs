@@ -17,7 +17,9 @@
 //!   `garbage-on-stdout`, `slow-initialize`, `ignores-stdin-close`; [`stdio::binary`] finds it
 //!   from another crate's tests).
 //! - Third-party peers installed by `cargo xtask peers`: [`peer`] finds one (skipping or
-//!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test.
+//!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test
+//!   (stopped and restarted on its port at will), [`lb::LoadBalancer`] a real round-robin
+//!   load balancer (nginx) per test.
 //! - [`oauth::AuthServer`]: an OAuth authorization server (client credentials, rotating
 //!   refresh tokens) that counts its token requests and every refresh token sent.
 //!
@@ -50,6 +52,7 @@
 mod escape;
 pub mod hostile;
 mod http;
+pub mod lb;
 mod memory;
 pub mod oauth;
 mod observe;

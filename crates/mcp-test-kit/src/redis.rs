@@ -190,6 +190,51 @@ impl RedisServer {
         }
     }
 
+    /// Kills the server (SIGKILL: nothing is saved, every connection drops) and reaps it; its
+    /// port stays this server's, for [`restart`](Self::restart).
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(mut server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// let pid = server.pid();
+    /// server.stop();
+    /// assert!(!mcp_test_kit::procs::running(pid));
+    /// # }
+    /// ```
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for drain in self.drains.drain(..) {
+            let _ = drain.join();
+        }
+    }
+
+    /// Starts the server again, empty, on the same port with the same password (stopping it
+    /// first if it runs), and returns once it answers `PING`. Panics when it cannot (another
+    /// process took the port meanwhile, say).
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(mut server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// let port = server.port();
+    /// server.stop();
+    /// server.restart().await;
+    /// assert_eq!(server.port(), port);
+    /// # }
+    /// ```
+    pub async fn restart(&mut self) {
+        self.stop();
+        let binary = crate::peer::path(REDIS).expect("the redis-server that started before");
+        let mut fresh = Self::spawn(&binary, self.port, self.password.clone());
+        if let Err(log) = fresh.ready().await {
+            panic!(
+                "redis-server did not restart on port {}; its output:\n{log}",
+                self.port
+            );
+        }
+        *self = fresh;
+    }
+
     /// The port on 127.0.0.1.
     ///
     /// ```no_run

@@ -1,0 +1,219 @@
+//! Fleet benchmark: a gateway fleet on one machine — Redis, three `mcp-agent serve --http`
+//! replicas sharing it (`[serve] state`, a rate limit counted in it on every request), nginx
+//! round robin in front, the test kit's server over HTTP as the upstream — against one
+//! replica without Redis, side by side in the same run, every part a real process.
+//!
+//! ```text
+//! cargo xtask bench --only fleet        # --json for the figures
+//! cargo bench -p integration-tests --bench fleet
+//! ```
+//!
+//! Needs the Redis and nginx peers (`cargo xtask peers`; without them it says so and
+//! measures nothing), the `mcp-agent` binary (`MCP_AGENT_BIN`; `cargo xtask bench` builds
+//! it in release) and `mcp-test-server` (`MCP_TEST_SERVER_BIN`, likewise).
+//!
+//! - `load`: 300 downstream clients × 20 `kit__echo` calls each, 30 clients at work at once,
+//!   spread round robin by the balancer: the calls that failed (target 0), and the wall time
+//!   per call through the fleet and through the single replica.
+//! - `sequential`: rounds of 200 sequential calls by one client on each path, back to back in
+//!   alternating order: the median per call and the median of the per-round ratios (target
+//!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica).
+//! - `rate_limit`: a fleet limited to 50 requests a second (burst 50), sent 120 a second for
+//!   4 s through the balancer: what got through against what the limit allows (target within
+//!   5%).
+//! - `token_requests`: the requests at the authorization server when 3 replicas × 50
+//!   concurrent calls hold an expired token (target exactly 1); `null` until the replicas
+//!   share upstream OAuth tokens.
+//!
+//! The clients are 2026-07-28 (stateless) clients: each request stands alone, so round robin
+//! needs no session affinity. The figures are printed and written as JSON to
+//! `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it and checks the targets).
+
+use std::time::Instant;
+
+use integration_tests::bench::{median, run_paired, runtime};
+use integration_tests::fleet::{
+    Client, Fleet, FleetOptions, Load, Protocol, Replica, check_rate_limit, gateway_config,
+};
+use mcp_transport_http::{HttpConnector, HttpOptions};
+use serde_json::{Map, Value, json};
+
+/// The fleet's replicas.
+const REPLICAS: usize = 3;
+/// Counted in Redis on every request, never reached.
+const UNREACHED_LIMIT: &str = "rate_limit = { per_second = 1000000, burst = 1000000 }";
+/// The rate-limit run's limit.
+const RATE_PER_SECOND: f64 = 50.0;
+const RATE_BURST: u32 = 50;
+
+/// The sizes of one run: full under `cargo bench`, a quick check under `cargo test --benches`.
+struct Sizes {
+    sessions: usize,
+    calls_per_session: usize,
+    in_flight: usize,
+    rounds: usize,
+    calls_per_round: usize,
+    rate_requests: usize,
+}
+
+impl Sizes {
+    fn new(full: bool) -> Self {
+        if full {
+            Self {
+                sessions: 300,
+                calls_per_session: 20,
+                in_flight: 30,
+                rounds: 15,
+                calls_per_round: 200,
+                rate_requests: 480,
+            }
+        } else {
+            Self {
+                sessions: 6,
+                calls_per_session: 5,
+                in_flight: 3,
+                rounds: 2,
+                calls_per_round: 10,
+                rate_requests: 120,
+            }
+        }
+    }
+}
+
+fn main() {
+    run_paired(|full| {
+        let figures = runtime().block_on(measure(&Sizes::new(full)));
+        println!(
+            "fleet: {}",
+            serde_json::to_string_pretty(&figures).unwrap_or_default()
+        );
+        figures
+    });
+}
+
+async fn measure(sizes: &Sizes) -> Value {
+    let options = FleetOptions::default()
+        .with_replicas(REPLICAS)
+        .with_serve(UNREACHED_LIMIT);
+    let Some(fleet) = Fleet::start(options).await else {
+        return json!({"skipped": "the Redis or nginx peer is not installed (cargo xtask peers)"});
+    };
+    // One replica without Redis, on the same upstream, reached directly.
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = gateway_config(dir.path(), fleet.upstream_url(), &[]);
+    let single = Replica::start(&config, &[]).await;
+
+    let load = |url: &str| {
+        Load::new(url, "kit__echo")
+            .with_clients(sizes.sessions, sizes.calls_per_session)
+            .with_in_flight(sizes.in_flight)
+    };
+    let through_fleet = load(&fleet.url()).run().await;
+    let through_single = load(&single.url()).run().await;
+    let per_call_us = |r: &integration_tests::fleet::LoadReport| r.per_call().as_secs_f64() * 1e6;
+    let load_figures = json!({
+        "sessions": sizes.sessions,
+        "calls_per_session": sizes.calls_per_session,
+        "in_flight": sizes.in_flight,
+        "calls": through_fleet.calls.len(),
+        "failed": through_fleet.failed().len(),
+        "failed_single": through_single.failed().len(),
+        "fleet_us_per_call": round(per_call_us(&through_fleet), 1),
+        "single_us_per_call": round(per_call_us(&through_single), 1),
+        "ratio": round(per_call_us(&through_fleet) / per_call_us(&through_single), 3),
+    });
+    if !through_fleet.failed().is_empty() {
+        eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
+    }
+
+    let sequential = sequential(&fleet.url(), &single.url(), sizes).await;
+    drop(single);
+    drop(fleet);
+    let rate_limit = rate_limit(sizes).await;
+    json!({
+        "replicas": REPLICAS,
+        "load": load_figures,
+        "sequential": sequential,
+        "rate_limit": rate_limit,
+        "token_requests": Value::Null,
+    })
+}
+
+/// Rounds of sequential calls by one client per path, alternating which goes first.
+async fn sequential(fleet: &str, single: &str, sizes: &Sizes) -> Value {
+    let connector = HttpConnector::new(HttpOptions::default()).expect("an HTTP connector");
+    let clients = [
+        Client::connect(&connector, fleet, Protocol::Stateless).await,
+        Client::connect(&connector, single, Protocol::Stateless).await,
+    ]
+    .map(|c| c.expect("a client"));
+    let mut arguments = Map::new();
+    arguments.insert("text".into(), Value::from("hello, fleet"));
+    let mut failed = 0;
+    let mut run = async |client: &Client, calls: usize| {
+        let started = Instant::now();
+        for _ in 0..calls {
+            failed += usize::from(client.call("kit__echo", &arguments).await.is_err());
+        }
+        started.elapsed().as_secs_f64() * 1e6 / calls as f64
+    };
+    // Warm both paths up.
+    for client in &clients {
+        run(client, sizes.calls_per_round.min(20)).await;
+    }
+    let mut times = [Vec::new(), Vec::new()];
+    for r in 0..sizes.rounds {
+        for i in 0..2 {
+            let path = (i + r) % 2;
+            times[path].push(run(&clients[path], sizes.calls_per_round).await);
+        }
+    }
+    let ratios = times[0].iter().zip(&times[1]).map(|(f, s)| f / s).collect();
+    for client in clients {
+        client.close().await;
+    }
+    json!({
+        "rounds": sizes.rounds,
+        "calls_per_round": sizes.calls_per_round,
+        "failed": failed,
+        "fleet_us_per_call": round(median(times[0].clone()), 1),
+        "single_us_per_call": round(median(times[1].clone()), 1),
+        "ratio": round(median(ratios), 3),
+    })
+}
+
+/// A fleet limited to 50 requests a second, sent 120 a second through the balancer.
+async fn rate_limit(sizes: &Sizes) -> Value {
+    let options = FleetOptions::default()
+        .with_replicas(REPLICAS)
+        .with_serve(format!(
+            "rate_limit = {{ per_second = {RATE_PER_SECOND}, burst = {RATE_BURST} }}"
+        ));
+    let Some(fleet) = Fleet::start(options).await else {
+        return Value::Null;
+    };
+    let check = check_rate_limit(
+        fleet.lb.addr(),
+        RATE_PER_SECOND,
+        RATE_BURST,
+        120.0,
+        sizes.rate_requests,
+    )
+    .await;
+    json!({
+        "per_second": RATE_PER_SECOND,
+        "burst": RATE_BURST,
+        "sent": check.sent,
+        "allowed": check.allowed,
+        "refused": check.refused,
+        "other": check.other.iter().map(|(s, n)| json!([s, n])).collect::<Vec<_>>(),
+        "window_s": round(check.window.as_secs_f64(), 3),
+        "expected": round(check.expected, 1),
+        "accuracy": round(check.accuracy(), 4),
+    })
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
+}

@@ -1,0 +1,139 @@
+//! The fleet's Redis killed and started again (empty) while clients call through the
+//! balancer: no call hangs; under `on_error = "closed"` calls are refused while it is down
+//! and answered again within 5 s of its return; under `"open"` none fails at all.
+
+use std::time::{Duration, Instant};
+
+use integration_tests::fleet::{Fleet, FleetOptions, Load, LoadReport, Outcome};
+
+/// How long after Redis is back every call must be answered again.
+const RESUME: Duration = Duration::from_secs(5);
+
+/// The longest any call may take, outage or not: Redis's own timeouts are 5 s.
+const CALL_BOUND: Duration = Duration::from_secs(12);
+
+/// What a load through a Redis restart saw.
+struct Restart {
+    report: LoadReport,
+    /// When Redis answered again.
+    back: Instant,
+    /// Every status the balancer sent.
+    statuses: Vec<u16>,
+}
+
+/// Runs 6 clients through a fleet with `on_error`, kills Redis once calls flow, waits for
+/// `outage_seen` (answered and failed calls since), restarts Redis and waits until 30 more
+/// calls are answered.
+async fn through_a_redis_restart(
+    on_error: &str,
+    outage_seen: impl Fn(usize, usize) -> bool,
+) -> Option<Restart> {
+    let mut fleet = Fleet::start(
+        FleetOptions::default()
+            .with_on_error(on_error)
+            // Counted in Redis on every request, never reached.
+            .with_serve("rate_limit = { per_second = 100000, burst = 100000 }"),
+    )
+    .await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = Load::new(&fleet.url(), "kit__echo")
+        .with_clients(6, 1)
+        .with_bound(CALL_BOUND)
+        .run_until(stopped);
+    let bound = Duration::from_secs(30);
+    assert!(
+        running
+            .progress()
+            .until(bound, |p| p.answered() >= 30)
+            .await
+    );
+    let before = (running.progress().answered(), running.progress().failed());
+    fleet.redis.stop();
+    let seen = running
+        .progress()
+        .until(bound, |p| {
+            outage_seen(p.answered() - before.0, p.failed() - before.1)
+        })
+        .await;
+    assert!(
+        seen,
+        "the outage was not seen: {before:?} → {}/{}",
+        running.progress().answered(),
+        running.progress().failed()
+    );
+    fleet.redis.restart().await;
+    let back = Instant::now();
+    let answered = running.progress().answered();
+    assert!(
+        running
+            .progress()
+            .until(bound, |p| p.answered() >= answered + 30)
+            .await,
+        "calls did not resume"
+    );
+    stop.send(true).unwrap();
+    let report = running.report().await;
+    let statuses = fleet.lb.passed().iter().map(|p| p.status).collect();
+    Some(Restart {
+        report,
+        back,
+        statuses,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_refuses_while_redis_is_down_and_resumes_within_5_s_of_its_return() {
+    // The outage is seen once 12 calls were refused.
+    let Some(Restart {
+        report,
+        back,
+        statuses,
+    }) = through_a_redis_restart("closed", |_, failed| failed >= 12).await
+    else {
+        return;
+    };
+    assert_eq!(report.hung(), 0, "{}", report.sample_failures());
+    let slowest = report.calls.iter().map(|c| c.took()).max().unwrap();
+    assert!(slowest <= CALL_BOUND, "a call took {slowest:?}");
+    // Refused while down: the replicas' `503`, nothing else.
+    assert!(report.failed().len() >= 12, "{}", report.sample_failures());
+    assert!(statuses.contains(&503), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| [200, 503].contains(s)),
+        "{statuses:?}"
+    );
+    let first_answer = report
+        .calls
+        .iter()
+        .filter(|c| c.outcome == Outcome::Answered && c.started >= back)
+        .map(|c| c.ended)
+        .min()
+        .expect("answers after the restart");
+    assert!(
+        first_answer - back <= RESUME,
+        "the first answer came {:?} after Redis was back",
+        first_answer - back
+    );
+    let late_failures: Vec<_> = report
+        .failed()
+        .into_iter()
+        .filter(|c| c.started >= back + RESUME)
+        .collect();
+    assert!(
+        late_failures.is_empty(),
+        "failed after {RESUME:?}: {late_failures:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_lets_every_call_through_while_redis_is_down() {
+    // The outage is seen once 30 calls were answered without Redis.
+    let Some(Restart {
+        report, statuses, ..
+    }) = through_a_redis_restart("open", |answered, _| answered >= 30).await
+    else {
+        return;
+    };
+    assert!(report.failed().is_empty(), "{}", report.sample_failures());
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+}

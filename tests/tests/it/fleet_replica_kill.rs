@@ -1,0 +1,103 @@
+//! One of three replicas SIGKILLed while stateless (2026-07-28) clients call through the
+//! balancer: only the calls in flight on it fail (each answered `502` by the balancer,
+//! counted), and every client goes on with its next call on the others.
+
+use std::time::{Duration, Instant};
+
+use integration_tests::fleet::{Fleet, FleetOptions, Load, Outcome};
+
+/// Clients calling at once.
+const CLIENTS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_calls_in_flight_on_a_killed_replica_fail() {
+    let Some(mut fleet) = Fleet::start(
+        FleetOptions::default().with_serve("rate_limit = { per_second = 100000, burst = 100000 }"),
+    )
+    .await
+    else {
+        return;
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Each call takes 300 ms upstream: about 4 are in flight on each replica at any time.
+    let running = Load::new(&fleet.url(), "kit__slow")
+        .with_arguments(serde_json::json!({"ms": 300}))
+        .with_clients(CLIENTS, 1)
+        .run_until(stopped);
+    let bound = Duration::from_secs(60);
+    assert!(
+        running
+            .progress()
+            .until(bound, |p| p.answered() >= 2 * CLIENTS)
+            .await
+    );
+    let killed = fleet.replicas[1].addr().to_string();
+    // The kill lands between these two instants (SIGKILL sent, then the process reaped).
+    let before = Instant::now();
+    fleet.replicas[1].kill().await;
+    let after = Instant::now();
+    let answered = running.progress().answered();
+    assert!(
+        running
+            .progress()
+            .until(bound, |p| p.answered() >= answered + 4 * CLIENTS)
+            .await,
+        "calls did not go on after the kill"
+    );
+    stop.send(true).unwrap();
+    let report = running.report().await;
+
+    let failed = report.failed();
+    eprintln!(
+        "{} calls, {} failed with the replica killed mid-load",
+        report.calls.len(),
+        failed.len()
+    );
+    assert_eq!(report.hung(), 0, "{}", report.sample_failures());
+    assert_eq!(
+        report.renewals, 0,
+        "stateless clients have no session to renew"
+    );
+    // Each client went on as it was: none had to be opened again.
+    assert_eq!(report.fresh_clients, 0, "{}", report.sample_failures());
+    assert!(
+        !failed.is_empty(),
+        "no call was in flight on the killed replica"
+    );
+    assert!(failed.len() <= CLIENTS, "{}", report.sample_failures());
+    for call in &failed {
+        assert!(
+            call.started <= after && call.ended >= before,
+            "failed but not in flight at the kill ({:?} after it was sent): {call:?}",
+            call.started.saturating_duration_since(after)
+        );
+    }
+    // Every client went on: each of its calls started after the kill was answered.
+    for client in 0..CLIENTS {
+        let after: Vec<_> = report
+            .calls
+            .iter()
+            .filter(|c| c.client == client && c.started > after)
+            .collect();
+        assert!(
+            !after.is_empty(),
+            "client {client} made no call after the kill"
+        );
+        assert!(
+            after.iter().all(|c| c.outcome == Outcome::Answered),
+            "client {client}: {after:?}"
+        );
+    }
+    // The balancer failed exactly those, each on the killed replica.
+    let broken: Vec<_> = fleet
+        .lb
+        .passed()
+        .into_iter()
+        .filter(|p| p.status >= 500)
+        .collect();
+    assert_eq!(broken.len(), failed.len(), "{broken:?}\n{}", fleet.lb.log());
+    for request in &broken {
+        assert_eq!(request.status, 502, "{request:?}");
+        assert_eq!(request.backends.last(), Some(&killed), "{request:?}");
+    }
+}
