@@ -131,13 +131,17 @@ pub struct HttpOptions {
     pub session_idle_timeout: Duration,
     /// Sessions (2025-11-25 and older) kept in a store the replicas share, so that any
     /// replica serves a session another one opened, without sticky routing: its record holds
-    /// the principal the session is bound to and the client's `initialize`; a replica that
+    /// the principal the session is bound to, the client's `initialize` and the tools it
+    /// promoted ([`SessionTools::promoted`](crate::SessionTools::promoted)); a replica that
     /// does not hold the session replays that handshake, bound to the stored principal, and
-    /// opens the session's own tools ([`ToolServer::per_session`]) on first need. `DELETE`
-    /// ends it on every replica (each drops it as the store announces the end, or at its next
-    /// check, at most an interval of a tenth of the idle timeout, within 0.1–30 s, later). An
-    /// id that is not in the store, or whose record does not open, is `404`. Default none:
-    /// sessions stay in this process.
+    /// opens the session's own tools ([`ToolServer::per_session`]), given the promoted ones
+    /// ([`Downstream::promoted`](crate::Downstream::promoted)). What those tools hold
+    /// themselves (an upstream server's process and session) stays on the replica that opened
+    /// them; a replica already holding the session does not learn of promotions made on
+    /// another. `DELETE` ends it on every replica (each drops it as the store announces the
+    /// end, or at its next check, at most an interval of a tenth of the idle timeout, within
+    /// 0.1–30 s, later). An id that is not in the store, or whose record does not open, is
+    /// `404`. Default none: sessions stay in this process.
     pub shared_sessions: Option<SharedSessions>,
 }
 
