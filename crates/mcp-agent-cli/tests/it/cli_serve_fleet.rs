@@ -2,7 +2,8 @@
 //! routing: a session opened on one replica is served by another (its upstream server opened
 //! there anew), bound to the JWT subject it was opened for; `DELETE` on one ends it on all; an
 //! id whose record is not in Redis under this fleet's prefix, sealed with its key, for that
-//! id, is `404`; without a seal key the gateway does not start.
+//! id, is `404`; without a seal key nothing of a session reaches Redis and it stays on its
+//! replica.
 //!
 //! They need the Redis peer (`MCP_AGENT_PEER_REDIS`): they skip without it, or fail under
 //! `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`.
@@ -14,8 +15,8 @@ use mcp_test_kit::redis::RedisServer;
 use serde_json::{Value, json};
 
 use crate::cli_serve_jwt::{AUDIENCE, ISSUER, jwk, key, serve_jwks, token_of};
+use crate::support::children;
 use crate::support::gateway::{Gateway, LIMIT, kit_config, request};
-use crate::support::{children, mcp_agent};
 
 /// A seal key (32 bytes, base64) for the fleet.
 fn seal_key(byte: u8) -> String {
@@ -403,24 +404,38 @@ fn ids_without_a_record_of_this_fleet_are_404() {
 }
 
 #[test]
-fn a_fleet_without_a_seal_key_does_not_start() {
+fn without_a_seal_key_sessions_stay_on_their_replica_and_it_says_so() {
     let Some(redis) = redis() else { return };
-    let (_dir, file, _record) = kit_config("state = { redis = { url_env = \"REDIS_URL\" } }");
-    let out = mcp_agent(
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--file",
-            file.to_str().unwrap(),
-        ],
-        &[("REDIS_URL", &redis.url())],
+    let (_dir, file, _record) =
+        kit_config("expose = \"eager\"\nstate = { redis = { url_env = \"REDIS_URL\" } }");
+    let a = Gateway::start(&file, &[("REDIS_URL", &redis.url())]);
+    let b = Gateway::start(&file, &[("REDIS_URL", &redis.url())]);
+    for gateway in [&a, &b] {
+        assert!(
+            gateway
+                .head
+                .iter()
+                .any(|l| l.contains("sessions and upstream OAuth tokens are not shared")),
+            "{:?}",
+            gateway.head
+        );
+    }
+    let session = open(&a, None);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (status, _, body) = request(
+        &b.addr(),
+        "POST",
+        &of(&session, None),
+        list.to_string().as_bytes(),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("[serve] state.redis.seal_key_env"),
-        "{stderr}"
+    assert_eq!(status, 404, "another replica does not know it: {body}");
+    let (status, _, body) = request(
+        &a.addr(),
+        "POST",
+        &of(&session, None),
+        list.to_string().as_bytes(),
     );
-    assert!(!stderr.contains("listening on"), "{stderr}");
+    assert_eq!(status, 200, "{body}");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw(&redis)).unwrap();
+    assert!(keys.iter().all(|k| !k.contains("session")), "{keys:?}");
 }
