@@ -67,6 +67,8 @@ pub struct FleetOptions {
     /// Another upstream for the replicas (one that checks tokens, say); default: the test
     /// kit's server, started with the fleet.
     pub upstream_url: Option<String>,
+    /// The test kit's server records every call it starts ([`Upstream::record`]).
+    pub record_upstream: bool,
 }
 
 impl Default for FleetOptions {
@@ -79,6 +81,7 @@ impl Default for FleetOptions {
             redis_password: None,
             server: Vec::new(),
             upstream_url: None,
+            record_upstream: false,
         }
     }
 }
@@ -111,6 +114,12 @@ impl FleetOptions {
     /// The replicas serve the upstream at `url` instead of the test kit's server.
     pub fn with_upstream_url(mut self, url: impl Into<String>) -> Self {
         self.upstream_url = Some(url.into());
+        self
+    }
+
+    /// The test kit's server records every call it starts.
+    pub fn with_recorded_upstream(mut self) -> Self {
+        self.record_upstream = true;
         self
     }
 
@@ -160,7 +169,11 @@ impl Fleet {
         let (upstream, upstream_url) = match &options.upstream_url {
             Some(url) => (None, url.clone()),
             None => {
-                let kit = Upstream::start().await;
+                let kit = if options.record_upstream {
+                    Upstream::recording().await
+                } else {
+                    Upstream::start().await
+                };
                 let url = kit.url().to_owned();
                 (Some(kit), url)
             }
