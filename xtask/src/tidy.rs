@@ -128,8 +128,8 @@ fn tidy_dependency_rules() {
         ),
         (
             "mcp-auth",
-            &["mcp-catalog", "mcp-client", "rmcp"],
-            "auth is a hook of the HTTP transport",
+            &["mcp-catalog", "mcp-client", "rmcp", "mcp-state", "redis"],
+            "auth is a hook of the HTTP transport; a fleet's token store is a seam it defines",
         ),
         (
             "agent-model-openai",

@@ -1,7 +1,7 @@
 //! An event bus: every event goes to the synchronous sinks and to any number of bounded async
 //! subscribers, none of which can hold up the caller.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::Stream;
 use tokio::sync::broadcast;
@@ -31,16 +31,26 @@ pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
 /// assert_eq!(event.server.as_deref(), Some("git"));
 /// # });
 /// ```
+///
+/// The subscribers' buffer is made by the first [`subscribe`](Self::subscribe): a bus nobody
+/// subscribes to (most runs) costs its sinks only, not `capacity` event slots.
 pub struct EventBus {
     sinks: Vec<Arc<dyn EventSink>>,
-    sender: broadcast::Sender<Event>,
+    capacity: usize,
+    sender: OnceLock<broadcast::Sender<Event>>,
 }
 
 impl std::fmt::Debug for EventBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventBus")
             .field("sinks", &self.sinks.len())
-            .field("subscribers", &self.sender.receiver_count())
+            .field(
+                "subscribers",
+                &self
+                    .sender
+                    .get()
+                    .map_or(0, broadcast::Sender::receiver_count),
+            )
             .finish()
     }
 }
@@ -60,10 +70,10 @@ impl EventBus {
     /// # let _ = bus;
     /// ```
     pub fn with_capacity(sink: Arc<dyn EventSink>, capacity: usize) -> Self {
-        let (sender, _) = broadcast::channel(capacity.max(1));
         Self {
             sinks: vec![sink],
-            sender,
+            capacity: capacity.max(1),
+            sender: OnceLock::new(),
         }
     }
 
@@ -83,8 +93,11 @@ impl EventBus {
 
     /// A new subscriber, which receives every event emitted from now on.
     pub fn subscribe(&self) -> EventReceiver {
+        let sender = self
+            .sender
+            .get_or_init(|| broadcast::channel(self.capacity).0);
         EventReceiver {
-            receiver: self.sender.subscribe(),
+            receiver: sender.subscribe(),
         }
     }
 }
@@ -95,7 +108,9 @@ impl EventSink for EventBus {
             sink.emit(event.clone());
         }
         // No subscriber is not an error.
-        let _ = self.sender.send(event);
+        if let Some(sender) = self.sender.get() {
+            let _ = sender.send(event);
+        }
     }
 }
 

@@ -28,6 +28,7 @@ mod run;
 mod serve;
 mod servers;
 mod settings;
+mod shared_sessions;
 mod shared_state;
 mod signals;
 mod term;

@@ -177,7 +177,20 @@ async fn serve(
         names,
     } = gateway;
     let mut signals = Signals::install();
-    let connectors = match mcp_agent::connectors() {
+    let tokens = match &settings.state {
+        Some(state) => match super::shared_state::shared_tokens(state).await {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                return Exit::Failed.into();
+            }
+        },
+        None => None,
+    };
+    let sharing_tokens = tokens.is_some();
+    let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
+        mcp_agent::connectors_with_shared_tokens(tokens)
+    }) {
         Ok(c) => c,
         Err(e) => return fail(secrets, &e),
     };
@@ -255,7 +268,13 @@ async fn serve(
                 match super::shared_state::shared_rate_limit(state).await {
                     Ok(shared) => {
                         if options.rate_limit.is_none() {
-                            say("note: [serve] state is set without rate_limit: nothing to share");
+                            say(if sharing_tokens {
+                                "note: [serve] state is set without rate_limit: sessions and \
+                                 upstream tokens are shared, no limit"
+                            } else {
+                                "note: [serve] state is set without rate_limit or seal_key_env: \
+                                 nothing to share"
+                            });
                         }
                         options = options.with_shared_rate_limit(shared);
                     }
@@ -264,6 +283,14 @@ async fn serve(
                         say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
                         return Exit::InvalidConfig.into();
                     }
+                }
+                // Sessions are stored sealed only: without the key (noted above, with the
+                // tokens) a client must stay on the replica that opened its session.
+                if state.seal_key_env.is_some() {
+                    options = match shared_sessions(secrets, state, options).await {
+                        Ok(options) => options,
+                        Err(code) => return code,
+                    };
                 }
             }
             let http = match server.serve_http(options).await {
@@ -289,6 +316,30 @@ async fn serve(
                 _ = signals.recv() => None,
             };
             stopped(report, &pool, &mut signals).await
+        }
+    }
+}
+
+/// `options` with the sessions kept in the shared state of `state`, so that any replica serves
+/// them; only with the seal key (a stored session names the principal it acts for).
+async fn shared_sessions(
+    secrets: &Redactor,
+    state: &mcp_state::StateConfig,
+    options: mcp_serve::HttpOptions,
+) -> Result<mcp_serve::HttpOptions, ExitCode> {
+    match super::shared_sessions::shared_sessions(state).await {
+        Ok(sessions) => Ok(options.with_shared_sessions(sessions)),
+        Err(e @ mcp_state::StateError::SealKey { .. }) => {
+            say(format_args!(
+                "error: [serve] state.redis.seal_key_env: sessions are kept in Redis sealed with \
+                 this key (32 random bytes in base64: `head -c 32 /dev/urandom | base64`): {}",
+                chain(secrets, &e)
+            ));
+            Err(Exit::InvalidConfig.into())
+        }
+        Err(e) => {
+            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+            Err(Exit::Failed.into())
         }
     }
 }
@@ -390,7 +441,12 @@ impl OpenTools for Gateway {
 
     async fn open_for(&self, downstream: Downstream) -> Result<Arc<dyn SessionTools>, OpenError> {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let id = format!("serve-{}-{n}", std::process::id());
+        // A session's runs on every replica share its label.
+        let id = match downstream.session() {
+            Some(label) => format!("serve-{label}-{}-{n}", std::process::id()),
+            None => format!("serve-{}-{n}", std::process::id()),
+        };
+        let promoted = downstream.promoted().to_vec();
         let mut options = OpenOptions::new();
         // The run acts for the session's authenticated subject, if any.
         if let Some(principal) = downstream.principal() {
@@ -407,6 +463,10 @@ impl OpenTools for Gateway {
             .client
             .open_runner_with(&RunInput::new(id, ""), options)
             .await?;
+        // Promoted where the session was served before: promoted again (a tool gone is not).
+        for tool in &promoted {
+            let _ = runner.catalog().promote(tool);
+        }
         for skipped in runner.skipped() {
             let secrets = runner.redactor();
             say(format_args!(
@@ -587,6 +647,10 @@ impl SessionTools for Upstream {
 
     fn list_changes(&self) -> Option<ToolListChanges> {
         Some(self.changes.clone())
+    }
+
+    fn promoted(&self) -> Vec<String> {
+        self.runner.catalog().promoted()
     }
 
     async fn close(&self) {

@@ -1,13 +1,18 @@
 //! `[serve] state` wired into the gateway: mcp-state's Redis rate limiter as mcp-serve's
 //! [`RateLimitStore`], so that `[serve] rate_limit` is counted fleet-wide (mcp-serve knows no
-//! Redis, mcp-state no gateway; this adapter is where they meet).
+//! Redis, mcp-state no gateway; this adapter is where they meet), and the upstream OAuth
+//! tokens shared by the replicas (the facade's `RedisTokens`) when a seal key is configured.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mcp_agent::auth::SharedTokens;
+use mcp_agent::state::{RedisTokens, SealKey};
 use mcp_serve::{OnStoreError, RateLimit, RateLimitStore, SharedRateLimit, StoreError};
 use mcp_state::{OnError, RateLimiter, RedisState, StateConfig, StateError};
+
+use super::term::say;
 
 /// Buckets counted in the fleet's Redis.
 struct RedisLimits(RateLimiter);
@@ -34,6 +39,26 @@ pub(crate) async fn shared_rate_limit(config: &StateConfig) -> Result<SharedRate
         Arc::new(RedisLimits(state.rate_limiter())),
         on_error,
     ))
+}
+
+/// The store the upstream OAuth tokens are shared in: Redis of `config`, sealed with the key
+/// in `seal_key_env` (a missing or malformed key is an error, named by its variable). Without
+/// `seal_key_env` nothing is shared (a note says why): tokens are never stored unsealed, so
+/// each replica obtains its own.
+pub(crate) async fn shared_tokens(
+    config: &StateConfig,
+) -> Result<Option<Arc<dyn SharedTokens>>, StateError> {
+    if config.seal_key_env.is_none() {
+        say(
+            "note: [serve] state has no seal_key_env: sessions and upstream OAuth tokens are \
+             not shared (they are never stored unsealed); a client stays on the replica that \
+             opened its session, and each replica obtains its own tokens",
+        );
+        return Ok(None);
+    }
+    let key = SealKey::from_config(config)?;
+    let state = RedisState::connect(config).await?;
+    Ok(Some(Arc::new(RedisTokens::new(&state, key))))
 }
 
 #[cfg(test)]
@@ -113,6 +138,29 @@ mod tests {
             (status, retry)
         })
         .await
+    }
+
+    #[tokio::test]
+    async fn tokens_are_shared_only_with_a_usable_seal_key() {
+        // Without a seal key nothing is shared, and Redis is not even asked.
+        let config = StateConfig::new("redis://127.0.0.1:1");
+        assert!(
+            bounded(super::shared_tokens(&config))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // A seal key variable that is unset is an error naming it, before any connection.
+        let config = StateConfig {
+            seal_key_env: Some("MCP_AGENT_TEST_UNSET_SEAL_KEY".into()),
+            ..StateConfig::new("redis://127.0.0.1:1")
+        };
+        let e = bounded(super::shared_tokens(&config)).await.err().unwrap();
+        assert!(matches!(e, mcp_state::StateError::SealKey { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("MCP_AGENT_TEST_UNSET_SEAL_KEY"),
+            "{e}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

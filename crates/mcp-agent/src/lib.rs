@@ -80,6 +80,8 @@
 //! - [`events`]: the event bus and the history files.
 //! - [`stdio`], [`http`], [`auth`]: each transport's connector and options, and the HTTP
 //!   transport's auth hooks, present with their features.
+//! - `state` (feature `redis`): a fleet's shared state on Redis, and `RedisTokens`, the OAuth
+//!   tokens its replicas share ([`connectors_with_shared_tokens`]).
 //! - Escape hatches: [`rmcp`] (the protocol crate; a custom connector must use this one) and
 //!   [`internals`] (the workspace crates whole, with no promise that their paths stay).
 //!
@@ -93,6 +95,7 @@
 //! | `stdio` | yes | MCP servers run as child processes ([`stdio`]) |
 //! | `http` | yes | MCP servers over streamable HTTP on hyper + rustls ([`http`]), with static headers and bearer tokens ([`auth`]) |
 //! | `oauth` | yes | `http` plus OAuth: client credentials (`private_key_jwt` signed with `ring`) and a user's login with PKCE |
+//! | `redis` | no | `oauth` plus OAuth tokens shared by a fleet's replicas in Redis (`state`, on `mcp-state`) |
 //! | `embed` | no | hybrid tool search for the config's `[search]` with an OpenAI-compatible embeddings endpoint (`mcp_embed`; no ML dependency) |
 //! | `embed-local` | no | `embed` plus a local sentence-transformers model (candle, tokenizers) |
 //!
@@ -107,6 +110,8 @@
 //! `mcp-agent`), so a library build pulls in no argument parser and no server side of rmcp.
 
 mod error;
+#[cfg(feature = "redis")]
+pub mod state;
 
 pub use error::SetupError;
 
@@ -230,8 +235,8 @@ pub mod auth {
     #[cfg(feature = "oauth")]
     pub use mcp_auth::{
         AuthRegistry, Callback, CallbackListener, FileTokenStore, Login, LoginOnDemand,
-        LoginTokens, MemoryTokenStore, OAuthOptions, PendingLogin, StoreError, StoredLogin,
-        TokenStore,
+        LoginTokens, MemoryTokenStore, OAuthOptions, PendingLogin, ShareError, SharedEntry,
+        SharedTokens, StoreError, StoredLogin, TokenStore,
     };
 }
 
@@ -247,6 +252,8 @@ pub mod internals {
     pub use mcp_connector;
     #[cfg(feature = "embed")]
     pub use mcp_embed;
+    #[cfg(feature = "redis")]
+    pub use mcp_state;
     #[cfg(feature = "http")]
     pub use mcp_transport_http;
     #[cfg(feature = "stdio")]
@@ -258,15 +265,40 @@ pub mod internals {
 /// is refused with the feature that adds it. Add a custom transport with
 /// [`Connectors::with`].
 pub fn connectors() -> Result<Connectors, SetupError> {
+    #[cfg(feature = "oauth")]
+    return connectors_sharing(None);
+    #[cfg(not(feature = "oauth"))]
+    return connectors_sharing();
+}
+
+/// [`connectors`] whose HTTP transport shares OAuth tokens with the other replicas of a fleet
+/// through `tokens` (say `state::RedisTokens`, with feature `redis`): see
+/// [`AuthRegistry::use_shared_tokens`](auth::AuthRegistry::use_shared_tokens). Hand them to
+/// [`McpClientBuilder::connectors`].
+#[cfg(feature = "oauth")]
+pub fn connectors_with_shared_tokens(
+    tokens: std::sync::Arc<dyn mcp_auth::SharedTokens>,
+) -> Result<Connectors, SetupError> {
+    connectors_sharing(Some(tokens))
+}
+
+/// Every transport compiled in, the HTTP one sharing `tokens` when given.
+fn connectors_sharing(
+    #[cfg(feature = "oauth")] tokens: Option<std::sync::Arc<dyn mcp_auth::SharedTokens>>,
+) -> Result<Connectors, SetupError> {
     let connectors = Connectors::new();
     #[cfg(feature = "stdio")]
     let connectors = connectors.with(mcp_transport_stdio::StdioConnector::new());
     #[cfg(not(feature = "stdio"))]
     let connectors = connectors.disabled(mcp_config::TransportKind::Stdio, "stdio");
     #[cfg(feature = "http")]
-    let connectors = connectors.with(mcp_transport_http::HttpConnector::new(
-        mcp_transport_http::HttpOptions::default(),
-    )?);
+    let http = mcp_transport_http::HttpConnector::new(mcp_transport_http::HttpOptions::default())?;
+    #[cfg(feature = "oauth")]
+    if let Some(tokens) = tokens {
+        http.auth_registry().use_shared_tokens(tokens);
+    }
+    #[cfg(feature = "http")]
+    let connectors = connectors.with(http);
     #[cfg(not(feature = "http"))]
     let connectors = connectors.disabled(mcp_config::TransportKind::StreamableHttp, "http");
     Ok(connectors)

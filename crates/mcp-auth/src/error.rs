@@ -157,6 +157,17 @@ pub enum AuthError {
         /// The store's error (not this error's `source()`: the message already shows it).
         error: StoreError,
     },
+    /// The store of tokens shared by a fleet's replicas
+    /// ([`SharedTokens`](crate::SharedTokens)) failed while a login's token had to be
+    /// refreshed, and the store does not let a replica refresh alone (that could send a
+    /// refresh token another replica sends too). Client-credentials tokens never fail for it:
+    /// the replica fetches its own.
+    TokenShare {
+        /// The server.
+        server: String,
+        /// The store's error (not this error's `source()`: the message already shows it).
+        error: ShareError,
+    },
     /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
     /// `private_key_jwt` key).
     Provider {
@@ -194,6 +205,7 @@ impl AuthError {
             | Self::Login { server, .. }
             | Self::LoginRequired { server, .. }
             | Self::TokenStore { server, .. }
+            | Self::TokenShare { server, .. }
             | Self::Provider { server, .. } => server,
         }
     }
@@ -309,6 +321,10 @@ impl fmt::Display for Reason<'_> {
                 "{reason}; log in again with `mcp-agent auth login {server}`"
             ),
             AuthError::TokenStore { error, .. } => write!(f, "token store: {error}"),
+            AuthError::TokenShare { error, .. } => write!(
+                f,
+                "{error}; a login's refresh waits for it, so that no refresh token is sent twice"
+            ),
             AuthError::Provider { message, .. } => f.write_str(message),
         }
     }
@@ -392,4 +408,37 @@ pub enum StoreError {
     /// A custom store's failure.
     #[error("{0}")]
     Other(String),
+}
+
+/// Why a [`SharedTokens`](crate::SharedTokens) store (the tokens a fleet's replicas share)
+/// could not answer.
+///
+/// Another seam's error: the store returns it without knowing the server. Its message names
+/// the store (say `Redis at 10.0.0.5:6379`), never a key's content or a token.
+///
+/// ```
+/// let e = mcp_auth::ShareError::new("Redis at 127.0.0.1:6379", "connection refused");
+/// assert_eq!(
+///     e.to_string(),
+///     "the shared token store (Redis at 127.0.0.1:6379) failed: connection refused"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the shared token store ({store}) failed: {reason}")]
+#[non_exhaustive]
+pub struct ShareError {
+    /// The store (`Redis at host:port`).
+    pub store: String,
+    /// What failed, in words, without a secret.
+    pub reason: String,
+}
+
+impl ShareError {
+    /// An error of `store` for `reason`.
+    pub fn new(store: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            store: store.into(),
+            reason: reason.into(),
+        }
+    }
 }

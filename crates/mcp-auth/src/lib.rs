@@ -35,6 +35,11 @@
 //! token before it expires and, when nothing usable is left, fails with
 //! [`AuthError::LoginRequired`] naming `mcp-agent auth login <server>`.
 //!
+//! A fleet's replicas (gateways behind one load balancer, an agent service's instances) share
+//! their tokens through a [`SharedTokens`] store ([`AuthRegistry::use_shared_tokens`]; the
+//! facade's `redis` feature has one on Redis): one token request, or one refresh, in the whole
+//! fleet at a time, under a lease with a second look; a refresh token is never sent twice.
+//!
 //! # Where a client secret may go
 //!
 //! - With `token_url`: there, and nowhere else.
@@ -97,7 +102,8 @@
 //!
 //! No HTTP client here (no reqwest, no hyper): providers speak in header names and values
 //! (the `http` crate's types) and the transport sends them; OAuth requests go through the
-//! [`HttpFetch`] seam the transport implements.
+//! [`HttpFetch`] seam the transport implements. No Redis either: shared tokens go through the
+//! [`SharedTokens`] seam.
 
 mod challenge;
 mod error;
@@ -114,7 +120,7 @@ use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{AuthSpec, Secret, SecretSource};
 
 pub use challenge::Challenge;
-pub use error::{AuthError, FetchError, StoreError};
+pub use error::{AuthError, FetchError, ShareError, StoreError};
 pub use fetch::HttpFetch;
 #[cfg(feature = "oauth")]
 pub use oauth::login::{
@@ -123,7 +129,7 @@ pub use oauth::login::{
     TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
 #[cfg(feature = "oauth")]
-pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions};
+pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions, SharedEntry, SharedTokens};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
 /// only the header names.

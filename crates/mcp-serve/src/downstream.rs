@@ -61,6 +61,10 @@ pub struct Downstream {
     calls: Calls,
     urls: SentUrls,
     principal: Option<Principal>,
+    /// The tools the session had promoted where it was served before.
+    promoted: Vec<String>,
+    /// The session's label.
+    session: Option<String>,
 }
 
 /// The URL requests sent, newest last: their origin and elicitation id.
@@ -95,6 +99,8 @@ impl Downstream {
             calls: Calls::default(),
             urls: Arc::default(),
             principal: None,
+            promoted: Vec::new(),
+            session: None,
         }
     }
 
@@ -105,7 +111,16 @@ impl Downstream {
             calls,
             urls: Arc::default(),
             principal: None,
+            promoted: Vec::new(),
+            session: None,
         }
+    }
+
+    /// The same client, of the session labelled `session`, which had promoted `promoted`.
+    pub(crate) fn of_session(mut self, session: Option<String>, promoted: Vec<String>) -> Self {
+        self.session = session;
+        self.promoted = promoted;
+        self
     }
 
     /// The same client, whose session acts for `principal`.
@@ -123,6 +138,32 @@ impl Downstream {
     /// ```
     pub fn principal(&self) -> Option<&Principal> {
         self.principal.as_ref()
+    }
+
+    /// The tools (their ids, in promotion order, as [`SessionTools::promoted`] gave them) the
+    /// session had promoted on the replica that served it before this one (a session of a
+    /// fleet, restored here from the store it shares): the tools opened for it promote them
+    /// again. Empty otherwise.
+    ///
+    /// ```
+    /// assert!(mcp_serve::Downstream::none().promoted().is_empty());
+    /// ```
+    ///
+    /// [`SessionTools::promoted`]: crate::SessionTools::promoted
+    pub fn promoted(&self) -> &[String] {
+        &self.promoted
+    }
+
+    /// A label of the downstream session over HTTP (2025-11-25 and older): the first digits of
+    /// a digest of its id, the same on every replica that serves it, never the id itself. A
+    /// gateway names the session's history after it. `None` over stdio and for stateless
+    /// requests.
+    ///
+    /// ```
+    /// assert!(mcp_serve::Downstream::none().session().is_none());
+    /// ```
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 
     /// Whether the client can be asked `request`: a client of a session that declared the

@@ -14,6 +14,7 @@ use rmcp::model::{
     SubscriptionFilter, Tool, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -24,6 +25,7 @@ use crate::drain::{InFlight, InFlightGuard, Lifecycle};
 use crate::list_changes::ToolListChanges;
 use crate::per_session::SessionTools;
 use crate::progress;
+use crate::restore::{Records, Restoring};
 use crate::server::{ServedTools, Source, ToolServer};
 
 /// The longest tool name an error message repeats (a client's text, so it is cut).
@@ -43,6 +45,10 @@ pub(crate) struct Shared {
     /// At most this many per-session tools open at once (HTTP `max_sessions`: stateless
     /// requests open tools too).
     max_open: Option<usize>,
+    /// What the sessions being restored from a shared store were.
+    pub(crate) restoring: Arc<Restoring>,
+    /// Where a shared session's record is written again (with shared sessions).
+    pub(crate) records: std::sync::OnceLock<Arc<dyn Records>>,
 }
 
 impl Shared {
@@ -59,6 +65,8 @@ impl Shared {
             live: Arc::default(),
             open_tools: InFlight::default(),
             max_open,
+            restoring: Arc::default(),
+            records: std::sync::OnceLock::new(),
         })
     }
 }
@@ -86,6 +94,10 @@ pub(crate) struct Session {
     /// Who the session acts for: the authenticated subject of its first request (none over
     /// stdio or without a subject). Later requests must act for the same one.
     principal: std::sync::OnceLock<Option<Principal>>,
+    /// The session's label, once a request named its id (HTTP sessions only).
+    label: std::sync::OnceLock<String>,
+    /// The tools its per-session tools promoted, as last seen (or as restored).
+    promoted: std::sync::Mutex<Vec<String>>,
 }
 
 impl Drop for Session {
@@ -159,7 +171,61 @@ impl Session {
             peer: std::sync::OnceLock::new(),
             calls_in_flight: Calls::default(),
             principal: std::sync::OnceLock::new(),
+            label: std::sync::OnceLock::new(),
+            promoted: std::sync::Mutex::default(),
         }
+    }
+
+    /// Notes the session's label from the id a request of it names (its header, or rmcp's
+    /// restore marker).
+    fn note_session(&self, extensions: &rmcp::model::Extensions) {
+        if self.label.get().is_some() {
+            return;
+        }
+        let id = extensions
+            .get::<SessionRestoreMarker>()
+            .map(|marker| marker.id.to_string())
+            .or_else(|| {
+                extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            });
+        if let Some(id) = id {
+            let _ = self.label.set(crate::restore::label(&id));
+        }
+    }
+
+    /// The promoted tools of the session's per-session tools, written to the session's
+    /// shared record when they changed since last seen.
+    async fn keep_promoted(&self, served: &Served, context: &RequestContext<RoleServer>) {
+        let (Served::Session(tools), Some(records)) = (served, self.shared.records.get()) else {
+            return;
+        };
+        let now = tools.promoted();
+        {
+            let mut last = self
+                .promoted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last == now {
+                return;
+            }
+            last.clone_from(&now);
+        }
+        let id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        let (Some(id), Some(initialize)) = (id, context.peer.peer_info()) else {
+            return;
+        };
+        let principal = self.principal.get().cloned().flatten();
+        records
+            .promoted(id, principal.as_ref(), &initialize, &now)
+            .await;
     }
 
     /// Binds the session to the principal of its first request (the HTTP front puts an
@@ -170,6 +236,32 @@ impl Session {
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
             .cloned();
+        if *self.principal.get_or_init(|| principal.clone()) == principal {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(
+                "this session was opened for another principal; initialize a session of your own",
+                None,
+            ))
+        }
+    }
+
+    /// Binds a session restored from a shared store (rmcp replays its `initialize` with the
+    /// request of whoever presented the id) to the principal it was opened for, which the
+    /// store's read left in [`Shared::restoring`]; that request is then checked against it
+    /// like any other. The marker is rmcp's alone: no client can send it.
+    fn bind_restored(&self, marker: &SessionRestoreMarker) -> Result<(), ErrorData> {
+        let Some(restored) = self.shared.restoring.take(&marker.id) else {
+            return Err(ErrorData::invalid_request(
+                "this session cannot be restored here; initialize a new one",
+                None,
+            ));
+        };
+        *self
+            .promoted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = restored.promoted;
+        let principal = restored.principal;
         if *self.principal.get_or_init(|| principal.clone()) == principal {
             Ok(())
         } else {
@@ -211,11 +303,17 @@ impl Session {
                     ));
                 }
                 let guard = self.shared.open_tools.enter();
+                let promoted = self
+                    .promoted
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
                 let downstream = match self.peer.get() {
                     Some(peer) => Downstream::new(peer.clone(), self.calls_in_flight.clone()),
                     None => Downstream::none(),
                 }
-                .acting_for(self.principal.get().cloned().flatten());
+                .acting_for(self.principal.get().cloned().flatten())
+                .of_session(self.label.get().cloned(), promoted);
                 match opener.open_for(downstream).await {
                     Ok(tools) => {
                         // Subscribed at once, so no change after the open is missed.
@@ -322,6 +420,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.bind(&context.extensions)?;
+        self.note_session(&context.extensions);
         let _ = self.peer.set(context.peer);
         let served = self.served().await.map_err(|reason| {
             ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
@@ -346,6 +445,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.bind(&context.extensions)?;
+        self.note_session(&context.extensions);
         let name = request.name.to_string();
         // rmcp keeps the request's `_meta` (its progress token included) in the context.
         let token = context.meta.get_progress_token();
@@ -413,7 +513,10 @@ impl ServerHandler for Session {
             }
         };
         tokio::select! {
-            outcome = dispatch => Ok(call_result(outcome).into()),
+            outcome = dispatch => {
+                self.keep_promoted(&served, &context).await;
+                Ok(call_result(outcome).into())
+            }
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
             // A shutdown whose drain timeout ran out answers the call instead of dropping it.
             () = self.shared.lifecycle.cut_off() => Err(ErrorData::internal_error(
@@ -443,7 +546,11 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.bind(&context.extensions)?;
+        match context.extensions.get::<SessionRestoreMarker>() {
+            Some(marker) => self.bind_restored(marker)?,
+            None => self.bind(&context.extensions)?,
+        }
+        self.note_session(&context.extensions);
         // Counted before the client has its answer, so its next request sees the count.
         self.count_live();
         context.peer.set_peer_info(request.clone());
@@ -452,6 +559,7 @@ impl ServerHandler for Session {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.note_session(&context.extensions);
         // Per-session tools open now, so the session's first request finds them ready (and
         // their change signal is subscribed).
         let _ = self.served().await;

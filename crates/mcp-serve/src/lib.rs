@@ -61,6 +61,7 @@ mod message;
 mod param_headers;
 mod per_session;
 mod progress;
+mod restore;
 mod server;
 mod stdio;
 mod untrusted;
@@ -71,8 +72,9 @@ pub use drain::{ServeState, ShutdownReport};
 pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
 pub use http::{
-    BearerAuth, HttpOptions, HttpServer, InProcessStore, JwksError, JwtAlgorithm, JwtAuth,
-    OnStoreError, RateLimit, RateLimitStore, SharedRateLimit, StoreError,
+    BearerAuth, HttpOptions, HttpServer, InProcessSessions, InProcessStore, JwksError,
+    JwtAlgorithm, JwtAuth, OnStoreError, RateLimit, RateLimitStore, SessionNotice, SessionStore,
+    SharedRateLimit, SharedSessions, StoreError,
 };
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};

@@ -51,6 +51,13 @@ pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
         None
     }
 
+    /// The tools the session promoted so far (ids its [`OpenTools`] can promote again, in
+    /// promotion order): a fleet keeps them with the session, and a replica restoring it
+    /// gives them to the opener ([`Downstream::promoted`]). Default none.
+    fn promoted(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Closes what was opened for the session (upstream sessions, child processes). Called
     /// once, when the downstream session ends or the server shuts down.
     async fn close(&self) {}

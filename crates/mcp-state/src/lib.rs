@@ -9,9 +9,15 @@
 //!   never the password.
 //! - [`SealedStore`]: `get` / `put` (with a TTL) / `delete` of opaque values, sealed with
 //!   ChaCha20-Poly1305 under a [`SealKey`] and bound to their Redis key. What does not open
-//!   reads as absent.
+//!   reads as absent; [`get_with_ttl`](SealedStore::get_with_ttl) also tells how long Redis
+//!   keeps it, and [`SealKey::blind`] makes names that say nothing without the key.
+//! - [`Locks`]: leases with an owner token and an expiry (`SET NX PX`), released only by their
+//!   owner (a compare-and-delete script): one replica of the fleet does a thing at a time.
 //! - [`RateLimiter`]: token buckets (GCRA) under `<prefix>rl:<key>`, each take one atomic Lua
 //!   script, each key expiring once its bucket is full again.
+//! - [`RedisState::publish`] / [`RedisState::subscribe`]: short notices between replicas on a
+//!   channel under the prefix; a [`Subscription`] has its own RESP3 connection, brought back
+//!   by itself, and tells what it may have missed as a [`Notice::Gap`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcp_state::StateError> {
@@ -34,6 +40,8 @@
 
 mod config;
 mod error;
+mod lock;
+mod notice;
 mod rate;
 mod seal;
 mod state;
@@ -41,6 +49,8 @@ mod store;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::StateError;
+pub use lock::Locks;
+pub use notice::{MAX_NOTICE, Notice, Subscription};
 pub use rate::RateLimiter;
 pub use seal::SealKey;
 pub use state::RedisState;

@@ -11,6 +11,7 @@ use std::fmt;
 
 use base64::Engine as _;
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::config::StateConfig;
@@ -24,6 +25,12 @@ const HEADER: usize = 2;
 
 /// The Poly1305 tag's length.
 const TAG: usize = 16;
+
+/// What the key that blinds names is derived with (HMAC-SHA-256 of this under the seal key).
+const BLIND_LABEL: &[u8] = b"mcp-state: blinded names, v1";
+
+/// The bytes of a blinded name kept (128 bits, written as 32 hex digits).
+const BLIND_BYTES: usize = 16;
 
 /// Why a stored value did not open. The value itself is never kept or shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +69,8 @@ impl Rejected {
 pub struct SealKey {
     id: u8,
     key: LessSafeKey,
+    /// Derived from the key: blinds names ([`blind`](Self::blind)).
+    blinding: hmac::Key,
     random: SystemRandom,
 }
 
@@ -76,9 +85,11 @@ impl SealKey {
     pub fn from_bytes(bytes: &[u8; 32]) -> Self {
         let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 32-byte key");
+        let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), BLIND_LABEL);
         Self {
             id: digest.as_ref()[0],
             key: LessSafeKey::new(unbound),
+            blinding: hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()),
             random: SystemRandom::new(),
         }
     }
@@ -146,6 +157,30 @@ impl SealKey {
     /// ```
     pub fn id(&self) -> u8 {
         self.id
+    }
+
+    /// `name` blinded with this key: 32 hex digits of an HMAC-SHA-256 under a key derived from
+    /// this one. The same name gives the same text under the same key, another under any other
+    /// key; nothing of `name` can be learnt from it without the key. For Redis key names that
+    /// would otherwise reveal what they stand for (a digest of a low-entropy credential can be
+    /// searched), and so that stores sealed with different keys never meet on one Redis key.
+    ///
+    /// ```
+    /// use mcp_state::SealKey;
+    ///
+    /// let key = SealKey::from_bytes(&[1; 32]);
+    /// let name = key.blind("client:alice");
+    /// assert_eq!(name.len(), 32);
+    /// assert_eq!(name, SealKey::from_bytes(&[1; 32]).blind("client:alice"));
+    /// assert_ne!(name, SealKey::from_bytes(&[2; 32]).blind("client:alice"));
+    /// assert_ne!(name, key.blind("client:bob"));
+    /// ```
+    pub fn blind(&self, name: &str) -> String {
+        let tag = hmac::sign(&self.blinding, name.as_bytes());
+        tag.as_ref()[..BLIND_BYTES]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     /// `value` sealed for the Redis key `bound_to`.

@@ -10,13 +10,13 @@ use crate::config::{OnError, StateConfig};
 use crate::error::StateError;
 
 /// How long one connection attempt may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long one command may wait for its answer.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Reconnection attempts after a lost connection, before a command fails.
-const RECONNECT_TRIES: usize = 3;
+pub(crate) const RECONNECT_TRIES: usize = 3;
 
 /// A connection to the shared state, checked at [`connect`](Self::connect) (reachable,
 /// credentials accepted). Clones share the connection.
@@ -33,6 +33,7 @@ const RECONNECT_TRIES: usize = 3;
 /// ```
 #[derive(Clone)]
 pub struct RedisState {
+    client: redis::Client,
     connection: ConnectionManager,
     addr: String,
     prefix: String,
@@ -82,10 +83,11 @@ impl RedisState {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(RECONNECT_TRIES);
-        let connection = ConnectionManager::new_with_config(client, settings)
+        let connection = ConnectionManager::new_with_config(client.clone(), settings)
             .await
             .map_err(mapped)?;
         Ok(Self {
+            client,
             connection,
             addr,
             prefix: config.key_prefix.clone(),
@@ -142,6 +144,16 @@ impl RedisState {
 }
 
 impl RedisState {
+    /// The client of the server, for connections of their own (subscriptions).
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// A client error during `op` (`None`: while connecting), typed, without the password.
+    pub(crate) fn error(&self, e: &redis::RedisError, op: Option<&'static str>) -> StateError {
+        StateError::from_redis(e, &self.addr, op, self.password.as_deref())
+    }
+
     /// Runs the script `invocation` for `op`, mapping a failure like [`query`](Self::query).
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
@@ -151,6 +163,20 @@ impl RedisState {
         let mut connection = self.connection.clone();
         invocation
             .invoke_async(&mut connection)
+            .await
+            .map_err(|e| StateError::from_redis(&e, &self.addr, Some(op), self.password.as_deref()))
+    }
+}
+
+impl RedisState {
+    /// Runs the pipeline `pipe` for `op`, mapping a failure like [`query`](Self::query).
+    pub(crate) async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StateError> {
+        let mut connection = self.connection.clone();
+        pipe.query_async(&mut connection)
             .await
             .map_err(|e| StateError::from_redis(&e, &self.addr, Some(op), self.password.as_deref()))
     }

@@ -34,6 +34,15 @@ pub struct SealedStore {
     rejected: Arc<AtomicU64>,
 }
 
+/// `ttl` in whole milliseconds, rounded up, for `PX`; [`StateError::BadTtl`] when Redis cannot
+/// take it (zero, or beyond its range).
+pub(crate) fn ttl_millis(ttl: Duration) -> Result<u64, StateError> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(StateError::BadTtl { ttl, max: MAX_TTL });
+    }
+    Ok(u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
+}
+
 impl RedisState {
     /// A store of values sealed with `key`, under this state's prefix.
     ///
@@ -64,15 +73,39 @@ impl SealedStore {
     /// # }
     /// ```
     pub async fn put(&self, name: &str, value: &[u8], ttl: Duration) -> Result<(), StateError> {
-        if ttl.is_zero() || ttl > MAX_TTL {
-            return Err(StateError::BadTtl { ttl, max: MAX_TTL });
-        }
-        let millis = u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        let millis = ttl_millis(ttl)?;
         let key = self.state.key(name);
         let sealed = self.key.seal(&key, value);
         let mut cmd = redis::cmd("SET");
         cmd.arg(&key).arg(sealed).arg("PX").arg(millis);
         self.state.query::<()>("put", &cmd).await
+    }
+
+    /// Replaces the value under `name` with `value`, kept for `ttl`, only if there is one
+    /// (`SET … XX`): `false` when there is none, and then nothing is stored.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let ttl = std::time::Duration::from_secs(600);
+    /// if !store.replace("session:42", b"newer", ttl).await? {
+    ///     println!("ended meanwhile: not made again");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn replace(
+        &self,
+        name: &str,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let key = self.state.key(name);
+        let sealed = self.key.seal(&key, value);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key).arg(sealed).arg("XX").arg("PX").arg(millis);
+        let set: Option<String> = self.state.query("replace", &cmd).await?;
+        Ok(set.is_some())
     }
 
     /// The value under `name`; `None` when there is none, it expired, or it does not open
@@ -93,8 +126,43 @@ impl SealedStore {
         let Some(sealed) = self.state.query::<Option<Vec<u8>>>("get", &cmd).await? else {
             return Ok(None);
         };
-        match self.key.open(&key, &sealed) {
-            Ok(value) => Ok(Some(value)),
+        Ok(self.open(&key, &sealed))
+    }
+
+    /// The value under `name` and how long Redis keeps it still (`None` for an entry without
+    /// expiry), read together in one transaction; `None` like [`get`](Self::get). The time left
+    /// is measured by the Redis server's clock alone, so replicas whose clocks disagree agree on
+    /// it.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// if let Some((value, Some(left))) = store.get_with_ttl("token:abc").await? {
+    ///     println!("{} bytes, {left:?} left", value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn get_with_ttl(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Vec<u8>, Option<Duration>)>, StateError> {
+        let key = self.state.key(name);
+        let mut pipe = redis::pipe();
+        pipe.atomic().get(&key).pttl(&key);
+        let (sealed, ttl_ms): (Option<Vec<u8>>, i64) =
+            self.state.query_pipe("get with TTL", &pipe).await?;
+        let Some(sealed) = sealed else {
+            return Ok(None);
+        };
+        // -1: no expiry; -2 cannot come with a value read in the same transaction.
+        let ttl = u64::try_from(ttl_ms).ok().map(Duration::from_millis);
+        Ok(self.open(&key, &sealed).map(|value| (value, ttl)))
+    }
+
+    /// What `sealed`, read from `key`, holds; `None` (counted and logged) when it does not open.
+    fn open(&self, key: &str, sealed: &[u8]) -> Option<Vec<u8>> {
+        match self.key.open(key, sealed) {
+            Ok(value) => Some(value),
             Err(why) => {
                 self.rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
@@ -102,9 +170,43 @@ impl SealedStore {
                     reason = why.as_str(),
                     "a shared-state entry did not open; read as absent"
                 );
-                Ok(None)
+                None
             }
         }
+    }
+
+    /// `name` blinded with this store's key ([`SealKey::blind`]): a name to store under that
+    /// says nothing of what it stands for.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let name = format!("token:{}", store.blind("client:alice"));
+    /// store.put(&name, b"claims", std::time::Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn blind(&self, name: &str) -> String {
+        self.key.blind(name)
+    }
+
+    /// Keeps the entry under `name` for `ttl` from now (Redis's own expiry, in milliseconds,
+    /// rounded up): `false` when there is none (it expired, or was deleted). Whether it still
+    /// opens is not checked: [`get`](Self::get) does.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// if !store.touch("session:42", std::time::Duration::from_secs(600)).await? {
+    ///     println!("ended or expired");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn touch(&self, name: &str, ttl: Duration) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(self.state.key(name)).arg(millis);
+        let set: u64 = self.state.query("touch", &cmd).await?;
+        Ok(set == 1)
     }
 
     /// Removes `name`; `true` when there was an entry.

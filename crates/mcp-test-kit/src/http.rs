@@ -154,7 +154,7 @@ where
 /// Accepts connections on `listener` until `stop` is cancelled, each served by the future
 /// `serve` makes on its own task. Stopping drops open connections at once, as a dying server
 /// would.
-fn accept_loop<C, Fut>(
+pub(crate) fn accept_loop<C, Fut>(
     listener: TcpListener,
     stop: CancellationToken,
     serve: C,

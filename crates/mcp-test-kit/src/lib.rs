@@ -20,6 +20,8 @@
 //!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test
 //!   (stopped and restarted on its port at will), [`lb::LoadBalancer`] a real round-robin
 //!   load balancer (nginx) per test.
+//! - [`oauth::AuthServer`]: an OAuth authorization server (client credentials, rotating
+//!   refresh tokens) that counts its token requests and every refresh token sent.
 //!
 //! ```
 //! use mcp_test_kit::{Observations, TestServer, TestServerOptions, serve_in_memory};
@@ -52,6 +54,7 @@ pub mod hostile;
 mod http;
 pub mod lb;
 mod memory;
+pub mod oauth;
 mod observe;
 pub mod peer;
 pub mod procs;

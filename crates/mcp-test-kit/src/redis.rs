@@ -1,6 +1,6 @@
 //! A real Redis server per test: the pinned `redis-server` peer (`MCP_AGENT_PEER_REDIS`,
 //! installed by `cargo xtask peers`) on a free 127.0.0.1 port, with no persistence, ready
-//! when it answers `PING`, killed on drop.
+//! when it answers with its own process id, killed on drop.
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 /// The variable holding the `redis-server` binary's path.
 pub const REDIS: &str = "MCP_AGENT_PEER_REDIS";
 
-/// How long a server may take to answer `PING` after its start: a bound for failing, never a
+/// How long a server may take to answer after its start: a bound for failing, never a
 /// delay (the wait ends at the first answer).
 const START: Duration = Duration::from_secs(20);
 
@@ -131,10 +131,15 @@ impl RedisServer {
         }
     }
 
-    /// Probes the port until the server answers `PING` with `PONG` (after `AUTH` when it has a
-    /// password). `Err` holds the server's output when it exited or did not answer in time.
+    /// Probes the port until this server answers (after `AUTH` when it has a password). `Err`
+    /// holds the server's output when it exited or did not answer in time.
+    ///
+    /// The answer must name this child's process id: when two tests pick the same free port,
+    /// the second server fails to bind, but until it has exited a probe would reach the first
+    /// one, and the two tests would share a server.
     async fn ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START;
+        let pid = self.child.id();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 // Its pipes are closed: the drains end once they have read the last lines.
@@ -143,38 +148,46 @@ impl RedisServer {
                 }
                 return Err(format!("exited ({status}); output:\n{}", self.log()));
             }
-            if self.ping().await {
+            if self.process_id().await == Some(pid) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(format!("no PONG within {START:?}; output:\n{}", self.log()));
+                return Err(format!(
+                    "no answer within {START:?}; output:\n{}",
+                    self.log()
+                ));
             }
             tokio::time::sleep(PROBE_INTERVAL).await;
         }
     }
 
-    /// One probe: connect, (`AUTH`,) `PING`, read until `+PONG` or the connection ends.
-    async fn ping(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(self.addr()).await else {
-            return false;
-        };
+    /// One probe: connect, (`AUTH`,) `INFO server`, and read the `process_id` of the server
+    /// that answers on the port.
+    async fn process_id(&self) -> Option<u32> {
+        let mut stream = TcpStream::connect(self.addr()).await.ok()?;
         let mut request = Vec::new();
         if let Some(password) = &self.password {
             request.extend(resp_command(&["AUTH", password]));
         }
-        request.extend(resp_command(&["PING"]));
-        if stream.write_all(&request).await.is_err() {
-            return false;
-        }
+        request.extend(resp_command(&["INFO", "server"]));
+        stream.write_all(&request).await.ok()?;
         let mut seen = Vec::new();
-        let mut buf = [0u8; 256];
-        while !seen.windows(7).any(|w| w == b"+PONG\r\n") {
+        let mut buf = [0u8; 1024];
+        loop {
+            let text = String::from_utf8_lossy(&seen);
+            if let Some(at) = text.find("process_id:")
+                && let Some(end) = text[at..].find("\r\n")
+            {
+                return text[at + "process_id:".len()..at + end].parse().ok();
+            }
+            if seen.len() > 64 * 1024 {
+                return None;
+            }
             match tokio::time::timeout(START, stream.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
-                _ => return false,
+                _ => return None,
             }
         }
-        true
     }
 
     /// Kills the server (SIGKILL: nothing is saved, every connection drops) and reaps it; its

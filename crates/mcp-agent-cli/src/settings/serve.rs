@@ -22,7 +22,7 @@
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
-//! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too | none |
+//! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
 //! | `history` | directory recording each session's run (one subdirectory each) | none |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.

@@ -20,28 +20,33 @@ use serde_json::{Value, json};
 use crate::support::children;
 use crate::support::gateway::{Gateway, kit_config, request};
 
-const ISSUER: &str = "https://issuer.test";
-const AUDIENCE: &str = "https://gateway.test/mcp";
+pub(crate) const ISSUER: &str = "https://issuer.test";
+pub(crate) const AUDIENCE: &str = "https://gateway.test/mcp";
 
-fn key() -> EcdsaKeyPair {
+pub(crate) fn key() -> EcdsaKeyPair {
     let rng = SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
     EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap()
 }
 
-fn jwk(key: &EcdsaKeyPair, kid: &str) -> Value {
+pub(crate) fn jwk(key: &EcdsaKeyPair, kid: &str) -> Value {
     let point = key.public_key().as_ref();
     json!({"kty": "EC", "crv": "P-256", "kid": kid,
            "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65])})
 }
 
 fn token(key: &EcdsaKeyPair, kid: &str, aud: &str) -> String {
+    token_of(key, kid, aud, "host")
+}
+
+/// A token of [`ISSUER`] for `aud` naming `sub`, signed with `key` under `kid`.
+pub(crate) fn token_of(key: &EcdsaKeyPair, kid: &str, aud: &str, sub: &str) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let header = json!({"alg": "ES256", "typ": "JWT", "kid": kid});
-    let claims = json!({"iss": ISSUER, "aud": aud, "sub": "host", "exp": now + 600});
+    let claims = json!({"iss": ISSUER, "aud": aud, "sub": sub, "exp": now + 600});
     let input = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),
@@ -52,7 +57,7 @@ fn token(key: &EcdsaKeyPair, kid: &str, aud: &str) -> String {
 }
 
 /// Serves `keys` as a JWKS on 127.0.0.1 from a thread (for the test's life); its URL.
-fn serve_jwks(keys: Value) -> String {
+pub(crate) fn serve_jwks(keys: Value) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/jwks", listener.local_addr().unwrap());
     let body = json!({ "keys": keys }).to_string();

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::flight::Shared;
 use super::lock;
+use super::share::entry_name;
 
 /// How often (at most) the registry drops cache entries nobody uses whose token expired,
 /// besides whenever a provider is built.
@@ -53,6 +54,12 @@ impl Cache {
         entries.map.entry(key).or_insert_with(make).clone()
     }
 
+    /// Forgets every entry (their providers keep theirs): credentials built from now on start
+    /// afresh.
+    pub(super) fn clear(&self) {
+        lock(&self.entries).map.clear();
+    }
+
     /// [`prune`](Self::prune), at most every [`PRUNE_INTERVAL`].
     pub(super) fn prune_if_due(&self, now: Instant) {
         let mut entries = lock(&self.entries);
@@ -74,4 +81,26 @@ pub(super) struct CredentialKey {
     pub(super) method: Option<&'static str>,
     pub(super) allowed_issuers: Vec<String>,
     pub(super) guarded: bool,
+}
+
+impl CredentialKey {
+    /// The name of this credential's entry in a fleet's shared store: a digest of every field,
+    /// the secret included, so that the name says nothing of it and a wrong secret never meets
+    /// the token of the right one.
+    pub(super) fn share_name(&self) -> String {
+        let issuers = self.allowed_issuers.join("\n");
+        entry_name(
+            "cc",
+            &[
+                self.endpoint.as_bytes(),
+                self.client_id.as_bytes(),
+                self.secret.expose().as_bytes(),
+                self.scope.as_deref().unwrap_or("\0").as_bytes(),
+                self.resource.as_deref().unwrap_or("\0").as_bytes(),
+                self.method.unwrap_or("\0").as_bytes(),
+                issuers.as_bytes(),
+                &[u8::from(self.guarded)],
+            ],
+        )
+    }
 }

@@ -39,6 +39,8 @@ pub(crate) enum Failure {
     LoginRequired(String),
     /// The token store failed.
     Store(crate::StoreError),
+    /// The fleet's shared token store failed when a login's refresh needed it.
+    Share(crate::ShareError),
 }
 
 impl Failure {
@@ -118,6 +120,7 @@ impl Failure {
                 reason: clean(reason),
             },
             Self::Store(error) => AuthError::TokenStore { server, error },
+            Self::Share(error) => AuthError::TokenShare { server, error },
         }
     }
 }

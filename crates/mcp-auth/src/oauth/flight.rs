@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::discovery::{self, Discovery};
 use super::failure::Failure;
+use super::share::ShareHandle;
 use super::token::{self, ClientAuth, Grant, TokenRequest, choose_auth};
 use super::{Config, Endpoint, OAuthOptions, lock};
 use crate::fetch::HttpFetch;
@@ -35,6 +36,8 @@ pub(super) struct Token {
     pub(super) refresh_at: Instant,
     /// From then on, never use.
     pub(super) expires_at: Instant,
+    /// The lifetime it was issued with.
+    pub(super) lifetime: Duration,
 }
 
 impl Token {
@@ -69,6 +72,9 @@ pub(super) struct State {
     pub(super) token_requests: u64,
     /// The latest tokens issued (access and refresh), most recent last, for scrubbing.
     pub(super) tokens: VecDeque<Secret>,
+    /// The `Authorization` value a server refused last: a shared entry holding it is of no
+    /// use.
+    pub(super) rejected: Option<HeaderValue>,
 }
 
 /// The cache of one credential, shared by its providers.
@@ -81,6 +87,8 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Held by the one attempt in flight.
     pub(super) flight: tokio::sync::Mutex<()>,
+    /// The fleet's store of tokens and this credential's entry name in it, when shared.
+    pub(super) share: Option<(Arc<ShareHandle>, String)>,
     /// The runs (their redactors) told of every token: weak, so a run that ended is dropped.
     sinks: Mutex<Vec<Weak<dyn SecretSink>>>,
 }
@@ -110,8 +118,15 @@ impl Shared {
                 ..State::default()
             }),
             flight: tokio::sync::Mutex::new(()),
+            share: None,
             sinks: Mutex::default(),
         }
+    }
+
+    /// Shares this credential's token with the fleet through `share`, under `name`.
+    pub(super) fn with_share(mut self, share: Option<Arc<ShareHandle>>, name: String) -> Self {
+        self.share = share.map(|share| (share, name));
+        self
     }
 
     /// Reports the tokens remembered now, and every one issued or loaded later, to `sink`.
@@ -202,10 +217,13 @@ impl Shared {
                 endpoint
             }
         };
-        self.request_token(&endpoint, &challenge).await
+        match &self.share {
+            Some((share, name)) => self.obtain_shared(share, name, &endpoint, &challenge).await,
+            None => self.request_token(&endpoint, &challenge).await,
+        }
     }
 
-    async fn request_token(
+    pub(super) async fn request_token(
         &self,
         endpoint: &Endpoint,
         challenge: &Challenge,
@@ -276,6 +294,7 @@ impl Shared {
             header: issued.header,
             refresh_at,
             expires_at,
+            lifetime,
         })
     }
 

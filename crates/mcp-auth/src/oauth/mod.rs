@@ -10,6 +10,10 @@
 //! - `discovery.rs` and `metadata.rs`: where the token endpoint is (RFC 9728, RFC 8414 /
 //!   OpenID Connect, the documents typed) and the refusals that keep the secret home.
 //! - `token.rs` and `jwt.rs`: the token request and its answer; `private_key_jwt` signing.
+//! - `share.rs`: [`SharedTokens`], the store a fleet's replicas share tokens in, and the
+//!   single flight across processes on it (a lease, a second look, bounded waits);
+//!   `share_entry.rs` what an entry holds and how long it may be used when clocks disagree;
+//!   `shared_cc.rs` client credentials through it (a login's refresh: `login/provider.rs`).
 //! - `failure.rs`: an attempt's failure, cloneable for every waiting caller, rendered as an
 //!   [`AuthError`](crate::AuthError) naming each caller's server with its secrets scrubbed.
 
@@ -22,6 +26,9 @@ pub(crate) mod login;
 mod metadata;
 mod provider;
 mod registry;
+mod share;
+mod share_entry;
+mod shared_cc;
 mod token;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +41,7 @@ use self::jwt::SigningKey;
 use self::token::ClientAuth;
 
 pub use self::provider::ClientCredentials;
+pub use self::share::{SharedEntry, SharedTokens};
 
 /// Text a server chose, bounded for an error message.
 pub(crate) fn shown_text(text: impl std::fmt::Display) -> String {

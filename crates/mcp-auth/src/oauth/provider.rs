@@ -168,6 +168,8 @@ impl AuthProvider for ClientCredentials {
                 }
                 (None, _) => {}
             }
+            // A token the fleet shares may be this one: not to be taken again.
+            state.rejected = sent.cloned();
             state.generation
         };
         tracing::debug!(server = %self.server, "HTTP 401: obtaining a new OAuth token");

@@ -18,6 +18,7 @@ use super::login::{
     UserAuthorization,
 };
 use super::provider::ClientCredentials;
+use super::share::{ShareHandle, SharedTokens, entry_name};
 use super::token::ClientAuth;
 use super::{Config, OAuthOptions, lock};
 use crate::fetch::HttpFetch;
@@ -77,6 +78,8 @@ pub struct AuthRegistry {
     token_store: Mutex<Option<Arc<dyn TokenStore>>>,
     /// One state per login (server URL and client), shared by its sessions.
     logins: Mutex<HashMap<String, Arc<LoginState>>>,
+    /// The store the fleet's replicas share tokens in, when set.
+    share: Mutex<Option<Arc<ShareHandle>>>,
 }
 
 impl fmt::Debug for AuthRegistry {
@@ -85,6 +88,7 @@ impl fmt::Debug for AuthRegistry {
             .field("options", &self.options)
             .field("guarded_fetch", &self.guarded_http.is_some())
             .field("credentials", &self.cache.len())
+            .field("shared_tokens", &lock(&self.share).is_some())
             .finish_non_exhaustive()
     }
 }
@@ -100,7 +104,47 @@ impl AuthRegistry {
             cache: Arc::default(),
             token_store: Mutex::new(None),
             logins: Mutex::default(),
+            share: Mutex::new(None),
         }
+    }
+
+    /// Shares OAuth tokens with the other replicas of a fleet through `tokens`: see
+    /// [`use_shared_tokens`](Self::use_shared_tokens).
+    pub fn with_shared_tokens(self, tokens: Arc<dyn SharedTokens>) -> Self {
+        self.use_shared_tokens(tokens);
+        self
+    }
+
+    /// Shares OAuth tokens with the other replicas of a fleet (gateways, an agent service's
+    /// instances) through `tokens`, for credentials and logins built from now on (on a shared
+    /// registry, the HTTP transport's `HttpConnector::auth_registry`).
+    ///
+    /// - **Client credentials**: before a token request, the token another replica stored
+    ///   for the same credential (same endpoint, client id and secret, scope, resource,
+    ///   method); one token request in the fleet at a time, the others waiting for its token.
+    /// - **A user's login**: the login's latest tokens, so that the replica that refreshes
+    ///   (one at a time in the fleet) spends the refresh token and the others take the rotated
+    ///   one from the store: a refresh token is never sent twice. A login newer than the
+    ///   fleet's in this replica's [`TokenStore`] (a new `mcp-agent auth login`) wins; the
+    ///   fleet's tokens are saved into the token store too.
+    /// - **The store failing** is logged once, and each replica goes on alone: client
+    ///   credentials request their own token; a login's refresh waits for the store unless it
+    ///   says otherwise ([`SharedTokens::refresh_alone_on_error`]). Waiting for another replica
+    ///   is bounded by half of the spec's connect timeout (the attempt's bound).
+    ///
+    /// Entries carry their absolute expiry and the lifetime they were issued with; how
+    /// replicas whose clocks disagree read them is in `SharedTokens`'s implementation notes
+    /// (`share_entry.rs`): a skewed replica never uses an expired token and renews at most
+    /// once more per token.
+    pub fn use_shared_tokens(&self, tokens: Arc<dyn SharedTokens>) {
+        *lock(&self.share) = Some(Arc::new(ShareHandle::new(tokens)));
+        lock(&self.logins).clear();
+        self.cache.clear();
+    }
+
+    /// The store tokens are shared in, when one is set.
+    pub fn shared_tokens(&self) -> Option<Arc<dyn SharedTokens>> {
+        lock(&self.share).as_ref().map(|share| share.tokens.clone())
     }
 
     /// Keeps users' logins (the `oauth` table) in `store`. Without one, the first login or
@@ -173,6 +217,8 @@ impl AuthRegistry {
             mcp_spec.url,
             settings.client_id.as_deref().unwrap_or_default()
         );
+        let share = lock(&self.share).clone();
+        let share_name = entry_name("login", &[key.as_bytes()]);
         let deadline = spec
             .connect_timeout
             .unwrap_or(self.options.default_deadline);
@@ -198,7 +244,8 @@ impl AuthRegistry {
                         self.fetch_for(spec),
                         self.options.clone(),
                         deadline,
-                    ),
+                    )
+                    .with_share(share, share_name),
                     store,
                     settings: settings.clone(),
                     secret,
@@ -344,6 +391,8 @@ impl AuthRegistry {
             allowed_issuers: oauth.allowed_issuers.iter().map(Url::to_string).collect(),
             guarded: spec.ssrf_guarded(),
         };
+        let share_name = key.share_name();
+        let share = lock(&self.share).clone();
         let mcp_url = &mcp_spec.url;
         let deadline = spec
             .connect_timeout
@@ -353,23 +402,26 @@ impl AuthRegistry {
             _ => self.http.clone(),
         };
         let shared = self.cache.entry(key, || {
-            Arc::new(Shared::new(
-                Config {
-                    client_id: oauth.client_id.clone(),
-                    secret,
-                    key: signing_key,
-                    method,
-                    scope: oauth.scope.clone(),
-                    resource: oauth.resource.clone(),
-                    token_url: oauth.token_url.clone(),
-                    mcp_url: mcp_url.clone(),
-                    allowed_issuers: oauth.allowed_issuers.clone(),
-                    guarded: spec.ssrf_guarded(),
-                },
-                http,
-                self.options.clone(),
-                deadline,
-            ))
+            Arc::new(
+                Shared::new(
+                    Config {
+                        client_id: oauth.client_id.clone(),
+                        secret,
+                        key: signing_key,
+                        method,
+                        scope: oauth.scope.clone(),
+                        resource: oauth.resource.clone(),
+                        token_url: oauth.token_url.clone(),
+                        mcp_url: mcp_url.clone(),
+                        allowed_issuers: oauth.allowed_issuers.clone(),
+                        guarded: spec.ssrf_guarded(),
+                    },
+                    http,
+                    self.options.clone(),
+                    deadline,
+                )
+                .with_share(share, share_name),
+            )
         });
         Ok(ClientCredentials::new(
             server,

@@ -178,6 +178,30 @@ impl Catalog {
         Ok(tool.descriptor())
     }
 
+    /// The ids of the tools promoted so far, in promotion order: what [`promote`](Self::promote)
+    /// takes to promote them again (in another run of the same servers, say).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mcp_catalog::{Catalog, CatalogConfig, ServerTools};
+    /// use mcp_catalog::testing::FakeServer;
+    ///
+    /// let fake = Arc::new(FakeServer::everything());
+    /// let catalog = Catalog::new(CatalogConfig::default());
+    /// catalog.add_server(ServerTools::new("demo", fake.clone(), fake.tools())).unwrap();
+    /// assert!(catalog.promoted().is_empty());
+    /// catalog.promote("demo__echo").unwrap();
+    /// let again = Catalog::new(CatalogConfig::default());
+    /// again.add_server(ServerTools::new("demo", fake.clone(), fake.tools())).unwrap();
+    /// for id in catalog.promoted() {
+    ///     again.promote(&id).unwrap();
+    /// }
+    /// assert_eq!(again.promoted(), catalog.promoted());
+    /// ```
+    pub fn promoted(&self) -> Vec<String> {
+        self.read().promoted.clone()
+    }
+
     /// Runs a search as `mcp_search_tools` does.
     ///
     /// `select:a,b` returns the named tools (model-facing or external names) in that order;

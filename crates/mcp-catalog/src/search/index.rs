@@ -379,8 +379,10 @@ impl SearchIndex {
         T: IntoIterator<Item = ToolText<'a>>,
     {
         let mut builder = Builder::default();
-        // Room for a few new words per tool, so the vocabulary rarely rehashes mid-batch.
-        self.vocabulary.reserve(self.live.max(1024));
+        // Room for a few new words per tool already indexed, so a large catalog's refresh
+        // rarely rehashes mid-batch; a new, small one grows as it needs (no fixed floor: a
+        // run's five-tool catalog must not hold a vocabulary sized for thousands).
+        self.vocabulary.reserve(self.live);
         self.pending.clear();
         self.stale.clear();
         for (server, tools) in servers {

@@ -17,7 +17,10 @@
 //! 9. [`ParamHeaderCheck`]: `Mcp-Param-*` headers disagreeing with a call → `400`;
 //! 10. [`Ids`]: a request under an id in flight in its session → `400`;
 //! 11. [`InFlight`]: a POST counts as in flight until answered (drain);
-//! 12. [`SessionEnd`]: a session ended by `DELETE` is answered `204`.
+//! 12. [`SessionEnd`]: a session ended by `DELETE` is answered `204`;
+//! 13. [`SessionsLayer`]: a session held is checked against the shared store (ended
+//!     elsewhere → dropped, then `404`), a store failure → `503` when closed (with shared
+//!     sessions).
 //!
 //! Each refusal is answered where it is found and reaches nothing below, so a hostile request
 //! never reaches a session or the dispatcher; the order is that of the checks, so when several
@@ -50,6 +53,7 @@ use super::origin::Origins;
 use super::route::Routes;
 use super::sessions::SessionCap;
 use super::shared_limit::SharedLimit;
+use super::shared_sessions::{Sessions, SessionsLayer};
 use crate::drain::InFlight;
 use crate::handler::Session;
 use crate::param_headers::ParamHeaderCheck;
@@ -83,6 +87,8 @@ pub(crate) struct Checks {
     pub(crate) params: ParamHeaderCheck,
     /// POST exchanges whose answer is not yet sent whole.
     pub(crate) in_flight: InFlight,
+    /// The sessions kept in a store the fleet shares.
+    pub(crate) sessions: Option<Arc<Sessions>>,
 }
 
 impl Checks {
@@ -126,6 +132,7 @@ impl Checks {
             .layer(CheckLayer::new(Ids::default()))
             .layer(CheckLayer::new(self.in_flight))
             .layer(CheckLayer::new(SessionEnd))
+            .option_layer(self.sessions.map(SessionsLayer))
             .service(mcp);
         BoxCloneSyncService::new(service)
     }

@@ -34,14 +34,15 @@ pub trait RateLimitStore: Send + Sync + 'static {
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError>;
 }
 
-/// A store that failed to count (unreachable, timed out, refused the command).
+/// A shared store (of rate limits, of sessions) that failed (unreachable, timed out, refused
+/// the command).
 ///
 /// ```
 /// let e = mcp_serve::StoreError::new("Redis at 10.0.0.5:6379", "connection refused");
-/// assert_eq!(e.to_string(), "the rate-limit store Redis at 10.0.0.5:6379 failed: connection refused");
+/// assert_eq!(e.to_string(), "the shared store Redis at 10.0.0.5:6379 failed: connection refused");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the rate-limit store {store} failed: {reason}")]
+#[error("the shared store {store} failed: {reason}")]
 pub struct StoreError {
     /// Which store (its address, never its credentials).
     pub store: String,

@@ -38,14 +38,18 @@ mod message_check;
 mod origin;
 mod params;
 mod route;
+mod session_keeper;
+mod session_store;
 mod sessions;
 mod shared_limit;
+mod shared_sessions;
 
 pub use auth::BearerAuth;
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
 pub use limit_store::{InProcessStore, OnStoreError, RateLimitStore, SharedRateLimit, StoreError};
+pub use session_store::{InProcessSessions, SessionNotice, SessionStore, SharedSessions};
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.
 ///
@@ -121,6 +125,24 @@ pub struct HttpOptions {
     /// [`header_read_timeout`](Self::header_read_timeout)). An open event stream is a
     /// request in progress. Default 60 s.
     pub idle_timeout: Duration,
+    /// A session with no message for this long ends (its tools closed); with
+    /// [`shared_sessions`](Self::shared_sessions), its record expires once no replica has
+    /// used it for this long. Default 300 s.
+    pub session_idle_timeout: Duration,
+    /// Sessions (2025-11-25 and older) kept in a store the replicas share, so that any
+    /// replica serves a session another one opened, without sticky routing: its record holds
+    /// the principal the session is bound to, the client's `initialize` and the tools it
+    /// promoted ([`SessionTools::promoted`](crate::SessionTools::promoted)); a replica that
+    /// does not hold the session replays that handshake, bound to the stored principal, and
+    /// opens the session's own tools ([`ToolServer::per_session`]), given the promoted ones
+    /// ([`Downstream::promoted`](crate::Downstream::promoted)). What those tools hold
+    /// themselves (an upstream server's process and session) stays on the replica that opened
+    /// them; a replica already holding the session does not learn of promotions made on
+    /// another. `DELETE` ends it on every replica (each drops it as the store announces the
+    /// end, or at its next check, at most an interval of a tenth of the idle timeout, within
+    /// 0.1–30 s, later). An id that is not in the store, or whose record does not open, is
+    /// `404`. Default none: sessions stay in this process.
+    pub shared_sessions: Option<SharedSessions>,
 }
 
 impl Default for HttpOptions {
@@ -143,6 +165,8 @@ impl Default for HttpOptions {
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
+            session_idle_timeout: Duration::from_secs(300),
+            shared_sessions: None,
         }
     }
 }
@@ -273,6 +297,20 @@ impl HttpOptions {
         self.idle_timeout = timeout.max(Duration::from_millis(1));
         self
     }
+
+    /// Sets [`session_idle_timeout`](Self::session_idle_timeout) (at least 1 s).
+    #[must_use]
+    pub fn with_session_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.session_idle_timeout = timeout.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Sets [`shared_sessions`](Self::shared_sessions).
+    #[must_use]
+    pub fn with_shared_sessions(mut self, sessions: SharedSessions) -> Self {
+        self.shared_sessions = Some(sessions);
+        self
+    }
 }
 
 /// A running streamable HTTP endpoint. Dropping it stops it at once; [`shutdown`](Self::shutdown)
@@ -398,18 +436,29 @@ impl ToolServer {
         let lifecycle = Lifecycle::default();
         let shared = Shared::new(&self, lifecycle.clone(), options.max_sessions);
         let sessions = CancellationToken::new();
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(endpoint.hosts)
             .with_cancellation_token(sessions.clone())
             .with_max_request_body_bytes(self.max_request_bytes_value())
             .with_sse_keep_alive(options.sse_keep_alive);
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = Some(options.session_idle_timeout);
+        let manager = Arc::new(manager);
+        let kept = options.shared_sessions.clone().map(|store| {
+            let keeper = Arc::new(session_keeper::Keeper::new(
+                store,
+                options.session_idle_timeout,
+                shared.restoring.clone(),
+            ));
+            config.session_store = Some(keeper.clone());
+            let _ = shared.records.set(keeper.clone());
+            let kept = shared_sessions::Sessions::new(keeper, manager.clone());
+            kept.clone().listen(sessions.clone());
+            kept
+        });
         let live = shared.live.clone();
         let open_tools = shared.open_tools.clone();
-        let mcp = StreamableHttpService::new(
-            move || Ok(Session::new(&shared)),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let mcp = StreamableHttpService::new(move || Ok(Session::new(&shared)), manager, config);
         let in_flight = InFlight::default();
         let front = front::Checks {
             routes: route::Routes {
@@ -436,6 +485,7 @@ impl ToolServer {
                 })
             },
             in_flight: in_flight.clone(),
+            sessions: kept,
         }
         .stack(mcp);
         let connections = TaskTracker::new();

@@ -38,7 +38,7 @@ impl SharedLimit {
         GateLayer::new(Self {
             shared,
             limit,
-            failures: FailureLog::default(),
+            failures: FailureLog::new("shared rate limit"),
         })
     }
 }
@@ -51,14 +51,20 @@ fn key<B>(request: &Request<B>) -> String {
     }
 }
 
-/// When a failure was last logged, and how many were not since.
-#[derive(Debug, Default)]
-struct FailureLog(Mutex<(Option<Instant>, u64)>);
+/// What fails (`shared rate limit`), when a failure was last logged, and how many were not
+/// since.
+#[derive(Debug)]
+pub(crate) struct FailureLog(&'static str, Mutex<(Option<Instant>, u64)>);
 
 impl FailureLog {
+    /// The log of `what`'s failures.
+    pub(crate) fn new(what: &'static str) -> Self {
+        Self(what, Mutex::default())
+    }
+
     /// Logs `error` unless one was logged less than [`LOG_INTERVAL`] before `now`.
-    fn note(&self, error: &StoreError, on_error: OnStoreError, now: Instant) -> bool {
-        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn note(&self, error: &StoreError, on_error: OnStoreError, now: Instant) -> bool {
+        let mut last = self.1.lock().unwrap_or_else(PoisonError::into_inner);
         if last
             .0
             .is_some_and(|at| now.duration_since(at) < LOG_INTERVAL)
@@ -72,7 +78,7 @@ impl FailureLog {
             OnStoreError::Closed => "refusing requests (503)",
             OnStoreError::Open => "letting requests through uncounted",
         };
-        tracing::warn!(%error, unlogged, "shared rate limit: {action}");
+        tracing::warn!(%error, unlogged, "{}: {action}", self.0);
         true
     }
 }
@@ -165,7 +171,7 @@ mod tests {
 
     #[test]
     fn failures_are_logged_at_most_once_per_interval() {
-        let log = FailureLog::default();
+        let log = FailureLog::new("shared rate limit");
         let error = StoreError::new("test store", "down");
         let t0 = Instant::now();
         assert!(log.note(&error, OnStoreError::Closed, t0));

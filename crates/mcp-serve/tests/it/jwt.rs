@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::support::{POST_HEADERS, Tools, all_but_hidden, initialize_body, send, serve_http};
 
-const ISSUER: &str = "https://issuer.test";
+pub(crate) const ISSUER: &str = "https://issuer.test";
 /// A 2048-bit RSA key made for these tests only.
 const RSA_PEM: &str = include_str!("keys/rsa-2048-test-only.pem");
 

@@ -13,5 +13,6 @@ mod progress;
 mod python_peer;
 mod results;
 mod runner;
+mod shared_sessions;
 mod shutdown;
 mod support;

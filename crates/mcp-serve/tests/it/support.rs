@@ -327,7 +327,7 @@ pub(crate) fn output_text(output: &agent_core::ToolOutput) -> String {
         .join("\n")
 }
 
-async fn open_runner(
+pub(crate) async fn open_runner(
     mut spec: mcp_config::ServerSpec,
     connectors: mcp_client::Connectors,
 ) -> mcp_client::McpRunner {

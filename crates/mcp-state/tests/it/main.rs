@@ -3,6 +3,8 @@
 //! they skip with a note, or fail under `CI=true` / `MCP_AGENT_REQUIRE_PEERS=1`.
 
 mod connect;
+mod lock;
+mod notice;
 mod rate;
 mod sealed;
 mod support;

@@ -144,3 +144,107 @@ async fn the_prefix_separates_deployments() {
         "nothing at mcp-agent:s, so nothing rejected"
     );
 }
+
+#[tokio::test]
+async fn a_value_is_read_with_the_time_redis_keeps_it() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    assert_eq!(bounded(store.get_with_ttl("t")).await.unwrap(), None);
+    bounded(store.put("t", b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let (value, ttl) = bounded(store.get_with_ttl("t")).await.unwrap().unwrap();
+    assert_eq!(value, b"v");
+    let ttl = ttl.expect("an expiry");
+    assert!(
+        ttl <= Duration::from_secs(60) && ttl > Duration::from_secs(50),
+        "{ttl:?}"
+    );
+    // An entry without expiry (written by hand) has none; one that does not open is absent.
+    let sealed = f.stored("mcp-agent:t").await;
+    f.store_raw("mcp-agent:t", &sealed).await;
+    let (_, ttl) = bounded(store.get_with_ttl("t")).await.unwrap().unwrap();
+    assert_eq!(ttl, None);
+    f.store_raw("mcp-agent:t", b"not sealed").await;
+    assert_eq!(bounded(store.get_with_ttl("t")).await.unwrap(), None);
+    assert_eq!(store.rejected(), 1);
+}
+
+#[tokio::test]
+async fn blinded_names_differ_by_key_and_keep_the_name_out_of_redis() {
+    let Some(mut f) = fixture().await else { return };
+    let one = f.state.sealed_store(SealKey::from_bytes(&[1; 32]));
+    let two = f.state.sealed_store(SealKey::from_bytes(&[2; 32]));
+    let name = "client:alice@example";
+    assert_ne!(one.blind(name), two.blind(name));
+    bounded(one.put(&one.blind(name), b"v", Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let keys: Vec<String> = f.raw(redis::cmd("KEYS").arg("*")).await;
+    assert_eq!(keys, [format!("mcp-agent:{}", one.blind(name))]);
+    assert!(!keys[0].contains("alice"));
+    // The other key's store looks elsewhere: nothing rejected, nothing overwritten.
+    assert_eq!(bounded(two.get(&two.blind(name))).await.unwrap(), None);
+    assert_eq!(two.rejected(), 0);
+}
+
+#[tokio::test]
+async fn touching_extends_an_entry_and_finds_a_missing_one() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("session:t", b"v", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap()
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:t")).await;
+    assert!((5_001..=600_000).contains(&pttl), "PTTL {pttl}");
+    assert_eq!(
+        bounded(store.get("session:t")).await.unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert!(bounded(store.delete("session:t")).await.unwrap());
+    assert!(
+        !bounded(store.touch("session:t", Duration::from_secs(600)))
+            .await
+            .unwrap(),
+        "gone"
+    );
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:t")).await;
+    assert_eq!(exists, 0, "touching does not make it again");
+    assert!(matches!(
+        bounded(store.touch("session:t", Duration::ZERO)).await,
+        Err(mcp_state::StateError::BadTtl { .. })
+    ));
+}
+
+#[tokio::test]
+async fn replacing_keeps_what_is_there_and_makes_nothing_new() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    let ttl = Duration::from_secs(60);
+    assert!(
+        !bounded(store.replace("session:r", b"v2", ttl))
+            .await
+            .unwrap()
+    );
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:r")).await;
+    assert_eq!(exists, 0, "nothing made");
+    bounded(store.put("session:r", b"v1", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        bounded(store.replace("session:r", b"v2", ttl))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        bounded(store.get("session:r")).await.unwrap().as_deref(),
+        Some(&b"v2"[..])
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:r")).await;
+    assert!((5_001..=60_000).contains(&pttl), "PTTL {pttl}");
+}

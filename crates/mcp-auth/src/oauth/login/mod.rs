@@ -14,7 +14,8 @@
 //! - `store.rs`: the [`TokenStore`] seam, [`StoredLogin`], [`MemoryTokenStore`].
 //! - `file_store.rs`: [`FileTokenStore`], files of mode 0600 under the user's state
 //!   directory, with a lock file per login in progress.
-//! - `provider.rs`: [`LoginTokens`], the hook that gives and refreshes the stored tokens.
+//! - `provider.rs`: [`LoginTokens`], the hook that gives and refreshes the stored tokens;
+//!   `shared_login.rs` the same through a fleet's shared store (one refresh in the fleet).
 //! - `on_demand.rs`: [`LoginOnDemand`], the hook that also runs a login (through the
 //!   runtime's [`UserAuthorization`]) when the server asks for one, and step-up.
 
@@ -26,6 +27,7 @@ mod on_demand;
 mod pkce;
 mod provider;
 mod scope;
+mod shared_login;
 mod store;
 
 pub use self::file_store::FileTokenStore;

@@ -53,8 +53,8 @@ pub(in crate::oauth) struct LoginState {
 ///   [`AuthError::LoginRequired`], whose message says to run `mcp-agent auth login <server>`.
 #[derive(Clone)]
 pub struct LoginTokens {
-    server: String,
-    state: Arc<LoginState>,
+    pub(super) server: String,
+    pub(super) state: Arc<LoginState>,
     spec_secrets: Arc<[Secret]>,
 }
 
@@ -120,62 +120,62 @@ impl LoginTokens {
     }
 
     /// A usable token: the one in the store (if it is not `rejected` and not stale), else a
-    /// refreshed one.
+    /// refreshed one; through the fleet's shared store when there is one.
     async fn attempt(&self, rejected: Option<HeaderValue>) -> Result<Token, Failure> {
+        if let Some((share, name)) = &self.state.shared.share {
+            return self.attempt_shared(share, name, rejected).await;
+        }
+        self.attempt_alone(rejected).await
+    }
+
+    /// [`attempt`](Self::attempt) with this replica's token store alone.
+    pub(super) async fn attempt_alone(
+        &self,
+        rejected: Option<HeaderValue>,
+    ) -> Result<Token, Failure> {
         let login = self.load().await?;
-        let shared = &self.state.shared;
-        // Scrubbed from whatever a server says from now on.
+        self.remember_login(&login);
+        let header = bearer(&login.access_token)?;
+        if let Some(timing) = Timing::of_stored(&login, self.state.shared.options.expiry_skew)
+            && rejected.as_ref() != Some(&header)
+        {
+            return Ok(timing.token(header));
+        }
+        let Some(refresh_token) = login.refresh_token.clone() else {
+            return Err(no_refresh_token(rejected.is_some()));
+        };
+        let (token, renewed) = self.refresh(&login, &refresh_token).await?;
+        self.state
+            .store
+            .save(&renewed)
+            .await
+            .map_err(Failure::Store)?;
+        *lock(&self.state.current) = Some(renewed);
+        Ok(token)
+    }
+
+    /// Scrubs `login`'s tokens (and dynamic client secret) from whatever a server says from
+    /// now on.
+    pub(super) fn remember_login(&self, login: &StoredLogin) {
         let known: Vec<Secret> = [Some(&login.access_token), login.refresh_token.as_ref()]
             .into_iter()
             .chain([login.client_secret.as_ref()])
             .flatten()
             .cloned()
             .collect();
-        shared.remember(&known);
-        let header = bearer(&login.access_token)?;
-        let now = unix_now();
-        let timing = match login.expires_at {
-            None => Some((
-                if login.refresh_token.is_some() {
-                    UNKNOWN_LIFETIME
-                } else {
-                    Duration::from_secs(365 * 86_400)
-                },
-                Duration::ZERO,
-            )),
-            Some(at) => {
-                let lifetime = Duration::from_secs(at.saturating_sub(login.obtained_at));
-                let skew = shared.options.expiry_skew.min(lifetime / 2);
-                let remaining = Duration::from_secs(at.saturating_sub(now));
-                (remaining > skew).then_some((remaining, skew))
-            }
-        };
-        if let Some((remaining, skew)) = timing
-            && rejected.as_ref() != Some(&header)
-        {
-            let now = Instant::now();
-            return Ok(Token {
-                header,
-                refresh_at: now + remaining.saturating_sub(skew),
-                expires_at: now + remaining,
-            });
-        }
-        let Some(refresh_token) = login.refresh_token.clone() else {
-            return Err(Failure::LoginRequired(
-                if rejected.is_some() {
-                    "the server refused the stored access token and the login has no refresh token"
-                } else {
-                    "the stored access token expired and the login has no refresh token"
-                }
-                .to_owned(),
-            ));
-        };
-        self.refresh(&login, &refresh_token).await
+        self.state.shared.remember(&known);
     }
 
     /// The login in use, or the newest stored one for this server (and the configured
     /// client); a newer one stored by another process replaces the one in use.
     async fn load(&self) -> Result<StoredLogin, Failure> {
+        self.load_stored().await?.ok_or_else(|| {
+            Failure::LoginRequired(format!("no stored OAuth login for {}", self.state.mcp_url))
+        })
+    }
+
+    /// [`load`](Self::load), `None` when nothing is stored.
+    pub(super) async fn load_stored(&self) -> Result<Option<StoredLogin>, Failure> {
         let stored = self
             .state
             .store
@@ -194,13 +194,16 @@ impl LoginTokens {
             (Some(newest), None) => *current = Some(newest),
             _ => {}
         }
-        current.clone().ok_or_else(|| {
-            Failure::LoginRequired(format!("no stored OAuth login for {}", self.state.mcp_url))
-        })
+        Ok(current.clone())
     }
 
-    /// RFC 6749 §6: new tokens for the refresh token; stored before they are used.
-    async fn refresh(&self, login: &StoredLogin, refresh_token: &Secret) -> Result<Token, Failure> {
+    /// RFC 6749 §6: new tokens for the refresh token, and the login holding them (for the
+    /// caller to store before they are used).
+    pub(super) async fn refresh(
+        &self,
+        login: &StoredLogin,
+        refresh_token: &Secret,
+    ) -> Result<(Token, StoredLogin), Failure> {
         let shared = &self.state.shared;
         let token_url = Url::parse(&login.token_endpoint).map_err(|_| {
             Failure::LoginRequired("the stored token endpoint is not a URL".to_owned())
@@ -260,20 +263,16 @@ impl LoginTokens {
         }
         renewed.expires_at = issued.expires_in.map(|d| now + d.as_secs());
         renewed.obtained_at = now;
-        self.state
-            .store
-            .save(&renewed)
-            .await
-            .map_err(Failure::Store)?;
-        *lock(&self.state.current) = Some(renewed);
         let lifetime = issued.expires_in.unwrap_or(UNKNOWN_LIFETIME);
         let (refresh_at, expires_at) = shared.times(started, lifetime);
         tracing::debug!(server = %self.server, expires_in = ?issued.expires_in, "refreshed the OAuth login's access token");
-        Ok(Token {
+        let token = Token {
             header: issued.header,
             refresh_at,
             expires_at,
-        })
+            lifetime,
+        };
+        Ok((token, renewed))
     }
 
     /// After a 401 with the current token: has the server moved to another authorization
@@ -311,8 +310,81 @@ impl LoginTokens {
     }
 }
 
+/// How long a login's access token is still fresh: the time left, the renewal skew, the
+/// lifetime it was issued with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub(super) remaining: Duration,
+    pub(super) skew: Duration,
+    pub(super) lifetime: Duration,
+}
+
+impl Timing {
+    /// The timing of a stored login's access token now (this replica's clock), if it is fresh:
+    /// without a known expiry it is used for [`UNKNOWN_LIFETIME`] at a time when it has a
+    /// refresh token, else until a server refuses it.
+    pub(super) fn of_stored(login: &StoredLogin, expiry_skew: Duration) -> Option<Self> {
+        match login.expires_at {
+            None => {
+                let lifetime = if login.refresh_token.is_some() {
+                    UNKNOWN_LIFETIME
+                } else {
+                    Duration::from_secs(365 * 86_400)
+                };
+                Some(Self {
+                    remaining: lifetime,
+                    skew: Duration::ZERO,
+                    lifetime,
+                })
+            }
+            Some(at) => {
+                let lifetime = Duration::from_secs(at.saturating_sub(login.obtained_at));
+                let remaining = Duration::from_secs(at.saturating_sub(unix_now()));
+                Self::fresh(remaining, lifetime, expiry_skew)
+            }
+        }
+    }
+
+    /// `remaining` of `lifetime`, if that is more than the renewal skew.
+    pub(super) fn fresh(
+        remaining: Duration,
+        lifetime: Duration,
+        expiry_skew: Duration,
+    ) -> Option<Self> {
+        let skew = expiry_skew.min(lifetime / 2);
+        (remaining > skew).then_some(Self {
+            remaining,
+            skew,
+            lifetime,
+        })
+    }
+
+    /// The in-process token of `header` with this timing, from now.
+    pub(super) fn token(self, header: HeaderValue) -> Token {
+        let now = Instant::now();
+        Token {
+            header,
+            refresh_at: now + self.remaining.saturating_sub(self.skew),
+            expires_at: now + self.remaining,
+            lifetime: self.lifetime,
+        }
+    }
+}
+
+/// Why a login that needs a refresh cannot have one.
+pub(super) fn no_refresh_token(rejected: bool) -> Failure {
+    Failure::LoginRequired(
+        if rejected {
+            "the server refused the stored access token and the login has no refresh token"
+        } else {
+            "the stored access token expired and the login has no refresh token"
+        }
+        .to_owned(),
+    )
+}
+
 /// `Bearer <token>`, marked sensitive.
-fn bearer(token: &Secret) -> Result<HeaderValue, Failure> {
+pub(super) fn bearer(token: &Secret) -> Result<HeaderValue, Failure> {
     let mut value = HeaderValue::try_from(format!("Bearer {}", token.expose())).map_err(|_| {
         Failure::LoginRequired(
             "the stored access token cannot be sent in an HTTP header".to_owned(),

@@ -1,0 +1,501 @@
+//! rmcp's session store ([`rmcp`'s `SessionStore`]) over a fleet's [`SessionStore`]: rmcp keeps
+//! a session's `initialize` when the handshake is done, reads it back on a replica that does
+//! not hold the session (and replays the handshake there), and removes it on `DELETE`. The
+//! [`Keeper`] adds what rmcp does not keep:
+//!
+//! - the principal the session is bound to, in the same record (rmcp's replay carries the
+//!   request of whoever presents the id; the restored session is bound to the stored
+//!   principal instead, through [`Restoring`]), and the tools it promoted, written again when
+//!   they change ([`Records`]) and promoted again where it is restored;
+//! - the key: a SHA-256 digest of the session id, so the store never holds an id a reader
+//!   could present; an id that is not one this server could have made is not looked up;
+//! - the sessions this replica holds, with when each was last checked against the store (its
+//!   record's time to live extended, or found gone: ended elsewhere, or expired).
+//!
+//! rmcp calls the store from the request's own task, so what the request carries (its
+//! principal; a store failure to answer for) travels in a task-local [`Exchange`], set by the
+//! front's session layer around each request.
+//!
+//! [`rmcp`'s `SessionStore`]: rmcp::transport::streamable_http_server::session::SessionStore
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use agent_core::Principal;
+use async_trait::async_trait;
+use rmcp::model::InitializeRequestParams;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore as RmcpStore, SessionStoreError,
+};
+use serde::{Deserialize, Serialize};
+
+use super::limit_store::{OnStoreError, StoreError};
+use super::session_store::SharedSessions;
+use crate::restore::{Records, Restored, Restoring, digest};
+
+/// The largest record kept: a session whose `initialize` is larger stays on its replica.
+pub(crate) const MAX_RECORD: usize = 64 * 1024;
+
+/// The longest session id looked up (rmcp's are UUIDs, 36 characters).
+const MAX_ID: usize = 128;
+
+/// The format of a record.
+const VERSION: u8 = 1;
+
+/// At most this many promoted tools are kept in a record, each name at most [`MAX_NAME`] bytes.
+const MAX_PROMOTED: usize = 64;
+
+/// The longest promoted tool's name kept.
+const MAX_NAME: usize = 256;
+
+tokio::task_local! {
+    /// The exchange of the request being answered.
+    static EXCHANGE: Arc<Exchange>;
+}
+
+/// What the request being answered carries to the store, and what the store reports back.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    /// Who the request acts for.
+    principal: Option<Principal>,
+    /// The store's failure while answering it.
+    failed: Mutex<Option<StoreError>>,
+}
+
+impl Exchange {
+    /// The exchange of a request acting for `principal`.
+    pub(crate) fn new(principal: Option<Principal>) -> Arc<Self> {
+        Arc::new(Self {
+            principal,
+            failed: Mutex::default(),
+        })
+    }
+
+    /// Runs `answering` with this exchange in scope.
+    pub(crate) async fn scope<F: Future>(self: Arc<Self>, answering: F) -> F::Output {
+        EXCHANGE.scope(self, answering).await
+    }
+
+    /// The store's failure while the request was answered.
+    pub(crate) fn failure(&self) -> Option<StoreError> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn fail(error: &StoreError) {
+        let _ = EXCHANGE.try_with(|exchange| {
+            *exchange
+                .failed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(error.clone());
+        });
+    }
+}
+
+/// A session's record: the principal it is bound to, its client's `initialize` and the tools
+/// it promoted.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    v: u8,
+    principal: Option<String>,
+    initialize: InitializeRequestParams,
+    #[serde(default)]
+    promoted: Vec<String>,
+}
+
+impl Record {
+    /// The record's bytes, or why it is not kept (over [`MAX_RECORD`]).
+    fn bytes(&self) -> Result<Vec<u8>, SessionStoreError> {
+        let bytes = serde_json::to_vec(self)?;
+        if bytes.len() > MAX_RECORD {
+            return Err(format!(
+                "a session record of {} bytes is over the {MAX_RECORD}-byte bound: the session \
+                 stays on this replica",
+                bytes.len()
+            )
+            .into());
+        }
+        Ok(bytes)
+    }
+}
+
+/// A session this replica holds.
+#[derive(Debug)]
+struct Held {
+    id: String,
+    /// When its record was last found (or written, or read).
+    checked: Instant,
+    /// Whether it has a record (a store failing at its start, open, leaves it without one).
+    shared: bool,
+}
+
+/// What checking a session held against the store found.
+#[derive(Debug)]
+pub(crate) enum Checked {
+    /// Not due, not held, or its record is there (and kept for another time to live).
+    Live,
+    /// Its record is gone: ended on another replica, or expired.
+    Gone,
+    /// The store failed.
+    Failed(StoreError),
+}
+
+/// The session store rmcp is given, over the fleet's store.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    shared: SharedSessions,
+    /// A record's time to live: the idle timeout and one check interval.
+    ttl: Duration,
+    /// How often a session held is checked against the store, at most.
+    every: Duration,
+    /// The sessions held, by key.
+    held: Mutex<HashMap<String, Held>>,
+    restoring: Arc<Restoring>,
+}
+
+impl Keeper {
+    /// The keeper of sessions idle for at most `idle`, in `shared`; restored principals go
+    /// to `restoring`.
+    pub(crate) fn new(shared: SharedSessions, idle: Duration, restoring: Arc<Restoring>) -> Self {
+        let every = (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        Self {
+            shared,
+            ttl: idle + every,
+            every,
+            held: Mutex::default(),
+            restoring,
+        }
+    }
+
+    /// How often a session held is checked against the store, at most.
+    pub(crate) fn every(&self) -> Duration {
+        self.every
+    }
+
+    pub(crate) fn on_error(&self) -> OnStoreError {
+        self.shared.on_error()
+    }
+
+    pub(crate) fn shared(&self) -> &SharedSessions {
+        &self.shared
+    }
+
+    fn held(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn hold(&self, key: String, id: &str, shared: bool) {
+        self.held().insert(
+            key,
+            Held {
+                id: id.to_owned(),
+                checked: Instant::now(),
+                shared,
+            },
+        );
+    }
+
+    /// Checks session `id` against the store when it is held, has a record and was not
+    /// checked for an interval; a session found gone is no longer held.
+    pub(crate) async fn check(&self, id: &str) -> Checked {
+        let Some(key) = key_of(id) else {
+            return Checked::Live;
+        };
+        let now = Instant::now();
+        {
+            let mut held = self.held();
+            match held.get_mut(&key) {
+                Some(session) if session.shared && now - session.checked >= self.every => {
+                    // Concurrent requests of the session do not check it again meanwhile.
+                    session.checked = now;
+                }
+                _ => return Checked::Live,
+            }
+        }
+        match self.shared.store().touch(&key, self.ttl).await {
+            Ok(true) => Checked::Live,
+            Ok(false) => {
+                self.held().remove(&key);
+                Checked::Gone
+            }
+            Err(error) => {
+                // Checked again at its next request.
+                if let Some(session) = self.held().get_mut(&key) {
+                    session.checked = now.checked_sub(self.every).unwrap_or(now);
+                }
+                Checked::Failed(error)
+            }
+        }
+    }
+
+    /// The id of the session held under `key`, no longer held.
+    pub(crate) fn forget(&self, key: &str) -> Option<String> {
+        self.held().remove(key).map(|session| session.id)
+    }
+
+    /// Every session held is checked against the store at its next request.
+    pub(crate) fn recheck_all(&self) {
+        let now = Instant::now();
+        let due = now.checked_sub(self.every).unwrap_or(now);
+        for session in self.held().values_mut() {
+            session.checked = session.checked.min(due);
+        }
+    }
+
+    /// The ids of the sessions held and not checked for an interval (to see whether this
+    /// replica still has them).
+    pub(crate) fn stale(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.held()
+            .values()
+            .filter(|session| now - session.checked >= self.every)
+            .map(|session| session.id.clone())
+            .collect()
+    }
+
+    /// Session `id` is no longer held (this replica ended it).
+    pub(crate) fn release(&self, id: &str) {
+        if let Some(key) = key_of(id) {
+            self.held().remove(&key);
+        }
+    }
+
+    /// A failure of the store, for the request being answered: an error for rmcp when
+    /// closed, `None` (go on without the store) when open.
+    fn failed(&self, error: StoreError) -> Option<SessionStoreError> {
+        Exchange::fail(&error);
+        match self.on_error() {
+            OnStoreError::Closed => Some(Box::new(error)),
+            OnStoreError::Open => None,
+        }
+    }
+}
+
+/// The store's key of session `id`: its SHA-256 digest in hex; `None` for an id this server
+/// could not have made (too long, or other than letters, digits and `-`).
+pub(crate) fn key_of(id: &str) -> Option<String> {
+    let plausible = !id.is_empty()
+        && id.len() <= MAX_ID
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !plausible {
+        return None;
+    }
+    Some(digest(id))
+}
+
+#[async_trait]
+impl RmcpStore for Keeper {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(key) = key_of(session_id) else {
+            return Ok(None);
+        };
+        let bytes = match self.shared.store().get(&key).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(None),
+            Err(error) => return self.failed(error).map_or(Ok(None), Err),
+        };
+        let record = match serde_json::from_slice::<Record>(&bytes) {
+            Ok(record) if record.v == VERSION => record,
+            _ => {
+                tracing::warn!(key, "a session record of another format; read as absent");
+                return Ok(None);
+            }
+        };
+        // Restoring is using: the record is kept for another time to live (a failure here is
+        // met again at the session's next check).
+        let _ = self.shared.store().touch(&key, self.ttl).await;
+        let mut promoted = record.promoted;
+        promoted.truncate(MAX_PROMOTED);
+        self.restoring.put(
+            session_id,
+            Restored {
+                principal: record.principal.map(Principal::new),
+                promoted,
+            },
+        );
+        self.hold(key, session_id, true);
+        Ok(Some(SessionState::new(record.initialize)))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let Some(key) = key_of(session_id) else {
+            return Err(format!("a session id of {} bytes is not stored", session_id.len()).into());
+        };
+        let Ok(principal) = EXCHANGE.try_with(|exchange| exchange.principal.clone()) else {
+            // Never without the front's layer: a session whose principal is unknown is not
+            // shared rather than shared unbound.
+            self.hold(key, session_id, false);
+            return Err("no request in scope: the session is not shared".into());
+        };
+        let record = Record {
+            v: VERSION,
+            principal: principal.map(|p| p.subject().to_owned()),
+            initialize: state.initialize_params.clone(),
+            promoted: Vec::new(),
+        };
+        let bytes = match record.bytes() {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.hold(key, session_id, false);
+                return Err(e);
+            }
+        };
+        match self.shared.store().put(&key, &bytes, self.ttl).await {
+            Ok(()) => {
+                self.hold(key, session_id, true);
+                Ok(())
+            }
+            Err(error) => {
+                self.hold(key, session_id, false);
+                self.failed(error).map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let Some(key) = key_of(session_id) else {
+            return Ok(());
+        };
+        self.held().remove(&key);
+        match self.shared.store().end(&key).await {
+            Ok(()) => Ok(()),
+            Err(error) => self.failed(error).map_or(Ok(()), Err),
+        }
+    }
+}
+
+#[async_trait]
+impl Records for Keeper {
+    async fn promoted(
+        &self,
+        id: &str,
+        principal: Option<&Principal>,
+        initialize: &InitializeRequestParams,
+        promoted: &[String],
+    ) {
+        let Some(key) = key_of(id) else {
+            return;
+        };
+        if !self.held().get(&key).is_some_and(|session| session.shared) {
+            return;
+        }
+        let record = Record {
+            v: VERSION,
+            principal: principal.map(|p| p.subject().to_owned()),
+            initialize: initialize.clone(),
+            promoted: promoted
+                .iter()
+                .filter(|name| name.len() <= MAX_NAME)
+                .take(MAX_PROMOTED)
+                .cloned()
+                .collect(),
+        };
+        let written = match record.bytes() {
+            Ok(bytes) => self.shared.store().replace(&key, &bytes, self.ttl).await,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "a session's promoted tools are not shared");
+                return;
+            }
+        };
+        // A record gone meanwhile (ended, expired) is not made again: the session's next
+        // check drops it.
+        if let Err(error) = written {
+            tracing::warn!(key, %error, "a session's promoted tools could not be shared");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientCapabilities, Implementation};
+
+    use super::*;
+    use crate::http::session_store::{InProcessSessions, SessionStore};
+
+    fn keeper(store: &Arc<InProcessSessions>, idle: Duration) -> Keeper {
+        let shared = SharedSessions::new(store.clone(), OnStoreError::Closed);
+        Keeper::new(shared, idle, Arc::default())
+    }
+
+    fn state() -> SessionState {
+        SessionState::new(InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("t", "1"),
+        ))
+    }
+
+    #[test]
+    fn keys_are_digests_of_plausible_ids_only() {
+        let id = "0b6c3a3e-5d0f-4c55-9a43-7f2d9c1b8e11";
+        let key = key_of(id).unwrap();
+        assert_eq!(key.len(), 64);
+        assert!(!key.contains(id));
+        assert_eq!(key_of(id), Some(key));
+        for forged in ["", "a b", "ä", "a/b", &"a".repeat(MAX_ID + 1)] {
+            assert_eq!(key_of(forged), None, "{forged:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_holds_the_principal_of_the_request_that_opened_the_session() {
+        let store = Arc::new(InProcessSessions::default());
+        let a = keeper(&store, Duration::from_secs(60));
+        Exchange::new(Some(Principal::new("alice")))
+            .scope(a.store("s-1", &state()))
+            .await
+            .unwrap();
+        // Another replica reads it back, and the principal waits for the handler.
+        let b = keeper(&store, Duration::from_secs(60));
+        let loaded = b.load("s-1").await.unwrap().expect("the record");
+        assert_eq!(loaded.initialize_params.client_info.name, "t");
+        assert_eq!(
+            b.restoring.take("s-1"),
+            Some(Restored {
+                principal: Some(Principal::new("alice")),
+                promoted: Vec::new(),
+            })
+        );
+        // Promotions on A reach a replica restoring it later.
+        let params = state().initialize_params;
+        let alice = Principal::new("alice");
+        let promoted = vec!["kit__add".to_owned()];
+        a.promoted("s-1", Some(&alice), &params, &promoted).await;
+        let c = keeper(&store, Duration::from_secs(60));
+        c.load("s-1").await.unwrap().expect("the record");
+        assert_eq!(c.restoring.take("s-1").unwrap().promoted, promoted);
+        // A session ended meanwhile is not made again.
+        store.end(&key_of("s-1").unwrap()).await.unwrap();
+        a.promoted("s-1", Some(&alice), &params, &promoted).await;
+        assert!(c.load("s-1").await.unwrap().is_none());
+        assert!(b.load("s-2").await.unwrap().is_none(), "another id");
+        assert!(b.load("s 1").await.unwrap().is_none(), "an implausible id");
+        // Without a request in scope nothing is shared.
+        assert!(a.store("s-3", &state()).await.is_err());
+        assert!(b.load("s-3").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_session_is_checked_once_per_interval_and_found_gone_once_ended() {
+        let store = Arc::new(InProcessSessions::default());
+        let a = keeper(&store, Duration::from_secs(1));
+        Exchange::new(None)
+            .scope(a.store("s-1", &state()))
+            .await
+            .unwrap();
+        assert!(matches!(a.check("s-1").await, Checked::Live), "not due");
+        a.recheck_all();
+        assert!(matches!(a.check("s-1").await, Checked::Live), "touched");
+        a.recheck_all();
+        let key = key_of("s-1").unwrap();
+        store.end(&key).await.unwrap();
+        assert!(matches!(a.check("s-1").await, Checked::Gone));
+        assert!(a.forget(&key).is_none(), "no longer held");
+        assert!(
+            matches!(a.check("never-held").await, Checked::Live),
+            "rmcp answers it"
+        );
+    }
+}

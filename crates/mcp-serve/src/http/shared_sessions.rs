@@ -1,0 +1,205 @@
+//! The shared sessions' layer, innermost (just above rmcp), and the replica's listener of
+//! sessions ended elsewhere.
+//!
+//! For a request of a session this replica holds, the layer checks the session against the
+//! store at most once per interval ([`Keeper::check`]): its record's time to live is extended,
+//! or, found gone (ended on another replica, expired), the session is dropped here and rmcp
+//! answers `404` as for any unknown id. Around rmcp it puts the request's [`Exchange`] in
+//! scope (its principal, for the record of a session it opens) and answers a store failure
+//! met meanwhile: `503` when closed (a session just opened is dropped again), through when
+//! open. Failures are logged at most once per interval.
+//!
+//! The listener drops a session held here as soon as another replica announces its end
+//! ([`SessionNotice`]); notices missed make every session held checked at its next request.
+//! Every interval it also forgets the sessions this replica no longer has (ended by their
+//! idle timeout).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use agent_core::Principal;
+use http::{HeaderValue, Method, Request, StatusCode, header};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::answer::{Answer, Answering, plain, take};
+use super::limit_store::OnStoreError;
+use super::session_keeper::{Checked, Exchange, Keeper};
+use super::session_store::SessionNotice;
+use super::shared_limit::FailureLog;
+
+/// The answer when the store fails and `on_error` is closed.
+const UNREACHABLE: &str = "Service Unavailable: the shared session store is unreachable";
+
+/// The header naming a request's session.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// What the layer and the listener share.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    keeper: Arc<Keeper>,
+    manager: Arc<LocalSessionManager>,
+    failures: FailureLog,
+}
+
+impl Sessions {
+    pub(crate) fn new(keeper: Arc<Keeper>, manager: Arc<LocalSessionManager>) -> Arc<Self> {
+        Arc::new(Self {
+            keeper,
+            manager,
+            failures: FailureLog::new("shared sessions"),
+        })
+    }
+
+    /// Drops session `id` on this replica (its handler, and with it the tools opened for it).
+    async fn drop_here(&self, id: &str) {
+        let _ = self.manager.close_session(&id.into()).await;
+    }
+
+    /// The refusal of a request when the store failed with `error`, if closed.
+    fn refusal(&self, error: &super::limit_store::StoreError) -> Option<Answer> {
+        let on_error = self.keeper.on_error();
+        self.failures.note(error, on_error, Instant::now());
+        match on_error {
+            OnStoreError::Open => None,
+            OnStoreError::Closed => {
+                let mut answer = plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE);
+                answer
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                Some(answer)
+            }
+        }
+    }
+
+    /// Answers `request` through `inner`, as the module says.
+    async fn answer<S, B>(self: Arc<Self>, mut inner: S, request: Request<B>) -> Answer
+    where
+        S: Service<Request<B>, Response = Answer, Error = Infallible>,
+    {
+        let id = request
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(id) = &id
+            && request.method() != Method::DELETE
+        {
+            match self.keeper.check(id).await {
+                Checked::Live => {}
+                Checked::Gone => self.drop_here(id).await,
+                Checked::Failed(error) => {
+                    if let Some(refused) = self.refusal(&error) {
+                        return refused;
+                    }
+                }
+            }
+        }
+        let exchange = Exchange::new(request.extensions().get::<Principal>().cloned());
+        let answer = match exchange.clone().scope(inner.call(request)).await {
+            Ok(answer) => answer,
+            Err(never) => match never {},
+        };
+        let Some(error) = exchange.failure() else {
+            return answer;
+        };
+        let Some(refused) = self.refusal(&error) else {
+            return answer;
+        };
+        // A session opened while its record could not be written is not kept.
+        let opened = answer
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .filter(|_| id.is_none());
+        if let Some(opened) = opened {
+            self.drop_here(opened).await;
+            self.keeper.release(opened);
+        }
+        refused
+    }
+
+    /// Listens to the store's notices until `stop`: see the module.
+    pub(crate) fn listen(self: Arc<Self>, stop: CancellationToken) -> JoinHandle<()> {
+        let mut notices = self.keeper.shared().store().notices();
+        tokio::spawn(async move {
+            let mut sweep = tokio::time::interval(self.keeper.every());
+            let mut hearing = true;
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    notice = notices.recv(), if hearing => match notice {
+                        Ok(SessionNotice::Ended(key)) => {
+                            if let Some(id) = self.keeper.forget(&key) {
+                                self.drop_here(&id).await;
+                            }
+                        }
+                        Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_)) => {
+                            self.keeper.recheck_all();
+                        }
+                        // The store hears nothing more: each session is still checked once
+                        // per interval.
+                        Err(RecvError::Closed) => hearing = false,
+                    },
+                    _ = sweep.tick() => {
+                        for id in self.keeper.stale() {
+                            if !self.manager.has_session(&id.as_str().into()).await.unwrap_or(true) {
+                                self.keeper.release(&id);
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The layer of [`Sessions`].
+#[derive(Debug, Clone)]
+pub(crate) struct SessionsLayer(pub(crate) Arc<Sessions>);
+
+impl<S> Layer<S> for SessionsLayer {
+    type Service = SessionsService<S>;
+
+    fn layer(&self, inner: S) -> SessionsService<S> {
+        SessionsService {
+            sessions: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of a [`SessionsLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct SessionsService<S> {
+    sessions: Arc<Sessions>,
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for SessionsService<S>
+where
+    S: Service<Request<B>, Response = Answer, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Answering;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Answering {
+        let inner = take(&mut self.inner);
+        let sessions = self.sessions.clone();
+        Box::pin(async move { Ok(sessions.answer(inner, request).await) })
+    }
+}
