@@ -181,8 +181,9 @@ async fn serve(
         Some(state) => match super::shared_state::shared_tokens(state).await {
             Ok(tokens) => tokens,
             Err(e) => {
+                // Like an address that cannot be bound: the deployment is wrong.
                 say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-                return Exit::Failed.into();
+                return Exit::InvalidConfig.into();
             }
         },
         None => None,
@@ -339,7 +340,7 @@ async fn shared_sessions(
         }
         Err(e) => {
             say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-            Err(Exit::Failed.into())
+            Err(Exit::InvalidConfig.into())
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct Passed {
     pub ended: SystemTime,
     /// The status sent to the client (`502` when the backend failed mid-request).
     pub status: u16,
+    /// The request's method (`POST`, `GET`, `DELETE`).
+    pub method: String,
     /// The backends tried, in order (`127.0.0.1:port`); more than one when a connection to
     /// the first failed before the request was sent.
     pub backends: Vec<String>,
@@ -229,7 +231,7 @@ events {{
     worker_connections 4096;
 }}
 http {{
-    log_format fleet '$msec $status $request_time "$upstream_addr"';
+    log_format fleet '$msec $status $request_time $request_method "$upstream_addr"';
     access_log {dir}/access.log fleet;
     client_body_temp_path {dir}/client_body;
     proxy_temp_path {dir}/proxy;
@@ -259,13 +261,14 @@ http {{
     )
 }
 
-/// One access-log line: `msec status request_time "upstream_addr"`.
+/// One access-log line: `msec status request_time method "upstream_addr"`.
 fn parse_line(line: &str) -> Option<Passed> {
     let (head, upstream) = line.split_once(" \"")?;
     let mut words = head.split_whitespace();
     let ended = seconds(words.next()?)?;
     let status = words.next()?.parse().ok()?;
     let took = seconds(words.next()?)?;
+    let method = words.next()?.to_owned();
     // `a, b` for attempts on several backends, `a : b` across internal redirects, `-` none.
     let backends = upstream
         .trim_end_matches('"')
@@ -278,6 +281,7 @@ fn parse_line(line: &str) -> Option<Passed> {
     Some(Passed {
         ended: UNIX_EPOCH + ended,
         status,
+        method,
         backends,
         took,
     })
@@ -316,8 +320,9 @@ mod tests {
 
     #[test]
     fn access_lines_name_status_and_every_backend_tried() {
-        let one = parse_line(r#"1700000000.123 200 0.004 "127.0.0.1:4001""#).unwrap();
+        let one = parse_line(r#"1700000000.123 200 0.004 POST "127.0.0.1:4001""#).unwrap();
         assert_eq!(one.status, 200);
+        assert_eq!(one.method, "POST");
         assert_eq!(one.backends, ["127.0.0.1:4001"]);
         assert_eq!(one.took, Duration::from_millis(4));
         assert_eq!(
@@ -325,9 +330,9 @@ mod tests {
             1_700_000_000_123
         );
         let retried =
-            parse_line(r#"1700000000.5 502 1.250 "127.0.0.1:4001, 127.0.0.1:4002""#).unwrap();
+            parse_line(r#"1700000000.5 502 1.250 GET "127.0.0.1:4001, 127.0.0.1:4002""#).unwrap();
         assert_eq!(retried.backends, ["127.0.0.1:4001", "127.0.0.1:4002"]);
-        let none = parse_line(r#"1700000000.5 400 0.000 "-""#).unwrap();
+        let none = parse_line(r#"1700000000.5 400 0.000 DELETE "-""#).unwrap();
         assert!(none.backends.is_empty());
         assert_eq!(parse_line("garbage"), None);
     }

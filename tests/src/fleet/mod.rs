@@ -13,9 +13,9 @@
 //!   [`Protocol::Session`] 2025-11-25 sessions) and keeps every call's outcome and times;
 //!   [`Load::run_until`] keeps going until stopped, for faults injected meanwhile.
 //! - [`check_rate_limit`] sends requests faster than a limit and counts what got through.
-//! - For state shared beyond the rate limit: [`Protocol::Session`] clients with
-//!   [`LoadReport::renewals`] (a session that outlives its replica is never initialised
-//!   again, nor are its calls failed) and [`LoadReport::fresh_clients`]; an upstream that
+//! - For state shared beyond the rate limit ([`FleetOptions::with_seal_key`]):
+//!   [`Protocol::Session`] clients with [`LoadReport::renewals`] (a session that outlives its
+//!   replica is never initialised again) and [`LoadReport::fresh_clients`]; an upstream that
 //!   wants tokens through [`FleetOptions::with_upstream_url`] and
 //!   [`FleetOptions::with_server`] (its `auth` table), whose token requests the benchmark's
 //!   `token_requests` figure is for.
@@ -48,6 +48,9 @@ pub use upstream::Upstream;
 /// The variable the replicas read the Redis URL from (`url_env`).
 pub const REDIS_URL_VAR: &str = "FLEET_REDIS_URL";
 
+/// The variable the replicas read the seal key from (`seal_key_env`), when they have one.
+pub const SEAL_KEY_VAR: &str = "FLEET_SEAL_KEY";
+
 /// What a fleet is made of.
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
@@ -67,6 +70,11 @@ pub struct FleetOptions {
     /// Another upstream for the replicas (one that checks tokens, say); default: the test
     /// kit's server, started with the fleet.
     pub upstream_url: Option<String>,
+    /// The test kit's server records every call it starts ([`Upstream::record`]).
+    pub record_upstream: bool,
+    /// The seal key (32 bytes, base64) the replicas share sessions and upstream tokens with,
+    /// if any.
+    pub seal_key: Option<String>,
 }
 
 impl Default for FleetOptions {
@@ -79,6 +87,8 @@ impl Default for FleetOptions {
             redis_password: None,
             server: Vec::new(),
             upstream_url: None,
+            record_upstream: false,
+            seal_key: None,
         }
     }
 }
@@ -111,6 +121,18 @@ impl FleetOptions {
     /// The replicas serve the upstream at `url` instead of the test kit's server.
     pub fn with_upstream_url(mut self, url: impl Into<String>) -> Self {
         self.upstream_url = Some(url.into());
+        self
+    }
+
+    /// The test kit's server records every call it starts.
+    pub fn with_recorded_upstream(mut self) -> Self {
+        self.record_upstream = true;
+        self
+    }
+
+    /// A seal key (32 bytes, base64): the replicas share sessions and upstream tokens.
+    pub fn with_seal_key(mut self, key: impl Into<String>) -> Self {
+        self.seal_key = Some(key.into());
         self
     }
 
@@ -160,16 +182,27 @@ impl Fleet {
         let (upstream, upstream_url) = match &options.upstream_url {
             Some(url) => (None, url.clone()),
             None => {
-                let kit = Upstream::start().await;
+                let kit = if options.record_upstream {
+                    Upstream::recording().await
+                } else {
+                    Upstream::start().await
+                };
                 let url = kit.url().to_owned();
                 (Some(kit), url)
             }
         };
         let dir = tempfile::tempdir().expect("a directory for the fleet's config");
-        let mut serve = vec![state_line(&options.on_error)];
+        let state = match &options.seal_key {
+            Some(_) => sealed_state_line(&options.on_error),
+            None => state_line(&options.on_error),
+        };
+        let mut serve = vec![state];
         serve.extend(options.serve.iter().cloned());
         let config = gateway_config_with(dir.path(), &upstream_url, &options.server, &serve);
         let mut env = vec![(REDIS_URL_VAR.to_owned(), redis.url())];
+        if let Some(key) = &options.seal_key {
+            env.push((SEAL_KEY_VAR.to_owned(), key.clone()));
+        }
         env.extend(options.env.iter().cloned());
         let mut replicas = Vec::new();
         for _ in 0..options.replicas.max(1) {
@@ -221,6 +254,14 @@ impl Fleet {
 /// The `[serve] state` line of a fleet: Redis from [`REDIS_URL_VAR`], `on_error` as given.
 pub fn state_line(on_error: &str) -> String {
     format!("state = {{ redis = {{ url_env = \"{REDIS_URL_VAR}\" }}, on_error = \"{on_error}\" }}")
+}
+
+/// [`state_line`] with `seal_key_env` ([`SEAL_KEY_VAR`]): sessions and upstream tokens shared.
+pub fn sealed_state_line(on_error: &str) -> String {
+    format!(
+        "state = {{ redis = {{ url_env = \"{REDIS_URL_VAR}\", seal_key_env = \"{SEAL_KEY_VAR}\" }}, \
+         on_error = \"{on_error}\" }}"
+    )
 }
 
 /// Writes a gateway's configuration into `dir` and returns its path: the upstream at `url`

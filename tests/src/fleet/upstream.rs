@@ -4,6 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use mcp_test_kit::RecordFile;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
@@ -11,7 +12,8 @@ use tokio::process::{Child, ChildStdin, Command};
 const START: Duration = Duration::from_secs(30);
 
 /// `mcp-test-server --http` on 127.0.0.1 (a free port): its tools are the test kit's (`echo`,
-/// `slow`, …). It serves until its stdin closes; dropping it kills it.
+/// `slow`, …), each call it starts recorded when asked ([`Upstream::recording`]). It serves
+/// until its stdin closes; dropping it kills it.
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -25,14 +27,30 @@ pub struct Upstream {
     /// Held open: the server stops when it closes.
     stdin: Option<ChildStdin>,
     url: String,
+    record: Option<(RecordFile, tempfile::TempDir)>,
 }
 
 impl Upstream {
     /// Starts the server and waits for the URL it prints. Panics when it does not start.
     pub async fn start() -> Self {
+        Self::launch(None).await
+    }
+
+    /// [`start`](Self::start), recording every call the server starts ([`record`](Self::record)).
+    pub async fn recording() -> Self {
+        let dir = tempfile::tempdir().expect("a directory for the record");
+        let record = RecordFile::new(dir.path().join("calls.jsonl"));
+        Self::launch(Some((record, dir))).await
+    }
+
+    async fn launch(record: Option<(RecordFile, tempfile::TempDir)>) -> Self {
         let binary = mcp_test_kit::stdio::binary();
-        let mut child = Command::new(&binary)
-            .arg("--http")
+        let mut command = Command::new(&binary);
+        command.arg("--http");
+        if let Some((file, _)) = &record {
+            command.arg("--record").arg(file.path());
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -51,7 +69,13 @@ impl Upstream {
             child,
             stdin,
             url: url.trim().to_owned(),
+            record,
         }
+    }
+
+    /// The calls the server started, when it was started [`recording`](Self::recording).
+    pub fn record(&self) -> Option<&RecordFile> {
+        self.record.as_ref().map(|(file, _)| file)
     }
 
     /// The endpoint's URL (`http://127.0.0.1:port/mcp`).

@@ -12,7 +12,9 @@ const CLIENTS: usize = 12;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_calls_in_flight_on_a_killed_replica_fail() {
     let Some(mut fleet) = Fleet::start(
-        FleetOptions::default().with_serve("rate_limit = { per_second = 100000, burst = 100000 }"),
+        FleetOptions::default()
+            .with_serve("rate_limit = { per_second = 100000, burst = 100000 }")
+            .with_recorded_upstream(),
     )
     .await
     else {
@@ -88,6 +90,16 @@ async fn only_the_calls_in_flight_on_a_killed_replica_fail() {
             "client {client}: {after:?}"
         );
     }
+    // No call ran twice: the upstream started each answered call, and at most the failed ones
+    // besides (those the killed replica had passed on).
+    let record = fleet.upstream.as_ref().and_then(|u| u.record()).unwrap();
+    let ran = record.snapshot().calls_of("slow");
+    let answered = report.answered();
+    assert!(
+        (answered..=answered + failed.len()).contains(&ran),
+        "{ran} started upstream, {answered} answered, {} failed",
+        failed.len()
+    );
     // The balancer failed exactly those, each on the killed replica.
     let broken: Vec<_> = fleet
         .lb
