@@ -263,7 +263,10 @@ fn an_upstream_s_own_state_stays_on_the_replica_that_made_it() {
         (200, Some(false)),
         "{added}"
     );
-    assert!(tool_names(&a, &session, None).contains(&"kit__extra".to_owned()));
+    // The upstream's list change reaches A's catalog after the call's answer: A re-lists.
+    until("A lists the added tool", LIMIT, || {
+        tool_names(&a, &session, None).contains(&"kit__extra".to_owned())
+    });
     // B's upstream is a process of its own, which never had the tool added.
     let on_b = tool_names(&b, &session, None);
     assert!(on_b.contains(&"kit__add".to_owned()) && !on_b.contains(&"kit__extra".to_owned()));
