@@ -672,11 +672,28 @@ impl StreamableHttpClient for HttpClient {
         if !is_media_type(response.headers(), EVENT_STREAM_MIME_TYPE) {
             return Err(self.unexpected_content_type(response.headers()));
         }
-        Ok(bounded_sse(
+        let mut events = bounded_sse(
             response.into_body().into_data_stream(),
             max_sse_event_size,
             self.inner.inbound.clone(),
             None,
-        ))
+        );
+        if last_event_id.is_none() {
+            return Ok(events);
+        }
+        // A resumption that ends before any event is a failed attempt, not a reconnection: a
+        // server that holds none of the stream's events (another replica of a fleet, which
+        // never saw them) would otherwise be asked again and again, the call waiting forever;
+        // failed attempts are bounded by the reconnection policy, so the call ends in an error.
+        match events.next().await {
+            Some(first) => Ok(futures::stream::once(async move { first })
+                .chain(events)
+                .boxed()),
+            None => Err(self.unexpected(
+                "the resumed event stream ended before any event: the server holds none of its \
+                 events"
+                    .to_owned(),
+            )),
+        }
     }
 }

@@ -210,6 +210,8 @@ impl LoadReport {
 pub struct Progress {
     answered: AtomicUsize,
     failed: AtomicUsize,
+    /// When each client's latest answered call was sent, by client.
+    latest_answered: std::sync::Mutex<Vec<Option<Instant>>>,
     changed: tokio::sync::Notify,
 }
 
@@ -222,6 +224,12 @@ impl Progress {
     /// Calls failed (or hung) so far.
     pub fn failed(&self) -> usize {
         self.failed.load(Ordering::SeqCst)
+    }
+
+    /// How many clients had a call answered that was sent after `at`.
+    pub fn clients_answered_since(&self, at: Instant) -> usize {
+        let latest = self.latest_answered.lock().expect("progress lock");
+        latest.iter().flatten().filter(|sent| **sent > at).count()
     }
 
     /// Waits until `check` holds on this progress, at most `bound`; whether it held.
@@ -240,9 +248,16 @@ impl Progress {
         }
     }
 
-    fn record(&self, outcome: &Outcome) {
+    fn record(&self, client: usize, sent: Instant, outcome: &Outcome) {
         let counter = match outcome {
-            Outcome::Answered => &self.answered,
+            Outcome::Answered => {
+                let mut latest = self.latest_answered.lock().expect("progress lock");
+                if latest.len() <= client {
+                    latest.resize(client + 1, None);
+                }
+                latest[client] = Some(sent);
+                &self.answered
+            }
             _ => &self.failed,
         };
         counter.fetch_add(1, Ordering::SeqCst);
@@ -275,9 +290,16 @@ pub struct Load {
 
 impl Load {
     /// One stateless client calling `tool` once with `{"text": "hello, fleet"}` on `url`,
-    /// each call bounded by 20 s.
+    /// each call bounded by 20 s. An event stream cut off is resumed at most twice, 50 ms then
+    /// 100 ms later (the default policy waits 1 s, doubling, five times: 31 s in all, beyond the
+    /// bound), so a call whose stream no replica can resume fails well within the bound.
     pub fn new(url: &str, tool: &str) -> Self {
-        let connector = HttpConnector::new(HttpOptions::default()).expect("an HTTP connector");
+        let options = HttpOptions::default().with_sse_reconnect(
+            2,
+            Duration::from_millis(50),
+            Duration::from_millis(200),
+        );
+        let connector = HttpConnector::new(options).expect("an HTTP connector");
         let mut arguments = Map::new();
         arguments.insert("text".into(), Value::from("hello, fleet"));
         Self {
@@ -398,7 +420,7 @@ impl Load {
                 Ok(Err(why)) => Outcome::Failed(why),
                 Err(_) => Outcome::Hung,
             };
-            progress.record(&outcome);
+            progress.record(index, started, &outcome);
             let failed = outcome != Outcome::Answered;
             calls.push(Call {
                 client: index,

@@ -16,6 +16,7 @@ mod fleet_redis_start;
 mod fleet_replica_kill;
 mod fleet_replica_term;
 mod fleet_round_robin;
+mod fleet_sessions_survive;
 mod governed_approval;
 mod governed_events;
 mod governed_history;

@@ -1,5 +1,7 @@
 //! A response stream that closes before its response is resumed with `Last-Event-ID`, after
-//! the delay the server asked for with `retry`.
+//! the delay the server asked for with `retry`; a server that holds none of the stream's events
+//! (it answers the resumption with a stream that ends at once) fails the call within the
+//! reconnection policy's attempts instead of being asked forever.
 
 use crate::common;
 
@@ -23,8 +25,13 @@ fn sse(text: String) -> Response<common::Body> {
 }
 
 /// A scripted server: the response stream of `tools/call` sends one event (id `e1`, retry
-/// 10 ms) and closes; a GET with `Last-Event-ID: e1` delivers the result.
+/// 10 ms) and closes; a GET with `Last-Event-ID: e1` delivers the result, or, when the server
+/// is `forgetful`, ends at once without an event.
 fn scripted() -> Handler {
+    script(false)
+}
+
+fn script(forgetful: bool) -> Handler {
     let pending = Arc::new(Mutex::new(None::<Value>));
     Arc::new(move |parts, body| {
         let pending = pending.clone();
@@ -58,6 +65,7 @@ fn scripted() -> Handler {
                     sse("id: e1\nretry: 10\ndata:\n\n".to_owned())
                 }
                 (&Method::POST, _, _) => respond(StatusCode::ACCEPTED, "text/plain", ""),
+                (&Method::GET, _, Some("e1")) if forgetful => sse(String::new()),
                 (&Method::GET, _, Some("e1")) => {
                     let id = pending.lock().unwrap().take().expect("a call to resume");
                     let result = json!({
@@ -107,6 +115,34 @@ async fn closed_response_stream_resumes_with_last_event_id() {
                 .is_some_and(|a| a.contains("text/event-stream"))
         );
         assert_eq!(server.count_method(&Method::DELETE), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_resumption_that_ends_without_an_event_fails_the_call_after_the_policy_s_attempts() {
+    bounded(async {
+        let server = serve(script(true)).await;
+        let options = HttpOptions::default().with_sse_reconnect(
+            3,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+        );
+        let connector = HttpConnector::new(options).unwrap();
+        let connection = connector.connect(&server.spec("forgetful")).await.unwrap();
+        let client = rmcp::serve_client((), connection.transport).await.unwrap();
+        let called = client.peer().call_tool(echo("ignored")).await;
+        assert!(called.is_err(), "{called:?}");
+        // The session itself goes on: the next request is still sent in it.
+        assert!(!client.is_closed());
+        client.cancel().await.unwrap();
+
+        let resumes = server
+            .seen()
+            .into_iter()
+            .filter(|s| s.method == Method::GET && s.header("last-event-id") == Some("e1"))
+            .count();
+        assert!((1..=4).contains(&resumes), "{resumes} resumptions");
     })
     .await;
 }
