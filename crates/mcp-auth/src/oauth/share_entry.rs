@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use mcp_config::Secret;
 use serde::{Deserialize, Serialize};
 
-use super::login::StoredLogin;
+use super::login::{LoginRecord, StoredLogin};
 use super::share::{SharedEntry, hex};
 
 /// The entry format written (and the only one read).
@@ -134,29 +134,11 @@ impl TokenEntry {
 #[derive(Serialize, Deserialize)]
 pub(super) struct LoginEntry {
     v: u32,
-    login: LoginFields,
+    login: LoginRecord,
     /// Digests of the refresh tokens spent to reach this login, the latest last.
     spent: Vec<String>,
     #[serde(flatten)]
     pub(super) validity: Validity,
-}
-
-/// A login's fields (the stored form's, secrets as text: the entry is sealed).
-#[derive(Serialize, Deserialize)]
-struct LoginFields {
-    server: String,
-    server_url: String,
-    issuer: String,
-    client_id: String,
-    client_secret: Option<String>,
-    token_endpoint_auth_method: String,
-    token_endpoint: String,
-    resource: String,
-    scope: Option<String>,
-    access_token: String,
-    refresh_token: Option<String>,
-    expires_at: Option<u64>,
-    obtained_at: u64,
 }
 
 /// A login read from the store.
@@ -188,21 +170,7 @@ impl LoginEntry {
         spent.drain(..over);
         Self {
             v: VERSION,
-            login: LoginFields {
-                server: login.server.clone(),
-                server_url: login.server_url.clone(),
-                issuer: login.issuer.clone(),
-                client_id: login.client_id.clone(),
-                client_secret: login.client_secret.as_ref().map(|s| s.expose().to_owned()),
-                token_endpoint_auth_method: login.token_endpoint_auth_method.clone(),
-                token_endpoint: login.token_endpoint.clone(),
-                resource: login.resource.clone(),
-                scope: login.scope.clone(),
-                access_token: login.access_token.expose().to_owned(),
-                refresh_token: login.refresh_token.as_ref().map(|s| s.expose().to_owned()),
-                expires_at: login.expires_at,
-                obtained_at: login.obtained_at,
-            },
+            login: LoginRecord::from(login),
             spent,
             validity,
         }
@@ -213,23 +181,8 @@ impl LoginEntry {
         let parsed = serde_json::from_slice::<Self>(&entry.value)
             .ok()
             .filter(|e| e.v == VERSION)?;
-        let f = parsed.login;
         Some(SharedLogin {
-            login: StoredLogin {
-                server: f.server,
-                server_url: f.server_url,
-                issuer: f.issuer,
-                client_id: f.client_id,
-                client_secret: f.client_secret.map(Secret::new),
-                token_endpoint_auth_method: f.token_endpoint_auth_method,
-                token_endpoint: f.token_endpoint,
-                resource: f.resource,
-                scope: f.scope,
-                access_token: Secret::new(f.access_token),
-                refresh_token: f.refresh_token.map(Secret::new),
-                expires_at: f.expires_at,
-                obtained_at: f.obtained_at,
-            },
+            login: parsed.login.into(),
             spent: parsed.spent,
             left: parsed.validity.left(now, entry.ttl),
         })

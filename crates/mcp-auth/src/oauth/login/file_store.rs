@@ -9,10 +9,10 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use mcp_config::Secret;
 use ring::digest::{SHA256, digest};
 use serde::{Deserialize, Serialize};
 
+use super::record::LoginRecord;
 use super::store::{LoginKey, LoginLock, StoredLogin, TokenStore, unix_now};
 use crate::StoreError;
 
@@ -46,27 +46,12 @@ impl fmt::Debug for FileTokenStore {
     }
 }
 
-/// A login as written to its file.
+/// A login as written to its file: a version, then the login's fields.
 #[derive(Serialize, Deserialize)]
 struct FileLogin {
     version: u32,
-    server: String,
-    server_url: String,
-    issuer: String,
-    client_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    client_secret: Option<String>,
-    token_endpoint_auth_method: String,
-    token_endpoint: String,
-    resource: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    scope: Option<String>,
-    access_token: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    refresh_token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    expires_at: Option<u64>,
-    obtained_at: u64,
+    #[serde(flatten)]
+    login: LoginRecord,
 }
 
 impl FileTokenStore {
@@ -127,21 +112,7 @@ impl FileTokenStore {
         if file.version != 1 {
             return Err(corrupt(path, "written by another version"));
         }
-        Ok(Some(StoredLogin {
-            server: file.server,
-            server_url: file.server_url,
-            issuer: file.issuer,
-            client_id: file.client_id,
-            client_secret: file.client_secret.map(Secret::new),
-            token_endpoint_auth_method: file.token_endpoint_auth_method,
-            token_endpoint: file.token_endpoint,
-            resource: file.resource,
-            scope: file.scope,
-            access_token: Secret::new(file.access_token),
-            refresh_token: file.refresh_token.map(Secret::new),
-            expires_at: file.expires_at,
-            obtained_at: file.obtained_at,
-        }))
+        Ok(Some(file.login.into()))
     }
 
     fn write(&self, login: &StoredLogin) -> Result<(), StoreError> {
@@ -149,19 +120,7 @@ impl FileTokenStore {
         let path = self.path_of(&login.key());
         let file = FileLogin {
             version: 1,
-            server: login.server.clone(),
-            server_url: login.server_url.clone(),
-            issuer: login.issuer.clone(),
-            client_id: login.client_id.clone(),
-            client_secret: login.client_secret.as_ref().map(|s| s.expose().to_owned()),
-            token_endpoint_auth_method: login.token_endpoint_auth_method.clone(),
-            token_endpoint: login.token_endpoint.clone(),
-            resource: login.resource.clone(),
-            scope: login.scope.clone(),
-            access_token: login.access_token.expose().to_owned(),
-            refresh_token: login.refresh_token.as_ref().map(|s| s.expose().to_owned()),
-            expires_at: login.expires_at,
-            obtained_at: login.obtained_at,
+            login: LoginRecord::from(login),
         };
         let text = serde_json::to_vec_pretty(&file)
             .map_err(|_| StoreError::Other("a login could not be encoded".to_owned()))?;
