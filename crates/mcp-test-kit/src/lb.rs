@@ -14,20 +14,12 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::daemon::{on_a_free_port, until_ready};
 
 /// The variable holding the nginx binary's path.
 pub const NGINX: &str = "MCP_AGENT_PEER_NGINX";
-
-/// How long nginx may take to accept connections after its start: a bound for failing, never
-/// a delay (the wait ends at the first accepted connection).
-const START: Duration = Duration::from_secs(20);
-
-/// The pause between two readiness probes.
-const PROBE_INTERVAL: Duration = Duration::from_millis(10);
-
-/// How many ports are tried when another process takes the free port first.
-const PORT_TRIES: usize = 3;
 
 /// How long a proxied response may stay silent (an event stream between two events).
 const READ_TIMEOUT_S: u32 = 3_600;
@@ -88,22 +80,16 @@ impl LoadBalancer {
     pub async fn start(backends: &[SocketAddr]) -> Option<Self> {
         assert!(!backends.is_empty(), "a load balancer needs a backend");
         let binary = crate::peer::path(NGINX)?;
-        let mut last = String::new();
-        for _ in 0..PORT_TRIES {
+        let started = on_a_free_port("nginx", |port| {
             let dir = tempfile::Builder::new()
                 .prefix("mcp-lb-")
                 .tempdir()
                 .expect("a directory for nginx");
-            let port = free_port();
             let mut lb = Self::spawn(&binary, dir, port, backends);
-            match lb.ready().await {
-                Ok(()) => return Some(lb),
-                // Another process took the port between its pick and the bind: a new port.
-                Err(log) if log.contains("Address already in use") => last = log,
-                Err(log) => panic!("nginx did not start; its output:\n{log}"),
-            }
-        }
-        panic!("nginx found no free port in {PORT_TRIES} tries; last output:\n{last}");
+            async move { lb.ready().await.map(|()| lb) }
+        })
+        .await;
+        Some(started)
     }
 
     fn spawn(binary: &Path, dir: tempfile::TempDir, port: u16, backends: &[SocketAddr]) -> Self {
@@ -128,22 +114,12 @@ impl LoadBalancer {
     /// Probes the port until it accepts a connection. `Err` holds nginx's output when it
     /// exited or did not listen in time.
     async fn ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + START;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("exited ({status}); output:\n{}", self.log()));
-            }
-            if tokio::net::TcpStream::connect(self.addr()).await.is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "not listening within {START:?}; output:\n{}",
-                    self.log()
-                ));
-            }
-            tokio::time::sleep(PROBE_INTERVAL).await;
-        }
+        let addr = self.addr();
+        until_ready(&mut self.child, || async move {
+            tokio::net::TcpStream::connect(addr).await.is_ok()
+        })
+        .await
+        .map_err(|why| why.with_output(&self.log()))
     }
 
     /// `127.0.0.1:port`.
@@ -305,13 +281,6 @@ fn read_bounded(path: &Path) -> String {
     let mut text = String::new();
     let _ = file.take(LOG_LIMIT).read_to_string(&mut text);
     text
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
 }
 
 #[cfg(test)]

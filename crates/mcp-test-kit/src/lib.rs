@@ -49,6 +49,7 @@
 //! A test double: depends on rmcp and the HTTP server stack only, never on this workspace's
 //! product crates, so any of them can use it as a dev-dependency.
 
+mod daemon;
 mod escape;
 pub mod hostile;
 mod http;

@@ -2,28 +2,18 @@
 //! installed by `cargo xtask peers`) on a free 127.0.0.1 port, with no persistence, ready
 //! when it answers with its own process id, killed on drop.
 
+use crate::daemon::{NotReady, START, on_a_free_port, until_ready};
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The variable holding the `redis-server` binary's path.
 pub const REDIS: &str = "MCP_AGENT_PEER_REDIS";
-
-/// How long a server may take to answer after its start: a bound for failing, never a
-/// delay (the wait ends at the first answer).
-const START: Duration = Duration::from_secs(20);
-
-/// The pause between two readiness probes while the server is not yet listening.
-const PROBE_INTERVAL: Duration = Duration::from_millis(10);
-
-/// How many ports are tried when another process takes the free port first.
-const PORT_TRIES: usize = 3;
 
 /// The most of the server's output kept for failure messages.
 const LOG_LIMIT: usize = 64 * 1024;
@@ -83,17 +73,12 @@ impl RedisServer {
 
     async fn launch(password: Option<String>) -> Option<Self> {
         let binary = crate::peer::path(REDIS)?;
-        let mut last = String::new();
-        for _ in 0..PORT_TRIES {
-            let mut server = Self::spawn(&binary, free_port(), password.clone());
-            match server.ready().await {
-                Ok(()) => return Some(server),
-                // Another process took the port between its pick and the bind: a new port.
-                Err(log) if log.contains("Address already in use") => last = log,
-                Err(log) => panic!("redis-server did not start; its output:\n{log}"),
-            }
-        }
-        panic!("redis-server found no free port in {PORT_TRIES} tries; last output:\n{last}");
+        let started = on_a_free_port("redis-server", |port| {
+            let mut server = Self::spawn(&binary, port, password.clone());
+            async move { server.ready().await.map(|()| server) }
+        })
+        .await;
+        Some(started)
     }
 
     fn spawn(binary: &Path, port: u16, password: Option<String>) -> Self {
@@ -138,56 +123,23 @@ impl RedisServer {
     /// the second server fails to bind, but until it has exited a probe would reach the first
     /// one, and the two tests would share a server.
     async fn ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + START;
         let pid = self.child.id();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // Its pipes are closed: the drains end once they have read the last lines.
+        let (addr, password) = (self.addr(), self.password.clone());
+        let ready = until_ready(&mut self.child, || {
+            let password = password.clone();
+            async move { process_id(addr, password.as_deref()).await == Some(pid) }
+        })
+        .await;
+        ready.map_err(|why| {
+            // Its pipes are closed when it exited: the drains end once they have read the
+            // last lines.
+            if matches!(why, NotReady::Exited(_)) {
                 for drain in self.drains.drain(..) {
                     let _ = drain.join();
                 }
-                return Err(format!("exited ({status}); output:\n{}", self.log()));
             }
-            if self.process_id().await == Some(pid) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "no answer within {START:?}; output:\n{}",
-                    self.log()
-                ));
-            }
-            tokio::time::sleep(PROBE_INTERVAL).await;
-        }
-    }
-
-    /// One probe: connect, (`AUTH`,) `INFO server`, and read the `process_id` of the server
-    /// that answers on the port.
-    async fn process_id(&self) -> Option<u32> {
-        let mut stream = TcpStream::connect(self.addr()).await.ok()?;
-        let mut request = Vec::new();
-        if let Some(password) = &self.password {
-            request.extend(resp_command(&["AUTH", password]));
-        }
-        request.extend(resp_command(&["INFO", "server"]));
-        stream.write_all(&request).await.ok()?;
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 1024];
-        loop {
-            let text = String::from_utf8_lossy(&seen);
-            if let Some(at) = text.find("process_id:")
-                && let Some(end) = text[at..].find("\r\n")
-            {
-                return text[at + "process_id:".len()..at + end].parse().ok();
-            }
-            if seen.len() > 64 * 1024 {
-                return None;
-            }
-            match tokio::time::timeout(START, stream.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
-                _ => return None,
-            }
-        }
+            why.with_output(&self.log())
+        })
     }
 
     /// Kills the server (SIGKILL: nothing is saved, every connection drops) and reaps it; its
@@ -348,11 +300,33 @@ fn drain(
     })
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
+/// One probe: connect, (`AUTH`,) `INFO server`, and read the `process_id` of the server
+/// that answers on the port.
+async fn process_id(addr: SocketAddr, password: Option<&str>) -> Option<u32> {
+    let mut stream = TcpStream::connect(addr).await.ok()?;
+    let mut request = Vec::new();
+    if let Some(password) = password {
+        request.extend(resp_command(&["AUTH", password]));
+    }
+    request.extend(resp_command(&["INFO", "server"]));
+    stream.write_all(&request).await.ok()?;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(at) = text.find("process_id:")
+            && let Some(end) = text[at..].find("\r\n")
+        {
+            return text[at + "process_id:".len()..at + end].parse().ok();
+        }
+        if seen.len() > 64 * 1024 {
+            return None;
+        }
+        match tokio::time::timeout(START, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+            _ => return None,
+        }
+    }
 }
 
 #[cfg(test)]
