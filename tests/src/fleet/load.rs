@@ -485,6 +485,83 @@ impl LoadReport {
     }
 }
 
+/// When a disruption of a load happened ([`Load::around`]): it began at `before` and was
+/// done at `after`.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// When the disruption began.
+    pub before: Instant,
+    /// When it was done.
+    pub after: Instant,
+}
+
+impl Load {
+    /// Runs this load's clients until they flow (each answered twice over, in all), then
+    /// `disrupt`, then until every client has had a call answered that it sent after the
+    /// disruption; the report and when the disruption happened. Panics when the calls do
+    /// not flow, or do not go on, within a minute.
+    pub async fn around(
+        &self,
+        disrupt: impl std::future::Future<Output = ()>,
+    ) -> (LoadReport, Window) {
+        let bound = Duration::from_secs(60);
+        let (stop, stopped) = watch::channel(false);
+        let running = self.run_until(stopped);
+        let clients = self.clients;
+        let flowing = running
+            .progress()
+            .until(bound, |p| p.answered() >= 2 * clients);
+        assert!(flowing.await, "calls did not flow");
+        let before = Instant::now();
+        disrupt.await;
+        let after = Instant::now();
+        let went_on = running
+            .progress()
+            .until(bound, |p| p.clients_answered_since(after) == clients);
+        let went_on = went_on.await;
+        stop.send(true).expect("the load's clients listen");
+        let report = running.report().await;
+        assert!(
+            went_on,
+            "calls did not go on after the disruption: {}",
+            report.sample_failures()
+        );
+        (report, Window { before, after })
+    }
+}
+
+impl LoadReport {
+    /// Asserts what a disruption in `window` may do to this load: no call hung, every call
+    /// that failed was in flight during it, and every client's calls sent after it were
+    /// answered.
+    pub fn assert_only_in_flight_failed(&self, window: Window) {
+        assert_eq!(self.hung(), 0, "{}", self.sample_failures());
+        for call in self.failed() {
+            assert!(
+                call.started <= window.after && call.ended >= window.before,
+                "failed but not in flight at the disruption ({:?} after it): {call:?}",
+                call.started.saturating_duration_since(window.after)
+            );
+        }
+        let clients = self.calls.iter().map(|c| c.client + 1).max().unwrap_or(0);
+        for client in 0..clients {
+            let next: Vec<_> = self
+                .calls
+                .iter()
+                .filter(|c| c.client == client && c.started > window.after)
+                .collect();
+            assert!(
+                !next.is_empty(),
+                "client {client} made no call after the disruption"
+            );
+            assert!(
+                next.iter().all(|c| c.outcome == Outcome::Answered),
+                "client {client}: {next:?}"
+            );
+        }
+    }
+}
+
 /// A load running until stopped ([`Load::run_until`]).
 #[derive(Debug)]
 pub struct Running {

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use mcp_test_kit::lb::LoadBalancer;
 use mcp_test_kit::redis::RedisServer;
 
-pub use load::{Call, Client, Load, LoadReport, Outcome, Progress, Protocol, Running};
+pub use load::{Call, Client, Load, LoadReport, Outcome, Progress, Protocol, Running, Window};
 pub use rate::{RateCheck, check_rate_limit, tools_list_status};
 pub use replica::{REPLICA_BOUND, Refused, Replica, agent_binary};
 pub use upstream::Upstream;
