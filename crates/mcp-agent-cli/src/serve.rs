@@ -29,6 +29,8 @@ use super::logging::LogSecrets;
 use super::open::{fail, load_all, runtime};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
+use super::shared_sessions::shared_sessions;
+use super::shared_state::FleetState;
 use super::signals::Signals;
 use mcp_agent::Redactor;
 
@@ -177,17 +179,26 @@ async fn serve(
         names,
     } = gateway;
     let mut signals = Signals::install();
-    let tokens = match &settings.state {
-        Some(state) => match super::shared_state::shared_tokens(state).await {
-            Ok(tokens) => tokens,
+    let fleet = match &settings.state {
+        Some(state) => match FleetState::connect(state).await {
+            Ok(fleet) => Some(Arc::new(fleet)),
             Err(e) => {
                 // Like an address that cannot be bound: the deployment is wrong.
-                say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                let hint = if matches!(e, mcp_state::StateError::SealKey { .. }) {
+                    " (32 random bytes in base64: `head -c 32 /dev/urandom | base64`)"
+                } else {
+                    ""
+                };
+                say(format_args!(
+                    "error: [serve] state: {}{hint}",
+                    chain(secrets, &e)
+                ));
                 return Exit::InvalidConfig.into();
             }
         },
         None => None,
     };
+    let tokens = fleet.as_ref().and_then(|fleet| fleet.tokens());
     let sharing_tokens = tokens.is_some();
     let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
         mcp_agent::connectors_with_shared_tokens(tokens)
@@ -263,35 +274,26 @@ async fn serve(
             if let Some(auth) = auth {
                 options = options.with_auth(auth);
             }
-            if let Some(state) = &settings.state {
-                // Checked at start, whatever `on_error` says: a fleet misconfigured is told at
-                // once, not at the first request.
-                match super::shared_state::shared_rate_limit(state).await {
-                    Ok(shared) => {
-                        if options.rate_limit.is_none() {
-                            say(if sharing_tokens {
-                                "note: [serve] state is set without rate_limit: sessions and \
-                                 upstream tokens are shared, no limit"
-                            } else {
-                                "note: [serve] state is set without rate_limit or seal_key_env: \
-                                 nothing to share"
-                            });
-                        }
-                        options = options.with_shared_rate_limit(shared);
-                    }
+            if let Some(fleet) = &fleet {
+                if options.rate_limit.is_none() {
+                    say(if sharing_tokens {
+                        "note: [serve] state is set without rate_limit: sessions and upstream \
+                         tokens are shared, no limit"
+                    } else {
+                        "note: [serve] state is set without rate_limit or seal_key_env: nothing \
+                         to share"
+                    });
+                }
+                options = options.with_shared_rate_limit(fleet.rate_limit());
+                // Sessions are stored sealed only: without the key (noted at the connection)
+                // a client must stay on the replica that opened its session.
+                match shared_sessions(fleet).await {
+                    Ok(Some(sessions)) => options = options.with_shared_sessions(sessions),
+                    Ok(None) => {}
                     Err(e) => {
-                        // Like an address that cannot be bound: the deployment is wrong.
                         say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
                         return Exit::InvalidConfig.into();
                     }
-                }
-                // Sessions are stored sealed only: without the key (noted above, with the
-                // tokens) a client must stay on the replica that opened its session.
-                if state.seal_key_env.is_some() {
-                    options = match shared_sessions(secrets, state, options).await {
-                        Ok(options) => options,
-                        Err(code) => return code,
-                    };
                 }
             }
             let http = match server.serve_http(options).await {
@@ -317,30 +319,6 @@ async fn serve(
                 _ = signals.recv() => None,
             };
             stopped(report, &pool, &mut signals).await
-        }
-    }
-}
-
-/// `options` with the sessions kept in the shared state of `state`, so that any replica serves
-/// them; only with the seal key (a stored session names the principal it acts for).
-async fn shared_sessions(
-    secrets: &Redactor,
-    state: &mcp_state::StateConfig,
-    options: mcp_serve::HttpOptions,
-) -> Result<mcp_serve::HttpOptions, ExitCode> {
-    match super::shared_sessions::shared_sessions(state).await {
-        Ok(sessions) => Ok(options.with_shared_sessions(sessions)),
-        Err(e @ mcp_state::StateError::SealKey { .. }) => {
-            say(format_args!(
-                "error: [serve] state.redis.seal_key_env: sessions are kept in Redis sealed with \
-                 this key (32 random bytes in base64: `head -c 32 /dev/urandom | base64`): {}",
-                chain(secrets, &e)
-            ));
-            Err(Exit::InvalidConfig.into())
-        }
-        Err(e) => {
-            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-            Err(Exit::InvalidConfig.into())
         }
     }
 }
