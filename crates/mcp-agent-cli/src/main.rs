@@ -61,6 +61,18 @@ pub(crate) struct Cli {
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,
 
+    /// The log output's format on stderr: `text` for people, or `json`: one JSON object a
+    /// line (`timestamp`, `level`, `target`, `fields`) for log shippers, the command's own
+    /// messages and every tool call's events (target `mcp_agent::event`) included.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub(crate) log_format: logging::LogFormat,
+
     /// Approve every call that the configuration's `[policy]` says needs approval, without
     /// asking (for the main job; `run` and `tools call` take it too).
     #[arg(long, short = 'y')]
@@ -120,7 +132,7 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     let cli = Cli::parse();
     let logs = logging::LogSecrets::default();
-    logging::init(cli.verbose, cli.quiet, &logs);
+    logging::init(cli.verbose, cli.quiet, cli.log_format, &logs);
     let file = cli.file.as_deref();
     match cli.command {
         None => demo::main_job(file, cli.yes, cli.history, &logs),

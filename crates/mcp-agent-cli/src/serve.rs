@@ -381,6 +381,7 @@ fn client(
     let mut builder = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-serve")
+        .events(Arc::new(super::logging::LoggedEvents))
         .catalog(catalog)
         // The configuration's engine is the template of each run's.
         .govern(|layer| layer.approval_gate(gate).redactor(secrets.clone()));

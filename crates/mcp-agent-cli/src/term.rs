@@ -255,9 +255,10 @@ fn write_failed(error: io::Error) -> ExitCode {
     }
 }
 
-/// Writes a line to stderr, best effort: a closed stderr is not worth a panic.
+/// Writes a line to stderr (a JSON log line with `--log-format json`), best effort: a
+/// closed stderr is not worth a panic.
 pub(crate) fn say(text: impl std::fmt::Display) {
-    let _ = writeln!(io::stderr().lock(), "{text}");
+    super::logging::say(&text.to_string());
 }
 
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their

@@ -10,6 +10,7 @@ mod cli_governed;
 mod cli_history;
 mod cli_host_sigkill;
 mod cli_hostile;
+mod cli_log_json;
 mod cli_main_job;
 mod cli_output_bounds;
 mod cli_run;
