@@ -577,14 +577,17 @@ impl McpClient {
             context = context.principal(principal);
         }
         let context = Arc::new(context.build());
+        // The catalog hides what the run's principal may not call, as its layer refuses it.
+        let mut config = inner.catalog.clone();
+        config.identity_rules = config.identity_rules.for_principal(context.principal());
         let catalog = match &inner.natives {
             Some(natives) => Catalog::with_native_tools(
-                inner.catalog.clone(),
+                config,
                 natives.tools.clone(),
                 Arc::clone(&natives.dispatcher),
             )
             .map_err(ClientError::NativeTools)?,
-            None => Catalog::new(inner.catalog.clone()),
+            None => Catalog::new(config),
         };
         let governed = Arc::new(inner.layer.clone().layer_in(Arc::clone(&context), catalog));
         let events = Arc::clone(context.events());
