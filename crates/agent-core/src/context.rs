@@ -279,6 +279,9 @@ impl RunContextBuilder {
     /// The context.
     pub fn build(self) -> RunContext {
         let mut bus = EventBus::with_capacity(self.sink, self.capacity);
+        if let Some(principal) = &self.principal {
+            bus = bus.with_principal(principal.subject());
+        }
         if let Some(history) = &self.history {
             bus = bus.with_sink(Arc::clone(history) as Arc<dyn EventSink>);
         }

@@ -137,7 +137,7 @@ fn log_at(level: Level, message: &str) {
 }
 
 /// The runs' events as log lines (target [`EVENT_TARGET`], level `info`): the kind as the
-/// message, then server, tool, call id, duration, sizes, outcome and the event's own message
+/// message, then principal, server, tool, call id, duration, sizes, outcome and the event's own message
 /// as `detail` (scrubbed by the run already). Shown by default in JSON, with `-v` in text.
 pub(crate) struct LoggedEvents;
 
@@ -145,6 +145,7 @@ impl EventSink for LoggedEvents {
     fn emit(&self, event: RunEvent) {
         tracing::info!(
             target: EVENT_TARGET,
+            principal = event.principal.as_deref(),
             server = event.server.as_deref(),
             tool = event.tool.as_deref(),
             call_id = event.call_id.as_deref(),

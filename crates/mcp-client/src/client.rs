@@ -207,9 +207,11 @@ impl McpClientBuilder {
     }
 
     /// Records each run opened with [`McpClient::open_runner`] under
-    /// `<dir>/<run id>/` (`messages.jsonl`, `events.jsonl`): the run id is the input's
-    /// `state_id`, with characters other than `[A-Za-z0-9._-]` replaced (and a hash suffix
-    /// then, so two ids never share a directory). A directory that cannot be written fails
+    /// `<dir>/<run id>/` (`messages.jsonl`, `events.jsonl`), a run acting for a principal
+    /// ([`OpenOptions::with_principal`]) under `<dir>/principal-<subject>/<run id>/`: the run
+    /// id is the input's `state_id` and the subject the principal's, each with characters
+    /// other than `[A-Za-z0-9._-]` replaced (and a hash suffix then, so two never share a
+    /// directory). A directory that cannot be written fails
     /// the run when it opens, before any server is contacted.
     ///
     /// ```
@@ -433,10 +435,13 @@ impl McpClient {
     ) -> Result<McpRunner, ClientError> {
         let mut options = options;
         options.history = options.history.take().or_else(|| {
-            self.inner
-                .history_root
-                .as_ref()
-                .map(|root| root.join(run_dir_name(&input.state_id)))
+            let root = self.inner.history_root.as_ref()?;
+            // Each principal's runs are kept apart, under a directory of its own.
+            let root = match &options.principal {
+                Some(p) => root.join(format!("principal-{}", run_dir_name(p.subject()))),
+                None => root.clone(),
+            };
+            Some(root.join(run_dir_name(&input.state_id)))
         });
         self.open_runner_in(input, options).await
     }
