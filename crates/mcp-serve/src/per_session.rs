@@ -58,6 +58,15 @@ pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Whether the tools can serve another request as if they were opened for it: a pool
+    /// ([`PooledTools`](crate::PooledTools)) hands them out again only then, and closes them
+    /// otherwise. False once something they hold failed or closed (an upstream process that
+    /// died, a connection that broke), or once a request changed what the next one would see
+    /// (for a gateway: a tool it promoted). Default true.
+    fn reusable(&self) -> bool {
+        true
+    }
+
     /// Closes what was opened for the session (upstream sessions, child processes). Called
     /// once, when the downstream session ends or the server shuts down.
     async fn close(&self) {}
@@ -105,4 +114,18 @@ pub trait OpenTools: Send + Sync + 'static {
         let _ = downstream;
         self.open().await
     }
+
+    /// A digest of what the tools opened now reach (for a gateway: its upstream servers'
+    /// specs), which changes whenever that does: [`PooledTools`](crate::PooledTools) keys the
+    /// tools it keeps by it, with the principal, so tools opened before a change are not handed
+    /// out after it. Default 0: they always reach the same.
+    fn upstream_digest(&self) -> u64 {
+        0
+    }
+
+    /// Closes what the opener keeps across sessions (a pool's idle tools). Called once by
+    /// [`HttpServer::shutdown`](crate::HttpServer::shutdown), after every session's tools were
+    /// closed; an opener serving several endpoints is shut down with the first. Default
+    /// nothing.
+    async fn shutdown(&self) {}
 }
