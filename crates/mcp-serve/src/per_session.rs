@@ -14,7 +14,9 @@ use crate::list_changes::ToolListChanges;
 pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The tools one downstream session uses, opened for it by an [`OpenTools`] (for a gateway:
-/// a governed run over the upstream servers) and closed when the session ends.
+/// a governed run over the upstream servers) and closed when the session ends. Their calls
+/// may run concurrently: a session's calls, or (lent by a [`PooledTools`](crate::PooledTools))
+/// those of several stateless requests.
 ///
 /// ```
 /// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};

@@ -93,7 +93,8 @@ pub struct HttpOptions {
     /// At most this many initialised sessions at once; a client initialising one more is
     /// answered `503 Service Unavailable` with a JSON-RPC error saying so. With
     /// [`ToolServer::per_session`] tools it also bounds the tools open at once, stateless
-    /// (2026-07-28) requests included: one more open fails with that message. Default none.
+    /// (2026-07-28) requests included: one more open fails with that message (the runs a
+    /// [`PooledTools`](crate::PooledTools) keeps idle count in its own bound). Default none.
     pub max_sessions: Option<usize>,
     /// Requests per second per client address. Default none.
     pub rate_limit: Option<RateLimit>,
