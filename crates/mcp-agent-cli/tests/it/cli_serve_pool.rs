@@ -1,6 +1,7 @@
 //! `mcp-agent serve` and stateless (2026-07-28) clients, `[serve] run_pool`: N requests of a
 //! client open the test-kit upstream once (N times with `max_runs = 0`, one run a request);
-//! two JWT subjects each get an upstream process of their own and keep it; with `max_runs = 1`
+//! two JWT subjects each get an upstream process of their own and keep it, and share only a
+//! `shared = true` server's; with `max_runs = 1`
 //! a second subject leaves one upstream process, not two; an idle run's process exits after
 //! the idle timeout and the next request opens a new one; an upstream that crashed is not
 //! lent again; SIGTERM closes the pooled runs and leaves no process.
@@ -148,6 +149,33 @@ fn each_principal_gets_an_upstream_process_of_its_own_and_keeps_it() {
         assert_eq!(serving(&gateway, Some(&bob)), bobs);
     }
     assert_eq!(record.snapshot().handshakes(), 2);
+}
+
+#[test]
+fn principals_share_only_the_upstream_of_a_shared_server() {
+    let (_dir, file, _record, token) = jwt_gateway("");
+    // A second server, `shared = true`, before the `[serve]` table.
+    let config = std::fs::read_to_string(&file).unwrap();
+    let kit = mcp_test_kit::stdio::binary().display().to_string();
+    let common = format!("[[servers]]\nname = \"common\"\ncommand = {kit:?}\nshared = true\n\n");
+    std::fs::write(
+        &file,
+        config.replacen("[serve]", &format!("{common}[serve]"), 1),
+    )
+    .unwrap();
+    let gateway = Gateway::start(&file, &[]);
+    let (alice, bob) = (token("alice"), token("bob"));
+    let of = |token: &str, tool: &str| {
+        let result = call(&gateway, Some(token), tool, json!({"seconds": 600}));
+        let pid = result["structuredContent"]["pid"].as_u64();
+        parent_of(u32::try_from(pid.unwrap_or_else(|| panic!("{result}"))).unwrap())
+    };
+    assert_ne!(of(&alice, "kit__spawn_child"), of(&bob, "kit__spawn_child"));
+    assert_eq!(
+        of(&alice, "common__spawn_child"),
+        of(&bob, "common__spawn_child")
+    );
+    assert_eq!(kit_servers(gateway.pid()).len(), 3);
 }
 
 #[test]
