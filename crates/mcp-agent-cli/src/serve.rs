@@ -1,12 +1,13 @@
 //! `mcp-agent serve`: the configured servers behind one MCP endpoint (stdio or streamable
 //! HTTP), every call through the governed layer. Each downstream session gets its own
-//! upstream run, opened when it starts and closed when it ends.
+//! upstream run, opened when it starts and closed when it ends; stateless (2026-07-28)
+//! requests borrow a run kept per principal (`[serve] run_pool`).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,8 +20,8 @@ use mcp_agent::{
     rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
 };
 use mcp_serve::{
-    BearerAuth, Downstream, OpenError, OpenTools, ServeError, SessionTools, ToolListChanges,
-    ToolServer,
+    BearerAuth, Downstream, OpenError, OpenTools, PooledTools, ServeError, SessionTools,
+    ToolListChanges, ToolServer,
 };
 use tokio::task::JoinHandle;
 
@@ -207,6 +208,7 @@ async fn serve(
         Err(e) => return fail(secrets, &e),
     };
     let name = config.tool_server.name.clone();
+    let upstreams = upstream_digest(&config.servers);
     let call_timeouts = config
         .servers
         .iter()
@@ -226,7 +228,10 @@ async fn serve(
         runs: AtomicU64::new(0),
         call_timeouts: Arc::new(call_timeouts),
         names,
+        upstreams,
     });
+    // Stateless requests borrow pooled runs; sessions open their own through it.
+    let opener = Arc::new(PooledTools::new(opener, settings.run_pool));
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
         .instructions(match (exposure, names) {
@@ -411,6 +416,22 @@ struct Gateway {
     call_timeouts: Arc<HashMap<String, Duration>>,
     /// How first-class upstream tools are named.
     names: ToolNames,
+    /// The digest of the upstream servers' specs.
+    upstreams: u64,
+}
+
+/// A digest of the configured servers' specs (their JSON, which shows every field but no
+/// secret), by which pooled runs are keyed: a run is lent only for the upstream set it was
+/// opened for. Keyed afresh in each process, never shown.
+fn upstream_digest(servers: &[mcp_agent::ServerSpec]) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    for spec in servers {
+        serde_json::to_string(spec)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 #[async_trait]
@@ -455,6 +476,10 @@ impl OpenTools for Gateway {
             ));
         }
         Ok(Arc::new(Upstream::new(runner, self.names)))
+    }
+
+    fn upstream_digest(&self) -> u64 {
+        self.upstreams
     }
 }
 
@@ -501,6 +526,8 @@ struct Upstream {
     names: ToolNames,
     changes: ToolListChanges,
     watcher: JoinHandle<()>,
+    /// Set when a call failed in transport: an upstream connection broke.
+    broken: AtomicBool,
 }
 
 impl Upstream {
@@ -523,6 +550,7 @@ impl Upstream {
             names,
             changes,
             watcher,
+            broken: AtomicBool::new(false),
         }
     }
 
@@ -597,7 +625,11 @@ impl ToolCatalog for Upstream {
 #[async_trait]
 impl ToolDispatcher for Upstream {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        self.runner.dispatch(self.to_run(call)).await
+        let outcome = self.runner.dispatch(self.to_run(call)).await;
+        if matches!(outcome, Err(ToolError::Transport { .. })) {
+            self.broken.store(true, Ordering::Release);
+        }
+        outcome
     }
 }
 
@@ -631,6 +663,17 @@ impl SessionTools for Upstream {
 
     fn promoted(&self) -> Vec<String> {
         self.runner.catalog().promoted()
+    }
+
+    /// A run is lent again only as a fresh one would be: every upstream it opened still
+    /// connected (none skipped, none closed, no call broken in transport) and no tool promoted
+    /// (a promotion would change the next request's tool list). Its kept outputs stay, readable
+    /// by the principal's later requests (`mcp_read_output`) while the run is pooled.
+    fn reusable(&self) -> bool {
+        !self.broken.load(Ordering::Acquire)
+            && self.runner.skipped().is_empty()
+            && self.runner.sessions().iter().all(|s| !s.is_closed())
+            && self.runner.catalog().promoted().is_empty()
     }
 
     async fn close(&self) {

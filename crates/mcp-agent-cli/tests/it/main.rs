@@ -24,6 +24,7 @@ mod cli_serve_inspector;
 mod cli_serve_jwt;
 mod cli_serve_names;
 mod cli_serve_params;
+mod cli_serve_pool;
 mod cli_serve_principals;
 mod cli_serve_scale;
 mod cli_serve_state;
