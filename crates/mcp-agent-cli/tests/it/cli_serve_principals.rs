@@ -165,3 +165,49 @@ fn each_principal_lists_and_calls_only_what_its_rules_allow() {
     );
     assert!(!refused && sum.contains('5'), "{sum}");
 }
+
+#[test]
+fn a_principal_cannot_read_another_s_cut_output() {
+    let signing = key();
+    let jwks = serve_jwks(json!([jwk(&signing, "k1")]));
+    let serve = format!(
+        "expose = \"eager\"\nauth = {{ jwt = {{ issuer = \"{ISSUER}\", audience = \"{AUDIENCE}\", \
+         jwks_url = \"{jwks}\", algorithms = [\"ES256\"] }} }}\n\n[policy]\nmax_output_bytes = 1024\n"
+    );
+    let (_dir, file, _record) = kit_config(&serve);
+    let gateway = Gateway::start(&file, &[]);
+    let alice = token_with(&signing, "k1", AUDIENCE, json!({"sub": "alice"}));
+    let bob = token_with(&signing, "k1", AUDIENCE, json!({"sub": "bob"}));
+    let (alice_session, _) = listed(&gateway, &alice);
+    let (bob_session, _) = listed(&gateway, &bob);
+
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "kit__huge", "arguments": {"bytes": 5000}}});
+    let answer = send(&gateway, &alice, &alice_session, &huge);
+    let texts: String = answer["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    let handle = texts
+        .split("\"handle\": \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no handle in {texts}"))
+        .to_owned();
+    let read = |token: &str, session: &str| {
+        let message = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                             "params": {"name": "mcp_read_output", "arguments": {"handle": handle}}});
+        send(&gateway, token, session, &message)
+    };
+    let own = read(&alice, &alice_session);
+    assert_eq!(own["result"]["isError"], false, "{own}");
+    let probed = read(&bob, &bob_session);
+    assert_eq!(probed["result"]["isError"], true, "{probed}");
+    let said = probed.to_string();
+    assert!(
+        !said.contains("0123456789abcdef"),
+        "bob read alice's output: {said}"
+    );
+}
