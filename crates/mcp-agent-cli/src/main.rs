@@ -19,11 +19,13 @@ mod demo_model;
 mod demo_server;
 mod elicit;
 mod exit;
+mod gateways;
 mod history;
 mod logging;
 mod model;
 mod open;
 mod progress;
+mod reload;
 mod run;
 mod serve;
 mod servers;
@@ -114,7 +116,8 @@ pub(crate) enum Command {
     /// Serve the configured servers as one MCP server (a governed gateway), on stdin/stdout
     /// or streamable HTTP (`--http ADDR`, or `[serve] http`). Each client session gets its
     /// own upstream sessions; every call goes through `[policy]`; a call that needs approval
-    /// is denied unless `[serve] approve = "allow"`. SIGTERM/SIGINT drain and exit 0.
+    /// is denied unless `[serve] approve = "allow"`. SIGTERM/SIGINT drain and exit 0; SIGHUP
+    /// reloads the configuration for new sessions.
     Serve(serve::ServeArgs),
     /// Read a session's history (what `run` or `tools call` wrote with `--history DIR`).
     #[command(subcommand)]

@@ -1,7 +1,8 @@
 //! `mcp-agent serve`: the configured servers behind one MCP endpoint (stdio or streamable
 //! HTTP), every call through the governed layer. Each downstream session gets its own
 //! upstream run, opened when it starts and closed when it ends; stateless (2026-07-28)
-//! requests borrow a run kept per principal (`[serve] run_pool`).
+//! requests borrow a run kept per principal (`[serve] run_pool`). SIGHUP reloads the
+//! configuration for new sessions (see [`reload`](super::reload)).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -26,8 +27,10 @@ use mcp_serve::{
 use tokio::task::JoinHandle;
 
 use super::exit::Exit;
+use super::gateways::{Built, Gateways};
 use super::logging::LogSecrets;
 use super::open::{fail, load_all, runtime};
+use super::reload::{Fixed, Reload, Sources};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
 use super::shared_sessions::shared_sessions;
@@ -133,7 +136,11 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         exposure,
         names,
     };
-    runtime().block_on(serve(secrets, config, gateway, mode, auth))
+    let sources = Sources {
+        file: file.map(std::path::Path::to_path_buf),
+        logs: logs.clone(),
+    };
+    runtime().block_on(serve(secrets, config, gateway, mode, auth, sources))
 }
 
 /// What `[serve]` and the flags say, together.
@@ -173,13 +180,14 @@ async fn serve(
     gateway: GatewaySettings,
     mode: Mode,
     auth: Option<BearerAuth>,
+    sources: Sources,
 ) -> ExitCode {
     let GatewaySettings {
         serve: settings,
         exposure,
         names,
     } = gateway;
-    let mut signals = Signals::install();
+    let (mut signals, hangups) = Signals::install_reloading();
     let fleet = match &settings.state {
         Some(state) => match FleetState::connect(state).await {
             Ok(fleet) => Some(Arc::new(fleet)),
@@ -208,30 +216,25 @@ async fn serve(
         Err(e) => return fail(secrets, &e),
     };
     let name = config.tool_server.name.clone();
-    let upstreams = upstream_digest(&config.servers);
-    let call_timeouts = config
-        .servers
-        .iter()
-        .map(|s| (s.name.clone(), s.call_timeout))
-        .collect();
-    let client = client(
-        secrets,
-        config,
-        connectors,
-        exposure,
-        settings.approve,
-        settings.history.clone(),
-    );
-    let pool = client.clone();
-    let opener = Arc::new(Gateway {
-        client,
-        runs: AtomicU64::new(0),
-        call_timeouts: Arc::new(call_timeouts),
-        names,
-        upstreams,
-    });
+    let runs = Arc::new(AtomicU64::new(0));
+    let build = move |secrets: &Redactor, config: Config, serve: &ServeSettings| {
+        let runs = runs.clone();
+        build_gateway(
+            secrets,
+            config,
+            serve,
+            connectors.clone(),
+            exposure,
+            names,
+            runs,
+        )
+    };
+    let started = Fixed::of(&config);
+    let gateways = Arc::new(Gateways::new(build(secrets, config, &settings)));
+    let reload = Reload::new(sources, secrets, started, Box::new(build), gateways.clone());
+    let mut reloads = super::reload::watch(hangups, reload);
     // Stateless requests borrow pooled runs; sessions open their own through it.
-    let opener = Arc::new(PooledTools::new(opener, settings.run_pool));
+    let opener = Arc::new(PooledTools::new(gateways.clone(), settings.run_pool));
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
         .instructions(match (exposure, names) {
@@ -264,11 +267,12 @@ async fn serve(
                 () = session.wait() => {}
                 _ = signals.recv() => say("stopping: draining calls in flight"),
             }
+            reloads.stop();
             let report = tokio::select! {
                 report = session.shutdown(DRAIN_TIMEOUT) => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report, &pool, &mut signals).await
+            stopped(report, &gateways, &mut signals).await
         }
         Mode::Http(bind) => {
             let mut options = settings
@@ -318,28 +322,30 @@ async fn serve(
             };
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
+            reloads.stop();
             say("stopping: draining calls in flight");
             let report = tokio::select! {
                 report = http.shutdown() => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report, &pool, &mut signals).await
+            stopped(report, &gateways, &mut signals).await
         }
     }
 }
 
 /// Reports how a shutdown went: `None` when a second signal cut it short (what is left is
 /// killed as the runtime drops it: every upstream process group). Otherwise the shared
-/// upstream sessions (`shared = true`, which outlive the downstream sessions) are closed too,
-/// unless another signal cuts that short. Exit 0 either way.
+/// upstream sessions (`shared = true`, which outlive the downstream sessions) are closed too —
+/// those of every configuration loaded, the one in use and those it replaced — unless another
+/// signal cuts that short. Exit 0 either way.
 async fn stopped(
     report: Option<mcp_serve::ShutdownReport>,
-    pool: &McpClient,
+    gateways: &Gateways,
     signals: &mut Signals,
 ) -> ExitCode {
     if report.is_some() {
         tokio::select! {
-            () = pool.shutdown() => {}
+            () = gateways.close_all() => {}
             _ = signals.recv() => say("interrupted again: stopping the MCP servers now"),
         }
     }
@@ -354,6 +360,46 @@ async fn stopped(
         None => say("interrupted again: stopping the MCP servers now"),
     }
     Exit::Success.into()
+}
+
+/// One configuration's gateway: its client, and the opener of each session's run over it.
+/// `runs` numbers the runs of every configuration (their ids and history directories).
+fn build_gateway(
+    secrets: &Redactor,
+    config: Config,
+    serve: &ServeSettings,
+    connectors: mcp_agent::Connectors,
+    exposure: Exposure,
+    names: ToolNames,
+    runs: Arc<AtomicU64>,
+) -> Built {
+    let servers = config.servers.len();
+    let upstreams = upstream_digest(&config.servers);
+    let call_timeouts = config
+        .servers
+        .iter()
+        .map(|s| (s.name.clone(), s.call_timeout))
+        .collect();
+    let client = client(
+        secrets,
+        config,
+        connectors,
+        exposure,
+        serve.approve,
+        serve.history.clone(),
+    );
+    let opener = Arc::new(Gateway {
+        client: client.clone(),
+        runs,
+        call_timeouts: Arc::new(call_timeouts),
+        names,
+        upstreams,
+    });
+    Built {
+        opener,
+        client,
+        servers,
+    }
 }
 
 /// The client every session's run is opened with.
@@ -411,7 +457,8 @@ impl ApprovalGate for Deny {
 /// Opens one upstream run per downstream session.
 struct Gateway {
     client: McpClient,
-    runs: AtomicU64,
+    /// Numbers the runs, shared by the gateways of every configuration loaded.
+    runs: Arc<AtomicU64>,
     /// Each configured server's call timeout, which also bounds its elicitations.
     call_timeouts: Arc<HashMap<String, Duration>>,
     /// How first-class upstream tools are named.

@@ -32,6 +32,11 @@ pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 /// its servers' secrets, the `[model]` table's header values and the model API key (from the
 /// variable `api_key_env` names, and `OPENAI_API_KEY`).
 pub(crate) fn secrets_of(config: &Config, settings: &Settings) -> Redactor {
+    Redactor::new().with_secrets(secret_values(config, settings))
+}
+
+/// The secret values [`secrets_of`] knows, to add to an engine (a reloaded configuration's).
+pub(crate) fn secret_values(config: &Config, settings: &Settings) -> Vec<Secret> {
     let servers = config.servers.iter().flat_map(|s| s.secret_values());
     let model = &settings.model;
     let headers = model
@@ -51,7 +56,10 @@ pub(crate) fn secrets_of(config: &Config, settings: &Settings) -> Redactor {
             .map(|key| Secret::new(key.expose())),
         std::env::var(API_KEY_ENV).ok().map(Secret::new),
     ];
-    Redactor::new().with_secrets(servers.chain(headers).chain(keys.into_iter().flatten()))
+    servers
+        .chain(headers)
+        .chain(keys.into_iter().flatten())
+        .collect()
 }
 
 /// True for characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and the

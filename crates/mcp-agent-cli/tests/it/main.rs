@@ -26,6 +26,7 @@ mod cli_serve_names;
 mod cli_serve_params;
 mod cli_serve_pool;
 mod cli_serve_principals;
+mod cli_serve_reload;
 mod cli_serve_scale;
 mod cli_serve_state;
 mod cli_signals;
