@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cli_serve_jwt::{AUDIENCE, ISSUER, jwk, key, serve_jwks, token_of};
-use crate::support::gateway::{Gateway, LIMIT, kit_config, request};
+use crate::support::gateway::{Gateway, LIMIT, kit_config, stateless_call};
 use crate::support::{alive, children};
 
 /// Requests of the first test.
@@ -25,45 +25,6 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A stateless `tools/call` of `mcp_call_tool` running `tool` with `arguments`, with `token`
-/// as bearer: the JSON-RPC result.
-fn call(gateway: &Gateway, token: Option<&str>, tool: &str, arguments: Value) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "mcp_call_tool",
-            "arguments": {"tool_name": tool, "arguments": arguments},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    });
-    let bearer = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "mcp_call_tool"),
-    ];
-    if let Some(bearer) = &bearer {
-        headers.push(("Authorization", bearer));
-    }
-    let (status, _, text) = request(
-        &gateway.addr(),
-        "POST",
-        &headers,
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(status, 200, "{text}");
-    let answer: Value = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line.trim_start_matches("data:").trim()).ok())
-        .find(|m: &Value| m.get("result").is_some() || m.get("error").is_some())
-        .unwrap_or_else(|| panic!("no answer in {text}"));
-    answer["result"].clone()
 }
 
 /// The test-kit server processes below `pid`, at any depth.
@@ -91,7 +52,12 @@ fn parent_of(pid: u32) -> u32 {
 
 /// The upstream process serving `token`'s requests now: the parent of a child it starts.
 fn serving(gateway: &Gateway, token: Option<&str>) -> u32 {
-    let result = call(gateway, token, "kit__spawn_child", json!({"seconds": 600}));
+    let result = stateless_call(
+        &gateway.addr(),
+        token,
+        "kit__spawn_child",
+        json!({"seconds": 600}),
+    );
     let pid = result["structuredContent"]["pid"]
         .as_u64()
         .unwrap_or_else(|| panic!("no pid in {result}"));
@@ -126,7 +92,7 @@ fn a_stateless_client_opens_the_upstream_once_for_n_requests() {
         let gateway = Gateway::start(&file, &[]);
         let started = Instant::now();
         for i in 0..N {
-            let result = call(&gateway, None, "kit__echo", json!({"i": i}));
+            let result = stateless_call(&gateway.addr(), None, "kit__echo", json!({"i": i}));
             assert_eq!(result["structuredContent"]["i"], i, "{result}");
         }
         eprintln!("{serve:?}: {N} stateless calls in {:?}", started.elapsed());
@@ -166,7 +132,7 @@ fn principals_share_only_the_upstream_of_a_shared_server() {
     let gateway = Gateway::start(&file, &[]);
     let (alice, bob) = (token("alice"), token("bob"));
     let of = |token: &str, tool: &str| {
-        let result = call(&gateway, Some(token), tool, json!({"seconds": 600}));
+        let result = stateless_call(&gateway.addr(), Some(token), tool, json!({"seconds": 600}));
         let pid = result["structuredContent"]["pid"].as_u64();
         parent_of(u32::try_from(pid.unwrap_or_else(|| panic!("{result}"))).unwrap())
     };
@@ -182,11 +148,16 @@ fn principals_share_only_the_upstream_of_a_shared_server() {
 fn with_one_run_pooled_a_second_principal_leaves_one_upstream_process() {
     let (_dir, file, record, token) = jwt_gateway("run_pool = { max_runs = 1 }");
     let gateway = Gateway::start(&file, &[]);
-    call(&gateway, Some(&token("alice")), "kit__echo", json!({}));
+    stateless_call(
+        &gateway.addr(),
+        Some(&token("alice")),
+        "kit__echo",
+        json!({}),
+    );
     assert_eq!(kit_servers(gateway.pid()).len(), 1);
     // Alice's run makes room for Bob's (or, still in use, keeps its place and Bob's run is
     // closed after his request): one is left either way.
-    call(&gateway, Some(&token("bob")), "kit__echo", json!({}));
+    stateless_call(&gateway.addr(), Some(&token("bob")), "kit__echo", json!({}));
     wait_until("one upstream process", || {
         kit_servers(gateway.pid()).len() == 1
     });
@@ -197,12 +168,12 @@ fn with_one_run_pooled_a_second_principal_leaves_one_upstream_process() {
 fn an_idle_run_s_upstream_exits_and_the_next_request_opens_a_new_one() {
     let (_dir, file, record) = kit_config("run_pool = { idle_timeout_seconds = 0.2 }");
     let gateway = Gateway::start(&file, &[]);
-    call(&gateway, None, "kit__echo", json!({}));
+    stateless_call(&gateway.addr(), None, "kit__echo", json!({}));
     let upstream = kit_servers(gateway.pid());
     assert_eq!(upstream.len(), 1);
     wait_until("the idle upstream to exit", || !alive(upstream[0]));
     assert!(kit_servers(gateway.pid()).is_empty());
-    let result = call(&gateway, None, "kit__echo", json!({"again": true}));
+    let result = stateless_call(&gateway.addr(), None, "kit__echo", json!({"again": true}));
     assert_eq!(result["structuredContent"]["again"], true, "{result}");
     assert_eq!(record.snapshot().handshakes(), 2);
 }
@@ -212,7 +183,7 @@ fn an_upstream_that_crashed_is_not_lent_again() {
     let (_dir, file, record) = kit_config("");
     let gateway = Gateway::start(&file, &[]);
     let first = serving(&gateway, None);
-    let crashed = call(&gateway, None, "kit__crash", json!({}));
+    let crashed = stateless_call(&gateway.addr(), None, "kit__crash", json!({}));
     assert_eq!(crashed["isError"], true, "{crashed}");
     let next = serving(&gateway, None);
     assert_ne!(next, first);
@@ -227,8 +198,8 @@ fn sigterm_closes_the_pooled_runs_and_leaves_no_process() {
     let sleeps: Vec<u32> = ["alice", "bob"]
         .iter()
         .map(|sub| {
-            let result = call(
-                &gateway,
+            let result = stateless_call(
+                &gateway.addr(),
                 Some(&token(sub)),
                 "kit__spawn_child",
                 json!({"seconds": 600}),

@@ -16,7 +16,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Gateway, LIMIT, open_session, request};
+use crate::support::gateway::{Gateway, LIMIT, open_session, request, stateless_call};
 use crate::support::{alive, children};
 
 /// A secret in every configuration's server environment: never printed.
@@ -316,36 +316,6 @@ fn a_sighup_storm_while_the_file_changes_leaves_the_gateway_up_with_the_last_con
     );
 }
 
-/// A stateless (2026-07-28) `tools/call` of `mcp_call_tool` running `tool` with `arguments`:
-/// the result.
-fn stateless_call(addr: &str, tool: &str, arguments: Value) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "mcp_call_tool",
-            "arguments": {"tool_name": tool, "arguments": arguments},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    });
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "mcp_call_tool"),
-    ];
-    let (status, _, text) = request(addr, "POST", &headers, body.to_string().as_bytes());
-    assert_eq!(status, 200, "{text}");
-    let answer: Value = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line.trim_start_matches("data:").trim()).ok())
-        .find(|m: &Value| m.get("result").is_some())
-        .unwrap_or_else(|| panic!("no result in {text}"));
-    answer["result"].clone()
-}
-
 /// Stateless requests share a pooled run; after a reload that changes only the policy, the
 /// next one is served by a run of the new configuration.
 #[test]
@@ -354,7 +324,7 @@ fn a_stateless_client_s_pooled_run_is_not_lent_after_a_policy_only_reload() {
     let gateway = Gateway::start(&file, &[]);
     let addr = gateway.addr();
     for _ in 0..2 {
-        let sum = stateless_call(&addr, "kit__add", json!({"a": 1, "b": 2}));
+        let sum = stateless_call(&addr, None, "kit__add", json!({"a": 1, "b": 2}));
         assert_eq!(sum["structuredContent"], json!({"sum": 3.0}), "{sum}");
     }
     let pooled = upstreams(gateway.pid());
@@ -364,9 +334,9 @@ fn a_stateless_client_s_pooled_run_is_not_lent_after_a_policy_only_reload() {
     std::fs::write(&file, config(&["kit"], "", policy)).unwrap();
     hang_up(gateway.pid());
     gateway.line_containing("reloaded: 1 server");
-    let denied = stateless_call(&addr, "kit__add", json!({"a": 1, "b": 2}));
+    let denied = stateless_call(&addr, None, "kit__add", json!({"a": 1, "b": 2}));
     assert_eq!(denied["isError"], true, "{denied}");
-    let echoed = stateless_call(&addr, "kit__echo", json!({"x": 1}));
+    let echoed = stateless_call(&addr, None, "kit__echo", json!({"x": 1}));
     assert_eq!(echoed["structuredContent"], json!({"x": 1}), "{echoed}");
 }
 

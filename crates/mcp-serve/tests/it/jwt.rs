@@ -640,6 +640,22 @@ impl Subjects {
     }
 }
 
+/// A per-session server noting who each session acts for, behind `jwt` (no limit on failed
+/// attempts, so refusals can be probed freely).
+async fn subjects_behind(jwt: JwtAuth) -> (Arc<Subjects>, HttpServer) {
+    let subjects = Arc::new(Subjects::default());
+    let auth = BearerAuth::jwt(jwt).expect("JWT settings");
+    let server = mcp_serve::ToolServer::per_session(Arc::clone(&subjects))
+        .serve_http(
+            HttpOptions::default()
+                .with_auth(auth)
+                .with_auth_failure_limit(None),
+        )
+        .await
+        .unwrap();
+    (subjects, server)
+}
+
 struct NoTools;
 
 impl agent_core::ToolCatalog for NoTools {
@@ -682,16 +698,7 @@ impl mcp_serve::OpenTools for Subjects {
 async fn a_session_acts_for_its_token_s_subject_and_refuses_another_one() {
     let ec = Signer::ec();
     let jwks = Jwks::serve(json!([ec.jwk("ec-1")])).await;
-    let subjects = Arc::new(Subjects::default());
-    let auth = BearerAuth::jwt(JwtAuth::new(ISSUER, jwks.url.clone())).expect("JWT settings");
-    let server = mcp_serve::ToolServer::per_session(Arc::clone(&subjects))
-        .serve_http(
-            HttpOptions::default()
-                .with_auth(auth)
-                .with_auth_failure_limit(None),
-        )
-        .await
-        .unwrap();
+    let (subjects, server) = subjects_behind(JwtAuth::new(ISSUER, jwks.url.clone())).await;
     let aud = server.url().to_string();
     let token_of = |sub: &str| {
         let mut claims = claims(&aud);
@@ -743,17 +750,8 @@ async fn a_session_acts_for_its_token_s_subject_and_refuses_another_one() {
 async fn a_session_s_principal_holds_the_token_s_scopes_and_kept_claims_within_bounds() {
     let ec = Signer::ec();
     let jwks = Jwks::serve(json!([ec.jwk("ec-1")])).await;
-    let subjects = Arc::new(Subjects::default());
     let jwt = JwtAuth::new(ISSUER, jwks.url.clone()).with_claims(["groups", "level"]);
-    let auth = BearerAuth::jwt(jwt).expect("JWT settings");
-    let server = mcp_serve::ToolServer::per_session(Arc::clone(&subjects))
-        .serve_http(
-            HttpOptions::default()
-                .with_auth(auth)
-                .with_auth_failure_limit(None),
-        )
-        .await
-        .unwrap();
+    let (subjects, server) = subjects_behind(jwt).await;
     let aud = server.url().to_string();
     let token_with = |extra: Value| {
         let mut claims = claims(&aud);

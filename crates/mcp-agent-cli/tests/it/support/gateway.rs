@@ -280,3 +280,42 @@ pub(crate) fn post_streaming(
     });
     rx
 }
+
+/// A stateless `tools/call` of `mcp_call_tool` running `tool` with `arguments`, with `token`
+/// as bearer, on the gateway at `addr`: the JSON-RPC result (`Null` for an error answer).
+pub(crate) fn stateless_call(
+    addr: &str,
+    token: Option<&str>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": tool, "arguments": arguments},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    });
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "mcp_call_tool"),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    let (status, _, text) = request(addr, "POST", &headers, body.to_string().as_bytes());
+    assert_eq!(status, 200, "{text}");
+    let answer: serde_json::Value = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line.trim_start_matches("data:").trim()).ok())
+        .find(|m: &serde_json::Value| m.get("result").is_some() || m.get("error").is_some())
+        .unwrap_or_else(|| panic!("no answer in {text}"));
+    answer["result"].clone()
+}
