@@ -22,6 +22,7 @@ mod exit;
 mod history;
 mod logging;
 mod model;
+mod monitor;
 mod open;
 mod progress;
 mod run;

@@ -62,6 +62,10 @@ pub(crate) struct ServeArgs {
     /// `upstream` (each tool's own name where no other tool has it).
     #[arg(long, value_name = "NAMES", value_parser = ["prefixed", "upstream"])]
     tool_names: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`) and health checks (`/healthz`, `/readyz`) on
+    /// ADDR, apart from the MCP endpoint and without its auth (a port alone binds 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Where the gateway serves.
@@ -78,7 +82,16 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         Err(code) => return code,
     };
     let secrets = &secrets;
-    let settings = settings.serve;
+    let mut settings = settings.serve;
+    if let Some(addr) = &args.metrics {
+        match parse_addr("--metrics", addr) {
+            Ok(addr) => settings.metrics = Some(addr),
+            Err(message) => {
+                say(format_args!("error: {message}"));
+                return Exit::InvalidConfig.into();
+            }
+        }
+    }
     let mode = match mode(&args, &settings) {
         Ok(mode) => mode,
         Err(message) => {
@@ -145,20 +158,20 @@ fn mode(args: &ServeArgs, settings: &ServeSettings) -> Result<Mode, String> {
         return Ok(Mode::Stdio);
     }
     match (&args.http, settings.http) {
-        (Some(addr), _) => parse_addr(addr).map(Mode::Http),
+        (Some(addr), _) => parse_addr("--http", addr).map(Mode::Http),
         (None, Some(addr)) => Ok(Mode::Http(addr)),
         (None, None) => Ok(Mode::Stdio),
     }
 }
 
-/// `IP:PORT`, or a port alone (bound on 127.0.0.1).
-fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+/// `IP:PORT`, or a port alone (bound on 127.0.0.1), given to `flag`.
+fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
     }
     text.parse().map_err(|_| {
         format!(
-            "--http `{}`: not an address (write `127.0.0.1:8080`, or a port)",
+            "{flag} `{}`: not an address (write `127.0.0.1:8080`, or a port)",
             text.escape_debug()
         )
     })
@@ -177,6 +190,11 @@ async fn serve(
         names,
     } = gateway;
     let mut signals = Signals::install();
+    // First: what the rest of the start counts (state errors, token requests) is recorded.
+    let monitor = match super::monitor::start(settings.metrics, secrets).await {
+        Ok(monitor) => monitor,
+        Err(code) => return code,
+    };
     let tokens = match &settings.state {
         Some(state) => match super::shared_state::shared_tokens(state).await {
             Ok(tokens) => tokens,
@@ -244,6 +262,9 @@ async fn serve(
                 },
                 _ = signals.recv() => return Exit::Success.into(),
             };
+            if let Err(code) = ready(monitor.as_ref(), session.state(), &settings, secrets).await {
+                return code;
+            }
             tokio::select! {
                 () = session.wait() => {}
                 _ = signals.recv() => say("stopping: draining calls in flight"),
@@ -309,6 +330,9 @@ async fn serve(
                     return code.into();
                 }
             };
+            if let Err(code) = ready(monitor.as_ref(), http.state(), &settings, secrets).await {
+                return code;
+            }
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
             say("stopping: draining calls in flight");
@@ -319,6 +343,26 @@ async fn serve(
             stopped(report, &pool, &mut signals).await
         }
     }
+}
+
+/// Tells the metrics listener, if there is one, that the gateway serves in `state` (and where
+/// the fleet's Redis is, which `/readyz` checks).
+async fn ready(
+    monitor: Option<&super::monitor::Monitor>,
+    state: tokio::sync::watch::Receiver<mcp_serve::ServeState>,
+    settings: &ServeSettings,
+    secrets: &Redactor,
+) -> Result<(), ExitCode> {
+    let Some(monitor) = monitor else {
+        return Ok(());
+    };
+    monitor
+        .serving(state, settings.state.as_ref())
+        .await
+        .map_err(|e| {
+            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+            Exit::InvalidConfig.into()
+        })
 }
 
 /// `options` with the sessions kept in the shared state of `state`, so that any replica serves

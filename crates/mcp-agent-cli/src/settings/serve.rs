@@ -24,6 +24,7 @@
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
 //! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
 //! | `history` | directory recording each session's run (one subdirectory each) | none |
+//! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
 
@@ -64,6 +65,7 @@ const SERVE_FIELDS: &[&str] = &[
     "approve",
     "history",
     "state",
+    "metrics",
 ];
 
 /// The keys of `rate_limit`.
@@ -143,6 +145,8 @@ pub(crate) struct ServeSettings {
     pub(crate) history: Option<PathBuf>,
     /// The fleet's shared state (its `Debug` hides the password).
     pub(crate) state: Option<StateConfig>,
+    /// Where to serve metrics and health checks.
+    pub(crate) metrics: Option<SocketAddr>,
 }
 
 impl Default for ServeSettings {
@@ -158,6 +162,7 @@ impl Default for ServeSettings {
             approve: Approval::default(),
             history: None,
             state: None,
+            metrics: None,
         }
     }
 }
@@ -166,21 +171,8 @@ impl Default for ServeSettings {
 pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     let mut s = ServeSettings::default();
     table.reject_unknown(SERVE_FIELDS, p);
-    s.http = table.read("http", p, |v, at, p| {
-        let text = as_str(v, at, p)?;
-        let addr = text.trim().parse::<SocketAddr>().ok();
-        if addr.is_none() {
-            p.push(
-                at,
-                ProblemKind::InvalidValue,
-                format!(
-                    "{} is not an address: write `IP:PORT`, e.g. `127.0.0.1:8080`",
-                    shown(text)
-                ),
-            );
-        }
-        addr
-    });
+    s.http = table.read("http", p, address);
+    s.metrics = table.read("metrics", p, address);
     s.expose = table.read("expose", p, |v, at, p| {
         choice(v, at, p, exposure, "exposure", "`lazy` or `eager`")
     });
@@ -252,6 +244,23 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     });
     s.state = table.read("state", p, super::serve_state::read);
     s
+}
+
+/// An `IP:PORT` address.
+fn address(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<SocketAddr> {
+    let text = as_str(value, at, p)?;
+    let addr = text.trim().parse::<SocketAddr>().ok();
+    if addr.is_none() {
+        p.push(
+            at,
+            ProblemKind::InvalidValue,
+            format!(
+                "{} is not an address: write `IP:PORT`, e.g. `127.0.0.1:8080`",
+                shown(text)
+            ),
+        );
+    }
+    addr
 }
 
 fn saturate(n: u64) -> usize {
@@ -433,6 +442,7 @@ body_read_timeout_seconds = 7.5
 idle_timeout_seconds = 20
 approve = "allow"
 history = "/tmp/h"
+metrics = "127.0.0.1:9464"
 "#,
         )
         .unwrap();
@@ -460,6 +470,7 @@ history = "/tmp/h"
         );
         assert_eq!(o.allowed_hosts, ["gateway.internal:8443"]);
         assert_eq!(s.history.as_deref(), Some(std::path::Path::new("/tmp/h")));
+        assert_eq!(s.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         let env = crate::settings::tests::env(&[("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)])
             .unwrap();
         assert_eq!(env.serve.approve, Approval::Allow);
@@ -469,6 +480,7 @@ history = "/tmp/h"
     fn nothing_set_is_the_gateways_defaults() {
         let s = toml("").unwrap().serve;
         assert_eq!((s.http, s.expose, s.tool_names), (None, None, None));
+        assert_eq!(s.metrics, None, "no metrics listener unless asked");
         assert_eq!(s.options.max_sessions, Some(64));
         assert_eq!(s.approve, Approval::Deny);
         assert!(s.auth.is_none());
@@ -528,6 +540,7 @@ header_read_timeout_seconds = 0
 body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
 approve = "ask"
+metrics = "9464"
 colour = 1
 "#,
         )
@@ -558,6 +571,7 @@ colour = 1
             (ProblemKind::WrongType, "serve.body_read_timeout_seconds"),
             (ProblemKind::InvalidTimeout, "serve.idle_timeout_seconds"),
             (ProblemKind::InvalidValue, "serve.approve"),
+            (ProblemKind::InvalidValue, "serve.metrics"),
             (ProblemKind::UnknownField, "serve.colour"),
         ] {
             assert!(
