@@ -587,3 +587,41 @@ fn upstream_token_requests_are_counted_by_server_and_outcome() {
         Some(1.0)
     );
 }
+
+#[test]
+fn a_metrics_address_that_is_none_or_taken_is_refused_at_start() {
+    let (_dir, file, _record) = config("", &[], "", "");
+    let file = file.to_string_lossy().into_owned();
+    let serve = |metrics: &str| {
+        crate::support::mcp_agent(
+            &[
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--metrics",
+                metrics,
+                "--file",
+                &file,
+            ],
+            &[],
+        )
+    };
+    let out = serve("nowhere");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--metrics `nowhere`: not an address"),
+        "{stderr}"
+    );
+    // The flag wins over the file's `metrics`: an address taken is the configuration's fault.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = serve(&addr);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: [serve] metrics: cannot listen on {addr}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}
