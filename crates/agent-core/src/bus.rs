@@ -36,6 +36,8 @@ pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
 /// subscribes to (most runs) costs its sinks only, not `capacity` event slots.
 pub struct EventBus {
     sinks: Vec<Arc<dyn EventSink>>,
+    /// The subject every event is stamped with (the run's principal), when known.
+    principal: Option<String>,
     capacity: usize,
     sender: OnceLock<broadcast::Sender<Event>>,
 }
@@ -72,6 +74,7 @@ impl EventBus {
     pub fn with_capacity(sink: Arc<dyn EventSink>, capacity: usize) -> Self {
         Self {
             sinks: vec![sink],
+            principal: None,
             capacity: capacity.max(1),
             sender: OnceLock::new(),
         }
@@ -91,6 +94,24 @@ impl EventBus {
         self
     }
 
+    /// Stamps every event without a principal with `subject` (the run's principal), so that
+    /// sinks, subscribers and the history say whom each one was for.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{Event, EventBus, EventKind, EventSink, NoopEventSink};
+    ///
+    /// let bus = EventBus::new(Arc::new(NoopEventSink)).with_principal("alice");
+    /// let mut events = bus.subscribe();
+    /// bus.emit(Event::new(EventKind::ToolsChanged));
+    /// assert_eq!(events.try_recv().unwrap().unwrap().principal.as_deref(), Some("alice"));
+    /// ```
+    #[must_use]
+    pub fn with_principal(mut self, subject: impl Into<String>) -> Self {
+        self.principal = Some(subject.into());
+        self
+    }
+
     /// A new subscriber, which receives every event emitted from now on.
     pub fn subscribe(&self) -> EventReceiver {
         let sender = self
@@ -103,7 +124,10 @@ impl EventBus {
 }
 
 impl EventSink for EventBus {
-    fn emit(&self, event: Event) {
+    fn emit(&self, mut event: Event) {
+        if event.principal.is_none() {
+            event.principal.clone_from(&self.principal);
+        }
         for sink in &self.sinks {
             sink.emit(event.clone());
         }

@@ -3,6 +3,7 @@
 //! one; the governed layers and the run's sessions receive it. Nothing of a run is
 //! process-wide, so two runs in one process never see each other's secrets or outputs.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::{
@@ -10,29 +11,79 @@ use crate::{
     NoopEventSink, OutputLimits, OutputStore, Redactor,
 };
 
-/// Who a run acts for: the authenticated subject of a gateway session (a token's `sub`), or
-/// the local user of a library run or the CLI. Later per-user rules match it.
+/// Who a run acts for: the authenticated subject of a gateway session (a token's `sub`, its
+/// granted scopes and the claims the gateway is told to keep), or the local user of a library
+/// run or the CLI. `[policy]` rules that name a subject, scopes or claims apply only to the
+/// principals they match ([`Rule::applies_to`](crate::Rule::applies_to)).
 ///
 /// ```
-/// let alice = agent_core::Principal::new("alice@example.com");
+/// use agent_core::Principal;
+///
+/// let alice = Principal::new("alice@example.com")
+///     .with_scopes(["files:read", "files:write"])
+///     .with_claim("groups", ["admins", "staff"]);
 /// assert_eq!(alice.subject(), "alice@example.com");
+/// assert!(alice.has_scope("files:write"));
+/// assert_eq!(alice.claim("groups"), ["admins", "staff"]);
+/// assert!(alice.claim("department").is_empty());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
     subject: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    claims: BTreeMap<String, Vec<String>>,
 }
 
 impl Principal {
-    /// The principal named `subject`.
+    /// The principal named `subject`, with no scopes or claims.
     pub fn new(subject: impl Into<String>) -> Self {
         Self {
             subject: subject.into(),
+            scopes: Vec::new(),
+            claims: BTreeMap::new(),
         }
+    }
+
+    /// The same principal, granted `scopes`.
+    #[must_use]
+    pub fn with_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same principal, with claim `name` holding `values` (a claim of one value is a
+    /// list of one).
+    #[must_use]
+    pub fn with_claim<S: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        values: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.claims
+            .insert(name.into(), values.into_iter().map(Into::into).collect());
+        self
     }
 
     /// Its name.
     pub fn subject(&self) -> &str {
         &self.subject
+    }
+
+    /// The scopes it was granted.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// True when it was granted `scope`.
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+
+    /// The values of claim `name` (none when it has no such claim).
+    pub fn claim(&self, name: &str) -> &[String] {
+        self.claims.get(name).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -228,6 +279,9 @@ impl RunContextBuilder {
     /// The context.
     pub fn build(self) -> RunContext {
         let mut bus = EventBus::with_capacity(self.sink, self.capacity);
+        if let Some(principal) = &self.principal {
+            bus = bus.with_principal(principal.subject());
+        }
         if let Some(history) = &self.history {
             bus = bus.with_sink(Arc::clone(history) as Arc<dyn EventSink>);
         }

@@ -105,6 +105,9 @@ impl CallOutcome {
 pub struct Event {
     /// What happened.
     pub kind: EventKind,
+    /// Whom the run acted for (its principal's subject), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     /// The server key, for server events and external tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
@@ -156,6 +159,7 @@ impl Event {
     pub fn new(kind: EventKind) -> Self {
         Self {
             kind,
+            principal: None,
             server: None,
             server_identity: None,
             tool: None,

@@ -5,11 +5,12 @@
 //! (`serverInfo.name`, which may contain `/`) — never the key the operator gave it in the
 //! configuration, and the tool's name on that server.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ToolAnnotations;
+use crate::{Principal, ToolAnnotations};
 
 /// True when `text` matches `pattern`: `*` matches any run of characters (also none), `?`
 /// exactly one character, every other character itself (`/` included). Case-sensitive.
@@ -52,8 +53,13 @@ fn any_tool() -> String {
 /// In globs `*` matches any run of characters and `?` one character; `/` is an ordinary
 /// character.
 ///
+/// A rule may also name who it is for: `subject` (a glob over the principal's subject),
+/// `scopes` (all of them granted) and `claims` (each named claim has a value matching its
+/// glob). Such a rule applies only to the principals it names ([`applies_to`](Self::applies_to));
+/// a run without a principal (anonymous) is never one of them.
+///
 /// ```
-/// use agent_core::Rule;
+/// use agent_core::{Principal, Rule};
 ///
 /// let rule = Rule::new("mcp-servers/*", "delete_*");
 /// assert!(rule.matches(Some("mcp-servers/everything"), "delete_file"));
@@ -63,6 +69,13 @@ fn any_tool() -> String {
 /// // The TOML/JSON shape of the `[policy]` keys; `tool` defaults to `*`.
 /// let rule: Rule = serde_json::from_str(r#"{"server": "github"}"#).unwrap();
 /// assert_eq!(rule, Rule::new("github", "*"));
+///
+/// // A rule for admins only.
+/// let admins = Rule::new("*", "*").for_claim("groups", "admins");
+/// let alice = Principal::new("alice").with_claim("groups", ["admins"]);
+/// assert!(admins.applies_to(Some(&alice)));
+/// assert!(!admins.applies_to(Some(&Principal::new("bob"))));
+/// assert!(!admins.applies_to(None));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +86,19 @@ pub struct Rule {
     /// A glob over the tool's name on its server.
     #[serde(default = "any_tool")]
     pub tool: String,
+    /// A glob over the principal's subject: the rule applies only to matching principals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Scopes the principal must all have been granted for the rule to apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Claims (name → glob) the principal must each hold a matching value of.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub claims: BTreeMap<String, String>,
+    /// Set on a run's copy when the rule does not apply to the run's principal: it then
+    /// matches nothing ([`IdentityRules::for_principal`]).
+    #[serde(skip)]
+    inert: bool,
 }
 
 impl Rule {
@@ -81,23 +107,95 @@ impl Rule {
         Self {
             server: server.into(),
             tool: tool.into(),
+            subject: None,
+            scopes: Vec::new(),
+            claims: BTreeMap::new(),
+            inert: false,
         }
     }
 
+    /// The same rule, for principals whose subject matches `glob` only.
+    #[must_use]
+    pub fn for_subject(mut self, glob: impl Into<String>) -> Self {
+        self.subject = Some(glob.into());
+        self
+    }
+
+    /// The same rule, for principals granted `scope` (among any others named) only.
+    #[must_use]
+    pub fn for_scope(mut self, scope: impl Into<String>) -> Self {
+        self.scopes.push(scope.into());
+        self
+    }
+
+    /// The same rule, for principals holding a value of claim `name` that matches `glob` only.
+    #[must_use]
+    pub fn for_claim(mut self, name: impl Into<String>, glob: impl Into<String>) -> Self {
+        self.claims.insert(name.into(), glob.into());
+        self
+    }
+
+    /// True when the rule names who it is for (a subject, scopes or claims).
+    pub fn names_a_principal(&self) -> bool {
+        self.subject.is_some() || !self.scopes.is_empty() || !self.claims.is_empty()
+    }
+
+    /// True when the rule applies to a run acting for `principal`: always for a rule that
+    /// names no principal; for one that does, only when `principal` matches all it names
+    /// (an anonymous run, `None`, never does).
+    pub fn applies_to(&self, principal: Option<&Principal>) -> bool {
+        if !self.names_a_principal() {
+            return true;
+        }
+        let Some(principal) = principal else {
+            return false;
+        };
+        self.subject
+            .as_deref()
+            .is_none_or(|glob| glob_match(glob, principal.subject()))
+            && self.scopes.iter().all(|s| principal.has_scope(s))
+            && self
+                .claims
+                .iter()
+                .all(|(name, glob)| principal.claim(name).iter().any(|v| glob_match(glob, v)))
+    }
+
     /// True when the rule covers `tool` of the server with `identity`. An unknown identity is
-    /// matched as the empty string, so only a server glob such as `*` covers it.
+    /// matched as the empty string, so only a server glob such as `*` covers it. A rule made
+    /// inert for a run's principal covers nothing.
     pub fn matches(&self, identity: Option<&str>, tool: &str) -> bool {
-        glob_match(&self.server, identity.unwrap_or("")) && glob_match(&self.tool, tool)
+        !self.inert
+            && glob_match(&self.server, identity.unwrap_or(""))
+            && glob_match(&self.tool, tool)
+    }
+
+    /// This rule for a run acting for `principal`: inert (matching nothing) when it does not
+    /// apply to it.
+    fn for_principal(&self, principal: Option<&Principal>) -> Self {
+        let mut rule = self.clone();
+        rule.inert = !self.applies_to(principal);
+        rule
     }
 }
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{{ server = {:?}, tool = {:?} }}",
-            self.server, self.tool
-        )
+        write!(f, "{{ server = {:?}, tool = {:?}", self.server, self.tool)?;
+        if let Some(subject) = &self.subject {
+            write!(f, ", subject = {subject:?}")?;
+        }
+        if !self.scopes.is_empty() {
+            write!(f, ", scopes = {:?}", self.scopes)?;
+        }
+        if !self.claims.is_empty() {
+            let claims: Vec<String> = self
+                .claims
+                .iter()
+                .map(|(name, glob)| format!("{name} = {glob:?}"))
+                .collect();
+            write!(f, ", claims = {{ {} }}", claims.join(", "))?;
+        }
+        write!(f, " }}")
     }
 }
 
@@ -130,7 +228,7 @@ pub enum Denial {
         /// The rule's position in `deny`.
         index: usize,
         /// The rule.
-        rule: Rule,
+        rule: Box<Rule>,
     },
     /// An allowlist is set and none of its rules matches.
     #[error(
@@ -192,6 +290,47 @@ impl IdentityRules {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
+    /// The rules of a run acting for `principal`: those that do not apply to it
+    /// ([`Rule::applies_to`]) match nothing, and keep their place (a denial names the rule by
+    /// its position in the configuration). An `allow` list stays set even when none of its
+    /// rules applies: a principal no allow rule is for may run nothing, never everything.
+    ///
+    /// ```
+    /// use agent_core::{IdentityRules, Principal, Rule};
+    ///
+    /// let rules = IdentityRules::default()
+    ///     .allow(Rule::new("*", "*").for_scope("tools:all"))
+    ///     .allow(Rule::new("*", "read_*"));
+    /// let reader = rules.for_principal(Some(&Principal::new("bob")));
+    /// assert!(reader.allows(Some("files"), "read_file").is_ok());
+    /// assert!(reader.allows(Some("files"), "delete_file").is_err());
+    /// let admin = Principal::new("alice").with_scopes(["tools:all"]);
+    /// assert!(rules.for_principal(Some(&admin)).allows(Some("files"), "delete_file").is_ok());
+    /// ```
+    #[must_use]
+    pub fn for_principal(&self, principal: Option<&Principal>) -> Self {
+        Self {
+            allow: self
+                .allow
+                .iter()
+                .map(|r| r.for_principal(principal))
+                .collect(),
+            deny: self
+                .deny
+                .iter()
+                .map(|r| r.for_principal(principal))
+                .collect(),
+        }
+    }
+
+    /// True when a rule names a principal (a subject, scopes or claims).
+    pub fn names_principals(&self) -> bool {
+        self.allow
+            .iter()
+            .chain(&self.deny)
+            .any(Rule::names_a_principal)
+    }
+
     /// Whether `tool` (its name on the server) of the server with `identity` may run; the
     /// refusal names the rule that decided.
     pub fn allows(&self, identity: Option<&str>, tool: &str) -> Result<(), Denial> {
@@ -203,7 +342,7 @@ impl IdentityRules {
         {
             return Err(Denial::DenyRule {
                 index,
-                rule: rule.clone(),
+                rule: Box::new(rule.clone()),
             });
         }
         if self.allow.is_empty() || self.allow.iter().any(|r| r.matches(identity, tool)) {
@@ -295,6 +434,20 @@ impl ApprovalRules {
         self
     }
 
+    /// The rules of a run acting for `principal`: `approve` rules that do not apply to it
+    /// match nothing (see [`IdentityRules::for_principal`]).
+    #[must_use]
+    pub fn for_principal(&self, principal: Option<&Principal>) -> Self {
+        Self {
+            approve: self
+                .approve
+                .iter()
+                .map(|r| r.for_principal(principal))
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// Sets `approve_destructive`.
     #[must_use]
     pub fn with_approve_destructive(mut self, on: bool) -> Self {
@@ -383,7 +536,7 @@ mod tests {
             rules.allows(Some("files"), "rm"),
             Err(Denial::DenyRule {
                 index: 0,
-                rule: Rule::new("files", "rm")
+                rule: Box::new(Rule::new("files", "rm"))
             })
         );
         assert_eq!(rules.allows(Some("files"), "ls"), Ok(()));

@@ -59,7 +59,12 @@ fn check(file: Option<PathBuf>) -> ExitCode {
 /// Prints every problem on its own line: `[file: ]path: message [kind]`.
 pub(crate) fn report(err: &ConfigError) {
     // A configuration that did not load knows no secret; its messages name none.
-    let nothing = mcp_agent::Redactor::new();
+    report_scrubbed(err, &mcp_agent::Redactor::new());
+}
+
+/// [`report`], with the secrets `secrets` knows replaced (a reload's: the configurations
+/// loaded before may hold a value the new one puts where it does not belong).
+pub(crate) fn report_scrubbed(err: &ConfigError, secrets: &mcp_agent::Redactor) {
     match err {
         ConfigError::Invalid { problems } => {
             let n = problems.len();
@@ -74,13 +79,13 @@ pub(crate) fn report(err: &ConfigError) {
                     .unwrap_or_default();
                 say(format_args!(
                     "  {} [{kind}]",
-                    block(&nothing, &problem.to_string())
+                    block(secrets, &problem.to_string())
                 ));
             }
         }
         other => say(format_args!(
             "error: {}",
-            super::term::chain(&nothing, other)
+            super::term::chain(secrets, other)
         )),
     }
 }

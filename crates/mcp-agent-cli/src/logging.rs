@@ -1,5 +1,7 @@
-//! Log output: `tracing` events on stderr as plain text, never on stdout (which carries the
-//! command's output, exact JSON with `--json`).
+//! Log output: `tracing` events on stderr as plain text, or as JSON lines with
+//! `--log-format json` (then the command's own messages and the runs' events too, see
+//! [`say`] and [`LoggedEvents`]), never on stdout (which carries the command's output, exact
+//! JSON with `--json`).
 //!
 //! The level comes from `RUST_LOG` when it is set (the ecosystem's convention), else from
 //! `-v` / `-q`: warnings by default. The libraries log spans for a run, each server session
@@ -9,9 +11,12 @@
 //! configuration's, then the run's once it is open).
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::io::Write as _;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
+use mcp_agent::Event as RunEvent;
 use mcp_agent::Redactor;
+use mcp_agent::events::EventSink;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
@@ -44,22 +49,42 @@ impl fmt::Debug for LogSecrets {
     }
 }
 
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// For people.
+    Text,
+    /// One JSON object a line, for log shippers.
+    Json,
+}
+
+/// The format the process logs in: set once, by [`init`] (the subscriber it goes with is the
+/// process's too).
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
+/// The target of the runs' events in the log.
+pub(crate) const EVENT_TARGET: &str = "mcp_agent::event";
+
 /// Installs the subscriber, scrubbing with `secrets`. `verbose` counts `-v` flags; `quiet`
 /// keeps errors only.
 ///
-/// At the default level (and with `-q`) a line reads like the CLI's own messages —
+/// At the default level (and with `-q`) a text line reads like the CLI's own messages —
 /// `warning: server `web`: …` — without a timestamp, Rust module path or span names
-/// ([`Plain`]); with `-v` or `RUST_LOG` it is tracing's full format, for whoever debugs.
-pub(crate) fn init(verbose: u8, quiet: bool, secrets: &LogSecrets) {
+/// ([`Plain`]); with `-v` or `RUST_LOG` it is tracing's full format, for whoever debugs. In
+/// JSON every line is an object; the default level keeps the command's messages and the
+/// runs' events besides warnings.
+pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSecrets) {
+    let format = *FORMAT.get_or_init(|| format);
     // rmcp reports a transport's failure as an ERROR log of its own, in Rust's debug
     // notation; the CLI tells that failure itself, in words, so by default rmcp stays silent
     // (docs/upstream.md#rmcp-error-logs).
-    let level = match (quiet, verbose) {
-        (true, _) => "error,rmcp=off",
-        (false, 0) => "warn,rmcp=off",
-        (false, 1) => "info",
-        (false, 2) => "debug",
-        (false, _) => "trace",
+    let level = match (quiet, verbose, format) {
+        (true, _, _) => "error,rmcp=off",
+        (false, 0, LogFormat::Text) => "warn,rmcp=off",
+        (false, 0, LogFormat::Json) => "warn,rmcp=off,mcp_agent=info",
+        (false, 1, _) => "info",
+        (false, 2, _) => "debug",
+        (false, _, _) => "trace",
     };
     let from_env = EnvFilter::try_from_default_env().ok();
     let plain = from_env.is_none() && (quiet || verbose == 0);
@@ -72,11 +97,76 @@ pub(crate) fn init(verbose: u8, quiet: bool, secrets: &LogSecrets) {
         })
         .with_ansi(false);
     // A second subscriber (tests calling `run` twice) is not an error worth a panic.
-    let _ = if plain {
-        builder.event_format(Plain).try_init()
-    } else {
-        builder.try_init()
+    let _ = match format {
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        LogFormat::Text if plain => builder.event_format(Plain).try_init(),
+        LogFormat::Text => builder.try_init(),
     };
+}
+
+/// Writes one of the command's own messages (`error: …`, `warning: …`, `note: …` or a
+/// plain line) on stderr: as it is, or in JSON as a log line of the level its prefix names
+/// (`info` without one). Best effort: a closed stderr is not worth a panic.
+pub(crate) fn say(text: &str) {
+    if FORMAT.get() != Some(&LogFormat::Json) {
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
+        return;
+    }
+    for (prefix, level) in [
+        ("error: ", Level::ERROR),
+        ("warning: ", Level::WARN),
+        ("note: ", Level::INFO),
+    ] {
+        if let Some(message) = text.strip_prefix(prefix) {
+            return log_at(level, message);
+        }
+    }
+    log_at(Level::INFO, text);
+}
+
+fn log_at(level: Level, message: &str) {
+    match level {
+        Level::ERROR => tracing::error!(target: "mcp_agent", "{message}"),
+        Level::WARN => tracing::warn!(target: "mcp_agent", "{message}"),
+        _ => tracing::info!(target: "mcp_agent", "{message}"),
+    }
+}
+
+/// The runs' events as log lines (target [`EVENT_TARGET`], level `info`): the kind as the
+/// message, then principal, server, tool, call id, duration, sizes, outcome and the event's own message
+/// as `detail` (scrubbed by the run already). Shown by default in JSON, with `-v` in text.
+pub(crate) struct LoggedEvents;
+
+impl EventSink for LoggedEvents {
+    fn emit(&self, event: RunEvent) {
+        tracing::info!(
+            target: EVENT_TARGET,
+            principal = event.principal.as_deref(),
+            server = event.server.as_deref(),
+            tool = event.tool.as_deref(),
+            call_id = event.call_id.as_deref(),
+            duration_ms = event.duration.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            input_bytes = event.input_bytes,
+            output_bytes = event.output_bytes,
+            outcome = event.outcome.as_ref().map(word),
+            detail = event.message.as_deref(),
+            step = event.step,
+            "{}",
+            word(&event.kind)
+        );
+    }
+}
+
+/// A value's serde name (`tool_call_finished`, `ok`).
+fn word<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(word)) => word,
+        _ => String::new(),
+    }
 }
 
 /// A log line for people: `warning: ` (or `error: `…) and the message with its fields.

@@ -19,12 +19,14 @@ mod demo_model;
 mod demo_server;
 mod elicit;
 mod exit;
+mod gateways;
 mod history;
 mod logging;
 mod model;
 mod monitor;
 mod open;
 mod progress;
+mod reload;
 mod run;
 mod serve;
 mod servers;
@@ -61,6 +63,18 @@ pub(crate) struct Cli {
     /// Only errors in the log output.
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
     pub(crate) quiet: bool,
+
+    /// The log output's format on stderr: `text` for people, or `json`: one JSON object a
+    /// line (`timestamp`, `level`, `target`, `fields`) for log shippers, the command's own
+    /// messages and every tool call's events (target `mcp_agent::event`) included.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub(crate) log_format: logging::LogFormat,
 
     /// Approve every call that the configuration's `[policy]` says needs approval, without
     /// asking (for the main job; `run` and `tools call` take it too).
@@ -103,7 +117,8 @@ pub(crate) enum Command {
     /// Serve the configured servers as one MCP server (a governed gateway), on stdin/stdout
     /// or streamable HTTP (`--http ADDR`, or `[serve] http`). Each client session gets its
     /// own upstream sessions; every call goes through `[policy]`; a call that needs approval
-    /// is denied unless `[serve] approve = "allow"`. SIGTERM/SIGINT drain and exit 0.
+    /// is denied unless `[serve] approve = "allow"`. SIGTERM/SIGINT drain and exit 0; SIGHUP
+    /// reloads the configuration for new sessions.
     Serve(serve::ServeArgs),
     /// Read a session's history (what `run` or `tools call` wrote with `--history DIR`).
     #[command(subcommand)]
@@ -121,7 +136,7 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     let cli = Cli::parse();
     let logs = logging::LogSecrets::default();
-    logging::init(cli.verbose, cli.quiet, &logs);
+    logging::init(cli.verbose, cli.quiet, cli.log_format, &logs);
     let file = cli.file.as_deref();
     match cli.command {
         None => demo::main_job(file, cli.yes, cli.history, &logs),

@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use mcp_agent::{Redactor, telemetry};
 use mcp_serve::ServeState;
-use mcp_state::{RedisState, StateConfig, StateError};
+use mcp_state::RedisState;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -182,19 +182,10 @@ impl Monitor {
         self.addr
     }
 
-    /// The gateway serves, in `state`: `/readyz` says so while it does, and while the Redis of
-    /// `shared` (`[serve] state`, connected here for its own checks) answers.
-    pub(crate) async fn serving(
-        &self,
-        state: watch::Receiver<ServeState>,
-        shared: Option<&StateConfig>,
-    ) -> Result<(), StateError> {
-        let redis = match shared {
-            Some(config) => Some(RedisState::connect(config).await?),
-            None => None,
-        };
+    /// The gateway serves, in `state`: `/readyz` says so while it does, and while `redis`
+    /// (the fleet's shared state, when configured) answers.
+    pub(crate) fn serving(&self, state: watch::Receiver<ServeState>, redis: Option<RedisState>) {
         self.readiness.serving(state, redis);
-        Ok(())
     }
 }
 

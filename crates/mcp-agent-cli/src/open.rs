@@ -125,6 +125,7 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
     let client = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-cli")
+        .events(std::sync::Arc::new(super::logging::LoggedEvents))
         .elicitation(super::elicit::handler())
         .govern(|layer| {
             // The configuration's engine (the model's key and headers too) is the template of

@@ -1,12 +1,14 @@
 //! `mcp-agent serve`: the configured servers behind one MCP endpoint (stdio or streamable
 //! HTTP), every call through the governed layer. Each downstream session gets its own
-//! upstream run, opened when it starts and closed when it ends.
+//! upstream run, opened when it starts and closed when it ends; stateless (2026-07-28)
+//! requests borrow a run kept per principal (`[serve] run_pool`). SIGHUP reloads the
+//! configuration for new sessions (see [`reload`](super::reload)).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,16 +21,20 @@ use mcp_agent::{
     rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
 };
 use mcp_serve::{
-    BearerAuth, Downstream, OpenError, OpenTools, ServeError, SessionTools, ToolListChanges,
-    ToolServer,
+    BearerAuth, Downstream, OpenError, OpenTools, PooledTools, ServeError, SessionTools,
+    ToolListChanges, ToolServer,
 };
 use tokio::task::JoinHandle;
 
 use super::exit::Exit;
+use super::gateways::{Built, Gateways};
 use super::logging::LogSecrets;
 use super::open::{fail, load_all, runtime};
+use super::reload::{Fixed, Reload, Sources};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
+use super::shared_sessions::shared_sessions;
+use super::shared_state::FleetState;
 use super::signals::Signals;
 use mcp_agent::Redactor;
 
@@ -143,7 +149,11 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         exposure,
         names,
     };
-    runtime().block_on(serve(secrets, config, gateway, mode, auth))
+    let sources = Sources {
+        file: file.map(std::path::Path::to_path_buf),
+        logs: logs.clone(),
+    };
+    runtime().block_on(serve(secrets, config, gateway, mode, auth, sources))
 }
 
 /// What `[serve]` and the flags say, together.
@@ -183,29 +193,39 @@ async fn serve(
     gateway: GatewaySettings,
     mode: Mode,
     auth: Option<BearerAuth>,
+    sources: Sources,
 ) -> ExitCode {
     let GatewaySettings {
         serve: settings,
         exposure,
         names,
     } = gateway;
-    let mut signals = Signals::install();
+    let (mut signals, hangups) = Signals::install_reloading();
     // First: what the rest of the start counts (state errors, token requests) is recorded.
     let monitor = match super::monitor::start(settings.metrics, secrets).await {
         Ok(monitor) => monitor,
         Err(code) => return code,
     };
-    let tokens = match &settings.state {
-        Some(state) => match super::shared_state::shared_tokens(state).await {
-            Ok(tokens) => tokens,
+    let fleet = match &settings.state {
+        Some(state) => match FleetState::connect(state).await {
+            Ok(fleet) => Some(Arc::new(fleet)),
             Err(e) => {
                 // Like an address that cannot be bound: the deployment is wrong.
-                say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
+                let hint = if matches!(e, mcp_state::StateError::SealKey { .. }) {
+                    " (32 random bytes in base64: `head -c 32 /dev/urandom | base64`)"
+                } else {
+                    ""
+                };
+                say(format_args!(
+                    "error: [serve] state: {}{hint}",
+                    chain(secrets, &e)
+                ));
                 return Exit::InvalidConfig.into();
             }
         },
         None => None,
     };
+    let tokens = fleet.as_ref().and_then(|fleet| fleet.tokens());
     let sharing_tokens = tokens.is_some();
     let connectors = match tokens.map_or_else(mcp_agent::connectors, |tokens| {
         mcp_agent::connectors_with_shared_tokens(tokens)
@@ -214,26 +234,25 @@ async fn serve(
         Err(e) => return fail(secrets, &e),
     };
     let name = config.tool_server.name.clone();
-    let call_timeouts = config
-        .servers
-        .iter()
-        .map(|s| (s.name.clone(), s.call_timeout))
-        .collect();
-    let client = client(
-        secrets,
-        config,
-        connectors,
-        exposure,
-        settings.approve,
-        settings.history.clone(),
-    );
-    let pool = client.clone();
-    let opener = Arc::new(Gateway {
-        client,
-        runs: AtomicU64::new(0),
-        call_timeouts: Arc::new(call_timeouts),
-        names,
-    });
+    let runs = Arc::new(AtomicU64::new(0));
+    let build = move |secrets: &Redactor, config: Config, serve: &ServeSettings| {
+        let runs = runs.clone();
+        build_gateway(
+            secrets,
+            config,
+            serve,
+            connectors.clone(),
+            exposure,
+            names,
+            runs,
+        )
+    };
+    let started = Fixed::of(&config);
+    let gateways = Arc::new(Gateways::new(build(secrets, config, &settings)));
+    let reload = Reload::new(sources, secrets, started, Box::new(build), gateways.clone());
+    let mut reloads = super::reload::watch(hangups, reload);
+    // Stateless requests borrow pooled runs; sessions open their own through it.
+    let opener = Arc::new(PooledTools::new(gateways.clone(), settings.run_pool));
     let mut server = ToolServer::per_session(opener)
         .name(name, env!("CARGO_PKG_VERSION"))
         .instructions(match (exposure, names) {
@@ -262,18 +281,17 @@ async fn serve(
                 },
                 _ = signals.recv() => return Exit::Success.into(),
             };
-            if let Err(code) = ready(monitor.as_ref(), session.state(), &settings, secrets).await {
-                return code;
-            }
+            ready(monitor.as_ref(), session.state(), fleet.as_deref());
             tokio::select! {
                 () = session.wait() => {}
                 _ = signals.recv() => say("stopping: draining calls in flight"),
             }
+            reloads.stop();
             let report = tokio::select! {
                 report = session.shutdown(DRAIN_TIMEOUT) => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report, &pool, &mut signals).await
+            stopped(report, &gateways, &mut signals).await
         }
         Mode::Http(bind) => {
             let mut options = settings
@@ -284,35 +302,26 @@ async fn serve(
             if let Some(auth) = auth {
                 options = options.with_auth(auth);
             }
-            if let Some(state) = &settings.state {
-                // Checked at start, whatever `on_error` says: a fleet misconfigured is told at
-                // once, not at the first request.
-                match super::shared_state::shared_rate_limit(state).await {
-                    Ok(shared) => {
-                        if options.rate_limit.is_none() {
-                            say(if sharing_tokens {
-                                "note: [serve] state is set without rate_limit: sessions and \
-                                 upstream tokens are shared, no limit"
-                            } else {
-                                "note: [serve] state is set without rate_limit or seal_key_env: \
-                                 nothing to share"
-                            });
-                        }
-                        options = options.with_shared_rate_limit(shared);
-                    }
+            if let Some(fleet) = &fleet {
+                if options.rate_limit.is_none() {
+                    say(if sharing_tokens {
+                        "note: [serve] state is set without rate_limit: sessions and upstream \
+                         tokens are shared, no limit"
+                    } else {
+                        "note: [serve] state is set without rate_limit or seal_key_env: nothing \
+                         to share"
+                    });
+                }
+                options = options.with_shared_rate_limit(fleet.rate_limit());
+                // Sessions are stored sealed only: without the key (noted at the connection)
+                // a client must stay on the replica that opened its session.
+                match shared_sessions(fleet).await {
+                    Ok(Some(sessions)) => options = options.with_shared_sessions(sessions),
+                    Ok(None) => {}
                     Err(e) => {
-                        // Like an address that cannot be bound: the deployment is wrong.
                         say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
                         return Exit::InvalidConfig.into();
                     }
-                }
-                // Sessions are stored sealed only: without the key (noted above, with the
-                // tokens) a client must stay on the replica that opened its session.
-                if state.seal_key_env.is_some() {
-                    options = match shared_sessions(secrets, state, options).await {
-                        Ok(options) => options,
-                        Err(code) => return code,
-                    };
                 }
             }
             let http = match server.serve_http(options).await {
@@ -330,77 +339,45 @@ async fn serve(
                     return code.into();
                 }
             };
-            if let Err(code) = ready(monitor.as_ref(), http.state(), &settings, secrets).await {
-                return code;
-            }
+            ready(monitor.as_ref(), http.state(), fleet.as_deref());
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
+            reloads.stop();
             say("stopping: draining calls in flight");
             let report = tokio::select! {
                 report = http.shutdown() => Some(report),
                 _ = signals.recv() => None,
             };
-            stopped(report, &pool, &mut signals).await
+            stopped(report, &gateways, &mut signals).await
         }
     }
 }
 
-/// Tells the metrics listener, if there is one, that the gateway serves in `state` (and where
-/// the fleet's Redis is, which `/readyz` checks).
-async fn ready(
+/// Tells the metrics listener, if there is one, that the gateway serves in `state` (its
+/// `/readyz` pings the fleet's Redis too, when there is one).
+fn ready(
     monitor: Option<&super::monitor::Monitor>,
     state: tokio::sync::watch::Receiver<mcp_serve::ServeState>,
-    settings: &ServeSettings,
-    secrets: &Redactor,
-) -> Result<(), ExitCode> {
-    let Some(monitor) = monitor else {
-        return Ok(());
-    };
-    monitor
-        .serving(state, settings.state.as_ref())
-        .await
-        .map_err(|e| {
-            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-            Exit::InvalidConfig.into()
-        })
-}
-
-/// `options` with the sessions kept in the shared state of `state`, so that any replica serves
-/// them; only with the seal key (a stored session names the principal it acts for).
-async fn shared_sessions(
-    secrets: &Redactor,
-    state: &mcp_state::StateConfig,
-    options: mcp_serve::HttpOptions,
-) -> Result<mcp_serve::HttpOptions, ExitCode> {
-    match super::shared_sessions::shared_sessions(state).await {
-        Ok(sessions) => Ok(options.with_shared_sessions(sessions)),
-        Err(e @ mcp_state::StateError::SealKey { .. }) => {
-            say(format_args!(
-                "error: [serve] state.redis.seal_key_env: sessions are kept in Redis sealed with \
-                 this key (32 random bytes in base64: `head -c 32 /dev/urandom | base64`): {}",
-                chain(secrets, &e)
-            ));
-            Err(Exit::InvalidConfig.into())
-        }
-        Err(e) => {
-            say(format_args!("error: [serve] state: {}", chain(secrets, &e)));
-            Err(Exit::InvalidConfig.into())
-        }
+    fleet: Option<&FleetState>,
+) {
+    if let Some(monitor) = monitor {
+        monitor.serving(state, fleet.map(|fleet| fleet.redis().clone()));
     }
 }
 
 /// Reports how a shutdown went: `None` when a second signal cut it short (what is left is
 /// killed as the runtime drops it: every upstream process group). Otherwise the shared
-/// upstream sessions (`shared = true`, which outlive the downstream sessions) are closed too,
-/// unless another signal cuts that short. Exit 0 either way.
+/// upstream sessions (`shared = true`, which outlive the downstream sessions) are closed too —
+/// those of every configuration loaded, the one in use and those it replaced — unless another
+/// signal cuts that short. Exit 0 either way.
 async fn stopped(
     report: Option<mcp_serve::ShutdownReport>,
-    pool: &McpClient,
+    gateways: &Gateways,
     signals: &mut Signals,
 ) -> ExitCode {
     if report.is_some() {
         tokio::select! {
-            () = pool.shutdown() => {}
+            () = gateways.close_all() => {}
             _ = signals.recv() => say("interrupted again: stopping the MCP servers now"),
         }
     }
@@ -415,6 +392,46 @@ async fn stopped(
         None => say("interrupted again: stopping the MCP servers now"),
     }
     Exit::Success.into()
+}
+
+/// One configuration's gateway: its client, and the opener of each session's run over it.
+/// `runs` numbers the runs of every configuration (their ids and history directories).
+fn build_gateway(
+    secrets: &Redactor,
+    config: Config,
+    serve: &ServeSettings,
+    connectors: mcp_agent::Connectors,
+    exposure: Exposure,
+    names: ToolNames,
+    runs: Arc<AtomicU64>,
+) -> Built {
+    let servers = config.servers.len();
+    let upstreams = upstream_digest(&config.servers);
+    let call_timeouts = config
+        .servers
+        .iter()
+        .map(|s| (s.name.clone(), s.call_timeout))
+        .collect();
+    let client = client(
+        secrets,
+        config,
+        connectors,
+        exposure,
+        serve.approve,
+        serve.history.clone(),
+    );
+    let opener = Arc::new(Gateway {
+        client: client.clone(),
+        runs,
+        call_timeouts: Arc::new(call_timeouts),
+        names,
+        upstreams,
+    });
+    Built {
+        opener,
+        client,
+        servers,
+    }
 }
 
 /// The client every session's run is opened with.
@@ -447,6 +464,7 @@ fn client(
     let mut builder = McpClient::builder(config)
         .connectors(connectors)
         .agent("mcp-agent-serve")
+        .events(Arc::new(super::logging::LoggedEvents))
         .catalog(catalog)
         // The configuration's engine is the template of each run's.
         .govern(|layer| layer.approval_gate(gate).redactor(secrets.clone()));
@@ -471,11 +489,28 @@ impl ApprovalGate for Deny {
 /// Opens one upstream run per downstream session.
 struct Gateway {
     client: McpClient,
-    runs: AtomicU64,
+    /// Numbers the runs, shared by the gateways of every configuration loaded.
+    runs: Arc<AtomicU64>,
     /// Each configured server's call timeout, which also bounds its elicitations.
     call_timeouts: Arc<HashMap<String, Duration>>,
     /// How first-class upstream tools are named.
     names: ToolNames,
+    /// The digest of the upstream servers' specs.
+    upstreams: u64,
+}
+
+/// A digest of the configured servers' specs (their JSON, which shows every field but no
+/// secret), by which pooled runs are keyed: a run is lent only for the upstream set it was
+/// opened for. Keyed afresh in each process, never shown.
+fn upstream_digest(servers: &[mcp_agent::ServerSpec]) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    for spec in servers {
+        serde_json::to_string(spec)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 #[async_trait]
@@ -520,6 +555,10 @@ impl OpenTools for Gateway {
             ));
         }
         Ok(Arc::new(Upstream::new(runner, self.names)))
+    }
+
+    fn upstream_digest(&self) -> u64 {
+        self.upstreams
     }
 }
 
@@ -566,6 +605,8 @@ struct Upstream {
     names: ToolNames,
     changes: ToolListChanges,
     watcher: JoinHandle<()>,
+    /// Set when a call failed in transport: an upstream connection broke.
+    broken: AtomicBool,
 }
 
 impl Upstream {
@@ -588,6 +629,7 @@ impl Upstream {
             names,
             changes,
             watcher,
+            broken: AtomicBool::new(false),
         }
     }
 
@@ -662,7 +704,11 @@ impl ToolCatalog for Upstream {
 #[async_trait]
 impl ToolDispatcher for Upstream {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        self.runner.dispatch(self.to_run(call)).await
+        let outcome = self.runner.dispatch(self.to_run(call)).await;
+        if matches!(outcome, Err(ToolError::Transport { .. })) {
+            self.broken.store(true, Ordering::Release);
+        }
+        outcome
     }
 }
 
@@ -696,6 +742,17 @@ impl SessionTools for Upstream {
 
     fn promoted(&self) -> Vec<String> {
         self.runner.catalog().promoted()
+    }
+
+    /// A run is lent again only as a fresh one would be: every upstream it opened still
+    /// connected (none skipped, none closed, no call broken in transport) and no tool promoted
+    /// (a promotion would change the next request's tool list). Its kept outputs stay, readable
+    /// by the principal's later requests (`mcp_read_output`) while the run is pooled.
+    fn reusable(&self) -> bool {
+        !self.broken.load(Ordering::Acquire)
+            && self.runner.skipped().is_empty()
+            && self.runner.sessions().iter().all(|s| !s.is_closed())
+            && self.runner.catalog().promoted().is_empty()
     }
 
     async fn close(&self) {

@@ -18,8 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mcp_serve::{OnStoreError, SessionNotice, SessionStore, SharedSessions, StoreError};
-use mcp_state::{Notice, OnError, RedisState, SealKey, SealedStore, StateConfig, StateError};
+use mcp_serve::{SessionNotice, SessionStore, SharedSessions, StoreError};
+use mcp_state::{Notice, SealKey, SealedStore, StateError};
+
+use super::shared_state::FleetState;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -31,7 +33,7 @@ const BACKLOG: usize = 1024;
 
 /// Session records in the fleet's Redis.
 struct RedisSessions {
-    state: RedisState,
+    fleet: Arc<FleetState>,
     records: SealedStore,
     notices: broadcast::Sender<SessionNotice>,
     hearing: JoinHandle<()>,
@@ -45,7 +47,7 @@ impl Drop for RedisSessions {
 
 impl RedisSessions {
     fn failed(&self, e: &StateError) -> StoreError {
-        StoreError::new(format!("Redis at {}", self.state.addr()), e.to_string())
+        self.fleet.store_error(e)
     }
 }
 
@@ -95,7 +97,8 @@ impl SessionStore for RedisSessions {
             .delete(&record(key))
             .await
             .map_err(|e| self.failed(&e))?;
-        self.state
+        self.fleet
+            .redis()
             .publish(ENDED, key.as_bytes())
             .await
             .map_err(|e| self.failed(&e))
@@ -106,18 +109,23 @@ impl SessionStore for RedisSessions {
     }
 }
 
-/// Connects to the state of `config` (checked: reachable, credentials accepted, the seal key
-/// set) and keeps the gateway's sessions there, doing what `on_error` says when Redis fails
-/// later. Fails with [`StateError::SealKey`] when `seal_key_env` is unset or its variable
-/// holds no key.
-pub(crate) async fn shared_sessions(config: &StateConfig) -> Result<SharedSessions, StateError> {
-    sealed_with(config, SealKey::from_config(config)?).await
+/// The gateway's sessions kept in the fleet's Redis, sealed with its seal key, doing what
+/// `on_error` says when Redis fails; `None` without a seal key (a stored session names the
+/// principal it acts for: a record anyone with access to Redis could write would let them
+/// bind a session to anyone).
+pub(crate) async fn shared_sessions(
+    fleet: &Arc<FleetState>,
+) -> Result<Option<SharedSessions>, StateError> {
+    let Some(key) = fleet.seal_key() else {
+        return Ok(None);
+    };
+    sealed_with(fleet, key).await.map(Some)
 }
 
 /// [`shared_sessions`] with the records sealed with `key`.
-async fn sealed_with(config: &StateConfig, key: SealKey) -> Result<SharedSessions, StateError> {
-    let state = RedisState::connect(config).await?;
-    let mut subscription = state.subscribe(ENDED).await?;
+async fn sealed_with(fleet: &Arc<FleetState>, key: SealKey) -> Result<SharedSessions, StateError> {
+    let redis = fleet.redis();
+    let mut subscription = redis.subscribe(ENDED).await?;
     let (notices, _) = broadcast::channel(BACKLOG);
     let heard = notices.clone();
     let hearing = tokio::spawn(async move {
@@ -132,16 +140,13 @@ async fn sealed_with(config: &StateConfig, key: SealKey) -> Result<SharedSession
             let _ = heard.send(notice);
         }
     });
-    let on_error = match state.on_error() {
-        OnError::Open => OnStoreError::Open,
-        OnError::Closed => OnStoreError::Closed,
-    };
     let sessions = RedisSessions {
-        records: state.sealed_store(key),
-        state,
+        records: redis.sealed_store(key),
+        fleet: fleet.clone(),
         notices,
         hearing,
     };
+    let on_error = fleet.on_store_error();
     Ok(SharedSessions::new(Arc::new(sessions), on_error))
 }
 
@@ -187,12 +192,12 @@ mod tests {
 
     /// A replica keeping sessions idle for at most 2 s in the Redis at `url`, sealed with `key`.
     async fn replica(url: &str, key: &[u8; 32]) -> HttpServer {
-        let sessions = bounded(sealed_with(
-            &StateConfig::new(url),
-            SealKey::from_bytes(key),
-        ))
-        .await
-        .expect("the state");
+        let fleet = bounded(FleetState::connect(&mcp_state::StateConfig::new(url)))
+            .await
+            .expect("the state");
+        let sessions = bounded(sealed_with(&Arc::new(fleet), SealKey::from_bytes(key)))
+            .await
+            .expect("the sessions");
         let options = HttpOptions::default()
             .with_session_idle_timeout(Duration::from_secs(2))
             .with_shared_sessions(sessions)

@@ -1,7 +1,9 @@
-//! `[serve] state` wired into the gateway: mcp-state's Redis rate limiter as mcp-serve's
+//! `[serve] state` wired into the gateway: one connection to the fleet's Redis ([`FleetState`]),
+//! and what is shared through it — mcp-state's Redis rate limiter as mcp-serve's
 //! [`RateLimitStore`], so that `[serve] rate_limit` is counted fleet-wide (mcp-serve knows no
 //! Redis, mcp-state no gateway; this adapter is where they meet), and the upstream OAuth
 //! tokens shared by the replicas (the facade's `RedisTokens`) when a seal key is configured.
+//! Sessions are shared in `shared_sessions`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,51 +16,100 @@ use mcp_state::{OnError, RateLimiter, RedisState, StateConfig, StateError};
 
 use super::term::say;
 
+/// The fleet's shared state: Redis, connected and checked at start, and the seal key when
+/// `seal_key_env` names one.
+pub(crate) struct FleetState {
+    redis: RedisState,
+    config: StateConfig,
+    sealed: bool,
+}
+
+impl FleetState {
+    /// Checks the seal key of `config` when it names one (unset or malformed is an error
+    /// naming the variable, before any connection), then connects (checked: reachable,
+    /// credentials accepted). Without `seal_key_env`, a note says what is not shared: tokens
+    /// and sessions are never stored unsealed.
+    pub(crate) async fn connect(config: &StateConfig) -> Result<Self, StateError> {
+        let sealed = match config.seal_key_env {
+            Some(_) => SealKey::from_config(config).map(|_| true)?,
+            None => {
+                say(
+                    "note: [serve] state has no seal_key_env: sessions and upstream OAuth \
+                     tokens are not shared (they are never stored unsealed); a client stays on \
+                     the replica that opened its session, and each replica obtains its own \
+                     tokens",
+                );
+                false
+            }
+        };
+        Ok(Self {
+            redis: RedisState::connect(config).await?,
+            config: config.clone(),
+            sealed,
+        })
+    }
+
+    /// The connection.
+    pub(crate) fn redis(&self) -> &RedisState {
+        &self.redis
+    }
+
+    /// The seal key, when one is configured (checked by [`connect`](Self::connect)).
+    pub(crate) fn seal_key(&self) -> Option<SealKey> {
+        self.sealed
+            .then(|| SealKey::from_config(&self.config).ok())
+            .flatten()
+    }
+
+    /// A failure of Redis as mcp-serve's stores report it, naming the server.
+    pub(crate) fn store_error(&self, e: &StateError) -> StoreError {
+        redis_failed(&self.redis, e)
+    }
+
+    /// What the gateway does while Redis fails (`on_error`).
+    pub(crate) fn on_store_error(&self) -> OnStoreError {
+        match self.redis.on_error() {
+            OnError::Open => OnStoreError::Open,
+            OnError::Closed => OnStoreError::Closed,
+        }
+    }
+
+    /// The rate limit counted in Redis.
+    pub(crate) fn rate_limit(&self) -> SharedRateLimit {
+        let limits = RedisLimits {
+            limiter: self.redis.rate_limiter(),
+            redis: self.redis.clone(),
+        };
+        SharedRateLimit::new(Arc::new(limits), self.on_store_error())
+    }
+
+    /// The store the upstream OAuth tokens are shared in, sealed with the seal key; `None`
+    /// without one (each replica obtains its own).
+    pub(crate) fn tokens(&self) -> Option<Arc<dyn SharedTokens>> {
+        let key = self.seal_key()?;
+        Some(Arc::new(RedisTokens::new(&self.redis, key)))
+    }
+}
+
 /// Buckets counted in the fleet's Redis.
-struct RedisLimits(RateLimiter);
+struct RedisLimits {
+    limiter: RateLimiter,
+    redis: RedisState,
+}
+
+/// A failure of `redis` as mcp-serve's stores report it, naming the server.
+fn redis_failed(redis: &RedisState, e: &StateError) -> StoreError {
+    StoreError::new(format!("Redis at {}", redis.addr()), e.to_string())
+}
 
 #[async_trait]
 impl RateLimitStore for RedisLimits {
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError> {
-        self.0
+        self.limiter
             .take(key, limit.per_second, limit.burst)
             .await
-            .map_err(|e| StoreError::new(format!("Redis at {}", self.0.addr()), e.to_string()))
+            .map_err(|e| redis_failed(&self.redis, &e))
     }
-}
-
-/// Connects to the state of `config` (checked: reachable, credentials accepted) and counts
-/// the rate limit there, doing what `on_error` says when Redis fails later.
-pub(crate) async fn shared_rate_limit(config: &StateConfig) -> Result<SharedRateLimit, StateError> {
-    let state = RedisState::connect(config).await?;
-    let on_error = match state.on_error() {
-        OnError::Open => OnStoreError::Open,
-        OnError::Closed => OnStoreError::Closed,
-    };
-    Ok(SharedRateLimit::new(
-        Arc::new(RedisLimits(state.rate_limiter())),
-        on_error,
-    ))
-}
-
-/// The store the upstream OAuth tokens are shared in: Redis of `config`, sealed with the key
-/// in `seal_key_env` (a missing or malformed key is an error, named by its variable). Without
-/// `seal_key_env` nothing is shared (a note says why): tokens are never stored unsealed, so
-/// each replica obtains its own.
-pub(crate) async fn shared_tokens(
-    config: &StateConfig,
-) -> Result<Option<Arc<dyn SharedTokens>>, StateError> {
-    if config.seal_key_env.is_none() {
-        say(
-            "note: [serve] state has no seal_key_env: sessions and upstream OAuth tokens are \
-             not shared (they are never stored unsealed); a client stays on the replica that \
-             opened its session, and each replica obtains its own tokens",
-        );
-        return Ok(None);
-    }
-    let key = SealKey::from_config(config)?;
-    let state = RedisState::connect(config).await?;
-    Ok(Some(Arc::new(RedisTokens::new(&state, key))))
 }
 
 #[cfg(test)]
@@ -97,9 +148,10 @@ mod tests {
             on_error,
             ..StateConfig::new(url)
         };
-        let shared = bounded(super::shared_rate_limit(&config))
+        let shared = bounded(super::FleetState::connect(&config))
             .await
-            .expect("the state");
+            .expect("the state")
+            .rate_limit();
         let options = HttpOptions::default()
             .with_rate_limit(RateLimit::new(0.001, 5))
             .with_shared_rate_limit(shared)
@@ -141,21 +193,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn tokens_are_shared_only_with_a_usable_seal_key() {
-        // Without a seal key nothing is shared, and Redis is not even asked.
-        let config = StateConfig::new("redis://127.0.0.1:1");
-        assert!(
-            bounded(super::shared_tokens(&config))
-                .await
-                .unwrap()
-                .is_none()
-        );
-        // A seal key variable that is unset is an error naming it, before any connection.
+    async fn a_seal_key_variable_that_is_unset_is_refused_before_any_connection() {
         let config = StateConfig {
             seal_key_env: Some("MCP_AGENT_TEST_UNSET_SEAL_KEY".into()),
             ..StateConfig::new("redis://127.0.0.1:1")
         };
-        let e = bounded(super::shared_tokens(&config)).await.err().unwrap();
+        let e = bounded(super::FleetState::connect(&config))
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(e, mcp_state::StateError::SealKey { .. }), "{e:?}");
         assert!(
             e.to_string().contains("MCP_AGENT_TEST_UNSET_SEAL_KEY"),

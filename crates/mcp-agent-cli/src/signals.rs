@@ -2,7 +2,8 @@
 //! and SIGQUIT. They are caught once, before any server is spawned, so a signal at any moment
 //! — while connecting, between connecting and calling, mid-call, while closing — closes the
 //! run instead of killing the CLI and orphaning its servers (which live in their own process
-//! groups, out of reach of a terminal's signals).
+//! groups, out of reach of a terminal's signals). `serve` alone takes SIGHUP apart, as the
+//! order to reload its configuration ([`Signals::install_reloading`]).
 
 use std::process::ExitCode;
 
@@ -28,6 +29,14 @@ impl Signals {
             hup: signal(SignalKind::hangup()).ok(),
             quit: signal(SignalKind::quit()).ok(),
         }
+    }
+
+    /// [`install`](Self::install) for a command that reloads on SIGHUP (`serve`): SIGHUP is
+    /// caught at the same moment, but handed back on its own instead of ending the command.
+    pub(crate) fn install_reloading() -> (Self, Option<Signal>) {
+        let mut signals = Self::install();
+        let hangups = signals.hup.take();
+        (signals, hangups)
     }
 
     /// The next signal, as its conventional exit code (128 + its number).

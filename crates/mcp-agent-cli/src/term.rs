@@ -32,6 +32,11 @@ pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 /// its servers' secrets, the `[model]` table's header values and the model API key (from the
 /// variable `api_key_env` names, and `OPENAI_API_KEY`).
 pub(crate) fn secrets_of(config: &Config, settings: &Settings) -> Redactor {
+    Redactor::new().with_secrets(secret_values(config, settings))
+}
+
+/// The secret values [`secrets_of`] knows, to add to an engine (a reloaded configuration's).
+pub(crate) fn secret_values(config: &Config, settings: &Settings) -> Vec<Secret> {
     let servers = config.servers.iter().flat_map(|s| s.secret_values());
     let model = &settings.model;
     let headers = model
@@ -51,7 +56,10 @@ pub(crate) fn secrets_of(config: &Config, settings: &Settings) -> Redactor {
             .map(|key| Secret::new(key.expose())),
         std::env::var(API_KEY_ENV).ok().map(Secret::new),
     ];
-    Redactor::new().with_secrets(servers.chain(headers).chain(keys.into_iter().flatten()))
+    servers
+        .chain(headers)
+        .chain(keys.into_iter().flatten())
+        .collect()
 }
 
 /// True for characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and the
@@ -255,9 +263,10 @@ fn write_failed(error: io::Error) -> ExitCode {
     }
 }
 
-/// Writes a line to stderr, best effort: a closed stderr is not worth a panic.
+/// Writes a line to stderr (a JSON log line with `--log-format json`), best effort: a
+/// closed stderr is not worth a panic.
 pub(crate) fn say(text: impl std::fmt::Display) {
-    let _ = writeln!(io::stderr().lock(), "{text}");
+    super::logging::say(&text.to_string());
 }
 
 /// `error: cause: cause…` on one line (multi-line causes such as a stderr tail keep their

@@ -207,9 +207,11 @@ impl McpClientBuilder {
     }
 
     /// Records each run opened with [`McpClient::open_runner`] under
-    /// `<dir>/<run id>/` (`messages.jsonl`, `events.jsonl`): the run id is the input's
-    /// `state_id`, with characters other than `[A-Za-z0-9._-]` replaced (and a hash suffix
-    /// then, so two ids never share a directory). A directory that cannot be written fails
+    /// `<dir>/<run id>/` (`messages.jsonl`, `events.jsonl`), a run acting for a principal
+    /// ([`OpenOptions::with_principal`]) under `<dir>/principal-<subject>/<run id>/`: the run
+    /// id is the input's `state_id` and the subject the principal's, each with characters
+    /// other than `[A-Za-z0-9._-]` replaced (and a hash suffix then, so two never share a
+    /// directory). A directory that cannot be written fails
     /// the run when it opens, before any server is contacted.
     ///
     /// ```
@@ -433,10 +435,13 @@ impl McpClient {
     ) -> Result<McpRunner, ClientError> {
         let mut options = options;
         options.history = options.history.take().or_else(|| {
-            self.inner
-                .history_root
-                .as_ref()
-                .map(|root| root.join(run_dir_name(&input.state_id)))
+            let root = self.inner.history_root.as_ref()?;
+            // Each principal's runs are kept apart, under a directory of its own.
+            let root = match &options.principal {
+                Some(p) => root.join(format!("principal-{}", run_dir_name(p.subject()))),
+                None => root.clone(),
+            };
+            Some(root.join(run_dir_name(&input.state_id)))
         });
         self.open_runner_in(input, options).await
     }
@@ -577,14 +582,17 @@ impl McpClient {
             context = context.principal(principal);
         }
         let context = Arc::new(context.build());
+        // The catalog hides what the run's principal may not call, as its layer refuses it.
+        let mut config = inner.catalog.clone();
+        config.identity_rules = config.identity_rules.for_principal(context.principal());
         let catalog = match &inner.natives {
             Some(natives) => Catalog::with_native_tools(
-                inner.catalog.clone(),
+                config,
                 natives.tools.clone(),
                 Arc::clone(&natives.dispatcher),
             )
             .map_err(ClientError::NativeTools)?,
-            None => Catalog::new(inner.catalog.clone()),
+            None => Catalog::new(config),
         };
         let governed = Arc::new(inner.layer.clone().layer_in(Arc::clone(&context), catalog));
         let events = Arc::clone(context.events());

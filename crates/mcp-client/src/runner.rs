@@ -287,6 +287,19 @@ impl SessionView {
         self.0.list_limits()
     }
 
+    /// True once the session's connection ended: closed, or its server went away (a child
+    /// process that exited, a transport that failed for good). A run whose session is closed
+    /// fails that server's calls.
+    ///
+    /// ```no_run
+    /// # fn check(runner: &mcp_client::McpRunner) {
+    /// let gone: Vec<&str> = runner.sessions().iter().filter(|s| s.is_closed()).map(|s| s.name()).collect();
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
     /// A receiver that changes whenever the server announces a new tool list.
     pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
         self.0.tools_changed()

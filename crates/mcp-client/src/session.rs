@@ -172,6 +172,12 @@ impl Session {
         Ok((session, tools))
     }
 
+    /// True once the session's connection ended: closed, or its server went away (a child
+    /// process that exited, a transport that failed for good). Its calls then fail.
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
     /// The spec this session was opened from.
     pub fn spec(&self) -> &ServerSpec {
         &self.spec

@@ -65,6 +65,8 @@ pub struct Downstream {
     promoted: Vec<String>,
     /// The session's label.
     session: Option<String>,
+    /// Whether the tools are opened for one request without a session.
+    stateless: bool,
 }
 
 /// The URL requests sent, newest last: their origin and elicitation id.
@@ -101,6 +103,16 @@ impl Downstream {
             principal: None,
             promoted: Vec::new(),
             session: None,
+            stateless: false,
+        }
+    }
+
+    /// Nobody to ask, acting for `principal`, for stateless requests: what a pool opens the
+    /// tools it keeps with, so that they hold nothing of the request that opened them.
+    pub(crate) fn detached(principal: Option<Principal>) -> Self {
+        Self {
+            stateless: true,
+            ..Self::none().acting_for(principal)
         }
     }
 
@@ -113,7 +125,14 @@ impl Downstream {
             principal: None,
             promoted: Vec::new(),
             session: None,
+            stateless: false,
         }
+    }
+
+    /// The same client, `stateless` or not.
+    pub(crate) fn stateless(mut self, stateless: bool) -> Self {
+        self.stateless = stateless;
+        self
     }
 
     /// The same client, of the session labelled `session`, which had promoted `promoted`.
@@ -164,6 +183,18 @@ impl Downstream {
     /// ```
     pub fn session(&self) -> Option<&str> {
         self.session.as_deref()
+    }
+
+    /// Whether the tools are opened for one request of a client without a session, and closed
+    /// after it: a 2026-07-28 client over HTTP (each of its `tools/list`, `tools/call` and
+    /// `subscriptions/listen` requests is served on its own). False for the client of a
+    /// session, over HTTP or stdio, and for [`none`](Self::none).
+    ///
+    /// ```
+    /// assert!(!mcp_serve::Downstream::none().is_stateless());
+    /// ```
+    pub fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     /// Whether the client can be asked `request`: a client of a session that declared the

@@ -89,6 +89,9 @@ pub(crate) struct Session {
     opened: OnceCell<Opened>,
     /// Whether this session counts in [`Shared::live`].
     counted: AtomicBool,
+    /// Whether this handler serves one request without a session (its tools are opened for
+    /// it alone).
+    stateless: AtomicBool,
     /// The client, once a request of it was seen, and its `tools/call` requests in flight.
     peer: std::sync::OnceLock<rmcp::Peer<RoleServer>>,
     calls_in_flight: Calls,
@@ -170,6 +173,7 @@ impl Session {
             _ended_on_drop: ended.drop_guard(),
             opened: OnceCell::new(),
             counted: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
             peer: std::sync::OnceLock::new(),
             calls_in_flight: Calls::default(),
             principal: std::sync::OnceLock::new(),
@@ -196,6 +200,23 @@ impl Session {
             });
         if let Some(id) = id {
             let _ = self.label.set(crate::restore::label(&id));
+        }
+    }
+
+    /// Notes that this handler serves a request without a session: one over HTTP that names
+    /// no session id, is no restored session's, and came without an `initialize` (rmcp makes
+    /// a handler for each such request). Not over stdio, where the handler is the session's.
+    fn note_stateless(&self, extensions: &rmcp::model::Extensions) {
+        if self.counted.load(Ordering::Acquire)
+            || extensions.get::<SessionRestoreMarker>().is_some()
+        {
+            return;
+        }
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return;
+        };
+        if !parts.headers.contains_key("mcp-session-id") {
+            self.stateless.store(true, Ordering::Release);
         }
     }
 
@@ -317,7 +338,8 @@ impl Session {
                     None => Downstream::none(),
                 }
                 .acting_for(self.principal.get().cloned().flatten())
-                .of_session(self.label.get().cloned(), promoted);
+                .of_session(self.label.get().cloned(), promoted)
+                .stateless(self.stateless.load(Ordering::Acquire));
                 match opener.open_for(downstream).await {
                     Ok(tools) => {
                         // Subscribed at once, so no change after the open is missed.
@@ -425,6 +447,7 @@ impl ServerHandler for Session {
     ) -> Result<ListToolsResult, ErrorData> {
         self.bind(&context.extensions)?;
         self.note_session(&context.extensions);
+        self.note_stateless(&context.extensions);
         let _ = self.peer.set(context.peer);
         let served = self.served().await.map_err(|reason| {
             ErrorData::internal_error(format!("the tools could not be opened: {reason}"), None)
@@ -450,6 +473,7 @@ impl ServerHandler for Session {
     ) -> Result<CallToolResponse, ErrorData> {
         self.bind(&context.extensions)?;
         self.note_session(&context.extensions);
+        self.note_stateless(&context.extensions);
         let name = request.name.to_string();
         // rmcp keeps the request's `_meta` (its progress token included) in the context.
         let token = context.meta.get_progress_token();
@@ -581,6 +605,10 @@ impl ServerHandler for Session {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // The tools listened to are those of the request's principal.
+        let extensions = &context.request_context().extensions;
+        self.bind(extensions)?;
+        self.note_stateless(extensions);
         let mut rx = match &self.server().changes {
             Some(changes) => changes.subscribe(),
             None => match self.served().await {

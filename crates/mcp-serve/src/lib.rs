@@ -62,6 +62,7 @@ mod list_changes;
 mod message;
 mod param_headers;
 mod per_session;
+mod pool;
 mod progress;
 mod restore;
 mod server;
@@ -80,6 +81,7 @@ pub use http::{
 };
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};
+pub use pool::{PoolOptions, PooledTools};
 pub use server::ToolServer;
 pub use stdio::SessionServer;
 

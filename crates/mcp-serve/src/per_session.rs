@@ -14,7 +14,9 @@ use crate::list_changes::ToolListChanges;
 pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The tools one downstream session uses, opened for it by an [`OpenTools`] (for a gateway:
-/// a governed run over the upstream servers) and closed when the session ends.
+/// a governed run over the upstream servers) and closed when the session ends. Their calls
+/// may run concurrently: a session's calls, or (lent by a [`PooledTools`](crate::PooledTools))
+/// those of several stateless requests.
 ///
 /// ```
 /// use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
@@ -56,6 +58,15 @@ pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
     /// gives them to the opener ([`Downstream::promoted`]). Default none.
     fn promoted(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Whether the tools can serve another request as if they were opened for it: a pool
+    /// ([`PooledTools`](crate::PooledTools)) hands them out again only then, and closes them
+    /// otherwise. False once something they hold failed or closed (an upstream process that
+    /// died, a connection that broke), or once a request changed what the next one would see
+    /// (for a gateway: a tool it promoted). Default true.
+    fn reusable(&self) -> bool {
+        true
     }
 
     /// Closes what was opened for the session (upstream sessions, child processes). Called
@@ -105,4 +116,18 @@ pub trait OpenTools: Send + Sync + 'static {
         let _ = downstream;
         self.open().await
     }
+
+    /// A digest of what the tools opened now reach (for a gateway: its upstream servers'
+    /// specs), which changes whenever that does: [`PooledTools`](crate::PooledTools) keys the
+    /// tools it keeps by it, with the principal, so tools opened before a change are not handed
+    /// out after it. Default 0: they always reach the same.
+    fn upstream_digest(&self) -> u64 {
+        0
+    }
+
+    /// Closes what the opener keeps across sessions (a pool's idle tools). Called once by
+    /// [`HttpServer::shutdown`](crate::HttpServer::shutdown), after every session's tools were
+    /// closed; an opener serving several endpoints is shut down with the first. Default
+    /// nothing.
+    async fn shutdown(&self) {}
 }

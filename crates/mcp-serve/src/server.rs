@@ -107,7 +107,9 @@ impl ToolServer {
     /// run per session), every tool they list. They are opened when the session is
     /// initialised (or at its first request) and closed when it ends; a shutdown waits for
     /// those closes. The server declares `tools.listChanged` and forwards each session's
-    /// [`SessionTools::list_changes`](crate::SessionTools::list_changes).
+    /// [`SessionTools::list_changes`](crate::SessionTools::list_changes). A 2026-07-28 client
+    /// has no session: each of its requests opens tools, unless the opener is a
+    /// [`PooledTools`](crate::PooledTools), which lends kept ones.
     /// [`exposed_tools`](Self::exposed_tools) is empty: there are no tools outside a session. Over HTTP, a 2026-07-28 call's `Mcp-Param-*`
     /// headers are checked against the opened tool's `x-mcp-header` declarations before it
     /// is dispatched (`400`, JSON-RPC error `-32020` naming the header and the tool).

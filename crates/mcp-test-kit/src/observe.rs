@@ -1,4 +1,5 @@
-//! What a test server saw, for tests to assert on: cancellations received and calls started.
+//! What a test server saw, for tests to assert on: handshakes answered, cancellations received
+//! and calls started.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,12 @@ pub enum Event {
         tool: String,
         /// The JSON-RPC request id.
         request_id: String,
+    },
+    /// A client opened the MCP lifecycle: an `initialize` answered, or a `server/discover`
+    /// answered with a discover result (a server that refuses it records nothing).
+    Handshake {
+        /// The request: `initialize` or `server/discover`.
+        method: String,
     },
     /// `notifications/cancelled` arrived.
     Cancelled {
@@ -44,9 +51,18 @@ impl Snapshot {
             .iter()
             .filter_map(|e| match e {
                 Event::Cancelled { request_id, .. } => Some(request_id.as_str()),
-                Event::Call { .. } => None,
+                Event::Call { .. } | Event::Handshake { .. } => None,
             })
             .collect()
+    }
+
+    /// How many handshakes were answered: each is a client's way in (a new process's, or a
+    /// new session's over HTTP).
+    pub fn handshakes(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Handshake { .. }))
+            .count()
     }
 
     /// How many tool calls of `tool` started.

@@ -239,19 +239,23 @@ impl GovernedLayer {
     ) -> Governed<D> {
         let resolver = Arc::new(inner);
         let redactor = context.redactor().clone();
+        // Rules naming principals apply only to the run's own.
+        let principal = context.principal();
+        let identity = self.identity.for_principal(principal);
+        let approval = self.approval.for_principal(principal);
         let mut stack: BoxCallService<D::Target> = Arc::new(Dispatch {
             resolver: Arc::clone(&resolver),
         });
         stack = Arc::new(TimeoutLayer::new(self.call_timeout).layer(stack));
         stack = Arc::new(
-            ApprovalLayer::new(self.approval)
+            ApprovalLayer::new(approval)
                 .gate(self.gate, self.approval_timeout)
                 .redactor(redactor.clone())
                 .layer(stack),
         );
         stack = Arc::new(PolicyLayer::new(self.policy, redactor.clone()).layer(stack));
-        if !self.identity.is_empty() {
-            stack = Arc::new(IdentityLayer::new(self.identity.clone()).layer(stack));
+        if !identity.is_empty() {
+            stack = Arc::new(IdentityLayer::new(identity.clone()).layer(stack));
         }
         let events = EventsLayer::new(Arc::clone(context.events()), redactor);
         let limit = OutputLimitLayer::new(Arc::clone(&context));
@@ -268,7 +272,7 @@ impl GovernedLayer {
         };
         Governed {
             recorded: Recorded::new(context.history().cloned(), entry),
-            identity: self.identity,
+            identity,
             context,
         }
     }

@@ -10,7 +10,7 @@
 //! | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
 //! | `public_url` | the URL clients reach the endpoint by (behind a proxy, or on `0.0.0.0`) | none |
 //! | `allowed_hosts` | `Host` values accepted besides the bound address and the public URL's | `[]` |
-//! | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s } }` | none |
+//! | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s, claims } }` (`claims`: names kept for `[policy]` rules) | none |
 //! | `max_body_bytes` | largest request body (at least 1024) | 4 MiB |
 //! | `max_sessions` | downstream sessions open at once | 64 |
 //! | `max_calls_per_session` | calls in flight per downstream session | 16 |
@@ -23,7 +23,8 @@
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
 //! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
-//! | `history` | directory recording each session's run (one subdirectory each) | none |
+//! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
+//! | `history` | directory recording each session's run (one subdirectory each; a pooled run's holds every request it served) | none |
 //! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
@@ -37,7 +38,7 @@ use mcp_agent::config::read::{
     JsonPath, Problems, Table, as_str, expect_object, field, parse_timeout, reject_unknown, shown,
     type_name, whole_number,
 };
-use mcp_serve::{HttpOptions, RateLimit};
+use mcp_serve::{HttpOptions, PoolOptions, RateLimit};
 use mcp_state::StateConfig;
 use serde_json::Value;
 
@@ -66,7 +67,11 @@ const SERVE_FIELDS: &[&str] = &[
     "history",
     "state",
     "metrics",
+    "run_pool",
 ];
+
+/// The keys of `run_pool`.
+const POOL_FIELDS: &[&str] = &["max_runs", "idle_timeout_seconds"];
 
 /// The keys of `rate_limit`.
 const RATE_FIELDS: &[&str] = &["per_second", "burst"];
@@ -147,6 +152,8 @@ pub(crate) struct ServeSettings {
     pub(crate) state: Option<StateConfig>,
     /// Where to serve metrics and health checks.
     pub(crate) metrics: Option<SocketAddr>,
+    /// The runs kept for stateless requests.
+    pub(crate) run_pool: PoolOptions,
 }
 
 impl Default for ServeSettings {
@@ -163,6 +170,7 @@ impl Default for ServeSettings {
             history: None,
             state: None,
             metrics: None,
+            run_pool: PoolOptions::default(),
         }
     }
 }
@@ -243,6 +251,9 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
         Some(PathBuf::from(dir))
     });
     s.state = table.read("state", p, super::serve_state::read);
+    if let Some(pool) = table.read("run_pool", p, run_pool) {
+        s.run_pool = pool;
+    }
     s
 }
 
@@ -261,6 +272,28 @@ fn address(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<SocketAddr>
         );
     }
     addr
+}
+
+/// `run_pool`: `{ max_runs = N, idle_timeout_seconds = S }`, each optional.
+fn run_pool(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<PoolOptions> {
+    let what = "`run_pool` (`{ max_runs = 16, idle_timeout_seconds = 60 }`)";
+    let obj = expect_object(value, path, what, p)?;
+    reject_unknown(obj, POOL_FIELDS, path, p);
+    let max = field(obj, "max_runs").map(|v| whole_number(v, &path.key("max_runs"), 0, p));
+    let idle = field(obj, "idle_timeout_seconds")
+        .map(|v| parse_timeout(v, &path.key("idle_timeout_seconds"), p));
+    let mut pool = PoolOptions::default();
+    match max {
+        Some(Some(max)) => pool = pool.with_max_runs(saturate(max)),
+        Some(None) => return None,
+        None => {}
+    }
+    match idle {
+        Some(Some(timeout)) => pool = pool.with_idle_timeout(timeout),
+        Some(None) => return None,
+        None => {}
+    }
+    Some(pool)
 }
 
 fn saturate(n: u64) -> usize {
@@ -443,6 +476,7 @@ idle_timeout_seconds = 20
 approve = "allow"
 history = "/tmp/h"
 metrics = "127.0.0.1:9464"
+run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
 "#,
         )
         .unwrap();
@@ -471,6 +505,8 @@ metrics = "127.0.0.1:9464"
         assert_eq!(o.allowed_hosts, ["gateway.internal:8443"]);
         assert_eq!(s.history.as_deref(), Some(std::path::Path::new("/tmp/h")));
         assert_eq!(s.metrics, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(s.run_pool.max_runs, 3);
+        assert_eq!(s.run_pool.idle_timeout, Duration::from_millis(500));
         let env = crate::settings::tests::env(&[("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)])
             .unwrap();
         assert_eq!(env.serve.approve, Approval::Allow);
@@ -484,6 +520,13 @@ metrics = "127.0.0.1:9464"
         assert_eq!(s.options.max_sessions, Some(64));
         assert_eq!(s.approve, Approval::Deny);
         assert!(s.auth.is_none());
+        assert_eq!(s.run_pool.max_runs, 16);
+        assert_eq!(s.run_pool.idle_timeout, Duration::from_secs(60));
+        let off = toml("[serve]\nrun_pool = { max_runs = 0 }\n")
+            .unwrap()
+            .serve;
+        assert_eq!(off.run_pool.max_runs, 0);
+        assert_eq!(off.run_pool.idle_timeout, Duration::from_secs(60));
     }
 
     #[test]
@@ -541,6 +584,7 @@ body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
 approve = "ask"
 metrics = "9464"
+run_pool = { max_runs = -1, idle_timeout_seconds = 0, size = 2 }
 colour = 1
 "#,
         )
@@ -572,6 +616,12 @@ colour = 1
             (ProblemKind::InvalidTimeout, "serve.idle_timeout_seconds"),
             (ProblemKind::InvalidValue, "serve.approve"),
             (ProblemKind::InvalidValue, "serve.metrics"),
+            (ProblemKind::WrongType, "serve.run_pool.max_runs"),
+            (
+                ProblemKind::InvalidTimeout,
+                "serve.run_pool.idle_timeout_seconds",
+            ),
+            (ProblemKind::UnknownField, "serve.run_pool.size"),
             (ProblemKind::UnknownField, "serve.colour"),
         ] {
             assert!(

@@ -14,7 +14,17 @@ use mcp_serve::{JwtAlgorithm, JwtAuth};
 use serde_json::Value;
 
 /// The keys of `auth.jwt`.
-const JWT_FIELDS: &[&str] = &["issuer", "audience", "jwks_url", "algorithms", "leeway_s"];
+const JWT_FIELDS: &[&str] = &[
+    "issuer",
+    "audience",
+    "jwks_url",
+    "algorithms",
+    "leeway_s",
+    "claims",
+];
+
+/// The most claims `auth.jwt.claims` may name.
+const MAX_CLAIMS: usize = 16;
 
 /// The shortest bearer token `[serve] auth.bearer_token_env` may hold, in bytes.
 const MIN_TOKEN_BYTES: usize = 16;
@@ -182,7 +192,14 @@ fn jwt(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<JwtAuth> {
         }
         None => None,
     };
+    let claims = match field(obj, "claims") {
+        Some(v) => Some(claim_names(v, &path.key("claims"), p)?),
+        None => None,
+    };
     let mut jwt = JwtAuth::new(issuer?, jwks_url?);
+    if let Some(claims) = claims {
+        jwt = jwt.with_claims(claims);
+    }
     if let Some(audience) = audience {
         jwt = jwt.with_audience(audience);
     }
@@ -193,6 +210,34 @@ fn jwt(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<JwtAuth> {
         jwt = jwt.with_leeway(leeway);
     }
     Some(jwt)
+}
+
+/// An array of at most [`MAX_CLAIMS`] claim names (each 1 to 64 bytes).
+fn claim_names(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
+    let Some(items) = value.as_array().filter(|items| items.len() <= MAX_CLAIMS) else {
+        p.push(
+            at,
+            ProblemKind::InvalidValue,
+            format!("must be an array of at most {MAX_CLAIMS} claim names"),
+        );
+        return None;
+    };
+    let mut names = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Some(name) = as_str(item, &at.index(i), p) else {
+            continue;
+        };
+        if name.trim().is_empty() || name.len() > 64 {
+            p.push(
+                &at.index(i),
+                ProblemKind::InvalidValue,
+                "a claim name is 1 to 64 bytes",
+            );
+            continue;
+        }
+        names.push(name.to_owned());
+    }
+    Some(names)
 }
 
 /// A non-empty array of asymmetric algorithm names.
@@ -232,7 +277,7 @@ mod tests {
         let settings = toml(
             r#"
 [serve]
-auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mcp", jwks_url = "https://i.example/jwks", algorithms = ["ES256"], leeway_s = 5 } }
+auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mcp", jwks_url = "https://i.example/jwks", algorithms = ["ES256"], leeway_s = 5, claims = ["groups"] } }
 "#,
         )
         .unwrap();
@@ -244,7 +289,9 @@ auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mc
         assert_eq!(jwt.jwks_url.as_str(), "https://i.example/jwks");
         assert_eq!(jwt.algorithms, [JwtAlgorithm::Es256]);
         assert_eq!(jwt.leeway, Duration::from_secs(5));
-        let err = toml("[serve]\nauth = { jwt = { audience = \"a\" } }").unwrap_err();
+        assert_eq!(jwt.claims, ["groups"]);
+        let err =
+            toml("[serve]\nauth = { jwt = { audience = \"a\", claims = [\"\"] } }").unwrap_err();
         let paths: Vec<_> = err.problems().iter().map(|p| p.path.clone()).collect();
         assert!(
             paths.contains(&"serve.auth.jwt.issuer".to_owned()),
@@ -252,6 +299,10 @@ auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mc
         );
         assert!(
             paths.contains(&"serve.auth.jwt.jwks_url".to_owned()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"serve.auth.jwt.claims[0]".to_owned()),
             "{paths:?}"
         );
     }

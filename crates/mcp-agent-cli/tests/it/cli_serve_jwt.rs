@@ -41,12 +41,21 @@ fn token(key: &EcdsaKeyPair, kid: &str, aud: &str) -> String {
 
 /// A token of [`ISSUER`] for `aud` naming `sub`, signed with `key` under `kid`.
 pub(crate) fn token_of(key: &EcdsaKeyPair, kid: &str, aud: &str, sub: &str) -> String {
+    token_with(key, kid, aud, json!({"sub": sub}))
+}
+
+/// A token of [`ISSUER`] for `aud` with the claims of `extra` too, signed with `key` under
+/// `kid`.
+pub(crate) fn token_with(key: &EcdsaKeyPair, kid: &str, aud: &str, extra: Value) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let header = json!({"alg": "ES256", "typ": "JWT", "kid": kid});
-    let claims = json!({"iss": ISSUER, "aud": aud, "sub": sub, "exp": now + 600});
+    let mut claims = json!({"iss": ISSUER, "aud": aud, "exp": now + 600});
+    for (name, value) in extra.as_object().expect("claims") {
+        claims[name] = value.clone();
+    }
     let input = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),

@@ -139,3 +139,35 @@ fn a_second_signal_during_the_close_kills_at_once() {
     signal(&cli, Signal::SIGINT);
     assert_eq!(exit_leaving_no_server(cli, server), Some(130));
 }
+
+/// `run` ends on SIGHUP too (only `serve` reloads on it): here while it waits for the model,
+/// an endpoint that accepts the request and never answers.
+#[test]
+fn sighup_ends_a_run_waiting_for_its_model() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (asked, asking) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Held open, unanswered, until the test process ends.
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            held.push(stream);
+            let _ = asked.send(());
+        }
+    });
+    let servers = serde_json::json!([{"name": "kit", "command": mcp_test_kit::stdio::binary()}]);
+    let cli = Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+        .args(["run", "say hello", "--model", "m", "--base-url", &base_url])
+        .env_clear()
+        .env("MCP_AGENT__SERVERS", servers.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = started_servers(&cli);
+    asking
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the run asks its model");
+    signal(&cli, Signal::SIGHUP);
+    assert_eq!(exit_leaving_no_server(cli, server), Some(129));
+}

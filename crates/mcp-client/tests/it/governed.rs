@@ -224,3 +224,41 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[tokio::test]
+async fn rules_naming_a_principal_apply_to_its_runs_alone_and_its_history_is_kept_apart() {
+    let root = Scratch::new();
+    let policy = PolicyConfig::default()
+        .with_identity(IdentityRules::default().deny(Rule::new("other/*", "*").for_subject("bob")));
+    let client = builder(policy).history_root(root.path()).build();
+    let run = input();
+    let open = |principal: Option<&str>| {
+        let mut options = mcp_client::OpenOptions::new();
+        if let Some(subject) = principal {
+            options = options.with_principal(agent_core::Principal::new(subject));
+        }
+        client.open_runner_with(&run, options)
+    };
+    let echo = || call("b__echo", json!({"text": "hi"}));
+    for (principal, sees_b) in [(Some("alice"), true), (Some("bob"), false), (None, true)] {
+        let runner = open(principal).await.unwrap();
+        let on_b = shown(&runner).iter().any(|t| t.starts_with("b__"));
+        assert_eq!(on_b, sees_b, "{principal:?}: {:?}", shown(&runner));
+        let called = runner.dispatch(echo()).await;
+        assert_eq!(called.is_ok(), sees_b, "{principal:?}: {called:?}");
+        runner.shutdown().await.unwrap();
+    }
+    // Each principal's runs under a directory of its own, each event saying whom it was for.
+    for (dir, subject) in [
+        ("principal-alice/s", Some("alice")),
+        ("principal-bob/s", Some("bob")),
+        ("s", None),
+    ] {
+        let events = std::fs::read_to_string(root.path().join(dir).join("events.jsonl")).unwrap();
+        assert!(!events.is_empty(), "{dir}");
+        for line in events.lines() {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(event["principal"].as_str(), subject, "{dir}: {line}");
+        }
+    }
+}

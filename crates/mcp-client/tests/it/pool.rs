@@ -103,6 +103,12 @@ async fn call(
         .map(|o| o.to_model_text())
 }
 
+/// Whether the run's session of `server` reads as closed.
+fn closed(runner: &McpRunner, server: &str) -> bool {
+    let session = runner.sessions().iter().find(|s| s.name() == server);
+    session.expect("the run has the server").is_closed()
+}
+
 fn assert_names_server(error: &ToolError, server: &str) {
     match error {
         ToolError::Transport { server: s, .. } => assert_eq!(s.as_deref(), Some(server)),
@@ -200,10 +206,16 @@ async fn concurrent_first_opens_open_one_session() {
 async fn a_shared_session_that_died_is_reopened_for_the_next_run() {
     let f = fixture();
     let first = bounded(f.client.open_runner(&input("1"))).await.unwrap();
+    assert!(!closed(&first, "a"));
     // The server drops the connection during the call.
     let _ = call(&first, "a__crash", json!({})).await;
     let err = call(&first, "a__echo", json!({})).await.unwrap_err();
     assert_names_server(&err, "a");
+    assert!(
+        closed(&first, "a"),
+        "the run's view tells the session is gone"
+    );
+    assert!(!closed(&first, "b"));
 
     // The next run's check finds it dead: a new session, which the next runs reuse.
     let second = bounded(f.client.open_runner(&input("2"))).await.unwrap();
@@ -222,6 +234,7 @@ async fn a_shared_session_that_died_is_reopened_for_the_next_run() {
     assert_eq!(f.opens_a.load(Ordering::SeqCst), 2);
     for runner in [first, second, third] {
         runner.close().await;
+        assert!(closed(&runner, "b"), "closed with its run");
     }
     bounded(f.client.shutdown()).await;
     assert_eq!(f.client.shared_sessions_opened(), 2);

@@ -19,7 +19,7 @@ pub(crate) const POLICY_FIELDS: &[&str] = &[
     "max_spill_bytes",
 ];
 
-const RULE_FIELDS: &[&str] = &["server", "tool"];
+const RULE_FIELDS: &[&str] = &["server", "tool", "subject", "scopes", "claims"];
 
 /// What one source's `[policy]` sets; unset keys are `None`, so a later source overrides only
 /// the keys it sets.
@@ -124,7 +124,49 @@ fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
         Some(v) => Some(non_empty_str(v, &path.key("tool"), p)?),
         None => None,
     };
-    Some(Rule::new(server?, tool.unwrap_or_else(|| "*".to_owned())))
+    // Every key is read (and each problem reported) before any is given up on.
+    let subject = field(obj, "subject").map(|v| non_empty_str(v, &path.key("subject"), p));
+    let scopes = field(obj, "scopes").map(|v| strings(v, &path.key("scopes"), p));
+    let claims = field(obj, "claims").map(|v| claim_globs(v, &path.key("claims"), p));
+    let mut rule = Rule::new(server?, tool.unwrap_or_else(|| "*".to_owned()));
+    if let Some(subject) = subject {
+        rule = rule.for_subject(subject?);
+    }
+    for scope in scopes.unwrap_or(Some(Vec::new()))? {
+        rule = rule.for_scope(scope);
+    }
+    for (name, glob) in claims.unwrap_or(Some(Vec::new()))? {
+        rule = rule.for_claim(name, glob);
+    }
+    Some(rule)
+}
+
+/// A table of claim names and globs.
+fn claim_globs(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<(String, String)>> {
+    let claims = expect_object(value, path, "a table of claim names and globs", p)?;
+    let parsed: Vec<Option<(String, String)>> = claims
+        .iter()
+        .map(|(name, glob)| Some((name.clone(), non_empty_str(glob, &path.key(name), p)?)))
+        .collect();
+    parsed.into_iter().collect()
+}
+
+/// An array of non-empty strings.
+fn strings(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
+    let Some(items) = value.as_array() else {
+        p.push(
+            path,
+            WrongType,
+            format!("expected an array of strings, found {}", type_name(value)),
+        );
+        return None;
+    };
+    let parsed: Vec<Option<String>> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| non_empty_str(item, &path.index(i), p))
+        .collect();
+    parsed.into_iter().collect()
 }
 
 /// A whole number of bytes.

@@ -152,3 +152,52 @@ fn the_environment_sets_policy_keys_over_the_file() {
         Config::from_env_vars([("MCP_AGENT__POLICY", r#"{"deny": [{"server": 1}]}"#)]).unwrap_err();
     assert_eq!(err.problems()[0].path, "MCP_AGENT__POLICY.deny[0].server");
 }
+
+#[test]
+fn a_rule_may_name_the_principals_it_is_for_and_each_bad_value_is_reported_at_its_path() {
+    let config = Config::parse(
+        r#"
+[policy]
+allow = [
+  { server = "*", tool = "*", claims = { groups = "admins" } },
+  { server = "files", tool = "read_*", subject = "*@example.com", scopes = ["files:read"] },
+]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap();
+    assert_eq!(
+        config.policy.identity.allow,
+        [
+            Rule::new("*", "*").for_claim("groups", "admins"),
+            Rule::new("files", "read_*")
+                .for_subject("*@example.com")
+                .for_scope("files:read"),
+        ]
+    );
+    assert_eq!(
+        config.policy.identity.allow[1].to_string(),
+        r#"{ server = "files", tool = "read_*", subject = "*@example.com", scopes = ["files:read"] }"#
+    );
+
+    let err = Config::parse(
+        r#"
+[policy]
+deny = [{ server = "*", subject = "", scopes = "files:read", claims = { groups = 1 } }]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap_err();
+    let paths: Vec<_> = err.problems().iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "policy.deny[0].subject",
+            "policy.deny[0].scopes",
+            "policy.deny[0].claims.groups"
+        ],
+        "{err}"
+    );
+}

@@ -150,6 +150,11 @@ impl BearerAuth {
             Expected::Token(_) => Verdict::Invalid,
             Expected::Jwt(verifier) => match verifier.verify(token, resource).await {
                 Ok(principal) => Verdict::Allowed(principal),
+                Err(Rejection::Oversized(what)) => {
+                    // A token its issuer signed: the operator should hear of it.
+                    tracing::warn!(target: "mcp_serve::jwt", "inbound token refused: {what}");
+                    Verdict::Invalid
+                }
                 Err(rejection) => {
                     tracing::debug!(target: "mcp_serve::jwt", ?rejection, "inbound token refused");
                     match rejection {

@@ -175,6 +175,10 @@ pub struct JwtAuth {
     pub fetch_timeout: Duration,
     /// The largest JWKS body read. Default 256 KiB.
     pub max_jwks_bytes: usize,
+    /// Claims kept with the token's principal (besides `sub` and the scopes of `scope` or
+    /// `scp`), for `[policy]` rules that name them: each a string, a number, a boolean or an
+    /// array of them. Default none.
+    pub claims: Vec<String>,
 }
 
 impl JwtAuth {
@@ -194,7 +198,15 @@ impl JwtAuth {
             key_expiry: Duration::from_secs(24 * 3600),
             fetch_timeout: Duration::from_secs(10),
             max_jwks_bytes: 256 * 1024,
+            claims: Vec::new(),
         }
+    }
+
+    /// Sets [`claims`](Self::claims).
+    #[must_use]
+    pub fn with_claims<S: Into<String>>(mut self, claims: impl IntoIterator<Item = S>) -> Self {
+        self.claims = claims.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets [`audience`](Self::audience).
@@ -280,6 +292,19 @@ impl JwtAuth {
         if self.max_jwks_bytes == 0 {
             return Some("`max_jwks_bytes` is zero".into());
         }
+        if self.claims.len() > MAX_KEPT_CLAIMS {
+            return Some(format!(
+                "{} claims are kept, more than {MAX_KEPT_CLAIMS}",
+                self.claims.len()
+            ));
+        }
+        if let Some(bad) = self
+            .claims
+            .iter()
+            .find(|c| c.trim().is_empty() || c.len() > 64)
+        {
+            return Some(format!("the claim name {bad:?} is empty or over 64 bytes"));
+        }
         if self.key_expiry < self.max_key_age {
             return Some("`key_expiry` is shorter than `max_key_age`".into());
         }
@@ -314,6 +339,9 @@ pub(crate) enum Rejection {
     Audience,
     /// No key could be fetched at all.
     KeysUnavailable,
+    /// A valid token whose principal is beyond the bounds (too many scopes or claim values,
+    /// one too long or holding a control character): what.
+    Oversized(&'static str),
 }
 
 /// The largest token looked at.
@@ -322,6 +350,18 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The longest `sub` claim taken as the session's principal; a longer one, or one holding a
 /// control character, makes the token malformed.
 pub(crate) const MAX_SUBJECT_BYTES: usize = 256;
+
+/// The most scopes a principal is given; a token with more is refused.
+pub(crate) const MAX_SCOPES: usize = 256;
+
+/// The most values of one kept claim; a token with more is refused.
+pub(crate) const MAX_CLAIM_VALUES: usize = 256;
+
+/// The longest scope or claim value; a token with a longer one is refused.
+pub(crate) const MAX_VALUE_BYTES: usize = 256;
+
+/// The most claims [`JwtAuth::claims`] may name.
+const MAX_KEPT_CLAIMS: usize = 16;
 
 /// Verifies tokens with [`JwtAuth`]'s settings and a key cache.
 #[derive(Debug)]
@@ -403,7 +443,14 @@ impl Verifier {
             return Err(Rejection::Signature);
         }
         self.check_claims(&claims, resource)?;
-        subject(&claims)
+        let Some(principal) = subject(&claims)? else {
+            return Ok(None);
+        };
+        let mut principal = principal.with_scopes(scopes(&claims)?);
+        for name in &self.settings.claims {
+            principal = principal.with_claim(name.as_str(), claim_values(claims.get(name))?);
+        }
+        Ok(Some(principal))
     }
 
     fn check_claims(&self, claims: &Value, resource: &Url) -> Result<(), Rejection> {
@@ -461,6 +508,57 @@ fn subject(claims: &Value) -> Result<Option<Principal>, Rejection> {
         }
         Some(_) => Err(Rejection::Malformed),
     }
+}
+
+/// The token's granted scopes: `scope` (space-separated, RFC 8693 §4.2) or `scp` (an array,
+/// or a string), bounded.
+fn scopes(claims: &Value) -> Result<Vec<String>, Rejection> {
+    let scopes: Vec<&str> = match claims.get("scope").or_else(|| claims.get("scp")) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => text.split_ascii_whitespace().collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().ok_or(Rejection::Malformed))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(Rejection::Malformed),
+    };
+    if scopes.len() > MAX_SCOPES {
+        return Err(Rejection::Oversized("more scopes than 256"));
+    }
+    scopes
+        .into_iter()
+        .map(|s| bounded(s, "a scope over 256 bytes"))
+        .collect()
+}
+
+/// The values of a kept claim (none when absent), bounded.
+fn claim_values(claim: Option<&Value>) -> Result<Vec<String>, Rejection> {
+    let one = |v: &Value| match v {
+        Value::String(s) => bounded(s, "a claim value over 256 bytes"),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => Err(Rejection::Malformed),
+    };
+    match claim {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) if items.len() > MAX_CLAIM_VALUES => {
+            Err(Rejection::Oversized("a claim with more values than 256"))
+        }
+        Some(Value::Array(items)) => items.iter().map(one).collect(),
+        Some(value) => Ok(vec![one(value)?]),
+    }
+}
+
+/// `text` when it is at most [`MAX_VALUE_BYTES`] long (else `too_long`) and holds no
+/// control character.
+fn bounded(text: &str, too_long: &'static str) -> Result<String, Rejection> {
+    if text.len() > MAX_VALUE_BYTES {
+        return Err(Rejection::Oversized(too_long));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(Rejection::Malformed);
+    }
+    Ok(text.to_owned())
 }
 
 fn decode_json(part: &str) -> Result<Value, Rejection> {

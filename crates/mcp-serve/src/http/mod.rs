@@ -17,7 +17,8 @@ use crate::ServeError;
 use crate::drain::{CUT_GRACE, InFlight, Lifecycle, ServeState, ShutdownReport};
 use crate::handler::{Session, Shared};
 use crate::param_headers::ParamHeaderCheck;
-use crate::server::ToolServer;
+use crate::per_session::OpenTools;
+use crate::server::{Source, ToolServer};
 
 mod accept;
 mod answer;
@@ -93,7 +94,8 @@ pub struct HttpOptions {
     /// At most this many initialised sessions at once; a client initialising one more is
     /// answered `503 Service Unavailable` with a JSON-RPC error saying so. With
     /// [`ToolServer::per_session`] tools it also bounds the tools open at once, stateless
-    /// (2026-07-28) requests included: one more open fails with that message. Default none.
+    /// (2026-07-28) requests included: one more open fails with that message (the runs a
+    /// [`PooledTools`](crate::PooledTools) keeps idle count in its own bound). Default none.
     pub max_sessions: Option<usize>,
     /// Requests per second per client address. Default none.
     pub rate_limit: Option<RateLimit>,
@@ -359,6 +361,8 @@ pub struct HttpServer {
     in_flight: InFlight,
     /// Per-session tools still open.
     open_tools: InFlight,
+    /// What opens them, shut down last.
+    opener: Option<Opener>,
     drain_timeout: Duration,
     /// Ends sessions and their event streams (rmcp's token).
     sessions: CancellationToken,
@@ -369,6 +373,15 @@ pub struct HttpServer {
     connections: TaskTracker,
     slots: Arc<accept::Slots>,
     accept: Option<JoinHandle<()>>,
+}
+
+/// The opener of a server's per-session tools.
+struct Opener(Arc<dyn OpenTools>);
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenTools")
+    }
 }
 
 impl ToolServer {
@@ -435,6 +448,10 @@ impl ToolServer {
         let endpoint = Endpoint::new(&url, addr, &options)?;
 
         let lifecycle = Lifecycle::default();
+        let opener = match &self.source {
+            Source::PerSession(opener) => Some(Opener(Arc::clone(opener))),
+            Source::Fixed(_) => None,
+        };
         let shared = Shared::new(&self, lifecycle.clone(), options.max_sessions);
         let sessions = CancellationToken::new();
         let mut config = StreamableHttpServerConfig::default()
@@ -518,6 +535,7 @@ impl ToolServer {
             lifecycle,
             in_flight,
             open_tools,
+            opener,
             drain_timeout: options.drain_timeout,
             sessions,
             accepting,
@@ -607,7 +625,9 @@ impl HttpServer {
     /// at most the drain timeout; calls still running then are answered with a JSON-RPC
     /// error saying the server shut down), then ends every session and event stream, closes
     /// every connection, and waits (at most the drain timeout again) until the tools opened
-    /// per session are closed.
+    /// per session are closed, then (within the drain timeout too) for their opener's
+    /// [`shutdown`](crate::OpenTools::shutdown): a [`PooledTools`](crate::PooledTools) closes
+    /// the runs it kept.
     pub async fn shutdown(mut self) -> ShutdownReport {
         let in_flight = self.in_flight.count();
         // The listener is closed before the state says `Draining`.
@@ -637,6 +657,9 @@ impl HttpServer {
         }
         // Every ended session closes its per-session tools (upstream sessions, processes).
         self.open_tools.drained(self.drain_timeout).await;
+        if let Some(opener) = &self.opener {
+            let _ = tokio::time::timeout(self.drain_timeout, opener.0.shutdown()).await;
+        }
         self.lifecycle.set(ServeState::Stopped);
         ShutdownReport {
             in_flight,

@@ -100,10 +100,31 @@ impl Exchange {
 #[derive(Serialize, Deserialize)]
 struct Record {
     v: u8,
-    principal: Option<String>,
+    /// The principal, whole (its scopes and kept claims decide which rules apply); a record
+    /// of an earlier release holds its subject alone.
+    #[serde(deserialize_with = "principal_or_subject")]
+    principal: Option<Principal>,
     initialize: InitializeRequestParams,
     #[serde(default)]
     promoted: Vec<String>,
+}
+
+/// A record's principal: an object, or (written by an earlier release) its subject alone.
+fn principal_or_subject<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Principal>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Subject(String),
+        Whole(Principal),
+    }
+    Ok(
+        Option::<Stored>::deserialize(deserializer)?.map(|stored| match stored {
+            Stored::Subject(subject) => Principal::new(subject),
+            Stored::Whole(principal) => principal,
+        }),
+    )
 }
 
 impl Record {
@@ -312,7 +333,7 @@ impl RmcpStore for Keeper {
         self.restoring.put(
             session_id,
             Restored {
-                principal: record.principal.map(Principal::new),
+                principal: record.principal,
                 promoted,
             },
         );
@@ -332,7 +353,7 @@ impl RmcpStore for Keeper {
         };
         let record = Record {
             v: VERSION,
-            principal: principal.map(|p| p.subject().to_owned()),
+            principal,
             initialize: state.initialize_params.clone(),
             promoted: Vec::new(),
         };
@@ -384,7 +405,7 @@ impl Records for Keeper {
         }
         let record = Record {
             v: VERSION,
-            principal: principal.map(|p| p.subject().to_owned()),
+            principal: principal.cloned(),
             initialize: initialize.clone(),
             promoted: promoted
                 .iter()

@@ -628,7 +628,16 @@ fn unsafe_settings_are_refused_by_name() {
 /// Opens an empty tool set per session, noting who each session acts for.
 #[derive(Default)]
 struct Subjects {
-    seen: std::sync::Mutex<Vec<Option<String>>>,
+    seen: std::sync::Mutex<Vec<Option<agent_core::Principal>>>,
+}
+
+impl Subjects {
+    fn subjects(&self) -> Vec<Option<String>> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .map(|p| p.as_ref().map(|p| p.subject().to_owned()))
+            .collect()
+    }
 }
 
 struct NoTools;
@@ -661,8 +670,10 @@ impl mcp_serve::OpenTools for Subjects {
         &self,
         downstream: mcp_serve::Downstream,
     ) -> Result<Arc<dyn mcp_serve::SessionTools>, mcp_serve::OpenError> {
-        let subject = downstream.principal().map(|p| p.subject().to_owned());
-        self.seen.lock().unwrap().push(subject);
+        self.seen
+            .lock()
+            .unwrap()
+            .push(downstream.principal().cloned());
         Ok(Arc::new(NoTools))
     }
 }
@@ -705,7 +716,7 @@ async fn a_session_acts_for_its_token_s_subject_and_refuses_another_one() {
     let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
     let listed = send("POST", url, &headers, list).await;
     assert!(listed.body.contains(r#""tools":[]"#), "{}", listed.body);
-    assert_eq!(*subjects.seen.lock().unwrap(), [Some("alice".to_owned())]);
+    assert_eq!(subjects.subjects(), [Some("alice".to_owned())]);
 
     // Bob's valid token does not make Alice's session his.
     let bearer = format!("Bearer {bob}");
@@ -726,4 +737,84 @@ async fn a_session_acts_for_its_token_s_subject_and_refuses_another_one() {
         "control character in sub",
     );
     assert_eq!(subjects.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_s_principal_holds_the_token_s_scopes_and_kept_claims_within_bounds() {
+    let ec = Signer::ec();
+    let jwks = Jwks::serve(json!([ec.jwk("ec-1")])).await;
+    let subjects = Arc::new(Subjects::default());
+    let jwt = JwtAuth::new(ISSUER, jwks.url.clone()).with_claims(["groups", "level"]);
+    let auth = BearerAuth::jwt(jwt).expect("JWT settings");
+    let server = mcp_serve::ToolServer::per_session(Arc::clone(&subjects))
+        .serve_http(
+            HttpOptions::default()
+                .with_auth(auth)
+                .with_auth_failure_limit(None),
+        )
+        .await
+        .unwrap();
+    let aud = server.url().to_string();
+    let token_with = |extra: Value| {
+        let mut claims = claims(&aud);
+        claims["sub"] = json!("alice");
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        ec.token("ec-1", &claims)
+    };
+    // A session opened with `token` and its tools listed (which opens them): the status.
+    let open = |token: String| {
+        let url = server.url().to_string();
+        async move {
+            let bearer = format!("Bearer {token}");
+            let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
+            headers.push(("authorization", &bearer));
+            let opened = send("POST", &url, &headers, initialize_body()).await;
+            let Some(session) = opened.headers.get("mcp-session-id") else {
+                return opened.status;
+            };
+            let session = session.to_str().unwrap().to_owned();
+            headers.push(("mcp-session-id", &session));
+            headers.push(("mcp-protocol-version", "2025-11-25"));
+            let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+            send("POST", &url, &headers, initialized).await;
+            let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+            send("POST", &url, &headers, list).await.status
+        }
+    };
+
+    let granted = token_with(json!({
+        "scope": "files:read files:write",
+        "groups": ["admins", "staff"],
+        "level": 3,
+        "department": "not kept",
+    }));
+    assert_eq!(open(granted).await, 200);
+    let seen = subjects.seen.lock().unwrap().pop().flatten().unwrap();
+    assert_eq!(seen.subject(), "alice");
+    assert_eq!(seen.scopes(), ["files:read", "files:write"]);
+    assert_eq!(seen.claim("groups"), ["admins", "staff"]);
+    assert_eq!(seen.claim("level"), ["3"]);
+    assert!(seen.claim("department").is_empty());
+
+    // `scp` as an array reads the same.
+    assert_eq!(open(token_with(json!({"scp": ["a", "b"]}))).await, 200);
+    let seen = subjects.seen.lock().unwrap().pop().flatten().unwrap();
+    assert_eq!(seen.scopes(), ["a", "b"]);
+
+    // Beyond the bounds, a signed token is refused: no session is opened.
+    let many: Vec<String> = (0..300).map(|i| format!("s{i}")).collect();
+    let long = "x".repeat(300);
+    for (what, extra) in [
+        ("300 scopes", json!({"scope": many.join(" ")})),
+        ("300 group values", json!({"groups": many})),
+        ("a 300-byte group", json!({"groups": [long]})),
+        ("a 20 kB claim", json!({"groups": "y".repeat(20_000)})),
+        ("a control character in a scope", json!({"scp": ["a\u{7}"]})),
+    ] {
+        let token = token_with(extra);
+        assert_refused(&server, &attempt(&server, Some(&token)).await, what);
+    }
+    assert!(subjects.seen.lock().unwrap().is_empty());
 }

@@ -9,6 +9,7 @@ mod jwt;
 mod mcp_client;
 mod param_headers;
 mod per_session;
+mod pool;
 mod progress;
 mod python_peer;
 mod results;

@@ -531,6 +531,9 @@ impl ServerHandler for TestServer {
         if !self.options.init_delay.is_zero() {
             tokio::time::sleep(self.options.init_delay).await;
         }
+        self.options.observations.record(Event::Handshake {
+            method: "server/discover".to_owned(),
+        });
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             self.get_info(),
@@ -546,6 +549,9 @@ impl ServerHandler for TestServer {
             tokio::time::sleep(self.options.init_delay).await;
         }
         context.peer.set_peer_info(request.clone());
+        self.options.observations.record(Event::Handshake {
+            method: "initialize".to_owned(),
+        });
         self.negotiate_initialize(&request)
     }
 

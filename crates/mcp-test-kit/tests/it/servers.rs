@@ -328,13 +328,15 @@ mod stdio {
             json!({"cancelled": 1, "timeout_ms": 5_000}),
         )
         .await;
+        // The handshake, `echo`, `slow`, its cancellation, `observations`.
         assert_eq!(
             seen.structured_content.unwrap()["events"]
                 .as_array()
                 .unwrap()
                 .len(),
-            4
+            5
         );
+        assert_eq!(record.snapshot().handshakes(), 1);
 
         bounded(client.cancel()).await.unwrap();
         let status = bounded(child.wait()).await.unwrap();

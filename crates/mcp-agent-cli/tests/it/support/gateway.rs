@@ -113,6 +113,24 @@ impl Gateway {
         }
     }
 
+    /// Every stderr line up to the next one containing `text`, that one last (waiting at most
+    /// [`LIMIT`]).
+    pub(crate) fn lines_until(&self, text: &str) -> Vec<String> {
+        let deadline = Instant::now() + LIMIT;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|e| {
+                panic!("no stderr line with `{text}` ({e}); before it: {lines:#?}")
+            });
+            let done = line.contains(text);
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
