@@ -25,8 +25,9 @@
 //! gateway of its own). Without the peer they are left out, with a note.
 //!
 //! - `gateway_calls_http`: one iteration is 1,000 sequential `echo` calls, `direct` (to the
-//!   upstream), `gateway` (`kit__echo` through the gateway), `served`, and server-everything's
-//!   two paths.
+//!   upstream), `gateway` (`kit__echo` through the gateway), `gateway_metrics` (the same with a
+//!   Prometheus recorder counting, as `mcp-agent serve --metrics` runs), `served`, and
+//!   server-everything's two paths.
 //! - `gateway_in_flight_16_http`: one iteration is 16 concurrent calls on one session.
 //! - `gateway_sessions_http`: one iteration opens a downstream session (initialize, which
 //!   opens its upstream run, then `tools/list`) and closes it (which closes the upstream
@@ -35,7 +36,13 @@
 //!   median of the per-round ratios, robust to a shared machine's changing load. Printed, and
 //!   written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
 //!
-//! Target: the gateway's cost per call ≤ 1.2× the direct call's, sequential and 16 in flight.
+//! Metrics: the library always counts through the `metrics` facade; `gateway` runs with no
+//! recorder taking the counts (as `mcp-agent serve` without `--metrics`), `gateway_metrics`
+//! with `metrics-exporter-prometheus`'s (the process-wide recorder forwards to it only while
+//! that path runs, and is a no-op otherwise, as the facade's default is).
+//!
+//! Target: the gateway's cost per call ≤ 1.2× the direct call's, sequential and 16 in flight;
+//! with metrics on ≤ 1.05× with them off.
 //! Measured (paired, release, a 2-core shared machine at load 3.0–5.0; four runs alternated
 //! with four of the code before the HTTP front stopped parsing every body a second time, and
 //! one `cargo xtask bench --only gateway`): against the test kit's `echo` 377–470 µs through
@@ -57,6 +64,7 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_core::{
@@ -75,6 +83,8 @@ use mcp_connector::Connector as _;
 use mcp_serve::{OpenError, OpenTools, SessionTools, ToolServer};
 use mcp_test_kit::{HttpServer, TestServerOptions, serve_http};
 use mcp_transport_http::{HttpConnector, HttpOptions};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -133,6 +143,94 @@ impl ToolDispatcher for Upstream {
 impl SessionTools for Upstream {
     async fn close(&self) {
         let _ = self.0.shutdown().await;
+    }
+}
+
+/// The process-wide recorder: the Prometheus one of `mcp-agent serve --metrics` while `on`,
+/// else what the facade does without a recorder (no-op handles).
+struct Switched {
+    on: AtomicBool,
+    prometheus: PrometheusRecorder,
+}
+
+impl Switched {
+    /// Installed once for the process.
+    fn get() -> &'static Self {
+        static SWITCHED: std::sync::OnceLock<&'static Switched> = std::sync::OnceLock::new();
+        SWITCHED.get_or_init(|| {
+            let prometheus = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(
+                        agent_core::telemetry::TOOL_CALL_DURATION.into(),
+                    ),
+                    agent_core::telemetry::DURATION_BUCKETS,
+                )
+                .expect("buckets")
+                .build_recorder();
+            let switched: &'static Switched = Box::leak(Box::new(Switched {
+                on: AtomicBool::new(false),
+                prometheus,
+            }));
+            metrics::set_global_recorder(switched).expect("the only recorder");
+            agent_core::telemetry::describe();
+            switched
+        })
+    }
+
+    /// Counting while the guard lives, when `path` is the one with metrics.
+    fn during(path: Path) -> impl Drop {
+        struct Off;
+        impl Drop for Off {
+            fn drop(&mut self) {
+                Switched::get().on.store(false, Ordering::SeqCst);
+            }
+        }
+        Self::get()
+            .on
+            .store(path == Path::GatewayMetrics, Ordering::SeqCst);
+        Off
+    }
+
+    fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+}
+
+impl Recorder for Switched {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.prometheus.describe_counter(key, unit, description);
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.prometheus.describe_gauge(key, unit, description);
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.prometheus.describe_histogram(key, unit, description);
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        if self.on() {
+            self.prometheus.register_counter(key, metadata)
+        } else {
+            Counter::noop()
+        }
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        if self.on() {
+            self.prometheus.register_gauge(key, metadata)
+        } else {
+            Gauge::noop()
+        }
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        if self.on() {
+            self.prometheus.register_histogram(key, metadata)
+        } else {
+            Histogram::noop()
+        }
     }
 }
 
@@ -223,6 +321,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Self {
+        Switched::get();
         let upstream = serve_http(TestServerOptions::default())
             .await
             .expect("the HTTP test server");
@@ -250,7 +349,12 @@ impl Fixture {
 
     /// The paths this run measures: server-everything's only when it is installed.
     fn paths(&self) -> Vec<Path> {
-        let mut paths = vec![Path::Direct, Path::Gateway, Path::Served];
+        let mut paths = vec![
+            Path::Direct,
+            Path::Gateway,
+            Path::GatewayMetrics,
+            Path::Served,
+        ];
         if self.everything.is_some() {
             paths.extend([Path::EverythingDirect, Path::EverythingGateway]);
         }
@@ -290,7 +394,9 @@ impl Fixture {
     async fn call(&self, path: Path) {
         let out = match path {
             Path::Direct => self.direct.call_tool(params("echo")).await,
-            Path::Gateway => self.through.call_tool(params("kit__echo")).await,
+            Path::Gateway | Path::GatewayMetrics => {
+                self.through.call_tool(params("kit__echo")).await
+            }
             Path::Served => self.served.call_tool(params("echo")).await,
             Path::EverythingDirect | Path::EverythingGateway => {
                 let everything = self.everything.as_ref().expect("server-everything");
@@ -306,21 +412,24 @@ impl Fixture {
     }
 
     async fn sequential(&self, path: Path, calls: usize) {
+        let _metrics = Switched::during(path);
         for _ in 0..calls {
             self.call(path).await;
         }
     }
 
     async fn in_flight(&self, path: Path) {
+        let _metrics = Switched::during(path);
         futures::future::join_all((0..IN_FLIGHT).map(|_| self.call(path))).await;
     }
 
     /// Opens a session on `path` (initialize, `tools/list`) and closes it.
     async fn open_close(&self, path: Path) {
+        let _metrics = Switched::during(path);
         let everything = || self.everything.as_ref().expect("server-everything");
         let url = match path {
             Path::Direct => self.upstream.url(),
-            Path::Gateway => self.gateway.url().as_str(),
+            Path::Gateway | Path::GatewayMetrics => self.gateway.url().as_str(),
             Path::Served => self.native.url().as_str(),
             Path::EverythingDirect => everything().peer.url().as_str(),
             Path::EverythingGateway => everything().gateway.url().as_str(),
@@ -354,12 +463,14 @@ async fn session(connector: &HttpConnector, url: &str) -> RunningService<RoleCli
         .expect("rmcp handshake")
 }
 
-/// The ways to call an `echo`: the test kit's directly or through the gateway, a native one
-/// served by `mcp-serve`, or server-everything's directly or through a gateway.
+/// The ways to call an `echo`: the test kit's directly or through the gateway (with metrics
+/// counted, or not), a native one served by `mcp-serve`, or server-everything's directly or
+/// through a gateway.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Path {
     Direct,
     Gateway,
+    GatewayMetrics,
     Served,
     EverythingDirect,
     EverythingGateway,
@@ -370,6 +481,7 @@ impl Path {
         match self {
             Self::Direct => "direct",
             Self::Gateway => "gateway",
+            Self::GatewayMetrics => "gateway_metrics",
             Self::Served => "served",
             Self::EverythingDirect => "everything_direct",
             Self::EverythingGateway => "everything_gateway",
@@ -473,6 +585,8 @@ fn call_figures(rounds: &Rounds, everything: bool) -> Value {
         "gateway_us_per_call": rounds.median(Path::Gateway),
         "served_native_us_per_call": rounds.median(Path::Served),
         "overhead": rounds.ratio(Path::Gateway, Path::Direct),
+        "gateway_metrics_us_per_call": rounds.median(Path::GatewayMetrics),
+        "metrics_overhead": rounds.ratio(Path::GatewayMetrics, Path::Gateway),
     });
     if everything {
         figures["everything"] = json!({

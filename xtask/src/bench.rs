@@ -43,7 +43,7 @@
 //! Targets, checked on the criterion medians (`met`) and on the paired figures
 //! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
 //! the time of 1; the loop's own cost ≤ 1 ms per step; the gateway's per
-//! call ≤ 1.2× the direct call's; the fleet: no failed call, per call ≤ 1.15× one replica's
+//! call ≤ 1.2× the direct call's, and with metrics counted ≤ 1.05× without; the fleet: no failed call, per call ≤ 1.15× one replica's
 //! without Redis, the rate limit within 5%, one token request.
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
@@ -65,6 +65,8 @@ const OPEN_8_VS_1_MAX: f64 = 1.5;
 const LOOP_STEP_MAX_US: f64 = 1_000.0;
 /// The per-call cost the gateway may add over calling the upstream directly.
 const GATEWAY_OVERHEAD_MAX: f64 = 1.2;
+/// The gateway's per-call cost with a Prometheus recorder counting over none.
+const METRICS_OVERHEAD_MAX: f64 = 1.05;
 /// A fleet's per-call cost over one replica without Redis.
 const FLEET_PER_CALL_MAX: f64 = 1.15;
 /// How far a fleet's rate limit may let through more or less than it allows.
@@ -503,12 +505,17 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
             continue;
         }
         let overhead = ratio(gateway, direct);
+        let metered = us(group, "gateway_metrics");
+        let metrics_overhead = ratio(metered, gateway);
         let mut figures = json!({
             "direct_us_per_call": direct.map(|x| round(x, 2)),
             "gateway_us_per_call": gateway.map(|x| round(x, 2)),
             "served_native_us_per_call": us(group, "served").map(|x| round(x, 2)),
             "overhead": overhead,
             "met": overhead.as_f64().map(|r| r <= GATEWAY_OVERHEAD_MAX),
+            "gateway_metrics_us_per_call": metered.map(|x| round(x, 2)),
+            "metrics_overhead": metrics_overhead,
+            "metrics_met": metrics_overhead.as_f64().map(|r| r <= METRICS_OVERHEAD_MAX),
         });
         // The same calls against server-everything (a Node upstream), when it was measured.
         let (direct, gateway) = (
@@ -533,7 +540,17 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
             json!({"direct": direct, "gateway": gateway}),
         );
     }
-    if let Some(paired) = paired {
+    if let Some(mut paired) = paired {
+        // Metrics on against off, in the same rounds.
+        for group in ["sequential", "in_flight_16"] {
+            let metrics = paired[group]["metrics_overhead"].as_f64();
+            if let Some(figures) = paired.get_mut(group).and_then(Value::as_object_mut) {
+                figures.insert(
+                    "metrics_met".into(),
+                    json!(metrics.map(|r| r <= METRICS_OVERHEAD_MAX)),
+                );
+            }
+        }
         out.insert("paired".into(), paired);
     }
     (!out.is_empty()).then(|| Value::Object(out))

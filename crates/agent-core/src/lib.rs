@@ -32,6 +32,7 @@ mod redact;
 mod rules;
 mod run;
 mod scripted;
+pub mod telemetry;
 mod tool;
 
 #[cfg(feature = "testing")]
@@ -52,8 +53,9 @@ pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
     Approval, ApprovalLayer, AsNative, BoxCallService, CallKind, CallRequest, CallResolver,
     CallService, CallTrace, DEFAULT_APPROVAL_TIMEOUT, Events, EventsLayer, Governed, GovernedLayer,
-    HistoryLayer, Identity, IdentityLayer, OutputLimit, OutputLimitLayer, OutputReader, Permit,
-    Policy, PolicyLayer, Recorded, ResolvedCall, Shown, Timeout, TimeoutLayer,
+    HistoryLayer, Identity, IdentityLayer, Metrics, MetricsLayer, OutputLimit, OutputLimitLayer,
+    OutputReader, Permit, Policy, PolicyLayer, Recorded, ResolvedCall, Shown, Timeout,
+    TimeoutLayer,
 };
 pub use history::{
     EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MAX_JSONL_LINE_BYTES, MESSAGES_FILE,

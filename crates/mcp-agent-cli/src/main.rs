@@ -23,6 +23,7 @@ mod gateways;
 mod history;
 mod logging;
 mod model;
+mod monitor;
 mod open;
 mod progress;
 mod reload;

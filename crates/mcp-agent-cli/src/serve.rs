@@ -68,6 +68,10 @@ pub(crate) struct ServeArgs {
     /// `upstream` (each tool's own name where no other tool has it).
     #[arg(long, value_name = "NAMES", value_parser = ["prefixed", "upstream"])]
     tool_names: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`) and health checks (`/healthz`, `/readyz`) on
+    /// ADDR, apart from the MCP endpoint and without its auth (a port alone binds 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Where the gateway serves.
@@ -84,7 +88,16 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         Err(code) => return code,
     };
     let secrets = &secrets;
-    let settings = settings.serve;
+    let mut settings = settings.serve;
+    if let Some(addr) = &args.metrics {
+        match parse_addr("--metrics", addr) {
+            Ok(addr) => settings.metrics = Some(addr),
+            Err(message) => {
+                say(format_args!("error: {message}"));
+                return Exit::InvalidConfig.into();
+            }
+        }
+    }
     let mode = match mode(&args, &settings) {
         Ok(mode) => mode,
         Err(message) => {
@@ -155,20 +168,20 @@ fn mode(args: &ServeArgs, settings: &ServeSettings) -> Result<Mode, String> {
         return Ok(Mode::Stdio);
     }
     match (&args.http, settings.http) {
-        (Some(addr), _) => parse_addr(addr).map(Mode::Http),
+        (Some(addr), _) => parse_addr("--http", addr).map(Mode::Http),
         (None, Some(addr)) => Ok(Mode::Http(addr)),
         (None, None) => Ok(Mode::Stdio),
     }
 }
 
-/// `IP:PORT`, or a port alone (bound on 127.0.0.1).
-fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+/// `IP:PORT`, or a port alone (bound on 127.0.0.1), given to `flag`.
+fn parse_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
     }
     text.parse().map_err(|_| {
         format!(
-            "--http `{}`: not an address (write `127.0.0.1:8080`, or a port)",
+            "{flag} `{}`: not an address (write `127.0.0.1:8080`, or a port)",
             text.escape_debug()
         )
     })
@@ -188,6 +201,11 @@ async fn serve(
         names,
     } = gateway;
     let (mut signals, hangups) = Signals::install_reloading();
+    // First: what the rest of the start counts (state errors, token requests) is recorded.
+    let monitor = match super::monitor::start(settings.metrics, secrets).await {
+        Ok(monitor) => monitor,
+        Err(code) => return code,
+    };
     let fleet = match &settings.state {
         Some(state) => match FleetState::connect(state).await {
             Ok(fleet) => Some(Arc::new(fleet)),
@@ -263,6 +281,7 @@ async fn serve(
                 },
                 _ = signals.recv() => return Exit::Success.into(),
             };
+            ready(monitor.as_ref(), session.state(), fleet.as_deref());
             tokio::select! {
                 () = session.wait() => {}
                 _ = signals.recv() => say("stopping: draining calls in flight"),
@@ -320,6 +339,7 @@ async fn serve(
                     return code.into();
                 }
             };
+            ready(monitor.as_ref(), http.state(), fleet.as_deref());
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
             reloads.stop();
@@ -330,6 +350,18 @@ async fn serve(
             };
             stopped(report, &gateways, &mut signals).await
         }
+    }
+}
+
+/// Tells the metrics listener, if there is one, that the gateway serves in `state` (its
+/// `/readyz` pings the fleet's Redis too, when there is one).
+fn ready(
+    monitor: Option<&super::monitor::Monitor>,
+    state: tokio::sync::watch::Receiver<mcp_serve::ServeState>,
+    fleet: Option<&FleetState>,
+) {
+    if let Some(monitor) = monitor {
+        monitor.serving(state, fleet.map(|fleet| fleet.redis().clone()));
     }
 }
 

@@ -78,6 +78,10 @@
 //! - [`config`]: the configuration's parts beyond the root (transports, `[serve]`, `[model]`).
 //! - [`agent`]: the agent loop and the model seam ([`agent::AgentLoop`], [`agent::Model`]).
 //! - [`events`]: the event bus and the history files.
+//! - [`telemetry`]: the metrics a run counts through the `metrics` facade — tool calls by
+//!   server, tool and outcome, their durations, upstream opens, OAuth token requests (and, in
+//!   the gateway, requests, sessions, rate refusals, shared-state errors); the host installs
+//!   the recorder (exporter) it chooses, or none, and labels stay bounded whatever peers send.
 //! - [`stdio`], [`http`], [`auth`]: each transport's connector and options, and the HTTP
 //!   transport's auth hooks, present with their features.
 //! - `state` (feature `redis`): a fleet's shared state on Redis, and `RedisTokens`, the OAuth
@@ -114,6 +118,16 @@ mod error;
 pub mod state;
 
 pub use error::SetupError;
+
+/// The metrics the library counts through the `metrics` facade, by name, and their bounded
+/// labels. Install a recorder (e.g. `metrics-exporter-prometheus`) with
+/// `metrics::set_global_recorder`, then call [`telemetry::describe`].
+///
+/// ```
+/// assert_eq!(mcp_agent::telemetry::TOOL_CALLS, "mcp_tool_calls_total");
+/// mcp_agent::telemetry::describe();
+/// ```
+pub use agent_core::telemetry;
 
 /// The MCP protocol crate this library is built on; a custom connector must use this one.
 pub use rmcp;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use agent_core::telemetry::SESSIONS_ACTIVE;
 use agent_core::{Principal, ToolCall, ToolDescriptor, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
@@ -107,6 +108,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         if self.counted.load(Ordering::Acquire) {
             self.shared.live.fetch_sub(1, Ordering::AcqRel);
+            metrics::gauge!(SESSIONS_ACTIVE).decrement(1.0);
         }
         let Some(Ok((tools, guard))) = self.opened.take() else {
             return;
@@ -297,10 +299,12 @@ impl Session {
         &self.shared.server
     }
 
-    /// Counts this session among the live ones (once).
+    /// Counts this session among the live ones (once), and in
+    /// [`SESSIONS_ACTIVE`] until it drops.
     fn count_live(&self) {
         if !self.counted.swap(true, Ordering::AcqRel) {
             self.shared.live.fetch_add(1, Ordering::AcqRel);
+            metrics::gauge!(SESSIONS_ACTIVE).increment(1.0);
         }
     }
 

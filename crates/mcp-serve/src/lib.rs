@@ -13,7 +13,9 @@
 //! (stateless over HTTP), and shut down gracefully: stop accepting, drain what is in flight
 //! (bounded), close. A tool reports its progress with [`agent_core::progress::report`]; a
 //! client that asked for a call's progress (`_meta.progressToken`) gets it as
-//! `notifications/progress`, before the call's answer.
+//! `notifications/progress`, before the call's answer. Requests (by method and status), rate
+//! refusals and active sessions are counted through the `metrics` facade under the names of
+//! `agent_core::telemetry`; a host that installs a recorder gets them.
 //!
 //! ```no_run
 //! use std::sync::Arc;

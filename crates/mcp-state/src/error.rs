@@ -3,6 +3,11 @@
 
 use std::time::Duration;
 
+/// The counter of failed exchanges with Redis (connections and commands), through the
+/// `metrics` facade: `agent_core::telemetry`'s name of it (this crate knows no other crate of
+/// the workspace).
+pub const STATE_ERRORS: &str = "mcp_state_errors_total";
+
 /// An error of the shared state: its configuration, the connection, or one command.
 ///
 /// ```
@@ -69,13 +74,14 @@ pub enum StateError {
 
 impl StateError {
     /// Maps a client error at `addr` during `op` (`None`: while connecting) to a typed error,
-    /// replacing any occurrence of `password` in its text.
+    /// replacing any occurrence of `password` in its text, and counts it in [`STATE_ERRORS`].
     pub(crate) fn from_redis(
         e: &redis::RedisError,
         addr: &str,
         op: Option<&'static str>,
         password: Option<&str>,
     ) -> Self {
+        metrics::counter!(STATE_ERRORS).increment(1);
         let auth = e.kind() == redis::ErrorKind::AuthenticationFailed
             || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"));
         if auth {

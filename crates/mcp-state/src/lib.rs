@@ -48,7 +48,7 @@ mod state;
 mod store;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
-pub use error::StateError;
+pub use error::{STATE_ERRORS, StateError};
 pub use lock::Locks;
 pub use notice::{MAX_NOTICE, Notice, Subscription};
 pub use rate::RateLimiter;

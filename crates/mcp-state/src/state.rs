@@ -118,6 +118,21 @@ impl RedisState {
         self.on_error
     }
 
+    /// Checks that the server answers now (`PING`), within the command timeout: for a
+    /// readiness probe, which bounds it tighter. A failure is [`StateError::Command`] (or
+    /// [`StateError::AuthFailed`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// let ready = state.ping().await.is_ok();
+    /// # }
+    /// ```
+    pub async fn ping(&self) -> Result<(), StateError> {
+        self.query::<String>("ping", &redis::cmd("PING"))
+            .await
+            .map(drop)
+    }
+
     /// The full Redis key of `name`: the configured prefix, then `name`.
     ///
     /// ```no_run

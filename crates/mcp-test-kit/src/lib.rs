@@ -59,6 +59,7 @@ pub mod oauth;
 mod observe;
 pub mod peer;
 pub mod procs;
+pub mod prometheus;
 pub mod redis;
 mod schema;
 mod server;

@@ -14,6 +14,7 @@ use super::events::{Events, EventsLayer};
 use super::history::Recorded;
 use super::identity::IdentityLayer;
 use super::limit::{OutputLimit, OutputLimitLayer};
+use super::metered::{Metrics, MetricsLayer};
 use super::policy::PolicyLayer;
 use super::timeout::TimeoutLayer;
 use super::{BoxCallService, CallRequest, CallResolver, CallService, OutputReader, ResolvedCall};
@@ -228,7 +229,7 @@ impl GovernedLayer {
     /// not used; the context names the output reader in its markers only if it was built with
     /// [`RunContextBuilder::output_reader_name`], as [`run_context`](Self::run_context) does).
     /// Approvals given "for the run" are remembered by the stack this call builds. The stack,
-    /// outside in: history, then resolution, events, output limit, identity rules (only when
+    /// outside in: history, then resolution, metrics, events, output limit, identity rules (only when
     /// there are some), policy, approval, timeout, and the dispatch, which alone holds the
     /// [`Permit`](super::Permit).
     pub fn layer_in<D: CallResolver + 'static>(
@@ -258,10 +259,11 @@ impl GovernedLayer {
         }
         let events = EventsLayer::new(Arc::clone(context.events()), redactor);
         let limit = OutputLimitLayer::new(Arc::clone(&context));
-        let stack: BoxCallService<D::Target> = Arc::new(events.layer(limit.layer(stack)));
-        let plain = events.layer(limit.layer(Plain {
+        let stack: BoxCallService<D::Target> =
+            Arc::new(MetricsLayer.layer(events.layer(limit.layer(stack))));
+        let plain = MetricsLayer.layer(events.layer(limit.layer(Plain {
             context: Arc::clone(&context),
-        }));
+        })));
         let entry = Entry {
             resolver,
             stack,
@@ -277,7 +279,7 @@ impl GovernedLayer {
 }
 
 /// A dispatcher whose every call goes through a stack of layers (see
-/// [`GovernedLayer::layer_in`]): history, resolution, events, output limit, identity rules,
+/// [`GovernedLayer::layer_in`]): history, resolution, metrics, events, output limit, identity rules,
 /// policy (`before_call`, and `after_call` once the call ran), approval, timeout, dispatch. It
 /// also serves its [`OutputReader`], if it has one.
 ///
@@ -345,11 +347,11 @@ impl<D: CallResolver> std::fmt::Debug for Governed<D> {
 
 /// Resolution in front of the stack: the model's call becomes a [`CallRequest`] for the real
 /// tool. What is no call of a tool (the output reader, a call that does not resolve) passes
-/// only the events and the output limit.
+/// only the metrics, the events and the output limit.
 struct Entry<D: CallResolver> {
     resolver: Arc<D>,
     stack: BoxCallService<D::Target>,
-    plain: Events<OutputLimit<Plain>>,
+    plain: Metrics<Events<OutputLimit<Plain>>>,
     output_reader: Option<Arc<dyn OutputReader>>,
 }
 

@@ -1,5 +1,5 @@
 //! Governed calls: every tool call — native or external — passes the same stack of layers:
-//! identity rules, policy, approval, timeout, output limit, events and history, each its own
+//! identity rules, policy, approval, timeout, output limit, events, metrics and history, each its own
 //! [`tower_layer::Layer`] over a [`CallService`], each testable alone by stacking just it.
 //!
 //! The wrapped side tells the stack what a call really is through [`CallResolver`]: the stack
@@ -24,6 +24,7 @@ mod history;
 mod identity;
 mod layer;
 mod limit;
+mod metered;
 mod policy;
 mod reader;
 mod service;
@@ -35,6 +36,7 @@ pub use history::{HistoryLayer, Recorded};
 pub use identity::{Identity, IdentityLayer};
 pub use layer::{DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer};
 pub use limit::{OutputLimit, OutputLimitLayer};
+pub use metered::{Metrics, MetricsLayer};
 pub use policy::{Policy, PolicyLayer};
 pub use reader::OutputReader;
 pub use service::{BoxCallService, CallRequest, CallService, CallTrace, Shown};

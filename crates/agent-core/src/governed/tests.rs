@@ -910,3 +910,5 @@ async fn runs_layered_from_one_builder_learn_their_secrets_apart() {
         "first-run-token-1234"
     );
 }
+
+mod metered;

@@ -25,6 +25,7 @@
 //! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
 //! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
 //! | `history` | directory recording each session's run (one subdirectory each; a pooled run's holds every request it served) | none |
+//! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
 
@@ -65,6 +66,7 @@ const SERVE_FIELDS: &[&str] = &[
     "approve",
     "history",
     "state",
+    "metrics",
     "run_pool",
 ];
 
@@ -148,6 +150,8 @@ pub(crate) struct ServeSettings {
     pub(crate) history: Option<PathBuf>,
     /// The fleet's shared state (its `Debug` hides the password).
     pub(crate) state: Option<StateConfig>,
+    /// Where to serve metrics and health checks.
+    pub(crate) metrics: Option<SocketAddr>,
     /// The runs kept for stateless requests.
     pub(crate) run_pool: PoolOptions,
 }
@@ -165,6 +169,7 @@ impl Default for ServeSettings {
             approve: Approval::default(),
             history: None,
             state: None,
+            metrics: None,
             run_pool: PoolOptions::default(),
         }
     }
@@ -174,21 +179,8 @@ impl Default for ServeSettings {
 pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     let mut s = ServeSettings::default();
     table.reject_unknown(SERVE_FIELDS, p);
-    s.http = table.read("http", p, |v, at, p| {
-        let text = as_str(v, at, p)?;
-        let addr = text.trim().parse::<SocketAddr>().ok();
-        if addr.is_none() {
-            p.push(
-                at,
-                ProblemKind::InvalidValue,
-                format!(
-                    "{} is not an address: write `IP:PORT`, e.g. `127.0.0.1:8080`",
-                    shown(text)
-                ),
-            );
-        }
-        addr
-    });
+    s.http = table.read("http", p, address);
+    s.metrics = table.read("metrics", p, address);
     s.expose = table.read("expose", p, |v, at, p| {
         choice(v, at, p, exposure, "exposure", "`lazy` or `eager`")
     });
@@ -263,6 +255,23 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
         s.run_pool = pool;
     }
     s
+}
+
+/// An `IP:PORT` address.
+fn address(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<SocketAddr> {
+    let text = as_str(value, at, p)?;
+    let addr = text.trim().parse::<SocketAddr>().ok();
+    if addr.is_none() {
+        p.push(
+            at,
+            ProblemKind::InvalidValue,
+            format!(
+                "{} is not an address: write `IP:PORT`, e.g. `127.0.0.1:8080`",
+                shown(text)
+            ),
+        );
+    }
+    addr
 }
 
 /// `run_pool`: `{ max_runs = N, idle_timeout_seconds = S }`, each optional.
@@ -466,6 +475,7 @@ body_read_timeout_seconds = 7.5
 idle_timeout_seconds = 20
 approve = "allow"
 history = "/tmp/h"
+metrics = "127.0.0.1:9464"
 run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
 "#,
         )
@@ -494,6 +504,7 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
         );
         assert_eq!(o.allowed_hosts, ["gateway.internal:8443"]);
         assert_eq!(s.history.as_deref(), Some(std::path::Path::new("/tmp/h")));
+        assert_eq!(s.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(s.run_pool.max_runs, 3);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_millis(500));
         let env = crate::settings::tests::env(&[("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)])
@@ -505,6 +516,7 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
     fn nothing_set_is_the_gateways_defaults() {
         let s = toml("").unwrap().serve;
         assert_eq!((s.http, s.expose, s.tool_names), (None, None, None));
+        assert_eq!(s.metrics, None, "no metrics listener unless asked");
         assert_eq!(s.options.max_sessions, Some(64));
         assert_eq!(s.approve, Approval::Deny);
         assert!(s.auth.is_none());
@@ -571,6 +583,7 @@ header_read_timeout_seconds = 0
 body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
 approve = "ask"
+metrics = "9464"
 run_pool = { max_runs = -1, idle_timeout_seconds = 0, size = 2 }
 colour = 1
 "#,
@@ -602,6 +615,7 @@ colour = 1
             (ProblemKind::WrongType, "serve.body_read_timeout_seconds"),
             (ProblemKind::InvalidTimeout, "serve.idle_timeout_seconds"),
             (ProblemKind::InvalidValue, "serve.approve"),
+            (ProblemKind::InvalidValue, "serve.metrics"),
             (ProblemKind::WrongType, "serve.run_pool.max_runs"),
             (
                 ProblemKind::InvalidTimeout,

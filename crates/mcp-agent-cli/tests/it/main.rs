@@ -22,6 +22,7 @@ mod cli_serve_elicit;
 mod cli_serve_fleet;
 mod cli_serve_inspector;
 mod cli_serve_jwt;
+mod cli_serve_metrics;
 mod cli_serve_names;
 mod cli_serve_params;
 mod cli_serve_pool;

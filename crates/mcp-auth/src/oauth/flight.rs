@@ -16,6 +16,7 @@ use http::header::{AUTHORIZATION, HeaderValue};
 use mcp_config::{Secret, SecretSink};
 use tokio::time::Instant;
 
+use super::counted;
 use super::discovery::{self, Discovery};
 use super::failure::Failure;
 use super::share::ShareHandle;
@@ -273,13 +274,17 @@ impl Shared {
         );
         lock(&self.state).token_requests += 1;
         let started = Instant::now();
-        let response = self.exchange(&what, request).await?;
-        let issued = token::parse_answer(
-            &what,
-            response.status().as_u16(),
-            response.body(),
-            &config.secret,
-        )?;
+        let issued = match self.exchange(&what, request).await {
+            Ok(response) => token::parse_answer(
+                &what,
+                response.status().as_u16(),
+                response.body(),
+                &config.secret,
+            ),
+            Err(failure) => Err(failure),
+        };
+        counted::token_request(&config.server, &issued);
+        let issued = issued?;
         self.remember(&issued.secrets);
         let lifetime = issued
             .expires_in

@@ -18,6 +18,7 @@
 //!   [`AuthError`](crate::AuthError) naming each caller's server with its secrets scrubbed.
 
 mod cache;
+mod counted;
 mod discovery;
 mod failure;
 mod flight;
@@ -129,6 +130,9 @@ impl OAuthOptions {
 
 /// One credential's settings.
 pub(super) struct Config {
+    /// The server whose spec made the credential first (its token requests are counted
+    /// under it).
+    pub(super) server: String,
     pub(super) client_id: String,
     pub(super) secret: Secret,
     /// The signing key, for `private_key_jwt`.

@@ -230,6 +230,7 @@ impl AuthRegistry {
                 Arc::new(LoginState {
                     shared: Shared::new(
                         Config {
+                            server: server.clone(),
                             client_id: settings.client_id.clone().unwrap_or_default(),
                             secret: secret.clone().unwrap_or_else(|| Secret::new("")),
                             key: None,
@@ -405,6 +406,7 @@ impl AuthRegistry {
             Arc::new(
                 Shared::new(
                     Config {
+                        server: server.clone(),
                         client_id: oauth.client_id.clone(),
                         secret,
                         key: signing_key,

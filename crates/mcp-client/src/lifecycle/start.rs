@@ -22,6 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_core::telemetry;
 use mcp_config::ServerSpec;
 use mcp_connector::{Connection, ConnectionHandle, Connector, Connectors};
 use rmcp::model::Tool;
@@ -68,14 +69,32 @@ pub(crate) async fn start_session(
     let connector = connectors.for_spec(spec)?;
     let diag = DiagnosticsSlot::default();
     let attempt = start_sequence(connector, spec, &diag, options, handler);
-    match tokio::time::timeout(connect_timeout, attempt).await {
+    let started = match tokio::time::timeout(connect_timeout, attempt).await {
         Ok(result) => result,
         Err(_) => Err(SessionError::ConnectTimeout {
             server: spec.name.clone(),
             after: connect_timeout,
             diagnostics: diag.lock().ok().and_then(|d| d.clone()),
         }),
-    }
+    };
+    count_open(&spec.name, &started);
+    started
+}
+
+/// Counts one open of `server`'s session in [`UPSTREAM_OPENS`](telemetry::UPSTREAM_OPENS) by
+/// its outcome: `ok`, `timeout` (the connect timeout expired) or `error`.
+fn count_open(server: &str, started: &Result<Started, SessionError>) {
+    let outcome = match started {
+        Ok(_) => "ok",
+        Err(SessionError::ConnectTimeout { .. }) => "timeout",
+        Err(_) => "error",
+    };
+    metrics::counter!(
+        telemetry::UPSTREAM_OPENS,
+        "server" => telemetry::server_label(Some(server)),
+        "outcome" => outcome,
+    )
+    .increment(1);
 }
 
 /// The attempts of one start, in order (see the [module docs](self)).

@@ -1,6 +1,7 @@
 //! What every HTTP request passes before rmcp sees it: a stack of tower layers, one check each,
 //! with rmcp's `StreamableHttpService` innermost. Outermost first (a [`Check`](super::check::Check) is made a layer
-//! by [`CheckLayer`]):
+//! by [`CheckLayer`]), under [`MeteredLayer`], which counts every answer by method and status
+//! ([`NameMethod`], below the body's reading, names a message's JSON-RPC method for it):
 //!
 //! 1. [`Limiter`]: the client's request budget → `429` (with a rate limit set);
 //! 2. [`Routes`]: the endpoint's path passes, the protected-resource metadata is answered, any
@@ -49,6 +50,7 @@ use super::ids::Ids;
 use super::limit::{Limiter, RateLimit};
 use super::limit_store::SharedRateLimit;
 use super::message_check::MessageCheck;
+use super::metered::{MeteredLayer, NameMethod};
 use super::origin::Origins;
 use super::route::Routes;
 use super::sessions::SessionCap;
@@ -117,6 +119,7 @@ impl Checks {
             .rate_limit
             .map(|limit| CheckLayer::new(Limiter::new(limit)));
         let service = ServiceBuilder::new()
+            .layer(MeteredLayer)
             .option_layer(rate_limit)
             .layer(CheckLayer::new(self.routes))
             .layer(CheckLayer::new(Origins(self.allowed_origins)))
@@ -126,6 +129,7 @@ impl Checks {
                 max: self.max_body,
                 timeout: self.body_timeout,
             })
+            .layer(CheckLayer::new(NameMethod))
             .layer(CheckLayer::new(MessageCheck))
             .option_layer(sessions)
             .layer(CheckLayer::new(self.params))

@@ -36,6 +36,7 @@ mod jwt;
 mod limit;
 mod limit_store;
 mod message_check;
+mod metered;
 mod origin;
 mod params;
 mod route;

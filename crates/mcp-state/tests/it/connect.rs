@@ -114,3 +114,30 @@ async fn a_server_gone_after_connect_fails_commands_by_address() {
     );
     assert!(!format!("{e} {e:?}").contains(PASSWORD), "{e}");
 }
+
+#[tokio::test]
+async fn ping_answers_while_the_server_does_and_each_failure_is_counted() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let Some(fixture) = crate::support::fixture().await else {
+        return;
+    };
+    let errors = || {
+        handle
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{} ", mcp_state::STATE_ERRORS)))
+            .map_or(0, |v| v.parse::<u64>().unwrap())
+    };
+    bounded(fixture.state.ping()).await.unwrap();
+    assert_eq!(errors(), 0);
+    let state = fixture.state.clone();
+    drop(fixture);
+    let e = bounded(state.ping()).await.unwrap_err();
+    assert!(
+        matches!(&e, StateError::Command { op: "ping", .. }),
+        "{e:?}"
+    );
+    assert_eq!(errors(), 1, "{}", handle.render());
+}

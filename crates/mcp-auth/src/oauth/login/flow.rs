@@ -9,6 +9,7 @@ use mcp_config::{OAuthLogin, Redactor, Secret, ServerSpec, TransportSpec};
 use url::Url;
 
 use super::super::OAuthOptions;
+use super::super::counted;
 use super::super::discovery::{Discovered, Discovery, exchange};
 use super::super::failure::{Failure, shown};
 use super::super::token::{self, Grant, TokenRequest};
@@ -416,22 +417,24 @@ impl PendingLogin {
             .chain(self.client.secret.clone())
             .chain(login.secret.clone()),
         );
-        let response = exchange(
+        let answer = exchange(
             login.http.as_ref(),
             login.options.request_timeout,
             login.options.max_response_bytes,
             &what,
             request,
         )
-        .await
-        .map_err(|f| f.to_error(&login.server, &scrubber))?;
-        let issued = token::parse_answer(
-            &what,
-            response.status().as_u16(),
-            response.body(),
-            self.client.secret.as_ref().unwrap_or(&empty),
-        )
-        .map_err(|failure| match failure {
+        .await;
+        let issued = answer.and_then(|response| {
+            token::parse_answer(
+                &what,
+                response.status().as_u16(),
+                response.body(),
+                self.client.secret.as_ref().unwrap_or(&empty),
+            )
+        });
+        counted::token_request(&login.server, &issued);
+        let issued = issued.map_err(|failure| match failure {
             Failure::Rejected {
                 status,
                 error,

@@ -13,6 +13,7 @@ use mcp_config::{OAuthLogin, Redactor, Secret, SecretSink};
 use tokio::time::Instant;
 use url::Url;
 
+use super::super::counted;
 use super::super::discovery::{Discovery, same_issuer};
 use super::super::failure::{Failure, shown};
 use super::super::flight::{Shared, Token};
@@ -240,8 +241,14 @@ impl LoginTokens {
         tracing::debug!(server = %self.server, token_url = %token_url, "refreshing the OAuth login's access token");
         lock(&shared.state).token_requests += 1;
         let started = Instant::now();
-        let response = shared.exchange(&what, request).await?;
-        let issued = token::parse_answer(&what, response.status().as_u16(), response.body(), &secret)
+        let issued = match shared.exchange(&what, request).await {
+            Ok(response) => {
+                token::parse_answer(&what, response.status().as_u16(), response.body(), &secret)
+            }
+            Err(failure) => Err(failure),
+        };
+        counted::token_request(&self.server, &issued);
+        let issued = issued
             .map_err(|failure| match failure {
                 Failure::Rejected { error, description, .. } if error == "invalid_grant" => {
                     Failure::LoginRequired(format!(
