@@ -37,7 +37,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, Redactor, RunInput, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
+    ApprovalDecision, ApprovalGate, ApprovalRequest, Redactor, RunInput, ToolCall, ToolCatalog,
+    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
 };
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
@@ -113,7 +114,9 @@ impl Downstream {
 
     /// The one message of a POST's answer (JSON, or the first event with data of its stream),
     /// and the session id it gave.
-    async fn answer(response: StreamableHttpPostResponse) -> (ServerJsonRpcMessage, Option<String>) {
+    async fn answer(
+        response: StreamableHttpPostResponse,
+    ) -> (ServerJsonRpcMessage, Option<String>) {
         match response {
             StreamableHttpPostResponse::Json(message, session) => (message, session),
             StreamableHttpPostResponse::Sse(stream, session) => {
@@ -182,7 +185,13 @@ impl Downstream {
         );
         let response = self
             .client
-            .post_message(self.uri.clone(), list, Some(session.clone()), None, headers())
+            .post_message(
+                self.uri.clone(),
+                list,
+                Some(session.clone()),
+                None,
+                headers(),
+            )
             .await
             .expect("tools/list");
         let (message, _) = Self::answer(response).await;
@@ -360,19 +369,21 @@ struct Round {
     live_closed: usize,
     /// `VmRSS` after `malloc_trim` (in process only).
     rss_trimmed: usize,
+    /// How long `malloc_trim` took (in process only).
+    trim_took: Duration,
 }
 
 /// A round on the in-process gateway at `url`.
 async fn in_process_round(url: &str, sessions: usize) -> Round {
     let opened = open_sessions(url, sessions).await;
     // The gateway's side of the client's connections ends as they close.
-    settle(Duration::from_millis(100), Duration::from_secs(5), live).await;
+    settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
     let (rss_open, live_open) = (rss(), live());
     memory::pause().await;
     close_sessions(url, opened).await;
-    let settled = settle(Duration::from_millis(100), Duration::from_secs(10), live).await;
+    let settled = settle(Duration::from_millis(100), 2, Duration::from_secs(10), live).await;
     let (rss_closed, live_closed) = (rss(), live());
-    trim();
+    let trim_took = trim();
     Round {
         rss_open,
         live_open,
@@ -380,6 +391,7 @@ async fn in_process_round(url: &str, sessions: usize) -> Round {
         rss_closed,
         live_closed,
         rss_trimmed: rss(),
+        trim_took,
     }
 }
 
@@ -387,12 +399,12 @@ async fn in_process_round(url: &str, sessions: usize) -> Round {
 async fn process_round(pid: &str, url: &str, sessions: usize) -> Round {
     let of = || rss_of(pid).expect("the gateway is running");
     let opened = open_sessions(url, sessions).await;
-    settle(Duration::from_millis(250), Duration::from_secs(5), of).await;
+    settle(Duration::from_millis(250), 2, Duration::from_secs(5), of).await;
     let rss_open = of();
     close_sessions(url, opened).await;
-    // An allocator may give pages back on a timer (jemalloc's decay): read until `VmRSS` stops
-    // falling, at most 30 s.
-    let settled = settle(Duration::from_secs(1), Duration::from_secs(30), of).await;
+    // An allocator may give pages back on a timer (jemalloc's decay): read until `VmRSS` has
+    // not fallen for 5 s, at most 30 s.
+    let settled = settle(Duration::from_secs(1), 5, Duration::from_secs(30), of).await;
     Round {
         rss_open,
         settled,
@@ -435,7 +447,7 @@ fn report(
         });
         if counted {
             line += &format!(
-                ", live +{:.1} KiB/session; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%)",
+                ", live +{:.1} KiB/session; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%) in {:.1} ms",
                 per(r.live_open, live0),
                 r.settled.as_secs_f64(),
                 kib(r.live_closed),
@@ -443,11 +455,13 @@ fn report(
                 change(r.rss_closed),
                 kib(r.rss_trimmed),
                 change(r.rss_trimmed),
+                r.trim_took.as_secs_f64() * 1e3,
             );
             row["live_open_per_session_kib"] = json!(per(r.live_open, live0));
             row["live_closed_kib"] = json!(kib(r.live_closed));
             row["rss_trimmed_kib"] = json!(kib(r.rss_trimmed));
             row["rss_trimmed_change_pct"] = json!(change(r.rss_trimmed));
+            row["trim_ms"] = json!(r.trim_took.as_secs_f64() * 1e3);
         } else {
             line += &format!(
                 "; closed (settled in {:.1} s): RSS {:.0} KiB ({:+.1}%)",
@@ -488,13 +502,19 @@ fn binaries() -> Vec<(String, PathBuf)> {
         .unwrap_or_default()
 }
 
+/// How many sessions a measured `mcp-agent serve` admits (its default is 64).
+const MAX_SESSIONS: usize = 4096;
+
 /// `mcp-agent serve --http` of `binary` in front of the upstream at `url`, with the
-/// configuration's defaults but for approval (calls allowed).
+/// configuration's defaults but for approval (calls allowed) and [`MAX_SESSIONS`].
 async fn replica(binary: &std::path::Path, dir: &std::path::Path, url: &str) -> Replica {
     let config = dir.join(format!("gateway-{}.toml", unique()));
     std::fs::write(
         &config,
-        format!("[[servers]]\nname = \"kit\"\nurl = {url:?}\n\n[serve]\napprove = \"allow\"\n"),
+        format!(
+            "[[servers]]\nname = \"kit\"\nurl = {url:?}\n\n[serve]\napprove = \"allow\"\n\
+             max_sessions = {MAX_SESSIONS}\n"
+        ),
     )
     .expect("write the gateway's config");
     Replica::start_binary(binary, &config, &[]).await
@@ -600,7 +620,7 @@ fn measure(full: bool) -> Value {
         // runtime's threads) is in the baseline.
         let one = open_sessions(&at, 1).await;
         close_sessions(&at, one).await;
-        settle(Duration::from_millis(100), Duration::from_secs(5), live).await;
+        settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
         trim();
         let base = (rss(), live());
         let mut all = Vec::new();
@@ -632,7 +652,7 @@ fn measure(full: bool) -> Value {
             let at = replica.url();
             let one = open_sessions(&at, 1).await;
             close_sessions(&at, one).await;
-            settle(Duration::from_secs(1), Duration::from_secs(30), || {
+            settle(Duration::from_secs(1), 5, Duration::from_secs(30), || {
                 rss_of(&pid).expect("running")
             })
             .await;

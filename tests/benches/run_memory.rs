@@ -13,9 +13,10 @@
 //! the client. The baseline is read after a first run and a trim.
 //!
 //! The host process owns the allocator, so the rounds run twice, each time in a process of its
-//! own: under glibc's malloc (`system`, a host's default) and under jemalloc with its
-//! background thread (`jemalloc`, what docs/benchmarks.md recommends to a host that opens many
-//! runs), chosen by `MCP_AGENT_BENCH_ALLOCATOR`.
+//! own, chosen by `MCP_AGENT_BENCH_ALLOCATOR`: under glibc's malloc (`system`, a host's
+//! default; its `trimmed` figure is what a host gets that calls `malloc_trim` after closing
+//! runs, the setup docs/benchmarks.md recommends) and under jemalloc with its background thread
+//! (`jemalloc`, which gives pages back by itself).
 //!
 //! `cargo bench -p integration-tests --bench run_memory` (figures printed, and written as JSON
 //! to `$MCP_AGENT_BENCH_PAIRED` when set); under `cargo test --benches` it runs one small round.
@@ -56,6 +57,8 @@ struct Round {
     live_closed: usize,
     /// `VmRSS` after the allocator was asked to hand free pages back (`malloc_trim`).
     rss_trimmed: usize,
+    /// How long `malloc_trim` took.
+    trim_took: Duration,
 }
 
 async fn round(client: &McpClient, runs: usize) -> Round {
@@ -78,11 +81,11 @@ async fn round(client: &McpClient, runs: usize) -> Round {
     memory::pause().await;
     futures::future::join_all(opened.iter().map(|r| r.close())).await;
     drop(opened);
-    let settled = settle(Duration::from_millis(100), Duration::from_secs(5), live).await;
+    let settled = settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
     // An allocator may give pages back on a timer (jemalloc's decay).
-    settle(Duration::from_millis(500), Duration::from_secs(15), rss).await;
+    settle(Duration::from_secs(1), 5, Duration::from_secs(30), rss).await;
     let (rss_closed, live_closed) = (rss(), live());
-    trim();
+    let trim_took = trim();
     let rss_trimmed = rss();
     Round {
         settled,
@@ -91,6 +94,7 @@ async fn round(client: &McpClient, runs: usize) -> Round {
         rss_closed,
         live_closed,
         rss_trimmed,
+        trim_took,
     }
 }
 
@@ -138,7 +142,7 @@ fn measure(full: bool) -> Value {
     let mut rows = Vec::new();
     for (i, r) in all.iter().enumerate() {
         println!(
-            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%)",
+            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%) in {:.1} ms",
             i + 1,
             per_run(r.rss_open, rss0),
             per_run(r.live_open, live0),
@@ -148,6 +152,7 @@ fn measure(full: bool) -> Value {
             (r.rss_closed as f64 / rss0 as f64 - 1.0) * 100.0,
             kib(r.rss_trimmed),
             (r.rss_trimmed as f64 / rss0 as f64 - 1.0) * 100.0,
+            r.trim_took.as_secs_f64() * 1e3,
         );
         rows.push(json!({
             "rss_open_per_run_kib": per_run(r.rss_open, rss0),
@@ -155,6 +160,7 @@ fn measure(full: bool) -> Value {
             "rss_closed_kib": kib(r.rss_closed),
             "live_closed_kib": kib(r.live_closed),
             "rss_trimmed_kib": kib(r.rss_trimmed),
+            "trim_ms": r.trim_took.as_secs_f64() * 1e3,
         }));
     }
     json!({
@@ -170,7 +176,7 @@ fn measure(full: bool) -> Value {
 const MEASURE: &str = "MCP_AGENT_MEMORY_MEASURE";
 
 /// The allocators measured, each in a process of its own: glibc's (what a host gets by
-/// default) and the one docs/benchmarks.md recommends to hosts that open many runs.
+/// default) and jemalloc with its background thread.
 const ALLOCATORS: [&str; 2] = ["system", "jemalloc"];
 
 /// Measures under each of [`ALLOCATORS`] in a child process (this binary again), printing
@@ -181,11 +187,16 @@ fn measure_each(full: bool) -> Value {
         println!("allocator: {allocator}");
         let output = std::process::Command::new(std::env::current_exe().expect("this binary"))
             .env(memory::ALLOCATOR_VAR, allocator)
+            // jemalloc's background thread gives freed pages back after its decay time.
+            .env("_RJEM_MALLOC_CONF", "background_thread:true")
             .env(MEASURE, if full { "full" } else { "small" })
             .stderr(std::process::Stdio::inherit())
             .output()
             .expect("run the measurement");
-        assert!(output.status.success(), "the {allocator} measurement failed");
+        assert!(
+            output.status.success(),
+            "the {allocator} measurement failed"
+        );
         let text = String::from_utf8_lossy(&output.stdout);
         let mut figures = Value::Null;
         for line in text.lines() {

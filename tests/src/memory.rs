@@ -37,14 +37,16 @@ pub fn rss() -> usize {
 }
 
 /// Asks glibc's allocator to give the operating system back the free pages it keeps in its
-/// arenas (`malloc_trim(0)`).
-pub fn trim() {
+/// arenas (`malloc_trim(0)`); returns how long that took.
+pub fn trim() -> Duration {
+    let started = Instant::now();
     // SAFETY: `malloc_trim` only releases free memory of the allocator's own arenas; it takes
     // no pointer and is safe to call at any time from any thread.
     #[allow(unsafe_code)]
     unsafe {
         libc::malloc_trim(0);
     }
+    started.elapsed()
 }
 
 /// The upstream: the test kit's streamable HTTP server (its default tools) in a child process
@@ -85,19 +87,27 @@ pub fn serve_upstream() {
 }
 
 /// Waits until `measure` stops falling (tasks of closed sessions may still be ending when
-/// `close` returns; an allocator may give memory back some time after it was freed): it is
-/// read every `every`, and the wait ends at the first reading that is not lower than the one
-/// before, or after `bound`. Returns how long that took.
-pub async fn settle(every: Duration, bound: Duration, measure: impl Fn() -> usize) -> Duration {
+/// `close` returns; an allocator may give memory back some time after it was freed, on a timer
+/// of its own): it is read every `every`, and the wait ends once `quiet` readings in a row were
+/// none lower than the lowest before them, or after `bound`. Returns how long that took.
+pub async fn settle(
+    every: Duration,
+    quiet: usize,
+    bound: Duration,
+    measure: impl Fn() -> usize,
+) -> Duration {
     let started = Instant::now();
-    let mut last = measure();
-    while started.elapsed() < bound {
+    let mut lowest = measure();
+    let mut still = 0;
+    while still < quiet && started.elapsed() < bound {
         tokio::time::sleep(every).await;
         let now = measure();
-        if now >= last {
-            break;
+        if now < lowest {
+            lowest = now;
+            still = 0;
+        } else {
+            still += 1;
         }
-        last = now;
     }
     started.elapsed()
 }
@@ -125,8 +135,9 @@ pub fn kib(bytes: usize) -> f64 {
 
 /// The allocator of a memory benchmark's process, counting the bytes it hands out and takes
 /// back ([`live`](Self::live)) over the allocator named by `MCP_AGENT_BENCH_ALLOCATOR` when the
-/// process makes its first allocation: `system` (the default: glibc's malloc), `jemalloc`
-/// (with its background thread, so freed pages go back by themselves) or `mimalloc`.
+/// process makes its first allocation: `system` (the default: glibc's malloc) or `jemalloc`
+/// (its options from `_RJEM_MALLOC_CONF`: `background_thread:true` gives freed pages back
+/// without waiting for the process to allocate again).
 ///
 /// ```
 /// use integration_tests::memory::BenchAllocator;
@@ -143,7 +154,6 @@ pub struct BenchAllocator {
 static CHOSEN: AtomicU8 = AtomicU8::new(0);
 const SYSTEM: u8 = 1;
 const JEMALLOC: u8 = 2;
-const MIMALLOC: u8 = 3;
 
 /// The variable that names a memory benchmark's allocator.
 pub const ALLOCATOR_VAR: &str = "MCP_AGENT_BENCH_ALLOCATOR";
@@ -163,7 +173,6 @@ fn chosen() -> u8 {
         // SAFETY: a non-null `getenv` result is a NUL-terminated string.
         match unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes() {
             b"jemalloc" => JEMALLOC,
-            b"mimalloc" => MIMALLOC,
             _ => SYSTEM,
         }
     };
@@ -191,7 +200,6 @@ impl BenchAllocator {
     pub fn name(&self) -> &'static str {
         match chosen() {
             JEMALLOC => "jemalloc",
-            MIMALLOC => "mimalloc",
             _ => "system",
         }
     }
@@ -204,7 +212,6 @@ impl Default for BenchAllocator {
 }
 
 static JE: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-static MI: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 // SAFETY: every call goes to the one allocator chosen at the first allocation, which never
 // changes, so each block is freed or resized by the allocator that made it.
@@ -216,7 +223,6 @@ unsafe impl GlobalAlloc for BenchAllocator {
         unsafe {
             match chosen() {
                 JEMALLOC => JE.alloc(layout),
-                MIMALLOC => MI.alloc(layout),
                 _ => System.alloc(layout),
             }
         }
@@ -228,7 +234,6 @@ unsafe impl GlobalAlloc for BenchAllocator {
         unsafe {
             match chosen() {
                 JEMALLOC => JE.alloc_zeroed(layout),
-                MIMALLOC => MI.alloc_zeroed(layout),
                 _ => System.alloc_zeroed(layout),
             }
         }
@@ -240,7 +245,6 @@ unsafe impl GlobalAlloc for BenchAllocator {
         unsafe {
             match chosen() {
                 JEMALLOC => JE.dealloc(ptr, layout),
-                MIMALLOC => MI.dealloc(ptr, layout),
                 _ => System.dealloc(ptr, layout),
             }
         }
@@ -253,7 +257,6 @@ unsafe impl GlobalAlloc for BenchAllocator {
         unsafe {
             match chosen() {
                 JEMALLOC => JE.realloc(ptr, layout, new_size),
-                MIMALLOC => MI.realloc(ptr, layout, new_size),
                 _ => System.realloc(ptr, layout, new_size),
             }
         }

@@ -755,8 +755,14 @@ mod tests {
             },
         );
         let met = &report["gateway_memory"]["targets"]["met"];
-        assert_eq!(met["in_process"], json!({"per_held": true, "rss_after_close": true}));
-        assert_eq!(met["mcp-agent"], json!({"per_held": true, "rss_after_close": false}));
+        assert_eq!(
+            met["in_process"],
+            json!({"per_held": true, "rss_after_close": true})
+        );
+        assert_eq!(
+            met["mcp-agent"],
+            json!({"per_held": true, "rss_after_close": false})
+        );
         let library = json!({"allocators": {"system": {"baseline_rss_kib": 100.0,
             "rounds": [{"live_open_per_run_kib": 170.0, "rss_closed_kib": 105.0}]}}});
         let report = report(

@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_agent::{
     ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
-    ElicitationHandler, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL,
-    RunInput, SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    ElicitationHandler, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL, RunInput,
+    SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
     config::DEFAULT_CALL_TIMEOUT,
     prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
     rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
@@ -659,6 +659,8 @@ impl SessionTools for Upstream {
                 chain(self.runner.redactor(), &e)
             ));
         }
+        // What the session held is free now; glibc keeps it unless asked.
+        super::trim::after_close();
     }
 }
 
