@@ -747,14 +747,14 @@ mod tests {
                 "mcp-agent": {"baseline_rss_kib": 1000.0, "rounds": [{"rss_open_per_session_kib": 99.0, "rss_closed_kib": 1200.0}]},
             },
         });
-        let report = report(
+        let gateway = report(
             &BTreeMap::new(),
             Paired {
                 gateway_memory: Some(figures),
                 ..Paired::default()
             },
         );
-        let met = &report["gateway_memory"]["targets"]["met"];
+        let met = &gateway["gateway_memory"]["targets"]["met"];
         assert_eq!(
             met["in_process"],
             json!({"per_held": true, "rss_after_close": true})
@@ -765,14 +765,14 @@ mod tests {
         );
         let library = json!({"allocators": {"system": {"baseline_rss_kib": 100.0,
             "rounds": [{"live_open_per_run_kib": 170.0, "rss_closed_kib": 105.0}]}}});
-        let report = report(
+        let runs = report(
             &BTreeMap::new(),
             Paired {
                 run_memory: Some(library),
                 ..Paired::default()
             },
         );
-        let met = &report["run_memory"]["targets"]["met"]["system"];
+        let met = &runs["run_memory"]["targets"]["met"]["system"];
         assert_eq!(*met, json!({"per_held": false, "rss_after_close": true}));
     }
 
