@@ -12,121 +12,53 @@
 //! `VmRSS` read a third time: what that gives back was retained by the allocator, not held by
 //! the client. The baseline is read after a first run and a trim.
 //!
+//! The host process owns the allocator, so the rounds run twice, each time in a process of its
+//! own, chosen by `MCP_AGENT_BENCH_ALLOCATOR`: under glibc's malloc (`system`, a host's
+//! default; its `trimmed` figure is what a host gets that calls `malloc_trim` after closing
+//! runs, the setup docs/benchmarks.md recommends) and under jemalloc with its background thread
+//! (`jemalloc`, which gives pages back by itself).
+//!
 //! `cargo bench -p integration-tests --bench run_memory` (figures printed, and written as JSON
 //! to `$MCP_AGENT_BENCH_PAIRED` when set); under `cargo test --benches` it runs one small round.
+//! `MCP_AGENT_MEMORY_RUNS=RUNSxROUNDS` for a heap profiler's smaller run,
+//! `MCP_AGENT_MEMORY_PAUSE=SECONDS` to hold the runs open that long in each round (`vgdb
+//! detailed_snapshot FILE` under `valgrind --tool=massif --vgdb=yes`).
 
-use std::alloc::System;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use agent_core::{RunInput, Runner, ToolCall, ToolDispatcher};
 use integration_tests::bench::{self, echo_args, runtime};
 use integration_tests::harness::object;
+use integration_tests::memory::{self, BenchAllocator, kib, rss, settle, trim};
 use mcp_client::McpClient;
 use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
 use mcp_connector::Connectors;
-use mcp_test_kit::{TestServerOptions, serve_http};
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use serde_json::{Value, json};
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
-/// The allocator of this binary: the system's, counting what it hands out and takes back.
+/// The allocator of this binary: glibc's unless `MCP_AGENT_BENCH_ALLOCATOR` names another,
+/// counting what it hands out and takes back.
 #[global_allocator]
-static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+static ALLOCATOR: BenchAllocator = BenchAllocator::new();
 
 /// The bytes handed out and not yet freed.
 fn live() -> usize {
-    let s = ALLOCATOR.stats();
-    // A `realloc` is already counted in both (its growth or its shrinking).
-    s.bytes_allocated.saturating_sub(s.bytes_deallocated)
-}
-
-/// The environment variable that makes this binary the upstream server.
-const UPSTREAM: &str = "MCP_AGENT_MEMORY_UPSTREAM";
-
-/// Resident memory of this process, in bytes (`VmRSS`).
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        .expect("VmRSS in /proc/self/status")
-        * 1024
-}
-
-/// The upstream: the test kit's HTTP server in a child process (this binary again), whose
-/// URL it prints on its first line.
-fn upstream() -> (Child, String) {
-    let mut child = Command::new(std::env::current_exe().expect("this binary"))
-        .env(UPSTREAM, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the upstream");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the upstream's URL");
-    (child, line.trim().to_owned())
-}
-
-/// Serves until stdin closes (the parent ended).
-fn serve_upstream() {
-    runtime().block_on(async {
-        let server = serve_http(TestServerOptions::default())
-            .await
-            .expect("the HTTP test server");
-        let mut out = std::io::stdout();
-        writeln!(out, "{}", server.url()).expect("print the URL");
-        out.flush().expect("flush");
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            let _ = std::io::stdin().read_line(&mut sink);
-        })
-        .await;
-        server.shutdown().await;
-    });
+    ALLOCATOR.live()
 }
 
 /// The figures of one round, in bytes.
 #[derive(Debug, Clone, Copy)]
 struct Round {
     /// How long the live bytes took to stop falling after the last `close` returned.
-    settled: std::time::Duration,
+    settled: Duration,
     rss_open: usize,
     live_open: usize,
     rss_closed: usize,
     live_closed: usize,
     /// `VmRSS` after the allocator was asked to hand free pages back (`malloc_trim`).
     rss_trimmed: usize,
-}
-
-/// Asks glibc's allocator to give the operating system back the free pages it keeps.
-fn trim() {
-    // SAFETY: `malloc_trim` only releases free memory of the allocator's own arenas; it takes
-    // no pointer and is safe to call at any time from any thread.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Waits until the live bytes stop falling (tasks of closed sessions may still be ending when
-/// `close` returns), at most 5 s; returns how long that took.
-async fn settle() -> std::time::Duration {
-    let started = std::time::Instant::now();
-    let mut last = live();
-    while started.elapsed() < std::time::Duration::from_secs(5) {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let now = live();
-        if now >= last {
-            break;
-        }
-        last = now;
-    }
-    started.elapsed()
+    /// How long `malloc_trim` took.
+    trim_took: Duration,
 }
 
 async fn round(client: &McpClient, runs: usize) -> Round {
@@ -146,11 +78,14 @@ async fn round(client: &McpClient, runs: usize) -> Round {
     }))
     .await;
     let (rss_open, live_open) = (rss(), live());
+    memory::pause().await;
     futures::future::join_all(opened.iter().map(|r| r.close())).await;
     drop(opened);
-    let settled = settle().await;
+    let settled = settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
+    // An allocator may give pages back on a timer (jemalloc's decay).
+    settle(Duration::from_secs(1), 5, Duration::from_secs(30), rss).await;
     let (rss_closed, live_closed) = (rss(), live());
-    trim();
+    let trim_took = trim();
     let rss_trimmed = rss();
     Round {
         settled,
@@ -159,6 +94,7 @@ async fn round(client: &McpClient, runs: usize) -> Round {
         rss_closed,
         live_closed,
         rss_trimmed,
+        trim_took,
     }
 }
 
@@ -171,7 +107,7 @@ fn measure(full: bool) -> Value {
     }) {
         (runs, rounds) = (r, n);
     }
-    let (mut child, url) = upstream();
+    let (mut child, url) = memory::upstream();
     let rt = runtime();
     let figures = rt.block_on(async {
         let spec = ServerSpec::new(
@@ -197,7 +133,6 @@ fn measure(full: bool) -> Value {
     drop(child.stdin.take());
     let _ = child.wait();
     let (rss0, live0, all) = figures;
-    let kib = |b: usize| b as f64 / 1024.0;
     let per_run = |b: usize, base: usize| kib(b.saturating_sub(base)) / runs as f64;
     println!(
         "baseline: RSS {:.0} KiB, live {:.0} KiB",
@@ -207,7 +142,7 @@ fn measure(full: bool) -> Value {
     let mut rows = Vec::new();
     for (i, r) in all.iter().enumerate() {
         println!(
-            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%)",
+            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%) in {:.1} ms",
             i + 1,
             per_run(r.rss_open, rss0),
             per_run(r.live_open, live0),
@@ -217,6 +152,7 @@ fn measure(full: bool) -> Value {
             (r.rss_closed as f64 / rss0 as f64 - 1.0) * 100.0,
             kib(r.rss_trimmed),
             (r.rss_trimmed as f64 / rss0 as f64 - 1.0) * 100.0,
+            r.trim_took.as_secs_f64() * 1e3,
         );
         rows.push(json!({
             "rss_open_per_run_kib": per_run(r.rss_open, rss0),
@@ -224,19 +160,63 @@ fn measure(full: bool) -> Value {
             "rss_closed_kib": kib(r.rss_closed),
             "live_closed_kib": kib(r.live_closed),
             "rss_trimmed_kib": kib(r.rss_trimmed),
+            "trim_ms": r.trim_took.as_secs_f64() * 1e3,
         }));
     }
     json!({
         "runs": runs,
+        "allocator": ALLOCATOR.name(),
         "baseline_rss_kib": kib(rss0),
         "baseline_live_kib": kib(live0),
         "rounds": rows,
     })
 }
 
-fn main() {
-    if std::env::var_os(UPSTREAM).is_some() {
-        return serve_upstream();
+/// Set in the child that measures under one allocator: `full` or `small`.
+const MEASURE: &str = "MCP_AGENT_MEMORY_MEASURE";
+
+/// Measures under each of [`memory::ALLOCATORS`] in a child process (this binary again), printing
+/// what it prints.
+fn measure_each(full: bool) -> Value {
+    let mut out = serde_json::Map::new();
+    for &allocator in memory::ALLOCATORS {
+        println!("allocator: {allocator}");
+        let output = std::process::Command::new(std::env::current_exe().expect("this binary"))
+            .env(memory::ALLOCATOR_VAR, allocator)
+            // jemalloc's background thread gives freed pages back after its decay time.
+            .env("_RJEM_MALLOC_CONF", "background_thread:true")
+            .env(MEASURE, if full { "full" } else { "small" })
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("run the measurement");
+        assert!(
+            output.status.success(),
+            "the {allocator} measurement failed"
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut figures = Value::Null;
+        for line in text.lines() {
+            match line.strip_prefix(FIGURES) {
+                Some(json) => figures = serde_json::from_str(json).expect("the figures"),
+                None => println!("  {line}"),
+            }
+        }
+        out.insert(allocator.to_owned(), figures);
     }
-    bench::run_paired(measure);
+    json!({ "allocators": out })
+}
+
+/// Where a child's figures start on its stdout.
+const FIGURES: &str = "figures: ";
+
+fn main() {
+    if std::env::var_os(memory::UPSTREAM).is_some() {
+        return memory::serve_upstream();
+    }
+    if let Ok(size) = std::env::var(MEASURE) {
+        let figures = measure(size == "full");
+        println!("{FIGURES}{figures}");
+        return;
+    }
+    bench::run_paired(measure_each);
 }

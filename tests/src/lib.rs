@@ -7,6 +7,7 @@ use std::path::PathBuf;
 pub mod bench;
 pub mod fleet;
 pub mod harness;
+pub mod memory;
 pub mod peers;
 pub use mcp_test_kit::procs;
 

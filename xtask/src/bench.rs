@@ -26,6 +26,15 @@
 //!   concurrent calls on an expired token. Needs the Redis and nginx peers and `mcp-agent`,
 //!   built here in release first. Its figures in `target/criterion/fleet-paired.json`,
 //!   reported as `fleet`.
+//! - `run_memory` (`integration-tests`, bench `run_memory`): the memory of library runs, rounds
+//!   of 1,000 concurrent `open_runner` → `mcp_call_tool` → close against one HTTP upstream in
+//!   another process: live bytes and `VmRSS` per run held, and after close. Its figures in
+//!   `target/criterion/run-memory-paired.json`, reported as `run_memory`.
+//! - `gateway_memory` (`integration-tests`, bench `gateway_memory`): the memory of 1,000 idle
+//!   downstream sessions on one gateway (in process, and `mcp-agent serve` built here in release
+//!   first), per session held and after close, and the cost of a call through that process.
+//!   Its figures in `target/criterion/gateway-memory-paired.json`, reported as
+//!   `gateway_memory`.
 //! - `model_stream` (`agent-model-openai`, bench `stream`): the OpenAI-compatible adapter's
 //!   parse cost per streamed chunk (SSE, JSON, assembling), for text deltas and for tool-call
 //!   argument fragments.
@@ -43,8 +52,10 @@
 //! Targets, checked on the criterion medians (`met`) and on the paired figures
 //! (`met_paired`): the runner's per call ≤ 1.10× the bare client's, 8 servers open in ≤ 1.5×
 //! the time of 1; the loop's own cost ≤ 1 ms per step; the gateway's per
-//! call ≤ 1.2× the direct call's, and with metrics counted ≤ 1.05× without; the fleet: no failed call, per call ≤ 1.15× one replica's
-//! without Redis, the rate limit within 5%, one token request.
+//! call ≤ 1.2× the direct call's, and with metrics counted ≤ 1.05× without; the fleet: no
+//! failed call, per call ≤ 1.15× one replica's without Redis, the rate limit within 5%, one
+//! token request; memory: ≤ 100 KiB per run or session held, `VmRSS` back within 10% of its
+//! baseline after every round.
 //! `--json` prints one JSON object on stdout (criterion's own output goes to stderr).
 
 use std::collections::BTreeMap;
@@ -74,13 +85,19 @@ const FLEET_RATE_ERROR_MAX: f64 = 0.05;
 /// Token requests at the authorization server for a fleet's concurrent calls on one expired
 /// token.
 const FLEET_TOKEN_REQUESTS: u64 = 1;
+/// The memory a library run or an idle gateway session may hold, in KiB.
+const MEMORY_PER_HELD_MAX_KIB: f64 = 100.0;
+/// How far above its baseline `VmRSS` may stay after the runs or sessions closed.
+const MEMORY_RSS_AFTER_CLOSE_MAX: f64 = 0.10;
 
-const SUITES: [&str; 6] = [
+const SUITES: [&str; 8] = [
     "search",
     "orchestration",
     "agent_loop",
     "gateway",
     "fleet",
+    "run_memory",
+    "gateway_memory",
     "model_stream",
 ];
 
@@ -133,6 +150,8 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         ("agent_loop", paired_file("agent-loop")),
         ("gateway", paired_file("gateway")),
         ("fleet", paired_file("fleet")),
+        ("run_memory", paired_file("run-memory")),
+        ("gateway_memory", paired_file("gateway-memory")),
     ];
     for (_, file) in &paired_files {
         let _ = std::fs::remove_file(file);
@@ -167,8 +186,9 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                     json_out,
                 )?;
                 let server = target_dir().join("release").join("mcp-test-server");
-                if bench == "fleet" {
-                    // The fleet's replicas are `mcp-agent serve` processes.
+                if bench == "fleet" || bench == "gateway_memory" {
+                    // The fleet's replicas, and the gateway whose memory is measured, are
+                    // `mcp-agent serve` processes.
                     quiet(
                         cargo()
                             .arg("build")
@@ -187,8 +207,12 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                     .find(|(suite, _)| *suite == bench)
                     .expect("a paired file for every integration bench");
                 std::fs::create_dir_all(&criterion_dir)?;
-                cmd.args(["-p", "integration-tests", "--bench", bench])
-                    .env("MCP_TEST_SERVER_BIN", server)
+                cmd.args(["-p", "integration-tests", "--bench", bench]);
+                if bench.ends_with("_memory") {
+                    // jemalloc measured beside glibc's malloc.
+                    cmd.args(["--features", "jemalloc"]);
+                }
+                cmd.env("MCP_TEST_SERVER_BIN", server)
                     .env("MCP_AGENT_BENCH_PAIRED", paired);
                 // The gateway bench also measures server-everything when it is installed; the
                 // fleet runs Redis and nginx.
@@ -214,6 +238,8 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
         agent_loop: read_paired("agent_loop"),
         gateway: read_paired("gateway"),
         fleet: read_paired("fleet"),
+        run_memory: read_paired("run_memory"),
+        gateway_memory: read_paired("gateway_memory"),
     };
     let report = report(&results, paired);
     if json_out {
@@ -322,6 +348,8 @@ struct Paired {
     agent_loop: Option<Value>,
     gateway: Option<Value>,
     fleet: Option<Value>,
+    run_memory: Option<Value>,
+    gateway_memory: Option<Value>,
 }
 
 /// The key figures and ratios: per-call medians (µs), overheads, open times (ms), the agent
@@ -453,6 +481,12 @@ fn report(results: &BTreeMap<String, Measured>, paired: Paired) -> Value {
     }
     if let Some(fleet) = paired.fleet.map(fleet) {
         out.insert("fleet".into(), fleet);
+    }
+    if let Some(figures) = paired.run_memory {
+        out.insert("run_memory".into(), memory(figures));
+    }
+    if let Some(figures) = paired.gateway_memory {
+        out.insert("gateway_memory".into(), memory(figures));
     }
     let stream_us = |f: &str| per_us(&format!("model_stream/{f}")).map(|x| round(x, 3));
     let (text, fragments) = (stream_us("text_chunks"), stream_us("tool_call_fragments"));
@@ -590,6 +624,52 @@ fn fleet(mut figures: Value) -> Value {
     figures
 }
 
+/// A memory bench's figures as it wrote them, and its targets, per measured process (a
+/// gateway in the bench's process, `in_process`; each `mcp-agent` under `processes`; the
+/// library's runs under each allocator, `allocators`): at most 100 KiB per run or session held
+/// (the live bytes where the bench counts them, else `VmRSS`) in every round, and `VmRSS`
+/// after close within 10% of its baseline in every round.
+fn memory(mut figures: Value) -> Value {
+    let check = |measured: &Value| -> Value {
+        let rounds = measured["rounds"].as_array().cloned().unwrap_or_default();
+        if rounds.is_empty() {
+            return Value::Null;
+        }
+        let held = |r: &Value| {
+            ["live_open_per_run_kib", "live_open_per_session_kib"]
+                .iter()
+                .chain(&["rss_open_per_run_kib", "rss_open_per_session_kib"])
+                .find_map(|key| r[*key].as_f64())
+        };
+        let baseline = measured["baseline_rss_kib"].as_f64();
+        let back = |r: &Value| {
+            let closed = r["rss_closed_kib"].as_f64()?;
+            Some(closed <= baseline? * (1.0 + MEMORY_RSS_AFTER_CLOSE_MAX))
+        };
+        json!({
+            "per_held": rounds.iter().all(|r| held(r).is_some_and(|k| k <= MEMORY_PER_HELD_MAX_KIB)),
+            "rss_after_close": rounds.iter().all(|r| back(r) == Some(true)),
+        })
+    };
+    let mut met = Map::new();
+    if let Some(measured) = figures.get("in_process") {
+        met.insert("in_process".to_owned(), check(measured));
+    }
+    for group in ["processes", "allocators"] {
+        if let Some(measured) = figures.get(group).and_then(Value::as_object) {
+            for (label, measured) in measured {
+                met.insert(label.clone(), check(measured));
+            }
+        }
+    }
+    figures["targets"] = json!({
+        "per_held_max_kib": MEMORY_PER_HELD_MAX_KIB,
+        "rss_after_close_max": MEMORY_RSS_AFTER_CLOSE_MAX,
+        "met": met,
+    });
+    figures
+}
+
 /// The agent loop's figures: a step of a run and a direct call (µs), the loop's own cost per
 /// step (the run minus its calls made directly, over its steps), the run's time over its calls'
 /// direct time, and the 1 ms target on both the criterion medians and the paired figures.
@@ -678,6 +758,47 @@ mod tests {
     }
 
     #[test]
+    fn memory_figures_are_checked_per_process() {
+        let round = |held: f64, closed: f64| {
+            json!({"live_open_per_session_kib": held, "rss_open_per_session_kib": held - 50.0,
+                   "rss_closed_kib": closed})
+        };
+        let figures = json!({
+            "in_process": {"baseline_rss_kib": 1000.0, "rounds": [round(90.0, 1050.0), round(90.0, 1099.0)]},
+            "processes": {
+                "mcp-agent": {"baseline_rss_kib": 1000.0, "rounds": [{"rss_open_per_session_kib": 99.0, "rss_closed_kib": 1200.0}]},
+            },
+        });
+        let gateway = report(
+            &BTreeMap::new(),
+            Paired {
+                gateway_memory: Some(figures),
+                ..Paired::default()
+            },
+        );
+        let met = &gateway["gateway_memory"]["targets"]["met"];
+        assert_eq!(
+            met["in_process"],
+            json!({"per_held": true, "rss_after_close": true})
+        );
+        assert_eq!(
+            met["mcp-agent"],
+            json!({"per_held": true, "rss_after_close": false})
+        );
+        let library = json!({"allocators": {"system": {"baseline_rss_kib": 100.0,
+            "rounds": [{"live_open_per_run_kib": 170.0, "rss_closed_kib": 105.0}]}}});
+        let runs = report(
+            &BTreeMap::new(),
+            Paired {
+                run_memory: Some(library),
+                ..Paired::default()
+            },
+        );
+        let met = &runs["run_memory"]["targets"]["met"]["system"];
+        assert_eq!(*met, json!({"per_held": false, "rss_after_close": true}));
+    }
+
+    #[test]
     fn ratios_are_per_call_and_targets_are_checked() {
         let results = BTreeMap::from([
             (
@@ -707,6 +828,8 @@ mod tests {
                 agent_loop: None,
                 gateway: None,
                 fleet: None,
+                run_memory: None,
+                gateway_memory: None,
             },
         );
         let o = &report["orchestration"];
@@ -792,6 +915,8 @@ mod tests {
                 agent_loop: Some(paired),
                 gateway: None,
                 fleet: None,
+                run_memory: None,
+                gateway_memory: None,
             },
         );
         let a = &report["agent_loop"];

@@ -36,6 +36,7 @@ mod shared_state;
 mod signals;
 mod term;
 mod tools;
+mod trim;
 
 /// Give an AI agent the tools of external MCP servers.
 ///

@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_agent::{
     ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
-    ElicitationHandler, EventKind, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL,
-    RunInput, SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    ElicitationHandler, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL, RunInput,
+    SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
     config::DEFAULT_CALL_TIMEOUT,
     prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
     rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
@@ -612,16 +612,13 @@ struct Upstream {
 impl Upstream {
     fn new(runner: McpRunner, names: ToolNames) -> Self {
         let changes = ToolListChanges::new();
-        let mut events = runner.governed().subscribe();
+        // The run's re-listings alone: a subscriber to all of its events would hold a buffer
+        // of a thousand of them per session.
+        let mut relisted = runner.tools_changed();
         let notify = changes.clone();
         let watcher = tokio::spawn(async move {
-            loop {
-                match events.recv().await {
-                    Ok(event) if event.kind == EventKind::ToolsChanged => notify.notify(),
-                    Ok(_) => {}
-                    Err(mcp_agent::events::EventRecvError::Lagged { .. }) => notify.notify(),
-                    Err(_) => return,
-                }
+            while relisted.changed().await.is_ok() {
+                notify.notify();
             }
         });
         Self {
@@ -763,6 +760,8 @@ impl SessionTools for Upstream {
                 chain(self.runner.redactor(), &e)
             ));
         }
+        // What the session held is free now; glibc keeps it unless asked.
+        super::trim::after_close();
     }
 }
 

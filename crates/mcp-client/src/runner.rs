@@ -12,6 +12,7 @@ use agent_core::{
 use async_trait::async_trait;
 use mcp_catalog::{Catalog, ServerTools};
 use rmcp::model::Tool;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use mcp_config::{PartialFailure, Redactor};
@@ -39,6 +40,8 @@ pub struct McpRunner {
     sessions: Vec<SessionView>,
     skipped: Vec<SkippedServer>,
     watchers: Vec<JoinHandle<()>>,
+    /// Counts the catalog's re-listings (see [`McpRunner::tools_changed`]).
+    relisted: Arc<watch::Sender<u64>>,
     closed: AtomicBool,
     grace: Duration,
 }
@@ -126,15 +129,24 @@ impl McpRunner {
             futures::future::join_all(others.iter().map(|s| s.close(grace))).await;
             return Err(error);
         }
+        let relisted = Arc::new(watch::Sender::new(0));
         let watchers = added
             .iter()
-            .map(|s| watch_tools(s.clone(), Arc::clone(&governed), redactor.clone()))
+            .map(|s| {
+                let watch = Watch {
+                    governed: Arc::clone(&governed),
+                    redactor: redactor.clone(),
+                    relisted: Arc::clone(&relisted),
+                };
+                watch_tools(s.clone(), watch)
+            })
             .collect();
         Ok(Self {
             governed,
             sessions: added.into_iter().map(SessionView).collect(),
             skipped,
             watchers,
+            relisted,
             closed: AtomicBool::new(false),
             grace,
         })
@@ -170,6 +182,25 @@ impl McpRunner {
     /// ```
     pub fn governed(&self) -> &Governed<Catalog> {
         &self.governed
+    }
+
+    /// A receiver that changes each time a server of the run announced a new tool list and the
+    /// catalog was updated from its re-listing (when the `tools_changed` event is emitted):
+    /// what a gateway needs to tell its client the list changed, without subscribing to every
+    /// event of the run (a subscriber's buffer holds [`DEFAULT_EVENT_CAPACITY`] events).
+    ///
+    /// ```no_run
+    /// # async fn run(runner: mcp_client::McpRunner) {
+    /// let mut changed = runner.tools_changed();
+    /// while changed.changed().await.is_ok() {
+    ///     println!("now {} tools", runner.catalog().len());
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// [`DEFAULT_EVENT_CAPACITY`]: agent_core::DEFAULT_EVENT_CAPACITY
+    pub fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.relisted.subscribe()
     }
 
     /// The run's secret engine: its specs' secrets, the template's, and the tokens its
@@ -318,14 +349,23 @@ impl SessionView {
     }
 }
 
+/// What a watcher of a server's tool list updates.
+struct Watch {
+    governed: Arc<Governed<Catalog>>,
+    redactor: Redactor,
+    /// Counts the re-listings, for [`McpRunner::tools_changed`].
+    relisted: Arc<watch::Sender<u64>>,
+}
+
 /// Re-lists a server's tools whenever it announces a change, or whenever its transport renewed
 /// the session (a change announced while the session was down may be lost), and updates the
 /// catalog.
-fn watch_tools(
-    session: Arc<Session>,
-    governed: Arc<Governed<Catalog>>,
-    redactor: Redactor,
-) -> JoinHandle<()> {
+fn watch_tools(session: Arc<Session>, watch: Watch) -> JoinHandle<()> {
+    let Watch {
+        governed,
+        redactor,
+        relisted,
+    } = watch;
     let mut changed = session.tools_changed();
     let mut renewed = session.renewals();
     tokio::spawn(async move {
@@ -350,7 +390,9 @@ fn watch_tools(
             }
             let catalog = governed.inner();
             let limits = &catalog.config().tool_limits;
-            let outcome = match session.list_tools().await {
+            // Boxed: the listing's state lives on the heap only while it runs, so the idle
+            // watcher of each session is small.
+            let outcome = match Box::pin(session.list_tools()).await {
                 Ok(tools) => {
                     let (tools, left_out) = screen(session.name(), tools, limits, &redactor);
                     let tools = filtered(&session, tools);
@@ -370,6 +412,7 @@ fn watch_tools(
             governed
                 .events()
                 .emit(event.with_message(redactor.scrub(&message)));
+            relisted.send_modify(|n| *n = n.wrapping_add(1));
         }
     })
 }

@@ -86,7 +86,12 @@ impl Replica {
     /// Starts a replica on `config` with only the variables of `env`, and waits until it
     /// listens. Panics (with its stderr) when it exits or does not listen in time.
     pub async fn start(config: &Path, env: &[(String, String)]) -> Self {
-        match Self::try_start(config, env).await {
+        Self::start_binary(&agent_binary(), config, env).await
+    }
+
+    /// [`start`](Self::start) with the `mcp-agent` binary at `binary`.
+    pub async fn start_binary(binary: &Path, config: &Path, env: &[(String, String)]) -> Self {
+        match Self::try_start_binary(binary, config, env).await {
             Ok(replica) => replica,
             Err(refused) => panic!(
                 "the replica exited ({:?}) instead of listening; its stderr:\n{}",
@@ -98,7 +103,16 @@ impl Replica {
     /// Starts a replica and waits until it listens (`Ok`) or exits (`Err`: its exit code and
     /// stderr). Panics when neither happens within [`REPLICA_BOUND`].
     pub async fn try_start(config: &Path, env: &[(String, String)]) -> Result<Self, Refused> {
-        let mut child = Command::new(agent_binary())
+        Self::try_start_binary(&agent_binary(), config, env).await
+    }
+
+    /// [`try_start`](Self::try_start) with the `mcp-agent` binary at `binary`.
+    pub async fn try_start_binary(
+        binary: &Path,
+        config: &Path,
+        env: &[(String, String)],
+    ) -> Result<Self, Refused> {
+        let mut child = Command::new(binary)
             .args(["serve", "--http", "127.0.0.1:0", "--file"])
             .arg(config)
             .env_clear()

@@ -1,5 +1,6 @@
 //! `notifications/tools/list_changed`: the runner re-lists the server's tools, emits
-//! `ToolsChanged`, and later searches and calls see the new list.
+//! `ToolsChanged` (and moves `McpRunner::tools_changed`), and later searches and calls see the
+//! new list.
 
 use agent_core::{Event, EventKind, Runner, ToolError};
 use integration_tests::harness::{Harness, bounded, call_tool, next_event, search, stdio_server};
@@ -20,6 +21,7 @@ async fn a_new_tool_is_found_after_the_server_announces_it() {
     ]);
     let runner = bounded(client.open_runner(&harness.input())).await.unwrap();
     let before = runner.catalog().len();
+    let mut relisted = runner.tools_changed();
     assert!(
         search(&runner, "select:kit__weather_report", None, 5)
             .await
@@ -32,6 +34,9 @@ async fn a_new_tool_is_found_after_the_server_announces_it() {
     assert_eq!(added.structured, Some(json!({"changed": true})));
     let event = next_event(&mut events, tools_changed("kit")).await;
     assert_eq!(event.message.as_deref(), Some("14 tools"), "{event:?}");
+    // The re-listing is announced once the catalog has it.
+    bounded(relisted.changed()).await.expect("the run goes on");
+    assert_eq!(*relisted.borrow_and_update(), 1);
 
     assert_eq!(runner.catalog().len(), before + 1);
     let found = search(&runner, "select:kit__weather_report", None, 5).await;
@@ -55,6 +60,7 @@ async fn a_new_tool_is_found_after_the_server_announces_it() {
     .await
     .unwrap();
     next_event(&mut events, tools_changed("kit")).await;
+    bounded(relisted.changed()).await.expect("the run goes on");
     assert_eq!(runner.catalog().len(), before);
     let gone = call_tool(&runner, "kit__weather_report", json!({}))
         .await

@@ -276,8 +276,13 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The capacity of a chunk of [`SearchIndex::pending`], in postings: 768 KiB.
+/// The largest capacity of a chunk of [`SearchIndex::pending`], in postings: 768 KiB.
 const PENDING_CHUNK: usize = 1 << 16;
+
+/// The capacity of a batch's first chunk of [`SearchIndex::pending`], in postings (12 KiB):
+/// each next chunk doubles it up to [`PENDING_CHUNK`], so a five-tool catalog does not make
+/// room for sixty thousand postings while a large one soon fills chunks of the largest size.
+const FIRST_PENDING_CHUNK: usize = 1 << 10;
 
 /// Scratch while indexing a batch, reused across its documents.
 #[derive(Default)]
@@ -636,7 +641,10 @@ impl SearchIndex {
             .last()
             .is_none_or(|chunk| room(chunk) < b.doc_terms.len())
         {
-            let chunk = Vec::with_capacity(PENDING_CHUNK.max(b.doc_terms.len()));
+            let size = self.pending.last().map_or(FIRST_PENDING_CHUNK, |chunk| {
+                (chunk.capacity() * 2).min(PENDING_CHUNK)
+            });
+            let chunk = Vec::with_capacity(size.max(b.doc_terms.len()));
             self.pending.push(chunk);
         }
         let chunk = self.pending.last_mut().expect("a chunk with room");

@@ -40,7 +40,8 @@ const STOPWORD: u32 = u32::MAX;
 impl Default for WordCache {
     fn default() -> Self {
         Self {
-            slots: vec![CacheSlot::default(); 1 << 12],
+            // 6 KiB: a small catalog's words fit; a large one's grow it by doubling.
+            slots: vec![CacheSlot::default(); 1 << 8],
             used: 0,
             long: FastMap::default(),
         }
