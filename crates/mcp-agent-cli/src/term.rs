@@ -4,7 +4,7 @@
 //! Every string a server chose (names, versions, descriptions, results, error texts) passes
 //! through [`inline`] (one table cell or line) or [`block`] (multi-line text) before it is
 //! printed: the secrets the command's engine knows are replaced (the run's
-//! [`Redactor`](mcp_agent::Redactor), or one of the configuration's before a run is open; the
+//! [`Redactor`], or one of the configuration's before a run is open; the
 //! caller passes it, nothing here holds one), control characters (ESC, CR, NUL, DEL, C1) and
 //! bidi overrides are shown escaped (`\u{1b}`), and the text is cut to a bound. Text the run's
 //! engine already scrubbed (approval prompts, elicitations, progress) takes [`escaped`], which
