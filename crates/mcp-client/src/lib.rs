@@ -63,6 +63,8 @@ mod runner;
 mod scrub;
 mod search;
 mod session;
+#[cfg(feature = "otel")]
+mod trace_context;
 mod standalone;
 
 pub use client::{McpClient, McpClientBuilder};
