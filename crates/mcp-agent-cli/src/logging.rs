@@ -19,12 +19,12 @@ use mcp_agent::Redactor;
 use mcp_agent::events::EventSink;
 
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::{EnvFilter, Layer, Registry};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The secret engine the log scrubs with, owned by the command (`main` makes it, the command
 /// points it at its configuration's engine, then at its run's): the subscriber is installed

@@ -85,8 +85,8 @@ impl OtlpTraces {
     /// `OTEL_SDK_DISABLED=true`), else the provider, or why it could not be made.
     pub fn from_env() -> Option<Result<Self, OtlpError>> {
         let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-        let disabled = std::env::var("OTEL_SDK_DISABLED")
-            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let disabled =
+            std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
         if disabled
             || !(set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
         {
@@ -149,8 +149,11 @@ impl Drop for OtlpTraces {
 /// `OTEL_RESOURCE_ATTRIBUTES`), which the SDK then reads itself.
 fn names_service() -> bool {
     std::env::var_os("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
-        || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
-            .is_ok_and(|attrs| attrs.split(',').any(|kv| kv.trim().starts_with("service.name=")))
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|attrs| {
+            attrs
+                .split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        })
 }
 
 /// hyper's client, its requests spawned on a runtime of their own: the SDK's batch

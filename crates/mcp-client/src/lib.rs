@@ -63,9 +63,9 @@ mod runner;
 mod scrub;
 mod search;
 mod session;
+mod standalone;
 #[cfg(feature = "otel")]
 mod trace_context;
-mod standalone;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};

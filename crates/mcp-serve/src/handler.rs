@@ -18,8 +18,8 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::{OnceCell, Semaphore, watch};
-use tracing::Instrument as _;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument as _;
 
 use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
@@ -496,7 +496,8 @@ impl ServerHandler for Session {
             ));
         };
         // The call's span: the caller's trace (`_meta` or HTTP headers) continues in it.
-        let span = crate::trace_context::call_span(&shown(&name), &context.meta, &context.extensions);
+        let span =
+            crate::trace_context::call_span(&shown(&name), &context.meta, &context.extensions);
         // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
         // (a fixed catalog's were checked by the HTTP front already).
         crate::param_headers::check_call(&tool, request.arguments.as_ref(), &context.extensions)?;

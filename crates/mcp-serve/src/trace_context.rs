@@ -64,11 +64,7 @@ fn remote_parent(
         return None;
     }
     let context = TraceContextPropagator::new().extract(&carried);
-    context
-        .span()
-        .span_context()
-        .is_valid()
-        .then_some(context)
+    context.span().span_context().is_valid().then_some(context)
 }
 
 /// A header's value when it is sent once, as text (W3C: several `traceparent` headers are

@@ -240,8 +240,9 @@ fn hex(bytes: &[u8]) -> String {
 fn status(code: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = code;
-    response
-        .headers_mut()
-        .insert("content-type", "application/x-protobuf".parse().expect("a header value"));
+    response.headers_mut().insert(
+        "content-type",
+        "application/x-protobuf".parse().expect("a header value"),
+    );
     response
 }
