@@ -125,10 +125,7 @@ pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSec
     match mcp_agent::otlp::OtlpTraces::from_env() {
         None => {}
         Some(Ok(traces)) => {
-            let spans = tracing_subscriber::filter::Targets::new()
-                .with_default(tracing_subscriber::filter::LevelFilter::INFO)
-                .with_target("rmcp", tracing_subscriber::filter::LevelFilter::OFF);
-            layers.push(traces.layer().with_filter(spans).boxed());
+            layers.push(traces.layer().boxed());
             telemetry._traces = Some(traces);
         }
         Some(Err(reason)) => say(&format!("warning: traces are not exported: {reason}")),

@@ -44,6 +44,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetryLayer;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::{Filtered, LevelFilter, Targets};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Why traces could not be exported.
@@ -92,10 +94,22 @@ impl OtlpTraces {
         {
             return None;
         }
-        Some(Self::start())
+        Some(Self::start(None))
     }
 
-    fn start() -> Result<Self, OtlpError> {
+    /// Traces sent to `endpoint` (the full URL of the traces path, e.g.
+    /// `http://collector:4318/v1/traces`) whatever `OTEL_EXPORTER_OTLP_*ENDPOINT` says; the
+    /// other variables as [`from_env`](Self::from_env) reads them.
+    ///
+    /// ```no_run
+    /// let traces = mcp_agent::otlp::OtlpTraces::with_endpoint("http://127.0.0.1:4318/v1/traces")?;
+    /// # Ok::<(), mcp_agent::otlp::OtlpError>(())
+    /// ```
+    pub fn with_endpoint(endpoint: &str) -> Result<Self, OtlpError> {
+        Self::start(Some(endpoint))
+    }
+
+    fn start(endpoint: Option<&str>) -> Result<Self, OtlpError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
@@ -106,10 +120,14 @@ impl OtlpTraces {
             client: HyperClient::with_default_connector(EXPORT_TIMEOUT, None),
             runtime: runtime.handle().clone(),
         };
-        let exporter = SpanExporter::builder()
+        let mut exporter = SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
-            .with_http_client(client)
+            .with_http_client(client);
+        if let Some(endpoint) = endpoint {
+            exporter = exporter.with_endpoint(endpoint);
+        }
+        let exporter = exporter
             .build()
             .map_err(|e| OtlpError::Exporter(e.to_string()))?;
         let mut resource = Resource::builder();
@@ -126,12 +144,19 @@ impl OtlpTraces {
         })
     }
 
-    /// The `tracing` layer that turns spans into this provider's OpenTelemetry spans.
-    pub fn layer<S>(&self) -> OpenTelemetryLayer<S, SdkTracer>
+    /// The `tracing` layer that turns spans at `info` and above into this provider's
+    /// OpenTelemetry spans (events in them become span events), rmcp's aside (its spans wrap
+    /// each message, not what a call does). Whatever filters the log leaves it alone.
+    pub fn layer<S>(&self) -> Filtered<OpenTelemetryLayer<S, SdkTracer>, Targets, S>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        tracing_opentelemetry::layer().with_tracer(self.provider.tracer("mcp-agent"))
+        let spans = Targets::new()
+            .with_default(LevelFilter::INFO)
+            .with_target("rmcp", LevelFilter::OFF);
+        tracing_opentelemetry::layer()
+            .with_tracer(self.provider.tracer("mcp-agent"))
+            .with_filter(spans)
     }
 }
 
