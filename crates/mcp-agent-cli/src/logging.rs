@@ -118,8 +118,9 @@ pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSec
         LogFormat::Text if plain => fmt.event_format(Plain).with_filter(filter).boxed(),
         LogFormat::Text => fmt.with_filter(filter).boxed(),
     };
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
     let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = vec![fmt];
-    #[allow(unused_mut)]
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
     let mut telemetry = Telemetry::default();
     #[cfg(feature = "otel")]
     match mcp_agent::otlp::OtlpTraces::from_env() {

@@ -253,3 +253,70 @@ async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
         gateway.head
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spans_still_queued_are_flushed_when_the_gateway_stops() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let (_dir, path, _record) = kit_config("");
+    // An hour between scheduled exports: only the flush at shutdown sends the call's spans.
+    let mut gateway = Gateway::start(
+        &path,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "3600000"),
+        ],
+    );
+    let addr = gateway.addr();
+    tokio::task::spawn_blocking(move || call(&addr, &[("traceparent", &traceparent())], json!({})))
+        .await
+        .unwrap();
+    assert!(receiver.spans().is_empty(), "{:?}", receiver.spans());
+    kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
+    let code = tokio::task::spawn_blocking(move || gateway.exit_code())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+    // Sent before the process exited.
+    let spans = receiver.spans();
+    let served = spans
+        .iter()
+        .find(|s| s.trace_id == TRACE_ID && s.name == "mcp_serve_call")
+        .unwrap_or_else(|| panic!("{spans:?}"));
+    assert_eq!(served.service_name.as_deref(), Some("mcp-agent"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_call_exports_its_span_and_passes_its_context_upstream() {
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let (_dir, path, record) = kit_config("");
+    let endpoint = receiver.endpoint().to_owned();
+    // The default schedule (5 s): what arrives was flushed when the command ended.
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
+            .args(["tools", "call", "kit__echo", r#"{"said": "hi"}"#, "--yes", "--file"])
+            .arg(&path)
+            .env_clear()
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_SERVICE_NAME", "one-shot")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (trace, span) = upstream_traceparent(&record).expect("a traceparent upstream");
+    let spans = receiver.spans();
+    let call = spans
+        .iter()
+        .find(|s| s.name == "mcp_call" && s.span_id == span)
+        .unwrap_or_else(|| panic!("{spans:?}"));
+    assert_eq!(call.trace_id, trace);
+    assert_eq!(call.service_name.as_deref(), Some("one-shot"));
+}
