@@ -84,6 +84,7 @@ use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::bench::{self, echo_args, median, runtime, timed};
 use integration_tests::harness::object;
 use integration_tests::peers::HttpPeer;
+use mcp_agent::otlp::OtlpTraces;
 use mcp_catalog::{CatalogConfig, Exposure};
 use mcp_client::{Connectors, McpClient, McpRunner};
 use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
@@ -92,7 +93,6 @@ use mcp_serve::{OpenError, OpenTools, SessionTools, ToolServer};
 use mcp_test_kit::{HttpServer, TestServerOptions, serve_http};
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use mcp_agent::otlp::OtlpTraces;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
@@ -168,8 +168,8 @@ fn install_tracing() {
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
         // Port 1 (tcpmux): nothing listens there; every export is refused.
-        let traces = OtlpTraces::with_endpoint("http://127.0.0.1:1/v1/traces")
-            .expect("the OTLP exporter");
+        let traces =
+            OtlpTraces::with_endpoint("http://127.0.0.1:1/v1/traces").expect("the OTLP exporter");
         let switch = tracing_subscriber::filter::filter_fn(|_| TRACING.load(Ordering::Relaxed));
         tracing_subscriber::registry()
             .with(traces.layer().with_filter(switch))

@@ -296,7 +296,14 @@ async fn a_one_shot_call_exports_its_span_and_passes_its_context_upstream() {
     // The default schedule (5 s): what arrives was flushed when the command ended.
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_mcp-agent"))
-            .args(["tools", "call", "kit__echo", r#"{"said": "hi"}"#, "--yes", "--file"])
+            .args([
+                "tools",
+                "call",
+                "kit__echo",
+                r#"{"said": "hi"}"#,
+                "--yes",
+                "--file",
+            ])
             .arg(&path)
             .env_clear()
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
