@@ -26,7 +26,10 @@
 //!
 //! - `gateway_calls_http`: one iteration is 1,000 sequential `echo` calls, `direct` (to the
 //!   upstream), `gateway` (`kit__echo` through the gateway), `gateway_metrics` (the same with a
-//!   Prometheus recorder counting, as `mcp-agent serve --metrics` runs), `served`, and
+//!   Prometheus recorder counting, as `mcp-agent serve --metrics` runs), `gateway_traced`
+//!   (metrics counting and every span exported over OTLP to an endpoint nothing listens on,
+//!   as `mcp-agent serve` with `OTEL_EXPORTER_OTLP_ENDPOINT` set and its collector down),
+//!   `served`, and
 //!   server-everything's two paths.
 //! - `gateway_in_flight_16_http`: one iteration is 16 concurrent calls on one session.
 //! - `gateway_sessions_http`: one iteration opens a downstream session (initialize, which
@@ -41,8 +44,13 @@
 //! with `metrics-exporter-prometheus`'s (the process-wide recorder forwards to it only while
 //! that path runs, and is a no-op otherwise, as the facade's default is).
 //!
+//! Traces: the process's subscriber has only `mcp_agent::otlp`'s layer, behind a switch that
+//! is on only while `gateway_traced` runs (the spans of the gateway's calls, W3C trace context
+//! injected into each upstream call's `_meta`); the batch exporter fails to connect and drops
+//! what its queue cannot hold, as it does with a collector down.
+//!
 //! Target: the gateway's cost per call ≤ 1.2× the direct call's, sequential and 16 in flight;
-//! with metrics on ≤ 1.05× with them off.
+//! with metrics on ≤ 1.05× with them off; with metrics and traces on ≤ 1.05× with both off.
 //! Measured (paired, release, a 2-core shared machine at load 3.0–5.0; four runs alternated
 //! with four of the code before the HTTP front stopped parsing every body a second time, and
 //! one `cargo xtask bench --only gateway`): against the test kit's `echo` 377–470 µs through
@@ -76,6 +84,7 @@ use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::bench::{self, echo_args, median, runtime, timed};
 use integration_tests::harness::object;
 use integration_tests::peers::HttpPeer;
+use mcp_agent::otlp::OtlpTraces;
 use mcp_catalog::{CatalogConfig, Exposure};
 use mcp_client::{Connectors, McpClient, McpRunner};
 use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
@@ -146,6 +155,30 @@ impl SessionTools for Upstream {
     }
 }
 
+/// Whether the OTLP layer of the process-wide subscriber sees spans: only while
+/// `gateway_traced` runs.
+static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// Installs the process-wide subscriber once: `mcp_agent::otlp`'s layer (as `mcp-agent serve`
+/// installs it) exporting to a port nothing listens on, enabled by [`TRACING`].
+fn install_tracing() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        // Port 1 (tcpmux): nothing listens there; every export is refused.
+        let traces =
+            OtlpTraces::with_endpoint("http://127.0.0.1:1/v1/traces").expect("the OTLP exporter");
+        let switch = tracing_subscriber::filter::filter_fn(|_| TRACING.load(Ordering::Relaxed));
+        tracing_subscriber::registry()
+            .with(traces.layer().with_filter(switch))
+            .init();
+        // Exported (or dropped) until the process ends.
+        std::mem::forget(traces);
+    });
+}
+
 /// The process-wide recorder: the Prometheus one of `mcp-agent serve --metrics` while `on`,
 /// else what the facade does without a recorder (no-op handles).
 struct Switched {
@@ -178,17 +211,25 @@ impl Switched {
     }
 
     /// Counting while the guard lives, when `path` is the one with metrics.
-    fn during(path: Path) -> impl Drop {
+    fn during(path: Path) -> impl Sized {
         struct Off;
         impl Drop for Off {
             fn drop(&mut self) {
                 Switched::get().on.store(false, Ordering::SeqCst);
             }
         }
-        Self::get()
-            .on
-            .store(path == Path::GatewayMetrics, Ordering::SeqCst);
-        Off
+        struct Untraced;
+        impl Drop for Untraced {
+            fn drop(&mut self) {
+                TRACING.store(false, Ordering::SeqCst);
+            }
+        }
+        Self::get().on.store(
+            matches!(path, Path::GatewayMetrics | Path::GatewayTraced),
+            Ordering::SeqCst,
+        );
+        TRACING.store(path == Path::GatewayTraced, Ordering::SeqCst);
+        (Off, Untraced)
     }
 
     fn on(&self) -> bool {
@@ -322,6 +363,7 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Self {
         Switched::get();
+        install_tracing();
         let upstream = serve_http(TestServerOptions::default())
             .await
             .expect("the HTTP test server");
@@ -353,6 +395,7 @@ impl Fixture {
             Path::Direct,
             Path::Gateway,
             Path::GatewayMetrics,
+            Path::GatewayTraced,
             Path::Served,
         ];
         if self.everything.is_some() {
@@ -394,7 +437,7 @@ impl Fixture {
     async fn call(&self, path: Path) {
         let out = match path {
             Path::Direct => self.direct.call_tool(params("echo")).await,
-            Path::Gateway | Path::GatewayMetrics => {
+            Path::Gateway | Path::GatewayMetrics | Path::GatewayTraced => {
                 self.through.call_tool(params("kit__echo")).await
             }
             Path::Served => self.served.call_tool(params("echo")).await,
@@ -429,7 +472,9 @@ impl Fixture {
         let everything = || self.everything.as_ref().expect("server-everything");
         let url = match path {
             Path::Direct => self.upstream.url(),
-            Path::Gateway | Path::GatewayMetrics => self.gateway.url().as_str(),
+            Path::Gateway | Path::GatewayMetrics | Path::GatewayTraced => {
+                self.gateway.url().as_str()
+            }
             Path::Served => self.native.url().as_str(),
             Path::EverythingDirect => everything().peer.url().as_str(),
             Path::EverythingGateway => everything().gateway.url().as_str(),
@@ -471,6 +516,7 @@ enum Path {
     Direct,
     Gateway,
     GatewayMetrics,
+    GatewayTraced,
     Served,
     EverythingDirect,
     EverythingGateway,
@@ -482,6 +528,7 @@ impl Path {
             Self::Direct => "direct",
             Self::Gateway => "gateway",
             Self::GatewayMetrics => "gateway_metrics",
+            Self::GatewayTraced => "gateway_traced",
             Self::Served => "served",
             Self::EverythingDirect => "everything_direct",
             Self::EverythingGateway => "everything_gateway",
@@ -587,6 +634,9 @@ fn call_figures(rounds: &Rounds, everything: bool) -> Value {
         "overhead": rounds.ratio(Path::Gateway, Path::Direct),
         "gateway_metrics_us_per_call": rounds.median(Path::GatewayMetrics),
         "metrics_overhead": rounds.ratio(Path::GatewayMetrics, Path::Gateway),
+        "gateway_traced_us_per_call": rounds.median(Path::GatewayTraced),
+        "traced_overhead": rounds.ratio(Path::GatewayTraced, Path::Gateway),
+        "tracing_overhead": rounds.ratio(Path::GatewayTraced, Path::GatewayMetrics),
     });
     if everything {
         figures["everything"] = json!({

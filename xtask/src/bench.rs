@@ -76,7 +76,8 @@ const OPEN_8_VS_1_MAX: f64 = 1.5;
 const LOOP_STEP_MAX_US: f64 = 1_000.0;
 /// The per-call cost the gateway may add over calling the upstream directly.
 const GATEWAY_OVERHEAD_MAX: f64 = 1.2;
-/// The gateway's per-call cost with a Prometheus recorder counting over none.
+/// The gateway's per-call cost with a Prometheus recorder counting (and with traces exported
+/// besides) over neither.
 const METRICS_OVERHEAD_MAX: f64 = 1.05;
 /// A fleet's per-call cost over one replica without Redis.
 const FLEET_PER_CALL_MAX: f64 = 1.15;
@@ -541,6 +542,8 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
         let overhead = ratio(gateway, direct);
         let metered = us(group, "gateway_metrics");
         let metrics_overhead = ratio(metered, gateway);
+        let traced = us(group, "gateway_traced");
+        let traced_overhead = ratio(traced, gateway);
         let mut figures = json!({
             "direct_us_per_call": direct.map(|x| round(x, 2)),
             "gateway_us_per_call": gateway.map(|x| round(x, 2)),
@@ -550,6 +553,9 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
             "gateway_metrics_us_per_call": metered.map(|x| round(x, 2)),
             "metrics_overhead": metrics_overhead,
             "metrics_met": metrics_overhead.as_f64().map(|r| r <= METRICS_OVERHEAD_MAX),
+            "gateway_traced_us_per_call": traced.map(|x| round(x, 2)),
+            "traced_overhead": traced_overhead,
+            "traced_met": traced_overhead.as_f64().map(|r| r <= METRICS_OVERHEAD_MAX),
         });
         // The same calls against server-everything (a Node upstream), when it was measured.
         let (direct, gateway) = (
@@ -575,13 +581,18 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
         );
     }
     if let Some(mut paired) = paired {
-        // Metrics on against off, in the same rounds.
+        // Metrics (and traces) on against off, in the same rounds.
         for group in ["sequential", "in_flight_16"] {
             let metrics = paired[group]["metrics_overhead"].as_f64();
+            let traced = paired[group]["traced_overhead"].as_f64();
             if let Some(figures) = paired.get_mut(group).and_then(Value::as_object_mut) {
                 figures.insert(
                     "metrics_met".into(),
                     json!(metrics.map(|r| r <= METRICS_OVERHEAD_MAX)),
+                );
+                figures.insert(
+                    "traced_met".into(),
+                    json!(traced.map(|r| r <= METRICS_OVERHEAD_MAX)),
                 );
             }
         }

@@ -19,10 +19,12 @@ use mcp_agent::Redactor;
 use mcp_agent::events::EventSink;
 
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The secret engine the log scrubs with, owned by the command (`main` makes it, the command
 /// points it at its configuration's engine, then at its run's): the subscriber is installed
@@ -65,6 +67,14 @@ static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 /// The target of the runs' events in the log.
 pub(crate) const EVENT_TARGET: &str = "mcp_agent::event";
 
+/// What the process reports besides its log lines, kept until the command ends: dropping it
+/// flushes the traces still queued (feature `otel`, see `mcp_agent::otlp`).
+#[derive(Debug, Default)]
+pub(crate) struct Telemetry {
+    #[cfg(feature = "otel")]
+    _traces: Option<mcp_agent::otlp::OtlpTraces>,
+}
+
 /// Installs the subscriber, scrubbing with `secrets`. `verbose` counts `-v` flags; `quiet`
 /// keeps errors only.
 ///
@@ -73,7 +83,10 @@ pub(crate) const EVENT_TARGET: &str = "mcp_agent::event";
 /// ([`Plain`]); with `-v` or `RUST_LOG` it is tracing's full format, for whoever debugs. In
 /// JSON every line is an object; the default level keeps the command's messages and the
 /// runs' events besides warnings.
-pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSecrets) {
+///
+/// With the `otel` feature and an OTLP endpoint in the environment, the spans at `info` and
+/// above (rmcp's aside) are also exported as traces, whatever the log level.
+pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSecrets) -> Telemetry {
     let format = *FORMAT.get_or_init(|| format);
     // rmcp reports a transport's failure as an ERROR log of its own, in Rust's debug
     // notation; the CLI tells that failure itself, in words, so by default rmcp stays silent
@@ -89,23 +102,38 @@ pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat, secrets: &LogSec
     let from_env = EnvFilter::try_from_default_env().ok();
     let plain = from_env.is_none() && (quiet || verbose == 0);
     let filter = from_env.unwrap_or_else(|| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer({
             let secrets = secrets.clone();
             move || ScrubbedStderr(secrets.clone())
         })
         .with_ansi(false);
-    // A second subscriber (tests calling `run` twice) is not an error worth a panic.
-    let _ = match format {
-        LogFormat::Json => builder
+    let fmt = match format {
+        LogFormat::Json => fmt
             .json()
             .with_current_span(true)
             .with_span_list(false)
-            .try_init(),
-        LogFormat::Text if plain => builder.event_format(Plain).try_init(),
-        LogFormat::Text => builder.try_init(),
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Text if plain => fmt.event_format(Plain).with_filter(filter).boxed(),
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
     };
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+    let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = vec![fmt];
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+    let mut telemetry = Telemetry::default();
+    #[cfg(feature = "otel")]
+    match mcp_agent::otlp::OtlpTraces::from_env() {
+        None => {}
+        Some(Ok(traces)) => {
+            layers.push(traces.layer().boxed());
+            telemetry._traces = Some(traces);
+        }
+        Some(Err(reason)) => say(&format!("warning: traces are not exported: {reason}")),
+    }
+    // A second subscriber (tests calling `run` twice) is not an error worth a panic.
+    let _ = tracing_subscriber::registry().with(layers).try_init();
+    telemetry
 }
 
 /// Writes one of the command's own messages (`error: …`, `warning: …`, `note: …` or a

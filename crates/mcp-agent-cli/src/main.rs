@@ -137,7 +137,8 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     let cli = Cli::parse();
     let logs = logging::LogSecrets::default();
-    logging::init(cli.verbose, cli.quiet, cli.log_format, &logs);
+    // Kept until the command ends: its drop flushes the traces still queued.
+    let _telemetry = logging::init(cli.verbose, cli.quiet, cli.log_format, &logs);
     let file = cli.file.as_deref();
     match cli.command {
         None => demo::main_job(file, cli.yes, cli.history, &logs),

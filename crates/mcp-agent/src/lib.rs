@@ -114,6 +114,8 @@
 //! `mcp-agent`), so a library build pulls in no argument parser and no server side of rmcp.
 
 mod error;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "redis")]
 pub mod state;
 

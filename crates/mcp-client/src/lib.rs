@@ -64,6 +64,8 @@ mod scrub;
 mod search;
 mod session;
 mod standalone;
+#[cfg(feature = "otel")]
+mod trace_context;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};

@@ -294,6 +294,9 @@ impl Session {
             params.set_progress_token(relay.token());
             relay
         });
+        // The caller's trace continues into the server (SEP-414).
+        #[cfg(feature = "otel")]
+        crate::trace_context::inject(&mut params);
         let timeout = self.spec.call_timeout;
         let redactor = &self.options.redactor;
         match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {

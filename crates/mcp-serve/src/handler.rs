@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument as _;
 
 use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
@@ -494,6 +495,9 @@ impl ServerHandler for Session {
                 None,
             ));
         };
+        // The call's span: the caller's trace (`_meta` or HTTP headers) continues in it.
+        let span =
+            crate::trace_context::call_span(&shown(&name), &context.meta, &context.extensions);
         // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
         // (a fixed catalog's were checked by the HTTP front already).
         crate::param_headers::check_call(&tool, request.arguments.as_ref(), &context.extensions)?;
@@ -539,7 +543,8 @@ impl ServerHandler for Session {
                 Some(token) => progress::relayed(&context.peer, token, served.dispatch(call)).await,
                 None => served.dispatch(call).await,
             }
-        };
+        }
+        .instrument(span);
         tokio::select! {
             outcome = dispatch => {
                 self.keep_promoted(&served, &context).await;

@@ -67,6 +67,7 @@ mod progress;
 mod restore;
 mod server;
 mod stdio;
+mod trace_context;
 mod untrusted;
 
 pub use convert::{call_result, mcp_tool};

@@ -57,6 +57,8 @@ pub mod lb;
 mod memory;
 pub mod oauth;
 mod observe;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod peer;
 pub mod procs;
 pub mod prometheus;

@@ -20,6 +20,15 @@ pub enum Event {
         tool: String,
         /// The JSON-RPC request id.
         request_id: String,
+        /// The W3C `traceparent` of the request's `_meta` (SEP-414), as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
+        /// The W3C `tracestate` of the request's `_meta`, as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tracestate: Option<String>,
+        /// The request's HTTP `traceparent` header (streamable HTTP only), as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent_header: Option<String>,
     },
     /// A client opened the MCP lifecycle: an `initialize` answered, or a `server/discover`
     /// answered with a discover result (a server that refuses it records nothing).

@@ -56,7 +56,9 @@ async fn a_hung_call_times_out_and_is_cancelled_on_the_server() {
         .events
         .iter()
         .find_map(|e| match e {
-            Event::Call { tool, request_id } if tool == "slow" => Some(request_id.clone()),
+            Event::Call {
+                tool, request_id, ..
+            } if tool == "slow" => Some(request_id.clone()),
             _ => None,
         })
         .expect("the server recorded the call");

@@ -24,6 +24,8 @@ mod cli_serve_inspector;
 mod cli_serve_jwt;
 mod cli_serve_metrics;
 mod cli_serve_names;
+#[cfg(feature = "otel")]
+mod cli_serve_otel;
 mod cli_serve_params;
 mod cli_serve_pool;
 mod cli_serve_principals;

@@ -9,3 +9,5 @@ mod listing;
 mod pool;
 mod run_secrets;
 mod search;
+#[cfg(feature = "otel")]
+mod trace_context;

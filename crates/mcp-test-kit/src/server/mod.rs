@@ -586,6 +586,14 @@ impl ServerHandler for TestServer {
         self.options.observations.record(Event::Call {
             tool: request.name.to_string(),
             request_id: context.id.to_string(),
+            traceparent: context.meta.get_traceparent().map(str::to_owned),
+            tracestate: context.meta.get_tracestate().map(str::to_owned),
+            traceparent_header: context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("traceparent"))
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
         });
         let args = request.arguments.unwrap_or_default();
         self.call(&request.name, args, &context)
