@@ -308,6 +308,19 @@ impl RedisServer {
         self.tls.as_ref().map(|ca| ca.ca_file())
     }
 
+    /// The certificate authority of a TLS server (for a client configuration trusting it);
+    /// `None` without TLS.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start_tls(None).await else { return };
+    /// let _config: rustls::ClientConfig = server.test_ca().unwrap().client_config();
+    /// # }
+    /// ```
+    pub fn test_ca(&self) -> Option<&TestCa> {
+        self.tls.as_deref()
+    }
+
     /// The server's process id.
     ///
     /// ```no_run

@@ -3,6 +3,7 @@
 //! PEM files into a temporary directory that is removed on drop.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
@@ -32,9 +33,13 @@ impl TestCa {
     pub fn new() -> Self {
         let ca_key = KeyPair::generate().expect("a CA key");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "mcp-agent test CA");
+        // A name of its own: a client trusting another test CA finds no issuer at all.
+        static MADE: AtomicU64 = AtomicU64::new(0);
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        ca_params.distinguished_name.push(
+            DnType::CommonName,
+            format!("mcp-agent test CA {}-{n}", std::process::id()),
+        );
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("the CA");
