@@ -736,9 +736,10 @@ mod tests {
     #[test]
     fn debian_versions_keep_their_epoch_and_packages_may_share_a_tree() {
         let hash = "3c8cd27847c6a06b6f6c29e7415a9057462a89661e3a8e2eb8dd5b2d7830bb40";
-        let peers =
-            debian_peers(&format!("redis-tools 5:7.0.15-1~deb12u7 amd64 {hash} redis-tls\n"))
-                .unwrap();
+        let peers = debian_peers(&format!(
+            "redis-tools 5:7.0.15-1~deb12u7 amd64 {hash} redis-tls\n"
+        ))
+        .unwrap();
         assert_eq!(peers[0].version, "5:7.0.15-1~deb12u7");
         assert_eq!(peers[0].tree, "redis-tls");
         assert_eq!(
@@ -756,7 +757,10 @@ mod tests {
             .filter(|p| p.tree == "redis-tls")
             .map(|p| p.name.as_str())
             .collect();
-        assert_eq!(tls, ["redis-tools", "redis-server", "libjemalloc2", "liblzf1"]);
+        assert_eq!(
+            tls,
+            ["redis-tools", "redis-server", "libjemalloc2", "liblzf1"]
+        );
     }
 
     #[test]
