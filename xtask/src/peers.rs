@@ -21,8 +21,10 @@
 //!   streaming, HTTP errors and stream faults), which plays the model endpoint in the CLI's
 //!   agent-run tests.
 //! - `peers/debian.txt`: Debian packages run as processes (nginx, the load balancer of the
-//!   gateway-fleet tests), each fetched with `apt-get download` at its pinned version, checked
-//!   against its pinned sha256 and unpacked with `dpkg-deb -x` into `.peers/<package>`.
+//!   gateway-fleet tests; Redis built with TLS and the two libraries it needs, for the
+//!   `rediss://` tests), each fetched with `apt-get download` at its pinned version, checked
+//!   against its pinned sha256 and unpacked with `dpkg-deb -x` into its tree,
+//!   `.peers/<package>` or the one its line names (several packages share one).
 //!
 //! Each install writes a stamp holding a hash of its inputs (the lockfile, and for Python the
 //! interpreter version); a later run whose stamp matches does nothing, so the task is cheap to
@@ -73,6 +75,9 @@ pub(crate) struct Peers {
     pub(crate) redis_server: PathBuf,
     /// `nginx` (`peers/debian.txt`), the load balancer the fleet tests start per test.
     pub(crate) nginx: PathBuf,
+    /// Debian's `redis-server`, built with TLS (`peers/debian.txt`, tree `redis-tls`, its
+    /// libraries beside it), which the `rediss://` tests start per test.
+    pub(crate) redis_tls: PathBuf,
     /// The python of the prometheus-client venv (`peers/python/prometheus.txt`), which runs
     /// `peers/python/prometheus_parse.py`.
     pub(crate) prometheus_python: PathBuf,
@@ -96,6 +101,7 @@ impl Peers {
             reference_python: reference_venv_dir(root).join("bin/python"),
             redis_server: redis_venv_dir(root).join("bin/redis-server"),
             nginx: debian_dir(root, "nginx").join("usr/sbin/nginx"),
+            redis_tls: debian_dir(root, "redis-tls").join("usr/bin/redis-server"),
             prometheus_python: prometheus_venv_dir(root).join("bin/python"),
         }
     }
@@ -119,6 +125,7 @@ impl Peers {
             ),
             ("MCP_AGENT_PEER_REDIS", self.redis_server.clone()),
             ("MCP_AGENT_PEER_NGINX", self.nginx.clone()),
+            ("MCP_AGENT_PEER_REDIS_TLS", self.redis_tls.clone()),
             (
                 "MCP_AGENT_PEER_PROMETHEUS_PYTHON",
                 self.prometheus_python.clone(),
@@ -174,7 +181,7 @@ fn prometheus_venv_dir(root: &Path) -> PathBuf {
     root.join(".peers/prometheus")
 }
 
-/// Where the package `name` of `peers/debian.txt` is unpacked.
+/// Where the tree `name` of `peers/debian.txt` is unpacked.
 fn debian_dir(root: &Path, name: &str) -> PathBuf {
     root.join(".peers").join(name)
 }
@@ -429,13 +436,30 @@ fn install_models(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One line of `peers/debian.txt`: `package version architecture sha256`.
+/// One line of `peers/debian.txt`: `package version architecture sha256 [tree]`.
 #[derive(Debug, PartialEq)]
 struct DebianPeer {
     name: String,
+    /// As `apt-cache show` prints it, with its epoch (`5:7.0.15-1~deb12u7`) if it has one.
     version: String,
     arch: String,
     sha256: String,
+    /// The directory under `.peers` it is unpacked into: the package's name unless the line
+    /// names another.
+    tree: String,
+}
+
+impl DebianPeer {
+    /// The file `apt-get download` writes: `name_version_arch.deb`, the epoch's colon written
+    /// `%3a`.
+    fn deb_name(&self) -> String {
+        format!(
+            "{}_{}_{}.deb",
+            self.name,
+            self.version.replace(':', "%3a"),
+            self.arch
+        )
+    }
 }
 
 fn debian_peers(list: &str) -> Result<Vec<DebianPeer>> {
@@ -446,19 +470,31 @@ fn debian_peers(list: &str) -> Result<Vec<DebianPeer>> {
             continue;
         }
         let words: Vec<&str> = line.split_whitespace().collect();
-        let [name, version, arch, sha256] = words.as_slice() else {
-            bail!("peers/debian.txt: `{line}` is not `package version architecture sha256`");
+        let (name, version, arch, sha256, tree) = match words.as_slice() {
+            [name, version, arch, sha256] => (name, version, arch, sha256, name),
+            [name, version, arch, sha256, tree] => (name, version, arch, sha256, tree),
+            _ => bail!(
+                "peers/debian.txt: `{line}` is not `package version architecture sha256 [tree]`"
+            ),
         };
         let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
         let plain = |w: &str| {
             !w.is_empty()
+                && !w.starts_with('.')
                 && w.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"+-.~_".contains(&b))
         };
-        if !hex || !plain(name) || !plain(version) || !plain(arch) {
+        // An epoch is digits and a colon before the version proper.
+        let exact = match version.split_once(':') {
+            Some((epoch, rest)) => {
+                !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) && plain(rest)
+            }
+            None => plain(version),
+        };
+        if !hex || !plain(name) || !exact || !plain(arch) || !plain(tree) {
             bail!(
-                "peers/debian.txt: `{line}`: a package name, an exact version (no epoch), an \
-                 architecture and a 64-digit sha256"
+                "peers/debian.txt: `{line}`: a package name, an exact version (with its epoch if \
+                 it has one), an architecture, a 64-digit sha256 and optionally the tree"
             );
         }
         peers.push(DebianPeer {
@@ -466,65 +502,83 @@ fn debian_peers(list: &str) -> Result<Vec<DebianPeer>> {
             version: (*version).to_owned(),
             arch: (*arch).to_owned(),
             sha256: sha256.to_ascii_lowercase(),
+            tree: (*tree).to_owned(),
         });
     }
     Ok(peers)
 }
 
 /// The packages of `peers/debian.txt`, each downloaded at its version (`apt-get download`, no
-/// root), checked against its sha256 and unpacked into `.peers/<package>` (`dpkg-deb -x`).
+/// root), checked against its sha256 and unpacked into its tree `.peers/<tree>` (`dpkg-deb
+/// -x`). A tree's stamp covers all of its packages: one changed line unpacks the tree anew.
 fn install_debian(root: &Path) -> Result<()> {
     let list_path = root.join("peers/debian.txt");
     let list = std::fs::read_to_string(&list_path).context("reading peers/debian.txt")?;
-    for peer in debian_peers(&list)? {
-        let dir = debian_dir(root, &peer.name);
-        let stamp = format!(
-            "debian {} {} {} {}\n",
-            peer.name, peer.version, peer.arch, peer.sha256
-        );
+    let peers = debian_peers(&list)?;
+    let mut trees: Vec<&str> = Vec::new();
+    for peer in &peers {
+        if !trees.contains(&peer.tree.as_str()) {
+            trees.push(&peer.tree);
+        }
+    }
+    for tree in trees {
+        let packages: Vec<&DebianPeer> = peers.iter().filter(|p| p.tree == tree).collect();
+        let dir = debian_dir(root, tree);
+        let stamp: String = packages
+            .iter()
+            .map(|p| format!("debian {} {} {} {}\n", p.name, p.version, p.arch, p.sha256))
+            .collect();
         let stamp_path = dir.join(STAMP);
         if std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
-            eprintln!("peers: {} up to date", peer.name);
+            eprintln!("peers: {tree} up to date");
             continue;
         }
-        eprintln!(
-            "peers: fetching {} {} (apt-get download)",
-            peer.name, peer.version
-        );
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
-        let debs = root.join(".peers/debs");
-        std::fs::create_dir_all(&debs)?;
-        let deb = debs.join(format!("{}_{}_{}.deb", peer.name, peer.version, peer.arch));
-        let _ = std::fs::remove_file(&deb);
-        run(Command::new("apt-get")
-            .current_dir(&debs)
-            .args(["download", "-q"])
-            .arg(format!("{}:{}={}", peer.name, peer.arch, peer.version)))
-        .with_context(|| {
-            format!(
-                "`apt-get download {}={}` failed: is apt-get there and its lists fresh \
-                 (`apt-get update`)? A version the archive dropped needs a new pin in \
-                 peers/debian.txt",
-                peer.name, peer.version
-            )
-        })?;
-        let hash = sha256_of(&deb)?;
-        if hash != peer.sha256 {
-            let _ = std::fs::remove_file(&deb);
-            bail!(
-                "{}: sha256 {hash}, but peers/debian.txt pins {}; not unpacked",
-                deb.display(),
-                peer.sha256
-            );
-        }
         std::fs::create_dir_all(&dir)?;
-        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))
-            .context("`dpkg-deb -x` failed (is dpkg there?)")?;
-        std::fs::remove_file(&deb)?;
+        for peer in packages {
+            unpack_debian(root, peer, &dir)?;
+        }
         std::fs::write(&stamp_path, stamp)?;
     }
+    Ok(())
+}
+
+/// Downloads `peer`'s .deb, checks its sha256 and unpacks it into `dir`.
+fn unpack_debian(root: &Path, peer: &DebianPeer, dir: &Path) -> Result<()> {
+    eprintln!(
+        "peers: fetching {} {} (apt-get download)",
+        peer.name, peer.version
+    );
+    let debs = root.join(".peers/debs");
+    std::fs::create_dir_all(&debs)?;
+    let deb = debs.join(peer.deb_name());
+    let _ = std::fs::remove_file(&deb);
+    run(Command::new("apt-get")
+        .current_dir(&debs)
+        .args(["download", "-q"])
+        .arg(format!("{}:{}={}", peer.name, peer.arch, peer.version)))
+    .with_context(|| {
+        format!(
+            "`apt-get download {}={}` failed: is apt-get there and its lists fresh \
+             (`apt-get update`)? A version the archive dropped needs a new pin in \
+             peers/debian.txt",
+            peer.name, peer.version
+        )
+    })?;
+    let hash = sha256_of(&deb)?;
+    if hash != peer.sha256 {
+        let _ = std::fs::remove_file(&deb);
+        bail!(
+            "{}: sha256 {hash}, but peers/debian.txt pins {}; not unpacked",
+            deb.display(),
+            peer.sha256
+        );
+    }
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(dir))
+        .context("`dpkg-deb -x` failed (is dpkg there?)")?;
+    std::fs::remove_file(&deb)?;
     Ok(())
 }
 
@@ -668,11 +722,45 @@ mod tests {
                 version: "1.22.1-9+deb12u7".into(),
                 arch: "amd64".into(),
                 sha256: hash.into(),
+                tree: "nginx".into(),
             }]
         );
         assert!(debian_peers("nginx 1.22 amd64\n").is_err());
         assert!(debian_peers("nginx 1.22 amd64 abc\n").is_err());
-        assert!(debian_peers(&format!("nginx 1:1.22 amd64 {hash}\n")).is_err());
+        assert!(debian_peers(&format!("nginx :1.22 amd64 {hash}\n")).is_err());
+        assert!(debian_peers(&format!("nginx x:1.22 amd64 {hash}\n")).is_err());
+        assert!(debian_peers(&format!("nginx 1.22 amd64 {hash} ../up\n")).is_err());
+        assert!(debian_peers(&format!("nginx 1.22 amd64 {hash} a b\n")).is_err());
+    }
+
+    #[test]
+    fn debian_versions_keep_their_epoch_and_packages_may_share_a_tree() {
+        let hash = "3c8cd27847c6a06b6f6c29e7415a9057462a89661e3a8e2eb8dd5b2d7830bb40";
+        let peers = debian_peers(&format!(
+            "redis-tools 5:7.0.15-1~deb12u7 amd64 {hash} redis-tls\n"
+        ))
+        .unwrap();
+        assert_eq!(peers[0].version, "5:7.0.15-1~deb12u7");
+        assert_eq!(peers[0].tree, "redis-tls");
+        assert_eq!(
+            peers[0].deb_name(),
+            "redis-tools_5%3a7.0.15-1~deb12u7_amd64.deb"
+        );
+    }
+
+    #[test]
+    fn the_listed_debian_packages_parse() {
+        let list = std::fs::read_to_string(root().join("peers/debian.txt")).unwrap();
+        let peers = debian_peers(&list).unwrap();
+        let tls: Vec<&str> = peers
+            .iter()
+            .filter(|p| p.tree == "redis-tls")
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(
+            tls,
+            ["redis-tools", "redis-server", "libjemalloc2", "liblzf1"]
+        );
     }
 
     #[test]

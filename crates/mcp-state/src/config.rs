@@ -2,6 +2,7 @@
 //! configuration gives it; its `Debug` never shows the password.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -57,6 +58,11 @@ pub struct StateConfig {
     /// What to do when the state is unreachable.
     #[serde(default)]
     pub on_error: OnError,
+    /// A PEM file of the certificate authorities trusted for a `rediss://` server, in place of
+    /// the built-in web roots (webpki-roots): for a server whose certificate a private CA
+    /// issued. Read when connecting; only with `rediss://`.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 fn default_prefix() -> String {
@@ -64,8 +70,8 @@ fn default_prefix() -> String {
 }
 
 impl StateConfig {
-    /// Settings for the server at `url`, with the default prefix, no seal key variable and
-    /// `on_error = closed`.
+    /// Settings for the server at `url`, with the default prefix, no seal key variable,
+    /// `on_error = closed` and the built-in roots for `rediss://`.
     ///
     /// ```
     /// let config = mcp_state::StateConfig::new("redis://127.0.0.1:6379");
@@ -78,6 +84,7 @@ impl StateConfig {
             key_prefix: default_prefix(),
             seal_key_env: None,
             on_error: OnError::default(),
+            ca_file: None,
         }
     }
 
@@ -142,6 +149,7 @@ impl fmt::Debug for StateConfig {
             .field("key_prefix", &self.key_prefix)
             .field("seal_key_env", &self.seal_key_env)
             .field("on_error", &self.on_error)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }

@@ -1,6 +1,7 @@
 //! What can go wrong with the shared state. Every message names the server as `host:port` and
 //! never carries the password, the URL as written, the seal key or a stored value.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The counter of failed exchanges with Redis (connections and commands), through the
@@ -27,6 +28,15 @@ pub enum StateError {
     #[error("the Redis URL is invalid: {reason}")]
     BadUrl {
         /// Why, without the URL.
+        reason: String,
+    },
+    /// The CA file (`ca_file`) cannot be used: unreadable, too large, without a PEM
+    /// certificate, or given for a `redis://` URL (no TLS).
+    #[error("the CA file {} (`ca_file`) is unusable: {reason}", path.display())]
+    CaFile {
+        /// The file as configured.
+        path: PathBuf,
+        /// Why.
         reason: String,
     },
     /// No connection could be made (refused, timed out, TLS failed).

@@ -3,10 +3,10 @@
 //! server instead of each in its own memory.
 //!
 //! - [`StateConfig`]: `url` or `url_env`, `key_prefix` (default `mcp-agent:`), `seal_key_env`,
-//!   `on_error` (`closed` or `open`); its `Debug` hides the password.
+//!   `on_error` (`closed` or `open`), `ca_file`; its `Debug` hides the password.
 //! - [`RedisState::connect`]: one checked, self-reconnecting connection (`redis://`, or
-//!   `rediss://` over rustls with the ring provider); errors ([`StateError`]) name `host:port`,
-//!   never the password.
+//!   `rediss://` over rustls with the ring provider, trusting the web roots or the CAs of
+//!   `ca_file`); errors ([`StateError`]) name `host:port`, never the password.
 //! - [`SealedStore`]: `get` / `put` (with a TTL) / `delete` of opaque values, sealed with
 //!   ChaCha20-Poly1305 under a [`SealKey`] and bound to their Redis key. What does not open
 //!   reads as absent; [`get_with_ttl`](SealedStore::get_with_ttl) also tells how long Redis
@@ -46,6 +46,7 @@ mod rate;
 mod seal;
 mod state;
 mod store;
+mod tls;
 
 pub use config::{DEFAULT_PREFIX, OnError, StateConfig};
 pub use error::{STATE_ERRORS, StateError};

@@ -44,7 +44,8 @@ pub struct RedisState {
 impl RedisState {
     /// Connects to the server of `config` and checks it with `PING`. Errors name `host:port`
     /// and never the password: [`StateError::BadUrl`], [`StateError::MissingUrl`],
-    /// [`StateError::Unreachable`], [`StateError::AuthFailed`].
+    /// [`StateError::CaFile`], [`StateError::Unreachable`] (a certificate not trusted, too),
+    /// [`StateError::AuthFailed`].
     ///
     /// ```no_run
     /// # async fn demo() {
@@ -58,9 +59,11 @@ impl RedisState {
     /// ```
     pub async fn connect(config: &StateConfig) -> Result<Self, StateError> {
         let url = config.resolve_url()?;
-        let (addr, password) = target(&url)?;
-        let client = redis::Client::open(url.as_str()).map_err(|e| StateError::BadUrl {
-            reason: StateError::from_redis(&e, &addr, None, password.as_deref()).to_string(),
+        let (addr, password, tls) = target(&url)?;
+        let client = crate::tls::client(&url, tls, config.ca_file.as_deref())?.map_err(|e| {
+            StateError::BadUrl {
+                reason: StateError::from_redis(&e, &addr, None, password.as_deref()).to_string(),
+            }
         })?;
         let mapped =
             |e: redis::RedisError| StateError::from_redis(&e, &addr, None, password.as_deref());
@@ -207,9 +210,9 @@ impl std::fmt::Debug for RedisState {
     }
 }
 
-/// `host:port` of `url` and its password, checking the scheme and host first so that a bad
-/// URL is reported without being repeated.
-fn target(url: &str) -> Result<(String, Option<String>), StateError> {
+/// `host:port` of `url`, its password, and whether it is `rediss://` (TLS), checking the
+/// scheme and host first so that a bad URL is reported without being repeated.
+fn target(url: &str) -> Result<(String, Option<String>, bool), StateError> {
     let bad = |reason: &str| StateError::BadUrl {
         reason: reason.to_owned(),
     };
@@ -226,7 +229,11 @@ fn target(url: &str) -> Result<(String, Option<String>), StateError> {
         .ok_or_else(|| bad("no host"))?;
     let port = parsed.port().unwrap_or(6379);
     let password = parsed.password().map(percent_decode);
-    Ok((format!("{host}:{port}"), password))
+    Ok((
+        format!("{host}:{port}"),
+        password,
+        parsed.scheme() == "rediss",
+    ))
 }
 
 /// The password as the client sends it (the URL carries it percent-encoded).
@@ -245,11 +252,11 @@ mod tests {
     fn targets_name_host_and_port_and_keep_the_password_apart() {
         assert_eq!(
             target("redis://:p%40ss@cache.local/0").unwrap(),
-            ("cache.local:6379".into(), Some("p@ss".into()))
+            ("cache.local:6379".into(), Some("p@ss".into()), false)
         );
         assert_eq!(
             target("rediss://u:a+b@10.1.2.3:7000").unwrap(),
-            ("10.1.2.3:7000".into(), Some("a+b".into()))
+            ("10.1.2.3:7000".into(), Some("a+b".into()), true)
         );
         assert_eq!(target("redis://127.0.0.1:1").unwrap().1, None);
     }

@@ -18,8 +18,8 @@
 //!   from another crate's tests).
 //! - Third-party peers installed by `cargo xtask peers`: [`peer`] finds one (skipping or
 //!   failing the test when it is missing), [`redis::RedisServer`] runs a real Redis per test
-//!   (stopped and restarted on its port at will), [`lb::LoadBalancer`] a real round-robin
-//!   load balancer (nginx) per test.
+//!   (stopped and restarted on its port at will; with TLS, certificates from
+//!   [`tls::TestCa`]), [`lb::LoadBalancer`] a real round-robin load balancer (nginx) per test.
 //! - [`oauth::AuthServer`]: an OAuth authorization server (client credentials, rotating
 //!   refresh tokens) that counts its token requests and every refresh token sent.
 //!
@@ -66,6 +66,7 @@ pub mod redis;
 mod schema;
 mod server;
 pub mod stdio;
+pub mod tls;
 
 pub use http::{HttpServer, serve_handler_http, serve_http, serve_status};
 pub use memory::{serve_handler_in_memory, serve_in_memory};

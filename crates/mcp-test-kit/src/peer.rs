@@ -49,3 +49,21 @@ pub fn path(var: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// The shared-library directory of a binary unpacked from a Debian package with its library
+/// packages (`cargo xtask peers` unpacks them into one tree, not installed): for
+/// `<tree>/usr/bin/name`, `<tree>/usr/lib/<arch>-linux-gnu` when it exists. Put on
+/// `LD_LIBRARY_PATH` when starting the binary.
+///
+/// ```
+/// use std::path::Path;
+///
+/// assert_eq!(mcp_test_kit::peer::library_dir(Path::new("/no/such/usr/bin/redis-server")), None);
+/// ```
+pub fn library_dir(binary: &std::path::Path) -> Option<PathBuf> {
+    let usr = binary.parent()?.parent()?;
+    let dir = usr
+        .join("lib")
+        .join(format!("{}-linux-gnu", std::env::consts::ARCH));
+    dir.is_dir().then_some(dir)
+}

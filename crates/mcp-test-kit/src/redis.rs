@@ -1,19 +1,27 @@
 //! A real Redis server per test: the pinned `redis-server` peer (`MCP_AGENT_PEER_REDIS`,
 //! installed by `cargo xtask peers`) on a free 127.0.0.1 port, with no persistence, ready
-//! when it answers with its own process id, killed on drop.
+//! when it answers with its own process id, killed on drop. With TLS, the Redis built with it
+//! (`MCP_AGENT_PEER_REDIS_TLS`), speaking TLS only, with a certificate of a [`TestCa`] of its
+//! own.
 
 use crate::daemon::{NotReady, START, on_a_free_port, until_ready};
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::tls::TestCa;
 
 /// The variable holding the `redis-server` binary's path.
 pub const REDIS: &str = "MCP_AGENT_PEER_REDIS";
+
+/// The variable holding the path of a `redis-server` built with TLS (Debian's, unpacked with
+/// its libraries by `cargo xtask peers`).
+pub const REDIS_TLS: &str = "MCP_AGENT_PEER_REDIS_TLS";
 
 /// The most of the server's output kept for failure messages.
 const LOG_LIMIT: usize = 64 * 1024;
@@ -37,6 +45,7 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     password: Option<String>,
+    tls: Option<Arc<TestCa>>,
     log: Arc<Mutex<String>>,
     drains: Vec<std::thread::JoinHandle<()>>,
 }
@@ -52,7 +61,7 @@ impl RedisServer {
     /// # }
     /// ```
     pub async fn start() -> Option<Self> {
-        Self::launch(None).await
+        Self::launch(None, None).await
     }
 
     /// A server that requires `password` (`--requirepass`); use URL-safe characters, since
@@ -68,28 +77,64 @@ impl RedisServer {
     /// # }
     /// ```
     pub async fn start_with_password(password: &str) -> Option<Self> {
-        Self::launch(Some(password.to_owned())).await
+        Self::launch(Some(password.to_owned()), None).await
     }
 
-    async fn launch(password: Option<String>) -> Option<Self> {
-        let binary = crate::peer::path(REDIS)?;
+    /// A server that speaks TLS only (no plain port), with a server certificate for
+    /// `127.0.0.1` issued by a [`TestCa`] of its own ([`ca_file`](Self::ca_file)), optionally
+    /// requiring `password`; [`url`](Self::url) is `rediss://`. It is the TLS-built peer
+    /// ([`REDIS_TLS`]): `None` when that is missing and not required.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// use mcp_test_kit::redis::RedisServer;
+    ///
+    /// let Some(server) = RedisServer::start_tls(Some("s3cret")).await else { return };
+    /// assert!(server.url().starts_with("rediss://:s3cret@127.0.0.1:"));
+    /// assert!(server.ca_file().unwrap().exists());
+    /// # }
+    /// ```
+    pub async fn start_tls(password: Option<&str>) -> Option<Self> {
+        Self::launch(password.map(str::to_owned), Some(Arc::new(TestCa::new()))).await
+    }
+
+    async fn launch(password: Option<String>, tls: Option<Arc<TestCa>>) -> Option<Self> {
+        let binary = crate::peer::path(if tls.is_some() { REDIS_TLS } else { REDIS })?;
         let started = on_a_free_port("redis-server", |port| {
-            let mut server = Self::spawn(&binary, port, password.clone());
+            let mut server = Self::spawn(&binary, port, password.clone(), tls.clone());
             async move { server.ready().await.map(|()| server) }
         })
         .await;
         Some(started)
     }
 
-    fn spawn(binary: &Path, port: u16, password: Option<String>) -> Self {
+    fn spawn(binary: &Path, port: u16, password: Option<String>, tls: Option<Arc<TestCa>>) -> Self {
         let mut cmd = Command::new(binary);
         cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .arg("--port")
-            .arg(port.to_string())
             // Where a stray dump would go; with the two settings above none is written.
             .arg("--dir")
             .arg(std::env::temp_dir())
             .args(["--loglevel", "warning"]);
+        match &tls {
+            None => {
+                cmd.arg("--port").arg(port.to_string());
+            }
+            Some(ca) => {
+                // TLS only: no plain port; clients are not asked for certificates.
+                cmd.args(["--port", "0", "--tls-port"])
+                    .arg(port.to_string())
+                    .arg("--tls-cert-file")
+                    .arg(ca.cert_file())
+                    .arg("--tls-key-file")
+                    .arg(ca.key_file())
+                    .arg("--tls-ca-cert-file")
+                    .arg(ca.ca_file())
+                    .args(["--tls-auth-clients", "no"]);
+            }
+        }
+        if let Some(libs) = crate::peer::library_dir(binary) {
+            cmd.env("LD_LIBRARY_PATH", libs);
+        }
         if let Some(password) = &password {
             cmd.arg("--requirepass").arg(password);
         }
@@ -111,6 +156,7 @@ impl RedisServer {
             child,
             port,
             password,
+            tls,
             log,
             drains,
         }
@@ -125,9 +171,13 @@ impl RedisServer {
     async fn ready(&mut self) -> Result<(), String> {
         let pid = self.child.id();
         let (addr, password) = (self.addr(), self.password.clone());
+        let tls = self
+            .tls
+            .as_ref()
+            .map(|ca| tokio_rustls::TlsConnector::from(Arc::new(ca.client_config())));
         let ready = until_ready(&mut self.child, || {
-            let password = password.clone();
-            async move { process_id(addr, password.as_deref()).await == Some(pid) }
+            let (password, tls) = (password.clone(), tls.clone());
+            async move { process_id(addr, password.as_deref(), tls).await == Some(pid) }
         })
         .await;
         ready.map_err(|why| {
@@ -176,8 +226,9 @@ impl RedisServer {
     /// ```
     pub async fn restart(&mut self) {
         self.stop();
-        let binary = crate::peer::path(REDIS).expect("the redis-server that started before");
-        let mut fresh = Self::spawn(&binary, self.port, self.password.clone());
+        let var = if self.tls.is_some() { REDIS_TLS } else { REDIS };
+        let binary = crate::peer::path(var).expect("the redis-server that started before");
+        let mut fresh = Self::spawn(&binary, self.port, self.password.clone(), self.tls.clone());
         if let Err(log) = fresh.ready().await {
             panic!(
                 "redis-server did not restart on port {}; its output:\n{log}",
@@ -223,7 +274,8 @@ impl RedisServer {
         self.password.as_deref()
     }
 
-    /// `redis://127.0.0.1:port/`, or `redis://:password@127.0.0.1:port/` with a password.
+    /// `redis://127.0.0.1:port/`, or `redis://:password@127.0.0.1:port/` with a password;
+    /// `rediss://` with TLS.
     ///
     /// ```no_run
     /// # async fn demo() {
@@ -232,10 +284,41 @@ impl RedisServer {
     /// # }
     /// ```
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match &self.password {
-            Some(password) => format!("redis://:{password}@{}/", self.addr()),
-            None => format!("redis://{}/", self.addr()),
+            Some(password) => format!("{scheme}://:{password}@{}/", self.addr()),
+            None => format!("{scheme}://{}/", self.addr()),
         }
+    }
+
+    /// The PEM file of the certificate authority that issued a TLS server's certificate;
+    /// `None` without TLS.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start().await else { return };
+    /// assert_eq!(server.ca_file(), None);
+    /// # }
+    /// ```
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|ca| ca.ca_file())
+    }
+
+    /// The certificate authority of a TLS server (for a client configuration trusting it);
+    /// `None` without TLS.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let Some(server) = mcp_test_kit::redis::RedisServer::start_tls(None).await else { return };
+    /// let _config: rustls::ClientConfig = server.test_ca().unwrap().client_config();
+    /// # }
+    /// ```
+    pub fn test_ca(&self) -> Option<&TestCa> {
+        self.tls.as_deref()
     }
 
     /// The server's process id.
@@ -300,10 +383,27 @@ fn drain(
     })
 }
 
-/// One probe: connect, (`AUTH`,) `INFO server`, and read the `process_id` of the server
-/// that answers on the port.
-async fn process_id(addr: SocketAddr, password: Option<&str>) -> Option<u32> {
-    let mut stream = TcpStream::connect(addr).await.ok()?;
+/// A connection to the server: plain TCP, or TLS over it.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// One probe: connect (through `tls` when given), (`AUTH`,) `INFO server`, and read the
+/// `process_id` of the server that answers on the port.
+async fn process_id(
+    addr: SocketAddr,
+    password: Option<&str>,
+    tls: Option<tokio_rustls::TlsConnector>,
+) -> Option<u32> {
+    let tcp = TcpStream::connect(addr).await.ok()?;
+    let mut stream: Box<dyn Stream> = match tls {
+        None => Box::new(tcp),
+        Some(connector) => {
+            let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            let handshake = connector.connect(name, tcp);
+            Box::new(tokio::time::timeout(START, handshake).await.ok()?.ok()?)
+        }
+    };
     let mut request = Vec::new();
     if let Some(password) = password {
         request.extend(resp_command(&["AUTH", password]));

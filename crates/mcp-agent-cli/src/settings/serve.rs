@@ -22,7 +22,7 @@
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
-//! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR" }, on_error = "closed" }` (or `"open"`): the fleet's shared state; `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
+//! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR", ca_file = "ca.pem" }, on_error = "closed" }` (or `"open"`): the fleet's shared state (`ca_file`: the CAs trusted for `rediss://` instead of the web roots); `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
 //! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
 //! | `history` | directory recording each session's run (one subdirectory each; a pooled run's holds every request it served) | none |
 //! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |

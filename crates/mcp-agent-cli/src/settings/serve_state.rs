@@ -1,7 +1,8 @@
 //! `[serve] state`: the shared state of a gateway fleet, read into mcp-state's
 //! [`StateConfig`]: `state = { redis = { url_env = "REDIS_URL", key_prefix = "mcp-agent:",
-//! seal_key_env = "VAR" }, on_error = "closed" }`. A URL is never repeated in a problem (it
-//! may hold a password).
+//! seal_key_env = "VAR", ca_file = "/etc/redis/ca.pem" }, on_error = "closed" }`. A URL is
+//! never repeated in a problem (it may hold a password); the CA file is read when the gateway
+//! connects.
 
 use mcp_agent::config::ProblemKind;
 use mcp_agent::config::read::{
@@ -14,7 +15,7 @@ use serde_json::Value;
 const STATE_FIELDS: &[&str] = &["redis", "on_error"];
 
 /// The keys of `state.redis`.
-const REDIS_FIELDS: &[&str] = &["url", "url_env", "key_prefix", "seal_key_env"];
+const REDIS_FIELDS: &[&str] = &["url", "url_env", "key_prefix", "seal_key_env", "ca_file"];
 
 /// Reads `state` at `path`.
 pub(super) fn read(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<StateConfig> {
@@ -60,6 +61,20 @@ fn redis_table(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<State
     let url_env = field(obj, "url_env").and_then(|v| env_var(v, &path.key("url_env"), p));
     let seal_key_env =
         field(obj, "seal_key_env").and_then(|v| env_var(v, &path.key("seal_key_env"), p));
+    let ca_file = field(obj, "ca_file").and_then(|v| {
+        let at = path.key("ca_file");
+        let file = as_str(v, &at, p)?;
+        if file.trim().is_empty() {
+            p.push(
+                &at,
+                ProblemKind::InvalidValue,
+                "the CA file is empty: name a PEM file of the CAs that issued the \
+                 `rediss://` server's certificate",
+            );
+            return None;
+        }
+        Some(std::path::PathBuf::from(file))
+    });
     let key_prefix = field(obj, "key_prefix").and_then(|v| {
         let at = path.key("key_prefix");
         let prefix = as_str(v, &at, p)?;
@@ -85,6 +100,7 @@ fn redis_table(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<State
         (None, url_env) => StateConfig::from_env(url_env?),
     };
     config.seal_key_env = seal_key_env;
+    config.ca_file = ca_file;
     if let Some(prefix) = key_prefix {
         config.key_prefix = prefix;
     }
@@ -134,11 +150,15 @@ mod tests {
         let settings = toml(
             r#"
 [serve]
-state = { redis = { url_env = "REDIS_URL", key_prefix = "gw-a:", seal_key_env = "SEAL" }, on_error = "open" }
+state = { redis = { url_env = "REDIS_URL", key_prefix = "gw-a:", seal_key_env = "SEAL", ca_file = "/etc/redis/ca.pem" }, on_error = "open" }
 "#,
         )
         .unwrap();
         let state = settings.serve.state.unwrap();
+        assert_eq!(
+            state.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/redis/ca.pem"))
+        );
         assert_eq!(state.url, None);
         assert_eq!(state.url_env.as_deref(), Some("REDIS_URL"));
         assert_eq!(state.key_prefix, "gw-a:");
@@ -152,6 +172,7 @@ state = { redis = { url_env = "REDIS_URL", key_prefix = "gw-a:", seal_key_env = 
             (state.key_prefix.as_str(), state.on_error),
             ("mcp-agent:", OnError::Closed)
         );
+        assert_eq!(state.ca_file, None, "the web roots by default");
         let shown = format!("{:?}", settings.serve);
         assert!(
             shown.contains("10.0.0.5:6380") && !shown.contains("hunter2"),
@@ -168,7 +189,7 @@ state = { redis = { url_env = "REDIS_URL", key_prefix = "gw-a:", seal_key_env = 
         let err = toml(
             r#"
 [serve]
-state = { redis = { url = "http://:hunter2@cache:6379", url_env = "A=B", key_prefix = "", seal_key_env = 3, password = "x" }, on_error = "maybe", colour = 1 }
+state = { redis = { url = "http://:hunter2@cache:6379", url_env = "A=B", key_prefix = "", seal_key_env = 3, ca_file = " ", password = "x" }, on_error = "maybe", colour = 1 }
 "#,
         )
         .unwrap_err();
@@ -178,6 +199,7 @@ state = { redis = { url = "http://:hunter2@cache:6379", url_env = "A=B", key_pre
             (ProblemKind::InvalidValue, "serve.state.redis.url_env"),
             (ProblemKind::InvalidValue, "serve.state.redis.key_prefix"),
             (ProblemKind::WrongType, "serve.state.redis.seal_key_env"),
+            (ProblemKind::InvalidValue, "serve.state.redis.ca_file"),
             (ProblemKind::UnknownField, "serve.state.redis.password"),
             (ProblemKind::InvalidValue, "serve.state.on_error"),
             (ProblemKind::UnknownField, "serve.state.colour"),
