@@ -72,6 +72,8 @@ pub struct SessionHandler {
     /// The calls in flight whose caller listens to their progress, by the token sent with
     /// each.
     progress: Relays,
+    /// Where `notifications/resources/updated` goes.
+    updates: Arc<crate::updates::Updates>,
 }
 
 /// The progress tokens of calls in flight, and where each call's progress goes.
@@ -138,6 +140,7 @@ impl SessionHandler {
                 redactor: Redactor::new(),
                 tools_changed: tx,
                 progress: Relays::default(),
+                updates: Arc::default(),
             },
             rx,
         )
@@ -190,6 +193,11 @@ impl SessionHandler {
             relays: self.progress.clone(),
             redactor: self.redactor.clone(),
         })
+    }
+
+    /// Where the session delivers `notifications/resources/updated`.
+    pub(crate) fn updates(&self) -> &Arc<crate::updates::Updates> {
+        &self.updates
     }
 
     /// Signals a new tool list, as `notifications/tools/list_changed` does.
@@ -352,6 +360,14 @@ impl ClientHandler for SessionHandler {
             answer = self.elicit(request) => Ok(answer),
             () = context.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
         }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updates.note(&params.uri);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

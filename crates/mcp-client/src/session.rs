@@ -209,6 +209,21 @@ impl Session {
         scrub_text(&self.options.redactor, self.handle.diagnostics())
     }
 
+    /// The session's connection to its server, for the requests beyond tools.
+    pub(crate) fn peer(&self) -> &Peer<RoleClient> {
+        &self.peer
+    }
+
+    /// The run's secret engine.
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.options.redactor
+    }
+
+    /// Where the session delivers `notifications/resources/updated`.
+    pub(crate) fn updates(&self) -> &Arc<crate::updates::Updates> {
+        self.handler.updates()
+    }
+
     /// The bounds on this session's tool listings.
     pub fn list_limits(&self) -> ListLimits {
         self.options.limits
