@@ -141,7 +141,9 @@ impl Session {
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
-        let handler = handler.with_redactor(options.redactor.clone());
+        let handler = handler
+            .with_redactor(options.redactor.clone())
+            .with_roots(&spec.roots);
         let how = StartOptions {
             limits: options.limits,
             discover: options.discover,

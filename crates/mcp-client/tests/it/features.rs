@@ -389,3 +389,53 @@ async fn an_update_flood_is_coalesced_into_few_events_and_the_run_keeps_working(
         1
     );
 }
+
+#[tokio::test]
+async fn a_spec_s_roots_answer_the_server_s_roots_list() {
+    let memory = InMemoryConnector::new()
+        .server("docs", || {
+            serve_in_memory(TestServer::new(
+                TestServerOptions::default().with_features(true),
+            ))
+        })
+        .server("bare", || {
+            serve_in_memory(TestServer::new(
+                TestServerOptions::default().with_features(true),
+            ))
+        });
+    let mut docs = spec("docs");
+    docs.roots = vec!["file:///srv/data".to_owned(), "file:///srv/more".to_owned()];
+    let config = Config::new(vec![docs, spec("bare")]).expect("valid specs");
+    let runner = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let roots = |server: &str| {
+        ToolCall::from_json(
+            "1",
+            "mcp_call_tool",
+            json!({"tool_name": format!("{server}__roots"), "arguments": {}}),
+        )
+        .unwrap()
+    };
+    let answer = runner
+        .dispatch(roots("docs"))
+        .await
+        .unwrap()
+        .to_model_text();
+    assert!(
+        answer.contains("file:///srv/data") && answer.contains("file:///srv/more"),
+        "{answer}"
+    );
+    let capabilities = runner.sessions()[1].identity().capabilities.clone();
+    assert!(
+        capabilities.get("roots").is_none(),
+        "servers declare no roots"
+    );
+    // Without roots the client declares none; a server asking anyway gets an empty list.
+    let bare = runner.dispatch(roots("bare")).await;
+    let text = format!("{bare:?}");
+    assert!(!text.contains("file://"), "{text}");
+}

@@ -157,3 +157,27 @@ pub(super) async fn flood(
     }
     Ok(structured(json!({ "sent": sent })))
 }
+
+/// The `roots` tool as listed.
+pub(super) fn roots_tool() -> Tool {
+    Tool::new(
+        "roots",
+        "Asks the client for its roots (roots/list) and returns their URIs.",
+        object(json!({"type": "object"})),
+    )
+}
+
+/// The `roots` tool: the client's `roots/list` answer, or a tool error naming why it failed.
+/// (Roots are deprecated by SEP-2577 but part of revision 2025-11-25, which this server speaks.)
+#[allow(deprecated)]
+pub(super) async fn roots(context: &RequestContext<RoleServer>) -> CallToolResult {
+    match context.peer.list_roots().await {
+        Ok(result) => {
+            let uris: Vec<String> = result.roots.into_iter().map(|r| r.uri).collect();
+            structured(json!({ "roots": uris }))
+        }
+        Err(e) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "roots/list failed: {e}"
+        ))]),
+    }
+}

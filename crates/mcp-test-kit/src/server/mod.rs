@@ -92,7 +92,8 @@ pub struct TestServerOptions {
     /// (`test_simple_text`, `test_image_content`, …, `json_schema_2020_12_tool`).
     pub suite_tools: bool,
     /// Whether the server offers resources (with subscriptions), resource templates, prompts
-    /// and completions, well-formed and hostile ones, and lists the `flood_updates` tool.
+    /// and completions, well-formed and hostile ones, and lists the `flood_updates` and
+    /// `roots` tools.
     pub features: bool,
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
@@ -370,6 +371,7 @@ impl TestServer {
         }
         if self.options.features {
             tools.push(features::flood_tool());
+            tools.push(features::roots_tool());
         }
         tools.extend(lock(&self.added).values().cloned());
         tools.extend((0..self.options.extra_tools).map(synthetic_tool));
@@ -497,6 +499,7 @@ impl TestServer {
             "flood_updates" if self.options.features => {
                 return features::flood(&args, context).await;
             }
+            "roots" if self.options.features => features::roots(context).await,
             "route" if self.options.header_params => route::call(args),
             other if self.options.suite_tools && suite::is_suite_tool(other) => {
                 return suite::call(other, &args, context).await;
