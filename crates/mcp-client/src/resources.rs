@@ -132,6 +132,11 @@ impl Session {
         shown_text(self.redactor(), text, max, lines)
     }
 
+    /// A name, title or MIME type as it may be shown.
+    fn short(&self, text: &str) -> String {
+        self.shown(text, MAX_FEATURE_NAME_BYTES, Lines::Single)
+    }
+
     /// Lists the server's resources (`resources/list`, every page) within the session's
     /// [`ListLimits`] and the call timeout. Each resource is cleaned: names, titles, MIME types
     /// and descriptions without control characters, cut to [`MAX_FEATURE_NAME_BYTES`] and
@@ -160,10 +165,9 @@ impl Session {
             .into_iter()
             .filter(|r| is_clean_uri(&r.uri))
             .map(|mut r| {
-                let name = |s: &str| self.shown(s, MAX_FEATURE_NAME_BYTES, Lines::Single);
-                r.name = name(&r.name);
-                r.title = r.title.as_deref().map(name);
-                r.mime_type = r.mime_type.as_deref().map(name);
+                r.name = self.short(&r.name);
+                r.title = r.title.as_deref().map(|s| self.short(s));
+                r.mime_type = r.mime_type.as_deref().map(|s| self.short(s));
                 r.description = r
                     .description
                     .as_deref()
@@ -200,10 +204,9 @@ impl Session {
             .into_iter()
             .filter(|t| is_clean_uri(&t.uri_template))
             .map(|mut t| {
-                let name = |s: &str| self.shown(s, MAX_FEATURE_NAME_BYTES, Lines::Single);
-                t.name = name(&t.name);
-                t.title = t.title.as_deref().map(name);
-                t.mime_type = t.mime_type.as_deref().map(name);
+                t.name = self.short(&t.name);
+                t.title = t.title.as_deref().map(|s| self.short(s));
+                t.mime_type = t.mime_type.as_deref().map(|s| self.short(s));
                 t.description = t
                     .description
                     .as_deref()
