@@ -15,7 +15,7 @@ use rmcp::model::{
     ResourceTemplate,
 };
 
-use crate::resources::content_len;
+use crate::resources::{content_len, is_clean_uri};
 use crate::{FeatureError, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, McpRunner, Session};
 
 /// What a rule check is about.
@@ -187,6 +187,12 @@ impl McpRunner {
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<(), FeatureError> {
         let session = self.session_of(server)?;
         self.allowed(session, Target::Resource(uri))?;
+        if !is_clean_uri(uri) {
+            return Err(FeatureError::InvalidUri {
+                server: session.name().to_owned(),
+                limit: MAX_URI_BYTES,
+            });
+        }
         let inbox = self
             .updates
             .inbox(server, session.updates(), self.governed().events());

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 
-use base64::Engine as _;
 use mcp_catalog::sanitize::{Lines, clean};
 use rmcp::model::{
     PaginatedRequestParams, ReadResourceRequestParams, Resource, ResourceContents,
@@ -43,6 +42,21 @@ pub(crate) fn content_len(content: &ResourceContents) -> usize {
             count.0
         }
     }
+}
+
+/// True when `text` is standard base64 (RFC 4648 §4): whole groups of four characters of its
+/// alphabet, `=` padding (at most two) only at the end. Checked without decoding.
+pub(crate) fn is_base64(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(4) {
+        return false;
+    }
+    let data = bytes
+        .strip_suffix(b"==")
+        .or_else(|| bytes.strip_suffix(b"="))
+        .unwrap_or(bytes);
+    data.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
 }
 
 /// True when `uri` can be sent or kept as it is.
@@ -293,10 +307,7 @@ impl Session {
                     blob,
                     ..
                 } => {
-                    if base64::engine::general_purpose::STANDARD
-                        .decode(blob.as_bytes())
-                        .is_err()
-                    {
+                    if !is_base64(&blob) {
                         return Err(FeatureError::NotBase64 {
                             server: server(),
                             uri: clean_uri(&blob_uri),
@@ -408,5 +419,29 @@ where
             }));
         }
         cursor = Some(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_base64;
+
+    #[test]
+    fn base64_is_whole_groups_of_its_alphabet_with_padding_at_the_end_only() {
+        for ok in ["", "AAEC", "AA==", "AAE=", "Zm9vYmFy", "a+/Z"] {
+            assert!(is_base64(ok), "{ok}");
+        }
+        for bad in [
+            "A",
+            "AAE",
+            "not base64!!",
+            "A=AA",
+            "AA=A",
+            "A===",
+            "AA-_",
+            "AAEC\n",
+        ] {
+            assert!(!is_base64(bad), "{bad}");
+        }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use agent_core::{Event, EventBus, EventKind, EventSink};
-use mcp_catalog::sanitize::{Lines, clean};
 use tokio::sync::Notify;
 
 /// The most resources one run may subscribe to on one server.
@@ -155,8 +154,8 @@ impl RunUpdates {
 async fn tell(server: String, inbox: Arc<Inbox>, bus: Arc<EventBus>) {
     loop {
         inbox.ready.notified().await;
+        // Only URIs the run subscribed to are held, each checked clean before it was sent.
         for (uri, count) in inbox.take() {
-            let uri = clean(&uri, crate::resources::MAX_URI_BYTES, Lines::Single);
             let message = if count == 1 {
                 "1 update".to_owned()
             } else {
