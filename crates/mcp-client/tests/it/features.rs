@@ -439,3 +439,55 @@ async fn a_spec_s_roots_answer_the_server_s_roots_list() {
     let text = format!("{bare:?}");
     assert!(!text.contains("file://"), "{text}");
 }
+
+#[tokio::test]
+async fn reads_and_denials_reach_the_run_s_history() {
+    let memory = InMemoryConnector::new().server("docs", || {
+        serve_in_memory(TestServer::new(
+            TestServerOptions::default()
+                .with_name("acme/docs")
+                .with_features(true),
+        ))
+    });
+    let policy = PolicyConfig::default()
+        .with_identity(IdentityRules::default().deny(Rule::resource("*", "test://blob/*")));
+    let config = Config::new(vec![spec("docs")])
+        .expect("valid specs")
+        .with_policy(policy);
+    let root = super::governed::Scratch::new();
+    let runner = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner_with_history(&RunInput::new("s", "i"), root.path())
+        .await
+        .expect("the run opens");
+    runner
+        .read_resource("docs", "test://text/hello")
+        .await
+        .unwrap();
+    runner
+        .read_resource("docs", "test://blob/ok")
+        .await
+        .unwrap_err();
+    runner.shutdown().await.unwrap();
+    let events = std::fs::read_to_string(root.path().join("events.jsonl")).unwrap();
+    let reads: Vec<(String, String)> = events
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|e| e["kind"] == "resource_read")
+        .map(|e| {
+            (
+                e["target"].as_str().unwrap_or_default().to_owned(),
+                e["outcome"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reads,
+        [
+            ("test://text/hello".to_owned(), "ok".to_owned()),
+            ("test://blob/ok".to_owned(), "denied".to_owned())
+        ],
+        "{events}"
+    );
+}
