@@ -35,6 +35,16 @@ pub enum EventKind {
     /// The agent loop ended with a final answer (`step`: the steps taken, `usage`: the
     /// run's total, `duration`: the whole run).
     RunFinished,
+    /// A resource was read (`resources/read`) or refused: `server`, the URI in `target`,
+    /// `outcome` (`ok`, `denied`, `transport`, …), `output_bytes` and `duration`.
+    ResourceRead,
+    /// A prompt was got (`prompts/get`) or refused: `server`, the prompt's name in
+    /// `target`, `outcome`, `output_bytes` and `duration`.
+    PromptGot,
+    /// A subscribed resource changed (`notifications/resources/updated`): `server`, the URI
+    /// in `target`, and in `message` how many notifications this event stands for (a flood is
+    /// coalesced per URI, and what could not be kept is counted as dropped).
+    ResourceUpdated,
     /// The agent loop ended without an answer (`message`: why; the step limit, a model
     /// failure or cancellation).
     RunFailed,
@@ -117,6 +127,9 @@ pub struct Event {
     /// The real tool (`server__tool` for external tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The resource URI or prompt name, for resource and prompt events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// The call id the model gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -163,6 +176,7 @@ impl Event {
             server: None,
             server_identity: None,
             tool: None,
+            target: None,
             call_id: None,
             duration: None,
             input_bytes: None,
@@ -203,6 +217,14 @@ impl Event {
     pub fn with_tool(mut self, server: Option<&str>, tool: &str) -> Self {
         self.server = server.map(str::to_owned);
         self.tool = Some(tool.to_owned());
+        self
+    }
+
+    /// Sets the server and the resource URI or prompt name.
+    #[must_use]
+    pub fn with_target(mut self, server: &str, target: &str) -> Self {
+        self.server = Some(server.to_owned());
+        self.target = Some(target.to_owned());
         self
     }
 

@@ -83,9 +83,17 @@ fn any_tool() -> String {
 pub struct Rule {
     /// A glob over the server's identity.
     pub server: String,
-    /// A glob over the tool's name on its server.
+    /// A glob over the tool's name on its server (ignored by a resource or prompt rule).
     #[serde(default = "any_tool")]
     pub tool: String,
+    /// A glob over a resource's URI: set, the rule is about resources (`resources/read`,
+    /// subscriptions, listings), not tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// A glob over a prompt's name: set, the rule is about prompts (`prompts/get`,
+    /// listings), not tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// A glob over the principal's subject: the rule applies only to matching principals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -107,11 +115,52 @@ impl Rule {
         Self {
             server: server.into(),
             tool: tool.into(),
+            resource: None,
+            prompt: None,
             subject: None,
             scopes: Vec::new(),
             claims: BTreeMap::new(),
             inert: false,
         }
+    }
+
+    /// A rule for resources whose URI matches `uri` of servers whose identity matches
+    /// `server`. It covers no tool and no prompt.
+    ///
+    /// ```
+    /// use agent_core::Rule;
+    ///
+    /// let rule = Rule::resource("docs", "file:///public/*");
+    /// assert!(rule.matches_resource(Some("docs"), "file:///public/a.md"));
+    /// assert!(!rule.matches_resource(Some("docs"), "file:///private/a.md"));
+    /// assert!(!rule.matches(Some("docs"), "anything"), "not a tool rule");
+    /// assert_eq!(rule.to_string(), r#"{ server = "docs", resource = "file:///public/*" }"#);
+    /// ```
+    pub fn resource(server: impl Into<String>, uri: impl Into<String>) -> Self {
+        let mut rule = Self::new(server, "*");
+        rule.resource = Some(uri.into());
+        rule
+    }
+
+    /// A rule for prompts whose name matches `name` of servers whose identity matches
+    /// `server`. It covers no tool and no resource.
+    ///
+    /// ```
+    /// use agent_core::Rule;
+    ///
+    /// let rule = Rule::prompt("*", "review_*");
+    /// assert!(rule.matches_prompt(Some("git"), "review_code"));
+    /// assert!(!rule.matches_prompt(Some("git"), "deploy"));
+    /// ```
+    pub fn prompt(server: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut rule = Self::new(server, "*");
+        rule.prompt = Some(name.into());
+        rule
+    }
+
+    /// True for a rule about tools (neither `resource` nor `prompt` set).
+    pub fn is_tool_rule(&self) -> bool {
+        self.resource.is_none() && self.prompt.is_none()
     }
 
     /// The same rule, for principals whose subject matches `glob` only.
@@ -164,9 +213,34 @@ impl Rule {
     /// matched as the empty string, so only a server glob such as `*` covers it. A rule made
     /// inert for a run's principal covers nothing.
     pub fn matches(&self, identity: Option<&str>, tool: &str) -> bool {
-        !self.inert
-            && glob_match(&self.server, identity.unwrap_or(""))
-            && glob_match(&self.tool, tool)
+        self.is_tool_rule() && self.covers_server(identity) && glob_match(&self.tool, tool)
+    }
+
+    /// True when the rule is a resource rule covering `uri` of the server with `identity`.
+    pub fn matches_resource(&self, identity: Option<&str>, uri: &str) -> bool {
+        self.resource
+            .as_deref()
+            .is_some_and(|glob| self.covers_server(identity) && glob_match(glob, uri))
+    }
+
+    /// True when the rule is a prompt rule covering prompt `name` of the server with
+    /// `identity`.
+    pub fn matches_prompt(&self, identity: Option<&str>, name: &str) -> bool {
+        self.prompt
+            .as_deref()
+            .is_some_and(|glob| self.covers_server(identity) && glob_match(glob, name))
+    }
+
+    fn covers_server(&self, identity: Option<&str>) -> bool {
+        !self.inert && glob_match(&self.server, identity.unwrap_or(""))
+    }
+
+    fn matches_target(&self, identity: Option<&str>, target: Target<'_>) -> bool {
+        match target {
+            Target::Tool(tool) => self.matches(identity, tool),
+            Target::Resource(uri) => self.matches_resource(identity, uri),
+            Target::Prompt(name) => self.matches_prompt(identity, name),
+        }
     }
 
     /// This rule for a run acting for `principal`: inert (matching nothing) when it does not
@@ -180,7 +254,11 @@ impl Rule {
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{{ server = {:?}, tool = {:?}", self.server, self.tool)?;
+        match (&self.resource, &self.prompt) {
+            (Some(uri), _) => write!(f, "{{ server = {:?}, resource = {uri:?}", self.server)?,
+            (None, Some(name)) => write!(f, "{{ server = {:?}, prompt = {name:?}", self.server)?,
+            (None, None) => write!(f, "{{ server = {:?}, tool = {:?}", self.server, self.tool)?,
+        }
         if let Some(subject) = &self.subject {
             write!(f, ", subject = {subject:?}")?;
         }
@@ -239,6 +317,25 @@ pub enum Denial {
         /// The server's identity, when known.
         identity: Option<String>,
     },
+    /// An allowlist is set and none of its rules matches this resource or prompt.
+    #[error(
+        "no rule of `policy.allow` matches {} and this {what}",
+        identity_text(identity)
+    )]
+    NotAllowedTarget {
+        /// The server's identity, when known.
+        identity: Option<String>,
+        /// `"resource"` or `"prompt"`.
+        what: &'static str,
+    },
+}
+
+/// What a rule check is about.
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    Tool(&'a str),
+    Resource(&'a str),
+    Prompt(&'a str),
 }
 
 /// Which servers' tools may run: `allow` and `deny` lists of [`Rule`]s matched
@@ -334,24 +431,66 @@ impl IdentityRules {
     /// Whether `tool` (its name on the server) of the server with `identity` may run; the
     /// refusal names the rule that decided.
     pub fn allows(&self, identity: Option<&str>, tool: &str) -> Result<(), Denial> {
+        self.check(identity, Target::Tool(tool))
+    }
+
+    /// Whether the resource at `uri` of the server with `identity` may be read (listed,
+    /// subscribed to): by the `resource` rules, as [`allows`](Self::allows) is by the tool
+    /// rules. A non-empty `allow` list admits only what one of its rules matches, so an
+    /// allowlist of tools alone admits no resource.
+    ///
+    /// ```
+    /// use agent_core::{IdentityRules, Rule};
+    ///
+    /// let rules = IdentityRules::default()
+    ///     .allow(Rule::resource("docs", "file:///public/*"))
+    ///     .allow(Rule::new("docs", "*"));
+    /// assert!(rules.allows_resource(Some("docs"), "file:///public/a").is_ok());
+    /// assert!(rules.allows_resource(Some("docs"), "file:///etc/passwd").is_err());
+    /// assert!(rules.allows_prompt(Some("docs"), "summarise").is_err());
+    /// ```
+    pub fn allows_resource(&self, identity: Option<&str>, uri: &str) -> Result<(), Denial> {
+        self.check(identity, Target::Resource(uri))
+    }
+
+    /// Whether prompt `name` of the server with `identity` may be got (listed), by the
+    /// `prompt` rules (see [`allows_resource`](Self::allows_resource)).
+    pub fn allows_prompt(&self, identity: Option<&str>, name: &str) -> Result<(), Denial> {
+        self.check(identity, Target::Prompt(name))
+    }
+
+    fn check(&self, identity: Option<&str>, target: Target<'_>) -> Result<(), Denial> {
         if let Some((index, rule)) = self
             .deny
             .iter()
             .enumerate()
-            .find(|(_, r)| r.matches(identity, tool))
+            .find(|(_, r)| r.matches_target(identity, target))
         {
             return Err(Denial::DenyRule {
                 index,
                 rule: Box::new(rule.clone()),
             });
         }
-        if self.allow.is_empty() || self.allow.iter().any(|r| r.matches(identity, tool)) {
-            Ok(())
-        } else {
-            Err(Denial::NotAllowed {
-                identity: identity.map(str::to_owned),
-            })
+        if self.allow.is_empty()
+            || self
+                .allow
+                .iter()
+                .any(|r| r.matches_target(identity, target))
+        {
+            return Ok(());
         }
+        let identity = identity.map(str::to_owned);
+        Err(match target {
+            Target::Tool(_) => Denial::NotAllowed { identity },
+            Target::Resource(_) => Denial::NotAllowedTarget {
+                identity,
+                what: "resource",
+            },
+            Target::Prompt(_) => Denial::NotAllowedTarget {
+                identity,
+                what: "prompt",
+            },
+        })
     }
 }
 

@@ -145,8 +145,9 @@ pub use mcp_catalog::{
     SearchRequest, external_name,
 };
 pub use mcp_client::{
-    ClientError, Connectors, DeclineElicitation, ElicitationHandler, McpClient, McpClientBuilder,
-    McpRunner, OpenOptions, SearchSetupError, ServerIdentity, SessionError,
+    ClientError, Connectors, DeclineElicitation, ElicitationHandler, FeatureError,
+    MAX_RESOURCE_BYTES, MAX_SUBSCRIPTIONS, McpClient, McpClientBuilder, McpRunner, OpenOptions,
+    SearchSetupError, ServerIdentity, SessionError,
 };
 pub use mcp_config::{
     Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, ServerSpec,

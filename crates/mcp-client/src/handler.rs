@@ -72,6 +72,10 @@ pub struct SessionHandler {
     /// The calls in flight whose caller listens to their progress, by the token sent with
     /// each.
     progress: Relays,
+    /// Where `notifications/resources/updated` goes.
+    updates: Arc<crate::updates::Updates>,
+    /// The roots answered to `roots/list` (the spec's `roots`); none: no roots capability.
+    roots: Arc<[String]>,
 }
 
 /// The progress tokens of calls in flight, and where each call's progress goes.
@@ -138,6 +142,8 @@ impl SessionHandler {
                 redactor: Redactor::new(),
                 tools_changed: tx,
                 progress: Relays::default(),
+                updates: Arc::default(),
+                roots: Arc::new([]),
             },
             rx,
         )
@@ -151,13 +157,20 @@ impl SessionHandler {
         self
     }
 
+    /// Declares the roots capability and answers the server's `roots/list` with `roots`
+    /// (the spec's `roots`, `file://` URIs). Without roots the capability is not declared.
+    pub fn with_roots(mut self, roots: &[String]) -> Self {
+        self.roots = roots.into();
+        self
+    }
+
     /// The redactor's learning end: where the transport reports the secrets it obtains.
     pub(crate) fn secret_sink(&self) -> std::sync::Arc<dyn mcp_config::SecretSink> {
         self.redactor.sink()
     }
 
     /// The capabilities this client declares: elicitation (form and URL) when a handler is
-    /// set, nothing else.
+    /// set, roots when [`with_roots`](Self::with_roots) gave some, nothing else.
     pub fn capabilities(&self) -> ClientCapabilities {
         let mut capabilities = ClientCapabilities::default();
         if self.elicitation.is_some() {
@@ -165,6 +178,9 @@ impl SessionHandler {
             elicitation.form = Some(FormElicitationCapability::new());
             elicitation.url = Some(UrlElicitationCapability::new());
             capabilities.elicitation = Some(elicitation);
+        }
+        if !self.roots.is_empty() {
+            capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
         }
         capabilities
     }
@@ -190,6 +206,11 @@ impl SessionHandler {
             relays: self.progress.clone(),
             redactor: self.redactor.clone(),
         })
+    }
+
+    /// Where the session delivers `notifications/resources/updated`.
+    pub(crate) fn updates(&self) -> &Arc<crate::updates::Updates> {
+        &self.updates
     }
 
     /// Signals a new tool list, as `notifications/tools/list_changed` does.
@@ -352,6 +373,25 @@ impl ClientHandler for SessionHandler {
             answer = self.elicit(request) => Ok(answer),
             () = context.ct.cancelled() => Ok(ElicitResult::new(ElicitationAction::Cancel)),
         }
+    }
+
+    // Roots are deprecated by SEP-2577 but part of revision 2025-11-25, which most servers
+    // speak.
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let roots = self.roots.iter().map(rmcp::model::Root::new).collect();
+        Ok(rmcp::model::ListRootsResult::new(roots))
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updates.note(&params.uri);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -53,12 +53,16 @@
 
 mod client;
 mod error;
+mod feature_error;
+mod features;
 mod fingerprint;
 mod handler;
 pub mod lifecycle;
 mod list;
 mod open;
 mod pool;
+mod prompts;
+mod resources;
 mod runner;
 mod scrub;
 mod search;
@@ -66,13 +70,19 @@ mod session;
 mod standalone;
 #[cfg(feature = "otel")]
 mod trace_context;
+mod updates;
 
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};
+pub use feature_error::FeatureError;
 pub use handler::{DeclineElicitation, ElicitationHandler, SessionHandler};
 pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
 pub use open::{OpenOptions, SkippedServer};
+pub use prompts::{MAX_COMPLETION_VALUES, MAX_PROMPT_ARGUMENTS};
+pub use resources::{
+    MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_RESOURCE_BYTES, MAX_URI_BYTES,
+};
 pub use runner::{McpRunner, SessionView};
 pub use scrub::Scrubbed;
 pub use search::SearchSetupError;
@@ -80,3 +90,4 @@ pub use session::{
     MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
     MAX_SERVER_VERSION_BYTES, ServerIdentity, Session,
 };
+pub use updates::{MAX_SUBSCRIPTIONS, UPDATE_EVENT_INTERVAL};

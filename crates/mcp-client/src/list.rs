@@ -92,6 +92,13 @@ pub enum ListLimit {
         /// The limit.
         limit: usize,
     },
+    /// A listing of resources, templates or prompts held more entries than
+    /// [`ListLimits::max_tools`] (the same bound as tools).
+    #[error("more than {limit} entries (the entry limit)")]
+    Entries {
+        /// The limit.
+        limit: usize,
+    },
     /// The server's tool definitions exceed [`ListLimits::max_bytes`].
     #[error("more than {} of tool definitions (the size limit)", bytes(*limit))]
     Bytes {
@@ -143,7 +150,7 @@ impl ListError {
 }
 
 /// Counts bytes written and drops them.
-struct Count(usize);
+pub(crate) struct Count(pub(crate) usize);
 
 impl std::io::Write for Count {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

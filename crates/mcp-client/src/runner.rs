@@ -44,6 +44,8 @@ pub struct McpRunner {
     relisted: Arc<watch::Sender<u64>>,
     closed: AtomicBool,
     grace: Duration,
+    /// The run's resource subscriptions (`features.rs`).
+    pub(crate) updates: crate::updates::RunUpdates,
 }
 
 impl std::fmt::Debug for McpRunner {
@@ -149,6 +151,7 @@ impl McpRunner {
             relisted,
             closed: AtomicBool::new(false),
             grace,
+            updates: Default::default(),
         })
     }
 
@@ -245,6 +248,7 @@ impl McpRunner {
         for watcher in &self.watchers {
             watcher.abort();
         }
+        self.updates.close();
         futures::future::join_all(self.sessions.iter().map(|s| s.0.close(self.grace))).await;
     }
 
@@ -285,7 +289,7 @@ impl McpRunner {
 /// A session outside any run, called directly, is the explicitly ungoverned
 /// [`Session::open_standalone`].
 #[derive(Debug, Clone)]
-pub struct SessionView(Arc<Session>);
+pub struct SessionView(pub(crate) Arc<Session>);
 
 impl SessionView {
     /// The spec this session was opened from.

@@ -141,7 +141,9 @@ impl Session {
         options: SessionOptions,
     ) -> Result<(Self, Vec<Tool>), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
-        let handler = handler.with_redactor(options.redactor.clone());
+        let handler = handler
+            .with_redactor(options.redactor.clone())
+            .with_roots(&spec.roots);
         let how = StartOptions {
             limits: options.limits,
             discover: options.discover,
@@ -207,6 +209,21 @@ impl Session {
     /// Recent stderr of a child-process server, with the run's known secrets replaced.
     pub fn diagnostics(&self) -> Option<String> {
         scrub_text(&self.options.redactor, self.handle.diagnostics())
+    }
+
+    /// The session's connection to its server, for the requests beyond tools.
+    pub(crate) fn peer(&self) -> &Peer<RoleClient> {
+        &self.peer
+    }
+
+    /// The run's secret engine.
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.options.redactor
+    }
+
+    /// Where the session delivers `notifications/resources/updated`.
+    pub(crate) fn updates(&self) -> &Arc<crate::updates::Updates> {
+        self.handler.updates()
     }
 
     /// The bounds on this session's tool listings.

@@ -66,6 +66,11 @@ pub struct ServerSpec {
     /// private session, whatever it says.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shared: bool,
+    /// The roots the client tells the server it may work in (`roots = ["file:///srv/data"]`),
+    /// answered to the server's `roots/list`; with none the client declares no roots
+    /// capability.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
     /// The values `${VAR}` references of a config file put into `command`, `args`, `url` or
     /// `headers`: secrets of the spec ([`secret_values`](Self::secret_values)), so they are
     /// scrubbed wherever a server echoes them, and redacted where a [`Config`](crate::Config)
@@ -90,6 +95,7 @@ impl ServerSpec {
             origin: SpecOrigin::Operator,
             allow_internal_addresses: false,
             shared: false,
+            roots: Vec::new(),
             expanded: Vec::new(),
         }
     }

@@ -36,6 +36,14 @@ pub enum Event {
         /// The request: `initialize` or `server/discover`.
         method: String,
     },
+    /// A request beyond tools arrived (`resources/subscribe`, `resources/unsubscribe`,
+    /// `prompts/get`), with its URI or prompt name.
+    Request {
+        /// The method.
+        method: String,
+        /// The URI or prompt name.
+        target: String,
+    },
     /// `notifications/cancelled` arrived.
     Cancelled {
         /// The request it cancels.
@@ -60,7 +68,7 @@ impl Snapshot {
             .iter()
             .filter_map(|e| match e {
                 Event::Cancelled { request_id, .. } => Some(request_id.as_str()),
-                Event::Call { .. } | Event::Handshake { .. } => None,
+                _ => None,
             })
             .collect()
     }
@@ -71,6 +79,14 @@ impl Snapshot {
         self.events
             .iter()
             .filter(|e| matches!(e, Event::Handshake { .. }))
+            .count()
+    }
+
+    /// How many requests of `method` (see [`Event::Request`]) arrived.
+    pub fn requests_of(&self, method: &str) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Request { method: m, .. } if m == method))
             .count()
     }
 

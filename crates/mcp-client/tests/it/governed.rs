@@ -198,10 +198,10 @@ impl agent_core::EventSink for Collect {
 }
 
 /// A fresh directory under the system's temporary directory, removed on drop.
-struct Scratch(std::path::PathBuf);
+pub(super) struct Scratch(std::path::PathBuf);
 
 impl Scratch {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir = std::env::temp_dir().join(format!(
             "mcp-client-history-{}-{}",
             std::process::id(),
@@ -214,7 +214,7 @@ impl Scratch {
         Self(dir)
     }
 
-    fn path(&self) -> &std::path::Path {
+    pub(super) fn path(&self) -> &std::path::Path {
         &self.0
     }
 }

@@ -2,6 +2,7 @@
 //! binary (one link instead of one per file).
 
 mod elicitation;
+mod features;
 mod governed;
 mod in_memory;
 mod lifecycle;

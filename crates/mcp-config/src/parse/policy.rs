@@ -19,7 +19,12 @@ pub(crate) const POLICY_FIELDS: &[&str] = &[
     "max_spill_bytes",
 ];
 
-const RULE_FIELDS: &[&str] = &["server", "tool", "subject", "scopes", "claims"];
+const RULE_FIELDS: &[&str] = &[
+    "server", "tool", "resource", "prompt", "subject", "scopes", "claims",
+];
+
+/// The keys of which a rule names at most one: what it is about.
+const TARGET_FIELDS: &[&str] = &["tool", "resource", "prompt"];
 
 /// What one source's `[policy]` sets; unset keys are `None`, so a later source overrides only
 /// the keys it sets.
@@ -73,6 +78,23 @@ pub(crate) fn parse_policy(value: &Value, path: &JsonPath, p: &mut Problems) -> 
     layer.allow = rules("allow", p);
     layer.deny = rules("deny", p);
     layer.approve = rules("approve", p);
+    if let Some(approve) = &layer.approve {
+        for (i, rule) in approve.iter().enumerate() {
+            if !rule.is_tool_rule() {
+                let key = if rule.resource.is_some() {
+                    "resource"
+                } else {
+                    "prompt"
+                };
+                p.push(
+                    &path.key("approve").index(i).key(key),
+                    NotApplicable,
+                    "`approve` rules are about tool calls: name a `tool`, not a resource or a \
+                     prompt",
+                );
+            }
+        }
+    }
     let flag =
         |key: &str, p: &mut Problems| field(obj, key).and_then(|v| as_bool(v, &path.key(key), p));
     layer.approve_destructive = flag("approve_destructive", p);
@@ -120,15 +142,38 @@ fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
             None
         }
     };
-    let tool = match field(obj, "tool") {
-        Some(v) => Some(non_empty_str(v, &path.key("tool"), p)?),
-        None => None,
+    let named: Vec<&str> = TARGET_FIELDS
+        .iter()
+        .copied()
+        .filter(|key| field(obj, key).is_some())
+        .collect();
+    if let [first, second, ..] = named[..] {
+        p.push(
+            &path.key(second),
+            ConflictingFields,
+            format!(
+                "a rule names one of `tool`, `resource` and `prompt`, not `{first}` and `{second}`"
+            ),
+        );
+        return None;
+    }
+    let target = |key: &str, p: &mut Problems| match field(obj, key) {
+        Some(v) => non_empty_str(v, &path.key(key), p).map(Some),
+        None => Some(None),
     };
+    let tool = target("tool", p)?;
+    let resource = target("resource", p)?;
+    let prompt = target("prompt", p)?;
     // Every key is read (and each problem reported) before any is given up on.
     let subject = field(obj, "subject").map(|v| non_empty_str(v, &path.key("subject"), p));
     let scopes = field(obj, "scopes").map(|v| strings(v, &path.key("scopes"), p));
     let claims = field(obj, "claims").map(|v| claim_globs(v, &path.key("claims"), p));
-    let mut rule = Rule::new(server?, tool.unwrap_or_else(|| "*".to_owned()));
+    let server = server?;
+    let mut rule = match (resource, prompt) {
+        (Some(uri), _) => Rule::resource(server, uri),
+        (None, Some(name)) => Rule::prompt(server, name),
+        (None, None) => Rule::new(server, tool.unwrap_or_else(|| "*".to_owned())),
+    };
     if let Some(subject) = subject {
         rule = rule.for_subject(subject?);
     }

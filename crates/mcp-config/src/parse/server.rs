@@ -34,7 +34,34 @@ const SERVER_FIELDS: &[&str] = &[
     "call_timeout_seconds",
     "tools",
     "shared",
+    "roots",
 ];
+
+/// The most roots one server may be given.
+const MAX_ROOTS: usize = 64;
+
+/// `roots`: `file://` URIs, without control characters, at most [`MAX_ROOTS`].
+fn parse_roots(value: &Value, path: &JsonPath, p: &mut Problems) -> Vec<String> {
+    let roots = super::read::string_list(value, path, p);
+    if roots.len() > MAX_ROOTS {
+        p.push(
+            path,
+            InvalidValue,
+            format!("at most {MAX_ROOTS} roots, not {}", roots.len()),
+        );
+        return Vec::new();
+    }
+    for (i, root) in roots.iter().enumerate() {
+        if !root.starts_with("file://") || root.chars().any(char::is_control) || root.len() > 2048 {
+            p.push(
+                &path.index(i),
+                InvalidValue,
+                "a root is a `file://` URI of at most 2048 bytes, without control characters",
+            );
+        }
+    }
+    roots
+}
 
 /// The fields of an `mcpServers` entry: the name is the key; `type` and `disabled` come from
 /// the ecosystem format.
@@ -54,6 +81,7 @@ const MCP_SERVERS_FIELDS: &[&str] = &[
     "call_timeout_seconds",
     "tools",
     "shared",
+    "roots",
 ];
 
 /// The fields every server has whatever its transport; a custom transport's other fields are
@@ -65,6 +93,7 @@ const COMMON_FIELDS: &[&str] = &[
     "call_timeout_seconds",
     "tools",
     "shared",
+    "roots",
 ];
 
 const STDIO_FIELDS: &[&str] = &["command", "args", "env", "cwd", "inherit_env"];
@@ -171,6 +200,9 @@ pub(crate) fn parse_server(
     let shared = field(obj, "shared")
         .and_then(|v| as_bool(v, &path.key("shared"), p))
         .unwrap_or(false);
+    let roots = field(obj, "roots")
+        .map(|v| parse_roots(v, &path.key("roots"), p))
+        .unwrap_or_default();
     if dialect == Dialect::McpServers
         && let Some(v) = field(obj, "disabled")
     {
@@ -187,6 +219,7 @@ pub(crate) fn parse_server(
     spec.tools = tools;
     spec.origin = origin;
     spec.shared = shared;
+    spec.roots = roots;
     spec.expanded = ["command", "args", "url", "headers"]
         .iter()
         .flat_map(|key| p.expanded_under(&path.key(key)))
@@ -547,6 +580,29 @@ mod tests {
             Some(TokenEndpointAuthMethod::ClientSecretPost)
         );
         assert_eq!(spec.tools.pinned, ["get_issue"]);
+    }
+
+    #[test]
+    fn roots_are_file_uris_of_every_transport_each_bad_one_at_its_path() {
+        let spec = parse(json!({"name": "fs", "command": "fs-mcp", "roots": ["file:///srv/data"]}))
+            .unwrap();
+        assert_eq!(spec.roots, ["file:///srv/data"]);
+        let spec = parse(json!({"name": "web", "url": "https://x/mcp"})).unwrap();
+        assert!(spec.roots.is_empty());
+        let err = parse(json!({
+            "name": "fs",
+            "command": "fs-mcp",
+            "roots": ["file:///ok", "https://x", "file:///a\u{7}b", 3]
+        }))
+        .unwrap_err();
+        assert_eq!(
+            err,
+            [
+                (WrongType, "servers[0].roots[3]".to_string()),
+                (InvalidValue, "servers[0].roots[1]".to_string()),
+                (InvalidValue, "servers[0].roots[2]".to_string()),
+            ]
+        );
     }
 
     #[test]

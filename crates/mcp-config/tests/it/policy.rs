@@ -201,3 +201,53 @@ deny = [{ server = "*", subject = "", scopes = "files:read", claims = { groups =
         "{err}"
     );
 }
+
+#[test]
+fn rules_about_resources_and_prompts_are_read_and_a_rule_names_one_target() {
+    let config = Config::parse(
+        r#"
+[policy]
+allow = [{ server = "docs", resource = "file:///public/*" }, { server = "*", prompt = "review_*" }]
+deny = [{ server = "docs", resource = "file:///public/secret*" }]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap();
+    assert_eq!(
+        config.policy.identity.allow,
+        [
+            Rule::resource("docs", "file:///public/*"),
+            Rule::prompt("*", "review_*")
+        ]
+    );
+    assert_eq!(
+        config.policy.identity.deny,
+        [Rule::resource("docs", "file:///public/secret*")]
+    );
+
+    let err = Config::parse(
+        r#"
+[policy]
+allow = [{ server = "docs", tool = "*", resource = "file:///*" }, { server = "x", prompt = "" }]
+approve = [{ server = "docs", resource = "file:///*" }]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap_err();
+    let problems: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.kind, p.path.as_str()))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            (ProblemKind::ConflictingFields, "policy.allow[0].resource"),
+            (ProblemKind::InvalidValue, "policy.allow[1].prompt"),
+            (ProblemKind::NotApplicable, "policy.approve[0].resource"),
+        ],
+        "{err}"
+    );
+}

@@ -11,6 +11,14 @@ use rmcp::model::{
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
     ServerConfig, Tool, ToolAnnotations,
 };
+use rmcp::model::{
+    CompleteRequestMethod, CompleteRequestParams, CompleteResult, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
+    ListResourcesResult, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
+    UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -21,6 +29,9 @@ use crate::observe::{Event, Observations};
 
 mod ask;
 mod content;
+mod features;
+
+pub use features::HUGE_RESOURCE_BYTES;
 mod route;
 mod suite;
 
@@ -80,6 +91,12 @@ pub struct TestServerOptions {
     /// Whether the tools the MCP conformance suite's server scenarios call by name are listed
     /// (`test_simple_text`, `test_image_content`, …, `json_schema_2020_12_tool`).
     pub suite_tools: bool,
+    /// Whether the server offers resources (with subscriptions), resource templates, prompts
+    /// and completions, well-formed and hostile ones, and lists the `flood_updates` and
+    /// `roots` tools.
+    pub features: bool,
+    /// The `instructions` of the initialize result; `None`: a one-line default.
+    pub instructions: Option<String>,
 }
 
 impl Default for TestServerOptions {
@@ -95,6 +112,8 @@ impl Default for TestServerOptions {
             ask: false,
             header_params: false,
             suite_tools: false,
+            features: false,
+            instructions: None,
         }
     }
 }
@@ -134,6 +153,18 @@ impl TestServerOptions {
     /// Lists the tools the MCP conformance suite's server scenarios call by name.
     pub fn with_suite_tools(mut self, suite_tools: bool) -> Self {
         self.suite_tools = suite_tools;
+        self
+    }
+
+    /// Offers resources, templates, prompts and completions, and lists `flood_updates`.
+    pub fn with_features(mut self, features: bool) -> Self {
+        self.features = features;
+        self
+    }
+
+    /// Sets the `instructions` of the initialize result.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
         self
     }
 
@@ -338,6 +369,10 @@ impl TestServer {
         if self.options.suite_tools {
             tools.extend(suite::tools());
         }
+        if self.options.features {
+            tools.push(features::flood_tool());
+            tools.push(features::roots_tool());
+        }
         tools.extend(lock(&self.added).values().cloned());
         tools.extend((0..self.options.extra_tools).map(synthetic_tool));
         tools
@@ -461,6 +496,10 @@ impl TestServer {
                 structured(serde_json::to_value(&snapshot).unwrap_or_default())
             }
             "ask" if self.options.ask => return ask::call(&args, context).await,
+            "flood_updates" if self.options.features => {
+                return features::flood(&args, context).await;
+            }
+            "roots" if self.options.features => features::roots(context).await,
             "route" if self.options.header_params => route::call(args),
             other if self.options.suite_tools && suite::is_suite_tool(other) => {
                 return suite::call(other, &args, context).await;
@@ -474,6 +513,15 @@ impl TestServer {
             }
         };
         Ok(result)
+    }
+
+    /// Method-not-found unless the server was built [`with_features`](TestServerOptions::with_features).
+    fn featured<M: rmcp::model::ConstString>(&self) -> Result<(), ErrorData> {
+        if self.options.features {
+            Ok(())
+        } else {
+            Err(ErrorData::method_not_found::<M>())
+        }
     }
 
     fn is_echo_like(&self, name: &str) -> bool {
@@ -501,17 +549,118 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            self.options.name.clone(),
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .with_instructions("A test server: every tool exercises one client path.")
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        if self.options.features {
+            let more = ServerCapabilities::builder()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_prompts()
+                .enable_completions()
+                .build();
+            capabilities.resources = more.resources;
+            capabilities.prompts = more.prompts;
+            capabilities.completions = more.completions;
+        }
+        let instructions = self
+            .options
+            .instructions
+            .clone()
+            .unwrap_or_else(|| "A test server: every tool exercises one client path.".into());
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                self.options.name.clone(),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(instructions)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.featured::<ListResourcesRequestMethod>()?;
+        Ok(features::resources())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.featured::<ListResourceTemplatesRequestMethod>()?;
+        Ok(features::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.featured::<ReadResourceRequestMethod>()?;
+        features::read(&request).map(ReadResourceResponse::Complete)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.featured::<SubscribeRequestMethod>()?;
+        self.options.observations.record(Event::Request {
+            method: "resources/subscribe".to_owned(),
+            target: request.uri.clone(),
+        });
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.featured::<UnsubscribeRequestMethod>()?;
+        self.options.observations.record(Event::Request {
+            method: "resources/unsubscribe".to_owned(),
+            target: request.uri.clone(),
+        });
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.featured::<ListPromptsRequestMethod>()?;
+        Ok(features::prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.featured::<GetPromptRequestMethod>()?;
+        self.options.observations.record(Event::Request {
+            method: "prompts/get".to_owned(),
+            target: request.name.clone(),
+        });
+        features::get_prompt(&request).map(GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.featured::<CompleteRequestMethod>()?;
+        features::complete(&request)
     }
 
     /// The `route` tool's schema, so that rmcp's HTTP server checks the `Mcp-Param-*`

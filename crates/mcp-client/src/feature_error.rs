@@ -1,0 +1,168 @@
+//! Errors of the features beyond tools: resources, prompts, completions.
+
+use std::time::Duration;
+
+use crate::ListLimit;
+use crate::error::ProtocolError;
+
+/// Why a resource, prompt or completion request failed. Each names the server (its
+/// configured key), the method and, where there is one, the URI or prompt and the limit.
+/// Every text a server chose is scrubbed of the run's known secrets and cut.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FeatureError {
+    /// The run has no open session of this server.
+    #[error("no server `{server}` is open in this run")]
+    UnknownServer {
+        /// The server key asked for.
+        server: String,
+    },
+    /// The run's `[policy]` refuses the resource or prompt.
+    #[error("server `{server}`: {what} `{target}` is refused: {reason}")]
+    Denied {
+        /// The server.
+        server: String,
+        /// `"resource"` or `"prompt"`.
+        what: &'static str,
+        /// The URI or prompt name.
+        target: String,
+        /// The rule that decided.
+        reason: String,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("server `{server}`: {method} failed with error {code}: {message}")]
+    Rpc {
+        /// The server.
+        server: String,
+        /// The method, e.g. `resources/read`.
+        method: &'static str,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message, bounded and scrubbed.
+        message: String,
+    },
+    /// The exchange failed (the connection closed, the transport failed, an answer that does
+    /// not follow the protocol).
+    #[error("server `{server}`: {method} failed")]
+    Failed {
+        /// The server.
+        server: String,
+        /// The method.
+        method: &'static str,
+        /// What went wrong.
+        #[source]
+        source: ProtocolError,
+    },
+    /// The server did not answer within its call timeout.
+    #[error("server `{server}`: {method} timed out after {:.1} s", after.as_secs_f64())]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The method.
+        method: &'static str,
+        /// The timeout.
+        after: Duration,
+    },
+    /// A listing broke one of the session's [`ListLimits`](crate::ListLimits).
+    #[error("server `{server}`: {method} stopped: {limit}")]
+    ListLimit {
+        /// The server.
+        server: String,
+        /// The method.
+        method: &'static str,
+        /// The bound it broke.
+        limit: ListLimit,
+    },
+    /// A resource's contents (or a prompt's messages) exceed the size limit: refused whole.
+    #[error("server `{server}`: `{target}` is larger than {limit} bytes (the size limit)")]
+    TooLarge {
+        /// The server.
+        server: String,
+        /// The URI or prompt name.
+        target: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A resource's `blob` is not base64.
+    #[error("server `{server}`: resource `{uri}` has a blob that is not valid base64")]
+    NotBase64 {
+        /// The server.
+        server: String,
+        /// The URI of the content whose blob is invalid.
+        uri: String,
+    },
+    /// A URI given to the client is empty, too long or holds control characters: not sent.
+    #[error(
+        "server `{server}`: the URI is empty, longer than {limit} bytes or holds control characters"
+    )]
+    InvalidUri {
+        /// The server.
+        server: String,
+        /// [`MAX_URI_BYTES`](crate::MAX_URI_BYTES).
+        limit: usize,
+    },
+    /// The server lists no prompt of this name.
+    #[error("server `{server}`: no prompt `{prompt}` is listed")]
+    UnknownPrompt {
+        /// The server.
+        server: String,
+        /// The prompt asked for.
+        prompt: String,
+    },
+    /// Arguments the prompt requires are missing (checked before anything is sent).
+    #[error("server `{server}`: prompt `{prompt}` needs the argument(s) {}", missing.join(", "))]
+    MissingArguments {
+        /// The server.
+        server: String,
+        /// The prompt.
+        prompt: String,
+        /// The required arguments not given.
+        missing: Vec<String>,
+    },
+    /// The run holds [`MAX_SUBSCRIPTIONS`](crate::MAX_SUBSCRIPTIONS) on this server already.
+    #[error("server `{server}`: more than {limit} subscriptions (the subscription limit)")]
+    TooManySubscriptions {
+        /// The server.
+        server: String,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl FeatureError {
+    /// The server this error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            Self::UnknownServer { server }
+            | Self::Denied { server, .. }
+            | Self::Rpc { server, .. }
+            | Self::Failed { server, .. }
+            | Self::Timeout { server, .. }
+            | Self::ListLimit { server, .. }
+            | Self::TooLarge { server, .. }
+            | Self::NotBase64 { server, .. }
+            | Self::InvalidUri { server, .. }
+            | Self::UnknownPrompt { server, .. }
+            | Self::MissingArguments { server, .. }
+            | Self::TooManySubscriptions { server, .. } => server,
+        }
+    }
+
+    /// The outcome an event records for this error.
+    pub(crate) fn outcome(&self) -> agent_core::CallOutcome {
+        use agent_core::CallOutcome as O;
+        match self {
+            Self::Denied { .. } => O::Denied,
+            Self::MissingArguments { .. } | Self::InvalidUri { .. } => O::InvalidArguments,
+            Self::UnknownPrompt { .. } => O::UnknownTool,
+            Self::Rpc { .. } => O::ToolError,
+            Self::Timeout { .. } => O::Timeout,
+            Self::UnknownServer { .. } => O::Configuration,
+            Self::Failed { .. }
+            | Self::ListLimit { .. }
+            | Self::TooLarge { .. }
+            | Self::NotBase64 { .. }
+            | Self::TooManySubscriptions { .. } => O::Transport,
+        }
+    }
+}

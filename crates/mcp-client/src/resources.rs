@@ -1,0 +1,447 @@
+//! A session's resources: listed page by page within the session's [`ListLimits`], read
+//! within a size bound, subscribed to. Everything the server chose is bounded and cleaned the
+//! way its tools are.
+
+use std::future::Future;
+
+use mcp_catalog::sanitize::{Lines, clean};
+use rmcp::model::{
+    PaginatedRequestParams, ReadResourceRequestParams, Resource, ResourceContents,
+    ResourceTemplate, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::ServiceError;
+use serde::Serialize;
+
+use crate::error::ProtocolError;
+use crate::list::{Count, ListError};
+use crate::scrub::shown_text;
+use crate::session::MAX_ERROR_MESSAGE_BYTES;
+use crate::{FeatureError, ListLimit, ListLimits, Session};
+
+/// The most bytes one `resources/read` may return (texts and base64 blobs together);
+/// a larger resource is refused whole with [`FeatureError::TooLarge`]. The transports bound
+/// a message before it is parsed (stdio: 16 MiB, HTTP: `max_response_bytes`); this bound is
+/// the client's own, below them.
+pub const MAX_RESOURCE_BYTES: usize = 8 * 1024 * 1024;
+/// The longest URI (or URI template) kept, in bytes. A listed resource whose URI is longer or
+/// holds control characters is left out: a cut or cleaned URI would name another resource.
+pub const MAX_URI_BYTES: usize = 2048;
+/// The longest name, title or MIME type of a resource or prompt kept, in bytes.
+pub const MAX_FEATURE_NAME_BYTES: usize = 256;
+/// The longest description of a resource or prompt kept, in bytes.
+pub const MAX_FEATURE_DESCRIPTION_BYTES: usize = 4 * 1024;
+
+/// The bytes of one content: its text, or its blob as base64 (any other kind as JSON).
+pub(crate) fn content_len(content: &ResourceContents) -> usize {
+    match content {
+        ResourceContents::TextResourceContents { text, .. } => text.len(),
+        ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
+        other => {
+            let mut count = Count(0);
+            let _ = serde_json::to_writer(&mut count, other);
+            count.0
+        }
+    }
+}
+
+/// True when `text` is standard base64 (RFC 4648 §4): whole groups of four characters of its
+/// alphabet, `=` padding (at most two) only at the end. Checked without decoding.
+pub(crate) fn is_base64(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(4) {
+        return false;
+    }
+    let data = bytes
+        .strip_suffix(b"==")
+        .or_else(|| bytes.strip_suffix(b"="))
+        .unwrap_or(bytes);
+    data.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+/// True when `uri` can be sent or kept as it is.
+pub(crate) fn is_clean_uri(uri: &str) -> bool {
+    !uri.is_empty()
+        && matches!(
+            clean(uri, MAX_URI_BYTES, Lines::Single),
+            std::borrow::Cow::Borrowed(_)
+        )
+}
+
+impl Session {
+    fn feature_error(&self, method: &'static str, error: ServiceError) -> FeatureError {
+        let server = self.name().to_owned();
+        match error {
+            ServiceError::McpError(e) => FeatureError::Rpc {
+                server,
+                method,
+                code: e.code.0,
+                message: shown_text(
+                    self.redactor(),
+                    &e.message,
+                    MAX_ERROR_MESSAGE_BYTES,
+                    Lines::Multi,
+                ),
+            },
+            ServiceError::Timeout { timeout } => FeatureError::Timeout {
+                server,
+                method,
+                after: timeout,
+            },
+            other => FeatureError::Failed {
+                server,
+                method,
+                source: ProtocolError::of_service(&other, method),
+            },
+        }
+    }
+
+    /// Runs one request within the server's call timeout.
+    pub(crate) async fn feature_request<T>(
+        &self,
+        method: &'static str,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, FeatureError> {
+        let timeout = self.spec().call_timeout;
+        match tokio::time::timeout(timeout, request).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.feature_error(method, e)),
+            Err(_) => Err(FeatureError::Timeout {
+                server: self.name().to_owned(),
+                method,
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Every page of a listing, within the session's [`ListLimits`] and the call timeout.
+    pub(crate) async fn feature_listing<T, F, Fut>(
+        &self,
+        method: &'static str,
+        page: F,
+    ) -> Result<Vec<T>, FeatureError>
+    where
+        T: Serialize,
+        F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+    {
+        let timeout = self.spec().call_timeout;
+        match tokio::time::timeout(timeout, list_pages(self.list_limits(), page)).await {
+            Ok(Ok(items)) => Ok(items),
+            Ok(Err(ListError::Service(e))) => Err(self.feature_error(method, e)),
+            Ok(Err(ListError::Limit(limit))) => Err(FeatureError::ListLimit {
+                server: self.name().to_owned(),
+                method,
+                limit,
+            }),
+            Err(_) => Err(FeatureError::Timeout {
+                server: self.name().to_owned(),
+                method,
+                after: timeout,
+            }),
+        }
+    }
+
+    fn shown(&self, text: &str, max: usize, lines: Lines) -> String {
+        shown_text(self.redactor(), text, max, lines)
+    }
+
+    /// A name, title or MIME type as it may be shown.
+    fn short(&self, text: &str) -> String {
+        self.shown(text, MAX_FEATURE_NAME_BYTES, Lines::Single)
+    }
+
+    /// Lists the server's resources (`resources/list`, every page) within the session's
+    /// [`ListLimits`] and the call timeout. Each resource is cleaned: names, titles, MIME types
+    /// and descriptions without control characters, cut to [`MAX_FEATURE_NAME_BYTES`] and
+    /// [`MAX_FEATURE_DESCRIPTION_BYTES`], the run's secrets replaced, icons and `_meta`
+    /// dropped; one whose URI is not clean ([`MAX_URI_BYTES`]) is left out.
+    ///
+    /// ```no_run
+    /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// for resource in session.list_resources().await? {
+    ///     println!("{} {}", resource.uri, resource.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, FeatureError> {
+        let peer = self.peer().clone();
+        let listed = self
+            .feature_listing("resources/list", move |params| {
+                let peer = peer.clone();
+                async move {
+                    let page = peer.list_resources(params).await?;
+                    Ok((page.resources, page.next_cursor))
+                }
+            })
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter(|r| is_clean_uri(&r.uri))
+            .map(|mut r| {
+                r.name = self.short(&r.name);
+                r.title = r.title.as_deref().map(|s| self.short(s));
+                r.mime_type = r.mime_type.as_deref().map(|s| self.short(s));
+                r.description = r
+                    .description
+                    .as_deref()
+                    .map(|d| self.shown(d, MAX_FEATURE_DESCRIPTION_BYTES, Lines::Multi));
+                r.icons = None;
+                r.meta = None;
+                r
+            })
+            .collect())
+    }
+
+    /// Lists the server's resource templates (`resources/templates/list`, every page), bounded
+    /// and cleaned like [`list_resources`](Self::list_resources).
+    ///
+    /// ```no_run
+    /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// for template in session.list_resource_templates().await? {
+    ///     println!("{}", template.uri_template);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, FeatureError> {
+        let peer = self.peer().clone();
+        let listed = self
+            .feature_listing("resources/templates/list", move |params| {
+                let peer = peer.clone();
+                async move {
+                    let page = peer.list_resource_templates(params).await?;
+                    Ok((page.resource_templates, page.next_cursor))
+                }
+            })
+            .await?;
+        Ok(listed
+            .into_iter()
+            .filter(|t| is_clean_uri(&t.uri_template))
+            .map(|mut t| {
+                t.name = self.short(&t.name);
+                t.title = t.title.as_deref().map(|s| self.short(s));
+                t.mime_type = t.mime_type.as_deref().map(|s| self.short(s));
+                t.description = t
+                    .description
+                    .as_deref()
+                    .map(|d| self.shown(d, MAX_FEATURE_DESCRIPTION_BYTES, Lines::Multi));
+                t.icons = None;
+                t.meta = None;
+                t
+            })
+            .collect())
+    }
+
+    /// Reads a resource (`resources/read`) within [`MAX_RESOURCE_BYTES`]; see
+    /// [`read_resource_within`](Self::read_resource_within).
+    ///
+    /// ```no_run
+    /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// use rmcp::model::ResourceContents;
+    /// for content in session.read_resource("file:///srv/readme.md").await? {
+    ///     if let ResourceContents::TextResourceContents { text, .. } = content {
+    ///         println!("{text}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, FeatureError> {
+        self.read_resource_within(uri, MAX_RESOURCE_BYTES).await
+    }
+
+    /// Reads a resource (`resources/read`) within the call timeout. Contents whose texts and
+    /// blobs together exceed `max_bytes` are refused whole ([`FeatureError::TooLarge`], naming
+    /// the server, the URI and the limit); a blob that is not base64 is refused
+    /// ([`FeatureError::NotBase64`]). Texts have the run's secrets replaced; URIs and MIME
+    /// types are cleaned and bounded; `_meta` is dropped. A `uri` that is empty, longer than
+    /// [`MAX_URI_BYTES`] or holds control characters is not sent ([`FeatureError::InvalidUri`]).
+    ///
+    /// ```no_run
+    /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// let contents = session.read_resource_within("file:///srv/small.txt", 64 * 1024).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_resource_within(
+        &self,
+        uri: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<ResourceContents>, FeatureError> {
+        self.check_uri(uri)?;
+        let params = ReadResourceRequestParams::new(uri);
+        let result = self
+            .feature_request("resources/read", self.peer().read_resource(params))
+            .await?;
+        let server = || self.name().to_owned();
+        let size = result
+            .contents
+            .iter()
+            .fold(0usize, |n, c| n.saturating_add(content_len(c)));
+        if size > max_bytes {
+            return Err(FeatureError::TooLarge {
+                server: server(),
+                target: uri.to_owned(),
+                limit: max_bytes,
+            });
+        }
+        let clean_uri = |u: &str| self.shown(u, MAX_URI_BYTES, Lines::Single);
+        let clean_mime =
+            |m: Option<String>| m.map(|m| self.shown(&m, MAX_FEATURE_NAME_BYTES, Lines::Single));
+        result
+            .contents
+            .into_iter()
+            .map(|content| match content {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => Ok(ResourceContents::TextResourceContents {
+                    uri: clean_uri(&uri),
+                    mime_type: clean_mime(mime_type),
+                    text: self.redactor().scrub(&text).into_owned(),
+                    meta: None,
+                }),
+                ResourceContents::BlobResourceContents {
+                    uri: blob_uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => {
+                    if !is_base64(&blob) {
+                        return Err(FeatureError::NotBase64 {
+                            server: server(),
+                            uri: clean_uri(&blob_uri),
+                        });
+                    }
+                    Ok(ResourceContents::BlobResourceContents {
+                        uri: clean_uri(&blob_uri),
+                        mime_type: clean_mime(mime_type),
+                        blob,
+                        meta: None,
+                    })
+                }
+                _ => Err(FeatureError::Failed {
+                    server: server(),
+                    method: "resources/read",
+                    source: ProtocolError::Unexpected,
+                }),
+            })
+            .collect()
+    }
+
+    fn check_uri(&self, uri: &str) -> Result<(), FeatureError> {
+        if is_clean_uri(uri) {
+            Ok(())
+        } else {
+            Err(FeatureError::InvalidUri {
+                server: self.name().to_owned(),
+                limit: MAX_URI_BYTES,
+            })
+        }
+    }
+
+    /// Asks the server to announce changes of the resource at `uri`
+    /// (`resources/subscribe`). This is the protocol request only; a run's
+    /// [`McpRunner::subscribe_resource`](crate::McpRunner::subscribe_resource) also turns the
+    /// server's `notifications/resources/updated` into `resource_updated` events.
+    ///
+    /// ```no_run
+    /// # async fn sub(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// session.subscribe_resource("file:///srv/log.txt").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), FeatureError> {
+        self.check_uri(uri)?;
+        // `resources/subscribe` is the request of the revisions this client speaks with most
+        // servers; rmcp marks it legacy in favour of 2026-07-28's `subscriptions/listen`.
+        #[allow(deprecated)]
+        let request = self.peer().subscribe(SubscribeRequestParams::new(uri));
+        self.feature_request("resources/subscribe", request).await
+    }
+
+    /// Ends a subscription (`resources/unsubscribe`).
+    ///
+    /// ```no_run
+    /// # async fn unsub(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// session.unsubscribe_resource("file:///srv/log.txt").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), FeatureError> {
+        self.check_uri(uri)?;
+        #[allow(deprecated)]
+        let request = self.peer().unsubscribe(UnsubscribeRequestParams::new(uri));
+        self.feature_request("resources/unsubscribe", request).await
+    }
+}
+
+/// Every page of a listing within `limits`: at most `max_pages` pages, `max_tools` entries
+/// and `max_bytes` of entries as JSON; a repeated cursor stops it at once.
+async fn list_pages<T, F, Fut>(limits: ListLimits, mut page: F) -> Result<Vec<T>, ListError>
+where
+    T: Serialize,
+    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+{
+    let mut items: Vec<T> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = 0usize;
+    let mut cursor: Option<String> = None;
+    let mut pages = 0usize;
+    loop {
+        pages += 1;
+        let params = cursor
+            .take()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let (entries, next) = page(params).await.map_err(ListError::Service)?;
+        if items.len().saturating_add(entries.len()) > limits.max_tools {
+            return Err(ListError::Limit(ListLimit::Entries {
+                limit: limits.max_tools,
+            }));
+        }
+        let mut count = Count(next.as_ref().map_or(0, String::len));
+        let _ = serde_json::to_writer(&mut count, &entries);
+        bytes = bytes.saturating_add(count.0);
+        if bytes > limits.max_bytes {
+            return Err(ListError::Limit(ListLimit::Bytes {
+                limit: limits.max_bytes,
+            }));
+        }
+        items.extend(entries);
+        let Some(next) = next.filter(|c| !c.is_empty()) else {
+            return Ok(items);
+        };
+        if !seen.insert(next.clone()) {
+            return Err(ListError::Limit(ListLimit::RepeatedCursor { page: pages }));
+        }
+        if pages >= limits.max_pages {
+            return Err(ListError::Limit(ListLimit::Pages {
+                limit: limits.max_pages,
+            }));
+        }
+        cursor = Some(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_base64;
+
+    #[test]
+    fn base64_is_whole_groups_of_its_alphabet_with_padding_at_the_end_only() {
+        for ok in ["", "AAEC", "AA==", "AAE=", "Zm9vYmFy", "a+/Z"] {
+            assert!(is_base64(ok), "{ok}");
+        }
+        for bad in [
+            "A",
+            "AAE",
+            "not base64!!",
+            "A=AA",
+            "AA=A",
+            "A===",
+            "AA-_",
+            "AAEC\n",
+        ] {
+            assert!(!is_base64(bad), "{bad}");
+        }
+    }
+}
