@@ -34,6 +34,7 @@ mod run;
 mod scripted;
 pub mod telemetry;
 mod tool;
+pub mod trace;
 
 #[cfg(feature = "testing")]
 pub mod testing;

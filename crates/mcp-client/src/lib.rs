@@ -68,7 +68,6 @@ mod scrub;
 mod search;
 mod session;
 mod standalone;
-#[cfg(feature = "otel")]
 mod trace_context;
 mod updates;
 

@@ -122,7 +122,8 @@ impl Session {
             .into_iter()
             .map(|(k, v)| (k, serde_json::Value::String(v)))
             .collect();
-        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        let mut params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        crate::trace_context::inject(&mut params);
         let result = self
             .feature_request("prompts/get", self.peer().get_prompt(params))
             .await?;
@@ -177,7 +178,8 @@ impl Session {
         argument: &str,
         value: &str,
     ) -> Result<CompletionInfo, FeatureError> {
-        let params = CompleteRequestParams::new(reference, ArgumentInfo::new(argument, value));
+        let mut params = CompleteRequestParams::new(reference, ArgumentInfo::new(argument, value));
+        crate::trace_context::inject(&mut params);
         let result = self
             .feature_request("completion/complete", self.peer().complete(params))
             .await?;

@@ -267,7 +267,8 @@ impl Session {
         max_bytes: usize,
     ) -> Result<Vec<ResourceContents>, FeatureError> {
         self.check_uri(uri)?;
-        let params = ReadResourceRequestParams::new(uri);
+        let mut params = ReadResourceRequestParams::new(uri);
+        crate::trace_context::inject(&mut params);
         let result = self
             .feature_request("resources/read", self.peer().read_resource(params))
             .await?;

@@ -312,7 +312,6 @@ impl Session {
             relay
         });
         // The caller's trace continues into the server (SEP-414).
-        #[cfg(feature = "otel")]
         crate::trace_context::inject(&mut params);
         let timeout = self.spec.call_timeout;
         let redactor = &self.options.redactor;

@@ -496,7 +496,7 @@ impl ServerHandler for Session {
             ));
         };
         // The call's span: the caller's trace (`_meta` or HTTP headers) continues in it.
-        let span =
+        let (span, passed) =
             crate::trace_context::call_span(&shown(&name), &context.meta, &context.extensions);
         // Per-session tools are known only now: their `Mcp-Param-*` headers are checked here
         // (a fixed catalog's were checked by the HTTP front already).
@@ -542,6 +542,13 @@ impl ServerHandler for Session {
             match token {
                 Some(token) => progress::relayed(&context.peer, token, served.dispatch(call)).await,
                 None => served.dispatch(call).await,
+            }
+        };
+        // Without a tracer here, the caller's trace context reaches the upstream unchanged.
+        let dispatch = async move {
+            match passed {
+                Some(passed) => agent_core::trace::with_context(passed, dispatch).await,
+                None => dispatch.await,
             }
         }
         .instrument(span);

@@ -485,6 +485,7 @@ impl StreamableHttpClient for HttpClient {
         .map_err(|e| self.invalid_header(e))?;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_MIME_TYPE));
         self.inner.tool_headers.mirror(&message, &mut headers);
+        crate::trace_headers::mirror(&message, &mut headers);
         if is_initialize(&message) {
             self.inner.initializations.fetch_add(1, Ordering::Relaxed);
         }

@@ -110,6 +110,7 @@ mod options;
 mod param_headers;
 mod resolve;
 mod sse;
+mod trace_headers;
 
 pub use client::HttpClient;
 pub use connector::{AuthFactory, HttpConnector, HttpHandle};

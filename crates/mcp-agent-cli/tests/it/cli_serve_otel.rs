@@ -3,7 +3,8 @@
 //! recording the `_meta` of each call. A downstream `traceparent` — HTTP header or `_meta`
 //! (SEP-414) — parents the gateway's spans, and the upstream call carries the same trace id
 //! with the gateway's own span id; a malformed one starts a new trace and the call succeeds;
-//! without an endpoint nothing is exported and no exporter thread runs.
+//! without an endpoint nothing is exported, no exporter thread runs, and the caller's context
+//! passes through to the upstream unchanged.
 
 use mcp_test_kit::otlp::{OtlpReceiver, ReceivedSpan};
 use mcp_test_kit::{Event, RecordFile};
@@ -215,7 +216,7 @@ fn threads(pid: u32) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
+async fn without_an_endpoint_nothing_is_exported_and_the_context_passes_through() {
     let receiver = OtlpReceiver::start().await.unwrap();
     // The positive control: with an endpoint, the exporter's threads run.
     let (_dir, traced, _record) = traced_gateway(&receiver);
@@ -238,8 +239,12 @@ async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
     .await
     .unwrap();
     assert_eq!(result["structuredContent"]["said"], "hi", "{result}");
-    // No trace context without a tracer: the upstream gets none.
-    assert_eq!(upstream_traceparent(&record), None);
+    // No tracer here: the caller's context reaches the upstream unchanged (its own span id,
+    // no gateway span between them).
+    assert_eq!(
+        upstream_traceparent(&record),
+        Some((TRACE_ID.to_owned(), PARENT_ID.to_owned()))
+    );
     let names = threads(gateway.pid());
     assert!(
         !names

@@ -139,3 +139,24 @@ async fn without_a_tracer_nothing_is_added() {
     runner.close().await;
     assert_eq!(recorded(&observations), [(None, None)]);
 }
+
+#[tokio::test]
+async fn without_a_tracer_a_passed_context_reaches_the_server_unchanged() {
+    const PASSED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let observations = Observations::new();
+    let runner = client(&observations)
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let context = agent_core::trace::W3cContext::parse(PASSED, Some("vendor=abc")).unwrap();
+    agent_core::trace::with_context(context, echo(&runner)).await;
+    echo(&runner).await;
+    runner.close().await;
+    assert_eq!(
+        recorded(&observations),
+        [
+            (Some(PASSED.to_owned()), Some("vendor=abc".to_owned())),
+            (None, None)
+        ]
+    );
+}

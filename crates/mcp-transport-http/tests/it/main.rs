@@ -25,4 +25,5 @@ mod sse_resumption;
 mod ssrf_guard;
 mod standalone_stream;
 mod tls;
+mod trace_headers;
 mod unauthorized;
