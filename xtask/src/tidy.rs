@@ -240,13 +240,13 @@ fn tidy_architecture_has_a_section_per_crate() {
     );
 }
 
-/// Rule: the code map stays a map (at most 300 lines) and the README a guide (at most 510, the
+/// Rule: the code map stays a map (at most 300 lines) and the README a guide (at most 560, the
 /// operator's sections on the gateway and the fleet included): figures and measurement logs
 /// go to `docs/benchmarks.md`, the reasoning behind a number to the code that depends on it.
 /// A document nobody reads to the end is not kept current.
 #[test]
 fn tidy_docs_stay_short() {
-    for (doc, max) in [("docs/ARCHITECTURE.md", 300), ("README.md", 510)] {
+    for (doc, max) in [("docs/ARCHITECTURE.md", 300), ("README.md", 560)] {
         let lines = std::fs::read_to_string(root().join(doc))
             .unwrap()
             .lines()

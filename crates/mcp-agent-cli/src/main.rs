@@ -26,7 +26,9 @@ mod model;
 mod monitor;
 mod open;
 mod progress;
+mod prompts;
 mod reload;
+mod resources;
 mod run;
 mod serve;
 mod servers;
@@ -111,6 +113,12 @@ pub(crate) enum Command {
     /// List, search and call the configured servers' tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// List and read the configured servers' resources (through `[policy]`).
+    #[command(subcommand)]
+    Resources(resources::ResourcesCommand),
+    /// List the configured servers' prompts and get one with arguments (through `[policy]`).
+    #[command(subcommand)]
+    Prompts(prompts::PromptsCommand),
     /// Log in to an HTTP server with OAuth (its `oauth` auth table), see the stored logins,
     /// log out.
     #[command(subcommand)]
@@ -146,6 +154,8 @@ fn run() -> ExitCode {
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, file, &logs),
         Some(Command::Tools(cmd)) => tools::run(cmd, file, cli.yes, &logs),
+        Some(Command::Resources(cmd)) => resources::run(cmd, file, &logs),
+        Some(Command::Prompts(cmd)) => prompts::run(cmd, file, &logs),
         Some(Command::Auth(cmd)) => auth::run(cmd, file, &logs),
         Some(Command::History(cmd)) => history::run(cmd, file),
         Some(Command::Serve(args)) => serve::run(args, file, &logs),

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcp_agent::{Config, ConfigError, McpClient, McpRunner, Redactor, RunInput};
+use mcp_agent::{Config, ConfigError, FeatureError, McpClient, McpRunner, Redactor, RunInput};
 
 use super::exit::Exit;
 use super::logging::LogSecrets;
@@ -246,4 +246,66 @@ where
 pub(crate) fn fail(secrets: &Redactor, error: &(dyn std::error::Error + 'static)) -> ExitCode {
     say(format_args!("error: {}", chain(secrets, error)));
     Exit::Failed.into()
+}
+
+/// Runs `body` on a runner over every server of `file`'s configuration, for a command that
+/// only reads (listings, `resources read`, `prompts get`): the configuration loaded (exit 2 on
+/// a problem), the servers opened under `[policy]`, closed whatever `body` returns.
+pub(crate) fn with_config_runner<F>(
+    file: Option<&Path>,
+    json: bool,
+    logs: &LogSecrets,
+    body: F,
+) -> ExitCode
+where
+    F: AsyncFnOnce(&McpRunner) -> ExitCode,
+{
+    let (config, secrets) = match load(file, json, logs) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let governance = Governance {
+        json,
+        config_secrets: secrets,
+        logs: logs.clone(),
+        ..Governance::default()
+    };
+    runtime().block_on(with_runner(config, &governance, body))
+}
+
+/// The servers a listing covers: `only` (asked whatever it declared), or every open one that
+/// declares `capability` (`resources`, `prompts`) in its initialize result.
+pub(crate) fn offering<'a>(
+    runner: &'a McpRunner,
+    only: Option<&'a str>,
+    capability: &str,
+) -> Vec<&'a str> {
+    match only {
+        Some(server) => vec![server],
+        None => runner
+            .sessions()
+            .iter()
+            .filter(|s| s.identity().capabilities.get(capability).is_some())
+            .map(|s| s.name())
+            .collect(),
+    }
+}
+
+/// A failed request of a listing or a read: exit 1, and with `--json` the error object.
+pub(crate) fn failed(
+    secrets: &Redactor,
+    json: bool,
+    stage: &str,
+    error: &FeatureError,
+) -> ExitCode {
+    if json {
+        json_error(
+            secrets,
+            Exit::Failed,
+            stage,
+            &chain(secrets, error),
+            serde_json::json!({}),
+        );
+    }
+    fail(secrets, error)
 }

@@ -6,6 +6,7 @@ mod support;
 mod cli_auth;
 mod cli_config;
 mod cli_errors;
+mod cli_features;
 mod cli_governed;
 mod cli_history;
 mod cli_host_sigkill;
