@@ -278,14 +278,22 @@ impl Feature {
 
 /// `text` when it can be kept as it is (not empty, within `max`, no control characters).
 fn exact(text: &str, max: usize) -> Option<String> {
-    (!text.is_empty() && matches!(clean(text, max, Lines::Single), std::borrow::Cow::Borrowed(_)))
-        .then(|| text.to_owned())
+    (!text.is_empty()
+        && matches!(
+            clean(text, max, Lines::Single),
+            std::borrow::Cow::Borrowed(_)
+        ))
+    .then(|| text.to_owned())
 }
 
 /// The entries `offered` holds, bounded by `limits` and cleaned, per kind in listing order.
 /// Entries whose name or URI cannot be kept as it is are left out; a kind past
 /// [`FeatureLimits::max_per_kind`] is cut there.
-pub(crate) fn entries(server: &str, offered: &ServerFeatures, limits: &FeatureLimits) -> Vec<Feature> {
+pub(crate) fn entries(
+    server: &str,
+    offered: &ServerFeatures,
+    limits: &FeatureLimits,
+) -> Vec<Feature> {
     let short = |s: &Option<String>| {
         s.as_deref()
             .map(|s| clean(s, limits.max_name_bytes, Lines::Single).into_owned())

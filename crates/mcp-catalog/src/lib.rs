@@ -110,11 +110,11 @@ pub use catalog::{
     CALL_TOOL, CallTarget, Catalog, CatalogTool, Found, READ_OUTPUT_TOOL, READ_TOOL, ReadOutput,
     ResolvedRead, ResolvedTool, SEARCH_TOOL, SearchRequest, SearchResponse, ServerTools,
 };
+pub use config::{CatalogConfig, Exposure, ToolLimits};
+pub use error::{CatalogError, SessionError, SkipReason, SkippedTool};
 pub use features::{
     Feature, FeatureArgument, FeatureKind, FeatureLimits, ServerFeatures, SkillEntry,
 };
-pub use config::{CatalogConfig, Exposure, ToolLimits};
-pub use error::{CatalogError, SessionError, SkipReason, SkippedTool};
 pub use names::{MAX_MODEL_NAME_LEN, SEPARATOR, external_name, model_name};
 pub use normalize::normalize_result;
 pub use session::{ReadRequest, ReadResult, ToolSession};

@@ -12,7 +12,6 @@ use rmcp::model::{CallToolResult, GetPromptResult, ResourceContents};
 
 use crate::SessionError;
 
-
 /// One live session to one MCP server, reduced to what the catalog needs: calling a tool.
 ///
 /// Implementations own timeouts, cancellation and reconnection; the catalog awaits the future and

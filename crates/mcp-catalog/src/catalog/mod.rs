@@ -33,10 +33,10 @@ mod semantic;
 mod surface;
 
 pub use dispatch::{CallTarget, ResolvedTool};
-pub use offered::Found;
-pub use read::ResolvedRead;
 use limits::texts;
 pub(crate) use limits::{Checked, check_listing, check_tool};
+pub use offered::Found;
+pub use read::ResolvedRead;
 pub use read_output::ReadOutput;
 pub use surface::{SearchRequest, SearchResponse};
 

@@ -174,7 +174,10 @@ fn text(feature: &Feature) -> (String, Option<JsonObject>) {
             .iter()
             .map(|a| {
                 let description = a.description.as_deref().unwrap_or("");
-                (a.name.clone(), json!({"type": "string", "description": description}))
+                (
+                    a.name.clone(),
+                    json!({"type": "string", "description": description}),
+                )
             })
             .collect();
         let mut schema = JsonObject::new();

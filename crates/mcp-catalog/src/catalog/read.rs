@@ -86,7 +86,10 @@ fn text_argument<'a>(
         )),
         Some(other) => Err(invalid(
             server,
-            format!("`/{key}`: {} is not a string", clean(&other.to_string(), 64, Lines::Single)),
+            format!(
+                "`/{key}`: {} is not a string",
+                clean(&other.to_string(), 64, Lines::Single)
+            ),
         )),
     }
 }
@@ -125,14 +128,16 @@ impl Catalog {
         let prompt = text_argument(input, "prompt", limits.max_name_bytes, at)?;
         let skill = text_argument(input, "skill", limits.max_name_bytes, at)?;
         let request = match (uri, prompt, skill) {
-            (Some(uri), None, None) => ReadRequest::Resource { uri: uri.to_owned() },
+            (Some(uri), None, None) => ReadRequest::Resource {
+                uri: uri.to_owned(),
+            },
             (None, Some(name), None) => ReadRequest::Prompt {
                 name: name.to_owned(),
                 arguments: prompt_arguments(input.get("arguments"), limits.max_arguments, at)?,
             },
             (None, None, Some(skill)) => {
-                let file = text_argument(input, "file", limits.max_uri_bytes, at)?
-                    .unwrap_or("SKILL.md");
+                let file =
+                    text_argument(input, "file", limits.max_uri_bytes, at)?.unwrap_or("SKILL.md");
                 ReadRequest::SkillFile {
                     skill: skill.to_owned(),
                     file: file.to_owned(),
@@ -247,7 +252,11 @@ impl Catalog {
 
     /// The tool result of `server` with a line after it naming how to follow each of its
     /// resource links with `mcp_read`, when the server offers resources.
-    pub(super) fn with_link_hints(state: &State, server: &str, mut output: ToolOutput) -> ToolOutput {
+    pub(super) fn with_link_hints(
+        state: &State,
+        server: &str,
+        mut output: ToolOutput,
+    ) -> ToolOutput {
         if !state.offered.reads(server).resources {
             return output;
         }
@@ -255,7 +264,9 @@ impl Catalog {
             .content
             .iter()
             .filter_map(|p| match p {
-                ContentPart::ResourceLink { uri, .. } => Some(json!({"server": server, "uri": uri})),
+                ContentPart::ResourceLink { uri, .. } => {
+                    Some(json!({"server": server, "uri": uri}))
+                }
                 _ => None,
             })
             .collect();
@@ -304,14 +315,19 @@ fn prompt_arguments(
                 Value::Bool(b) => b.to_string(),
                 _ => {
                     let name = clean(name, 64, Lines::Single);
-                    return Err(invalid(server, format!("`/arguments/{name}`: not a string")));
+                    return Err(invalid(
+                        server,
+                        format!("`/arguments/{name}`: not a string"),
+                    ));
                 }
             };
             if text.len() > MAX_ARGUMENT_BYTES {
                 let name = clean(name, 64, Lines::Single);
                 return Err(invalid(
                     server,
-                    format!("`/arguments/{name}`: longer than {MAX_ARGUMENT_BYTES} bytes (the limit)"),
+                    format!(
+                        "`/arguments/{name}`: longer than {MAX_ARGUMENT_BYTES} bytes (the limit)"
+                    ),
                 ));
             }
             Ok((name.clone(), text))
@@ -355,7 +371,11 @@ fn contents_output(contents: Vec<ResourceContents>) -> ToolOutput {
 /// Maps a failed read to the error the model and the events see, naming the server and what
 /// was read (the session's own messages name the limit they broke).
 fn read_error(server: &str, request: &ReadRequest, error: SessionError) -> ToolError {
-    let what = format!("{} `{}`", request.kind().as_str().replace('_', " "), request.target());
+    let what = format!(
+        "{} `{}`",
+        request.kind().as_str().replace('_', " "),
+        request.target()
+    );
     let at = Some(server.to_owned());
     let tool = READ_TOOL.to_owned();
     match error {

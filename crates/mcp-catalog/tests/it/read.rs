@@ -40,7 +40,10 @@ fn catalog(config: CatalogConfig) -> (Catalog, Arc<FakeServer>) {
                 .with_description("How to install the product"),
             Resource::new("file:///big.log", "server log"),
         ])
-        .with_templates(vec![ResourceTemplate::new("file:///tickets/{id}", "ticket")])
+        .with_templates(vec![ResourceTemplate::new(
+            "file:///tickets/{id}",
+            "ticket",
+        )])
         .with_prompts(vec![Prompt::new(
             "review",
             Some("Review a code change for bugs"),
@@ -59,7 +62,11 @@ async fn mcp_read_is_shown_only_when_a_server_offers_reads() {
     assert_eq!(names, ["mcp_search_tools", "mcp_call_tool"]);
     // Not offered: a call of it is an unknown tool.
     let err = plain
-        .resolve(&call("1", READ_TOOL, json!({"server": "demo", "uri": "a://b"})))
+        .resolve(&call(
+            "1",
+            READ_TOOL,
+            json!({"server": "demo", "uri": "a://b"}),
+        ))
         .unwrap_err();
     assert!(matches!(err, ToolError::UnknownTool { .. }), "{err}");
 
@@ -70,7 +77,12 @@ async fn mcp_read_is_shown_only_when_a_server_offers_reads() {
     assert_eq!(read.input_schema["required"], json!(["server"]));
     assert_eq!(read.annotations.read_only_hint, Some(true));
     assert!(
-        catalog.tool("mcp_search_tools").unwrap().description.unwrap().contains("mcp_read"),
+        catalog
+            .tool("mcp_search_tools")
+            .unwrap()
+            .description
+            .unwrap()
+            .contains("mcp_read"),
         "the search tool says other kinds are found"
     );
 }
@@ -78,7 +90,11 @@ async fn mcp_read_is_shown_only_when_a_server_offers_reads() {
 #[tokio::test]
 async fn a_read_resolves_to_its_server_and_subject_and_reads_through_the_layer() {
     let (catalog, fake) = catalog(CatalogConfig::default());
-    let read = call("1", READ_TOOL, json!({"server": "docs", "uri": "file:///guide/install.md"}));
+    let read = call(
+        "1",
+        READ_TOOL,
+        json!({"server": "docs", "uri": "file:///guide/install.md"}),
+    );
     let (resolved, _) = CallResolver::resolve(&catalog, &read).unwrap();
     assert_eq!(resolved.kind, CallKind::External);
     assert_eq!(resolved.action_ref, READ_TOOL);
@@ -102,7 +118,10 @@ async fn a_read_resolves_to_its_server_and_subject_and_reads_through_the_layer()
         json!({"server": "docs", "prompt": "review", "arguments": {"language": "rust"}}),
     );
     let out = governed.dispatch(prompt).await.unwrap();
-    assert_eq!(out.to_model_text(), "[user] Review this change.\nlanguage=rust");
+    assert_eq!(
+        out.to_model_text(),
+        "[user] Review this change.\nlanguage=rust"
+    );
     assert_eq!(
         fake.reads()[1],
         ReadRequest::Prompt {
@@ -117,9 +136,16 @@ async fn a_read_resolves_to_its_server_and_subject_and_reads_through_the_layer()
     assert_eq!(started.server.as_deref(), Some("docs"));
     assert_eq!(started.target.as_deref(), Some("file:///guide/install.md"));
     // A server's error names the server and what was read.
-    let missing = call("3", READ_TOOL, json!({"server": "docs", "uri": "file:///nope"}));
+    let missing = call(
+        "3",
+        READ_TOOL,
+        json!({"server": "docs", "uri": "file:///nope"}),
+    );
     let err = governed.dispatch(missing).await.unwrap_err().to_string();
-    assert!(err.contains("`docs`") && err.contains("file:///nope"), "{err}");
+    assert!(
+        err.contains("`docs`") && err.contains("file:///nope"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -158,16 +184,26 @@ async fn bad_reads_are_refused_naming_the_server_and_the_limit() {
             "unknown argument `extra`",
         ),
     ] {
-        let err = catalog.resolve(&call("1", READ_TOOL, args.clone())).unwrap_err();
-        assert!(matches!(err, ToolError::InvalidArguments { .. }), "{args}: {err}");
+        let err = catalog
+            .resolve(&call("1", READ_TOOL, args.clone()))
+            .unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments { .. }),
+            "{args}: {err}"
+        );
         assert!(err.to_string().contains(says), "{args}: {err}");
     }
     // Skills are not offered by this server: a clear error naming it.
     let err = catalog
-        .resolve(&call("2", READ_TOOL, json!({"server": "docs", "skill": "pdf"})))
+        .resolve(&call(
+            "2",
+            READ_TOOL,
+            json!({"server": "docs", "skill": "pdf"}),
+        ))
         .unwrap_err();
     assert!(
-        err.to_string().contains("server `docs` offers no skills to read"),
+        err.to_string()
+            .contains("server `docs` offers no skills to read"),
         "{err}"
     );
 }
@@ -180,7 +216,11 @@ async fn the_resource_and_prompt_rules_decide_a_read_naming_the_rule() {
     let (catalog, fake) = catalog(CatalogConfig::default().with_identity_rules(rules.clone()));
     let governed = GovernedLayer::new().identity_rules(rules).layer(catalog);
     let mut events = governed.subscribe();
-    let read = call("1", READ_TOOL, json!({"server": "docs", "uri": "file:///big.log"}));
+    let read = call(
+        "1",
+        READ_TOOL,
+        json!({"server": "docs", "uri": "file:///big.log"}),
+    );
     let err = governed.dispatch(read).await.unwrap_err();
     assert!(matches!(err, ToolError::Denied { .. }), "{err}");
     let text = err.to_string();
@@ -190,13 +230,23 @@ async fn the_resource_and_prompt_rules_decide_a_read_naming_the_rule() {
     assert_eq!(denied.kind, EventKind::ToolCallDenied);
     assert_eq!(denied.target.as_deref(), Some("file:///big.log"));
 
-    let prompt = call("2", READ_TOOL, json!({"server": "docs", "prompt": "review"}));
+    let prompt = call(
+        "2",
+        READ_TOOL,
+        json!({"server": "docs", "prompt": "review"}),
+    );
     let text = governed.dispatch(prompt).await.unwrap_err().to_string();
-    assert!(text.contains("policy.deny[1]") && text.contains("prompt `review`"), "{text}");
+    assert!(
+        text.contains("policy.deny[1]") && text.contains("prompt `review`"),
+        "{text}"
+    );
     assert!(fake.reads().is_empty(), "nothing denied reached the server");
 
     // What the rules refuse is not searched either.
-    let found = governed.inner().search(&SearchRequest::new("server log")).unwrap();
+    let found = governed
+        .inner()
+        .search(&SearchRequest::new("server log"))
+        .unwrap();
     assert!(
         !found.to_json().to_string().contains("file:///big.log"),
         "{}",
@@ -211,11 +261,19 @@ async fn a_long_read_is_cut_like_any_output_and_the_rest_is_read_with_mcp_read_o
         .output_limits(OutputLimits::default().with_max_output_bytes(4096))
         .output_reader(ReadOutput)
         .layer(catalog);
-    let read = call("1", READ_TOOL, json!({"server": "docs", "uri": "file:///big.log"}));
+    let read = call(
+        "1",
+        READ_TOOL,
+        json!({"server": "docs", "uri": "file:///big.log"}),
+    );
     let out = governed.dispatch(read).await.unwrap().to_model_text();
     assert!(out.len() <= 4096, "{}", out.len());
     assert!(out.contains(READ_OUTPUT_TOOL), "{out}");
-    let rest = call("2", READ_OUTPUT_TOOL, json!({"handle": "out_0", "offset": 50_000}));
+    let rest = call(
+        "2",
+        READ_OUTPUT_TOOL,
+        json!({"handle": "out_0", "offset": 50_000}),
+    );
     let rest = governed.dispatch(rest).await.unwrap().to_model_text();
     assert!(rest.starts_with("xxxx"), "{rest}");
 }
@@ -223,24 +281,39 @@ async fn a_long_read_is_cut_like_any_output_and_the_rest_is_read_with_mcp_read_o
 #[test]
 fn search_ranks_every_kind_together_each_saying_its_kind() {
     let (catalog, _) = catalog(CatalogConfig::default());
-    let found = catalog.search(&SearchRequest::new("installation guide")).unwrap().to_json();
+    let found = catalog
+        .search(&SearchRequest::new("installation guide"))
+        .unwrap()
+        .to_json();
     let best = &found["tools"][0];
     assert_eq!(best["kind"], "resource", "{found}");
     assert_eq!(best["server"], "docs");
-    assert_eq!(best["read_with"], json!({"server": "docs", "uri": "file:///guide/install.md"}));
+    assert_eq!(
+        best["read_with"],
+        json!({"server": "docs", "uri": "file:///guide/install.md"})
+    );
 
-    let found = catalog.search(&SearchRequest::new("review code change")).unwrap().to_json();
+    let found = catalog
+        .search(&SearchRequest::new("review code change"))
+        .unwrap()
+        .to_json();
     let best = &found["tools"][0];
     assert_eq!(best["kind"], "prompt", "{found}");
     assert_eq!(best["arguments"][0]["name"], "language");
     assert_eq!(best["arguments"][0]["required"], true);
 
-    let found = catalog.search(&SearchRequest::new("ticket")).unwrap().to_json();
+    let found = catalog
+        .search(&SearchRequest::new("ticket"))
+        .unwrap()
+        .to_json();
     assert_eq!(found["tools"][0]["kind"], "resource_template", "{found}");
     assert_eq!(found["tools"][0]["uri"], "file:///tickets/{id}");
 
     // Tools keep their shape, plus their kind, and still win their own queries.
-    let found = catalog.search(&SearchRequest::new("echo the input text")).unwrap().to_json();
+    let found = catalog
+        .search(&SearchRequest::new("echo the input text"))
+        .unwrap()
+        .to_json();
     let best = &found["tools"][0];
     assert_eq!(best["kind"], "tool");
     assert_eq!(best["name"], "docs__echo");
@@ -263,10 +336,7 @@ fn listings_are_bounded_per_server_and_cleaned() {
     let mut resources: Vec<Resource> = (0..10)
         .map(|i| Resource::new(format!("mem://r{i}"), format!("r{i}")))
         .collect();
-    resources.insert(
-        0,
-        Resource::new("mem://esc\u{1b}[2J", "escape in the URI"),
-    );
+    resources.insert(0, Resource::new("mem://esc\u{1b}[2J", "escape in the URI"));
     resources.insert(
         1,
         Resource::new("mem://hostile", "evil\u{1b}[31mname")
@@ -286,9 +356,17 @@ fn listings_are_bounded_per_server_and_cleaned() {
         .unwrap();
     let features = catalog.features("evil");
     let uris: Vec<&str> = features.iter().filter_map(|f| f.uri.as_deref()).collect();
-    assert_eq!(uris, ["mem://hostile", "mem://r0", "mem://r1"], "at most 3, the bad URI left out");
+    assert_eq!(
+        uris,
+        ["mem://hostile", "mem://r0", "mem://r1"],
+        "at most 3, the bad URI left out"
+    );
     let hostile = &features[0];
-    assert!(!hostile.name.chars().any(char::is_control), "{:?}", hostile.name);
+    assert!(
+        !hostile.name.chars().any(char::is_control),
+        "{:?}",
+        hostile.name
+    );
     let description = hostile.description.as_deref().unwrap();
     assert!(description.len() <= 1024 && !description.contains('\0'));
     let names: Vec<&str> = features
@@ -298,7 +376,11 @@ fn listings_are_bounded_per_server_and_cleaned() {
         .collect();
     assert_eq!(names, ["fine"]);
     // An unknown server is refused; removing the server drops its features.
-    assert!(catalog.set_features("ghost", ServerFeatures::default()).is_err());
+    assert!(
+        catalog
+            .set_features("ghost", ServerFeatures::default())
+            .is_err()
+    );
     assert!(catalog.remove_server("evil"));
     assert!(catalog.features("evil").is_empty());
     assert!(!catalog.offers_reads());

@@ -50,7 +50,11 @@ fn call(id: &str, name: &str, args: Value) -> ToolCall {
 
 async fn search(runner: &McpRunner, query: &str) -> Value {
     let out = runner
-        .dispatch(call("s", "mcp_search_tools", json!({"query": query, "limit": 50})))
+        .dispatch(call(
+            "s",
+            "mcp_search_tools",
+            json!({"query": query, "limit": 50}),
+        ))
         .await
         .unwrap();
     out.structured.unwrap()
@@ -64,7 +68,10 @@ async fn resources_templates_and_prompts_are_searched_with_the_tools_and_read() 
 
     let found = search(&runner, "greet someone").await;
     assert_eq!(found["tools"][0]["kind"], "prompt", "{found}");
-    assert_eq!(found["tools"][0]["read_with"], json!({"server": "docs", "prompt": "greet"}));
+    assert_eq!(
+        found["tools"][0]["read_with"],
+        json!({"server": "docs", "prompt": "greet"})
+    );
     let found = search(&runner, "hello").await;
     assert_eq!(found["tools"][0]["kind"], "resource", "{found}");
     assert_eq!(found["tools"][0]["uri"], "test://text/hello");
@@ -79,15 +86,29 @@ async fn resources_templates_and_prompts_are_searched_with_the_tools_and_read() 
     );
     // Nothing hostile is shown: no control character in any result.
     let all = search(&runner, "").await.to_string();
-    assert!(!all.contains("\\u001b") && !all.contains("bad\\u0007uri"), "{all}");
+    assert!(
+        !all.contains("\\u001b") && !all.contains("bad\\u0007uri"),
+        "{all}"
+    );
 
     let hello = runner
-        .dispatch(call("1", "mcp_read", json!({"server": "docs", "uri": "test://text/hello"})))
+        .dispatch(call(
+            "1",
+            "mcp_read",
+            json!({"server": "docs", "uri": "test://text/hello"}),
+        ))
         .await
         .unwrap();
-    assert_eq!(hello.to_model_text(), "[test://text/hello (text/plain)]\nhello");
+    assert_eq!(
+        hello.to_model_text(),
+        "[test://text/hello (text/plain)]\nhello"
+    );
     let item = runner
-        .dispatch(call("2", "mcp_read", json!({"server": "docs", "uri": "test://items/7"})))
+        .dispatch(call(
+            "2",
+            "mcp_read",
+            json!({"server": "docs", "uri": "test://items/7"}),
+        ))
         .await
         .unwrap();
     assert!(item.to_model_text().ends_with("test://items/7"));
@@ -103,13 +124,24 @@ async fn resources_templates_and_prompts_are_searched_with_the_tools_and_read() 
 
     // Errors name the server, what was read and the limit.
     let err = runner
-        .dispatch(call("4", "mcp_read", json!({"server": "docs", "prompt": "greet"})))
+        .dispatch(call(
+            "4",
+            "mcp_read",
+            json!({"server": "docs", "prompt": "greet"}),
+        ))
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("docs") && err.contains("greet") && err.contains("name"), "{err}");
+    assert!(
+        err.contains("docs") && err.contains("greet") && err.contains("name"),
+        "{err}"
+    );
     let err = runner
-        .dispatch(call("5", "mcp_read", json!({"server": "docs", "uri": "test://huge"})))
+        .dispatch(call(
+            "5",
+            "mcp_read",
+            json!({"server": "docs", "uri": "test://huge"}),
+        ))
         .await
         .unwrap_err()
         .to_string();
@@ -119,7 +151,11 @@ async fn resources_templates_and_prompts_are_searched_with_the_tools_and_read() 
     );
     // A server that declared no resources offers none.
     let err = runner
-        .dispatch(call("6", "mcp_read", json!({"server": "plain", "uri": "test://text/hello"})))
+        .dispatch(call(
+            "6",
+            "mcp_read",
+            json!({"server": "plain", "uri": "test://text/hello"}),
+        ))
         .await
         .unwrap_err()
         .to_string();
@@ -129,9 +165,8 @@ async fn resources_templates_and_prompts_are_searched_with_the_tools_and_read() 
 
 #[tokio::test]
 async fn a_read_the_policy_refuses_is_denied_naming_the_rule_and_evented() {
-    let policy = PolicyConfig::default().with_identity(
-        IdentityRules::default().deny(Rule::resource("acme/*", "test://text/*")),
-    );
+    let policy = PolicyConfig::default()
+        .with_identity(IdentityRules::default().deny(Rule::resource("acme/*", "test://text/*")));
     let runner = run(policy, None, true).await;
     let mut events = runner.governed().subscribe();
     // Hidden from search…
@@ -139,14 +174,25 @@ async fn a_read_the_policy_refuses_is_denied_naming_the_rule_and_evented() {
     assert!(!found.contains("test://text/hello"), "{found}");
     // …and denied when read, naming the rule and the URI.
     let err = runner
-        .dispatch(call("1", "mcp_read", json!({"server": "docs", "uri": "test://text/hello"})))
+        .dispatch(call(
+            "1",
+            "mcp_read",
+            json!({"server": "docs", "uri": "test://text/hello"}),
+        ))
         .await
         .unwrap_err();
     assert!(matches!(err, agent_core::ToolError::Denied { .. }), "{err}");
     let text = err.to_string();
-    assert!(text.contains("policy.deny[0]") && text.contains("test://text/hello"), "{text}");
+    assert!(
+        text.contains("policy.deny[0]") && text.contains("test://text/hello"),
+        "{text}"
+    );
     let ok = runner
-        .dispatch(call("2", "mcp_read", json!({"server": "docs", "uri": "test://blob/ok"})))
+        .dispatch(call(
+            "2",
+            "mcp_read",
+            json!({"server": "docs", "uri": "test://blob/ok"}),
+        ))
         .await;
     assert!(ok.is_ok(), "{ok:?}");
 
@@ -154,7 +200,10 @@ async fn a_read_the_policy_refuses_is_denied_naming_the_rule_and_evented() {
     while let Ok(Some(event)) = events.try_recv() {
         seen.push(event);
     }
-    let denied: Vec<_> = seen.iter().filter(|e| e.kind == EventKind::ToolCallDenied).collect();
+    let denied: Vec<_> = seen
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCallDenied)
+        .collect();
     assert_eq!(denied.len(), 1, "{seen:?}");
     assert_eq!(denied[0].tool.as_deref(), Some("mcp_read"));
     assert_eq!(denied[0].server.as_deref(), Some("docs"));
@@ -182,9 +231,7 @@ async fn a_resource_link_in_a_tool_result_names_the_server_and_uri_to_read() {
         .unwrap()
         .to_model_text();
     assert!(
-        out.contains(
-            r#"read with mcp_read {"server":"docs","uri":"test://resources/linked.txt"}"#
-        ),
+        out.contains(r#"read with mcp_read {"server":"docs","uri":"test://resources/linked.txt"}"#),
         "{out}"
     );
     runner.shutdown().await.unwrap();
