@@ -488,6 +488,7 @@ mod tests {
             header_params: true,
             ask: true,
             suite_tools: true,
+            features: true,
             escapees: Some(PathBuf::from("/tmp/e.pids")),
         };
         let parsed = StdioServerArgs::try_parse_from(
