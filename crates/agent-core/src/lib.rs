@@ -55,7 +55,7 @@ pub use governed::{
     Approval, ApprovalLayer, AsNative, BoxCallService, CallKind, CallRequest, CallResolver,
     CallService, CallTrace, DEFAULT_APPROVAL_TIMEOUT, Events, EventsLayer, Governed, GovernedLayer,
     HistoryLayer, Identity, IdentityLayer, Metrics, MetricsLayer, OutputLimit, OutputLimitLayer,
-    OutputReader, Permit, Policy, PolicyLayer, Recorded, ResolvedCall, Shown, Timeout,
+    OutputReader, Permit, Policy, PolicyLayer, ReadSubject, Recorded, ResolvedCall, Shown, Timeout,
     TimeoutLayer,
 };
 pub use history::{

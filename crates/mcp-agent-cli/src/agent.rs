@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use mcp_agent::{
-    CALL_TOOL, CallOutcome, Event, EventKind, McpRunner, Redactor, ToolCall, ToolDescriptor,
-    ToolError, ToolOutput,
+    CALL_TOOL, CallOutcome, Event, EventKind, McpRunner, READ_TOOL, Redactor, ToolCall,
+    ToolDescriptor, ToolError, ToolOutput,
     agent::{AgentError, AgentLoop, AgentOutcome, CancellationToken, TextSink},
     events::{EventBus, EventRecvError},
     prelude::{EventSink, Model, ToolCatalog, ToolDispatcher},
@@ -59,11 +59,15 @@ pub(crate) async fn run(
     };
     let stop = console.lock().stop.clone();
     // The run's history records the conversation; its bus, wrapped to print, the events.
-    let agent = AgentLoop::new(model)
+    let mut agent = AgentLoop::new(model)
         .in_context(runner.context())
         .max_steps(options.max_steps)
         .event_sink(Arc::new(events))
         .cancel_on(stop);
+    // The servers' instructions and skills, attributed, bounded and scrubbed by the library.
+    if let Some(addendum) = runner.system_prompt_addendum() {
+        agent = agent.system_prompt(addendum);
+    }
     let result = if options.json {
         json_run(runner, &agent, instruction).await
     } else {
@@ -348,9 +352,12 @@ struct Shown<'a> {
 }
 
 impl Shown<'_> {
-    /// The tool a call is about and its arguments, redacted: `mcp_call_tool`'s target, or the
-    /// call itself.
+    /// The tool a call is about and its arguments, redacted: `mcp_call_tool`'s target, what
+    /// `mcp_read` reads (`mcp_read docs resource test://a`), or the call itself.
     fn subject(&self, call: &ToolCall) -> (String, String) {
+        if call.name == READ_TOOL {
+            return self.read_subject(call);
+        }
         let (name, arguments) = match (
             call.name.as_str(),
             call.arguments.get("tool_name").and_then(Value::as_str),
@@ -368,6 +375,35 @@ impl Shown<'_> {
         (
             inline(&self.redactor, &name, MAX_NAME),
             escaped(&arguments, MAX_ARGS),
+        )
+    }
+}
+
+impl Shown<'_> {
+    /// `mcp_read`'s line: the server, the kind and the URI or name read, then the prompt's
+    /// arguments (or the skill's file), each scrubbed and terminal-safe.
+    fn read_subject(&self, call: &ToolCall) -> (String, String) {
+        let text = |key: &str| call.arguments.get(key).and_then(Value::as_str);
+        let server = inline(&self.redactor, text("server").unwrap_or("?"), MAX_NAME);
+        let (kind, target, rest) = if let Some(uri) = text("uri") {
+            ("resource", uri, json!({}))
+        } else if let Some(prompt) = text("prompt") {
+            let arguments = call.arguments.get("arguments").cloned();
+            ("prompt", prompt, arguments.unwrap_or(json!({})))
+        } else if let Some(skill) = text("skill") {
+            (
+                "skill",
+                skill,
+                json!({"file": text("file").unwrap_or("SKILL.md")}),
+            )
+        } else {
+            ("?", "", Value::Object(call.arguments.clone()))
+        };
+        let target = inline(&self.redactor, target, MAX_ARGS);
+        let rest = self.redactor.redact_json(&rest).to_string();
+        (
+            format!("{READ_TOOL} {server} {kind} {target}"),
+            escaped(&rest, MAX_ARGS),
         )
     }
 }

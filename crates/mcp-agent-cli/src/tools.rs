@@ -357,10 +357,17 @@ fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, String>
 fn print_ranked(secrets: &Redactor, response: &Value) -> Result<(), ExitCode> {
     let tools = response["tools"].as_array().cloned().unwrap_or_default();
     for (rank, tool) in tools.iter().enumerate() {
+        // A prompt, resource or skill says its kind and server; a tool is its `server__tool`.
+        let what = match (tool["kind"].as_str(), tool["server"].as_str()) {
+            (Some(kind), Some(server)) if kind != "tool" => {
+                let target = tool["uri"].as_str().or(tool["name"].as_str()).unwrap_or("");
+                format!("{kind} {} {}", name(secrets, server), name(secrets, target))
+            }
+            _ => name(secrets, tool["name"].as_str().unwrap_or("")),
+        };
         out(format_args!(
-            "{:>2}. {}\t{}",
+            "{:>2}. {what}\t{}",
             rank + 1,
-            name(secrets, tool["name"].as_str().unwrap_or("")),
             first_line(secrets, tool["description"].as_str())
         ))?;
     }

@@ -141,8 +141,8 @@ pub use agent_core::{
     SecretSink, ToolCall, ToolDescriptor, ToolError, ToolOutput, error_chain,
 };
 pub use mcp_catalog::{
-    CALL_TOOL, CallTarget, Catalog, CatalogConfig, Exposure, READ_OUTPUT_TOOL, SEARCH_TOOL,
-    SearchRequest, external_name,
+    CALL_TOOL, CallTarget, Catalog, CatalogConfig, Exposure, READ_OUTPUT_TOOL, READ_TOOL,
+    SEARCH_TOOL, SearchRequest, external_name,
 };
 pub use mcp_client::{
     ClientError, Connectors, DeclineElicitation, ElicitationHandler, FeatureError,

@@ -76,6 +76,9 @@ pub struct CatalogConfig {
     /// ([`CatalogTool::is_hidden`](crate::CatalogTool::is_hidden)). A governed layer with the
     /// same rules denies calls to it.
     pub identity_rules: IdentityRules,
+    /// Bounds on the resources, templates, prompts and skills kept per server
+    /// ([`Catalog::set_features`](crate::Catalog::set_features)).
+    pub feature_limits: crate::FeatureLimits,
 }
 
 impl Default for CatalogConfig {
@@ -89,6 +92,7 @@ impl Default for CatalogConfig {
             ranking: RankingConfig::default(),
             tool_limits: ToolLimits::default(),
             identity_rules: IdentityRules::default(),
+            feature_limits: crate::FeatureLimits::default(),
         }
     }
 }
@@ -135,6 +139,13 @@ impl CatalogConfig {
     #[must_use]
     pub fn with_tool_limits(mut self, limits: ToolLimits) -> Self {
         self.tool_limits = limits;
+        self
+    }
+
+    /// Sets the bounds on the resources, templates, prompts and skills kept per server.
+    #[must_use]
+    pub fn with_feature_limits(mut self, limits: crate::FeatureLimits) -> Self {
+        self.feature_limits = limits;
         self
     }
 }

@@ -183,6 +183,19 @@ pub enum SessionError {
     /// The transport failed (broken pipe, HTTP error, malformed message, …).
     #[error("transport failure")]
     Transport(#[source] BoxError),
+    /// The session does not offer this kind of read (`resources`, `prompts`, `skills`).
+    #[error("the session offers no {what} to read")]
+    NotOffered {
+        /// What is not offered.
+        what: &'static str,
+    },
+    /// A read was refused or failed for a reason the session states: its message names the
+    /// server, the URI or name and the limit it broke (already bounded and scrubbed).
+    #[error("{message}")]
+    Refused {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl SessionError {

@@ -31,7 +31,13 @@
 //!   name, inner arguments, hints), and the layer runs it with `dispatch_resolved` once
 //!   identity rules, policy and approval agreed. [`Catalog::resolve`] shows the same as a
 //!   [`CallTarget`].
-//! - [`Catalog::search`] — the search itself, for a CLI (`tools search`) or a UI.
+//! - [`Catalog::search`] — the search itself, for a CLI (`tools search`) or a UI: tools, and
+//!   the resources, templates, prompts and skills set with [`Catalog::set_features`], each
+//!   result saying its [`FeatureKind`].
+//! - `mcp_read` ([`READ_TOOL`]) — shown when a server offers something to read: a resource
+//!   (server + URI), a prompt (server + name + arguments) or a skill file, through the
+//!   session's [`ToolSession::read`], governed like any call (the `[policy]` `resource` /
+//!   `prompt` rules decide it).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -89,6 +95,7 @@ mod catalog;
 mod config;
 mod error;
 pub mod eval;
+mod features;
 mod names;
 mod normalize;
 pub mod sanitize;
@@ -100,11 +107,14 @@ pub mod testing;
 mod validate;
 
 pub use catalog::{
-    CALL_TOOL, CallTarget, Catalog, CatalogTool, READ_OUTPUT_TOOL, ReadOutput, ResolvedTool,
-    SEARCH_TOOL, SearchRequest, SearchResponse, ServerTools,
+    CALL_TOOL, CallTarget, Catalog, CatalogTool, Found, READ_OUTPUT_TOOL, READ_TOOL, ReadOutput,
+    ResolvedRead, ResolvedTool, SEARCH_TOOL, SearchRequest, SearchResponse, ServerTools,
 };
 pub use config::{CatalogConfig, Exposure, ToolLimits};
 pub use error::{CatalogError, SessionError, SkipReason, SkippedTool};
+pub use features::{
+    Feature, FeatureArgument, FeatureKind, FeatureLimits, ServerFeatures, SkillEntry,
+};
 pub use names::{MAX_MODEL_NAME_LEN, SEPARATOR, external_name, model_name};
 pub use normalize::normalize_result;
-pub use session::ToolSession;
+pub use session::{ReadRequest, ReadResult, ToolSession};

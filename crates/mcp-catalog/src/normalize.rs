@@ -62,7 +62,7 @@ fn error_text(result: &CallToolResult) -> String {
     String::from("the tool reported an error without a message")
 }
 
-fn part(block: ContentBlock) -> ContentPart {
+pub(crate) fn part(block: ContentBlock) -> ContentPart {
     match block {
         ContentBlock::Text(t) => ContentPart::Text { text: t.text },
         ContentBlock::Image(i) => ContentPart::Image {

@@ -4,9 +4,11 @@
 //! in-memory peer). It calls through [`ToolSession`], which the orchestration implements over an
 //! rmcp client session and which tests implement with in-memory fakes.
 
+use std::collections::BTreeMap;
+
 use agent_core::JsonObject;
 use async_trait::async_trait;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, GetPromptResult, ResourceContents};
 
 use crate::SessionError;
 
@@ -47,4 +49,79 @@ pub trait ToolSession: Send + Sync {
         tool: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, SessionError>;
+
+    /// Reads what `request` names — a resource, a prompt, a skill file — for `mcp_read`,
+    /// bounded and cleaned by the implementation (it owns the size limit and the run's
+    /// secrets). The catalog has checked nothing but the shape of the request: the governed
+    /// layer decided it before this is called.
+    ///
+    /// The default offers nothing: [`SessionError::NotOffered`].
+    async fn read(&self, request: &ReadRequest) -> Result<ReadResult, SessionError> {
+        Err(SessionError::NotOffered {
+            what: request.kind().plural(),
+        })
+    }
+}
+
+/// What `mcp_read` asks a session for.
+///
+/// ```
+/// use mcp_catalog::{FeatureKind, ReadRequest};
+///
+/// let read = ReadRequest::Resource { uri: "file:///srv/a.md".into() };
+/// assert_eq!(read.kind(), FeatureKind::Resource);
+/// assert_eq!(read.target(), "file:///srv/a.md");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadRequest {
+    /// `resources/read` of `uri`.
+    Resource {
+        /// The URI.
+        uri: String,
+    },
+    /// `prompts/get` of `name` with `arguments`.
+    Prompt {
+        /// The prompt's name.
+        name: String,
+        /// Its arguments.
+        arguments: BTreeMap<String, String>,
+    },
+    /// One file of a skill the server lists (SEP-2640: `skill://<skill>/<file>`).
+    SkillFile {
+        /// The skill's name.
+        skill: String,
+        /// The file's path within the skill (`SKILL.md` by default).
+        file: String,
+    },
+}
+
+impl ReadRequest {
+    /// The kind of thing read.
+    pub fn kind(&self) -> crate::FeatureKind {
+        match self {
+            Self::Resource { .. } => crate::FeatureKind::Resource,
+            Self::Prompt { .. } => crate::FeatureKind::Prompt,
+            Self::SkillFile { .. } => crate::FeatureKind::Skill,
+        }
+    }
+
+    /// The URI, the prompt's name, or the skill file's `skill://` URI.
+    pub fn target(&self) -> String {
+        match self {
+            Self::Resource { uri } => uri.clone(),
+            Self::Prompt { name, .. } => name.clone(),
+            Self::SkillFile { skill, file } => format!("skill://{skill}/{file}"),
+        }
+    }
+}
+
+/// What a session read for `mcp_read`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ReadResult {
+    /// A resource's (or a skill file's) contents.
+    Contents(Vec<ResourceContents>),
+    /// A prompt's messages.
+    Prompt(GetPromptResult),
 }

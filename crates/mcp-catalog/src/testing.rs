@@ -94,6 +94,10 @@ pub fn tool(name: &str, description: &str, input_schema: Value) -> Tool {
 pub struct FakeServer {
     tools: Vec<(Tool, Behavior)>,
     calls: Mutex<Vec<(String, JsonObject)>>,
+    /// Texts `mcp_read` reads, by resource URI or prompt name.
+    readable: Vec<(String, String)>,
+    /// Every read so far.
+    reads: Mutex<Vec<crate::ReadRequest>>,
 }
 
 impl FakeServer {
@@ -207,6 +211,23 @@ impl FakeServer {
             )
     }
 
+    /// Adds a text this server reads as the resource at `uri` or the prompt named `uri`
+    /// ([`ToolSession::read`]); a prompt's answer is the text followed by its arguments as
+    /// `name=value` lines.
+    #[must_use]
+    pub fn with_readable(mut self, uri: &str, text: &str) -> Self {
+        self.readable.push((uri.to_owned(), text.to_owned()));
+        self
+    }
+
+    /// Every read so far.
+    pub fn reads(&self) -> Vec<crate::ReadRequest> {
+        self.reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// The tools, as `tools/list` would return them.
     pub fn tools(&self) -> Vec<Tool> {
         self.tools.iter().map(|(t, _)| t.clone()).collect()
@@ -256,6 +277,36 @@ impl ToolSession for FakeServer {
             )])),
             Behavior::Respond(result) => Ok(result.clone()),
             Behavior::SessionFailure(failure) => Err(failure.error()),
+        }
+    }
+
+    async fn read(&self, request: &crate::ReadRequest) -> Result<crate::ReadResult, SessionError> {
+        use crate::{ReadRequest, ReadResult};
+        self.reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.clone());
+        let target = request.target();
+        let Some((_, text)) = self.readable.iter().find(|(k, _)| *k == target) else {
+            return Err(SessionError::Rpc {
+                code: -32002,
+                message: format!("no such {}", request.kind().as_str()),
+            });
+        };
+        match request {
+            ReadRequest::Prompt { arguments, .. } => {
+                let mut text = text.clone();
+                for (name, value) in arguments {
+                    text.push_str(&format!("\n{name}={value}"));
+                }
+                Ok(ReadResult::Prompt(rmcp::model::GetPromptResult::new(vec![
+                    rmcp::model::PromptMessage::new_text(rmcp::model::Role::User, text),
+                ])))
+            }
+            _ => Ok(ReadResult::Contents(vec![ResourceContents::text(
+                text.clone(),
+                target,
+            )])),
         }
     }
 }

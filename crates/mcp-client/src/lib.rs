@@ -51,6 +51,7 @@
 //! ([`ServerSpec::secret_values`](mcp_config::ServerSpec::secret_values)) replaced by
 //! [`mcp_config::REDACTED`].
 
+mod addendum;
 mod client;
 mod error;
 mod feature_error;
@@ -59,6 +60,7 @@ mod fingerprint;
 mod handler;
 pub mod lifecycle;
 mod list;
+mod offered;
 mod open;
 mod pool;
 mod prompts;
@@ -71,6 +73,7 @@ mod standalone;
 mod trace_context;
 mod updates;
 
+pub use addendum::{MAX_ADDENDUM_BYTES, MAX_PROMPT_SKILLS, MAX_SERVER_INSTRUCTIONS_BYTES};
 pub use client::{McpClient, McpClientBuilder};
 pub use error::{ClientError, ProtocolError, SessionError};
 pub use feature_error::FeatureError;

@@ -131,6 +131,7 @@ impl McpRunner {
             futures::future::join_all(others.iter().map(|s| s.close(grace))).await;
             return Err(error);
         }
+        crate::offered::index(catalog, &added).await;
         let relisted = Arc::new(watch::Sender::new(0));
         let watchers = added
             .iter()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_catalog::sanitize::Lines;
-use mcp_catalog::{SessionError as CallError, ToolSession};
+use mcp_catalog::{ReadRequest, ReadResult, SessionError as CallError, ToolSession};
 use mcp_config::{Redactor, ServerSpec};
 use mcp_connector::{BoxError, ConnectionHandle, Connectors};
 use rmcp::model::{
@@ -509,5 +509,34 @@ impl ToolSession for Session {
         arguments: JsonObject,
     ) -> Result<CallToolResult, CallError> {
         Session::call_tool(self, tool, arguments).await
+    }
+
+    /// `mcp_read`: a resource within [`MAX_RESOURCE_BYTES`](crate::MAX_RESOURCE_BYTES), a
+    /// prompt with its required arguments checked first, both scrubbed of the run's secrets
+    /// ([`read_resource`](Self::read_resource), [`get_prompt`](Self::get_prompt)). The governed
+    /// layer decided the read before this runs. A failure's message names the server, the URI
+    /// or prompt and the limit it broke.
+    async fn read(&self, request: &ReadRequest) -> Result<ReadResult, CallError> {
+        let outcome = match request {
+            ReadRequest::Resource { uri } => {
+                self.read_resource(uri).await.map(ReadResult::Contents)
+            }
+            ReadRequest::Prompt { name, arguments } => self
+                .get_prompt(name, arguments.clone())
+                .await
+                .map(ReadResult::Prompt),
+            other => {
+                return Err(CallError::NotOffered {
+                    what: other.kind().plural(),
+                });
+            }
+        };
+        outcome.map_err(|e| match e {
+            crate::FeatureError::Rpc { code, message, .. } => CallError::Rpc { code, message },
+            crate::FeatureError::Timeout { after, .. } => CallError::Timeout { after },
+            other => CallError::Refused {
+                message: other.to_string(),
+            },
+        })
     }
 }

@@ -67,8 +67,9 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `token_endpoint_auth_method` (`none`, `client_secret_basic`, `client_secret_post`),
 /// `redirect_uri`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
 /// {`allow`, `deny`, `pinned`}, and `shared` (default `false`: the runs of one client reuse one
-/// pooled session of the server; caller-supplied servers never do, see [`ServerSpec::shared`]).
-/// Unknown keys are errors, and so is a key given twice.
+/// pooled session of the server; caller-supplied servers never do, see [`ServerSpec::shared`]),
+/// `roots`, and `instructions` (default `true`: the server's instructions go into a run's system
+/// prompt, see [`ServerSpec::instructions`]). Unknown keys are errors, and so is a key given twice.
 ///
 /// Inline credentials must say something: a `bearer_token`, `client_secret` or `auth.headers`
 /// value, or an `Authorization` header, that is empty, only whitespace or a bare scheme

@@ -20,6 +20,10 @@ pub const MAX_SERVER_NAME_CHARS: usize = 64;
 /// The connect timeout when neither the spec nor the environment sets one.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
 /// One MCP server, as configured.
 ///
 /// Built by the loaders of this crate (which validate it); `Serialize` prints it with every
@@ -71,6 +75,10 @@ pub struct ServerSpec {
     /// capability.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// Whether the server's `instructions` (from its initialize result) go into a run's system
+    /// prompt (default `true`; `instructions = false` leaves them out for this server).
+    #[serde(skip_serializing_if = "is_true")]
+    pub instructions: bool,
     /// The values `${VAR}` references of a config file put into `command`, `args`, `url` or
     /// `headers`: secrets of the spec ([`secret_values`](Self::secret_values)), so they are
     /// scrubbed wherever a server echoes them, and redacted where a [`Config`](crate::Config)
@@ -96,6 +104,7 @@ impl ServerSpec {
             allow_internal_addresses: false,
             shared: false,
             roots: Vec::new(),
+            instructions: true,
             expanded: Vec::new(),
         }
     }

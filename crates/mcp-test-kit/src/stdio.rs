@@ -94,6 +94,10 @@ pub struct StdioServerArgs {
     /// (`test_simple_text`, …, `json_schema_2020_12_tool`).
     #[arg(long)]
     pub suite_tools: bool,
+    /// Offer resources, resource templates, prompts and completions (the in-memory
+    /// [`with_features`](crate::TestServerOptions::with_features) server's).
+    #[arg(long)]
+    pub features: bool,
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -197,6 +201,7 @@ impl StdioServerArgs {
             ("--header-params", self.header_params),
             ("--ask", self.ask),
             ("--suite-tools", self.suite_tools),
+            ("--features", self.features),
         ];
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
@@ -226,6 +231,7 @@ impl StdioServerArgs {
             .with_header_params(self.header_params)
             .with_ask(self.ask)
             .with_suite_tools(self.suite_tools)
+            .with_features(self.features)
             .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
@@ -482,6 +488,7 @@ mod tests {
             header_params: true,
             ask: true,
             suite_tools: true,
+            features: true,
             escapees: Some(PathBuf::from("/tmp/e.pids")),
         };
         let parsed = StdioServerArgs::try_parse_from(

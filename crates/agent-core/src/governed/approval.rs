@@ -224,8 +224,14 @@ fn request(call: &ResolvedCall, trigger: &ApprovalTrigger, redactor: &Redactor) 
         shown.truncate(cut);
         shown.push('…');
     }
-    let tool = match call.kind {
-        CallKind::External => {
+    let tool = match (&call.reads, call.kind) {
+        (Some(reads), _) => format!(
+            "read of {} `{}` of MCP server `{}`",
+            reads.what(),
+            reads.target(),
+            call.server.as_deref().unwrap_or_default()
+        ),
+        (None, CallKind::External) => {
             let server = call.server.as_deref().unwrap_or_default();
             let identity = match call.server_identity.as_deref() {
                 Some(identity) if identity != server => format!(" (`{identity}`)"),
@@ -236,7 +242,7 @@ fn request(call: &ResolvedCall, trigger: &ApprovalTrigger, redactor: &Redactor) 
                 call.remote_tool.as_deref().unwrap_or(&call.action_ref)
             )
         }
-        CallKind::Native | CallKind::Meta => format!("tool `{}`", call.action_ref),
+        (None, CallKind::Native | CallKind::Meta) => format!("tool `{}`", call.action_ref),
     };
     let prompt =
         format!("Allow the {tool} to run with arguments {shown}? (approval required by {trigger})");

@@ -156,6 +156,8 @@ struct Subject {
     identity: Option<String>,
     call_id: String,
     input_bytes: u64,
+    /// The resource URI or prompt name of a read.
+    target: Option<String>,
 }
 
 impl Subject {
@@ -166,6 +168,7 @@ impl Subject {
             identity: resolved.server_identity.clone(),
             call_id: call_id.to_owned(),
             input_bytes: json_len(&resolved.arguments),
+            target: resolved.reads.as_ref().map(|r| r.target().to_owned()),
         }
     }
 
@@ -176,6 +179,7 @@ impl Subject {
             .with_server_identity(self.identity.as_deref())
             .with_call_id(&self.call_id);
         event.input_bytes = Some(self.input_bytes);
+        event.target.clone_from(&self.target);
         if let Some(began) = began {
             event.duration = Some(began.elapsed());
         }

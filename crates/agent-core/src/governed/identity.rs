@@ -4,11 +4,13 @@
 use async_trait::async_trait;
 use tower_layer::Layer;
 
-use super::{CallKind, CallRequest, CallService, denied};
+use super::{CallKind, CallRequest, CallService, ReadSubject, denied};
 use crate::{IdentityRules, ToolError, ToolOutput};
 
 /// Refuses calls the [`IdentityRules`] deny (`[policy] allow` / `deny`). Native tools and the
-/// tool surface's own tools have no server, so the rules do not apply to them.
+/// tool surface's own tools have no server, so the rules do not apply to them. A read of a
+/// resource or prompt ([`ResolvedCall::reads`](super::ResolvedCall::reads)) is decided by the
+/// `resource` / `prompt` rules.
 ///
 /// ```
 /// use agent_core::{CallRequest, CallService, IdentityLayer, IdentityRules, ResolvedCall, Rule,
@@ -66,7 +68,17 @@ pub struct Identity<S> {
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Identity<S> {
     async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
         let resolved = &request.resolved;
-        if resolved.kind == CallKind::External
+        if let Some(reads) = &resolved.reads {
+            let identity = resolved.server_identity.as_deref();
+            let decision = match reads {
+                ReadSubject::Resource(uri) => self.rules.allows_resource(identity, uri),
+                ReadSubject::Prompt(name) => self.rules.allows_prompt(identity, name),
+            };
+            if let Err(denial) = decision {
+                let reason = format!("{} `{}`: {denial}", reads.what(), reads.target());
+                return Err(denied(resolved, reason));
+            }
+        } else if resolved.kind == CallKind::External
             && let Some(remote) = resolved.remote_tool.as_deref()
             && let Err(denial) = self
                 .rules

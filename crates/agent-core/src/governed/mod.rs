@@ -64,6 +64,42 @@ pub enum CallKind {
     Meta,
 }
 
+/// What a read of a server's content (the lazy surface's `mcp_read`) is about: the `[policy]`
+/// `resource` / `prompt` rules decide it, instead of the tool rules.
+///
+/// ```
+/// use agent_core::ReadSubject;
+///
+/// let read = ReadSubject::Resource("file:///srv/readme.md".into());
+/// assert_eq!(read.what(), "resource");
+/// assert_eq!(read.target(), "file:///srv/readme.md");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadSubject {
+    /// A resource, by URI (a skill file too, as its `skill://` URI).
+    Resource(String),
+    /// A prompt, by name.
+    Prompt(String),
+}
+
+impl ReadSubject {
+    /// `"resource"` or `"prompt"`.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Self::Resource(_) => "resource",
+            Self::Prompt(_) => "prompt",
+        }
+    }
+
+    /// The URI or the prompt's name.
+    pub fn target(&self) -> &str {
+        match self {
+            Self::Resource(target) | Self::Prompt(target) => target,
+        }
+    }
+}
+
 /// A call resolved to the real tool it runs: what rules, policy, approval, events and history
 /// are about.
 ///
@@ -101,6 +137,9 @@ pub struct ResolvedCall {
     pub annotations: ToolAnnotations,
     /// This call's timeout; the layer's default when `None`.
     pub timeout: Option<Duration>,
+    /// Set for a read of a server's resource or prompt: the identity layer then applies the
+    /// `resource` / `prompt` rules to it, and events name it as their `target`.
+    pub reads: Option<ReadSubject>,
 }
 
 impl ResolvedCall {
@@ -114,6 +153,7 @@ impl ResolvedCall {
             arguments,
             annotations: ToolAnnotations::default(),
             timeout: None,
+            reads: None,
         }
     }
 
@@ -157,6 +197,32 @@ impl ResolvedCall {
         }
     }
 
+    /// A read (`action_ref`, e.g. `mcp_read`) of `subject` on the server configured as
+    /// `server`: an external call without a remote tool, decided by the `resource` / `prompt`
+    /// rules.
+    ///
+    /// ```
+    /// use agent_core::{CallKind, ReadSubject, ResolvedCall};
+    ///
+    /// let read = ReadSubject::Prompt("review".into());
+    /// let call = ResolvedCall::read("mcp_read", "git", read, Default::default());
+    /// assert_eq!(call.kind, CallKind::External);
+    /// assert_eq!(call.remote_tool, None);
+    /// assert_eq!(call.reads.unwrap().target(), "review");
+    /// ```
+    pub fn read(
+        action_ref: impl Into<String>,
+        server: impl Into<String>,
+        subject: ReadSubject,
+        arguments: JsonObject,
+    ) -> Self {
+        Self {
+            server: Some(server.into()),
+            reads: Some(subject),
+            ..Self::new(action_ref.into(), CallKind::External, arguments)
+        }
+    }
+
     /// Sets the server's identity.
     #[must_use]
     pub fn with_identity(mut self, identity: impl Into<String>) -> Self {
@@ -184,6 +250,10 @@ impl ResolvedCall {
         match (&self.server, &self.remote_tool) {
             (Some(server), Some(remote)) => {
                 info.with_server(server, self.server_identity.as_deref(), remote)
+            }
+            // A read names its server; its "remote tool" is the reading tool itself.
+            (Some(server), None) if self.reads.is_some() => {
+                info.with_server(server, self.server_identity.as_deref(), &self.action_ref)
             }
             _ => info,
         }

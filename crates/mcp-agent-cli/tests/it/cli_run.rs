@@ -342,3 +342,56 @@ fn a_call_s_progress_is_printed_between_its_lines() {
     assert!(lines[call + 4].starts_with("← ok "), "{said}");
     assert_clean(&output);
 }
+
+/// The model, shown the kit's instructions in its system prompt, reads a resource of the kit
+/// with `mcp_read`, then answers once it was shown the resource.
+const READ_THEN_ANSWER: &str = r#"
+fixtures:
+  - scenario: { name: run, required_state: "", set_state: read }
+    match:
+      body_jsonpath: "$.messages[?@.role == 'system' && search(@.content, 'MCP server `kit`')]"
+    response:
+      tool_calls:
+        - name: mcp_read
+          arguments: { server: kit, uri: "test://text/hello" }
+  - scenario: { name: run, required_state: read, set_state: done }
+    match:
+      body_jsonpath: "$.messages[?@.role == 'tool' && search(@.content, 'text/plain')]"
+    response:
+      content: "The resource says hello."
+"#;
+
+#[test]
+fn the_model_sees_the_servers_instructions_and_reads_a_resource_with_mcp_read() {
+    let Some(endpoint) = Endpoint::start(READ_THEN_ANSWER) else {
+        return;
+    };
+    let servers = json!([{
+        "name": "kit",
+        "command": mcp_test_kit::stdio::binary(),
+        "args": ["--features"],
+    }])
+    .to_string();
+    let args = [
+        "run",
+        "--base-url",
+        &endpoint.base_url,
+        "--model",
+        "test-model",
+        "What does the kit's hello resource say?",
+    ];
+    let output = mcp_agent(
+        &args,
+        &[("MCP_AGENT__SERVERS", &servers), ("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", all(&output));
+    assert_eq!(stdout(&output), "The resource says hello.\n");
+    let said = stderr(&output);
+    let lines: Vec<&str> = said.lines().collect();
+    let read = lines
+        .iter()
+        .position(|l| l.starts_with("→ mcp_read kit resource test://text/hello"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(lines[read + 1].starts_with("← ok "), "{said}");
+    assert_clean(&output);
+}

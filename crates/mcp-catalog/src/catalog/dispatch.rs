@@ -12,7 +12,7 @@ use crate::normalize_result;
 use crate::suggest::suggest;
 use crate::validate;
 
-use super::{CALL_TOOL, Catalog, CatalogTool, SEARCH_TOOL, SearchRequest};
+use super::{CALL_TOOL, Catalog, CatalogTool, READ_TOOL, ResolvedRead, SEARCH_TOOL, SearchRequest};
 
 /// What a model's call resolves to, before it runs: the [`CallResolver::Target`] of the
 /// catalog, which a governed layer hands back to run exactly the tool it approved.
@@ -28,6 +28,8 @@ pub enum CallTarget {
     },
     /// An MCP tool, called first-class or through `mcp_call_tool`.
     Mcp(ResolvedTool),
+    /// `mcp_read`: a resource, prompt or skill file of a server.
+    Read(ResolvedRead),
 }
 
 /// An MCP tool call resolved to the real tool.
@@ -57,6 +59,9 @@ impl Catalog {
     pub fn resolve(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
         match call.name.as_str() {
             SEARCH_TOOL => return Ok(CallTarget::Search),
+            READ_TOOL if self.offers_reads() => {
+                return self.resolve_read(&call.arguments).map(CallTarget::Read);
+            }
             CALL_TOOL => {
                 let (name, arguments) = call_tool_input(&call.arguments)?;
                 return self
@@ -87,6 +92,9 @@ impl Catalog {
             if !via_call_tool {
                 candidates.extend(self.natives.iter().map(|n| n.name.as_str()));
                 candidates.extend([SEARCH_TOOL, CALL_TOOL]);
+                if state.offered.any() {
+                    candidates.push(READ_TOOL);
+                }
             }
             candidates.sort_unstable();
             return Err(ToolError::unknown_tool(name, suggest(name, candidates, 3)));
@@ -145,7 +153,13 @@ impl Catalog {
             .call_tool(&tool.remote_name, resolved.arguments)
             .await
             .map_err(|e| session_error(&tool.server, &tool.id, e))?;
-        normalize_result(&tool.server, &tool.id, result)
+        let output = normalize_result(&tool.server, &tool.id, result)?;
+        Ok(Self::with_link_hints(&self.read(), &tool.server, output))
+    }
+
+    /// True when some server of the catalog offers something to read (`mcp_read` is shown).
+    pub fn offers_reads(&self) -> bool {
+        self.read().offered.any()
     }
 }
 
@@ -263,6 +277,7 @@ impl CallResolver for Catalog {
                 ResolvedCall::native(name.clone(), call.arguments.clone())
                     .with_annotations(annotations)
             }
+            CallTarget::Read(read) => read.resolved_call(call.arguments.clone()),
             CallTarget::Mcp(mcp) => {
                 let tool = &mcp.tool;
                 let resolved = ResolvedCall::external(
@@ -309,6 +324,7 @@ impl CallResolver for Catalog {
                 None => Err(ToolError::unknown_tool(call.name, Vec::new())),
             },
             CallTarget::Mcp(resolved) => self.call(resolved).await,
+            CallTarget::Read(read) => self.read_feature(read).await,
         }
     }
 }

@@ -21,9 +21,13 @@ pub const SEARCH_TOOL: &str = "mcp_search_tools";
 pub const CALL_TOOL: &str = "mcp_call_tool";
 /// The name of the tool the model reads the rest of a cut output with ([`ReadOutput`]).
 pub const READ_OUTPUT_TOOL: &str = "mcp_read_output";
+/// The name of the tool the model reads a server's resources, prompts and skill files with.
+pub const READ_TOOL: &str = "mcp_read";
 
 mod dispatch;
 mod limits;
+mod offered;
+mod read;
 mod read_output;
 mod semantic;
 mod surface;
@@ -31,6 +35,8 @@ mod surface;
 pub use dispatch::{CallTarget, ResolvedTool};
 use limits::texts;
 pub(crate) use limits::{Checked, check_listing, check_tool};
+pub use offered::Found;
+pub use read::ResolvedRead;
 pub use read_output::ReadOutput;
 pub use surface::{SearchRequest, SearchResponse};
 
@@ -266,6 +272,8 @@ struct State {
     index: SearchIndex,
     /// External ids, in promotion order.
     promoted: Vec<String>,
+    /// The servers' resources, templates, prompts and skills.
+    offered: offered::Offered,
 }
 
 impl State {
@@ -407,7 +415,7 @@ impl Catalog {
     /// An empty catalog that also shows the agent's own tools and runs them with `dispatcher`.
     ///
     /// Fails when two native tools share a name or one is named like the lazy surface
-    /// (`mcp_search_tools`, `mcp_call_tool`).
+    /// (`mcp_search_tools`, `mcp_call_tool`, `mcp_read`).
     pub fn with_native_tools(
         config: CatalogConfig,
         tools: Vec<ToolDescriptor>,
@@ -415,7 +423,7 @@ impl Catalog {
     ) -> Result<Self, CatalogError> {
         let mut seen: HashMap<&str, ()> = HashMap::new();
         for tool in &tools {
-            if tool.name == SEARCH_TOOL || tool.name == CALL_TOOL {
+            if [SEARCH_TOOL, CALL_TOOL, READ_TOOL].contains(&tool.name.as_str()) {
                 return Err(CatalogError::NameCollision {
                     name: tool.name.clone(),
                     existing: tool.name.clone(),
@@ -532,6 +540,7 @@ impl Catalog {
         };
         state.forget(&old.tools);
         state.index.remove_server(server);
+        state.offered.remove(server);
         state.prune_promoted();
         self.tools_changed(&state);
         true
@@ -572,6 +581,7 @@ impl Catalog {
                     .or_else(|| {
                         (name == SEARCH_TOOL
                             || name == CALL_TOOL
+                            || name == READ_TOOL
                             || self.natives.iter().any(|n| n.name == name))
                         .then(|| format!("native tool `{name}`"))
                     })

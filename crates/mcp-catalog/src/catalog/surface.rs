@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::search::{SearchIndex, SearchResults};
 use crate::{CatalogError, Exposure};
 
-use super::{CALL_TOOL, Catalog, CatalogTool, SEARCH_TOOL, State};
+use super::{CALL_TOOL, Catalog, CatalogTool, Found, READ_TOOL, SEARCH_TOOL, State};
 
 /// A ranking of a query: (index, query, server filter, limit) → results.
 pub(crate) type Ranker<'a> = dyn Fn(&SearchIndex, &str, Option<&str>, usize) -> SearchResults + 'a;
@@ -103,25 +103,39 @@ pub struct SearchResponse {
     /// Set when hybrid ranking is configured but this search ranked by words alone (the
     /// embedder failed, stalled or answered nonsense): why. Not shown to the model.
     pub warning: Option<String>,
+    /// Every result, tools and the servers' resources, templates, prompts and skills, best
+    /// first (empty when it is [`tools`](Self::tools) alone).
+    pub found: Vec<Found>,
 }
 
 impl SearchResponse {
     /// The JSON the model reads:
-    /// `{"tools":[{"name","description","input_schema"}],"count","total"}`, plus `not_found`
-    /// and `promoted` when they are not empty.
+    /// `{"tools":[{"name","description","input_schema","kind":"tool"}],"count","total"}`, plus
+    /// `not_found` and `promoted` when they are not empty. A resource, template, prompt or
+    /// skill found with the tools is one entry of `tools` too, saying its `kind`, its `server`
+    /// and the `mcp_read` arguments that read it (`read_with`).
     pub fn to_json(&self) -> Value {
-        let tools: Vec<Value> = self
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.model_name(),
-                    "description": t.description().unwrap_or(""),
-                    "input_schema": t.input_schema.value(),
-                })
+        let tool = |t: &CatalogTool| {
+            json!({
+                "name": t.model_name(),
+                "description": t.description().unwrap_or(""),
+                "input_schema": t.input_schema.value(),
+                "kind": "tool",
             })
-            .collect();
-        let mut out = json!({"tools": tools, "count": self.tools.len(), "total": self.total});
+        };
+        let tools: Vec<Value> = if self.found.is_empty() {
+            self.tools.iter().map(|t| tool(t)).collect()
+        } else {
+            self.found
+                .iter()
+                .map(|f| match f {
+                    Found::Tool(t) => tool(t),
+                    Found::Feature(f) => f.to_json(),
+                })
+                .collect()
+        };
+        let count = tools.len();
+        let mut out = json!({"tools": tools, "count": count, "total": self.total});
         if !self.not_found.is_empty() {
             out["not_found"] = json!(self.not_found);
         }
@@ -298,14 +312,30 @@ impl Catalog {
                 response.tools.truncate(limit);
                 response
             } else {
-                let found = rank(&state.index, query, request.server.as_deref(), limit);
+                let server = request.server.as_deref();
+                let found = rank(&state.index, query, server, limit);
+                let tools: Vec<Arc<CatalogTool>> = found
+                    .hits
+                    .iter()
+                    .filter_map(|h| state.get(&h.id).cloned())
+                    .collect();
+                let (all, more) = state.offered.merge(query, server, limit, &tools, || {
+                    state.index.search(query, server, limit)
+                });
+                let tools = if more == 0 {
+                    tools
+                } else {
+                    all.iter()
+                        .filter_map(|f| match f {
+                            Found::Tool(t) => Some(Arc::clone(t)),
+                            Found::Feature(_) => None,
+                        })
+                        .collect()
+                };
                 SearchResponse {
-                    tools: found
-                        .hits
-                        .iter()
-                        .filter_map(|h| state.get(&h.id).cloned())
-                        .collect(),
-                    total: found.total,
+                    tools,
+                    total: found.total + more,
+                    found: if more == 0 { Vec::new() } else { all },
                     ..SearchResponse::default()
                 }
             }
@@ -359,11 +389,17 @@ impl Catalog {
             });
         }
         let schema = json!({"type": "object", "properties": properties, "required": ["query"]});
+        let reads = if state.offered.any() {
+            " Prompts, resources, resource templates and skills are found too, each result \
+             saying its kind: read those with mcp_read."
+        } else {
+            ""
+        };
         ToolDescriptor::new(SEARCH_TOOL, object(schema))
             .with_description(format!(
                 "Search the tools of the connected MCP servers ({} tools; {servers_text}). \
                  Returns the best matches with their name, description and input_schema; \
-                 run one with mcp_call_tool.",
+                 run one with mcp_call_tool.{reads}",
                 state.shown().count()
             ))
             .with_annotations(ToolAnnotations::read_only())
@@ -399,9 +435,10 @@ fn object(value: Value) -> JsonObject {
 }
 
 impl ToolCatalog for Catalog {
-    /// Native tools first, then — lazily — `mcp_search_tools` and `mcp_call_tool`, then pinned
-    /// tools (in configuration order) and promoted ones (in promotion order); or, eagerly,
-    /// every MCP tool sorted by name.
+    /// Native tools first, then — lazily — `mcp_search_tools` and `mcp_call_tool` (and
+    /// `mcp_read` when a server offers something to read), then pinned tools (in configuration
+    /// order) and promoted ones (in promotion order); or, eagerly, every MCP tool sorted by
+    /// name (then `mcp_read`, when offered).
     fn tools(&self) -> Vec<ToolDescriptor> {
         let state = self.read();
         let mut out = self.natives.clone();
@@ -409,10 +446,16 @@ impl ToolCatalog for Catalog {
             let mut all: Vec<&Arc<CatalogTool>> = state.shown().collect();
             all.sort_by(|a, b| a.model_name().cmp(b.model_name()));
             out.extend(all.into_iter().map(|t| t.descriptor()));
+            if state.offered.any() {
+                out.push(self.read_descriptor());
+            }
             return out;
         }
         out.push(self.search_descriptor(&state));
         out.push(Self::call_descriptor());
+        if state.offered.any() {
+            out.push(self.read_descriptor());
+        }
         let mut shown: Vec<&str> = Vec::new();
         for tool in self.pinned_then_promoted(&state) {
             if !shown.contains(&tool.id.as_str()) {
@@ -429,6 +472,9 @@ impl ToolCatalog for Catalog {
             return Some(native.clone());
         }
         let state = self.read();
+        if name == READ_TOOL && state.offered.any() {
+            return Some(self.read_descriptor());
+        }
         if self.eager(&state) {
             return state
                 .model_names

@@ -86,7 +86,7 @@ async fn search_output_has_the_specified_shape() {
     assert_eq!(keys, ["tools", "count", "total"]);
     let first = &found["tools"][0];
     let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["name", "description", "input_schema"]);
+    assert_eq!(keys, ["name", "description", "input_schema", "kind"]);
     assert_eq!(first["name"], "demo__echo");
     assert_eq!(first["description"], "Echo the input text back unchanged");
     assert_eq!(first["input_schema"]["required"], json!(["text"]));

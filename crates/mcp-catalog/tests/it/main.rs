@@ -7,4 +7,5 @@ mod embed_updates;
 mod hostile;
 mod hybrid_catalog;
 mod output_bounds;
+mod read;
 mod read_output;

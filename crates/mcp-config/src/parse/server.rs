@@ -35,6 +35,7 @@ const SERVER_FIELDS: &[&str] = &[
     "tools",
     "shared",
     "roots",
+    "instructions",
 ];
 
 /// The most roots one server may be given.
@@ -82,6 +83,7 @@ const MCP_SERVERS_FIELDS: &[&str] = &[
     "tools",
     "shared",
     "roots",
+    "instructions",
 ];
 
 /// The fields every server has whatever its transport; a custom transport's other fields are
@@ -94,6 +96,7 @@ const COMMON_FIELDS: &[&str] = &[
     "tools",
     "shared",
     "roots",
+    "instructions",
 ];
 
 const STDIO_FIELDS: &[&str] = &["command", "args", "env", "cwd", "inherit_env"];
@@ -203,6 +206,9 @@ pub(crate) fn parse_server(
     let roots = field(obj, "roots")
         .map(|v| parse_roots(v, &path.key("roots"), p))
         .unwrap_or_default();
+    let instructions = field(obj, "instructions")
+        .and_then(|v| as_bool(v, &path.key("instructions"), p))
+        .unwrap_or(true);
     if dialect == Dialect::McpServers
         && let Some(v) = field(obj, "disabled")
     {
@@ -220,6 +226,7 @@ pub(crate) fn parse_server(
     spec.origin = origin;
     spec.shared = shared;
     spec.roots = roots;
+    spec.instructions = instructions;
     spec.expanded = ["command", "args", "url", "headers"]
         .iter()
         .flat_map(|key| p.expanded_under(&path.key(key)))
@@ -641,6 +648,18 @@ mod tests {
         ];
         let expected: Vec<_> = expected.iter().map(|(k, p)| (*k, p.to_string())).collect();
         assert_eq!(err, expected);
+    }
+
+    #[test]
+    fn instructions_is_a_boolean_on_by_default() {
+        let spec = parse(json!({"name": "git", "command": "git-mcp"})).unwrap();
+        assert!(spec.instructions);
+        let spec =
+            parse(json!({"name": "git", "command": "git-mcp", "instructions": false})).unwrap();
+        assert!(!spec.instructions);
+        let err = parse(json!({"name": "web", "url": "https://x/mcp", "instructions": "no"}))
+            .unwrap_err();
+        assert_eq!(err, [(WrongType, "servers[0].instructions".to_string())]);
     }
 
     #[test]

@@ -1,0 +1,98 @@
+//! What a run's servers offer beyond tools, for the model's surface: at open, each server that
+//! declared the `resources` or `prompts` capability is asked for its listings (never for a
+//! resource's contents), bounded by the session's [`ListLimits`](crate::ListLimits) and
+//! [`LISTING_WAIT`], and the catalog indexes them for `mcp_search_tools` and offers `mcp_read`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_catalog::{Catalog, ServerFeatures};
+
+use crate::Session;
+
+/// The longest a run's opening waits for one server's listings of resources, templates and
+/// prompts; a server slower than that offers its reads with nothing indexed.
+pub(crate) const LISTING_WAIT: Duration = Duration::from_secs(10);
+
+/// True when the capabilities of `session`'s server declare `name`.
+fn declares(session: &Session, name: &str) -> bool {
+    session
+        .identity()
+        .capabilities
+        .get(name)
+        .is_some_and(|v| !v.is_null())
+}
+
+/// What `session`'s server offers: listed only for the capabilities it declared, within
+/// [`LISTING_WAIT`]. A listing that fails leaves its kind offered with nothing indexed.
+async fn offered(session: &Session) -> ServerFeatures {
+    let mut offered = ServerFeatures::default();
+    let resources = declares(session, "resources");
+    let prompts = declares(session, "prompts");
+    if resources {
+        offered = offered.with_resources(Vec::new());
+    }
+    if prompts {
+        offered = offered.with_prompts(Vec::new());
+    }
+    if !resources && !prompts {
+        return offered;
+    }
+    let listing = async {
+        let (listed, templates, prompt_list) = tokio::join!(
+            async {
+                if resources {
+                    session.list_resources().await.ok()
+                } else {
+                    None
+                }
+            },
+            async {
+                if resources {
+                    session.list_resource_templates().await.ok()
+                } else {
+                    None
+                }
+            },
+            async {
+                if prompts {
+                    session.list_prompts().await.ok()
+                } else {
+                    None
+                }
+            },
+        );
+        (listed, templates, prompt_list)
+    };
+    match tokio::time::timeout(LISTING_WAIT, listing).await {
+        Ok((listed, templates, prompt_list)) => {
+            if let Some(listed) = listed {
+                offered = offered.with_resources(listed);
+            }
+            if let Some(templates) = templates {
+                offered = offered.with_templates(templates);
+            }
+            if let Some(prompt_list) = prompt_list {
+                offered = offered.with_prompts(prompt_list);
+            }
+        }
+        Err(_) => tracing::info!(
+            server = %session.name(),
+            "listing resources and prompts took longer than {} s: none indexed",
+            LISTING_WAIT.as_secs()
+        ),
+    }
+    offered
+}
+
+/// Lists what each session's server offers, all at once, and sets it in `catalog`.
+pub(crate) async fn index(catalog: &Catalog, sessions: &[Arc<Session>]) {
+    let listed = futures::future::join_all(sessions.iter().map(|s| offered(s))).await;
+    for (session, offered) in sessions.iter().zip(listed) {
+        if offered.offers_reads()
+            && let Err(e) = catalog.set_features(session.name(), offered)
+        {
+            tracing::info!(server = %session.name(), error = %e, "features not indexed");
+        }
+    }
+}
