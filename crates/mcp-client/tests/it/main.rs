@@ -10,5 +10,6 @@ mod listing;
 mod pool;
 mod run_secrets;
 mod search;
+mod skills;
 #[cfg(feature = "otel")]
 mod trace_context;
