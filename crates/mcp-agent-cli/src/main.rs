@@ -34,6 +34,7 @@ mod settings;
 mod shared_sessions;
 mod shared_state;
 mod signals;
+mod skills;
 mod term;
 mod tools;
 mod trim;
@@ -111,6 +112,9 @@ pub(crate) enum Command {
     /// List, search and call the configured servers' tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// List the configured servers' skills (the skills extension) and show one, checked.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
     /// Log in to an HTTP server with OAuth (its `oauth` auth table), see the stored logins,
     /// log out.
     #[command(subcommand)]
@@ -146,6 +150,7 @@ fn run() -> ExitCode {
         Some(Command::Config(cmd)) => config::run(cmd, cli.file),
         Some(Command::Servers(cmd)) => servers::run(cmd, file, &logs),
         Some(Command::Tools(cmd)) => tools::run(cmd, file, cli.yes, &logs),
+        Some(Command::Skills(cmd)) => skills::run(cmd, file, &logs),
         Some(Command::Auth(cmd)) => auth::run(cmd, file, &logs),
         Some(Command::History(cmd)) => history::run(cmd, file),
         Some(Command::Serve(args)) => serve::run(args, file, &logs),
