@@ -45,6 +45,11 @@ pub enum EventKind {
     /// in `target`, and in `message` how many notifications this event stands for (a flood is
     /// coalesced per URI, and what could not be kept is counted as dropped).
     ResourceUpdated,
+    /// A skill's `SKILL.md` was loaded or one of its files read (skills extension), or either
+    /// was refused: `server`, the file's URI in `target`, `outcome` (`ok`, `denied`,
+    /// `transport` for a file that failed its digest or size check, …), `output_bytes` and
+    /// `duration`.
+    SkillRead,
     /// The agent loop ended without an answer (`message`: why; the step limit, a model
     /// failure or cancellation).
     RunFailed,

@@ -83,7 +83,7 @@ fn any_tool() -> String {
 pub struct Rule {
     /// A glob over the server's identity.
     pub server: String,
-    /// A glob over the tool's name on its server (ignored by a resource or prompt rule).
+    /// A glob over the tool's name on its server (ignored by a resource, prompt or skill rule).
     #[serde(default = "any_tool")]
     pub tool: String,
     /// A glob over a resource's URI: set, the rule is about resources (`resources/read`,
@@ -94,6 +94,10 @@ pub struct Rule {
     /// listings), not tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// A glob over a skill's name (skills extension): set, the rule is about skills (their
+    /// listing, their `SKILL.md` and files), not tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
     /// A glob over the principal's subject: the rule applies only to matching principals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
@@ -117,6 +121,7 @@ impl Rule {
             tool: tool.into(),
             resource: None,
             prompt: None,
+            skill: None,
             subject: None,
             scopes: Vec::new(),
             claims: BTreeMap::new(),
@@ -158,9 +163,26 @@ impl Rule {
         rule
     }
 
-    /// True for a rule about tools (neither `resource` nor `prompt` set).
+    /// A rule for skills whose name matches `name` of servers whose identity matches
+    /// `server`. It covers no tool, resource or prompt.
+    ///
+    /// ```
+    /// use agent_core::Rule;
+    ///
+    /// let rule = Rule::skill("docs", "pdf-*");
+    /// assert!(rule.matches_skill(Some("docs"), "pdf-processing"));
+    /// assert!(!rule.matches_skill(Some("docs"), "deploy"));
+    /// assert_eq!(rule.to_string(), r#"{ server = "docs", skill = "pdf-*" }"#);
+    /// ```
+    pub fn skill(server: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut rule = Self::new(server, "*");
+        rule.skill = Some(name.into());
+        rule
+    }
+
+    /// True for a rule about tools (none of `resource`, `prompt` and `skill` set).
     pub fn is_tool_rule(&self) -> bool {
-        self.resource.is_none() && self.prompt.is_none()
+        self.resource.is_none() && self.prompt.is_none() && self.skill.is_none()
     }
 
     /// The same rule, for principals whose subject matches `glob` only.
@@ -231,6 +253,14 @@ impl Rule {
             .is_some_and(|glob| self.covers_server(identity) && glob_match(glob, name))
     }
 
+    /// True when the rule is a skill rule covering skill `name` of the server with
+    /// `identity`.
+    pub fn matches_skill(&self, identity: Option<&str>, name: &str) -> bool {
+        self.skill
+            .as_deref()
+            .is_some_and(|glob| self.covers_server(identity) && glob_match(glob, name))
+    }
+
     fn covers_server(&self, identity: Option<&str>) -> bool {
         !self.inert && glob_match(&self.server, identity.unwrap_or(""))
     }
@@ -240,6 +270,7 @@ impl Rule {
             Target::Tool(tool) => self.matches(identity, tool),
             Target::Resource(uri) => self.matches_resource(identity, uri),
             Target::Prompt(name) => self.matches_prompt(identity, name),
+            Target::Skill(name) => self.matches_skill(identity, name),
         }
     }
 
@@ -254,10 +285,15 @@ impl Rule {
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.resource, &self.prompt) {
-            (Some(uri), _) => write!(f, "{{ server = {:?}, resource = {uri:?}", self.server)?,
-            (None, Some(name)) => write!(f, "{{ server = {:?}, prompt = {name:?}", self.server)?,
-            (None, None) => write!(f, "{{ server = {:?}, tool = {:?}", self.server, self.tool)?,
+        match (&self.resource, &self.prompt, &self.skill) {
+            (Some(uri), _, _) => write!(f, "{{ server = {:?}, resource = {uri:?}", self.server)?,
+            (None, Some(name), _) => write!(f, "{{ server = {:?}, prompt = {name:?}", self.server)?,
+            (None, None, Some(name)) => {
+                write!(f, "{{ server = {:?}, skill = {name:?}", self.server)?
+            }
+            (None, None, None) => {
+                write!(f, "{{ server = {:?}, tool = {:?}", self.server, self.tool)?
+            }
         }
         if let Some(subject) = &self.subject {
             write!(f, ", subject = {subject:?}")?;
@@ -325,7 +361,7 @@ pub enum Denial {
     NotAllowedTarget {
         /// The server's identity, when known.
         identity: Option<String>,
-        /// `"resource"` or `"prompt"`.
+        /// `"resource"`, `"prompt"` or `"skill"`.
         what: &'static str,
     },
 }
@@ -336,6 +372,7 @@ enum Target<'a> {
     Tool(&'a str),
     Resource(&'a str),
     Prompt(&'a str),
+    Skill(&'a str),
 }
 
 /// Which servers' tools may run: `allow` and `deny` lists of [`Rule`]s matched
@@ -459,6 +496,21 @@ impl IdentityRules {
         self.check(identity, Target::Prompt(name))
     }
 
+    /// Whether skill `name` of the server with `identity` may be listed and loaded (its
+    /// `SKILL.md` and files read), by the `skill` rules (see
+    /// [`allows_resource`](Self::allows_resource)).
+    ///
+    /// ```
+    /// use agent_core::{IdentityRules, Rule};
+    ///
+    /// let rules = IdentityRules::default().deny(Rule::skill("*", "deploy-*"));
+    /// assert!(rules.allows_skill(Some("docs"), "pdf-processing").is_ok());
+    /// assert!(rules.allows_skill(Some("docs"), "deploy-prod").is_err());
+    /// ```
+    pub fn allows_skill(&self, identity: Option<&str>, name: &str) -> Result<(), Denial> {
+        self.check(identity, Target::Skill(name))
+    }
+
     fn check(&self, identity: Option<&str>, target: Target<'_>) -> Result<(), Denial> {
         if let Some((index, rule)) = self
             .deny
@@ -490,6 +542,10 @@ impl IdentityRules {
                 identity,
                 what: "prompt",
             },
+            Target::Skill(_) => Denial::NotAllowedTarget {
+                identity,
+                what: "skill",
+            },
         })
     }
 }
@@ -507,6 +563,8 @@ impl IdentityRules {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+// One per call that needs approval, short-lived: the rule is kept whole, unboxed.
+#[allow(clippy::large_enum_variant)]
 pub enum ApprovalTrigger {
     /// An `approve` rule matches.
     Rule {

@@ -36,6 +36,7 @@ mod settings;
 mod shared_sessions;
 mod shared_state;
 mod signals;
+mod skills;
 mod term;
 mod tools;
 mod trim;
@@ -119,6 +120,9 @@ pub(crate) enum Command {
     /// List the configured servers' prompts and get one with arguments (through `[policy]`).
     #[command(subcommand)]
     Prompts(prompts::PromptsCommand),
+    /// List the configured servers' skills (the skills extension) and show one, checked.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
     /// Log in to an HTTP server with OAuth (its `oauth` auth table), see the stored logins,
     /// log out.
     #[command(subcommand)]
@@ -156,6 +160,7 @@ fn run() -> ExitCode {
         Some(Command::Tools(cmd)) => tools::run(cmd, file, cli.yes, &logs),
         Some(Command::Resources(cmd)) => resources::run(cmd, file, &logs),
         Some(Command::Prompts(cmd)) => prompts::run(cmd, file, &logs),
+        Some(Command::Skills(cmd)) => skills::run(cmd, file, &logs),
         Some(Command::Auth(cmd)) => auth::run(cmd, file, &logs),
         Some(Command::History(cmd)) => history::run(cmd, file),
         Some(Command::Serve(args)) => serve::run(args, file, &logs),

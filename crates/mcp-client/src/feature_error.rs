@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::ListLimit;
 use crate::error::ProtocolError;
+use crate::{ListLimit, SkillProblem};
 
 /// Why a resource, prompt or completion request failed. Each names the server (its
 /// configured key), the method and, where there is one, the URI or prompt and the limit.
@@ -22,9 +22,9 @@ pub enum FeatureError {
     Denied {
         /// The server.
         server: String,
-        /// `"resource"` or `"prompt"`.
+        /// `"resource"`, `"prompt"` or `"skill"`.
         what: &'static str,
-        /// The URI or prompt name.
+        /// The URI, prompt name or skill name.
         target: String,
         /// The rule that decided.
         reason: String,
@@ -119,6 +119,20 @@ pub enum FeatureError {
         /// The required arguments not given.
         missing: Vec<String>,
     },
+    /// A skill (or one of its files) is refused: over a bound, breaking the extension's rules,
+    /// or read with another size, digest or frontmatter than its listing promised. Nothing
+    /// read of it is used.
+    #[error("server `{server}`: skill `{skill}`{}: {problem}", file_part(file.as_deref()))]
+    Skill {
+        /// The server.
+        server: String,
+        /// The skill's name (or the name or URI asked for), cleaned.
+        skill: String,
+        /// The file, when the problem is one file's.
+        file: Option<String>,
+        /// What is wrong.
+        problem: SkillProblem,
+    },
     /// The run holds [`MAX_SUBSCRIPTIONS`](crate::MAX_SUBSCRIPTIONS) on this server already.
     #[error("server `{server}`: more than {limit} subscriptions (the subscription limit)")]
     TooManySubscriptions {
@@ -144,7 +158,8 @@ impl FeatureError {
             | Self::InvalidUri { server, .. }
             | Self::UnknownPrompt { server, .. }
             | Self::MissingArguments { server, .. }
-            | Self::TooManySubscriptions { server, .. } => server,
+            | Self::TooManySubscriptions { server, .. }
+            | Self::Skill { server, .. } => server,
         }
     }
 
@@ -158,6 +173,12 @@ impl FeatureError {
             Self::Rpc { .. } => O::ToolError,
             Self::Timeout { .. } => O::Timeout,
             Self::UnknownServer { .. } => O::Configuration,
+            Self::Skill { problem, .. } => match problem {
+                SkillProblem::Unknown
+                | SkillProblem::Ambiguous { .. }
+                | SkillProblem::NotListed => O::InvalidArguments,
+                _ => O::Transport,
+            },
             Self::Failed { .. }
             | Self::ListLimit { .. }
             | Self::TooLarge { .. }
@@ -165,4 +186,9 @@ impl FeatureError {
             | Self::TooManySubscriptions { .. } => O::Transport,
         }
     }
+}
+
+/// `, file `uri``, or nothing.
+fn file_part(file: Option<&str>) -> String {
+    file.map(|f| format!(", file `{f}`")).unwrap_or_default()
 }

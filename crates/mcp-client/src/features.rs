@@ -26,7 +26,7 @@ enum Target<'a> {
 }
 
 impl McpRunner {
-    fn session_of(&self, server: &str) -> Result<&Arc<Session>, FeatureError> {
+    pub(crate) fn session_of(&self, server: &str) -> Result<&Arc<Session>, FeatureError> {
         self.sessions()
             .iter()
             .find(|s| s.name() == server)
@@ -52,7 +52,7 @@ impl McpRunner {
     }
 
     /// Emits the event of one read or get.
-    fn tell<T>(
+    pub(crate) fn tell<T>(
         &self,
         kind: EventKind,
         session: &Session,

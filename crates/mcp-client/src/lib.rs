@@ -39,6 +39,16 @@
 //! governed layer, catalog, events and history over it, and its tool-list changes reach every
 //! run using it. Caller-supplied specs are never pooled: they always get a private session.
 //!
+//! # Skills
+//!
+//! A server's skills (the skills extension) are listed ([`McpRunner::list_skills`]) without
+//! reading any of their files; a skill's `SKILL.md` is read when it is loaded
+//! ([`McpRunner::load_skill`]) and each other file on its first use
+//! ([`McpRunner::read_skill_file`]), every read checked against the size and digest the
+//! server listed (and the `SKILL.md`'s frontmatter against the listing's) before any of it is
+//! used: a mismatch is [`FeatureError::Skill`]. `[policy]` `skill` rules decide first; every
+//! load and read is a `skill_read` event.
+//!
 //! # A hostile server
 //!
 //! Everything a server chooses is bounded: its tool listing by [`ListLimits`] (pages, tools,
@@ -69,6 +79,9 @@ mod runner;
 mod scrub;
 mod search;
 mod session;
+mod skill_runner;
+mod skill_session;
+mod skills;
 mod standalone;
 mod trace_context;
 mod updates;
@@ -91,5 +104,9 @@ pub use search::SearchSetupError;
 pub use session::{
     MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,
     MAX_SERVER_VERSION_BYTES, ServerIdentity, Session,
+};
+pub use skills::{
+    LoadedSkill, MAX_FRONTMATTER_BYTES, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_NAME_BYTES,
+    SkillData, SkillEntry, SkillFile, SkillFileContents, SkillFiles, SkillProblem,
 };
 pub use updates::{MAX_SUBSCRIPTIONS, UPDATE_EVENT_INTERVAL};

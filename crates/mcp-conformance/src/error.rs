@@ -34,6 +34,10 @@ pub enum Error {
         /// Its content, as JSON.
         content: String,
     },
+    /// A skill, or a file of one, was refused (a listing that failed, a read whose size,
+    /// digest or frontmatter is not what the server listed).
+    #[error(transparent)]
+    Skill(#[from] mcp_client::FeatureError),
     /// The server did not list a tool the scenario needs.
     #[error("the server lists no tool `{0}`")]
     MissingTool(String),

@@ -80,6 +80,13 @@ pub enum Step {
         /// The tool that receives it.
         echo: &'static str,
     },
+    /// `skills/list`, every page, through `mcp-client`'s skills code: no file of any skill is
+    /// read (see [`run_skills`]).
+    ListSkills,
+    /// Loads each listed skill (its `SKILL.md` read, checked against the manifest and the
+    /// entry's frontmatter), then reads each of its other files (each checked); the first
+    /// refusal ends the run with an error (see [`run_skills`]).
+    LoadSkills,
 }
 
 /// What the client does for `scenario`, after connecting and starting the session.
@@ -112,6 +119,11 @@ pub fn plan(scenario: &str) -> Vec<Step> {
             Step::ListTools,
             call("test_client_elicitation_defaults", json!({})),
         ],
+        // The skills extension: listing never reads a file; loading checks what it reads.
+        "sep-2640-client-no-prefetch" => vec![Step::ListSkills],
+        skills if skills.starts_with("sep-2640-client-") => {
+            vec![Step::ListSkills, Step::LoadSkills]
+        }
         _ => vec![Step::ListTools],
     }
 }
@@ -173,6 +185,72 @@ impl ElicitationHandler for AcceptElicitation {
     async fn elicit(&self, _server: &str, _request: ElicitRequestParams) -> ElicitResult {
         ElicitResult::new(ElicitationAction::Accept)
     }
+}
+
+/// True when `steps` are skill steps, which [`run_skills`] runs (through a
+/// [`Session`](mcp_client::Session)) instead of [`run`].
+///
+/// ```
+/// use mcp_conformance::{plan, uses_skills};
+///
+/// assert!(uses_skills(&plan("sep-2640-client-verify-digest")));
+/// assert!(!uses_skills(&plan("tools_call")));
+/// ```
+pub fn uses_skills(steps: &[Step]) -> bool {
+    steps
+        .iter()
+        .any(|s| matches!(s, Step::ListSkills | Step::LoadSkills))
+}
+
+/// Opens one session to `spec` with `mcp-client`'s low-level
+/// [`Session::open_standalone`](mcp_client::Session::open_standalone) and runs the skill
+/// steps of `steps` with the library's skills code ([`Session::list_skills`],
+/// [`Session::load_skill`], [`Session::read_skill_file`]); then closes the session.
+///
+/// [`Session::list_skills`]: mcp_client::Session::list_skills
+/// [`Session::load_skill`]: mcp_client::Session::load_skill
+/// [`Session::read_skill_file`]: mcp_client::Session::read_skill_file
+pub async fn run_skills(
+    connectors: &mcp_client::Connectors,
+    spec: ServerSpec,
+    steps: &[Step],
+    log: &mut dyn FnMut(String),
+) -> Result<(), Error> {
+    let (session, _tools) = mcp_client::Session::open_standalone(connectors, spec)
+        .await
+        .map_err(|e| Error::Initialize(Box::new(e)))?;
+    let result = skill_steps(&session, steps, log).await;
+    session.close(Duration::from_secs(1)).await;
+    result
+}
+
+async fn skill_steps(
+    session: &mcp_client::Session,
+    steps: &[Step],
+    log: &mut dyn FnMut(String),
+) -> Result<(), Error> {
+    let mut listed = Vec::new();
+    for step in steps {
+        match step {
+            Step::ListSkills => {
+                listed = session.list_skills().await?;
+                let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+                log(format!("skills/list: {names:?}"));
+            }
+            Step::LoadSkills => {
+                for entry in &listed {
+                    let skill = session.load_skill(entry).await?;
+                    log(format!("loaded {}: {} bytes", entry.name, skill.bytes));
+                    for file in entry.files.listed().iter().filter(|f| f.uri != entry.uri) {
+                        let read = session.read_skill_file(&skill, &file.uri).await?;
+                        log(format!("read {}: {} bytes", file.uri, read.bytes));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Connects to `spec` through `connector`, starts the session, runs `steps` (the calls of
@@ -277,6 +355,8 @@ impl Steps<'_> {
                         log(format!("tools/call {name}: {}", shown(&result)));
                     }
                 }
+                // Run by `run_skills`, through a session of the library.
+                Step::ListSkills | Step::LoadSkills => {}
                 Step::EchoSchema { focal, echo } => {
                     listed = self.list_tools().await?;
                     let tool = listed

@@ -13,7 +13,7 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::{CrashAction, Observations, TestServer, TestServerOptions};
+use crate::{CrashAction, Observations, SkillHostility, Skills, TestServer, TestServerOptions};
 
 /// The environment variable that overrides where [`binary`] looks for `mcp-test-server`.
 pub const BINARY_ENV: &str = "MCP_TEST_SERVER_BIN";
@@ -101,6 +101,14 @@ pub struct StdioServerArgs {
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Serve the skills below this directory (the skills extension): each folder holding a
+    /// `SKILL.md` is one.
+    #[arg(long, value_name = "DIR")]
+    pub skills: Option<PathBuf>,
+    /// Serve hostile skills too (repeatable): `wrong-digest`, `wrong-size`, `many-files`,
+    /// `escapes`.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub skills_hostile: Vec<SkillHostility>,
     /// Serve over streamable HTTP on 127.0.0.1 (ephemeral port) instead of stdio; prints the
     /// URL as the first line of stdout and runs until stdin closes.
     #[arg(long)]
@@ -165,6 +173,18 @@ impl StdioServerArgs {
         self
     }
 
+    /// Serves the skills below `dir`.
+    pub fn with_skills(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.skills = Some(dir.into());
+        self
+    }
+
+    /// Serves a hostile skill twist too.
+    pub fn with_skills_hostile(mut self, hostility: SkillHostility) -> Self {
+        self.skills_hostile.push(hostility);
+        self
+    }
+
     /// Prints non-JSON lines on stdout before speaking MCP.
     pub fn with_stdout_noise(mut self) -> Self {
         self.stdout_noise = true;
@@ -210,7 +230,32 @@ impl StdioServerArgs {
         if let Some(path) = &self.escapees {
             args.extend(["--escapees".to_owned(), path.display().to_string()]);
         }
+        if let Some(path) = &self.skills {
+            args.extend(["--skills".to_owned(), path.display().to_string()]);
+        }
+        for hostility in &self.skills_hostile {
+            if let Some(value) = hostility.to_possible_value() {
+                args.extend(["--skills-hostile".to_owned(), value.get_name().to_owned()]);
+            }
+        }
         args
+    }
+
+    /// [`server_options`](Self::server_options) with the skills loaded (`--skills`,
+    /// `--skills-hostile`).
+    pub fn server_options_with_skills(&self) -> std::io::Result<TestServerOptions> {
+        let options = self.server_options();
+        if self.skills.is_none() && self.skills_hostile.is_empty() {
+            return Ok(options);
+        }
+        let mut skills = match &self.skills {
+            Some(dir) => Skills::from_dir(dir)?,
+            None => Skills::default(),
+        };
+        for hostility in &self.skills_hostile {
+            skills = skills.with_hostility(*hostility);
+        }
+        Ok(options.with_skills(skills))
     }
 
     /// The test-server options these arguments describe (mode presets applied).
@@ -281,13 +326,13 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
     }
 
     if args.http {
-        let server = crate::serve_http(args.server_options()).await?;
+        let server = crate::serve_http(args.server_options_with_skills()?).await?;
         println!("{}", server.url());
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while lines.next_line().await?.is_some() {}
         server.shutdown().await;
     } else {
-        serve_stdio(TestServer::new(args.server_options())).await;
+        serve_stdio(TestServer::new(args.server_options_with_skills()?)).await;
     }
 
     if args.ignores_stdin_close() {
@@ -490,6 +535,8 @@ mod tests {
             suite_tools: true,
             features: true,
             escapees: Some(PathBuf::from("/tmp/e.pids")),
+            skills: Some(PathBuf::from("/tmp/skills")),
+            skills_hostile: vec![SkillHostility::WrongDigest, SkillHostility::Escapes],
         };
         let parsed = StdioServerArgs::try_parse_from(
             std::iter::once("mcp-test-server".to_owned()).chain(args.to_args()),

@@ -34,3 +34,4 @@ mod cli_serve_reload;
 mod cli_serve_scale;
 mod cli_serve_state;
 mod cli_signals;
+mod cli_skills;

@@ -10,6 +10,7 @@ mod listing;
 mod pool;
 mod run_secrets;
 mod search;
+mod skills;
 mod surface;
 #[cfg(feature = "otel")]
 mod trace_context;

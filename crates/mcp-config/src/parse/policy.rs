@@ -20,11 +20,11 @@ pub(crate) const POLICY_FIELDS: &[&str] = &[
 ];
 
 const RULE_FIELDS: &[&str] = &[
-    "server", "tool", "resource", "prompt", "subject", "scopes", "claims",
+    "server", "tool", "resource", "prompt", "skill", "subject", "scopes", "claims",
 ];
 
 /// The keys of which a rule names at most one: what it is about.
-const TARGET_FIELDS: &[&str] = &["tool", "resource", "prompt"];
+const TARGET_FIELDS: &[&str] = &["tool", "resource", "prompt", "skill"];
 
 /// What one source's `[policy]` sets; unset keys are `None`, so a later source overrides only
 /// the keys it sets.
@@ -83,14 +83,16 @@ pub(crate) fn parse_policy(value: &Value, path: &JsonPath, p: &mut Problems) -> 
             if !rule.is_tool_rule() {
                 let key = if rule.resource.is_some() {
                     "resource"
-                } else {
+                } else if rule.prompt.is_some() {
                     "prompt"
+                } else {
+                    "skill"
                 };
                 p.push(
                     &path.key("approve").index(i).key(key),
                     NotApplicable,
-                    "`approve` rules are about tool calls: name a `tool`, not a resource or a \
-                     prompt",
+                    "`approve` rules are about tool calls: name a `tool`, not a resource, a \
+                     prompt or a skill",
                 );
             }
         }
@@ -152,7 +154,8 @@ fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
             &path.key(second),
             ConflictingFields,
             format!(
-                "a rule names one of `tool`, `resource` and `prompt`, not `{first}` and `{second}`"
+                "a rule names one of `tool`, `resource`, `prompt` and `skill`, not `{first}` and \
+                 `{second}`"
             ),
         );
         return None;
@@ -164,15 +167,17 @@ fn rule(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Rule> {
     let tool = target("tool", p)?;
     let resource = target("resource", p)?;
     let prompt = target("prompt", p)?;
+    let skill = target("skill", p)?;
     // Every key is read (and each problem reported) before any is given up on.
     let subject = field(obj, "subject").map(|v| non_empty_str(v, &path.key("subject"), p));
     let scopes = field(obj, "scopes").map(|v| strings(v, &path.key("scopes"), p));
     let claims = field(obj, "claims").map(|v| claim_globs(v, &path.key("claims"), p));
     let server = server?;
-    let mut rule = match (resource, prompt) {
-        (Some(uri), _) => Rule::resource(server, uri),
-        (None, Some(name)) => Rule::prompt(server, name),
-        (None, None) => Rule::new(server, tool.unwrap_or_else(|| "*".to_owned())),
+    let mut rule = match (resource, prompt, skill) {
+        (Some(uri), _, _) => Rule::resource(server, uri),
+        (None, Some(name), _) => Rule::prompt(server, name),
+        (None, None, Some(name)) => Rule::skill(server, name),
+        (None, None, None) => Rule::new(server, tool.unwrap_or_else(|| "*".to_owned())),
     };
     if let Some(subject) = subject {
         rule = rule.for_subject(subject?);

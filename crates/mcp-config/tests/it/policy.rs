@@ -251,3 +251,49 @@ approve = [{ server = "docs", resource = "file:///*" }]
         "{err}"
     );
 }
+
+#[test]
+fn rules_about_skills_are_read_and_refused_where_they_do_not_apply() {
+    let config = Config::parse(
+        r#"
+[policy]
+deny = [{ server = "docs", skill = "deploy-*" }]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap();
+    assert_eq!(
+        config.policy.identity.deny,
+        [Rule::skill("docs", "deploy-*")]
+    );
+    assert_eq!(
+        config.policy.identity.deny[0].to_string(),
+        r#"{ server = "docs", skill = "deploy-*" }"#
+    );
+
+    let err = Config::parse(
+        r#"
+[policy]
+allow = [{ server = "docs", prompt = "p", skill = "s" }, { server = "x", skill = "" }]
+approve = [{ server = "docs", skill = "pdf-*" }]
+"#,
+        FileFormat::Toml,
+        no_vars(),
+    )
+    .unwrap_err();
+    let problems: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.kind, p.path.as_str()))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            (ProblemKind::ConflictingFields, "policy.allow[0].skill"),
+            (ProblemKind::InvalidValue, "policy.allow[1].skill"),
+            (ProblemKind::NotApplicable, "policy.approve[0].skill"),
+        ],
+        "{err}"
+    );
+}

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use mcp_auth::{AuthProvider, MemoryTokenStore};
 use mcp_conformance::{
-    CONTEXT_ENV, HeadlessBrowser, MAX_LOGINS, MAX_STEP_UPS, SCENARIO_ENV, plan, run, server_spec,
+    CONTEXT_ENV, HeadlessBrowser, MAX_LOGINS, MAX_STEP_UPS, SCENARIO_ENV, plan, run, run_skills,
+    server_spec, uses_skills,
 };
 use mcp_transport_http::{HttpConnector, HttpOptions};
 
@@ -80,18 +81,18 @@ fn main() -> ExitCode {
                 connector.with_auth_factory(move |_| Ok(hook.clone() as Arc<dyn AuthProvider>));
         }
         let mut log = |line: String| eprintln!("  {line}");
-        match tokio::time::timeout(
-            RUN_TIMEOUT,
-            run(
-                &connector,
-                &spec,
-                &plan(&scenario),
-                context.as_ref(),
-                &mut log,
-            ),
-        )
-        .await
-        {
+        let steps = plan(&scenario);
+        let ran = if uses_skills(&steps) {
+            let connectors = mcp_client::Connectors::new().with(connector);
+            tokio::time::timeout(RUN_TIMEOUT, run_skills(&connectors, spec, &steps, &mut log)).await
+        } else {
+            tokio::time::timeout(
+                RUN_TIMEOUT,
+                run(&connector, &spec, &steps, context.as_ref(), &mut log),
+            )
+            .await
+        };
+        match ran {
             Ok(result) => result,
             Err(_) => Err(mcp_conformance::Error::Timeout {
                 what: format!("scenario {scenario}"),

@@ -19,6 +19,7 @@ use rmcp::model::{
     ReadResourceResponse, SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
     UnsubscribeRequestParams,
 };
+use rmcp::model::{GetSkillRequestParams, GetSkillResult, ListSkillsResult};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -30,8 +31,10 @@ use crate::observe::{Event, Observations};
 mod ask;
 mod content;
 mod features;
+mod skills;
 
 pub use features::HUGE_RESOURCE_BYTES;
+pub use skills::{SkillHostility, Skills, write_example_skills};
 mod route;
 mod suite;
 
@@ -97,6 +100,10 @@ pub struct TestServerOptions {
     pub features: bool,
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
+    /// The skills served (the skills extension, with `resources/list` and `resources/read`
+    /// of their files); every `skills/list`, `skills/get` and read of a skill file is
+    /// recorded as an [`Event::Request`].
+    pub skills: Option<Arc<Skills>>,
 }
 
 impl Default for TestServerOptions {
@@ -114,6 +121,7 @@ impl Default for TestServerOptions {
             suite_tools: false,
             features: false,
             instructions: None,
+            skills: None,
         }
     }
 }
@@ -159,6 +167,12 @@ impl TestServerOptions {
     /// Offers resources, templates, prompts and completions, and lists `flood_updates`.
     pub fn with_features(mut self, features: bool) -> Self {
         self.features = features;
+        self
+    }
+
+    /// Serves `skills` (see [`skills`](Self::skills)).
+    pub fn with_skills(mut self, skills: Skills) -> Self {
+        self.skills = Some(Arc::new(skills));
         self
     }
 
@@ -524,6 +538,13 @@ impl TestServer {
         }
     }
 
+    fn record(&self, method: &str, target: &str) {
+        self.options.observations.record(Event::Request {
+            method: method.to_owned(),
+            target: target.to_owned(),
+        });
+    }
+
     fn is_echo_like(&self, name: &str) -> bool {
         lock(&self.added).contains_key(name)
             || name
@@ -564,6 +585,14 @@ impl ServerHandler for TestServer {
             capabilities.prompts = more.prompts;
             capabilities.completions = more.completions;
         }
+        if self.options.skills.is_some() {
+            let more = ServerCapabilities::builder()
+                .enable_resources()
+                .enable_skills()
+                .build();
+            capabilities.resources = capabilities.resources.or(more.resources);
+            capabilities.extensions = more.extensions;
+        }
         let instructions = self
             .options
             .instructions
@@ -582,8 +611,38 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let skills = self.options.skills.as_ref().map(|s| s.resources());
+        if let (Some(skills), false) = (&skills, self.options.features) {
+            return Ok(ListResourcesResult::with_all_items(skills.clone()));
+        }
         self.featured::<ListResourcesRequestMethod>()?;
-        Ok(features::resources())
+        let mut listed = features::resources();
+        listed.resources.extend(skills.unwrap_or_default());
+        Ok(listed)
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        self.record("skills/list", "");
+        Ok(self.options.skills.as_ref().map_or_else(
+            || ListSkillsResult::with_all_items(Vec::new()),
+            |s| s.list(),
+        ))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        self.record("skills/get", &request.uri);
+        match &self.options.skills {
+            Some(skills) => skills.get(&request.uri),
+            None => Err(ErrorData::invalid_params("no skills", None)),
+        }
     }
 
     async fn list_resource_templates(
@@ -600,6 +659,15 @@ impl ServerHandler for TestServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if let Some(read) = self
+            .options
+            .skills
+            .as_ref()
+            .and_then(|s| s.read(&request.uri))
+        {
+            self.record("resources/read", &request.uri);
+            return Ok(ReadResourceResponse::Complete(read));
+        }
         self.featured::<ReadResourceRequestMethod>()?;
         features::read(&request).map(ReadResourceResponse::Complete)
     }

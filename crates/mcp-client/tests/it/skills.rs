@@ -1,0 +1,298 @@
+//! Skills (the skills extension) of a run's servers, served by the test kit's server from a
+//! real skill directory: listed without reading a file, loaded and read lazily with every read
+//! checked against the manifest, hostile servers refused by name, governed by `[policy]`.
+
+use std::time::Duration;
+
+use agent_core::{CallOutcome, Event, EventKind, IdentityRules, Rule, RunInput};
+use mcp_client::{FeatureError, MAX_SKILL_FILES, McpClient, McpRunner, SkillData, SkillProblem};
+use mcp_config::{Config, PolicyConfig};
+use mcp_connector::Connectors;
+use mcp_connector::testing::{InMemoryConnector, spec};
+use mcp_test_kit::{
+    Observations, SkillHostility, Skills, TestServer, TestServerOptions, serve_in_memory,
+    write_example_skills,
+};
+
+const SKILL_MD: &str = "skill://pdf-processing/SKILL.md";
+const FORMS: &str = "skill://pdf-processing/references/FORMS.md";
+
+/// A run of server `docs` (identity `acme/docs`) serving the example skills (with
+/// `hostility`), under `policy`.
+async fn run(
+    policy: PolicyConfig,
+    hostility: Option<SkillHostility>,
+) -> (McpRunner, Observations, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    write_example_skills(dir.path()).unwrap();
+    let mut skills = Skills::from_dir(dir.path()).unwrap();
+    if let Some(hostility) = hostility {
+        skills = skills.with_hostility(hostility);
+    }
+    let observations = Observations::new();
+    let seen = observations.clone();
+    let memory = InMemoryConnector::new().server("docs", move || {
+        let options = TestServerOptions::default()
+            .with_name("acme/docs")
+            .with_skills(skills.clone())
+            .with_observations(seen.clone());
+        serve_in_memory(TestServer::new(options))
+    });
+    let config = Config::new(vec![spec("docs")])
+        .expect("valid specs")
+        .with_policy(policy);
+    let runner = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    (runner, observations, dir)
+}
+
+/// The URIs the server was asked to read, in order.
+fn reads(observations: &Observations) -> Vec<String> {
+    observations
+        .snapshot()
+        .events
+        .into_iter()
+        .filter_map(|e| match e {
+            mcp_test_kit::Event::Request { method, target, .. } if method == "resources/read" => {
+                Some(target)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+async fn next_of(events: &mut agent_core::EventReceiver, kind: EventKind) -> Event {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let event = events.recv().await.expect("the bus is open");
+            if event.kind == kind {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("the event within 10 s")
+}
+
+#[tokio::test]
+async fn skills_are_listed_without_a_read_and_files_are_read_on_first_use_only() {
+    let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
+    let mut events = runner.governed().subscribe();
+
+    let listed = runner.list_skills("docs").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let entry = &listed[0];
+    assert_eq!(entry.uri, SKILL_MD);
+    assert_eq!(entry.name, "pdf-processing");
+    assert_eq!(
+        entry.description,
+        "Extract, fill, and assemble PDF documents"
+    );
+    assert_eq!(entry.refused, None);
+    let files: Vec<&str> = entry
+        .files
+        .listed()
+        .iter()
+        .map(|f| f.uri.as_str())
+        .collect();
+    assert_eq!(files, [SKILL_MD, FORMS]);
+    let all = runner.list_all_skills().await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].0, "docs");
+    assert!(reads(&observations).is_empty(), "listing read no file");
+
+    let skill = runner.load_skill("docs", "pdf-processing").await.unwrap();
+    assert!(
+        skill.instructions.contains("# PDF processing"),
+        "{}",
+        skill.instructions
+    );
+    assert_eq!(
+        reads(&observations),
+        [SKILL_MD],
+        "loading read the SKILL.md alone"
+    );
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.outcome, Some(CallOutcome::Ok));
+    assert_eq!(event.target.as_deref(), Some(SKILL_MD));
+    assert_eq!(event.server_identity.as_deref(), Some("acme/docs"));
+
+    let forms = runner.read_skill_file(&skill, FORMS).await.unwrap();
+    assert_eq!(
+        forms.data,
+        SkillData::Text("# Forms\n\nFill every field; sign last.\n".into())
+    );
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.target.as_deref(), Some(FORMS));
+    assert_eq!(event.output_bytes, Some(forms.bytes as u64));
+    // A second use is served from what was read.
+    runner.read_skill_file(&skill, FORMS).await.unwrap();
+    assert_eq!(reads(&observations), [SKILL_MD, FORMS]);
+    assert_eq!(skill.files_read(), [FORMS]);
+
+    // A file the manifest does not list is refused without a request.
+    let outside = runner
+        .read_skill_file(&skill, "skill://pdf-processing/../secrets.md")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &outside,
+            FeatureError::Skill {
+                problem: SkillProblem::NotListed,
+                ..
+            }
+        ),
+        "{outside}"
+    );
+    assert_eq!(reads(&observations).len(), 2);
+
+    // By URI too (`skills/get`).
+    let by_uri = runner.skill("docs", SKILL_MD).await.unwrap();
+    assert_eq!(by_uri.name, "pdf-processing");
+    runner.shutdown().await.unwrap();
+}
+
+/// A file whose bytes are not what the manifest promises is refused, naming the server, the
+/// skill, the file and both values; nothing of it is returned or kept.
+async fn assert_file_refused(hostility: SkillHostility) -> SkillProblem {
+    let (runner, observations, _dir) = run(PolicyConfig::default(), Some(hostility)).await;
+    let mut events = runner.governed().subscribe();
+    let skill = runner.load_skill("docs", "pdf-processing").await.unwrap();
+    let err = runner.read_skill_file(&skill, FORMS).await.unwrap_err();
+    let FeatureError::Skill {
+        server,
+        skill: name,
+        file,
+        problem,
+    } = &err
+    else {
+        panic!("not a skill error: {err}");
+    };
+    assert_eq!(server, "docs");
+    assert_eq!(name, "pdf-processing");
+    assert_eq!(file.as_deref(), Some(FORMS));
+    assert!(err.to_string().contains(FORMS), "{err}");
+    assert!(
+        skill.files_read().is_empty(),
+        "unverified content is not kept"
+    );
+    assert_eq!(reads(&observations), [SKILL_MD, FORMS]);
+    next_of(&mut events, EventKind::SkillRead).await;
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.outcome, Some(CallOutcome::Transport));
+    assert_eq!(event.target.as_deref(), Some(FORMS));
+    runner.shutdown().await.unwrap();
+    problem.clone()
+}
+
+#[tokio::test]
+async fn a_file_with_another_digest_is_refused() {
+    let problem = assert_file_refused(SkillHostility::WrongDigest).await;
+    let SkillProblem::Digest { expected, actual } = problem else {
+        panic!("{problem}");
+    };
+    assert_ne!(expected, actual);
+    assert!(actual.starts_with("sha256:"), "{actual}");
+}
+
+#[tokio::test]
+async fn a_file_of_another_size_is_refused() {
+    let problem = assert_file_refused(SkillHostility::WrongSize).await;
+    let len = "# Forms\n\nFill every field; sign last.\n".len() as u64;
+    assert_eq!(
+        problem,
+        SkillProblem::Size {
+            expected: len + 1,
+            actual: len
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_skill_of_ten_thousand_files_is_listed_refused_and_never_read() {
+    let (runner, observations, _dir) =
+        run(PolicyConfig::default(), Some(SkillHostility::ManyFiles)).await;
+    let listed = runner.list_skills("docs").await.unwrap();
+    let many = listed.iter().find(|s| s.name == "many-files").unwrap();
+    assert_eq!(
+        many.refused,
+        Some(SkillProblem::TooManyFiles {
+            count: 10_001,
+            limit: MAX_SKILL_FILES
+        })
+    );
+    assert!(many.files.listed().is_empty(), "the manifest is not kept");
+    let err = runner.load_skill("docs", "many-files").await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            FeatureError::Skill { problem: SkillProblem::TooManyFiles { .. }, skill, .. }
+                if skill == "many-files"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("10001 files, more than 512"),
+        "{err}"
+    );
+    assert!(reads(&observations).is_empty());
+    // The other skills of the server are untouched.
+    runner.load_skill("docs", "pdf-processing").await.unwrap();
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn escape_sequences_are_removed_from_names_descriptions_and_instructions() {
+    let (runner, _observations, _dir) =
+        run(PolicyConfig::default(), Some(SkillHostility::Escapes)).await;
+    let listed = runner.list_skills("docs").await.unwrap();
+    let escapes = listed.iter().find(|s| s.name == "escapes").unwrap();
+    assert!(
+        !escapes.description.chars().any(char::is_control),
+        "{:?}",
+        escapes.description
+    );
+    assert_eq!(escapes.description, "red text with  escapes");
+    let skill = runner.load_skill("docs", "escapes").await.unwrap();
+    assert!(
+        !skill
+            .instructions
+            .chars()
+            .any(|c| c.is_control() && c != '\n'),
+        "{:?}",
+        skill.instructions
+    );
+    assert!(skill.instructions.contains("The body styles the terminal."));
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn policy_rules_hide_and_refuse_skills_before_anything_is_sent() {
+    let rules = IdentityRules::default().deny(Rule::skill("acme/*", "pdf-*"));
+    let (runner, observations, _dir) =
+        run(PolicyConfig::default().with_identity(rules), None).await;
+    let mut events = runner.governed().subscribe();
+    assert!(runner.list_skills("docs").await.unwrap().is_empty());
+    let denied = runner
+        .load_skill("docs", "pdf-processing")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&denied, FeatureError::Denied { what: "skill", .. }),
+        "{denied}"
+    );
+    assert!(denied.to_string().contains("policy.deny[0]"), "{denied}");
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.outcome, Some(CallOutcome::Denied));
+    assert_eq!(event.target.as_deref(), Some("pdf-processing"));
+    assert!(reads(&observations).is_empty());
+    let by_uri = runner.load_skill("docs", SKILL_MD).await.unwrap_err();
+    assert!(matches!(by_uri, FeatureError::Denied { .. }), "{by_uri}");
+    assert!(reads(&observations).is_empty(), "nothing read when refused");
+    runner.shutdown().await.unwrap();
+}
