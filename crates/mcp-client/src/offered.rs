@@ -1,6 +1,6 @@
 //! What a run's servers offer beyond tools, for the model's surface: at open, each server that
-//! declared the `resources` or `prompts` capability is asked for its listings (never for a
-//! resource's contents), bounded by the session's [`ListLimits`](crate::ListLimits) and
+//! declared the `resources` or `prompts` capability or the skills extension is asked for its
+//! listings (never for a resource's contents or a skill's files), bounded by the session's [`ListLimits`](crate::ListLimits) and
 //! [`LISTING_WAIT`], and the catalog indexes them for `mcp_search_tools` and offers `mcp_read`.
 
 use std::sync::Arc;
@@ -29,17 +29,21 @@ async fn offered(session: &Session) -> ServerFeatures {
     let mut offered = ServerFeatures::default();
     let resources = declares(session, "resources");
     let prompts = declares(session, "prompts");
+    let skills = session.offers_skills();
     if resources {
         offered = offered.with_resources(Vec::new());
     }
     if prompts {
         offered = offered.with_prompts(Vec::new());
     }
-    if !resources && !prompts {
+    if skills {
+        offered = offered.with_skills(Vec::new());
+    }
+    if !resources && !prompts && !skills {
         return offered;
     }
     let listing = async {
-        let (listed, templates, prompt_list) = tokio::join!(
+        let (listed, templates, prompt_list, skill_list) = tokio::join!(
             async {
                 if resources {
                     session.list_resources().await.ok()
@@ -61,11 +65,27 @@ async fn offered(session: &Session) -> ServerFeatures {
                     None
                 }
             },
+            async {
+                if skills {
+                    session.list_skills().await.ok()
+                } else {
+                    None
+                }
+            },
         );
-        (listed, templates, prompt_list)
+        (listed, templates, prompt_list, skill_list)
     };
     match tokio::time::timeout(LISTING_WAIT, listing).await {
-        Ok((listed, templates, prompt_list)) => {
+        Ok((listed, templates, prompt_list, skill_list)) => {
+            if let Some(skill_list) = skill_list {
+                // A refused entry (over a bound, breaking the extension's rules) is not offered.
+                let usable = skill_list
+                    .into_iter()
+                    .filter(|s| s.refused.is_none())
+                    .map(|s| mcp_catalog::SkillEntry::new(s.name, s.description))
+                    .collect();
+                offered = offered.with_skills(usable);
+            }
             if let Some(listed) = listed {
                 offered = offered.with_resources(listed);
             }
@@ -78,7 +98,7 @@ async fn offered(session: &Session) -> ServerFeatures {
         }
         Err(_) => tracing::info!(
             server = %session.name(),
-            "listing resources and prompts took longer than {} s: none indexed",
+            "listing resources, prompts and skills took longer than {} s: none indexed",
             LISTING_WAIT.as_secs()
         ),
     }

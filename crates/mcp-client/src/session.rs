@@ -525,6 +525,12 @@ impl ToolSession for Session {
                 .get_prompt(name, arguments.clone())
                 .await
                 .map(ReadResult::Prompt),
+            ReadRequest::SkillFile { skill, file } => {
+                if !self.offers_skills() {
+                    return Err(CallError::NotOffered { what: "skills" });
+                }
+                self.skill_file(skill, file).await.map(ReadResult::Contents)
+            }
             other => {
                 return Err(CallError::NotOffered {
                     what: other.kind().plural(),

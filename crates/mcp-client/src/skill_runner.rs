@@ -10,9 +10,7 @@ use agent_core::EventKind;
 use mcp_catalog::sanitize::Lines;
 
 use crate::skills::without_escapes;
-use crate::{
-    FeatureError, LoadedSkill, McpRunner, Session, SkillEntry, SkillFileContents, SkillProblem,
-};
+use crate::{FeatureError, LoadedSkill, McpRunner, Session, SkillEntry, SkillFileContents};
 
 impl McpRunner {
     fn skill_allowed(&self, session: &Session, name: &str) -> Result<(), FeatureError> {
@@ -93,26 +91,7 @@ impl McpRunner {
             session.get_skill(skill).await?
         } else {
             self.skill_allowed(session, skill)?;
-            let mut found: Vec<SkillEntry> = session
-                .list_skills()
-                .await?
-                .into_iter()
-                .filter(|e| e.name == skill)
-                .collect();
-            let problem = match found.len() {
-                1 => None,
-                0 => Some(SkillProblem::Unknown),
-                count => Some(SkillProblem::Ambiguous { count }),
-            };
-            if let Some(problem) = problem {
-                return Err(FeatureError::Skill {
-                    server: session.name().to_owned(),
-                    skill: without_escapes(skill, crate::MAX_SKILL_NAME_BYTES, Lines::Single),
-                    file: None,
-                    problem,
-                });
-            }
-            found.remove(0)
+            session.find_skill(skill).await?
         };
         self.skill_allowed(session, &entry.name)?;
         Ok(entry)

@@ -200,6 +200,55 @@ impl Session {
         })
     }
 
+    /// The one listed skill named `name` (`skills/list`); none or several is a
+    /// [`FeatureError::Skill`] naming the server and the skill.
+    pub(crate) async fn find_skill(&self, name: &str) -> Result<SkillEntry, FeatureError> {
+        let mut found: Vec<SkillEntry> = self
+            .list_skills()
+            .await?
+            .into_iter()
+            .filter(|e| e.name == name)
+            .collect();
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err(self.skill_error(name, None, SkillProblem::Unknown)),
+            count => Err(self.skill_error(name, None, SkillProblem::Ambiguous { count })),
+        }
+    }
+
+    /// `mcp_read` of a skill's file: the skill named `skill` found and loaded (its `SKILL.md`
+    /// checked), then `file` (a path within the skill's directory, `SKILL.md` for its
+    /// instructions) read on first use and checked ([`read_skill_file`](Self::read_skill_file)).
+    /// A binary file is described, not returned.
+    pub(crate) async fn skill_file(
+        &self,
+        skill: &str,
+        file: &str,
+    ) -> Result<Vec<ResourceContents>, FeatureError> {
+        let entry = self.find_skill(skill).await?;
+        let loaded = self.load_skill(&entry).await?;
+        let uri = format!("{}{}", entry.directory(), file.trim_start_matches('/'));
+        let contents = self.read_skill_file(&loaded, &uri).await?;
+        let text = match &contents.data {
+            SkillData::Text(text) => text.clone(),
+            SkillData::Binary(bytes) => format!(
+                "(a binary file of {} bytes{}; not shown)",
+                bytes.len(),
+                contents
+                    .mime_type
+                    .as_deref()
+                    .map(|m| format!(", {m}"))
+                    .unwrap_or_default()
+            ),
+        };
+        Ok(vec![ResourceContents::TextResourceContents {
+            uri: contents.uri.clone(),
+            mime_type: contents.mime_type.clone(),
+            text,
+            meta: None,
+        }])
+    }
+
     /// Loads a skill: reads its `SKILL.md` (`resources/read`), checks its size and digest
     /// against the manifest and its frontmatter against the entry, field by field. Its other
     /// files are not read. A refused entry, a mismatch or an unreadable frontmatter is a

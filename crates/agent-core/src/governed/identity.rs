@@ -73,6 +73,7 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Identity<S> {
             let decision = match reads {
                 ReadSubject::Resource(uri) => self.rules.allows_resource(identity, uri),
                 ReadSubject::Prompt(name) => self.rules.allows_prompt(identity, name),
+                ReadSubject::Skill(name) => self.rules.allows_skill(identity, name),
             };
             if let Err(denial) = decision {
                 let reason = format!("{} `{}`: {denial}", reads.what(), reads.target());

@@ -65,7 +65,7 @@ pub enum CallKind {
 }
 
 /// What a read of a server's content (the lazy surface's `mcp_read`) is about: the `[policy]`
-/// `resource` / `prompt` rules decide it, instead of the tool rules.
+/// `resource` / `prompt` / `skill` rules decide it, instead of the tool rules.
 ///
 /// ```
 /// use agent_core::ReadSubject;
@@ -77,25 +77,28 @@ pub enum CallKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadSubject {
-    /// A resource, by URI (a skill file too, as its `skill://` URI).
+    /// A resource, by URI.
     Resource(String),
     /// A prompt, by name.
     Prompt(String),
+    /// A file of a skill (the skills extension), by the skill's name.
+    Skill(String),
 }
 
 impl ReadSubject {
-    /// `"resource"` or `"prompt"`.
+    /// `"resource"`, `"prompt"` or `"skill"`.
     pub fn what(&self) -> &'static str {
         match self {
             Self::Resource(_) => "resource",
             Self::Prompt(_) => "prompt",
+            Self::Skill(_) => "skill",
         }
     }
 
-    /// The URI or the prompt's name.
+    /// The URI, the prompt's name or the skill's name.
     pub fn target(&self) -> &str {
         match self {
-            Self::Resource(target) | Self::Prompt(target) => target,
+            Self::Resource(target) | Self::Prompt(target) | Self::Skill(target) => target,
         }
     }
 }

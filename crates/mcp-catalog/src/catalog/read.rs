@@ -35,11 +35,12 @@ pub struct ResolvedRead {
 }
 
 impl ResolvedRead {
-    /// What the `[policy]` rules decide: the resource's URI (a skill file's `skill://` URI) or
-    /// the prompt's name.
+    /// What the `[policy]` rules decide: the resource's URI, the prompt's name or the skill's
+    /// name.
     pub fn subject(&self) -> ReadSubject {
         match &self.request {
             ReadRequest::Prompt { name, .. } => ReadSubject::Prompt(name.clone()),
+            ReadRequest::SkillFile { skill, .. } => ReadSubject::Skill(skill.clone()),
             other => ReadSubject::Resource(other.target()),
         }
     }

@@ -296,3 +296,80 @@ async fn policy_rules_hide_and_refuse_skills_before_anything_is_sent() {
     assert!(reads(&observations).is_empty(), "nothing read when refused");
     runner.shutdown().await.unwrap();
 }
+
+/// A model's call of `name` with `args`.
+fn model_call(id: &str, name: &str, args: serde_json::Value) -> agent_core::ToolCall {
+    agent_core::ToolCall::new(id, name, args.as_object().unwrap().clone())
+}
+
+#[tokio::test]
+async fn the_model_finds_skills_in_search_and_reads_their_files_with_mcp_read_lazily() {
+    use agent_core::ToolDispatcher as _;
+    let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
+    // Listed at open, nothing read.
+    assert_eq!(reads(&observations), Vec::<String>::new());
+    let found = runner
+        .dispatch(model_call(
+            "1",
+            "mcp_search_tools",
+            serde_json::json!({"query": "extract text from pdf files", "limit": 50}),
+        ))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    let skill = found["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "skill")
+        .unwrap_or_else(|| panic!("no skill found: {found}"));
+    assert_eq!(skill["name"], "pdf-processing", "{skill}");
+    assert!(
+        runner
+            .system_prompt_addendum()
+            .is_some_and(|text| text.contains("pdf-processing"))
+    );
+
+    let read = |id: &'static str, file: &'static str| {
+        model_call(
+            id,
+            "mcp_read",
+            serde_json::json!({"server": "docs", "skill": "pdf-processing", "file": file}),
+        )
+    };
+    let instructions = runner.dispatch(read("2", "SKILL.md")).await.unwrap();
+    assert!(
+        instructions.to_model_text().contains("pdf"),
+        "{instructions:?}"
+    );
+    assert_eq!(reads(&observations), [SKILL_MD]);
+    let forms = runner
+        .dispatch(read("3", "references/FORMS.md"))
+        .await
+        .unwrap();
+    assert!(!forms.to_model_text().is_empty());
+    assert_eq!(reads(&observations).last().map(String::as_str), Some(FORMS));
+    let missing = runner.dispatch(read("4", "../other/SKILL.md")).await;
+    assert!(missing.is_err(), "{missing:?}");
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_skill_rule_refuses_mcp_read_of_its_files() {
+    use agent_core::ToolDispatcher as _;
+    let rules = IdentityRules::default().deny(Rule::skill("acme/*", "pdf-*"));
+    let (runner, observations, _dir) =
+        run(PolicyConfig::default().with_identity(rules), None).await;
+    let denied = runner
+        .dispatch(model_call(
+            "1",
+            "mcp_read",
+            serde_json::json!({"server": "docs", "skill": "pdf-processing"}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(denied.to_string().contains("pdf-*"), "{denied}");
+    assert!(reads(&observations).is_empty());
+    runner.shutdown().await.unwrap();
+}
