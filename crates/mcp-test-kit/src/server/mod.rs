@@ -34,6 +34,7 @@ mod features;
 pub use features::HUGE_RESOURCE_BYTES;
 mod route;
 mod suite;
+mod suite_features;
 
 use crate::schema::object;
 use crate::schema::structured;
@@ -95,6 +96,10 @@ pub struct TestServerOptions {
     /// and completions, well-formed and hostile ones, and lists the `flood_updates` and
     /// `roots` tools.
     pub features: bool,
+    /// Whether the server offers the resources, templates, prompts and completions the MCP
+    /// conformance suite's server scenarios read by name (`test://static-text`, …,
+    /// `test_simple_prompt`, …), instead of [`features`](Self::features)' ones.
+    pub suite_resources: bool,
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
 }
@@ -113,6 +118,7 @@ impl Default for TestServerOptions {
             header_params: false,
             suite_tools: false,
             features: false,
+            suite_resources: false,
             instructions: None,
         }
     }
@@ -159,6 +165,13 @@ impl TestServerOptions {
     /// Offers resources, templates, prompts and completions, and lists `flood_updates`.
     pub fn with_features(mut self, features: bool) -> Self {
         self.features = features;
+        self
+    }
+
+    /// Offers the resources, templates, prompts and completions the MCP conformance suite's
+    /// server scenarios read by name.
+    pub fn with_suite_resources(mut self, suite_resources: bool) -> Self {
+        self.suite_resources = suite_resources;
         self
     }
 
@@ -517,7 +530,7 @@ impl TestServer {
 
     /// Method-not-found unless the server was built [`with_features`](TestServerOptions::with_features).
     fn featured<M: rmcp::model::ConstString>(&self) -> Result<(), ErrorData> {
-        if self.options.features {
+        if self.options.features || self.options.suite_resources {
             Ok(())
         } else {
             Err(ErrorData::method_not_found::<M>())
@@ -553,7 +566,7 @@ impl ServerHandler for TestServer {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        if self.options.features {
+        if self.options.features || self.options.suite_resources {
             let more = ServerCapabilities::builder()
                 .enable_resources()
                 .enable_resources_subscribe()
@@ -583,6 +596,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.featured::<ListResourcesRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::resources());
+        }
         Ok(features::resources())
     }
 
@@ -592,6 +608,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.featured::<ListResourceTemplatesRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::templates());
+        }
         Ok(features::templates())
     }
 
@@ -601,6 +620,13 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.featured::<ReadResourceRequestMethod>()?;
+        self.options.observations.record(Event::Request {
+            method: "resources/read".to_owned(),
+            target: request.uri.clone(),
+        });
+        if self.options.suite_resources {
+            return suite_features::read(&request).map(ReadResourceResponse::Complete);
+        }
         features::read(&request).map(ReadResourceResponse::Complete)
     }
 
@@ -638,6 +664,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.featured::<ListPromptsRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::prompts());
+        }
         Ok(features::prompts())
     }
 
@@ -651,6 +680,9 @@ impl ServerHandler for TestServer {
             method: "prompts/get".to_owned(),
             target: request.name.clone(),
         });
+        if self.options.suite_resources {
+            return suite_features::get_prompt(&request).map(GetPromptResponse::Complete);
+        }
         features::get_prompt(&request).map(GetPromptResponse::Complete)
     }
 
@@ -660,6 +692,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.featured::<CompleteRequestMethod>()?;
+        if self.options.suite_resources {
+            return suite_features::complete(&request);
+        }
         features::complete(&request)
     }
 
