@@ -11,6 +11,7 @@ use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Reference, ResourceUpdatedNotificationParam,
+    ResultType,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -214,11 +215,14 @@ impl Session {
         let arguments = prompt_arguments(request.arguments.unwrap_or_default())?;
         let tools = self.featured(context).await?;
         let _permits = self.permits()?;
-        let result = tools
+        let mut result = tools
             .features()
             .unwrap_or(&NoFeatures)
             .get_prompt(&request.name, arguments)
             .await?;
+        // A result read from an older server has no `resultType`; this one is complete (rmcp
+        // drops the field again for a client of an older revision).
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(GetPromptResponse::Complete(result))
     }
 
