@@ -92,10 +92,10 @@ impl RunTools {
             loop {
                 match events.recv().await {
                     Ok(event) if event.kind == EventKind::ResourceUpdated => {
-                        if let (Some(server), Some(uri)) = (&event.server, &event.target) {
-                            if let Some(shown) = names.uri(server, uri) {
-                                updates.updated(&shown);
-                            }
+                        if let (Some(server), Some(uri)) = (&event.server, &event.target)
+                            && let Some(shown) = names.uri(server, uri)
+                        {
+                            updates.updated(&shown);
                         }
                     }
                     // Missed events were mostly others (calls); an update missed is a
