@@ -36,21 +36,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_core::{
-    ApprovalDecision, ApprovalGate, ApprovalRequest, Redactor, RunInput, ToolCall, ToolCatalog,
-    ToolDescriptor, ToolDispatcher, ToolError, ToolOutput,
-};
+use agent_core::{ApprovalDecision, ApprovalGate, ApprovalRequest, Redactor, RunInput};
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use integration_tests::bench::{echo_args, median, run_paired, runtime};
 use integration_tests::fleet::Replica;
 use integration_tests::harness::object;
 use integration_tests::memory::{self, BenchAllocator, kib, rss, rss_of, settle, trim};
+use mcp_agent::serve::{RunTools, ToolNames};
 use mcp_catalog::CatalogConfig;
-use mcp_client::{McpClient, McpRunner};
+use mcp_client::McpClient;
 use mcp_config::{Config, HttpSpec, ServerSpec, TransportSpec};
 use mcp_connector::Connector as _;
-use mcp_serve::{OpenError, OpenTools, SessionTools, ToolListChanges, ToolServer};
+use mcp_serve::{OpenError, OpenTools, SessionTools, ToolServer};
 use mcp_transport_http::{HttpClient, HttpConnector, HttpOptions};
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -63,7 +61,6 @@ use rmcp::service::RunningService;
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpPostResponse};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 /// The allocator of this binary: glibc's unless `MCP_AGENT_BENCH_ALLOCATOR` names another,
 /// counting what it hands out and takes back.
@@ -266,67 +263,7 @@ impl OpenTools for Gateway {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
         let id = format!("serve-{}-{n}", std::process::id());
         let runner = self.client.open_runner(&RunInput::new(id, "")).await?;
-        Ok(Arc::new(Upstream::new(runner)))
-    }
-}
-
-/// One downstream session's upstream run, and the watcher of its tool-list changes.
-struct Upstream {
-    runner: McpRunner,
-    changes: ToolListChanges,
-    watcher: JoinHandle<()>,
-}
-
-impl Upstream {
-    fn new(runner: McpRunner) -> Self {
-        let changes = ToolListChanges::new();
-        let mut relisted = runner.tools_changed();
-        let notify = changes.clone();
-        let watcher = tokio::spawn(async move {
-            while relisted.changed().await.is_ok() {
-                notify.notify();
-            }
-        });
-        Self {
-            runner,
-            changes,
-            watcher,
-        }
-    }
-}
-
-impl ToolCatalog for Upstream {
-    fn tools(&self) -> Vec<ToolDescriptor> {
-        self.runner.tools()
-    }
-
-    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        self.runner.tool(name)
-    }
-}
-
-#[async_trait]
-impl ToolDispatcher for Upstream {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        self.runner.dispatch(call).await
-    }
-}
-
-#[async_trait]
-impl SessionTools for Upstream {
-    fn list_changes(&self) -> Option<ToolListChanges> {
-        Some(self.changes.clone())
-    }
-
-    async fn close(&self) {
-        self.watcher.abort();
-        let _ = self.runner.shutdown().await;
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.watcher.abort();
+        Ok(Arc::new(RunTools::new(runner, ToolNames::Prefixed)))
     }
 }
 

@@ -205,6 +205,10 @@ impl OpenTools for Gateways {
         self.current().digest
     }
 
+    fn offered(&self) -> mcp_serve::Offered {
+        self.current().built.opener.offered()
+    }
+
     async fn shutdown(&self) {
         for generation in self.live() {
             generation.built.opener.shutdown().await;
@@ -257,6 +261,10 @@ impl SessionTools for Tenant {
 
     fn promoted(&self) -> Vec<String> {
         self.tools.promoted()
+    }
+
+    fn features(&self) -> Option<&dyn mcp_serve::SessionFeatures> {
+        self.tools.features()
     }
 
     /// Not once its gateway was replaced: a pool closes it rather than lend it again.

@@ -1,30 +1,29 @@
 //! `mcp-agent serve`: the configured servers behind one MCP endpoint (stdio or streamable
-//! HTTP), every call through the governed layer. Each downstream session gets its own
+//! HTTP), every call — and every read of their resources, prompts and completions — through the
+//! governed layer (the facade's `RunTools`). Each downstream session gets its own
 //! upstream run, opened when it starts and closed when it ends; stateless (2026-07-28)
 //! requests borrow a run kept per principal (`[serve] run_pool`). SIGHUP reloads the
 //! configuration for new sessions (see [`reload`](super::reload)).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use mcp_agent::{
-    ApprovalDecision, ApprovalRequest, AutoApprove, CALL_TOOL, CallTarget, CatalogConfig, Config,
-    ElicitationHandler, Exposure, McpClient, McpRunner, OpenOptions, READ_OUTPUT_TOOL, RunInput,
-    SEARCH_TOOL, ToolCall, ToolDescriptor, ToolError, ToolOutput,
+    ApprovalDecision, ApprovalRequest, AutoApprove, CatalogConfig, Config, ElicitationHandler,
+    Exposure, McpClient, OpenOptions, RunInput,
     config::DEFAULT_CALL_TIMEOUT,
-    prelude::{ApprovalGate, ToolCatalog, ToolDispatcher},
+    prelude::ApprovalGate,
     rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction},
+    serve::RunTools,
 };
 use mcp_serve::{
-    BearerAuth, Downstream, OpenError, OpenTools, PooledTools, ServeError, SessionTools,
-    ToolListChanges, ToolServer,
+    BearerAuth, Downstream, OpenError, OpenTools, PooledTools, ServeError, SessionTools, ToolServer,
 };
-use tokio::task::JoinHandle;
 
 use super::exit::Exit;
 use super::gateways::{Built, Gateways};
@@ -43,9 +42,6 @@ use super::term::say;
 
 /// How long a shutdown waits for calls in flight, then again for upstream sessions to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The lazy surface's names, which no upstream tool is listed under.
-const SURFACE_NAMES: [&str; 3] = [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL];
 
 /// Why a call that needs approval is refused by the gateway.
 const DENIED: &str = "this call needs approval and the gateway has nobody to ask: \
@@ -554,17 +550,33 @@ impl OpenTools for Gateway {
                 chain(secrets, &skipped.error)
             ));
         }
-        Ok(Arc::new(Upstream::new(runner, self.names)))
+        let names = match self.names {
+            ToolNames::Upstream => mcp_agent::serve::ToolNames::Upstream,
+            ToolNames::Prefixed => mcp_agent::serve::ToolNames::Prefixed,
+        };
+        let tools = RunTools::new(runner, names).on_close(|runner, outcome| {
+            if let Err(e) = outcome {
+                say(format_args!("warning: {}", chain(runner.redactor(), &e)));
+            }
+            // What the session held is free now; glibc keeps it unless asked.
+            super::trim::after_close();
+        });
+        Ok(Arc::new(tools))
     }
 
     fn upstream_digest(&self) -> u64 {
         self.upstreams
     }
+
+    /// A session's run may offer its servers' resources, prompts and completions.
+    fn offered(&self) -> mcp_serve::Offered {
+        RunTools::MAY_OFFER
+    }
 }
 
 /// Forwards an upstream server's requests for user input to the downstream client of the
 /// session (declined when it cannot be asked in the request's mode), on the stream of the
-/// session's newest call to that server (see [`Upstream`]'s `origin`). The request lasts no
+/// session's newest call to that server (see `RunTools`' `origin`). The request lasts no
 /// longer than that call, nor than the server's call timeout, nor than the upstream's own
 /// request (cancelled upstream, cancelled downstream). Its texts go without the run's secrets
 /// and control characters, bounded, a URL only if `http(s)` (else declined); the answer goes
@@ -595,178 +607,5 @@ impl ElicitationHandler for Forward {
     /// request of the same server).
     async fn completed(&self, server: &str, elicitation_id: &str) {
         self.downstream.complete_from(server, elicitation_id).await;
-    }
-}
-
-/// One downstream session's upstream run, and the watcher turning its `tools_changed` events
-/// into list-changed notifications.
-struct Upstream {
-    runner: McpRunner,
-    names: ToolNames,
-    changes: ToolListChanges,
-    watcher: JoinHandle<()>,
-    /// Set when a call failed in transport: an upstream connection broke.
-    broken: AtomicBool,
-}
-
-impl Upstream {
-    fn new(runner: McpRunner, names: ToolNames) -> Self {
-        let changes = ToolListChanges::new();
-        // The run's re-listings alone: a subscriber to all of its events would hold a buffer
-        // of a thousand of them per session.
-        let mut relisted = runner.tools_changed();
-        let notify = changes.clone();
-        let watcher = tokio::spawn(async move {
-            while relisted.changed().await.is_ok() {
-                notify.notify();
-            }
-        });
-        Self {
-            runner,
-            names,
-            changes,
-            watcher,
-            broken: AtomicBool::new(false),
-        }
-    }
-
-    /// With `tool_names = "upstream"`, the catalog name (`server__tool`) of the tool a client
-    /// names by the tool's own name; `None` for any other name, which goes to the run as it is.
-    ///
-    /// A tool's own name stands for it only when no other tool of the run has that name (on
-    /// another server), it is no tool's `server__tool` name, and it is none of the lazy
-    /// surface's names: otherwise the tool is listed as `server__tool`. The listing
-    /// ([`tools`](ToolCatalog::tools)) counts the same rule over the catalog, so a name listed
-    /// is a name that calls that tool, and `server__tool` always works.
-    fn catalog_name(&self, name: &str) -> Option<String> {
-        if self.names != ToolNames::Upstream || SURFACE_NAMES.contains(&name) {
-            return None;
-        }
-        // `lookup` finds a model-facing name, then an id, then a name only one server has.
-        let tool = self.runner.catalog().lookup(name)?;
-        (tool.remote_name == name && tool.model_name() != name && tool.id != name)
-            .then(|| tool.model_name().to_owned())
-    }
-
-    /// `call` with the tool named as the run knows it.
-    fn to_run(&self, mut call: ToolCall) -> ToolCall {
-        if let Some(name) = self.catalog_name(&call.name) {
-            call.name = name;
-        }
-        call
-    }
-}
-
-impl ToolCatalog for Upstream {
-    /// With `tool_names = "upstream"`, each tool whose own name stands for it (the rule of
-    /// [`Upstream::catalog_name`], counted over the catalog once rather than looked up tool by
-    /// tool, which would scan every tool for each) is listed under that name.
-    fn tools(&self) -> Vec<ToolDescriptor> {
-        let mut tools = self.runner.tools();
-        if self.names != ToolNames::Upstream {
-            return tools;
-        }
-        let entries = self.runner.catalog().entries();
-        let mut remote: HashMap<&str, usize> = HashMap::new();
-        let mut taken: HashSet<&str> = HashSet::new();
-        let mut by_model: HashMap<&str, &str> = HashMap::new();
-        for tool in &entries {
-            *remote.entry(tool.remote_name.as_str()).or_default() += 1;
-            taken.extend([tool.model_name(), tool.id.as_str()]);
-            by_model.insert(tool.model_name(), tool.remote_name.as_str());
-        }
-        for descriptor in &mut tools {
-            let Some(&own) = by_model.get(descriptor.name.as_str()) else {
-                continue;
-            };
-            if remote.get(own) == Some(&1) && !taken.contains(own) && !SURFACE_NAMES.contains(&own)
-            {
-                descriptor.name = own.to_owned();
-            }
-        }
-        tools
-    }
-
-    fn tool(&self, name: &str) -> Option<ToolDescriptor> {
-        match self.catalog_name(name) {
-            Some(listed) => self.runner.tool(&listed).map(|mut descriptor| {
-                descriptor.name = name.to_owned();
-                descriptor
-            }),
-            None => self.runner.tool(name),
-        }
-    }
-}
-
-#[async_trait]
-impl ToolDispatcher for Upstream {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        let outcome = self.runner.dispatch(self.to_run(call)).await;
-        if matches!(outcome, Err(ToolError::Transport { .. })) {
-            self.broken.store(true, Ordering::Release);
-        }
-        outcome
-    }
-}
-
-#[async_trait]
-impl SessionTools for Upstream {
-    /// The server of the tool `call` runs (behind `mcp_call_tool` too), so its elicitations
-    /// ride this call's stream.
-    ///
-    /// A tool called by its own name resolves without its arguments, which resolving would
-    /// copy (only `mcp_call_tool` names its tool in them).
-    fn origin(&self, call: &ToolCall) -> Option<String> {
-        let by_name;
-        let call = if call.name == CALL_TOOL {
-            call
-        } else {
-            let name = self
-                .catalog_name(&call.name)
-                .unwrap_or_else(|| call.name.clone());
-            by_name = ToolCall::new(call.id.clone(), name, Default::default());
-            &by_name
-        };
-        match self.runner.catalog().resolve(call) {
-            Ok(CallTarget::Mcp(resolved)) => Some(resolved.tool.server.clone()),
-            _ => None,
-        }
-    }
-
-    fn list_changes(&self) -> Option<ToolListChanges> {
-        Some(self.changes.clone())
-    }
-
-    fn promoted(&self) -> Vec<String> {
-        self.runner.catalog().promoted()
-    }
-
-    /// A run is lent again only as a fresh one would be: every upstream it opened still
-    /// connected (none skipped, none closed, no call broken in transport) and no tool promoted
-    /// (a promotion would change the next request's tool list). Its kept outputs stay, readable
-    /// by the principal's later requests (`mcp_read_output`) while the run is pooled.
-    fn reusable(&self) -> bool {
-        !self.broken.load(Ordering::Acquire)
-            && self.runner.skipped().is_empty()
-            && self.runner.sessions().iter().all(|s| !s.is_closed())
-            && self.runner.catalog().promoted().is_empty()
-    }
-
-    async fn close(&self) {
-        self.watcher.abort();
-        if let Err(e) = self.runner.shutdown().await {
-            say(format_args!(
-                "warning: {}",
-                chain(self.runner.redactor(), &e)
-            ));
-        }
-        // What the session held is free now; glibc keeps it unless asked.
-        super::trim::after_close();
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.watcher.abort();
     }
 }

@@ -90,7 +90,9 @@
 //!   [`internals`] (the workspace crates whole, with no promise that their paths stay).
 //!
 //! The server direction (a governed MCP gateway, `ToolServer`) is the `mcp-serve` crate,
-//! kept out of this one so that a library build has no server side of rmcp.
+//! kept out of this one so that a library build has no server side of rmcp; feature `serve`
+//! adds `serve::RunTools`, a run as the tools (and resources, prompts, completions) of a
+//! gateway's session.
 //!
 //! # Feature Flags
 //!
@@ -101,6 +103,7 @@
 //! | `oauth` | yes | `http` plus OAuth: client credentials (`private_key_jwt` signed with `ring`) and a user's login with PKCE |
 //! | `redis` | no | `oauth` plus OAuth tokens shared by a fleet's replicas in Redis (`state`, on `mcp-state`) |
 //! | `embed` | no | hybrid tool search for the config's `[search]` with an OpenAI-compatible embeddings endpoint (`mcp_embed`; no ML dependency) |
+//! | `serve` | no | `serve::RunTools`: a run served as a gateway session's tools, resources and prompts (`mcp-serve`, rmcp's server side) |
 //! | `embed-local` | no | `embed` plus a local sentence-transformers model (candle, tokenizers) |
 //!
 //! A `[search]` whose back end is not compiled in fails a run's opening, naming the feature
@@ -116,6 +119,8 @@
 mod error;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "redis")]
 pub mod state;
 
@@ -269,6 +274,8 @@ pub mod internals {
     pub use mcp_connector;
     #[cfg(feature = "embed")]
     pub use mcp_embed;
+    #[cfg(feature = "serve")]
+    pub use mcp_serve;
     #[cfg(feature = "redis")]
     pub use mcp_state;
     #[cfg(feature = "http")]

@@ -9,10 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use agent_core::telemetry::SESSIONS_ACTIVE;
 use agent_core::{Principal, ToolCall, ToolDescriptor, ToolError, ToolOutput};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerNotification,
-    SubscriptionFilter, Tool, ToolListChangedNotification,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolListChangedNotification,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
@@ -21,9 +24,12 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument as _;
 
+mod features;
+
 use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
+use crate::features::ResourceUpdates;
 use crate::list_changes::ToolListChanges;
 use crate::per_session::SessionTools;
 use crate::progress;
@@ -103,6 +109,10 @@ pub(crate) struct Session {
     label: std::sync::OnceLock<String>,
     /// The tools its per-session tools promoted, as last seen (or as restored).
     promoted: std::sync::Mutex<Vec<String>>,
+    /// The resources the session subscribed to, and their updates not yet relayed.
+    updates: ResourceUpdates,
+    /// Whether the relay of resource updates runs.
+    relaying: AtomicBool,
 }
 
 impl Drop for Session {
@@ -180,6 +190,8 @@ impl Session {
             principal: std::sync::OnceLock::new(),
             label: std::sync::OnceLock::new(),
             promoted: std::sync::Mutex::default(),
+            updates: ResourceUpdates::default(),
+            relaying: AtomicBool::new(false),
         }
     }
 
@@ -423,7 +435,7 @@ fn shown(name: &str) -> String {
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         let server = self.server();
-        let capabilities = if server.announces_changes() {
+        let mut capabilities = if server.announces_changes() {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -431,6 +443,28 @@ impl ServerHandler for Session {
         } else {
             ServerCapabilities::builder().enable_tools().build()
         };
+        // Beyond tools: what the session's tools offer (or may, before they are open).
+        let offered = self.offered();
+        let more = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_completions()
+            .build();
+        if offered.resources {
+            capabilities.resources = more.resources.map(|mut resources| {
+                if !offered.subscribe {
+                    resources.subscribe = None;
+                }
+                resources
+            });
+        }
+        if offered.prompts {
+            capabilities.prompts = more.prompts;
+        }
+        if offered.completions {
+            capabilities.completions = more.completions;
+        }
         let info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             server.name.clone(),
             server.version.clone(),
@@ -604,6 +638,72 @@ impl ServerHandler for Session {
         // their change signal is subscribed).
         let _ = self.served().await;
         self.forward_changes(context.peer);
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.serve_list_resources(&context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.serve_list_templates(&context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.serve_read(&request, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.serve_subscribe(&request.uri, &context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.serve_unsubscribe(&request.uri, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.serve_list_prompts(&context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.serve_get_prompt(request, &context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.serve_complete(request, &context).await
     }
 
     fn accepted_subscription_filter(

@@ -17,6 +17,12 @@
 //! refusals and active sessions are counted through the `metrics` facade under the names of
 //! `agent_core::telemetry`; a host that installs a recorder gets them.
 //!
+//! Tools opened per session ([`ToolServer::per_session`]) may offer more than tools
+//! ([`SessionTools::features`], a [`SessionFeatures`]): resources, resource templates, prompts,
+//! completions and subscriptions, declared as capabilities only when offered ([`Offered`]),
+//! each request checked before it reaches them, resource updates relayed coalesced
+//! ([`ResourceUpdates`]); [`UpstreamNames`] is how a gateway names and routes them.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
@@ -55,6 +61,7 @@ mod downstream;
 mod drain;
 mod error;
 mod exposure;
+mod features;
 mod handler;
 mod http;
 mod lines;
@@ -69,12 +76,17 @@ mod server;
 mod stdio;
 mod trace_context;
 mod untrusted;
+mod upstream_names;
 
 pub use convert::{call_result, mcp_tool};
 pub use downstream::Downstream;
 pub use drain::{ServeState, ShutdownReport};
 pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
+pub use features::{
+    MAX_FEATURE_URI_BYTES, MAX_PROMPT_ARGUMENTS, MAX_SESSION_SUBSCRIPTIONS, Offered,
+    ResourceUpdates, SessionFeatures, resource_not_found,
+};
 pub use http::{
     BearerAuth, HttpOptions, HttpServer, InProcessSessions, InProcessStore, JwksError,
     JwtAlgorithm, JwtAuth, OnStoreError, RateLimit, RateLimitStore, SessionNotice, SessionStore,
@@ -85,6 +97,7 @@ pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use pool::{PoolOptions, PooledTools};
 pub use server::ToolServer;
 pub use stdio::SessionServer;
+pub use upstream_names::{MAX_UPSTREAM_URI_BYTES, UPSTREAM_SCHEME, UpstreamNames};
 
 /// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.
 pub(crate) fn cut(text: &str, max: usize) -> String {

@@ -7,6 +7,7 @@ use agent_core::{ToolCall, ToolCatalog, ToolDispatcher};
 use async_trait::async_trait;
 
 use crate::downstream::Downstream;
+use crate::features::{Offered, SessionFeatures};
 use crate::list_changes::ToolListChanges;
 
 /// Why a session's tools could not be opened: shown to the downstream client, so it must
@@ -69,6 +70,12 @@ pub trait SessionTools: ToolCatalog + ToolDispatcher + Send + Sync + 'static {
         true
     }
 
+    /// What the tools offer beyond tools (resources, prompts, completions), if anything: the
+    /// session serves it, within its checks. Default none.
+    fn features(&self) -> Option<&dyn SessionFeatures> {
+        None
+    }
+
     /// Closes what was opened for the session (upstream sessions, child processes). Called
     /// once, when the downstream session ends or the server shuts down.
     async fn close(&self) {}
@@ -123,6 +130,13 @@ pub trait OpenTools: Send + Sync + 'static {
     /// out after it. Default 0: they always reach the same.
     fn upstream_digest(&self) -> u64 {
         0
+    }
+
+    /// What the tools this opener opens may offer beyond tools: a session declares it in its
+    /// capabilities before its own tools are open (at `initialize`, `server/discover`), then
+    /// serves what they offer (empty listings where they offer nothing). Default nothing.
+    fn offered(&self) -> Offered {
+        Offered::default()
     }
 
     /// Closes what the opener keeps across sessions (a pool's idle tools). Called once by

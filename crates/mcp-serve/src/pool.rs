@@ -204,6 +204,10 @@ impl<O: OpenTools> OpenTools for PooledTools<O> {
         Ok(Arc::new(Lease::new(run, id, Arc::clone(&self.state))))
     }
 
+    fn offered(&self) -> crate::Offered {
+        self.inner.offered()
+    }
+
     fn upstream_digest(&self) -> u64 {
         self.inner.upstream_digest()
     }

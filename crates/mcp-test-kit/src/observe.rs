@@ -36,8 +36,8 @@ pub enum Event {
         /// The request: `initialize` or `server/discover`.
         method: String,
     },
-    /// A request beyond tools arrived (`resources/subscribe`, `resources/unsubscribe`,
-    /// `prompts/get`), with its URI or prompt name.
+    /// A request beyond tools arrived (`resources/read`, `resources/subscribe`,
+    /// `resources/unsubscribe`, `prompts/get`), with its URI or prompt name.
     Request {
         /// The method.
         method: String,

@@ -94,10 +94,14 @@ pub struct StdioServerArgs {
     /// (`test_simple_text`, …, `json_schema_2020_12_tool`).
     #[arg(long)]
     pub suite_tools: bool,
-    /// Offer resources, resource templates, prompts and completions (the in-memory
-    /// [`with_features`](crate::TestServerOptions::with_features) server's).
+    /// Offer resources (with subscriptions), templates, prompts and completions, well-formed
+    /// and hostile ones, and list the `flood_updates` and `roots` tools.
     #[arg(long)]
     pub features: bool,
+    /// Offer the resources, templates, prompts and completions the MCP conformance suite's
+    /// server scenarios read by name (`test://static-text`, …, `test_simple_prompt`, …).
+    #[arg(long)]
+    pub suite_resources: bool,
     /// Append calls and cancellations to this file (JSON lines; see [`crate::RecordFile`]).
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -222,6 +226,7 @@ impl StdioServerArgs {
             ("--ask", self.ask),
             ("--suite-tools", self.suite_tools),
             ("--features", self.features),
+            ("--suite-resources", self.suite_resources),
         ];
         args.extend(flags.iter().filter(|f| f.1).map(|f| f.0.to_owned()));
         if let Some(path) = &self.record {
@@ -277,6 +282,7 @@ impl StdioServerArgs {
             .with_ask(self.ask)
             .with_suite_tools(self.suite_tools)
             .with_features(self.features)
+            .with_suite_resources(self.suite_resources)
             .with_crash(CrashAction::ExitProcess(3));
         options.page_size = self.page_size.or(page).map(|n| n.max(1));
         options
@@ -534,6 +540,7 @@ mod tests {
             ask: true,
             suite_tools: true,
             features: true,
+            suite_resources: true,
             escapees: Some(PathBuf::from("/tmp/e.pids")),
             skills: Some(PathBuf::from("/tmp/skills")),
             skills_hostile: vec![SkillHostility::WrongDigest, SkillHostility::Escapes],

@@ -4,15 +4,16 @@
 //! (`eager`: every upstream tool as `kit__tool`; `lazy`: `mcp_search_tools`, `mcp_call_tool`,
 //! `mcp_read_output`), and in a third, `upstream`: eager with `tool_names = "upstream"`, in
 //! front of a kit that also lists the tools the suite calls by name (`--suite-tools`:
-//! `test_simple_text`, …), which the gateway then lists under those names.
+//! `test_simple_text`, …), which the gateway then lists under those names, and offers the
+//! resources and prompts the suite reads by name (`--suite-resources`), which a gateway over
+//! one upstream serves under their own names.
 //!
 //! For each checked revision the suite lists the server scenarios it requires, plus those it
 //! runs without scoring (`list --requirements R`). Each one runs against the gateway in the
 //! `eager` and `lazy` exposures, or only in `upstream` when named under
 //! `[gateway upstream-only]` in `peers/conformance-baseline.txt` (scenarios that call a tool
-//! by its exact name), or is named under `[gateway not-applicable]` with the reason (a tools
-//! gateway serves no resources, prompts or completions; it forwards no progress, logging or
-//! sampling). A scenario the suite adds later runs until the baseline says otherwise, so it is
+//! by its exact name or resource URI), or is named under `[gateway not-applicable]` with the
+//! reason (it forwards no logging or sampling). A scenario the suite adds later runs until the baseline says otherwise, so it is
 //! never silently skipped.
 //!
 //! A run is judged check by check (the suite's `checks.json`): every `FAILURE` or `WARNING`
@@ -523,7 +524,11 @@ impl Gateway {
     fn start(bin: &Path, upstream: &Path, exposure: &str, dir: &Path) -> Result<Self> {
         let config = dir.join("mcp.toml");
         let (expose, names, kit_args): (&str, &str, &[&str]) = if exposure == UPSTREAM_NAMES {
-            ("eager", "upstream", &["--header-params", "--suite-tools"])
+            (
+                "eager",
+                "upstream",
+                &["--header-params", "--suite-tools", "--suite-resources"],
+            )
         } else {
             (exposure, "prefixed", &["--header-params"])
         };

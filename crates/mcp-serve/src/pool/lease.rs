@@ -72,6 +72,10 @@ impl SessionTools for Lease {
         self.run.promoted()
     }
 
+    fn features(&self) -> Option<&dyn crate::SessionFeatures> {
+        self.run.features()
+    }
+
     fn reusable(&self) -> bool {
         self.run.reusable()
     }

@@ -4,6 +4,7 @@ mod answers;
 mod connections;
 mod downstream;
 mod exposure;
+mod features;
 mod http_checks;
 mod jwt;
 mod mcp_client;

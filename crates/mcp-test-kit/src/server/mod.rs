@@ -37,6 +37,7 @@ pub use features::HUGE_RESOURCE_BYTES;
 pub use skills::{SkillHostility, Skills, write_example_skills};
 mod route;
 mod suite;
+mod suite_features;
 
 use crate::schema::object;
 use crate::schema::structured;
@@ -98,6 +99,10 @@ pub struct TestServerOptions {
     /// and completions, well-formed and hostile ones, and lists the `flood_updates` and
     /// `roots` tools.
     pub features: bool,
+    /// Whether the server offers the resources, templates, prompts and completions the MCP
+    /// conformance suite's server scenarios read by name (`test://static-text`, …,
+    /// `test_simple_prompt`, …), instead of [`features`](Self::features)' ones.
+    pub suite_resources: bool,
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
     /// The skills served (the skills extension, with `resources/list` and `resources/read`
@@ -120,6 +125,7 @@ impl Default for TestServerOptions {
             header_params: false,
             suite_tools: false,
             features: false,
+            suite_resources: false,
             instructions: None,
             skills: None,
         }
@@ -173,6 +179,13 @@ impl TestServerOptions {
     /// Serves `skills` (see [`skills`](Self::skills)).
     pub fn with_skills(mut self, skills: Skills) -> Self {
         self.skills = Some(Arc::new(skills));
+        self
+    }
+
+    /// Offers the resources, templates, prompts and completions the MCP conformance suite's
+    /// server scenarios read by name.
+    pub fn with_suite_resources(mut self, suite_resources: bool) -> Self {
+        self.suite_resources = suite_resources;
         self
     }
 
@@ -531,7 +544,7 @@ impl TestServer {
 
     /// Method-not-found unless the server was built [`with_features`](TestServerOptions::with_features).
     fn featured<M: rmcp::model::ConstString>(&self) -> Result<(), ErrorData> {
-        if self.options.features {
+        if self.options.features || self.options.suite_resources {
             Ok(())
         } else {
             Err(ErrorData::method_not_found::<M>())
@@ -574,7 +587,7 @@ impl ServerHandler for TestServer {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        if self.options.features {
+        if self.options.features || self.options.suite_resources {
             let more = ServerCapabilities::builder()
                 .enable_resources()
                 .enable_resources_subscribe()
@@ -616,6 +629,9 @@ impl ServerHandler for TestServer {
             return Ok(ListResourcesResult::with_all_items(skills.clone()));
         }
         self.featured::<ListResourcesRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::resources());
+        }
         let mut listed = features::resources();
         listed.resources.extend(skills.unwrap_or_default());
         Ok(listed)
@@ -651,6 +667,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.featured::<ListResourceTemplatesRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::templates());
+        }
         Ok(features::templates())
     }
 
@@ -669,6 +688,13 @@ impl ServerHandler for TestServer {
             return Ok(ReadResourceResponse::Complete(read));
         }
         self.featured::<ReadResourceRequestMethod>()?;
+        self.options.observations.record(Event::Request {
+            method: "resources/read".to_owned(),
+            target: request.uri.clone(),
+        });
+        if self.options.suite_resources {
+            return suite_features::read(&request).map(ReadResourceResponse::Complete);
+        }
         features::read(&request).map(ReadResourceResponse::Complete)
     }
 
@@ -706,6 +732,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.featured::<ListPromptsRequestMethod>()?;
+        if self.options.suite_resources {
+            return Ok(suite_features::prompts());
+        }
         Ok(features::prompts())
     }
 
@@ -719,6 +748,9 @@ impl ServerHandler for TestServer {
             method: "prompts/get".to_owned(),
             target: request.name.clone(),
         });
+        if self.options.suite_resources {
+            return suite_features::get_prompt(&request).map(GetPromptResponse::Complete);
+        }
         features::get_prompt(&request).map(GetPromptResponse::Complete)
     }
 
@@ -728,6 +760,9 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.featured::<CompleteRequestMethod>()?;
+        if self.options.suite_resources {
+            return suite_features::complete(&request);
+        }
         features::complete(&request)
     }
 
