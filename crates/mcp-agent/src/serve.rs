@@ -30,13 +30,13 @@ use std::sync::{Mutex, PoisonError};
 
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use async_trait::async_trait;
-use mcp_catalog::{CALL_TOOL, CallTarget, READ_OUTPUT_TOOL, SEARCH_TOOL};
+use mcp_catalog::{CALL_TOOL, CallTarget, READ_OUTPUT_TOOL, READ_TOOL, SEARCH_TOOL};
 use mcp_client::{ClientError, McpRunner};
 use mcp_serve::{Offered, SessionFeatures, SessionTools, ToolListChanges, UpstreamNames};
 use tokio::task::JoinHandle;
 
 /// The lazy surface's names, which no upstream tool is listed under.
-const SURFACE_NAMES: [&str; 3] = [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL];
+const SURFACE_NAMES: [&str; 4] = [SEARCH_TOOL, CALL_TOOL, READ_OUTPUT_TOOL, READ_TOOL];
 
 /// How first-class upstream tools are named to a gateway's clients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
