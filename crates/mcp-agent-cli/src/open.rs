@@ -285,7 +285,12 @@ pub(crate) fn offering<'a>(
         None => runner
             .sessions()
             .iter()
-            .filter(|s| s.identity().capabilities.get(capability).is_some())
+            .filter(|s| {
+                s.identity()
+                    .capabilities
+                    .get(capability)
+                    .is_some_and(|v| !v.is_null())
+            })
             .map(|s| s.name())
             .collect(),
     }

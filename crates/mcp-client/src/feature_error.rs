@@ -91,9 +91,10 @@ pub enum FeatureError {
         /// The URI of the content whose blob is invalid.
         uri: String,
     },
-    /// A URI given to the client is empty, too long or holds control characters: not sent.
+    /// A URI given to the client is empty, too long, holds control characters or a `.`/`..`
+    /// path segment: not sent.
     #[error(
-        "server `{server}`: the URI is empty, longer than {limit} bytes or holds control characters"
+        "server `{server}`: the URI is empty, longer than {limit} bytes, holds control characters or a `.`/`..` path segment"
     )]
     InvalidUri {
         /// The server.

@@ -66,6 +66,20 @@ pub(crate) fn is_clean_uri(uri: &str) -> bool {
             clean(uri, MAX_URI_BYTES, Lines::Single),
             std::borrow::Cow::Borrowed(_)
         )
+        && !has_dot_segment(uri)
+}
+
+/// True when `uri`'s path holds a `.` or `..` segment, also percent-encoded (`%2e`) or after a
+/// backslash: a server that resolves it could serve what lies outside the prefix a `[policy]`
+/// resource rule allows (`file:///public/../etc/passwd` matches `file:///public/*`), so such a
+/// URI is never sent, listed or allowed.
+pub(crate) fn has_dot_segment(uri: &str) -> bool {
+    let rest = uri.split_once("://").map_or(uri, |(_, rest)| rest);
+    let path = rest.split(['?', '#']).next().unwrap_or_default();
+    path.split(['/', '\\']).any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
 }
 
 impl Session {
@@ -443,6 +457,40 @@ mod tests {
             "AAEC\n",
         ] {
             assert!(!is_base64(bad), "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod dot_segments {
+    use super::{has_dot_segment, is_clean_uri};
+
+    #[test]
+    fn dot_segments_are_refused_raw_encoded_and_after_backslashes() {
+        for escaping in [
+            "file:///public/../etc/passwd",
+            "file:///public/./x",
+            "file:///public/..",
+            "file:///public/%2e%2e/etc/passwd",
+            "file:///public/%2E%2e/etc",
+            "file:///public/.%2e/etc",
+            "file:///public\\..\\etc",
+            "skill://pdf/../deploy/SKILL.md",
+            "../x",
+        ] {
+            assert!(has_dot_segment(escaping), "{escaping}");
+            assert!(!is_clean_uri(escaping), "{escaping}");
+        }
+        for fine in [
+            "file:///public/readme.md",
+            "file:///public/.hidden",
+            "file:///public/a..b",
+            "test://static-text",
+            "file:///public/x?q=..",
+            "file:///public/x#..",
+            "skill://pdf-processing/references/FORMS.md",
+        ] {
+            assert!(!has_dot_segment(fine), "{fine}");
         }
     }
 }

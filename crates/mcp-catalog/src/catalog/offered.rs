@@ -239,9 +239,7 @@ impl Catalog {
                         rules.allows_resource(identity, uri).is_ok()
                     }
                     FeatureKind::Prompt => rules.allows_prompt(identity, &f.name).is_ok(),
-                    FeatureKind::Skill => rules
-                        .allows_resource(identity, &format!("skill://{}/SKILL.md", f.name))
-                        .is_ok(),
+                    FeatureKind::Skill => rules.allows_skill(identity, &f.name).is_ok(),
                     FeatureKind::Tool => false,
                 }
             })

@@ -155,6 +155,7 @@ impl Session {
     ) -> Result<(), ErrorData> {
         check_client_text("resource URI", uri)?;
         let tools = self.featured(context).await?;
+        let _permits = self.permits()?;
         if !self.updates.add(uri) {
             return Err(ErrorData::invalid_request(
                 format!(
@@ -184,6 +185,7 @@ impl Session {
     ) -> Result<(), ErrorData> {
         check_client_text("resource URI", uri)?;
         let tools = self.featured(context).await?;
+        let _permits = self.permits()?;
         self.updates.remove(uri);
         tools
             .features()
