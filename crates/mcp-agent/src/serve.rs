@@ -1,7 +1,8 @@
 //! A run as the tools of one downstream session of a gateway (feature `serve`): [`RunTools`]
 //! adapts an [`McpRunner`] to `mcp_serve::SessionTools` — its tools, and its upstream servers'
-//! resources, resource templates, prompts, completions and subscriptions, every one through
-//! the run's governed layer (`[policy]` rules, events, history).
+//! resources, resource templates, prompts, completions and subscriptions: tool calls through
+//! the run's governed layer (`[policy]` rules, approval, events, history), the rest through
+//! its `[policy]` `resource` / `prompt` rules and its events.
 //!
 //! ```no_run
 //! use std::sync::Arc;
