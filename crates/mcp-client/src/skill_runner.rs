@@ -74,7 +74,7 @@ impl McpRunner {
 
     /// The entry of skill `skill` of `server`: by the URI of its `SKILL.md` (`skills/get`) when
     /// it holds `://`, else by name among the listed skills (several of that name:
-    /// [`SkillProblem::Ambiguous`]). The run's `[policy]` is checked first for a name.
+    /// [`SkillProblem::Ambiguous`](crate::SkillProblem::Ambiguous)). The run's `[policy]` is checked first for a name.
     ///
     /// ```no_run
     /// # async fn show(runner: &mcp_client::McpRunner) -> Result<(), mcp_client::FeatureError> {
