@@ -285,18 +285,14 @@ pub(crate) fn offering<'a>(
         None => runner
             .sessions()
             .iter()
-            .filter(|s| {
-                s.identity()
-                    .capabilities
-                    .get(capability)
-                    .is_some_and(|v| !v.is_null())
-            })
+            .filter(|s| s.identity().declares(capability))
             .map(|s| s.name())
             .collect(),
     }
 }
 
-/// A failed request of a listing or a read: exit 1, and with `--json` the error object.
+/// A failed request of a listing or a read: exit 1, and with `--json` the error object
+/// (naming the server).
 pub(crate) fn failed(
     secrets: &Redactor,
     json: bool,
@@ -309,7 +305,7 @@ pub(crate) fn failed(
             Exit::Failed,
             stage,
             &chain(secrets, error),
-            serde_json::json!({}),
+            serde_json::json!({ "server": error.server() }),
         );
     }
     fail(secrets, error)

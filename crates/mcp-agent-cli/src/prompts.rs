@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::open::{failed, json_error, offering, with_config_runner};
-use super::term::{first_line, inline, name, out, out_json, out_part, safe_text, say};
+use super::term::{first_line, inline, name, out, out_json, out_text, say};
 
 /// The `prompts` commands.
 #[derive(Debug, Subcommand)]
@@ -215,13 +215,7 @@ async fn get(
             ),
             _ => "(content of a kind this version does not show; --json prints it)".to_owned(),
         };
-        let mut safe = safe_text(secrets);
-        let mut shown = safe.push(&text);
-        shown.push_str(&safe.finish());
-        if !shown.ends_with('\n') {
-            shown.push('\n');
-        }
-        out_part(&shown)?;
+        out_text(secrets, &text)?;
     }
     Ok(Exit::Success.into())
 }

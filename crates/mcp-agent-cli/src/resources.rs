@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::exit::Exit;
 use super::logging::LogSecrets;
 use super::open::{failed, offering, with_config_runner};
-use super::term::{first_line, inline, name, out, out_json, safe_text, say};
+use super::term::{first_line, inline, name, out, out_json, out_text, say};
 
 /// The `resources` commands.
 #[derive(Debug, Subcommand)]
@@ -129,13 +129,7 @@ async fn read(
     for content in &contents {
         match content {
             ResourceContents::TextResourceContents { text, .. } => {
-                let mut safe = safe_text(secrets);
-                let mut shown = safe.push(text);
-                shown.push_str(&safe.finish());
-                if !shown.ends_with('\n') {
-                    shown.push('\n');
-                }
-                super::term::out_part(&shown)?;
+                out_text(secrets, text)?;
             }
             ResourceContents::BlobResourceContents {
                 uri,

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use mcp_agent::internals::mcp_client::{SkillEntry, SkillFiles};
-use mcp_agent::{FeatureError, McpRunner, Redactor};
+use mcp_agent::{FeatureError, McpRunner};
 use serde_json::{Value, json};
 
 use super::exit::Exit;
 use super::logging::LogSecrets;
-use super::open::{Governance, fail, json_error, load, runtime, with_runner};
+use super::open::{failed, with_config_runner};
 use super::term::{block, chain, first_line, name, out, out_json, say};
 
 /// The `skills` commands.
@@ -47,17 +47,7 @@ pub(crate) fn run(cmd: SkillsCommand, file: Option<&Path>, logs: &LogSecrets) ->
     let json = match &cmd {
         SkillsCommand::List { json, .. } | SkillsCommand::Show { json, .. } => *json,
     };
-    let (config, secrets) = match load(file, json, logs) {
-        Ok(loaded) => loaded,
-        Err(code) => return code,
-    };
-    let governance = Governance {
-        json,
-        config_secrets: secrets,
-        logs: logs.clone(),
-        ..Governance::default()
-    };
-    runtime().block_on(with_runner(config, &governance, async |runner| {
+    with_config_runner(file, json, logs, async |runner| {
         match cmd {
             SkillsCommand::List { server, json } => list(runner, server.as_deref(), json).await,
             SkillsCommand::Show {
@@ -67,7 +57,7 @@ pub(crate) fn run(cmd: SkillsCommand, file: Option<&Path>, logs: &LogSecrets) ->
             } => show(runner, &server, &skill, json).await,
         }
         .unwrap_or_else(|code| code)
-    }))
+    })
 }
 
 /// The entry as JSON (its texts already cleaned by the library).
@@ -110,7 +100,7 @@ async fn list(runner: &McpRunner, server: Option<&str>, json: bool) -> Result<Ex
         }
     }
     if let Some(e) = failure {
-        return Err(failed(secrets, json, &e));
+        return Err(failed(secrets, json, "skills", &e));
     }
     if json {
         let list: Vec<Value> = rows.iter().map(|(s, e)| entry_json(s, e)).collect();
@@ -149,7 +139,7 @@ async fn show(
     let loaded = runner
         .load_skill(server, skill)
         .await
-        .map_err(|e| failed(secrets, json, &e))?;
+        .map_err(|e| failed(secrets, json, "skills", &e))?;
     let entry = &loaded.entry;
     let others: Vec<_> = entry
         .files
@@ -179,18 +169,4 @@ async fn show(
         }
     }
     Ok(Exit::Success.into())
-}
-
-/// Reports a failure (also as a JSON error object with `--json`) and returns its exit code.
-fn failed(secrets: &Redactor, json: bool, error: &FeatureError) -> ExitCode {
-    if json {
-        json_error(
-            secrets,
-            Exit::Failed,
-            "skills",
-            &chain(secrets, error),
-            json!({"server": error.server()}),
-        );
-    }
-    fail(secrets, error)
 }

@@ -159,6 +159,15 @@ pub(crate) fn unbounded(secrets: &Redactor, text: &str) -> String {
     clean(secrets, text, usize::MAX, true)
 }
 
+/// Writes `text` whole to stdout, terminal-safe ([`unbounded`]), ending with a newline.
+pub(crate) fn out_text(secrets: &Redactor, text: &str) -> Result<(), ExitCode> {
+    let mut shown = unbounded(secrets, text);
+    if !shown.ends_with('\n') {
+        shown.push('\n');
+    }
+    out_part(&shown)
+}
+
 /// `text` terminal-safe, keeping its lines and tabs, cut to [`MAX_BLOCK`] characters.
 pub(crate) fn block(secrets: &Redactor, text: &str) -> String {
     clean(secrets, text, MAX_BLOCK, true)

@@ -14,21 +14,12 @@ use crate::Session;
 /// prompts; a server slower than that offers its reads with nothing indexed.
 pub(crate) const LISTING_WAIT: Duration = Duration::from_secs(10);
 
-/// True when the capabilities of `session`'s server declare `name`.
-fn declares(session: &Session, name: &str) -> bool {
-    session
-        .identity()
-        .capabilities
-        .get(name)
-        .is_some_and(|v| !v.is_null())
-}
-
 /// What `session`'s server offers: listed only for the capabilities it declared, within
 /// [`LISTING_WAIT`]. A listing that fails leaves its kind offered with nothing indexed.
 async fn offered(session: &Session) -> ServerFeatures {
     let mut offered = ServerFeatures::default();
-    let resources = declares(session, "resources");
-    let prompts = declares(session, "prompts");
+    let resources = session.identity().declares("resources");
+    let prompts = session.identity().declares("prompts");
     let skills = session.offers_skills();
     if resources {
         offered = offered.with_resources(Vec::new());

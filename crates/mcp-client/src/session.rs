@@ -56,6 +56,21 @@ pub struct ServerIdentity {
     pub capabilities: serde_json::Value,
 }
 
+impl ServerIdentity {
+    /// True when the server declared `capability` (`resources`, `prompts`, `completions`, …)
+    /// in its initialize result with a value other than `null`.
+    ///
+    /// ```
+    /// let identity = mcp_client::ServerIdentity::default();
+    /// assert!(!identity.declares("resources"));
+    /// ```
+    pub fn declares(&self, capability: &str) -> bool {
+        self.capabilities
+            .get(capability)
+            .is_some_and(|v| !v.is_null())
+    }
+}
+
 /// What every session of a run shares: the bounds on listings, the run's known secrets and
 /// who answers a server's requests for user input.
 #[derive(Clone, Default)]

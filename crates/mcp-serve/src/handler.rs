@@ -29,15 +29,12 @@ mod features;
 use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
 use crate::drain::{InFlight, InFlightGuard, Lifecycle};
-use crate::features::ResourceUpdates;
+use crate::features::{ResourceUpdates, shown};
 use crate::list_changes::ToolListChanges;
 use crate::per_session::SessionTools;
 use crate::progress;
 use crate::restore::{Records, Restoring};
 use crate::server::{ServedTools, Source, ToolServer};
-
-/// The longest tool name an error message repeats (a client's text, so it is cut).
-const MAX_NAME_SHOWN: usize = 128;
 
 /// What the sessions of one endpoint share.
 #[derive(Debug)]
@@ -423,13 +420,6 @@ impl Session {
             }
         });
     }
-}
-
-/// `name` as an error message may repeat it: cut and escaped.
-fn shown(name: &str) -> String {
-    let cut: String = name.chars().take(MAX_NAME_SHOWN).collect();
-    let more = if cut.len() < name.len() { "…" } else { "" };
-    format!("{}{more}", cut.escape_debug())
 }
 
 impl ServerHandler for Session {

@@ -22,22 +22,18 @@ const NOT_FOUND_CODES: [i32; 2] = [-32002, -32602];
 
 /// What a session's capabilities (as its server declared them) offer beyond tools.
 fn offered_by(session: &SessionView) -> Offered {
-    let capabilities = &session.identity().capabilities;
-    let resources = capabilities.get("resources");
+    let identity = session.identity();
+    let resources = identity.capabilities.get("resources");
     Offered::default()
-        .with_resources(resources.is_some_and(|r| !r.is_null()))
+        .with_resources(identity.declares("resources"))
         .with_subscribe(
             resources
                 .and_then(|r| r.get("subscribe"))
                 .and_then(serde_json::Value::as_bool)
                 == Some(true),
         )
-        .with_prompts(capabilities.get("prompts").is_some_and(|p| !p.is_null()))
-        .with_completions(
-            capabilities
-                .get("completions")
-                .is_some_and(|c| !c.is_null()),
-        )
+        .with_prompts(identity.declares("prompts"))
+        .with_completions(identity.declares("completions"))
 }
 
 impl RunTools {
