@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 
 use crate::resources::{content_len, is_clean_uri};
+use crate::updates::Added;
 use crate::{FeatureError, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, McpRunner, Session};
 
 /// What a rule check is about.
@@ -196,11 +197,17 @@ impl McpRunner {
         let inbox = self
             .updates
             .inbox(server, session.updates(), self.governed().events());
-        if !inbox.add(uri) {
-            return Err(FeatureError::TooManySubscriptions {
-                server: server.to_owned(),
-                limit: MAX_SUBSCRIPTIONS,
-            });
+        match inbox.add(uri) {
+            Added::New => {}
+            // A second subscription of the run to the same URI: already told, and a failure
+            // to tell again must not drop the first.
+            Added::Held => return Ok(()),
+            Added::Full => {
+                return Err(FeatureError::TooManySubscriptions {
+                    server: server.to_owned(),
+                    limit: MAX_SUBSCRIPTIONS,
+                });
+            }
         }
         if let Err(e) = session.subscribe_resource(uri).await {
             inbox.remove(uri);

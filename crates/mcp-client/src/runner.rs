@@ -249,7 +249,23 @@ impl McpRunner {
         for watcher in &self.watchers {
             watcher.abort();
         }
-        self.updates.close();
+        let sessions: Vec<(String, &crate::updates::Updates)> = self
+            .sessions
+            .iter()
+            .map(|s| (s.name().to_owned(), &**s.0.updates()))
+            .collect();
+        let released = self.updates.close(&sessions);
+        // A shared session outlives the run: its server stops sending updates no run wants.
+        // Bounded by the grace period; an unsubscribe that fails or overstays is dropped.
+        let unsubscribes = released.iter().flat_map(|(server, uris)| {
+            let session = self
+                .sessions
+                .iter()
+                .find(|s| s.name() == server && s.0.is_shared());
+            uris.iter()
+                .filter_map(move |uri| session.map(|s| s.0.unsubscribe_resource(uri)))
+        });
+        let _ = tokio::time::timeout(self.grace, futures::future::join_all(unsubscribes)).await;
         futures::future::join_all(self.sessions.iter().map(|s| s.0.close(self.grace))).await;
     }
 

@@ -83,14 +83,25 @@ impl Inbox {
         lock(&self.state).subscribed.contains(uri)
     }
 
-    /// Adds `uri`; `false` when [`MAX_SUBSCRIPTIONS`] are held already.
-    pub(crate) fn add(&self, uri: &str) -> bool {
+    /// Adds `uri`, unless held already or [`MAX_SUBSCRIPTIONS`] are held.
+    pub(crate) fn add(&self, uri: &str) -> Added {
         let mut state = lock(&self.state);
-        if state.subscribed.len() >= MAX_SUBSCRIPTIONS && !state.subscribed.contains(uri) {
-            return false;
+        if state.subscribed.contains(uri) {
+            return Added::Held;
+        }
+        if state.subscribed.len() >= MAX_SUBSCRIPTIONS {
+            return Added::Full;
         }
         state.subscribed.insert(uri.to_owned());
-        true
+        Added::New
+    }
+
+    /// Every URI held, now held no more (a task still holding the inbox until the runtime
+    /// drops it sees an empty one).
+    fn drain(&self) -> BTreeSet<String> {
+        let mut state = lock(&self.state);
+        state.pending.clear();
+        std::mem::take(&mut state.subscribed)
     }
 
     /// Removes `uri` and its pending updates; `true` when it was held.
@@ -103,6 +114,17 @@ impl Inbox {
     fn take(&self) -> BTreeMap<String, u64> {
         std::mem::take(&mut lock(&self.state).pending)
     }
+}
+
+/// What [`Inbox::add`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// The URI is held now and was not before: the server is to be told.
+    New,
+    /// The run held it already: nothing changes, nothing is sent.
+    Held,
+    /// [`MAX_SUBSCRIPTIONS`] are held.
+    Full,
 }
 
 /// A task aborted when dropped.
@@ -142,10 +164,27 @@ impl RunUpdates {
             .map(|(inbox, _)| inbox.clone())
     }
 
-    /// Drops every inbox and stops its task.
-    pub(crate) fn close(&self) {
+    /// Drops every inbox and stops its task. Returns, per server, the URIs the run held that
+    /// no other live inbox of the same session holds: a session shared with other runs stays
+    /// open, so its server is to be told of these (`resources/unsubscribe`).
+    pub(crate) fn close(&self, sessions: &[(String, &Updates)]) -> Vec<(String, Vec<String>)> {
         let inboxes = std::mem::take(&mut *lock(&self.inboxes));
-        drop(inboxes);
+        let mut released = Vec::new();
+        for (server, (inbox, task)) in inboxes {
+            drop(task);
+            let held = inbox.drain();
+            let Some((_, updates)) = sessions.iter().find(|(name, _)| *name == server) else {
+                continue;
+            };
+            let alone: Vec<String> = held
+                .into_iter()
+                .filter(|uri| !updates.wanted_elsewhere(uri, &inbox))
+                .collect();
+            if !alone.is_empty() {
+                released.push((server, alone));
+            }
+        }
+        released
     }
 }
 

@@ -491,3 +491,72 @@ async fn reads_and_denials_reach_the_run_s_history() {
         "{events}"
     );
 }
+
+#[tokio::test]
+async fn a_second_subscription_to_a_uri_sends_nothing_and_keeps_the_first() {
+    let (runner, observations) = run(PolicyConfig::default(), None).await;
+    for _ in 0..2 {
+        runner
+            .subscribe_resource("docs", "test://text/hello")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        observations.snapshot().requests_of("resources/subscribe"),
+        1
+    );
+    runner
+        .unsubscribe_resource("docs", "test://text/hello")
+        .await
+        .unwrap();
+    assert_eq!(
+        observations.snapshot().requests_of("resources/unsubscribe"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_shared_session_is_unsubscribed_when_the_last_run_holding_a_uri_closes() {
+    let observations = Observations::new();
+    let seen = observations.clone();
+    let memory = InMemoryConnector::new().server("docs", move || {
+        serve_in_memory(TestServer::new(
+            TestServerOptions::default()
+                .with_features(true)
+                .with_observations(seen.clone()),
+        ))
+    });
+    let mut shared = spec("docs");
+    shared.shared = true;
+    let client = McpClient::builder(Config::new(vec![shared]).expect("valid specs"))
+        .connectors(Connectors::new().with(memory))
+        .build();
+    let first = client.open_runner(&RunInput::new("s", "1")).await.unwrap();
+    let second = client.open_runner(&RunInput::new("s", "2")).await.unwrap();
+    first
+        .subscribe_resource("docs", "test://text/hello")
+        .await
+        .unwrap();
+    second
+        .subscribe_resource("docs", "test://text/hello")
+        .await
+        .unwrap();
+    second
+        .subscribe_resource("docs", "test://blob/ok")
+        .await
+        .unwrap();
+
+    // The second run still holds `hello`: closing the first tells the server nothing.
+    first.shutdown().await.unwrap();
+    assert_eq!(
+        observations.snapshot().requests_of("resources/unsubscribe"),
+        0
+    );
+    // The last run holding them closes: the session stays open in the pool, so the server
+    // is told of both.
+    second.shutdown().await.unwrap();
+    assert_eq!(
+        observations.snapshot().requests_of("resources/unsubscribe"),
+        2
+    );
+}
