@@ -307,12 +307,38 @@ impl McpRunner {
         argument: &str,
         value: &str,
     ) -> Result<CompletionInfo, FeatureError> {
+        self.complete_in_context(server, reference, argument, value, BTreeMap::new())
+            .await
+    }
+
+    /// [`complete`](Self::complete) with the values already chosen for the other arguments
+    /// (see [`Session::complete_in_context`]).
+    ///
+    /// ```no_run
+    /// # async fn show(runner: &mcp_client::McpRunner) -> Result<(), mcp_client::FeatureError> {
+    /// use rmcp::model::Reference;
+    /// let chosen = [("owner".to_owned(), "acme".to_owned())].into_iter().collect();
+    /// let info = runner
+    ///     .complete_in_context("git", Reference::for_prompt("review_pr"), "repo", "we", chosen)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete_in_context(
+        &self,
+        server: &str,
+        reference: Reference,
+        argument: &str,
+        value: &str,
+        context: BTreeMap<String, String>,
+    ) -> Result<CompletionInfo, FeatureError> {
         let session = self.session_of(server)?;
         match &reference {
             Reference::Prompt(p) => self.allowed(session, Target::Prompt(&p.name))?,
             Reference::Resource(r) => self.allowed(session, Target::Resource(&r.uri))?,
             _ => {}
         }
-        session.complete(reference, argument, value).await
+        session
+            .complete_in_context(reference, argument, value, context)
+            .await
     }
 }

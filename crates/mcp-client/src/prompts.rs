@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use mcp_catalog::sanitize::{Lines, clean};
 use rmcp::model::{
-    ArgumentInfo, CompleteRequestParams, CompletionInfo, GetPromptRequestParams, GetPromptResult,
-    JsonObject, Prompt, Reference,
+    ArgumentInfo, CompleteRequestParams, CompletionContext, CompletionInfo, GetPromptRequestParams,
+    GetPromptResult, JsonObject, Prompt, Reference,
 };
 
 use crate::list::Count;
@@ -178,7 +178,36 @@ impl Session {
         argument: &str,
         value: &str,
     ) -> Result<CompletionInfo, FeatureError> {
+        self.complete_in_context(reference, argument, value, BTreeMap::new())
+            .await
+    }
+
+    /// [`complete`](Self::complete), telling the server the values already chosen for the
+    /// other arguments (`context.arguments`), so it can complete one argument depending on
+    /// another (a repository's branches once the repository is chosen).
+    ///
+    /// ```no_run
+    /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
+    /// use rmcp::model::Reference;
+    /// let chosen = [("owner".to_owned(), "acme".to_owned())].into_iter().collect();
+    /// let info = session
+    ///     .complete_in_context(Reference::for_prompt("review_pr"), "repo", "we", chosen)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn complete_in_context(
+        &self,
+        reference: Reference,
+        argument: &str,
+        value: &str,
+        context: BTreeMap<String, String>,
+    ) -> Result<CompletionInfo, FeatureError> {
         let mut params = CompleteRequestParams::new(reference, ArgumentInfo::new(argument, value));
+        if !context.is_empty() {
+            params.context = Some(CompletionContext::with_arguments(
+                context.into_iter().collect(),
+            ));
+        }
         crate::trace_context::inject(&mut params);
         let result = self
             .feature_request("completion/complete", self.peer().complete(params))

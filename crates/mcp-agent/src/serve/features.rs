@@ -222,7 +222,7 @@ impl SessionFeatures for RunTools {
         reference: Reference,
         argument: &str,
         value: &str,
-        _context: BTreeMap<String, String>,
+        context: BTreeMap<String, String>,
     ) -> Result<CompletionInfo, ErrorData> {
         let (server, reference) = match &reference {
             Reference::Prompt(p) => {
@@ -250,7 +250,7 @@ impl SessionFeatures for RunTools {
             return Ok(CompletionInfo::default());
         }
         self.runner
-            .complete(server, reference, argument, value)
+            .complete_in_context(server, reference, argument, value, context)
             .await
             .map_err(|e| self.answer(&e, None))
     }

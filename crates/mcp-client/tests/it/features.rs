@@ -112,6 +112,15 @@ async fn resources_and_templates_are_listed_clean_and_read() {
         .await
         .unwrap();
     assert_eq!(names.values, ["alice", "albert"]);
+    // The values already chosen reach the server, which completes by them.
+    let chosen = [("greeting".to_owned(), "Hola".to_owned())]
+        .into_iter()
+        .collect();
+    let names = runner
+        .complete_in_context("docs", Reference::for_prompt("greet"), "name", "a", chosen)
+        .await
+        .unwrap();
+    assert_eq!(names.values, ["alba", "ana"]);
     let ids = runner
         .complete(
             "docs",

@@ -104,11 +104,21 @@ pub(super) fn get_prompt(request: &GetPromptRequestParams) -> Result<GetPromptRe
     )]))
 }
 
-/// `completion/complete`: names for `greet`'s `name`, ids for `test://items/{id}`.
+/// `completion/complete`: names for `greet`'s `name` (Spanish ones once the context says the
+/// `greeting` is `Hola`), ids for `test://items/{id}`.
 pub(super) fn complete(request: &CompleteRequestParams) -> Result<CompleteResult, ErrorData> {
+    let spanish = request
+        .context
+        .as_ref()
+        .and_then(|c| c.get_argument("greeting"))
+        .is_some_and(|g| g == "Hola");
     let candidates: &[&str] = match &request.r#ref {
         Reference::Prompt(p) if p.name == "greet" && request.argument.name == "name" => {
-            &["alice", "albert", "bob"]
+            if spanish {
+                &["alba", "ana"]
+            } else {
+                &["alice", "albert", "bob"]
+            }
         }
         Reference::Resource(r) if r.uri == "test://items/{id}" => &["1", "2", "10"],
         _ => &[],
