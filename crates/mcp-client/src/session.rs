@@ -112,6 +112,8 @@ pub struct Session {
     options: SessionOptions,
     /// Held by the client's session pool (`pool.rs`): [`close`](Self::close) leaves it open.
     pub(crate) shared: std::sync::atomic::AtomicBool,
+    /// The skills `mcp_read` loaded, with the files read of them.
+    skills: crate::skills::KeptSkills,
 }
 
 impl Session {
@@ -185,6 +187,7 @@ impl Session {
             tools_changed,
             options,
             shared: Default::default(),
+            skills: Default::default(),
         };
         Ok((session, tools))
     }
@@ -229,6 +232,11 @@ impl Session {
     /// The session's connection to its server, for the requests beyond tools.
     pub(crate) fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
+    }
+
+    /// The skills `mcp_read` loaded on this session.
+    pub(crate) fn kept_skills(&self) -> &crate::skills::KeptSkills {
+        &self.skills
     }
 
     /// The run's secret engine.

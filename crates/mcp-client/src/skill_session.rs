@@ -217,17 +217,27 @@ impl Session {
     }
 
     /// `mcp_read` of a skill's file: the skill named `skill` found and loaded (its `SKILL.md`
-    /// checked), then `file` (a path within the skill's directory, `SKILL.md` for its
-    /// instructions) read on first use and checked ([`read_skill_file`](Self::read_skill_file)).
-    /// A binary file is described, not returned.
+    /// checked) on the session's first read of it and kept, then `file` (a path within the
+    /// skill's directory, `SKILL.md` for its instructions) read on first use and checked
+    /// ([`read_skill_file`](Self::read_skill_file)). A binary file is described, not returned.
     pub(crate) async fn skill_file(
         &self,
         skill: &str,
         file: &str,
     ) -> Result<Vec<ResourceContents>, FeatureError> {
-        let entry = self.find_skill(skill).await?;
-        let loaded = self.load_skill(&entry).await?;
-        let uri = format!("{}{}", entry.directory(), file.trim_start_matches('/'));
+        let loaded = match self.kept_skills().get(skill) {
+            Some(loaded) => loaded,
+            None => {
+                let entry = self.find_skill(skill).await?;
+                let loaded = self.load_skill(&entry).await?;
+                self.kept_skills().keep(skill, loaded)
+            }
+        };
+        let uri = format!(
+            "{}{}",
+            loaded.entry.directory(),
+            file.trim_start_matches('/')
+        );
         let contents = self.read_skill_file(&loaded, &uri).await?;
         let text = match &contents.data {
             SkillData::Text(text) => text.clone(),

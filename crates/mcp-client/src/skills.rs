@@ -263,6 +263,30 @@ impl LoadedSkill {
     }
 }
 
+/// How many loaded skills a session keeps for `mcp_read` (each with the files read of it).
+pub(crate) const MAX_KEPT_SKILLS: usize = 32;
+
+/// The skills `mcp_read` loaded on a session, by name: each `SKILL.md` read and checked once,
+/// the files read of it kept in its [`LoadedSkill`]. At most [`MAX_KEPT_SKILLS`]; past that, a
+/// skill loaded is used for its read and not kept.
+#[derive(Debug, Default)]
+pub(crate) struct KeptSkills(Mutex<HashMap<String, Arc<LoadedSkill>>>);
+
+impl KeptSkills {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<LoadedSkill>> {
+        lock(&self.0).get(name).cloned()
+    }
+
+    pub(crate) fn keep(&self, name: &str, skill: LoadedSkill) -> Arc<LoadedSkill> {
+        let skill = Arc::new(skill);
+        let mut kept = lock(&self.0);
+        if kept.len() < MAX_KEPT_SKILLS || kept.contains_key(name) {
+            kept.insert(name.to_owned(), Arc::clone(&skill));
+        }
+        skill
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

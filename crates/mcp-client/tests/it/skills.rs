@@ -349,7 +349,16 @@ async fn the_model_finds_skills_in_search_and_reads_their_files_with_mcp_read_la
         .await
         .unwrap();
     assert!(!forms.to_model_text().is_empty());
-    assert_eq!(reads(&observations).last().map(String::as_str), Some(FORMS));
+    assert_eq!(reads(&observations), [SKILL_MD, FORMS]);
+    // Read again, both come from what the session kept: nothing more is asked of the server.
+    let again = runner.dispatch(read("5", "SKILL.md")).await.unwrap();
+    assert_eq!(again.to_model_text(), instructions.to_model_text());
+    let again = runner
+        .dispatch(read("6", "references/FORMS.md"))
+        .await
+        .unwrap();
+    assert_eq!(again.to_model_text(), forms.to_model_text());
+    assert_eq!(reads(&observations), [SKILL_MD, FORMS]);
     let missing = runner.dispatch(read("4", "../other/SKILL.md")).await;
     assert!(missing.is_err(), "{missing:?}");
     runner.shutdown().await.unwrap();
