@@ -15,6 +15,11 @@ Tools:
     add(a, b)             -> a + b                                   (structured: {"result": n})
     weather(city)         -> {"city", "temperature", "conditions"}  (structured, object schema)
     fail(message)         -> a tool error (isError: true) with the message
+
+Resources and prompts:
+    info://about          -> a text resource (text/plain)
+    note://{name}         -> a resource template: "Note <name>"
+    review(code, language="rust")  -> a prompt: one user message naming both
 """
 
 from __future__ import annotations
@@ -70,6 +75,21 @@ def weather(city: str) -> Weather:
 @server.tool(description="Always fails with the given message")
 def fail(message: str) -> str:
     raise ToolError(message)
+
+
+@server.resource("info://about", name="about", description="What this peer is", mime_type="text/plain")
+def about() -> str:
+    return "py-peer: a test peer on the official Python MCP SDK"
+
+
+@server.resource("note://{name}", description="A note by name", mime_type="text/plain")
+def note(name: str) -> str:
+    return f"Note {name}"
+
+
+@server.prompt(description="Asks for a code review")
+def review(code: str, language: str = "rust") -> str:
+    return f"Review this {language} code: {code}"
 
 
 def _serve_http(port: int) -> None:

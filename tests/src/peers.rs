@@ -287,7 +287,8 @@ impl PeerSession {
         Self { session }
     }
 
-    fn session(&self) -> &mcp_client::Session {
+    /// The session itself, for what the helpers here do not cover (resources, prompts).
+    pub fn session(&self) -> &mcp_client::Session {
         &self.session
     }
 
