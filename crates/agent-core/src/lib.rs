@@ -54,9 +54,9 @@ pub use event::{CallOutcome, Event, EventKind, EventSink, NoopEventSink};
 pub use governed::{
     Approval, ApprovalLayer, AsNative, BoxCallService, CallKind, CallRequest, CallResolver,
     CallService, CallTrace, DEFAULT_APPROVAL_TIMEOUT, Events, EventsLayer, Governed, GovernedLayer,
-    HistoryLayer, Identity, IdentityLayer, Metrics, MetricsLayer, OutputLimit, OutputLimitLayer,
-    OutputReader, Permit, Policy, PolicyLayer, ReadSubject, Recorded, ResolvedCall, Shown, Timeout,
-    TimeoutLayer,
+    HistoryLayer, Identity, IdentityLayer, MAX_PROMPT_ARGUMENT_BYTES, MAX_PROMPT_ARGUMENTS,
+    Metrics, MetricsLayer, OutputLimit, OutputLimitLayer, OutputReader, Permit, Policy,
+    PolicyLayer, ReadSubject, Recorded, ResolvedCall, Shown, Timeout, TimeoutLayer,
 };
 pub use history::{
     EVENTS_FILE, History, InvalidLine, JsonlLines, LOCK_FILE, MAX_JSONL_LINE_BYTES, MESSAGES_FILE,

@@ -157,7 +157,7 @@ pub struct FeatureLimits {
     pub max_uri_bytes: usize,
     /// The longest description kept, in bytes (default 1 KiB); a longer one is cut.
     pub max_description_bytes: usize,
-    /// The most arguments of a prompt kept (default 32).
+    /// The most arguments of a prompt kept (default [`agent_core::MAX_PROMPT_ARGUMENTS`]).
     pub max_arguments: usize,
 }
 
@@ -177,7 +177,7 @@ impl Default for FeatureLimits {
             max_name_bytes: 256,
             max_uri_bytes: 2048,
             max_description_bytes: 1024,
-            max_arguments: 32,
+            max_arguments: agent_core::MAX_PROMPT_ARGUMENTS,
         }
     }
 }

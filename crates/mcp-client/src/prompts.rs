@@ -14,8 +14,7 @@ use crate::resources::{MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MA
 use crate::scrub::shown_text;
 use crate::{FeatureError, Session};
 
-/// The most arguments of one listed prompt kept; a prompt declaring more is left out.
-pub const MAX_PROMPT_ARGUMENTS: usize = 64;
+pub use agent_core::MAX_PROMPT_ARGUMENTS;
 /// The most completion values kept (the protocol's own cap).
 pub const MAX_COMPLETION_VALUES: usize = CompletionInfo::MAX_VALUES;
 

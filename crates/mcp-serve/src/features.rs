@@ -22,8 +22,7 @@ pub const MAX_FEATURE_URI_BYTES: usize = 4096;
 /// The most resources one downstream session may subscribe to at once.
 pub const MAX_SESSION_SUBSCRIPTIONS: usize = 256;
 
-/// The most arguments a client may give one prompt or completion.
-pub const MAX_PROMPT_ARGUMENTS: usize = 64;
+pub use agent_core::MAX_PROMPT_ARGUMENTS;
 
 /// Which features beyond tools a session's tools offer: the session declares the matching
 /// capabilities (`resources`, `resources.subscribe`, `prompts`, `completions`).

@@ -64,6 +64,13 @@ pub enum CallKind {
     Meta,
 }
 
+/// The most arguments of one prompt: a prompt declaring more is not listed, a request giving
+/// more is refused, in a run (`mcp_read`, the library) and at the gateway alike.
+pub const MAX_PROMPT_ARGUMENTS: usize = 64;
+
+/// The longest name or value of one prompt argument a request may give, in bytes.
+pub const MAX_PROMPT_ARGUMENT_BYTES: usize = 64 * 1024;
+
 /// What a read of a server's content (the lazy surface's `mcp_read`) is about: the `[policy]`
 /// `resource` / `prompt` / `skill` rules decide it, instead of the tool rules.
 ///

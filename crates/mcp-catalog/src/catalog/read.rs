@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_core::{
-    ContentPart, JsonObject, ReadSubject, ResolvedCall, ToolAnnotations, ToolDescriptor, ToolError,
-    ToolOutput,
+    ContentPart, JsonObject, MAX_PROMPT_ARGUMENT_BYTES, ReadSubject, ResolvedCall, ToolAnnotations,
+    ToolDescriptor, ToolError, ToolOutput,
 };
 use rmcp::model::{ContentBlock, ResourceContents};
 use serde_json::{Value, json};
@@ -18,9 +18,6 @@ use crate::sanitize::{Lines, clean};
 use crate::{FeatureKind, ReadRequest, ReadResult, SessionError};
 
 use super::{Catalog, READ_OUTPUT_TOOL, READ_TOOL, State};
-
-/// The longest value of one prompt argument, in bytes.
-const MAX_ARGUMENT_BYTES: usize = 16 * 1024;
 
 /// A `mcp_read` call resolved to the server and what it reads.
 #[derive(Debug, Clone)]
@@ -290,7 +287,7 @@ fn not_offered(server: &str, kind: FeatureKind) -> ToolError {
 }
 
 /// `arguments` of a prompt: an object of strings (numbers and booleans are taken as their
-/// text), at most `max` of them, each at most [`MAX_ARGUMENT_BYTES`].
+/// text), at most `max` of them, each at most [`MAX_PROMPT_ARGUMENT_BYTES`].
 fn prompt_arguments(
     value: Option<&Value>,
     max: usize,
@@ -322,12 +319,12 @@ fn prompt_arguments(
                     ));
                 }
             };
-            if text.len() > MAX_ARGUMENT_BYTES {
+            if text.len() > MAX_PROMPT_ARGUMENT_BYTES {
                 let name = clean(name, 64, Lines::Single);
                 return Err(invalid(
                     server,
                     format!(
-                        "`/arguments/{name}`: longer than {MAX_ARGUMENT_BYTES} bytes (the limit)"
+                        "`/arguments/{name}`: longer than {MAX_PROMPT_ARGUMENT_BYTES} bytes (the limit)"
                     ),
                 ));
             }

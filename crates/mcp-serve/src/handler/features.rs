@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use agent_core::MAX_PROMPT_ARGUMENT_BYTES;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
@@ -31,9 +32,6 @@ pub(crate) const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
 /// Features that offer nothing (tools without any): the defaults of [`SessionFeatures`].
 struct NoFeatures;
 impl SessionFeatures for NoFeatures {}
-
-/// The longest argument name or value of a prompt or completion, in bytes.
-const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
 
 impl Session {
     /// What the session declares beyond tools: what its opener says its tools may offer, and
@@ -309,10 +307,13 @@ fn too_many_arguments() -> ErrorData {
 
 /// An argument's name and value, bounded.
 fn check_argument(name: &str, value: &str) -> Result<(), ErrorData> {
-    if name.is_empty() || name.len() > MAX_ARGUMENT_BYTES || value.len() > MAX_ARGUMENT_BYTES {
+    if name.is_empty()
+        || name.len() > MAX_PROMPT_ARGUMENT_BYTES
+        || value.len() > MAX_PROMPT_ARGUMENT_BYTES
+    {
         return Err(ErrorData::invalid_params(
             format!(
-                "argument `{}`: an empty name, or a name or value longer than {MAX_ARGUMENT_BYTES} \
+                "argument `{}`: an empty name, or a name or value longer than {MAX_PROMPT_ARGUMENT_BYTES} \
                  bytes",
                 shown(name)
             ),
