@@ -24,6 +24,7 @@
 //! ```
 
 mod features;
+mod skills;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -80,6 +80,7 @@ mod scrub;
 mod search;
 mod session;
 mod skill_runner;
+mod skill_serve;
 mod skill_session;
 mod skills;
 mod standalone;
