@@ -1,8 +1,8 @@
 //! A run as the tools of one downstream session of a gateway (feature `serve`): [`RunTools`]
 //! adapts an [`McpRunner`] to `mcp_serve::SessionTools` — its tools, and its upstream servers'
-//! resources, resource templates, prompts, completions and subscriptions: tool calls through
-//! the run's governed layer (`[policy]` rules, approval, events, history), the rest through
-//! its `[policy]` `resource` / `prompt` rules and its events.
+//! resources, resource templates, prompts, completions, subscriptions and skills: tool calls
+//! through the run's governed layer (`[policy]` rules, approval, events, history), the rest
+//! through its `[policy]` `resource` / `prompt` / `skill` rules and its events.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -24,6 +24,7 @@
 //! ```
 
 mod features;
+mod skills;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,10 +56,11 @@ type OnClose = Box<dyn Fn(&McpRunner, Result<(), ClientError>) + Send + Sync>;
 
 /// One downstream session's upstream run as `mcp_serve::SessionTools`: its tools (named by
 /// [`ToolNames`]), list changes, elicitation origins, promotions, and, as
-/// `mcp_serve::SessionFeatures`, its servers' resources, templates, prompts, completions and
-/// subscriptions, named by [`UpstreamNames`] (one server: their own names; several:
-/// `upstream://server/uri`, `server__prompt`), each request through the run's governed
-/// features (`McpRunner::read_resource`, `get_prompt`, `complete`, `subscribe_resource`).
+/// `mcp_serve::SessionFeatures`, its servers' resources, templates, prompts, completions,
+/// subscriptions and skills, named by [`UpstreamNames`] (one server: their own names; several:
+/// `upstream://server/uri`, `skill://server/path`, `server__prompt`), each request through the
+/// run's governed features (`McpRunner::read_resource`, `get_prompt`, `complete`,
+/// `subscribe_resource`, `list_skills`, `skill`, `read_skill_resource`).
 pub struct RunTools {
     runner: McpRunner,
     names: ToolNames,

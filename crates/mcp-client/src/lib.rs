@@ -47,7 +47,8 @@
 //! ([`McpRunner::read_skill_file`]), every read checked against the size and digest the
 //! server listed (and the `SKILL.md`'s frontmatter against the listing's) before any of it is
 //! used: a mismatch is [`FeatureError::Skill`]. `[policy]` `skill` rules decide first; every
-//! load and read is a `skill_read` event.
+//! load and read is a `skill_read` event. A gateway serves them on ([`McpRunner::served_skill`],
+//! [`McpRunner::read_skill_resource`]: a file passed on only once it matches its manifest).
 //!
 //! # A hostile server
 //!
@@ -80,6 +81,7 @@ mod scrub;
 mod search;
 mod session;
 mod skill_runner;
+mod skill_serve;
 mod skill_session;
 mod skills;
 mod standalone;

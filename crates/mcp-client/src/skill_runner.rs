@@ -13,7 +13,7 @@ use crate::skills::without_escapes;
 use crate::{FeatureError, LoadedSkill, McpRunner, Session, SkillEntry, SkillFileContents};
 
 impl McpRunner {
-    fn skill_allowed(&self, session: &Session, name: &str) -> Result<(), FeatureError> {
+    pub(crate) fn skill_allowed(&self, session: &Session, name: &str) -> Result<(), FeatureError> {
         let identity = session.identity().name.as_deref();
         self.governed()
             .identity_rules()

@@ -20,10 +20,12 @@ use crate::skills::{
 use crate::{FeatureError, Session};
 
 /// What one read returned, before it is checked.
-struct Read {
-    bytes: Vec<u8>,
-    text: bool,
-    mime_type: Option<String>,
+pub(crate) struct Read {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) text: bool,
+    pub(crate) mime_type: Option<String>,
+    /// The base64 a blob came as (`None` for text).
+    pub(crate) blob: Option<String>,
 }
 
 impl Session {
@@ -42,7 +44,12 @@ impl Session {
             .is_some_and(|info| info.capabilities.supports_skills())
     }
 
-    fn skill_error(&self, skill: &str, file: Option<&str>, problem: SkillProblem) -> FeatureError {
+    pub(crate) fn skill_error(
+        &self,
+        skill: &str,
+        file: Option<&str>,
+        problem: SkillProblem,
+    ) -> FeatureError {
         FeatureError::Skill {
             server: self.name().to_owned(),
             skill: without_escapes(skill, MAX_SKILL_NAME_BYTES, Lines::Single),
@@ -358,7 +365,7 @@ impl Session {
 
     /// Reads `uri` and checks its bytes against `manifest` (a dynamic skill's file: against
     /// [`MAX_SKILL_BYTES`] only).
-    async fn read_checked(
+    pub(crate) async fn read_checked(
         &self,
         entry: &SkillEntry,
         uri: &str,
@@ -391,6 +398,7 @@ impl Session {
                 bytes: text.into_bytes(),
                 text: true,
                 mime_type,
+                blob: None,
             },
             Some(ResourceContents::BlobResourceContents {
                 blob, mime_type, ..
@@ -401,6 +409,7 @@ impl Session {
                 })?,
                 text: false,
                 mime_type,
+                blob: Some(blob),
             },
             _ => return Err(problem(SkillProblem::NoContent)),
         };

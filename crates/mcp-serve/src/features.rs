@@ -1,5 +1,6 @@
 //! What a session's tools offer beyond tools ([`SessionFeatures`]): resources, resource
-//! templates, prompts, completions and resource subscriptions, with what they offer
+//! templates, prompts, completions, resource subscriptions and skills (the skills extension),
+//! with what they offer
 //! ([`Offered`]) and the bounded inbox through which they report resource updates
 //! ([`ResourceUpdates`]). The session's handler (`handler.rs`) checks what a client sends
 //! before any of it reaches them.
@@ -11,7 +12,7 @@ use async_trait::async_trait;
 use rmcp::ErrorData;
 use rmcp::model::{
     CompletionInfo, GetPromptResult, Prompt, Reference, Resource, ResourceContents,
-    ResourceTemplate,
+    ResourceTemplate, Skill,
 };
 use tokio::sync::Notify;
 
@@ -24,8 +25,12 @@ pub const MAX_SESSION_SUBSCRIPTIONS: usize = 256;
 
 pub use agent_core::MAX_PROMPT_ARGUMENTS;
 
+/// The most skills on one page of `skills/list` (a skill is never split across pages).
+pub const SKILLS_PAGE: usize = 64;
+
 /// Which features beyond tools a session's tools offer: the session declares the matching
-/// capabilities (`resources`, `resources.subscribe`, `prompts`, `completions`).
+/// capabilities (`resources`, `resources.subscribe`, `prompts`, `completions`, and the skills
+/// extension `io.modelcontextprotocol/skills` with `resources`).
 ///
 /// ```
 /// use mcp_serve::Offered;
@@ -44,6 +49,9 @@ pub struct Offered {
     pub prompts: bool,
     /// `completion/complete`.
     pub completions: bool,
+    /// `skills/list`, `skills/get` (the skills extension), the skills' files read with
+    /// `resources/read`.
+    pub skills: bool,
 }
 
 impl Offered {
@@ -53,14 +61,16 @@ impl Offered {
         subscribe: false,
         prompts: false,
         completions: false,
+        skills: false,
     };
 
-    /// Resources with subscriptions, prompts and completions.
+    /// Resources with subscriptions, prompts, completions and skills.
     pub const ALL: Self = Self {
         resources: true,
         subscribe: true,
         prompts: true,
         completions: true,
+        skills: true,
     };
 
     /// With resources offered or not.
@@ -91,6 +101,13 @@ impl Offered {
         self
     }
 
+    /// With skills offered or not.
+    #[must_use]
+    pub const fn with_skills(mut self, skills: bool) -> Self {
+        self.skills = skills;
+        self
+    }
+
     /// What either offers.
     #[must_use]
     pub const fn union(self, other: Self) -> Self {
@@ -99,12 +116,13 @@ impl Offered {
             subscribe: self.subscribe || other.subscribe,
             prompts: self.prompts || other.prompts,
             completions: self.completions || other.completions,
+            skills: self.skills || other.skills,
         }
     }
 
     /// True when nothing beyond tools is offered.
     pub const fn is_empty(self) -> bool {
-        !(self.resources || self.subscribe || self.prompts || self.completions)
+        !(self.resources || self.subscribe || self.prompts || self.completions || self.skills)
     }
 }
 
@@ -209,6 +227,30 @@ pub trait SessionFeatures: Send + Sync {
         let _ = (reference, argument, value, context);
         Ok(CompletionInfo::default())
     }
+
+    /// `skills/list`: every skill (the handler pages them, [`SKILLS_PAGE`] a page, and leaves
+    /// out an entry that breaks the extension's rules). No file of any skill is read. Default
+    /// none.
+    async fn list_skills(&self) -> Result<Vec<Skill>, ErrorData> {
+        Ok(Vec::new())
+    }
+
+    /// `skills/get` of the skill whose `SKILL.md` is at `uri` (its files are read with
+    /// [`read_resource`](Self::read_resource)). Default: no such skill (-32602).
+    async fn get_skill(&self, uri: &str) -> Result<Skill, ErrorData> {
+        Err(no_skill(uri))
+    }
+}
+
+/// The error of `skills/get` of a URI that names no skill served: -32602, as the extension
+/// asks.
+///
+/// ```
+/// let error = mcp_serve::no_skill("skill://none/SKILL.md");
+/// assert_eq!(error.code.0, -32602);
+/// ```
+pub fn no_skill(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("no skill at `{}`", shown(uri)), None)
 }
 
 /// The error of a read of a resource that does not exist: `-32002` with the URI in its

@@ -10,12 +10,12 @@ use agent_core::telemetry::SESSIONS_ACTIVE;
 use agent_core::{Principal, ToolCall, ToolDescriptor, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification,
-    SubscribeRequestParams, SubscriptionFilter, Tool, ToolListChangedNotification,
-    UnsubscribeRequestParams,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+    GetSkillResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, ServerNotification, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolListChangedNotification, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
@@ -25,6 +25,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument as _;
 
 mod features;
+mod skills;
 
 use crate::convert::{call_result, error_result, mcp_tool};
 use crate::downstream::{CallGuard, Calls, Downstream};
@@ -441,7 +442,14 @@ impl ServerHandler for Session {
             .enable_prompts()
             .enable_completions()
             .build();
-        if offered.resources {
+        // The skills extension: its files are read as resources, so it needs `resources`.
+        if offered.skills {
+            capabilities.extensions = ServerCapabilities::builder()
+                .enable_skills()
+                .build()
+                .extensions;
+        }
+        if offered.resources || offered.skills {
             capabilities.resources = more.resources.map(|mut resources| {
                 if !offered.subscribe {
                     resources.subscribe = None;
@@ -694,6 +702,23 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.serve_complete(request, &context).await
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        self.serve_list_skills(request.and_then(|r| r.cursor), &context)
+            .await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        self.serve_get_skill(&request.uri, &context).await
     }
 
     fn accepted_subscription_filter(

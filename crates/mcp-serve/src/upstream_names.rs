@@ -1,12 +1,17 @@
 //! How a gateway names its upstream servers' resources and prompts to its clients, and routes
 //! a name back to the one server it came from ([`UpstreamNames`]).
 
+use std::borrow::Cow;
+
 use rmcp::ErrorData;
 
 use crate::features::{check_client_text, shown};
 
 /// The scheme of a resource URI the gateway shows when it has several upstream servers.
 pub const UPSTREAM_SCHEME: &str = "upstream";
+
+/// The scheme of skill files (the skills extension), kept when a gateway shows them.
+const SKILL_PREFIX: &str = "skill://";
 
 /// The separator of `server__prompt` names (as of `server__tool`).
 const SEPARATOR: &str = "__";
@@ -18,8 +23,10 @@ pub const MAX_UPSTREAM_URI_BYTES: usize = 2048;
 ///
 /// With one upstream server everything keeps its own name: a URI or prompt name goes to that
 /// server as it is. With several, a resource URI `u` of server `s` is shown as
-/// `upstream://s/u` (a resource template likewise, so its expansions route back) and a prompt
-/// `p` as `s__p`. Routing is by exact prefix: the authority must be a server's name exactly
+/// `upstream://s/u` (a resource template likewise, so its expansions route back), a skill file
+/// `skill://path` as `skill://s/path` (still a skill's URI, its name its last segment but one),
+/// and a prompt `p` as `s__p`. Routing is by exact prefix: the authority must be a server's
+/// name exactly
 /// (no decoding, no case folding), and the rest goes verbatim to that server and no other. A
 /// URI with a dot segment (`.` or `..`, percent-encoded or not) after the authority is refused:
 /// a client normalising `upstream://a/../b/x` would turn it into `upstream://b/x` (an upstream
@@ -33,9 +40,12 @@ pub const MAX_UPSTREAM_URI_BYTES: usize = 2048;
 /// let names = UpstreamNames::new(["docs", "git"]);
 /// let shown = names.uri("docs", "file:///readme.md").unwrap();
 /// assert_eq!(shown, "upstream://docs/file:///readme.md");
-/// assert_eq!(names.route_uri(&shown).unwrap(), ("docs", "file:///readme.md"));
+/// assert_eq!(names.route_uri(&shown).unwrap(), ("docs", "file:///readme.md".into()));
 /// assert!(names.route_uri("upstream://other/file:///x").is_err());
 /// assert!(names.route_uri("upstream://docs/../git/x").is_err());
+/// let skill = names.uri("git", "skill://review/SKILL.md").unwrap();
+/// assert_eq!(skill, "skill://git/review/SKILL.md");
+/// assert_eq!(names.route_uri(&skill).unwrap(), ("git", "skill://review/SKILL.md".into()));
 /// assert_eq!(names.route_prompt("git__review").unwrap(), ("git", "review"));
 ///
 /// let one = UpstreamNames::new(["docs"]);
@@ -65,6 +75,8 @@ impl UpstreamNames {
     pub fn uri(&self, server: &str, uri: &str) -> Option<String> {
         let shown = if self.passes_through() {
             uri.to_owned()
+        } else if let Some(path) = uri.strip_prefix(SKILL_PREFIX) {
+            format!("{SKILL_PREFIX}{server}/{path}")
         } else {
             format!("{UPSTREAM_SCHEME}://{server}/{uri}")
         };
@@ -81,24 +93,30 @@ impl UpstreamNames {
     }
 
     /// The server and its own URI that a client's `uri` names; -32602 when it names none.
-    pub fn route_uri<'a>(&'a self, uri: &'a str) -> Result<(&'a str, &'a str), ErrorData> {
+    pub fn route_uri<'a>(&'a self, uri: &'a str) -> Result<(&'a str, Cow<'a, str>), ErrorData> {
         check_client_text("resource URI", uri)?;
+        let server_of = |rest: &'a str| {
+            let (server, own) = rest.split_once('/').filter(|(_, own)| !own.is_empty())?;
+            let server = self.servers.iter().find(|s| *s == server)?;
+            Some((server.as_str(), own))
+        };
         let routed = if self.passes_through() {
-            Some((self.servers[0].as_str(), uri))
+            Some((self.servers[0].as_str(), Cow::Borrowed(uri)))
+        } else if let Some(rest) = uri.strip_prefix(SKILL_PREFIX) {
+            // The server's own URI is `skill://` and the rest, checked as a path below.
+            server_of(rest)
+                .map(|(server, path)| (server, Cow::Owned(format!("{SKILL_PREFIX}{path}"))))
         } else {
             uri.strip_prefix(UPSTREAM_SCHEME)
                 .and_then(|rest| rest.strip_prefix("://"))
-                .and_then(|rest| rest.split_once('/'))
-                .and_then(|(server, own)| {
-                    let server = self.servers.iter().find(|s| *s == server)?;
-                    Some((server.as_str(), own))
-                })
+                .and_then(server_of)
+                .map(|(server, own)| (server, Cow::Borrowed(own)))
         };
         match routed {
             Some((server, own))
                 if !own.is_empty()
                     && own.len() <= MAX_UPSTREAM_URI_BYTES
-                    && (self.passes_through() || !has_dot_segment(own)) =>
+                    && (self.passes_through() || !has_dot_segment(&own)) =>
             {
                 Ok((server, own))
             }
@@ -161,9 +179,15 @@ mod tests {
     #[test]
     fn a_shown_uri_routes_back_to_its_server() {
         let names = two();
-        for (server, uri) in [("a", "file:///x"), ("b", "test://t/{id}"), ("a", "a://b/c")] {
+        for (server, uri) in [
+            ("a", "file:///x"),
+            ("b", "test://t/{id}"),
+            ("a", "a://b/c"),
+            ("b", "skill://pdf/SKILL.md"),
+            ("a", "skill://org/team/pdf/references/FORMS.md"),
+        ] {
             let shown = names.uri(server, uri).unwrap();
-            assert_eq!(names.route_uri(&shown).unwrap(), (server, uri));
+            assert_eq!(names.route_uri(&shown).unwrap(), (server, uri.into()));
         }
     }
 
@@ -173,7 +197,7 @@ mod tests {
         // The rest goes verbatim to the server the authority names, never elsewhere.
         assert_eq!(
             names.route_uri("upstream://a/upstream://b/x").unwrap(),
-            ("a", "upstream://b/x")
+            ("a", "upstream://b/x".into())
         );
         for hostile in [
             "upstream://c/x",
@@ -189,6 +213,13 @@ mod tests {
             "upstream://a/%2e%2E/b/x",
             "upstream://a/x/./y",
             "upstream://a/.%2e",
+            "skill://c/pdf/SKILL.md",
+            "skill://a",
+            "skill://a/",
+            "skill://a/../b/pdf/SKILL.md",
+            "skill://a/%2E%2e/b/x",
+            "skill://A/pdf/SKILL.md",
+            "skill:///a/pdf/SKILL.md",
             "file:///etc/passwd",
             "",
         ] {
@@ -228,7 +259,7 @@ mod tests {
         let names = UpstreamNames::new(["kit"]);
         assert_eq!(
             names.route_uri("test://static-text").unwrap(),
-            ("kit", "test://static-text")
+            ("kit", "test://static-text".into())
         );
         assert_eq!(names.route_prompt("p").unwrap(), ("kit", "p"));
         assert!(names.route_uri("test://a\nb").is_err());

@@ -1,6 +1,7 @@
 //! The gateway part of `cargo xtask conformance`: the suite's SERVER scenarios against
 //! `mcp-agent serve --http`, in front of the test kit's `mcp-test-server` (with
-//! `--header-params`: its `route` tool declares `x-mcp-header`), once per exposure
+//! `--header-params`: its `route` tool declares `x-mcp-header`; and `--skills`: a skill
+//! directory, [`write_skills`], whose skills the gateway serves), once per exposure
 //! (`eager`: every upstream tool as `kit__tool`; `lazy`: `mcp_search_tools`, `mcp_call_tool`,
 //! `mcp_read_output`), and in a third, `upstream`: eager with `tool_names = "upstream"`, in
 //! front of a kit that also lists the tools the suite calls by name (`--suite-tools`:
@@ -9,7 +10,8 @@
 //! one upstream serves under their own names.
 //!
 //! For each checked revision the suite lists the server scenarios it requires, plus those it
-//! runs without scoring (`list --requirements R`). Each one runs against the gateway in the
+//! runs without scoring (`list --requirements R`), and the extension scenarios the gateway
+//! implements run too ([`EXTENSIONS`]: the skills extension's). Each one runs against the gateway in the
 //! `eager` and `lazy` exposures, or only in `upstream` when named under
 //! `[gateway upstream-only]` in `peers/conformance-baseline.txt` (scenarios that call a tool
 //! by its exact name or resource URI), or is named under `[gateway not-applicable]` with the
@@ -35,6 +37,15 @@ use anyhow::{Context, Result, bail};
 
 use super::{REVISIONS, SCENARIO_TIMEOUT, read_checks_json};
 use crate::peers::Peers;
+
+/// Extension server scenarios the gateway implements, run at every checked revision though
+/// the suite's requirement sets do not list them: the skills extension's (`skills/list` and
+/// `skills/get`, the `SKILL.md` resource, directory reads: not declared, so skipped).
+const EXTENSIONS: [&str; 3] = [
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "sep-2640-skills-directory",
+];
 
 /// The exposures the gateway is checked in.
 pub(super) const EXPOSURES: [&str; 3] = ["eager", "lazy", "upstream"];
@@ -238,7 +249,13 @@ pub(super) fn plan(peers: &Peers, baseline: &GatewayBaseline) -> Result<Vec<Gate
     let mut runs = Vec::new();
     let mut listed = BTreeSet::new();
     for revision in REVISIONS {
-        for scenario in list_server(peers, revision)? {
+        let mut scenarios = list_server(peers, revision)?;
+        for extension in EXTENSIONS {
+            if !scenarios.iter().any(|s| s == extension) {
+                scenarios.push(extension.to_owned());
+            }
+        }
+        for scenario in scenarios {
             listed.insert(scenario.clone());
             if baseline.not_applicable.contains_key(&scenario) {
                 continue;
@@ -512,6 +529,23 @@ fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<Gat
     })
 }
 
+/// The skill directory the upstream serves (`--skills`): one skill, `pdf-processing`, its
+/// `SKILL.md` (frontmatter `name`, `description`, `license`) and a file in a subdirectory.
+fn write_skills(dir: &Path) -> Result<()> {
+    let skill = dir.join("pdf-processing");
+    std::fs::create_dir_all(skill.join("references"))?;
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n\
+         license: MIT\n---\n\n# PDF processing\n\nRead references/FORMS.md before filling a form.\n",
+    )?;
+    std::fs::write(
+        skill.join("references/FORMS.md"),
+        "# Forms\n\nFill every field; sign last.\n",
+    )?;
+    Ok(())
+}
+
 /// `mcp-agent serve --http 127.0.0.1:0` on a config with the test kit's server `kit`; stopped
 /// with SIGTERM (it drains and closes its upstreams), killed if it overstays or on drop.
 struct Gateway {
@@ -523,15 +557,19 @@ struct Gateway {
 impl Gateway {
     fn start(bin: &Path, upstream: &Path, exposure: &str, dir: &Path) -> Result<Self> {
         let config = dir.join("mcp.toml");
-        let (expose, names, kit_args): (&str, &str, &[&str]) = if exposure == UPSTREAM_NAMES {
+        let skills = dir.join("skills");
+        write_skills(&skills)?;
+        let skills = skills.display().to_string();
+        let (expose, names, mut kit_args) = if exposure == UPSTREAM_NAMES {
             (
                 "eager",
                 "upstream",
-                &["--header-params", "--suite-tools", "--suite-resources"],
+                vec!["--header-params", "--suite-tools", "--suite-resources"],
             )
         } else {
-            (exposure, "prefixed", &["--header-params"])
+            (exposure, "prefixed", vec!["--header-params"])
         };
+        kit_args.extend(["--skills", skills.as_str()]);
         std::fs::write(
             &config,
             format!(

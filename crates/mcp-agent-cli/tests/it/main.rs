@@ -33,6 +33,7 @@ mod cli_serve_pool;
 mod cli_serve_principals;
 mod cli_serve_reload;
 mod cli_serve_scale;
+mod cli_serve_skills;
 mod cli_serve_state;
 mod cli_signals;
 mod cli_skills;

@@ -1,6 +1,6 @@
-//! A run's resources, templates, prompts, completions and subscriptions served to a gateway's
-//! client: names mapped by [`UpstreamNames`], every request through the run's governed
-//! features, each error answered with the JSON-RPC code the client can act on.
+//! A run's resources, templates, prompts, completions, subscriptions and skills served to a
+//! gateway's client: names mapped by [`UpstreamNames`], every request through the run's
+//! governed features, each error answered with the JSON-RPC code the client can act on.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ use mcp_serve::{Offered, ResourceUpdates, SessionFeatures, UpstreamNames, resour
 use rmcp::ErrorData;
 use rmcp::model::{
     CompletionInfo, GetPromptResult, Prompt, Reference, Resource, ResourceContents,
-    ResourceTemplate,
+    ResourceTemplate, Skill,
 };
 
 use super::RunTools;
@@ -34,6 +34,7 @@ fn offered_by(session: &SessionView) -> Offered {
         )
         .with_prompts(identity.declares("prompts"))
         .with_completions(identity.declares("completions"))
+        .with_skills(session.offers_skills())
 }
 
 impl RunTools {
@@ -48,7 +49,7 @@ impl RunTools {
     /// `error` as the client is answered: what it can fix is -32602 (a missing resource with
     /// its URI in `data`), the rest an internal error; the message scrubbed of the run's
     /// secrets.
-    fn answer(&self, error: &FeatureError, shown_uri: Option<&str>) -> ErrorData {
+    pub(super) fn answer(&self, error: &FeatureError, shown_uri: Option<&str>) -> ErrorData {
         let message = self
             .runner
             .redactor()
@@ -105,7 +106,7 @@ impl RunTools {
 }
 
 /// Logs an upstream listing that failed (the others are still served).
-fn warn(runner: &McpRunner, server: &str, what: &str, error: &FeatureError) {
+pub(super) fn warn(runner: &McpRunner, server: &str, what: &str, error: &FeatureError) {
     tracing::warn!(
         server,
         what,
@@ -129,9 +130,20 @@ impl SessionFeatures for RunTools {
         let mut all = Vec::new();
         for session in self.offering(|o| o.resources) {
             let server = session.name();
+            // The files of a skill the run's `[policy]` refuses are not listed either.
+            let refused = match self.runner.refused_skills(server).await {
+                Ok(refused) => refused,
+                Err(e) => {
+                    warn(&self.runner, server, "skills/list", &e);
+                    continue;
+                }
+            };
             match self.runner.list_resources(server).await {
                 // A resource whose URI could not be routed back is left out.
                 Ok(listed) => all.extend(listed.into_iter().filter_map(|mut r| {
+                    if Self::hidden(&refused, &r.uri) {
+                        return None;
+                    }
                     r.uri = self.upstream.uri(server, &r.uri)?;
                     Some(r)
                 })),
@@ -158,9 +170,13 @@ impl SessionFeatures for RunTools {
 
     async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
         let (server, own) = self.upstream.route_uri(uri)?;
+        // A skill's file: decided by its skill's rules, checked against its manifest.
+        if let Some(contents) = self.read_skill_file(server, &own, uri).await? {
+            return Ok(contents);
+        }
         let contents = self
             .runner
-            .read_resource(server, own)
+            .read_resource(server, &own)
             .await
             .map_err(|e| self.answer(&e, Some(uri)))?;
         if contents.is_empty() {
@@ -177,7 +193,7 @@ impl SessionFeatures for RunTools {
         // Relaying first, so an update right after the subscription is not missed.
         self.relay_to(updates);
         self.runner
-            .subscribe_resource(server, own)
+            .subscribe_resource(server, &own)
             .await
             .map_err(|e| self.answer(&e, None))
     }
@@ -185,7 +201,7 @@ impl SessionFeatures for RunTools {
     async fn unsubscribe(&self, uri: &str) -> Result<(), ErrorData> {
         let (server, own) = self.upstream.route_uri(uri)?;
         self.runner
-            .unsubscribe_resource(server, own)
+            .unsubscribe_resource(server, &own)
             .await
             .map_err(|e| self.answer(&e, None))
     }
@@ -231,7 +247,7 @@ impl SessionFeatures for RunTools {
             }
             Reference::Resource(r) => {
                 let (server, own) = self.upstream.route_uri(&r.uri)?;
-                (server, Reference::for_resource(own))
+                (server, Reference::for_resource(own.into_owned()))
             }
             _ => {
                 return Err(ErrorData::invalid_params(
@@ -254,10 +270,18 @@ impl SessionFeatures for RunTools {
             .await
             .map_err(|e| self.answer(&e, None))
     }
+
+    async fn list_skills(&self) -> Result<Vec<Skill>, ErrorData> {
+        Ok(self.served_skills().await)
+    }
+
+    async fn get_skill(&self, uri: &str) -> Result<Skill, ErrorData> {
+        self.served_skill(uri).await
+    }
 }
 
 /// A content read from `server`, its URI as the client knows it.
-fn shown_content(
+pub(super) fn shown_content(
     names: &UpstreamNames,
     server: &str,
     mut content: ResourceContents,

@@ -382,3 +382,76 @@ async fn a_skill_rule_refuses_mcp_read_of_its_files() {
     assert!(reads(&observations).is_empty());
     runner.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn skills_are_served_on_as_listed_and_their_files_only_once_checked() {
+    let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
+    let mut events = runner.governed().subscribe();
+    let entry = runner.skill("docs", "pdf-processing").await.unwrap();
+    let served = runner
+        .served_skill(&entry)
+        .expect("an entry that is not refused");
+    assert_eq!(served.uri, SKILL_MD);
+    assert_eq!(served.frontmatter.extra["license"], "MIT");
+    assert!(served.validate().is_ok());
+    assert!(reads(&observations).is_empty(), "listing reads no file");
+
+    let read = runner.read_skill_resource("docs", FORMS).await.unwrap();
+    let contents = read.expect("a file of the skill");
+    assert_eq!(
+        contents,
+        [
+            rmcp::model::ResourceContents::text("# Forms\n\nFill every field; sign last.\n", FORMS)
+                .with_mime_type("text/markdown")
+        ]
+    );
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.outcome, Some(CallOutcome::Ok));
+    assert_eq!(event.target.as_deref(), Some(FORMS));
+
+    // Not a skill's: left to a plain read. Within its directory but not in its manifest:
+    // refused before anything is read.
+    assert!(
+        runner
+            .read_skill_resource("docs", "test://elsewhere")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let unlisted = runner
+        .read_skill_resource("docs", "skill://pdf-processing/secret.md")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &unlisted,
+            FeatureError::Skill {
+                problem: SkillProblem::NotListed,
+                ..
+            }
+        ),
+        "{unlisted}"
+    );
+    assert_eq!(reads(&observations), [FORMS]);
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_skill_is_served_neither_listed_nor_read() {
+    let rules = IdentityRules::default().deny(Rule::skill("acme/*", "pdf-*"));
+    let (runner, observations, _dir) =
+        run(PolicyConfig::default().with_identity(rules), None).await;
+    let mut events = runner.governed().subscribe();
+    let refused = runner.refused_skills("docs").await.unwrap();
+    assert_eq!(refused.len(), 1);
+    assert!(refused[0].owns(SKILL_MD) && refused[0].owns(FORMS));
+    let denied = runner.read_skill_resource("docs", FORMS).await.unwrap_err();
+    assert!(
+        matches!(&denied, FeatureError::Denied { what: "skill", .. }),
+        "{denied}"
+    );
+    let event = next_of(&mut events, EventKind::SkillRead).await;
+    assert_eq!(event.outcome, Some(CallOutcome::Denied));
+    assert!(reads(&observations).is_empty(), "nothing read when refused");
+    runner.shutdown().await.unwrap();
+}

@@ -30,7 +30,7 @@ use crate::per_session::SessionTools;
 pub(crate) const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Features that offer nothing (tools without any): the defaults of [`SessionFeatures`].
-struct NoFeatures;
+pub(super) struct NoFeatures;
 impl SessionFeatures for NoFeatures {}
 
 impl Session {
@@ -52,7 +52,7 @@ impl Session {
 
     /// The session's tools for a request beyond tools, the request bound to the session's
     /// principal first.
-    async fn featured(
+    pub(super) async fn featured(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<Arc<dyn SessionTools>, ErrorData> {
@@ -74,7 +74,9 @@ impl Session {
     }
 
     /// A place among the session's and the server's requests in flight.
-    fn permits(&self) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ErrorData> {
+    pub(super) fn permits(
+        &self,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ErrorData> {
         let session = self.calls.clone().try_acquire_owned().map_err(|_| {
             ErrorData::internal_error(
                 format!(

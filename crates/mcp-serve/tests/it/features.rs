@@ -1,7 +1,8 @@
 //! Features beyond tools served per session (`SessionTools::features`): declared only when
 //! offered, served as the session's tools answer them; what a client sends is checked before
 //! it reaches them (URIs, names, arguments, the subscription bound); a flood of resource
-//! updates reaches the client coalesced, and the session keeps working.
+//! updates reaches the client coalesced, and the session keeps working; skills are paged
+//! behind cursors the session gave, entries breaking the extension's rules left out.
 
 #![allow(deprecated)] // resources/subscribe is 2025-11-25's (the revision these sessions speak).
 
@@ -14,12 +15,14 @@ use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolErro
 use async_trait::async_trait;
 use mcp_serve::{
     MAX_FEATURE_URI_BYTES, MAX_SESSION_SUBSCRIPTIONS, Offered, OpenError, OpenTools,
-    ResourceUpdates, SessionFeatures, SessionTools, ToolServer,
+    ResourceUpdates, SKILLS_PAGE, SessionFeatures, SessionTools, ToolServer,
 };
 use rmcp::ErrorData;
 use rmcp::model::{
-    ErrorCode, GetPromptRequestParams, GetPromptResult, PromptMessage, ReadResourceRequestParams,
-    Resource, ResourceContents, ResourceUpdatedNotificationParam, Role, SubscribeRequestParams,
+    ErrorCode, GetPromptRequestParams, GetPromptResult, GetSkillRequestParams,
+    PaginatedRequestParams, PromptMessage, ReadResourceRequestParams, Resource, ResourceContents,
+    ResourceUpdatedNotificationParam, Role, Skill, SkillFrontmatter, SkillResource, SkillResources,
+    SubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{RoleClient, ServiceError};
@@ -75,6 +78,42 @@ impl SessionFeatures for Notes {
             format!("{name} {who}"),
         )]))
     }
+
+    async fn list_skills(&self) -> Result<Vec<Skill>, ErrorData> {
+        let mut skills: Vec<Skill> = (0..SKILLS).map(skill).collect();
+        // Its name is not its URI's last segment but one: left out, not answered.
+        let mut wrong = skill(SKILLS);
+        wrong.frontmatter.name = "another-name".into();
+        skills.insert(SKILLS_PAGE / 2, wrong);
+        Ok(skills)
+    }
+
+    async fn get_skill(&self, uri: &str) -> Result<Skill, ErrorData> {
+        (0..=SKILLS)
+            .map(skill)
+            .find(|s| s.uri == uri)
+            .map(|mut s| {
+                if s.uri == skill(SKILLS).uri {
+                    s.frontmatter.name = "another-name".into();
+                }
+                s
+            })
+            .ok_or_else(|| mcp_serve::no_skill(uri))
+    }
+}
+
+/// How many skills `Notes` lists (one more, which breaks the extension's rules, is left out).
+const SKILLS: usize = 2 * SKILLS_PAGE + 22;
+
+/// Skill `n` of `Notes`: `skill-NNN`, its `SKILL.md` its one file.
+fn skill(n: usize) -> Skill {
+    let uri = format!("skill://notes/skill-{n:03}/SKILL.md");
+    let file = SkillResource::from_bytes(uri.clone(), b"---\nname: x\n---\n");
+    Skill::new(
+        uri,
+        SkillFrontmatter::new(format!("skill-{n:03}"), "a skill"),
+        SkillResources::Files(vec![file]),
+    )
 }
 
 /// Opens the session's tools over the one `Notes` it holds; says they may offer `hint`.
@@ -313,4 +352,78 @@ async fn a_flood_of_updates_reaches_the_client_coalesced() {
     bounded("list", client.list_resources(None)).await.unwrap();
     let relayed = counter.0.load(Ordering::SeqCst);
     assert!(relayed < 100, "{relayed} notifications for {FLOOD} updates");
+}
+
+#[tokio::test]
+async fn skills_are_paged_behind_cursors_the_session_gave() {
+    let (_notes, client, _, _served) = session(Offered::default().with_skills(true)).await;
+    let info = client.peer_info().unwrap();
+    assert!(info.capabilities.supports_skills());
+    assert!(
+        info.capabilities.resources.is_some(),
+        "skill files are resources"
+    );
+
+    let mut names = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = bounded(
+            "skills/list",
+            client.list_skills(Some(PaginatedRequestParams::default().with_cursor(cursor))),
+        )
+        .await
+        .unwrap();
+        pages += 1;
+        assert!(page.skills.len() <= SKILLS_PAGE);
+        names.extend(page.skills.into_iter().map(|s| s.frontmatter.name));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, SKILLS.div_ceil(SKILLS_PAGE));
+    let expected: Vec<String> = (0..SKILLS).map(|n| format!("skill-{n:03}")).collect();
+    assert_eq!(names, expected, "every valid skill once, in order");
+
+    for hostile in [
+        "0",
+        "1",
+        "65",
+        "abc",
+        "-64",
+        &"6".repeat(40),
+        &(SKILLS_PAGE * 100).to_string(),
+    ] {
+        let e = bounded(
+            "skills/list",
+            client.list_skills(Some(
+                PaginatedRequestParams::default().with_cursor(Some(hostile.to_owned())),
+            )),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code(e), ErrorCode::INVALID_PARAMS, "{hostile}");
+    }
+
+    let got = bounded(
+        "skills/get",
+        client.get_skill(GetSkillRequestParams::new(skill(7).uri)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.skill, skill(7));
+    for uri in [
+        skill(SKILLS).uri,
+        "skill://notes/none/SKILL.md".to_owned(),
+        "skill://notes/a\u{7}b/SKILL.md".to_owned(),
+    ] {
+        let e = bounded(
+            "skills/get",
+            client.get_skill(GetSkillRequestParams::new(uri.clone())),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code(e), ErrorCode::INVALID_PARAMS, "{uri}");
+    }
 }
