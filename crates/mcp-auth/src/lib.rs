@@ -542,6 +542,12 @@ pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>,
             method: login,
         });
     }
+    if auth.enterprise.is_some() || auth.workload_identity.is_some() {
+        return Err(AuthError::Unsupported {
+            server: server.to_owned(),
+            method: "a federated grant (`enterprise`, `workload_identity`) without an auth registry",
+        });
+    }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;
     if let Some(source) = &auth.bearer {
         credentials = credentials.merge_strict(
