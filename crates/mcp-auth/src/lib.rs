@@ -129,7 +129,9 @@ pub use oauth::login::{
     TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
 #[cfg(feature = "oauth")]
-pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions, SharedEntry, SharedTokens};
+pub use oauth::{
+    AuthRegistry, ClientCredentials, MAX_TOKEN_FILE_BYTES, OAuthOptions, SharedEntry, SharedTokens,
+};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
 /// only the header names.
