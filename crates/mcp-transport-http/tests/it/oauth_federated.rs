@@ -36,18 +36,21 @@ enum Idp {
     WrongType,
 }
 
+/// A form body's fields, in order.
+type Form = Vec<(String, String)>;
+
 /// An identity provider's token endpoint at `/token`, recording every form.
 struct IdentityProvider {
     server: Server,
-    forms: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    forms: Arc<Mutex<Vec<Form>>>,
 }
 
 impl IdentityProvider {
     async fn start(mode: Idp) -> Self {
-        let forms: Arc<Mutex<Vec<Vec<(String, String)>>>> = Arc::default();
+        let forms: Arc<Mutex<Vec<Form>>> = Arc::default();
         let seen = forms.clone();
         let server = serve(Arc::new(move |_: Parts, body: Bytes| {
-            let form: Vec<(String, String)> = form_urlencoded::parse(&body)
+            let form: Form = form_urlencoded::parse(&body)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
             let n = {
@@ -79,7 +82,7 @@ impl IdentityProvider {
         self.server.url.join("/token").unwrap().to_string()
     }
 
-    fn forms(&self) -> Vec<Vec<(String, String)>> {
+    fn forms(&self) -> Vec<Form> {
         self.forms.lock().unwrap().clone()
     }
 }
