@@ -519,6 +519,41 @@ mod tests {
     }
 
     #[test]
+    fn federated_scenarios_read_their_credentials_from_variables() {
+        let url: Url = "http://localhost:1234/mcp".parse().unwrap();
+        let context = json!({
+            "client_id": "xaa", "client_secret": "s3cret", "idp_client_id": "idp-c",
+            "idp_id_token": "id.tok.en", "idp_token_endpoint": "http://localhost:9/token",
+        });
+        let scenario = "auth/enterprise-managed-authorization";
+        let spec = server_spec(&url, scenario, Some(&context)).unwrap();
+        let enterprise = spec.auth.enterprise.as_ref().unwrap();
+        assert_eq!(enterprise.client_id, "xaa");
+        assert_eq!(enterprise.idp_client_id.as_deref(), Some("idp-c"));
+        assert_eq!(
+            enterprise.idp_token_url.as_str(),
+            "http://localhost:9/token"
+        );
+        assert!(!format!("{spec:?}").contains("s3cret"));
+        assert!(!format!("{spec:?}").contains("id.tok.en"));
+        assert_eq!(
+            credential_env(scenario, Some(&context)),
+            [
+                (CLIENT_SECRET_ENV, "s3cret".to_owned()),
+                (SUBJECT_TOKEN_ENV, "id.tok.en".to_owned())
+            ]
+        );
+        let wif = server_spec(
+            &url,
+            "auth/wif-jwt-bearer",
+            Some(&json!({"client_id": "w"})),
+        );
+        let workload = wif.unwrap().auth.workload_identity.unwrap();
+        assert_eq!(workload.client_id.as_deref(), Some("w"));
+        assert!(credential_env("tools_call", Some(&context)).is_empty());
+    }
+
+    #[test]
     fn context_credentials_become_oauth_client_credentials() {
         let url: Url = "http://localhost:1234/mcp".parse().unwrap();
         let spec = server_spec(
