@@ -125,6 +125,20 @@ impl AuthRegistry {
                     });
                 }
             };
+        // A token in a variable must be there now (the variable is read again at each
+        // exchange); a file may appear later.
+        if let Assertion::Enterprise {
+            subject_token: TokenSource::Env(variable),
+            ..
+        }
+        | Assertion::Workload {
+            token: TokenSource::Env(variable),
+        } = &assertion
+        {
+            let (_, setting, _) = assertion.settings();
+            let source = mcp_config::SecretSource::Env(variable.clone());
+            crate::resolve_secret(&server, &source, setting)?;
+        }
         // With a secret, the method the metadata offers; without, a public client.
         let method = secret.is_none().then_some(ClientAuth::None);
         let key = CredentialKey {

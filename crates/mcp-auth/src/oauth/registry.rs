@@ -318,7 +318,8 @@ impl AuthRegistry {
 
     /// The auth hook of `spec`: its headers, its bearer token (`bearer_token_env` is read
     /// now) and its OAuth2 client credentials (`client_secret_env` is read now; no request is
-    /// sent until the first MCP request needs a token). See [`crate::from_spec`] for the
+    /// sent until the first MCP request needs a token), user login or federated grant
+    /// ([`federated`](Self::federated)). See [`crate::from_spec`] for the
     /// static forms and their errors.
     pub fn provider(&self, spec: &ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
         if spec.auth.oauth.is_some() {

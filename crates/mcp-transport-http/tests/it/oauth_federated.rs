@@ -295,3 +295,22 @@ async fn workload_token_files_that_cannot_be_used_name_the_file() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_unset_token_variable_fails_the_connect_naming_it() {
+    bounded(async {
+        let auth = AuthServer::start(vec!["none"], None).await;
+        let mcp = protected_server(&auth, Guard::Tokens).await;
+        let var = "MCP_HTTP_TEST_UNSET_WORKLOAD_TOKEN";
+        let spec = spec(&mcp, json!({"workload_identity": {"token_env": var}}));
+        let err = open(&connector(), &spec).await.unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "server `federated`: environment variable `{var}` (token_env) is not set or not valid UTF-8"
+            )),
+            "{err}"
+        );
+        assert!(mcp.seen().is_empty(), "nothing sent: {:?}", mcp.seen());
+    })
+    .await;
+}
