@@ -168,6 +168,31 @@ pub enum AuthError {
         /// The store's error (not this error's `source()`: the message already shows it).
         error: ShareError,
     },
+    /// The identity provider of enterprise-managed authorization refused the token exchange
+    /// (RFC 8693), or answered with something other than an identity assertion grant.
+    TokenExchange {
+        /// The server.
+        server: String,
+        /// The identity provider's token endpoint.
+        provider: String,
+        /// The grant asked for (`urn:ietf:params:oauth:grant-type:token-exchange`).
+        grant: &'static str,
+        /// What went wrong: the OAuth `error` and `error_description`, or what is wrong with
+        /// the answer (never a token; scrubbed, bounded).
+        message: String,
+    },
+    /// A token file (`token_file`, `subject_token_file`) is missing, unreadable, empty or
+    /// larger than its bound (64 KiB, `MAX_TOKEN_FILE_BYTES`).
+    TokenFile {
+        /// The server.
+        server: String,
+        /// The file.
+        path: PathBuf,
+        /// The setting that names it.
+        setting: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
     /// `private_key_jwt` key).
     Provider {
@@ -206,6 +231,8 @@ impl AuthError {
             | Self::LoginRequired { server, .. }
             | Self::TokenStore { server, .. }
             | Self::TokenShare { server, .. }
+            | Self::TokenExchange { server, .. }
+            | Self::TokenFile { server, .. }
             | Self::Provider { server, .. } => server,
         }
     }
@@ -325,6 +352,18 @@ impl fmt::Display for Reason<'_> {
                 f,
                 "{error}; a login's refresh waits for it, so that no refresh token is sent twice"
             ),
+            AuthError::TokenExchange {
+                provider,
+                grant,
+                message,
+                ..
+            } => write!(f, "the identity provider {provider} ({grant}): {message}"),
+            AuthError::TokenFile {
+                path,
+                setting,
+                problem,
+                ..
+            } => write!(f, "the token file {} ({setting}) {problem}", path.display()),
             AuthError::Provider { message, .. } => f.write_str(message),
         }
     }

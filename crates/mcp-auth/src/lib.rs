@@ -129,7 +129,9 @@ pub use oauth::login::{
     TokenStore, UserAuthorization, loopback_redirect_uri, select_scope,
 };
 #[cfg(feature = "oauth")]
-pub use oauth::{AuthRegistry, ClientCredentials, OAuthOptions, SharedEntry, SharedTokens};
+pub use oauth::{
+    AuthRegistry, ClientCredentials, MAX_TOKEN_FILE_BYTES, OAuthOptions, SharedEntry, SharedTokens,
+};
 
 /// Headers that authenticate one request. Values are marked sensitive, and `Debug` prints
 /// only the header names.
@@ -540,6 +542,12 @@ pub fn from_spec(server: &str, auth: &AuthSpec) -> Result<Arc<dyn AuthProvider>,
         return Err(AuthError::Unsupported {
             server: server.to_owned(),
             method: login,
+        });
+    }
+    if auth.enterprise.is_some() || auth.workload_identity.is_some() {
+        return Err(AuthError::Unsupported {
+            server: server.to_owned(),
+            method: "a federated grant (`enterprise`, `workload_identity`) without an auth registry",
         });
     }
     let mut credentials = StaticHeaders::new(server, &auth.headers)?.credentials;

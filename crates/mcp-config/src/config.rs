@@ -65,7 +65,11 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `oauth` (a user's login, every key optional: `client_id`, `client_secret`,
 /// `client_secret_env`, `client_metadata_url`, `scopes`, `resource`,
 /// `token_endpoint_auth_method` (`none`, `client_secret_basic`, `client_secret_post`),
-/// `redirect_uri`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
+/// `redirect_uri`, `allowed_issuers`), `enterprise` ([`EnterpriseAuth`](crate::EnterpriseAuth):
+/// `idp_token_url`, `subject_token_env` or `subject_token_file`, `client_id`,
+/// `client_secret_env`, `idp_client_id`, `idp_client_secret_env`, `audience`, `resource`,
+/// `scope`, `allowed_issuers`), `workload_identity` ([`WorkloadIdentity`](crate::WorkloadIdentity):
+/// `token_file` or `token_env`, `client_id`, `audience`, `scope`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
 /// {`allow`, `deny`, `pinned`}, and `shared` (default `false`: the runs of one client reuse one
 /// pooled session of the server; caller-supplied servers never do, see [`ServerSpec::shared`]),
 /// `roots`, and `instructions` (default `true`: the server's instructions go into a run's system

@@ -84,6 +84,7 @@ mod config;
 mod env;
 mod error;
 mod expand;
+mod federated;
 mod file;
 mod glob;
 mod json;
@@ -105,6 +106,7 @@ pub use config::{
 };
 pub use env::ENV_PREFIX;
 pub use error::{BoxError, ConfigError, Problem, ProblemKind};
+pub use federated::{EnterpriseAuth, TokenSource, WorkloadIdentity};
 pub use file::FileFormat;
 pub use metadata::{MCP_METADATA_KEY, McpSelection};
 pub use policy::PolicyConfig;

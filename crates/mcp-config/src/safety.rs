@@ -6,7 +6,7 @@ use serde::Serialize;
 use url::{Host, Url};
 
 use crate::path::{JsonPath, Problems};
-use crate::{ProblemKind, SecretSource, ServerSpec, TransportSpec};
+use crate::{ProblemKind, SecretSource, ServerSpec, TokenSource, TransportSpec};
 
 /// What caller-supplied (inline) specs may do. Operator-configured specs are never restricted.
 ///
@@ -129,6 +129,7 @@ pub(crate) fn check_inline(
             }
         }
     }
+    check_federated(spec, &auth, policy, p);
     if let Some(login) = &spec.auth.oauth {
         let at = auth.key("oauth");
         if matches!(login.client_secret, Some(SecretSource::Env(_))) && !policy.allow_env_secrets {
@@ -138,6 +139,57 @@ pub(crate) fn check_inline(
             for (i, url) in login.allowed_issuers.iter().enumerate() {
                 check_url(name, url, &at.key("allowed_issuers").index(i), p);
             }
+        }
+    }
+}
+
+/// The `enterprise` and `workload_identity` tables of a caller-supplied spec: a variable only
+/// where the operator allows environment secrets, a file never (it would read this host's
+/// files), the identity provider under the SSRF guard.
+fn check_federated(spec: &ServerSpec, auth: &JsonPath, policy: &InlinePolicy, p: &mut Problems) {
+    let name = spec.name.as_str();
+    let mut sources = Vec::new();
+    if let Some(enterprise) = &spec.auth.enterprise {
+        let at = auth.key("enterprise");
+        let (env, file) = ("subject_token_env", "subject_token_file");
+        sources.push((&enterprise.subject_token, at.clone(), env, file));
+        for (secret, key) in [
+            (&enterprise.client_secret, "client_secret_env"),
+            (&enterprise.idp_client_secret, "idp_client_secret_env"),
+        ] {
+            if secret.is_some() && !policy.allow_env_secrets {
+                env_secret(name, key, &at.key(key), p);
+            }
+        }
+        if policy.ssrf_guard {
+            check_url(name, &enterprise.idp_token_url, &at.key("idp_token_url"), p);
+            for (i, url) in enterprise.allowed_issuers.iter().enumerate() {
+                check_url(name, url, &at.key("allowed_issuers").index(i), p);
+            }
+        }
+    }
+    if let Some(workload) = &spec.auth.workload_identity {
+        let at = auth.key("workload_identity");
+        if policy.ssrf_guard {
+            for (i, url) in workload.allowed_issuers.iter().enumerate() {
+                check_url(name, url, &at.key("allowed_issuers").index(i), p);
+            }
+        }
+        sources.push((&workload.token, at, "token_env", "token_file"));
+    }
+    for (source, at, env, file) in sources {
+        match source {
+            TokenSource::Env(_) if !policy.allow_env_secrets => {
+                env_secret(name, env, &at.key(env), p);
+            }
+            TokenSource::File(_) => p.push(
+                &at.key(file),
+                ProblemKind::InlineEnvSecret,
+                format!(
+                    "server `{name}`: a run may not read a token from a file on this host (`{file}`); send the server with a token it may use"
+                ),
+            ),
+            _ => {}
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use url::Url;
 
-use crate::Secret;
+use crate::{EnterpriseAuth, Secret, WorkloadIdentity};
 
 /// The call timeout when a spec sets none.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -175,6 +175,12 @@ impl ServerSpec {
         }
         if let Some(login) = &self.auth.oauth {
             out.extend(login.client_secret.as_ref().and_then(SecretSource::resolve));
+        }
+        if let Some(enterprise) = &self.auth.enterprise {
+            out.extend(enterprise.secret_values());
+        }
+        if let Some(workload) = &self.auth.workload_identity {
+            out.extend(workload.token.resolve_env());
         }
         out
     }
@@ -525,6 +531,12 @@ pub struct AuthSpec {
     /// A user's OAuth login (authorization code with PKCE): the `oauth` table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthLogin>,
+    /// Enterprise-managed authorization (SEP-990): the `enterprise` table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enterprise: Option<EnterpriseAuth>,
+    /// Workload identity federation: the `workload_identity` table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_identity: Option<WorkloadIdentity>,
 }
 
 impl AuthSpec {
@@ -534,6 +546,8 @@ impl AuthSpec {
             && self.bearer.is_none()
             && self.oauth_client_credentials.is_none()
             && self.oauth.is_none()
+            && self.enterprise.is_none()
+            && self.workload_identity.is_none()
     }
 }
 

@@ -128,12 +128,55 @@ pub fn plan(scenario: &str) -> Vec<Step> {
     }
 }
 
+/// The variable holding the client secret of `auth/enterprise-managed-authorization`.
+pub const CLIENT_SECRET_ENV: &str = "MCP_CONFORMANCE_CLIENT_SECRET";
+/// The variable holding the user's identity token of `auth/enterprise-managed-authorization`.
+pub const SUBJECT_TOKEN_ENV: &str = "MCP_CONFORMANCE_SUBJECT_TOKEN";
+/// The variable holding the workload token of `auth/wif-jwt-bearer`.
+pub const WORKLOAD_TOKEN_ENV: &str = "MCP_CONFORMANCE_WORKLOAD_TOKEN";
+
+/// The variables [`server_spec`]'s spec for `scenario` reads its credentials from, with their
+/// values from `context`: a configuration names where a federated credential is, never the
+/// credential itself, so the binary runs with these set.
+///
+/// ```
+/// use serde_json::json;
+///
+/// let context = json!({"client_id": "c", "valid_jwt": "h.c.s"});
+/// let vars = mcp_conformance::credential_env("auth/wif-jwt-bearer", Some(&context));
+/// assert_eq!(vars, [(mcp_conformance::WORKLOAD_TOKEN_ENV, "h.c.s".to_owned())]);
+/// ```
+pub fn credential_env(scenario: &str, context: Option<&Value>) -> Vec<(&'static str, String)> {
+    let field = |name: &str| {
+        context
+            .and_then(|c| c.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let wanted: &[(&str, &str)] = match scenario {
+        "auth/enterprise-managed-authorization" => &[
+            (CLIENT_SECRET_ENV, "client_secret"),
+            (SUBJECT_TOKEN_ENV, "idp_id_token"),
+        ],
+        "auth/wif-jwt-bearer" => &[(WORKLOAD_TOKEN_ENV, "valid_jwt")],
+        _ => &[],
+    };
+    wanted
+        .iter()
+        .filter_map(|(var, key)| Some((*var, field(key)?)))
+        .collect()
+}
+
 /// The spec of the suite's mock server at `url` for `scenario`, through `mcp-config`'s own
 /// parser:
 ///
 /// - `auth/client-credentials-*`: the context's credentials as OAuth2 client credentials
 ///   (`client_id` and `client_secret`, or `client_id` and `private_key_pem` for
 ///   `private_key_jwt`, the key where the secret goes);
+/// - `auth/enterprise-managed-authorization`: the `enterprise` table (the context's identity
+///   provider, client ids; the secret and identity token from [`credential_env`]'s variables);
+/// - `auth/wif-jwt-bearer`: the `workload_identity` table (the token from
+///   [`WORKLOAD_TOKEN_ENV`]);
 /// - other `auth/*` scenarios: a user's login (the `oauth` table), with the suite's
 ///   [`CLIENT_METADATA_URL`] and the context's pre-registered `client_id` and
 ///   `client_secret` when it gives them;
@@ -162,6 +205,27 @@ pub fn server_spec(
                 "token_endpoint_auth_method": "private_key_jwt",
             }});
         }
+    } else if scenario == "auth/enterprise-managed-authorization" {
+        let mut enterprise = json!({
+            "subject_token_env": SUBJECT_TOKEN_ENV,
+            "client_secret_env": CLIENT_SECRET_ENV,
+        });
+        for (key, from) in [
+            ("idp_token_url", "idp_token_endpoint"),
+            ("client_id", "client_id"),
+            ("idp_client_id", "idp_client_id"),
+        ] {
+            if let Some(value) = field(from) {
+                enterprise[key] = value.clone();
+            }
+        }
+        spec["auth"] = json!({ "enterprise": enterprise });
+    } else if scenario == "auth/wif-jwt-bearer" {
+        let mut workload = json!({"token_env": WORKLOAD_TOKEN_ENV});
+        if let Some(id) = field("client_id") {
+            workload["client_id"] = id.clone();
+        }
+        spec["auth"] = json!({ "workload_identity": workload });
     } else if scenario.starts_with("auth/") {
         let mut oauth = json!({"client_metadata_url": CLIENT_METADATA_URL});
         if let Some(id) = field("client_id") {
@@ -452,6 +516,41 @@ mod tests {
         }, "required": ["region", "n"]});
         let arguments = required_arguments(schema.as_object().unwrap());
         assert_eq!(Value::Object(arguments), json!({"region": "test", "n": 1}));
+    }
+
+    #[test]
+    fn federated_scenarios_read_their_credentials_from_variables() {
+        let url: Url = "http://localhost:1234/mcp".parse().unwrap();
+        let context = json!({
+            "client_id": "xaa", "client_secret": "s3cret", "idp_client_id": "idp-c",
+            "idp_id_token": "id.tok.en", "idp_token_endpoint": "http://localhost:9/token",
+        });
+        let scenario = "auth/enterprise-managed-authorization";
+        let spec = server_spec(&url, scenario, Some(&context)).unwrap();
+        let enterprise = spec.auth.enterprise.as_ref().unwrap();
+        assert_eq!(enterprise.client_id, "xaa");
+        assert_eq!(enterprise.idp_client_id.as_deref(), Some("idp-c"));
+        assert_eq!(
+            enterprise.idp_token_url.as_str(),
+            "http://localhost:9/token"
+        );
+        assert!(!format!("{spec:?}").contains("s3cret"));
+        assert!(!format!("{spec:?}").contains("id.tok.en"));
+        assert_eq!(
+            credential_env(scenario, Some(&context)),
+            [
+                (CLIENT_SECRET_ENV, "s3cret".to_owned()),
+                (SUBJECT_TOKEN_ENV, "id.tok.en".to_owned())
+            ]
+        );
+        let wif = server_spec(
+            &url,
+            "auth/wif-jwt-bearer",
+            Some(&json!({"client_id": "w"})),
+        );
+        let workload = wif.unwrap().auth.workload_identity.unwrap();
+        assert_eq!(workload.client_id.as_deref(), Some("w"));
+        assert!(credential_env("tools_call", Some(&context)).is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! An OAuth 2 authorization server on 127.0.0.1 for tests that count what reaches it: RFC 8414
-//! metadata and a token endpoint for the `client_credentials` and `refresh_token` grants,
+//! metadata and a token endpoint for the `client_credentials`, `refresh_token` and JWT bearer
+//! (RFC 7523, any non-empty assertion) grants,
 //! with rotating refresh tokens (each works once; a second use is counted and refused with
 //! `invalid_grant`, as a server detecting replay does).
 
@@ -24,6 +25,9 @@ pub const CLIENT_ID: &str = "fleet-client";
 
 /// That client's secret.
 pub const CLIENT_SECRET: &str = "fleet-secret-0123456789abcdef";
+
+/// RFC 7523's grant type.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// The largest request body read.
 const MAX_BODY: usize = 64 * 1024;
@@ -52,6 +56,7 @@ struct State {
     delay_ms: AtomicU64,
     token_requests: AtomicUsize,
     client_credentials: AtomicUsize,
+    jwt_bearer: AtomicUsize,
     refreshes: AtomicUsize,
     reuses: AtomicUsize,
     books: Mutex<Books>,
@@ -90,6 +95,7 @@ impl AuthServer {
             delay_ms: AtomicU64::new(0),
             token_requests: AtomicUsize::new(0),
             client_credentials: AtomicUsize::new(0),
+            jwt_bearer: AtomicUsize::new(0),
             refreshes: AtomicUsize::new(0),
             reuses: AtomicUsize::new(0),
             books: Mutex::new(Books::default()),
@@ -141,6 +147,11 @@ impl AuthServer {
     /// `client_credentials` requests.
     pub fn client_credentials_requests(&self) -> usize {
         self.state.client_credentials.load(Ordering::SeqCst)
+    }
+
+    /// JWT bearer grant requests (RFC 7523).
+    pub fn jwt_bearer_requests(&self) -> usize {
+        self.state.jwt_bearer.load(Ordering::SeqCst)
     }
 
     /// `refresh_token` requests.
@@ -204,7 +215,7 @@ impl State {
                 &json!({
                     "issuer": self.base,
                     "token_endpoint": format!("{}/token", self.base),
-                    "grant_types_supported": ["client_credentials", "refresh_token"],
+                    "grant_types_supported": ["client_credentials", "refresh_token", JWT_BEARER],
                     "token_endpoint_auth_methods_supported":
                         ["client_secret_basic", "client_secret_post", "none"],
                 }),
@@ -255,6 +266,14 @@ impl State {
                 self.client_credentials.fetch_add(1, Ordering::SeqCst);
                 if client != Some((CLIENT_ID.to_owned(), CLIENT_SECRET.to_owned())) {
                     return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client");
+                }
+                let access = self.books.lock().unwrap().new_access();
+                self.issue(&access, None)
+            }
+            Some(JWT_BEARER) => {
+                self.jwt_bearer.fetch_add(1, Ordering::SeqCst);
+                if form.get("assertion").is_none_or(String::is_empty) {
+                    return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
                 }
                 let access = self.books.lock().unwrap().new_access();
                 self.issue(&access, None)

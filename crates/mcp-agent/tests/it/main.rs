@@ -10,5 +10,6 @@ mod fleet;
 
 mod client_credentials;
 mod faults;
+mod federated;
 mod login;
 mod processes;

@@ -202,11 +202,46 @@ impl Discovery<'_> {
                 resource_scopes,
             });
         }
+        if resource.is_none() && self.grant == "authorization_code" {
+            // Neither document: a 2025-03-26 server, whose origin serves the default
+            // endpoints `/authorize`, `/token` and `/register` (that revision's fallback for
+            // a login; a credential of another grant is not sent to a guessed endpoint).
+            return self.default_endpoints(&issuer_url, tried);
+        }
         Err(Failure::Discovery(format!(
             "no authorization server metadata found for `{}` (tried {})",
             shown(&issuer),
             tried.join(", ")
         )))
+    }
+
+    /// The 2025-03-26 default endpoints at `origin`, as if its metadata listed them (with
+    /// PKCE S256, which that revision requires of every server).
+    fn default_endpoints(&self, origin: &Url, tried: Vec<String>) -> Result<Discovered, Failure> {
+        let at = |path: &str| well_known(origin, path);
+        let metadata = AuthorizationServer {
+            issuer: Some(origin.origin().ascii_serialization()),
+            token_endpoint: Some(at("/token").to_string()),
+            authorization_endpoint: Some(at("/authorize").to_string()),
+            registration_endpoint: Some(at("/register").to_string()),
+            code_challenge_methods_supported: Some(vec!["S256".to_owned()]),
+            ..AuthorizationServer::default()
+        };
+        let token_url = at("/token");
+        self.check_url(&token_url, "token endpoint")?;
+        tracing::debug!(
+            server_url = %self.mcp_url,
+            tried = %tried.join(", "),
+            "no OAuth metadata; using the default endpoints at the server's origin (2025-03-26)"
+        );
+        Ok(Discovered {
+            issuer: origin.origin().ascii_serialization(),
+            metadata_url: at("/"),
+            metadata,
+            token_url,
+            resource: None,
+            resource_scopes: None,
+        })
     }
 
     /// The http(s) endpoint `field` of the metadata at `metadata_url`, checked like every

@@ -41,6 +41,18 @@ pub(crate) enum Failure {
     Store(crate::StoreError),
     /// The fleet's shared token store failed when a login's refresh needed it.
     Share(crate::ShareError),
+    /// The identity provider refused a token exchange or answered it unusably.
+    Exchange {
+        provider: String,
+        grant: &'static str,
+        message: String,
+    },
+    /// A token file could not be used.
+    TokenFile {
+        path: std::path::PathBuf,
+        setting: &'static str,
+        problem: String,
+    },
 }
 
 impl Failure {
@@ -118,6 +130,26 @@ impl Failure {
             Self::LoginRequired(reason) => AuthError::LoginRequired {
                 server,
                 reason: clean(reason),
+            },
+            Self::Exchange {
+                provider,
+                grant,
+                message,
+            } => AuthError::TokenExchange {
+                server,
+                provider: clean(provider),
+                grant,
+                message: clean(message),
+            },
+            Self::TokenFile {
+                path,
+                setting,
+                problem,
+            } => AuthError::TokenFile {
+                server,
+                path,
+                setting,
+                problem,
             },
             Self::Store(error) => AuthError::TokenStore { server, error },
             Self::Share(error) => AuthError::TokenShare { server, error },

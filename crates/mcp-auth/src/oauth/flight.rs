@@ -250,8 +250,16 @@ impl Shared {
             }
             _ => None,
         };
+        // A federated grant's assertion: read (and exchanged) anew for each token.
+        let grant_assertion = match &config.assertion {
+            Some(source) => Some(self.assertion(source, endpoint, resource, scope).await?),
+            None => None,
+        };
         let request = TokenRequest {
-            grant: Grant::ClientCredentials,
+            grant: match &grant_assertion {
+                Some(assertion) => Grant::JwtBearer { assertion },
+                None => Grant::ClientCredentials,
+            },
             client_id: &config.client_id,
             secret: &config.secret,
             auth,
@@ -270,7 +278,8 @@ impl Shared {
             token_url = %endpoint.token_url,
             client_id = %config.client_id,
             auth = auth.name(),
-            "requesting an OAuth token (client credentials)"
+            grant = if grant_assertion.is_some() { "jwt-bearer" } else { "client_credentials" },
+            "requesting an OAuth token"
         );
         lock(&self.state).token_requests += 1;
         let started = Instant::now();
@@ -382,7 +391,10 @@ impl Shared {
                 "anyone on the network could choose where the client secret goes; \
                  refused (use https, set `token_url`, or use private_key_jwt)",
             ),
-            grant: "client_credentials",
+            grant: match self.config.assertion {
+                Some(_) => token::JWT_BEARER_GRANT,
+                None => "client_credentials",
+            },
         }
         .run(challenge)
         .await?;

@@ -14,6 +14,9 @@
 //!   single flight across processes on it (a lease, a second look, bounded waits);
 //!   `share_entry.rs` what an entry holds and how long it may be used when clocks disagree;
 //!   `shared_cc.rs` client credentials through it (a login's refresh: `login/provider.rs`).
+//! - `federated.rs`: the grants whose assertion comes from elsewhere, on the same cache and
+//!   flight: enterprise-managed authorization (an identity provider's token exchange first)
+//!   and workload identity (a token file read at each exchange).
 //! - `failure.rs`: an attempt's failure, cloneable for every waiting caller, rendered as an
 //!   [`AuthError`](crate::AuthError) naming each caller's server with its secrets scrubbed.
 
@@ -21,6 +24,7 @@ mod cache;
 mod counted;
 mod discovery;
 mod failure;
+mod federated;
 mod flight;
 mod jwt;
 pub(crate) mod login;
@@ -41,6 +45,7 @@ use url::Url;
 use self::jwt::SigningKey;
 use self::token::ClientAuth;
 
+pub use self::federated::MAX_TOKEN_FILE_BYTES;
 pub use self::provider::ClientCredentials;
 pub use self::share::{SharedEntry, SharedTokens};
 
@@ -146,6 +151,8 @@ pub(super) struct Config {
     pub(super) allowed_issuers: Vec<Url>,
     /// The spec is SSRF-guarded: no discovered URL may name an internal address.
     pub(super) guarded: bool,
+    /// Where the assertion of a JWT bearer grant comes from; `None`: client credentials.
+    pub(super) assertion: Option<Arc<federated::Assertion>>,
 }
 
 /// The token endpoint and what the metadata says about it.

@@ -142,6 +142,11 @@ impl AuthRegistry {
         self.cache.clear();
     }
 
+    /// The fleet's share handle, when tokens are shared.
+    pub(super) fn share_handle(&self) -> Option<Arc<ShareHandle>> {
+        lock(&self.share).clone()
+    }
+
     /// The store tokens are shared in, when one is set.
     pub fn shared_tokens(&self) -> Option<Arc<dyn SharedTokens>> {
         lock(&self.share).as_ref().map(|share| share.tokens.clone())
@@ -241,6 +246,7 @@ impl AuthRegistry {
                             mcp_url: mcp_spec.url.clone(),
                             allowed_issuers: settings.allowed_issuers.clone(),
                             guarded: spec.ssrf_guarded(),
+                            assertion: None,
                         },
                         self.fetch_for(spec),
                         self.options.clone(),
@@ -312,7 +318,8 @@ impl AuthRegistry {
 
     /// The auth hook of `spec`: its headers, its bearer token (`bearer_token_env` is read
     /// now) and its OAuth2 client credentials (`client_secret_env` is read now; no request is
-    /// sent until the first MCP request needs a token). See [`crate::from_spec`] for the
+    /// sent until the first MCP request needs a token), user login or federated grant
+    /// ([`federated`](Self::federated)). See [`crate::from_spec`] for the
     /// static forms and their errors.
     pub fn provider(&self, spec: &ServerSpec) -> Result<Arc<dyn AuthProvider>, AuthError> {
         if spec.auth.oauth.is_some() {
@@ -324,6 +331,17 @@ impl AuthRegistry {
             }
             let headers = crate::from_spec(&spec.name, &static_auth)?;
             return Ok(Arc::new(crate::Chain::new(vec![headers, tokens])));
+        }
+        if spec.auth.enterprise.is_some() || spec.auth.workload_identity.is_some() {
+            let mut static_auth = spec.auth.clone();
+            static_auth.enterprise = None;
+            static_auth.workload_identity = None;
+            let client = Arc::new(self.federated(spec)?) as Arc<dyn AuthProvider>;
+            if static_auth.is_empty() {
+                return Ok(client);
+            }
+            let headers = crate::from_spec(&spec.name, &static_auth)?;
+            return Ok(Arc::new(crate::Chain::new(vec![headers, client])));
         }
         let Some(oauth) = &spec.auth.oauth_client_credentials else {
             return crate::from_spec(&spec.name, &spec.auth);
@@ -417,6 +435,7 @@ impl AuthRegistry {
                         mcp_url: mcp_url.clone(),
                         allowed_issuers: oauth.allowed_issuers.clone(),
                         guarded: spec.ssrf_guarded(),
+                        assertion: None,
                     },
                     http,
                     self.options.clone(),

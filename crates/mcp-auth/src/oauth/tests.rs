@@ -1189,6 +1189,47 @@ async fn no_level_of_an_error_chain_repeats_another() {
         .token_endpoint_auth_method = Some(TokenEndpointAuthMethod::PrivateKeyJwt);
     errors.push(registry_of(&empty).provider(&jwt).map(|_| ()).unwrap_err());
 
+    // TokenFile, TokenExchange: a workload token file that is not there; an identity
+    // provider refusing the exchange.
+    let federated = Arc::new(Fake::default());
+    federated.route(
+        "GET https://mcp.example/.well-known/oauth-protected-resource/api/mcp",
+        200,
+        json!({"resource": MCP_URL, "authorization_servers": ["https://mcp.example"]}),
+    );
+    federated.route(
+        "GET https://mcp.example/.well-known/oauth-authorization-server",
+        200,
+        json!({"issuer": "https://mcp.example", "token_endpoint": "https://mcp.example/token"}),
+    );
+    federated.route(
+        "POST https://idp.example/token",
+        400,
+        json!({"error": "invalid_grant"}),
+    );
+    let subject = std::env::temp_dir().join(format!("mcp-auth-subject-{}", std::process::id()));
+    std::fs::write(&subject, "id-token-value-0042").unwrap();
+    for auth in [
+        json!({"workload_identity": {"token_file": "/nonexistent/mcp-auth-token"}}),
+        json!({"enterprise": {"idp_token_url": "https://idp.example/token",
+            "subject_token_file": subject, "client_id": "c"}}),
+    ] {
+        let spec = ServerSpec::from_json(
+            &json!({"name": "srv", "url": MCP_URL, "auth": auth}),
+            SpecOrigin::Operator,
+        )
+        .unwrap();
+        errors.push(
+            registry_of(&federated)
+                .federated(&spec)
+                .unwrap()
+                .on_unauthorized(&Credentials::none(), None)
+                .await
+                .unwrap_err(),
+        );
+    }
+    std::fs::remove_file(&subject).unwrap();
+
     let mut variants = std::collections::BTreeSet::new();
     for error in &errors {
         variants.insert(
@@ -1233,6 +1274,8 @@ async fn no_level_of_an_error_chain_repeats_another() {
             "TokenRejected",
             "Unsupported",
             "Discovery",
+            "TokenExchange",
+            "TokenFile",
         ]
         .into_iter()
         .collect::<std::collections::BTreeSet<_>>()

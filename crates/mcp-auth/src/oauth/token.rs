@@ -50,10 +50,15 @@ pub(crate) enum Grant<'a> {
     },
     /// `refresh_token`.
     Refresh { token: &'a Secret },
+    /// The RFC 7523 JWT bearer grant with `assertion` (an identity assertion grant, a
+    /// workload's token).
+    JwtBearer { assertion: &'a Secret },
 }
 
 /// RFC 7523 §2.2's `client_assertion_type`.
 const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/// RFC 7523 §2.1's `grant_type`.
+pub(crate) const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// What goes into one token request.
 pub(crate) struct TokenRequest<'a> {
@@ -89,6 +94,10 @@ impl TokenRequest<'_> {
                 form.append_pair("grant_type", "refresh_token");
                 form.append_pair("refresh_token", token.expose());
             }
+            Grant::JwtBearer { assertion } => {
+                form.append_pair("grant_type", JWT_BEARER_GRANT);
+                form.append_pair("assertion", assertion.expose());
+            }
         }
         if let Some(scope) = self.scope {
             form.append_pair("scope", scope);
@@ -120,6 +129,7 @@ impl TokenRequest<'_> {
                 form.append_pair("client_assertion_type", JWT_BEARER);
                 form.append_pair("client_assertion", self.assertion.unwrap_or_default());
             }
+            ClientAuth::None if self.client_id.is_empty() => {}
             ClientAuth::None => {
                 form.append_pair("client_id", self.client_id);
             }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::auth_federated::{parse_enterprise, parse_workload};
 use super::read::{
     as_str, check_env_name, did_you_mean, expect_object, field, non_empty_str, parse_http_url,
     reject_unknown, shown, string_list, string_map,
@@ -26,6 +27,8 @@ const AUTH_FIELDS: &[&str] = &[
     "bearer_token_env",
     "oauth_client_credentials",
     "oauth",
+    "enterprise",
+    "workload_identity",
 ];
 const LOGIN_FIELDS: &[&str] = &[
     "client_id",
@@ -104,6 +107,36 @@ pub(super) fn parse_auth(
                 ConflictingFields,
                 format!(
                     "has both `oauth` and {other}; both set the Authorization header, keep one"
+                ),
+            );
+        }
+    }
+    if let Some(v) = field(obj, "enterprise") {
+        auth.enterprise = parse_enterprise(v, &path.key("enterprise"), p);
+    }
+    if let Some(v) = field(obj, "workload_identity") {
+        auth.workload_identity = parse_workload(v, &path.key("workload_identity"), p);
+    }
+    let federated = ["enterprise", "workload_identity"]
+        .into_iter()
+        .filter(|k| field(obj, k).is_some())
+        .collect::<Vec<_>>();
+    if let Some(first) = federated.first() {
+        let others = [
+            "bearer_token",
+            "bearer_token_env",
+            "oauth_client_credentials",
+            "oauth",
+        ]
+        .into_iter()
+        .chain(federated.iter().skip(1).copied())
+        .find(|k| field(obj, k).is_some());
+        if let Some(other) = others {
+            p.push(
+                path,
+                ConflictingFields,
+                format!(
+                    "has both `{first}` and `{other}`; both set the Authorization header, keep one"
                 ),
             );
         }
@@ -459,7 +492,12 @@ pub(super) fn check_authorization_headers(
     path: &JsonPath,
     p: &mut Problems,
 ) {
-    if auth.bearer.is_none() && auth.oauth_client_credentials.is_none() && auth.oauth.is_none() {
+    if auth.bearer.is_none()
+        && auth.oauth_client_credentials.is_none()
+        && auth.oauth.is_none()
+        && auth.enterprise.is_none()
+        && auth.workload_identity.is_none()
+    {
         return;
     }
     let sets = [

@@ -8,9 +8,11 @@
 //!   "did you mean", timeouts, URLs).
 //! - [`server`]: server objects (both dialects), their transport, timeouts and tool filter.
 //! - [`auth`]: `auth` objects, OAuth client credentials, secrets and credential headers.
+//! - [`auth_federated`]: the `enterprise` and `workload_identity` tables.
 //! - [`policy`]: the `[policy]` table (rules, annotation switches, output bound).
 
 mod auth;
+mod auth_federated;
 mod policy;
 pub(crate) mod read;
 mod server;

@@ -543,6 +543,32 @@ fn inline_client_secret_env_without_opt_in() {
 }
 
 #[test]
+fn inline_federated_credentials_never_read_this_hosts_files_or_environment() {
+    let at = |k: &str| format!("metadata.mcp.servers[0].auth.{k}");
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"workload_identity": {"token_file": "/var/run/secrets/tokens/mcp"}}
+        }]})),
+        &[(InlineEnvSecret, &at("workload_identity.token_file"))],
+    );
+    check(
+        run(json!({"servers": [{
+            "name": "t", "url": "https://t.example.com/mcp",
+            "auth": {"enterprise": {
+                "idp_token_url": "http://169.254.169.254/token", "subject_token_env": "ID_TOKEN",
+                "client_id": "c", "client_secret_env": "OPERATOR_SECRET"
+            }}
+        }]})),
+        &[
+            (InlineEnvSecret, &at("enterprise.client_secret_env")),
+            (BlockedAddress, &at("enterprise.idp_token_url")),
+            (InlineEnvSecret, &at("enterprise.subject_token_env")),
+        ],
+    );
+}
+
+#[test]
 fn inline_urls_to_internal_addresses_with_the_ssrf_guard() {
     for url in [
         "http://127.0.0.1:8080/mcp",

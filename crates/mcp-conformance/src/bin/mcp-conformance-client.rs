@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use mcp_auth::{AuthProvider, MemoryTokenStore};
 use mcp_conformance::{
-    CONTEXT_ENV, HeadlessBrowser, MAX_LOGINS, MAX_STEP_UPS, SCENARIO_ENV, plan, run, run_skills,
-    server_spec, uses_skills,
+    CONTEXT_ENV, HeadlessBrowser, MAX_LOGINS, MAX_STEP_UPS, SCENARIO_ENV, credential_env, plan,
+    run, run_skills, server_spec, uses_skills,
 };
 use mcp_transport_http::{HttpConnector, HttpOptions};
 
+/// Set in the run started again with the credential variables (see `credential_env`).
+const REEXEC_ENV: &str = "MCP_CONFORMANCE_CLIENT_CREDENTIALS_SET";
 /// Bound on the whole run, under the suite's own client timeout.
 const RUN_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bound on each request of the headless browser.
@@ -47,6 +49,35 @@ fn main() -> ExitCode {
         },
         Err(_) => None,
     };
+    // A federated credential is read from a variable (a configuration never holds one): run
+    // again with the context's credentials in the variables the spec names.
+    let vars = credential_env(&scenario, context.as_ref());
+    if vars
+        .iter()
+        .any(|(var, value)| std::env::var(var).ok().as_deref() != Some(value.as_str()))
+    {
+        if std::env::var_os(REEXEC_ENV).is_some() {
+            eprintln!(
+                "scenario {scenario}: error: the credential variables did not reach the client"
+            );
+            return ExitCode::FAILURE;
+        }
+        let status = std::env::current_exe().and_then(|exe| {
+            std::process::Command::new(exe)
+                .arg(url.as_str())
+                .envs(vars)
+                .env(REEXEC_ENV, "1")
+                .status()
+        });
+        return match status {
+            Ok(status) if status.success() => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("scenario {scenario}: error: cannot run the client again: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

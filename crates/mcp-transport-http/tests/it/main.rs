@@ -16,6 +16,7 @@ mod hostile_messages;
 mod json_and_sse;
 mod limits;
 mod oauth;
+mod oauth_federated;
 mod oauth_login_peers;
 mod oauth_peers;
 mod oauth_secrets;

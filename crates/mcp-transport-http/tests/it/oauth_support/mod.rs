@@ -19,6 +19,9 @@ pub const CLIENT_ID: &str = "agent-client";
 /// Its secret.
 pub const SECRET: &str = "cc-secret-XYZ-0123456789";
 
+/// RFC 7523's grant type.
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
 /// How the client authenticated one token request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenCall {
@@ -48,6 +51,8 @@ pub struct AsState {
     pub valid_from: AtomicUsize,
     /// Tokens are this followed by their number (default `tok-`).
     pub token_prefix: OnceLock<String>,
+    /// The assertions of JWT bearer grants, in order (any client; `bad` is `invalid_grant`).
+    pub assertions: Mutex<Vec<String>>,
 }
 
 impl AsState {
@@ -89,6 +94,7 @@ impl AuthServer {
             issued: Mutex::new(Vec::new()),
             valid_from: AtomicUsize::new(0),
             token_prefix: OnceLock::new(),
+            assertions: Mutex::new(Vec::new()),
         });
         let handler_state = state.clone();
         let handler: Handler = Arc::new(move |parts: Parts, body: Bytes| {
@@ -125,7 +131,7 @@ impl AsState {
                 json!({
                     "issuer": self.issuer_override.clone().unwrap_or(base.clone()),
                     "token_endpoint": format!("{base}/token"),
-                    "grant_types_supported": ["client_credentials"],
+                    "grant_types_supported": ["client_credentials", JWT_BEARER],
                     "token_endpoint_auth_methods_supported": self.methods,
                 }),
             ),
@@ -165,13 +171,25 @@ impl AsState {
                     method,
                     form: form.clone(),
                 });
-                if field("grant_type").as_deref() != Some("client_credentials") {
+                let jwt_bearer = field("grant_type").as_deref() == Some(JWT_BEARER);
+                if jwt_bearer {
+                    let assertion = field("assertion").unwrap_or_default();
+                    self.assertions.lock().unwrap().push(assertion.clone());
+                    if assertion.is_empty() || assertion == "bad" {
+                        return json_response(
+                            StatusCode::BAD_REQUEST,
+                            json!({"error": "invalid_grant"}),
+                        );
+                    }
+                } else if field("grant_type").as_deref() != Some("client_credentials") {
                     return json_response(
                         StatusCode::BAD_REQUEST,
                         json!({"error": "unsupported_grant_type"}),
                     );
                 }
-                if id != CLIENT_ID || secret != SECRET || !self.methods.contains(&method) {
+                if !jwt_bearer
+                    && (id != CLIENT_ID || secret != SECRET || !self.methods.contains(&method))
+                {
                     return json_response(
                         StatusCode::UNAUTHORIZED,
                         json!({"error": "invalid_client", "error_description": "Invalid client credentials"}),
