@@ -168,6 +168,15 @@ pub enum AuthError {
         /// The store's error (not this error's `source()`: the message already shows it).
         error: ShareError,
     },
+    /// DPoP (RFC 9449) failed: a server that keeps asking for a new nonce after a retry with
+    /// its nonce, an authorization server issuing a bearer token where `dpop = true` requires
+    /// a DPoP-bound one, a stored DPoP key that cannot be read.
+    Dpop {
+        /// The server.
+        server: String,
+        /// What went wrong (no token or key; server text scrubbed, bounded).
+        reason: String,
+    },
     /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
     /// `private_key_jwt` key).
     Provider {
@@ -206,6 +215,7 @@ impl AuthError {
             | Self::LoginRequired { server, .. }
             | Self::TokenStore { server, .. }
             | Self::TokenShare { server, .. }
+            | Self::Dpop { server, .. }
             | Self::Provider { server, .. } => server,
         }
     }
@@ -325,6 +335,7 @@ impl fmt::Display for Reason<'_> {
                 f,
                 "{error}; a login's refresh waits for it, so that no refresh token is sent twice"
             ),
+            AuthError::Dpop { reason, .. } => write!(f, "DPoP: {reason}"),
             AuthError::Provider { message, .. } => f.write_str(message),
         }
     }

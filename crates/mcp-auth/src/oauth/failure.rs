@@ -41,6 +41,8 @@ pub(crate) enum Failure {
     Store(crate::StoreError),
     /// The fleet's shared token store failed when a login's refresh needed it.
     Share(crate::ShareError),
+    /// DPoP failed (a nonce loop, a bearer token where DPoP is required, an unusable key).
+    Dpop(String),
 }
 
 impl Failure {
@@ -121,6 +123,10 @@ impl Failure {
             },
             Self::Store(error) => AuthError::TokenStore { server, error },
             Self::Share(error) => AuthError::TokenShare { server, error },
+            Self::Dpop(reason) => AuthError::Dpop {
+                server,
+                reason: clean(reason),
+            },
         }
     }
 }
