@@ -59,9 +59,11 @@ pub(crate) const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 /// credentials (`client_secret_basic`, `private_key_jwt`), JSON Schema 2020-12 kept as sent, and
 /// the skills extension's client checks (no file read before use; size, digest and frontmatter
 /// verified on read).
-const EXTENSIONS: [&str; 7] = [
+const EXTENSIONS: [&str; 9] = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/dpop",
+    "auth/dpop-nonce",
     "json-schema-2020-12-preservation",
     "sep-2640-client-no-prefetch",
     "sep-2640-client-verify-digest",
