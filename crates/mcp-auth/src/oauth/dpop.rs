@@ -231,7 +231,7 @@ impl Nonces {
     }
 }
 
-/// A token request's DPoP: the key, the nonces, and who the server is (for errors).
+/// A token request's DPoP: the key and the nonces.
 pub(crate) struct TokenDpop<'a> {
     pub(crate) key: &'a DpopKey,
     pub(crate) nonces: &'a Nonces,
@@ -266,7 +266,7 @@ pub(crate) async fn token_exchange(
                 None,
                 dpop.nonces.get(&url).as_deref(),
             )
-            .map_err(|message| Failure::Dpop(message))?;
+            .map_err(Failure::Dpop)?;
         request.headers_mut().insert(DPOP, proof);
         let response = discovery::exchange(http, limit, max_body, what, request).await?;
         let fresh = dpop.nonces.learn(&url, response.headers());
