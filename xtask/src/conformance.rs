@@ -56,17 +56,19 @@ const SET_TIMEOUT: Duration = Duration::from_secs(240);
 /// The protocol revisions checked, each with the client scenarios the suite requires of it.
 pub(crate) const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 /// Scenarios the suite runs but does not score, which the client implements: OAuth client
-/// credentials (`client_secret_basic`, `private_key_jwt`), enterprise-managed authorization and
-/// workload identity (JWT bearer grants), the 2025-03-26 back-compat discovery (metadata at the
+/// credentials (`client_secret_basic`, `private_key_jwt`), enterprise-managed authorization,
+/// workload identity (JWT bearer grants), DPoP-bound tokens (with the nonce dance), the 2025-03-26 back-compat discovery (metadata at the
 /// origin, default endpoints), JSON Schema 2020-12 kept as sent, and the skills extension's
 /// client checks (no file read before use; size, digest and frontmatter verified on read).
-const EXTENSIONS: [&str; 11] = [
+const EXTENSIONS: [&str; 13] = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
     "auth/enterprise-managed-authorization",
     "auth/wif-jwt-bearer",
     "auth/2025-03-26-oauth-metadata-backcompat",
     "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/dpop",
+    "auth/dpop-nonce",
     "json-schema-2020-12-preservation",
     "sep-2640-client-no-prefetch",
     "sep-2640-client-verify-digest",

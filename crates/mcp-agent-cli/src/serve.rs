@@ -295,7 +295,11 @@ async fn serve(
                 .clone()
                 .with_bind(bind)
                 .with_drain_timeout(DRAIN_TIMEOUT);
-            if let Some(auth) = auth {
+            if let Some(mut auth) = auth {
+                // Used DPoP proofs are remembered fleet-wide (else in this process).
+                if let Some(fleet) = &fleet {
+                    auth = auth.with_proof_replay(fleet.proof_replay());
+                }
                 options = options.with_auth(auth);
             }
             if let Some(fleet) = &fleet {

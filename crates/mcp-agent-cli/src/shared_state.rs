@@ -11,8 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mcp_agent::auth::SharedTokens;
 use mcp_agent::state::{RedisTokens, SealKey};
-use mcp_serve::{OnStoreError, RateLimit, RateLimitStore, SharedRateLimit, StoreError};
-use mcp_state::{OnError, RateLimiter, RedisState, StateConfig, StateError};
+use mcp_serve::{
+    OnStoreError, ProofReplay, RateLimit, RateLimitStore, SharedRateLimit, StoreError,
+};
+use mcp_state::{Locks, OnError, RateLimiter, RedisState, StateConfig, StateError};
 
 use super::term::say;
 
@@ -83,6 +85,15 @@ impl FleetState {
         SharedRateLimit::new(Arc::new(limits), self.on_store_error())
     }
 
+    /// The DPoP proofs used anywhere in the fleet (`[serve] auth.jwt.dpop`): a proof replayed
+    /// at another replica is refused too.
+    pub(crate) fn proof_replay(&self) -> Arc<dyn ProofReplay> {
+        Arc::new(RedisReplay {
+            locks: self.redis.locks(),
+            redis: self.redis.clone(),
+        })
+    }
+
     /// The store the upstream OAuth tokens are shared in, sealed with the seal key; `None`
     /// without one (each replica obtains its own).
     pub(crate) fn tokens(&self) -> Option<Arc<dyn SharedTokens>> {
@@ -100,6 +111,23 @@ struct RedisLimits {
 /// A failure of `redis` as mcp-serve's stores report it, naming the server.
 fn redis_failed(redis: &RedisState, e: &StateError) -> StoreError {
     StoreError::new(format!("Redis at {}", redis.addr()), e.to_string())
+}
+
+/// DPoP proofs used, as Redis keys taken with `SET NX PX` (a lease nobody releases: it
+/// expires with the proof's window).
+struct RedisReplay {
+    locks: Locks,
+    redis: RedisState,
+}
+
+#[async_trait]
+impl ProofReplay for RedisReplay {
+    async fn first_use(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        self.locks
+            .try_acquire(key, "used", ttl)
+            .await
+            .map_err(|e| redis_failed(&self.redis, &e))
+    }
 }
 
 #[async_trait]
@@ -207,6 +235,55 @@ mod tests {
             e.to_string().contains("MCP_AGENT_TEST_UNSET_SEAL_KEY"),
             "{e}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn used_dpop_proofs_are_one_set_for_every_connection_under_the_prefix() {
+        let Some(redis) = bounded(RedisServer::start()).await else {
+            return;
+        };
+        let config = StateConfig::new(redis.url());
+        let mut replays = Vec::new();
+        for _ in 0..2 {
+            let fleet = bounded(super::FleetState::connect(&config))
+                .await
+                .expect("the state");
+            replays.push(fleet.proof_replay());
+        }
+        let ttl = mcp_serve::PROOF_WINDOW * 2;
+        assert!(
+            bounded(replays[0].first_use("dpop-jti:a", ttl))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !bounded(replays[1].first_use("dpop-jti:a", ttl))
+                .await
+                .unwrap(),
+            "the other replica has seen it"
+        );
+        assert!(
+            !bounded(replays[0].first_use("dpop-jti:a", ttl))
+                .await
+                .unwrap()
+        );
+        assert!(
+            bounded(replays[1].first_use("dpop-jti:b", ttl))
+                .await
+                .unwrap()
+        );
+        // Its key is under the state's prefix and expires with the proof's window.
+        let mut admin = redis::Client::open(redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg("mcp-agent:lock:dpop-jti:a")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        assert!(pttl > 0 && pttl <= 120_000, "{pttl}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -193,6 +193,15 @@ pub enum AuthError {
         /// What is wrong with it.
         problem: String,
     },
+    /// DPoP (RFC 9449) failed: a server that keeps asking for a new nonce after a retry with
+    /// its nonce, an authorization server issuing a bearer token where `dpop = true` requires
+    /// a DPoP-bound one, a stored DPoP key that cannot be read.
+    Dpop {
+        /// The server.
+        server: String,
+        /// What went wrong (no token or key; server text scrubbed, bounded).
+        reason: String,
+    },
     /// A provider failed to obtain credentials (a custom provider's failure, or an unusable
     /// `private_key_jwt` key).
     Provider {
@@ -233,6 +242,7 @@ impl AuthError {
             | Self::TokenShare { server, .. }
             | Self::TokenExchange { server, .. }
             | Self::TokenFile { server, .. }
+            | Self::Dpop { server, .. }
             | Self::Provider { server, .. } => server,
         }
     }
@@ -364,6 +374,7 @@ impl fmt::Display for Reason<'_> {
                 problem,
                 ..
             } => write!(f, "the token file {} ({setting}) {problem}", path.display()),
+            AuthError::Dpop { reason, .. } => write!(f, "DPoP: {reason}"),
             AuthError::Provider { message, .. } => f.write_str(message),
         }
     }

@@ -7,7 +7,10 @@
 //! [`AuthProvider::on_unauthorized`] with the credentials it sent and the `WWW-Authenticate`
 //! challenge; on [`OnUnauthorized::Retry`] it asks for credentials again and resends the
 //! request **once**. A second 401 is an error: the hook is never asked twice for one request,
-//! so a misbehaving server or provider cannot make the transport loop.
+//! so a misbehaving server or provider cannot make the transport loop. A hook that signs
+//! requests (DPoP, RFC 9449) is asked with [`AuthProvider::credentials_for`] (method and URL)
+//! and sees every response's headers ([`AuthProvider::observe_response`]): a 401
+//! `use_dpop_nonce` with a new `DPoP-Nonce` is resent once more with it.
 //!
 //! Static providers: [`StaticHeaders`] (configured headers), [`BearerToken`]
 //! (`bearer_token` or `bearer_token_env`) and [`Chain`] (several providers in order);
@@ -239,6 +242,30 @@ pub trait AuthProvider: Send + Sync + fmt::Debug {
     /// The credentials for the next request.
     async fn credentials(&self) -> Result<Credentials, AuthError>;
 
+    /// The credentials for the next request, a `method` to `url`: what a hook needs to sign
+    /// a request (a DPoP proof names both). The HTTP transport calls this one.
+    ///
+    /// The default is [`credentials`](Self::credentials).
+    async fn credentials_for(
+        &self,
+        method: &http::Method,
+        url: &str,
+    ) -> Result<Credentials, AuthError> {
+        let _ = (method, url);
+        self.credentials().await
+    }
+
+    /// The headers of a response from `url` (any status), seen before anything else is
+    /// done with it: a DPoP hook learns the server's `DPoP-Nonce`. True when the hook learned
+    /// something that makes resending a refused request worth it (a new nonce); the
+    /// transport resends at most once for it.
+    ///
+    /// The default learns nothing.
+    fn observe_response(&self, url: &str, headers: &http::HeaderMap) -> bool {
+        let _ = (url, headers);
+        false
+    }
+
     /// The server answered 401 to a request sent with `rejected`; `www_authenticate` is the
     /// challenge, if the server sent one. Called at most once per request.
     ///
@@ -460,6 +487,28 @@ impl AuthProvider for Chain {
             }
         }
         Ok(all)
+    }
+
+    async fn credentials_for(
+        &self,
+        method: &http::Method,
+        url: &str,
+    ) -> Result<Credentials, AuthError> {
+        let mut all = Credentials::none();
+        for provider in &self.providers {
+            for (name, value) in provider.credentials_for(method, url).await?.headers {
+                all = all.with_header(name, value);
+            }
+        }
+        Ok(all)
+    }
+
+    fn observe_response(&self, url: &str, headers: &http::HeaderMap) -> bool {
+        let mut learned = false;
+        for provider in &self.providers {
+            learned |= provider.observe_response(url, headers);
+        }
+        learned
     }
 
     async fn on_unauthorized(

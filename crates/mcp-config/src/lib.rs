@@ -118,7 +118,7 @@ pub use secret::{
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
-    AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpSpec,
+    AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DpopMode, HttpSpec,
     MAX_SERVER_NAME_CHARS, OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec,
     SpecOrigin, StdioSpec, TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
     is_secret_param_name,

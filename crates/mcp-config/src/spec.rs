@@ -596,6 +596,43 @@ pub struct OAuthLogin {
     /// one on the MCP server's own host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_issuers: Vec<Url>,
+    /// DPoP (RFC 9449) sender-constrained tokens (`dpop`). Default: bearer tokens only.
+    #[serde(skip_serializing_if = "DpopMode::is_off")]
+    pub dpop: DpopMode,
+}
+
+/// Whether a client asks for DPoP-bound tokens (RFC 9449): `dpop = false | true | "preferred"`.
+///
+/// With DPoP, every token request and every request to the MCP server carries a proof signed
+/// by a key of the client's (ES256), so a stolen access token is useless without that key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DpopMode {
+    /// Bearer tokens only (`false`, the default).
+    #[default]
+    Off,
+    /// DPoP-bound tokens only (`true`): an authorization server issuing a bearer token is an
+    /// error.
+    Required,
+    /// DPoP when the authorization server binds the token, else bearer (`"preferred"`).
+    Preferred,
+}
+
+impl DpopMode {
+    /// True for [`DpopMode::Off`].
+    pub fn is_off(&self) -> bool {
+        *self == Self::Off
+    }
+}
+
+impl Serialize for DpopMode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Off => serializer.serialize_bool(false),
+            Self::Required => serializer.serialize_bool(true),
+            Self::Preferred => serializer.serialize_str("preferred"),
+        }
+    }
 }
 
 /// OAuth2 client-credentials grant settings.
@@ -624,6 +661,9 @@ pub struct OAuthClientCredentials {
     /// host or listed here (and only to a token endpoint on that issuer's host).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_issuers: Vec<Url>,
+    /// DPoP (RFC 9449) sender-constrained tokens (`dpop`). Default: bearer tokens only.
+    #[serde(skip_serializing_if = "DpopMode::is_off")]
+    pub dpop: DpopMode,
 }
 
 /// Client authentication at the token endpoint.

@@ -179,7 +179,7 @@ pub fn credential_env(scenario: &str, context: Option<&Value>) -> Vec<(&'static 
 ///   [`WORKLOAD_TOKEN_ENV`]);
 /// - other `auth/*` scenarios: a user's login (the `oauth` table), with the suite's
 ///   [`CLIENT_METADATA_URL`] and the context's pre-registered `client_id` and
-///   `client_secret` when it gives them;
+///   `client_secret` when it gives them, and `dpop = true` for `auth/dpop*`;
 /// - anything else: no auth.
 ///
 /// ```
@@ -233,6 +233,9 @@ pub fn server_spec(
         }
         if let Some(secret) = field("client_secret") {
             oauth["client_secret"] = secret.clone();
+        }
+        if scenario.starts_with("auth/dpop") {
+            oauth["dpop"] = json!(true);
         }
         spec["auth"] = json!({ "oauth": oauth });
     }

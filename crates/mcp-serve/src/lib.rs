@@ -89,9 +89,10 @@ pub use features::{
     ResourceUpdates, SKILLS_PAGE, SessionFeatures, no_skill, resource_not_found,
 };
 pub use http::{
-    BearerAuth, HttpOptions, HttpServer, InProcessSessions, InProcessStore, JwksError,
-    JwtAlgorithm, JwtAuth, OnStoreError, RateLimit, RateLimitStore, SessionNotice, SessionStore,
-    SharedRateLimit, SharedSessions, StoreError,
+    BearerAuth, DpopPolicy, HttpOptions, HttpServer, InProcessReplay, InProcessSessions,
+    InProcessStore, JwksError, JwtAlgorithm, JwtAuth, OnStoreError, PROOF_WINDOW, ProofReplay,
+    RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit, SharedSessions,
+    StoreError,
 };
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};

@@ -193,13 +193,37 @@ impl HttpClient {
         self.inner.last_failure.lock().ok().and_then(|l| l.clone())
     }
 
-    async fn credentials(&self) -> Result<Credentials, Error> {
-        self.inner.auth.credentials().await.map_err(|error| {
-            self.client_error(HttpError::Auth {
-                server: self.server_name(),
-                error,
-            })
+    /// The auth hook's credentials for `template` (its method and URL: a DPoP proof names
+    /// them).
+    async fn credentials(&self, template: &Template) -> Result<Credentials, Error> {
+        self.inner
+            .auth
+            .credentials_for(&template.method, &template.uri)
+            .await
+            .map_err(|error| self.auth_error(error))
+    }
+
+    fn auth_error(&self, error: mcp_auth::AuthError) -> Error {
+        self.client_error(HttpError::Auth {
+            server: self.server_name(),
+            error,
         })
+    }
+
+    /// Sends `template` with fresh credentials; the hook sees the response's headers first.
+    /// True with the response when the hook learned something worth a resend (a new DPoP
+    /// nonce).
+    async fn attempt(
+        &self,
+        template: &Template,
+    ) -> Result<(Credentials, Response<Incoming>, bool), Error> {
+        let credentials = self.credentials(template).await?;
+        let response = self.execute(self.build(template, &credentials)?).await?;
+        let learned = self
+            .inner
+            .auth
+            .observe_response(&template.uri, response.headers());
+        Ok((credentials, response, learned))
     }
 
     fn build(
@@ -243,39 +267,50 @@ impl HttpClient {
     /// Sends `template` with the provider's credentials. On 401: asks the provider once and,
     /// if it says so, resends once with fresh credentials. A final 401 is
     /// [`StreamableHttpError::AuthRequired`] (whose challenge may be empty).
+    ///
+    /// A 401 `use_dpop_nonce` (RFC 9449 §9) to a request with a DPoP proof, whose
+    /// `DPoP-Nonce` the hook had not seen, is resent once more with the nonce; asked again, the
+    /// request fails with [`AuthError::Dpop`](mcp_auth::AuthError::Dpop).
     async fn send(&self, template: &Template) -> Result<Response<Incoming>, Error> {
-        let credentials = self.credentials().await?;
-        let response = self.execute(self.build(template, &credentials)?).await?;
-        if response.status() == StatusCode::FORBIDDEN {
-            return self.after_forbidden(template, &credentials, response).await;
-        }
-        if response.status() != StatusCode::UNAUTHORIZED {
-            return Ok(response);
-        }
-        let challenge = header_text(response.headers(), &WWW_AUTHENTICATE);
-        // The body of a 401 is not needed; dropping it only costs the connection's reuse.
-        drop(response);
-        let decision = self
-            .inner
-            .auth
-            .on_unauthorized(&credentials, challenge.as_deref())
-            .await
-            .map_err(|error| {
-                self.client_error(HttpError::Auth {
+        let mut nonce_retry = true;
+        let mut auth_retry = true;
+        loop {
+            let (credentials, response, learned) = self.attempt(template).await?;
+            if response.status() == StatusCode::FORBIDDEN && auth_retry {
+                return self.after_forbidden(template, &credentials, response).await;
+            }
+            if response.status() != StatusCode::UNAUTHORIZED {
+                return Ok(response);
+            }
+            let challenge = header_text(response.headers(), &WWW_AUTHENTICATE);
+            // The body of a 401 is not needed; dropping it only costs the connection's reuse.
+            drop(response);
+            if credentials.get("dpop").is_some() && asks_for_nonce(challenge.as_deref()) {
+                if nonce_retry && learned {
+                    nonce_retry = false;
+                    tracing::debug!(server = %self.inner.server, "HTTP 401 use_dpop_nonce: retrying with the server's DPoP nonce");
+                    continue;
+                }
+                return Err(self.auth_error(mcp_auth::AuthError::Dpop {
                     server: self.server_name(),
-                    error,
-                })
-            })?;
-        if decision != OnUnauthorized::Retry {
-            return Err(self.auth_required(challenge));
+                    reason: "the server asked for a new DPoP nonce again (`use_dpop_nonce`) after a retry with its nonce; stopped".to_owned(),
+                }));
+            }
+            if !auth_retry {
+                return Err(self.auth_required(challenge));
+            }
+            auth_retry = false;
+            let decision = self
+                .inner
+                .auth
+                .on_unauthorized(&credentials, challenge.as_deref())
+                .await
+                .map_err(|error| self.auth_error(error))?;
+            if decision != OnUnauthorized::Retry {
+                return Err(self.auth_required(challenge));
+            }
+            tracing::debug!(server = %self.inner.server, "HTTP 401: retrying once with fresh credentials");
         }
-        tracing::debug!(server = %self.inner.server, "HTTP 401: retrying once with fresh credentials");
-        let credentials = self.credentials().await?;
-        let response = self.execute(self.build(template, &credentials)?).await?;
-        if response.status() == StatusCode::UNAUTHORIZED {
-            return Err(self.auth_required(header_text(response.headers(), &WWW_AUTHENTICATE)));
-        }
-        Ok(response)
     }
 
     /// A 403 whose challenge says `insufficient_scope`: the provider may get a token with more
@@ -309,8 +344,7 @@ impl HttpClient {
         }
         drop(response);
         tracing::debug!(server = %self.inner.server, "HTTP 403 insufficient_scope: retrying once with more scope");
-        let credentials = self.credentials().await?;
-        self.execute(self.build(template, &credentials)?).await
+        Ok(self.attempt(template).await?.1)
     }
 
     /// A JSON body as a message (scrubbed, depth-checked).
@@ -351,6 +385,12 @@ impl HttpClient {
             self.inner.renewals.send_modify(|renewals| *renewals += 1);
         }
     }
+}
+
+/// A challenge whose `error` is `use_dpop_nonce`.
+fn asks_for_nonce(challenge: Option<&str>) -> bool {
+    challenge
+        .is_some_and(|c| mcp_auth::Challenge::parse(c).error.as_deref() == Some("use_dpop_nonce"))
 }
 
 fn protocol_headers(

@@ -10,7 +10,7 @@ use mcp_agent::{
     ConfigError, Secret,
     config::{Problem, ProblemKind},
 };
-use mcp_serve::{JwtAlgorithm, JwtAuth};
+use mcp_serve::{DpopPolicy, JwtAlgorithm, JwtAuth};
 use serde_json::Value;
 
 /// The keys of `auth.jwt`.
@@ -21,6 +21,7 @@ const JWT_FIELDS: &[&str] = &[
     "algorithms",
     "leeway_s",
     "claims",
+    "dpop",
 ];
 
 /// The most claims `auth.jwt.claims` may name.
@@ -196,7 +197,23 @@ fn jwt(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<JwtAuth> {
         Some(v) => Some(claim_names(v, &path.key("claims"), p)?),
         None => None,
     };
+    let dpop = match field(obj, "dpop") {
+        Some(v) => {
+            let at = path.key("dpop");
+            match as_str(v, &at, p)?.parse::<DpopPolicy>() {
+                Ok(policy) => Some(policy),
+                Err(reason) => {
+                    p.push(&at, ProblemKind::InvalidValue, reason);
+                    return None;
+                }
+            }
+        }
+        None => None,
+    };
     let mut jwt = JwtAuth::new(issuer?, jwks_url?);
+    if let Some(dpop) = dpop {
+        jwt = jwt.with_dpop(dpop);
+    }
     if let Some(claims) = claims {
         jwt = jwt.with_claims(claims);
     }
@@ -267,7 +284,7 @@ fn algorithms(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<Vec<JwtA
 mod tests {
     use std::time::Duration;
 
-    use mcp_serve::JwtAlgorithm;
+    use mcp_serve::{DpopPolicy, JwtAlgorithm};
 
     use super::ServeAuth;
     use crate::settings::tests::toml;
@@ -290,6 +307,25 @@ auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mc
         assert_eq!(jwt.algorithms, [JwtAlgorithm::Es256]);
         assert_eq!(jwt.leeway, Duration::from_secs(5));
         assert_eq!(jwt.claims, ["groups"]);
+        assert_eq!(jwt.dpop, None);
+        let settings = toml(
+            "[serve]\nauth = { jwt = { issuer = \"https://i.example\", jwks_url = \"https://i.example/jwks\", dpop = \"required\" } }",
+        )
+        .unwrap();
+        let Some(ServeAuth::Jwt(jwt)) = &settings.serve.auth else {
+            panic!("a jwt table");
+        };
+        assert_eq!(jwt.dpop, Some(DpopPolicy::Required));
+        let err = toml(
+            "[serve]\nauth = { jwt = { issuer = \"https://i.example\", jwks_url = \"https://i.example/jwks\", dpop = \"yes\" } }",
+        )
+        .unwrap_err();
+        assert!(
+            err.problems()
+                .iter()
+                .any(|p| p.path == "serve.auth.jwt.dpop"),
+            "{err:?}"
+        );
         let err =
             toml("[serve]\nauth = { jwt = { audience = \"a\", claims = [\"\"] } }").unwrap_err();
         let paths: Vec<_> = err.problems().iter().map(|p| p.path.clone()).collect();

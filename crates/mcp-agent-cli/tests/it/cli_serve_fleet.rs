@@ -163,6 +163,108 @@ fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A DPoP proof of `key` for `POST` to [`AUDIENCE`], bound to `token`.
+fn dpop_proof(key: &ring::signature::EcdsaKeyPair, token: &str) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ring::signature::KeyPair as _;
+    let point = key.public_key().as_ref();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": {"kty": "EC", "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65])}});
+    let ath = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut jti = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jti).unwrap();
+    let claims = json!({"htm": "POST", "htu": AUDIENCE, "iat": now,
+        "jti": URL_SAFE_NO_PAD.encode(jti), "ath": URL_SAFE_NO_PAD.encode(ath)});
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let sig = key
+        .sign(&ring::rand::SystemRandom::new(), input.as_bytes())
+        .unwrap();
+    format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref()))
+}
+
+/// The RFC 7638 thumbprint of `key`'s public half.
+fn jkt(key: &ring::signature::EcdsaKeyPair) -> String {
+    let jwk = jwk(key, "");
+    let canonical = format!(
+        r#"{{"crv":"P-256","kty":"EC","x":"{}","y":"{}"}}"#,
+        jwk["x"].as_str().unwrap(),
+        jwk["y"].as_str().unwrap()
+    );
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(ring::digest::digest(
+        &ring::digest::SHA256,
+        canonical.as_bytes(),
+    ))
+}
+
+#[test]
+fn a_dpop_proof_used_at_one_replica_is_refused_at_another() {
+    let Some(redis) = redis() else { return };
+    let signing = key();
+    let jwks = serve_jwks(json!([jwk(&signing, "k1")]));
+    let auth = format!(
+        "public_url = \"{AUDIENCE}\"\nauth = {{ jwt = {{ issuer = \"{ISSUER}\", \
+         jwks_url = \"{jwks}\", algorithms = [\"ES256\"], dpop = \"required\" }} }}"
+    );
+    let (_dir, file) = fleet(&auth, "mcp-agent:");
+    let seal = seal_key(7);
+    // With `public_url` the gateway prints that URL: each replica gets a port chosen here.
+    let [a, b] = [0, 1].map(|_| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let bind = format!("127.0.0.1:{port}");
+        let env = [("REDIS_URL", redis.url()), ("SEAL_KEY", seal.clone())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        (Gateway::start_on(&file, &bind, &env), bind)
+    });
+    let client_key = key();
+    let token = crate::cli_serve_jwt::token_with(
+        &signing,
+        "k1",
+        AUDIENCE,
+        json!({"sub": "alice", "cnf": {"jkt": jkt(&client_key)}}),
+    );
+    let authorization = format!("DPoP {token}");
+    let proof = dpop_proof(&client_key, &token);
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "dpop-client", "version": "1"}},
+    })
+    .to_string();
+    let headers = [
+        ("Host", "gateway.test"),
+        ("Authorization", authorization.as_str()),
+        ("DPoP", proof.as_str()),
+    ];
+    let (status, _, body) = request(&a.1, "POST", &headers, init.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let (status, head, _) = request(&b.1, "POST", &headers, init.as_bytes());
+    assert_eq!(
+        status, 401,
+        "the proof was used at the other replica: {head}"
+    );
+    assert!(head.contains("invalid_dpop_proof"), "{head}");
+    let fresh = dpop_proof(&client_key, &token);
+    let headers = [
+        ("Host", "gateway.test"),
+        ("Authorization", authorization.as_str()),
+        ("DPoP", fresh.as_str()),
+    ];
+    let (status, _, body) = request(&b.1, "POST", &headers, init.as_bytes());
+    assert_eq!(status, 200, "a fresh proof passes: {body}");
+}
+
 #[test]
 fn a_session_is_served_by_every_replica_for_its_own_subject_and_ended_on_all() {
     let Some(redis) = redis() else { return };

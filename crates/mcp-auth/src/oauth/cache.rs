@@ -81,6 +81,8 @@ pub(super) struct CredentialKey {
     pub(super) method: Option<&'static str>,
     pub(super) allowed_issuers: Vec<String>,
     pub(super) guarded: bool,
+    /// `dpop`: a DPoP credential has a key of its own and never shares a bearer's cache.
+    pub(super) dpop: mcp_config::DpopMode,
 }
 
 impl CredentialKey {

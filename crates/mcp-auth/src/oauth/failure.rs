@@ -53,6 +53,8 @@ pub(crate) enum Failure {
         setting: &'static str,
         problem: String,
     },
+    /// DPoP failed (a nonce loop, a bearer token where DPoP is required, an unusable key).
+    Dpop(String),
 }
 
 impl Failure {
@@ -153,6 +155,10 @@ impl Failure {
             },
             Self::Store(error) => AuthError::TokenStore { server, error },
             Self::Share(error) => AuthError::TokenShare { server, error },
+            Self::Dpop(reason) => AuthError::Dpop {
+                server,
+                reason: clean(reason),
+            },
         }
     }
 }

@@ -150,6 +150,7 @@ impl AuthRegistry {
             method: Some("jwt-bearer"),
             allowed_issuers: issuers.iter().map(Url::to_string).collect(),
             guarded: spec.ssrf_guarded(),
+            dpop: mcp_config::DpopMode::Off,
         };
         let share_name = key.share_name();
         let deadline = spec
@@ -171,6 +172,7 @@ impl AuthRegistry {
                         allowed_issuers: issuers,
                         guarded: spec.ssrf_guarded(),
                         assertion: Some(Arc::new(assertion)),
+                        dpop: mcp_config::DpopMode::Off,
                     },
                     self.fetch_for(spec),
                     self.options().clone(),
@@ -254,7 +256,7 @@ impl Shared {
         };
         let what = format!("token exchange at {}", shown(idp_token_url));
         tracing::debug!(idp_token_url = %idp_token_url, %audience, "exchanging the identity token for an identity assertion grant");
-        let response = self.exchange(&what, request).await?;
+        let response = self.token_exchange(&what, request, None).await?;
         let grant = parse_exchange(response.status().as_u16(), response.body()).map_err(fail)?;
         self.remember(std::slice::from_ref(&grant));
         Ok(grant)

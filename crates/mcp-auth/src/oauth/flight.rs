@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, HeaderValue};
+use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use mcp_config::{Secret, SecretSink};
 use tokio::time::Instant;
 
 use super::counted;
-use super::discovery::{self, Discovery};
+use super::discovery::Discovery;
+use super::dpop::{self, DpopKey, Nonces, TokenDpop};
 use super::failure::Failure;
 use super::share::ShareHandle;
 use super::token::{self, ClientAuth, Grant, TokenRequest, choose_auth};
@@ -39,6 +40,8 @@ pub(super) struct Token {
     pub(super) expires_at: Instant,
     /// The lifetime it was issued with.
     pub(super) lifetime: Duration,
+    /// The key a DPoP-bound token is bound to (its `header` is then `DPoP <token>`).
+    pub(super) dpop: Option<Arc<DpopKey>>,
 }
 
 impl Token {
@@ -52,6 +55,30 @@ impl Token {
 
     pub(super) fn credentials(&self) -> Credentials {
         Credentials::none().with_header(AUTHORIZATION, self.header.clone())
+    }
+
+    /// The credentials of a request `method` to `url`: with a DPoP-bound token, a fresh
+    /// proof (`ath` of the token, the origin's latest nonce) in the `DPoP` header.
+    pub(super) fn credentials_for(
+        &self,
+        method: &str,
+        url: &str,
+        nonces: &Nonces,
+    ) -> Result<Credentials, Failure> {
+        let credentials = self.credentials();
+        let Some(key) = &self.dpop else {
+            return Ok(credentials);
+        };
+        let token = self
+            .header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("DPoP "))
+            .unwrap_or_default();
+        let proof = key
+            .proof_header(method, url, Some(token), nonces.get(url).as_deref())
+            .map_err(Failure::Dpop)?;
+        Ok(credentials.with_header(HeaderName::from_static(dpop::DPOP), proof))
     }
 }
 
@@ -92,6 +119,10 @@ pub(super) struct Shared {
     pub(super) share: Option<(Arc<ShareHandle>, String)>,
     /// The runs (their redactors) told of every token: weak, so a run that ended is dropped.
     sinks: Mutex<Vec<Weak<dyn SecretSink>>>,
+    /// The client-credentials DPoP key (`dpop` set), generated for this credential.
+    pub(super) dpop_key: Option<Arc<DpopKey>>,
+    /// The latest DPoP nonces of the authorization and resource servers.
+    pub(super) nonces: Nonces,
 }
 
 impl Shared {
@@ -109,6 +140,10 @@ impl Shared {
                 resource: None,
             })
         });
+        // No randomness is the one way generation fails: the token request says so.
+        let dpop_key = (!config.dpop.is_off())
+            .then(|| DpopKey::generate().ok().map(Arc::new))
+            .flatten();
         Self {
             config,
             http,
@@ -121,6 +156,8 @@ impl Shared {
             flight: tokio::sync::Mutex::new(()),
             share: None,
             sinks: Mutex::default(),
+            dpop_key,
+            nonces: Nonces::default(),
         }
     }
 
@@ -283,13 +320,23 @@ impl Shared {
         );
         lock(&self.state).token_requests += 1;
         let started = Instant::now();
-        let issued = match self.exchange(&what, request).await {
+        let key = match (config.dpop.is_off(), &self.dpop_key) {
+            (true, _) => None,
+            (false, Some(key)) => Some(key.clone()),
+            (false, None) => return Err(Failure::Dpop("no randomness for a DPoP key".to_owned())),
+        };
+        let issued = match self.token_exchange(&what, request, key.as_deref()).await {
             Ok(response) => token::parse_answer(
                 &what,
                 response.status().as_u16(),
                 response.body(),
                 &config.secret,
-            ),
+                key.is_some(),
+            )
+            .and_then(|issued| {
+                token::require_binding(config.dpop, &what, &issued)?;
+                Ok(issued)
+            }),
             Err(failure) => Err(failure),
         };
         counted::token_request(&config.server, &issued);
@@ -309,6 +356,7 @@ impl Shared {
             refresh_at,
             expires_at,
             lifetime,
+            dpop: key.filter(|_| issued.dpop_bound),
         })
     }
 
@@ -348,19 +396,25 @@ impl Shared {
         (started + lifetime.saturating_sub(skew), started + lifetime)
     }
 
-    /// One bounded exchange.
-    pub(super) async fn exchange(
+    /// One bounded token request, with a DPoP proof (and the `use_dpop_nonce` retry) when
+    /// `key` is given.
+    pub(super) async fn token_exchange(
         &self,
         what: &str,
         request: http::Request<Bytes>,
+        key: Option<&DpopKey>,
     ) -> Result<http::Response<Bytes>, Failure> {
         let limit = self.options.request_timeout.min(self.deadline);
-        discovery::exchange(
+        dpop::token_exchange(
             self.http.as_ref(),
             limit,
             self.options.max_response_bytes,
             what,
             request,
+            key.map(|key| TokenDpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await
     }

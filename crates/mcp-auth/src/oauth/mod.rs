@@ -10,6 +10,7 @@
 //! - `discovery.rs` and `metadata.rs`: where the token endpoint is (RFC 9728, RFC 8414 /
 //!   OpenID Connect, the documents typed) and the refusals that keep the secret home.
 //! - `token.rs` and `jwt.rs`: the token request and its answer; `private_key_jwt` signing.
+//! - `dpop.rs`: DPoP (RFC 9449) keys, proofs, nonces, and a token request with its proof.
 //! - `share.rs`: [`SharedTokens`], the store a fleet's replicas share tokens in, and the
 //!   single flight across processes on it (a lease, a second look, bounded waits);
 //!   `share_entry.rs` what an entry holds and how long it may be used when clocks disagree;
@@ -23,6 +24,7 @@
 mod cache;
 mod counted;
 mod discovery;
+mod dpop;
 mod failure;
 mod federated;
 mod flight;
@@ -153,6 +155,8 @@ pub(super) struct Config {
     pub(super) guarded: bool,
     /// Where the assertion of a JWT bearer grant comes from; `None`: client credentials.
     pub(super) assertion: Option<Arc<federated::Assertion>>,
+    /// DPoP for client credentials (a login's key is its stored login's).
+    pub(super) dpop: mcp_config::DpopMode,
 }
 
 /// The token endpoint and what the metadata says about it.

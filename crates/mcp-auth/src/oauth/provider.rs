@@ -12,7 +12,7 @@ use url::Url;
 
 use super::cache::Cache;
 use super::failure::Failure;
-use super::flight::Shared;
+use super::flight::{Shared, Token};
 use super::lock;
 #[cfg(doc)]
 use super::{AuthRegistry, OAuthOptions};
@@ -96,34 +96,31 @@ impl ClientCredentials {
     }
 }
 
-#[async_trait]
-impl AuthProvider for ClientCredentials {
-    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
-        self.shared.report_to(sink);
-    }
-
-    async fn credentials(&self) -> Result<Credentials, AuthError> {
+impl ClientCredentials {
+    /// The token to send now: cached while fresh, else renewed; `None` before discovery
+    /// can start (the server's 401 names its metadata).
+    async fn token(&self) -> Result<Option<Token>, AuthError> {
         let now = Instant::now();
         self.cache.prune_if_due(now);
         let seen = {
             let state = lock(&self.shared.state);
             match &state.token {
-                Some(token) if token.is_fresh(now) => return Ok(token.credentials()),
+                Some(token) if token.is_fresh(now) => return Ok(Some(token.clone())),
                 Some(token)
                     if token.is_valid(now) && state.retry_after.is_some_and(|at| now < at) =>
                 {
-                    return Ok(token.credentials());
+                    return Ok(Some(token.clone()));
                 }
                 _ => {}
             }
             if state.endpoint.is_none() && !state.challenged {
                 // Nothing to discover from yet: the server's 401 names its metadata.
-                return Ok(Credentials::none());
+                return Ok(None);
             }
             state.generation
         };
         match self.shared.renew(seen).await {
-            Ok(token) => Ok(token.credentials()),
+            Ok(token) => Ok(Some(token)),
             Err(failure) => {
                 // Rendered before the state is locked: rendering reads the tokens.
                 let error = self.error(&failure);
@@ -136,12 +133,44 @@ impl AuthProvider for ClientCredentials {
                             %error,
                             "OAuth token renewal failed; using the current token until it expires"
                         );
-                        Ok(token.credentials())
+                        Ok(Some(token.clone()))
                     }
                     _ => Err(error),
                 }
             }
         }
+    }
+}
+
+#[async_trait]
+impl AuthProvider for ClientCredentials {
+    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
+        self.shared.report_to(sink);
+    }
+
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        Ok(self
+            .token()
+            .await?
+            .map(|t| t.credentials())
+            .unwrap_or_default())
+    }
+
+    async fn credentials_for(
+        &self,
+        method: &http::Method,
+        url: &str,
+    ) -> Result<Credentials, AuthError> {
+        match self.token().await? {
+            Some(token) => token
+                .credentials_for(method.as_str(), url, &self.shared.nonces)
+                .map_err(|failure| self.error(&failure)),
+            None => Ok(Credentials::none()),
+        }
+    }
+
+    fn observe_response(&self, url: &str, headers: &http::HeaderMap) -> bool {
+        self.shared.dpop_key.is_some() && self.shared.nonces.learn(url, headers)
     }
 
     async fn on_unauthorized(

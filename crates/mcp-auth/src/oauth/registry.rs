@@ -247,6 +247,7 @@ impl AuthRegistry {
                             allowed_issuers: settings.allowed_issuers.clone(),
                             guarded: spec.ssrf_guarded(),
                             assertion: None,
+                            dpop: mcp_config::DpopMode::Off,
                         },
                         self.fetch_for(spec),
                         self.options.clone(),
@@ -409,9 +410,11 @@ impl AuthRegistry {
             method: method.map(ClientAuth::name),
             allowed_issuers: oauth.allowed_issuers.iter().map(Url::to_string).collect(),
             guarded: spec.ssrf_guarded(),
+            dpop: oauth.dpop,
         };
         let share_name = key.share_name();
-        let share = lock(&self.share).clone();
+        // A DPoP-bound token is of no use to a replica without this process's key.
+        let share = lock(&self.share).clone().filter(|_| oauth.dpop.is_off());
         let mcp_url = &mcp_spec.url;
         let deadline = spec
             .connect_timeout
@@ -436,6 +439,7 @@ impl AuthRegistry {
                         allowed_issuers: oauth.allowed_issuers.clone(),
                         guarded: spec.ssrf_guarded(),
                         assertion: None,
+                        dpop: oauth.dpop,
                     },
                     http,
                     self.options.clone(),

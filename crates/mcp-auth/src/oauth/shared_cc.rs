@@ -78,6 +78,7 @@ impl Shared {
             refresh_at: now + (left.remaining - skew),
             expires_at: now + left.remaining,
             lifetime: left.lifetime,
+            dpop: None,
         })
     }
 }

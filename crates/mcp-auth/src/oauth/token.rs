@@ -145,8 +145,10 @@ fn form_encode(text: &str) -> String {
 /// A token the endpoint issued.
 #[derive(Debug)]
 pub(crate) struct Issued {
-    /// `Bearer <token>`, marked sensitive.
+    /// `Bearer <token>` (or `DPoP <token>` for a DPoP-bound one), marked sensitive.
     pub(crate) header: HeaderValue,
+    /// `token_type` is `DPoP`: the token is bound to the proof key (RFC 9449 §5).
+    pub(crate) dpop_bound: bool,
     /// `expires_in`, if given.
     pub(crate) expires_in: Option<Duration>,
     /// The access token, and a `refresh_token` if the answer had one: values to scrub from
@@ -164,12 +166,14 @@ pub(crate) struct Issued {
 const MAX_DESCRIPTION: usize = 512;
 
 /// Reads the token endpoint's answer. `what` names the request in errors; `secret` is removed
-/// from any text kept from the answer.
+/// from any text kept from the answer. With `dpop` (the request carried a DPoP proof), token
+/// type `DPoP` is accepted too.
 pub(crate) fn parse_answer(
     what: &str,
     status: u16,
     body: &[u8],
     secret: &Secret,
+    dpop: bool,
 ) -> Result<Issued, Failure> {
     let json = serde_json::from_slice::<Value>(body)
         .ok()
@@ -205,9 +209,10 @@ pub(crate) fn parse_answer(
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Failure::invalid(what, "the answer has no `access_token`"))?;
-    match json.get("token_type").and_then(Value::as_str) {
-        None => {}
-        Some(kind) if kind.eq_ignore_ascii_case("bearer") => {}
+    let dpop_bound = match json.get("token_type").and_then(Value::as_str) {
+        None => false,
+        Some(kind) if kind.eq_ignore_ascii_case("bearer") => false,
+        Some(kind) if dpop && kind.eq_ignore_ascii_case("dpop") => true,
         Some(kind) => {
             return Err(Failure::invalid(
                 what,
@@ -217,7 +222,7 @@ pub(crate) fn parse_answer(
                 ),
             ));
         }
-    }
+    };
     let expires_in = match json.get("expires_in") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => n.as_f64(),
@@ -226,7 +231,8 @@ pub(crate) fn parse_answer(
     }
     .filter(|s| s.is_finite())
     .map(|s| Duration::from_secs_f64(s.clamp(0.0, 10.0 * 365.0 * 86_400.0)));
-    let mut header = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+    let scheme = if dpop_bound { "DPoP" } else { "Bearer" };
+    let mut header = HeaderValue::try_from(format!("{scheme} {token}")).map_err(|_| {
         Failure::invalid(
             what,
             "the access token cannot be sent in an HTTP header (control characters or non-visible bytes)",
@@ -247,12 +253,28 @@ pub(crate) fn parse_answer(
         .map(|s| mcp_config::bounded_text(s, MAX_DESCRIPTION));
     Ok(Issued {
         header,
+        dpop_bound,
         expires_in,
         secrets,
         access_token,
         refresh_token,
         scope,
     })
+}
+
+/// `issued` under `mode`: with `dpop = true` a token that is not DPoP-bound is an error.
+pub(crate) fn require_binding(
+    mode: mcp_config::DpopMode,
+    what: &str,
+    issued: &Issued,
+) -> Result<(), Failure> {
+    if mode == mcp_config::DpopMode::Required && !issued.dpop_bound {
+        return Err(Failure::Dpop(format!(
+            "{what}: the authorization server issued a Bearer token, not a DPoP-bound one; \
+             `dpop = true` requires DPoP (`dpop = \"preferred\"` accepts bearer tokens)"
+        )));
+    }
+    Ok(())
 }
 
 /// RFC 6749 §5.2: `error` is one or more of %x20-21 / %x23-5B / %x5D-7E; short codes only.
@@ -383,7 +405,7 @@ mod tests {
     }
 
     fn answer(status: u16, body: &str) -> String {
-        match parse_answer("token request", status, body.as_bytes(), &secret()) {
+        match parse_answer("token request", status, body.as_bytes(), &secret(), false) {
             Ok(issued) => format!(
                 "ok {} {:?}",
                 issued.header.to_str().unwrap(),
@@ -402,9 +424,37 @@ mod tests {
     fn an_issued_answer_names_both_tokens_as_secrets() {
         let body =
             r#"{"access_token":"issued-access-3f9a1c","refresh_token":"issued-refresh-77d0e2"}"#;
-        let issued = parse_answer("token request", 200, body.as_bytes(), &secret()).unwrap();
+        let issued = parse_answer("token request", 200, body.as_bytes(), &secret(), false).unwrap();
         let shown: Vec<&str> = issued.secrets.iter().map(Secret::expose).collect();
         assert_eq!(shown, ["issued-access-3f9a1c", "issued-refresh-77d0e2"]);
+    }
+
+    #[test]
+    fn a_dpop_token_type_is_taken_only_after_a_proof() {
+        let body = br#"{"access_token":"a1","token_type":"DPoP"}"#;
+        let issued = parse_answer("token request", 200, body, &secret(), true).unwrap();
+        assert!(issued.dpop_bound);
+        assert_eq!(issued.header, "DPoP a1");
+        let bearer = br#"{"access_token":"a1","token_type":"Bearer"}"#;
+        let issued = parse_answer("token request", 200, bearer, &secret(), true).unwrap();
+        assert!(!issued.dpop_bound);
+        assert!(parse_answer("token request", 200, body, &secret(), false).is_err());
+    }
+
+    /// With `dpop = true`, a bearer token is refused: the server does not bind tokens.
+    #[test]
+    fn a_required_binding_refuses_a_bearer_token() {
+        let bearer = br#"{"access_token":"a1","token_type":"Bearer"}"#;
+        let issued = parse_answer("token request", 200, bearer, &secret(), true).unwrap();
+        let failure =
+            require_binding(mcp_config::DpopMode::Required, "token request", &issued).unwrap_err();
+        let text = failure.to_error("srv", &Default::default()).to_string();
+        assert!(
+            text.starts_with("server `srv`: DPoP: token request"),
+            "{text}"
+        );
+        assert!(text.contains("Bearer"), "{text}");
+        require_binding(mcp_config::DpopMode::Preferred, "token request", &issued).unwrap();
     }
 
     #[test]

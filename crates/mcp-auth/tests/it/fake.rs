@@ -48,6 +48,9 @@ pub(crate) struct Fake {
     posts: AtomicUsize,
     /// When set, token requests wait for a permit.
     pub(crate) gate: Option<Semaphore>,
+    /// When set, every answer carries `DPoP-Nonce: <prefix>-<n>`, `n` counting answers (a
+    /// new nonce each time).
+    pub(crate) dpop_nonce: Mutex<Option<(String, usize)>>,
 }
 
 impl Fake {
@@ -115,8 +118,12 @@ impl HttpFetch for Fake {
                 None => (404, json!({"error": "not_found"})),
             }
         };
-        Ok(http::Response::builder()
-            .status(status)
+        let mut response = http::Response::builder().status(status);
+        if let Some((prefix, n)) = self.dpop_nonce.lock().unwrap().as_mut() {
+            *n += 1;
+            response = response.header("dpop-nonce", format!("{prefix}-{n}"));
+        }
+        Ok(response
             .body(Bytes::from(body.to_string()))
             .expect("response"))
     }

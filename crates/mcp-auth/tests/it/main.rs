@@ -4,6 +4,7 @@
 
 mod fake;
 
+mod dpop;
 mod login_errors;
 mod login_flow;
 mod login_on_demand;

@@ -15,8 +15,8 @@ use super::read::{
 };
 use crate::path::{JsonPath, Problems};
 use crate::{
-    AuthSpec, HttpSpec, OAuthClientCredentials, OAuthLogin, ProblemKind, Secret, SecretSource,
-    TokenEndpointAuthMethod,
+    AuthSpec, DpopMode, HttpSpec, OAuthClientCredentials, OAuthLogin, ProblemKind, Secret,
+    SecretSource, TokenEndpointAuthMethod,
 };
 
 use ProblemKind::*;
@@ -40,6 +40,7 @@ const LOGIN_FIELDS: &[&str] = &[
     "token_endpoint_auth_method",
     "redirect_uri",
     "allowed_issuers",
+    "dpop",
 ];
 const OAUTH_FIELDS: &[&str] = &[
     "token_url",
@@ -51,6 +52,7 @@ const OAUTH_FIELDS: &[&str] = &[
     "audience",
     "token_endpoint_auth_method",
     "allowed_issuers",
+    "dpop",
 ];
 pub(super) fn parse_auth(
     value: &Value,
@@ -273,6 +275,7 @@ fn parse_login(
                 .collect()
         })
         .unwrap_or_default();
+    login.dpop = parse_dpop(obj, path, p);
     (p.len() == before).then_some(login)
 }
 
@@ -366,6 +369,7 @@ fn parse_oauth(
                 .collect()
         })
         .unwrap_or_default();
+    let dpop = parse_dpop(obj, path, p);
     if p.len() > before {
         return None;
     }
@@ -377,7 +381,25 @@ fn parse_oauth(
         resource,
         token_endpoint_auth_method: method,
         allowed_issuers,
+        dpop,
     })
+}
+
+/// `dpop`: `true`, `false` or `"preferred"`; absent is `false`.
+fn parse_dpop(obj: &Map<String, Value>, path: &JsonPath, p: &mut Problems) -> DpopMode {
+    match field(obj, "dpop") {
+        None | Some(Value::Bool(false)) => DpopMode::Off,
+        Some(Value::Bool(true)) => DpopMode::Required,
+        Some(Value::String(s)) if s == "preferred" => DpopMode::Preferred,
+        Some(_) => {
+            p.push(
+                &path.key("dpop"),
+                InvalidValue,
+                "`dpop` is true, false or \"preferred\"",
+            );
+            DpopMode::Off
+        }
+    }
 }
 
 /// `inline_key` (a secret in the document, neither empty nor only whitespace) or `env_key` (the
@@ -613,6 +635,38 @@ mod tests {
             "http://127.0.0.1:8765/callback"
         );
         assert_eq!(login.allowed_issuers.len(), 1);
+    }
+
+    #[test]
+    fn dpop_is_true_false_or_preferred_in_both_oauth_tables() {
+        let login = |dpop: Value| {
+            parse(json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": {"dpop": dpop}}}))
+                .map(|s| s.auth.oauth.unwrap().dpop)
+        };
+        assert_eq!(login(json!(true)).unwrap(), DpopMode::Required);
+        assert_eq!(login(json!(false)).unwrap(), DpopMode::Off);
+        assert_eq!(login(json!("preferred")).unwrap(), DpopMode::Preferred);
+        let err = login(json!("yes")).unwrap_err();
+        assert_eq!(err, [(InvalidValue, "servers[0].auth.oauth.dpop".to_owned())]);
+        let spec = parse(json!({"name": "x", "url": "https://x/mcp", "auth": {
+            "oauth_client_credentials": {"client_id": "c", "client_secret": "s", "dpop": "preferred"}
+        }}))
+        .unwrap();
+        let cc = spec.auth.oauth_client_credentials.unwrap();
+        assert_eq!(cc.dpop, DpopMode::Preferred);
+        assert_eq!(
+            serde_json::to_value(&cc).unwrap()["dpop"],
+            json!("preferred")
+        );
+        assert_eq!(
+            parse(json!({"name": "x", "url": "https://x/mcp", "auth": {"oauth": {}}}))
+                .unwrap()
+                .auth
+                .oauth
+                .unwrap()
+                .dpop,
+            DpopMode::Off
+        );
     }
 
     #[test]

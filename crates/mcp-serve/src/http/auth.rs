@@ -8,7 +8,8 @@ use ring::digest::{SHA256, digest};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::jwt::{JwtAuth, Rejection, Verifier};
+use super::dpop::{DpopPolicy, InProcessReplay, PROOF_WINDOW, ProofReplay, check_proof};
+use super::jwt::{JwtAuth, Rejection, Verified, Verifier};
 use crate::ServeError;
 
 /// The bearer token downstream clients must send (`Authorization: Bearer <token>`), compared
@@ -36,6 +37,9 @@ pub struct BearerAuth {
     pub authorization_servers: Vec<Url>,
     /// Scopes named in the metadata and the challenge.
     pub scopes: Vec<String>,
+    /// The DPoP proofs already used ([`JwtAuth::dpop`]): in memory unless
+    /// [`with_proof_replay`](Self::with_proof_replay) names a store the fleet shares.
+    replay: Arc<dyn ProofReplay>,
 }
 
 /// The one token, or a JWT verifier.
@@ -67,6 +71,7 @@ impl BearerAuth {
             expected: Expected::Token(sha256(token.as_ref().as_bytes())),
             authorization_servers: Vec::new(),
             scopes: Vec::new(),
+            replay: Arc::new(InProcessReplay::default()),
         }
     }
 
@@ -106,7 +111,24 @@ impl BearerAuth {
             expected: Expected::Jwt(verifier),
             authorization_servers: issuer.into_iter().collect(),
             scopes: Vec::new(),
+            replay: Arc::new(InProcessReplay::default()),
         })
+    }
+
+    /// Remembers used DPoP proofs in `store` (say, the fleet's Redis) instead of this
+    /// process's memory, so a proof replayed at another replica is refused too.
+    #[must_use]
+    pub fn with_proof_replay(mut self, store: Arc<dyn ProofReplay>) -> Self {
+        self.replay = store;
+        self
+    }
+
+    /// The DPoP policy, for a JWT with [`JwtAuth::dpop`].
+    fn dpop(&self) -> Option<DpopPolicy> {
+        match &self.expected {
+            Expected::Jwt(verifier) => verifier.settings().dpop,
+            Expected::Token(_) => None,
+        }
     }
 
     /// Names authorization servers in the metadata document.
@@ -123,9 +145,15 @@ impl BearerAuth {
         self
     }
 
-    /// Checks the request's `Authorization` header; `resource` is the endpoint's URL (a JWT's
-    /// default audience).
-    pub(crate) async fn check(&self, headers: &HeaderMap, resource: &Url) -> Verdict {
+    /// Checks the request's `Authorization` header (and, for a DPoP-bound token, its `DPoP`
+    /// proof); `method` is the request's, `resource` the endpoint's URL (a JWT's default
+    /// audience, a proof's `htu`).
+    pub(crate) async fn check(
+        &self,
+        headers: &HeaderMap,
+        method: &http::Method,
+        resource: &Url,
+    ) -> Verdict {
         let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return if headers.contains_key(http::header::AUTHORIZATION) {
@@ -134,54 +162,134 @@ impl BearerAuth {
                 Verdict::Missing
             };
         };
-        let Some(token) = value
+        let Some((scheme, token)) = value
             .to_str()
             .ok()
             .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
+            .map(|(scheme, token)| (scheme, token.trim()))
         else {
             return Verdict::Invalid;
         };
-        match &self.expected {
+        let dpop = self.dpop();
+        let bound = match scheme {
+            s if s.eq_ignore_ascii_case("bearer") => false,
+            s if s.eq_ignore_ascii_case("dpop") && dpop.is_some() => true,
+            _ => return Verdict::Invalid,
+        };
+        let verifier = match &self.expected {
             Expected::Token(expected) if same(&sha256(token.as_bytes()), expected) => {
-                Verdict::Allowed(None)
+                return Verdict::Allowed(None);
             }
-            Expected::Token(_) => Verdict::Invalid,
-            Expected::Jwt(verifier) => match verifier.verify(token, resource).await {
-                Ok(principal) => Verdict::Allowed(principal),
-                Err(Rejection::Oversized(what)) => {
-                    // A token its issuer signed: the operator should hear of it.
-                    tracing::warn!(target: "mcp_serve::jwt", "inbound token refused: {what}");
-                    Verdict::Invalid
-                }
-                Err(rejection) => {
-                    tracing::debug!(target: "mcp_serve::jwt", ?rejection, "inbound token refused");
-                    match rejection {
-                        Rejection::Expired => Verdict::Expired,
-                        Rejection::KeysUnavailable => Verdict::Unavailable,
-                        _ => Verdict::Invalid,
-                    }
-                }
-            },
+            Expected::Token(_) => return Verdict::Invalid,
+            Expected::Jwt(verifier) => verifier,
+        };
+        let verified = match verifier.verify(token, resource).await {
+            Ok(verified) => verified,
+            Err(Rejection::Oversized(what)) => {
+                // A token its issuer signed: the operator should hear of it.
+                tracing::warn!(target: "mcp_serve::jwt", "inbound token refused: {what}");
+                return Verdict::Invalid;
+            }
+            Err(rejection) => {
+                tracing::debug!(target: "mcp_serve::jwt", ?rejection, "inbound token refused");
+                return match rejection {
+                    Rejection::Expired => Verdict::Expired,
+                    Rejection::KeysUnavailable => Verdict::Unavailable,
+                    _ => Verdict::Invalid,
+                };
+            }
+        };
+        match (bound, dpop, &verified.jkt) {
+            // RFC 9449 §7.2: a bound token is never taken as a bearer token.
+            (false, Some(_), Some(_)) => Verdict::Invalid,
+            (false, Some(DpopPolicy::Required), None) => Verdict::Invalid,
+            (false, _, _) => Verdict::Allowed(verified.principal),
+            (true, _, None) => Verdict::Invalid,
+            (true, _, Some(_)) => {
+                self.check_proof(headers, method, resource, token, verified)
+                    .await
+            }
+        }
+    }
+
+    /// The `DPoP` proof of a request whose token `verified` is bound to a key.
+    async fn check_proof(
+        &self,
+        headers: &HeaderMap,
+        method: &http::Method,
+        resource: &Url,
+        token: &str,
+        verified: Verified,
+    ) -> Verdict {
+        let mut proofs = headers.get_all("dpop").iter();
+        let (Some(proof), None) = (proofs.next(), proofs.next()) else {
+            tracing::debug!(target: "mcp_serve::jwt", "DPoP proof refused: none, or more than one");
+            return Verdict::InvalidProof;
+        };
+        let checked = proof
+            .to_str()
+            .map_err(|_| "the proof is not text")
+            .and_then(|proof| check_proof(proof, method.as_str(), resource, token))
+            .and_then(|proof| {
+                (Some(&proof.jkt) == verified.jkt.as_ref())
+                    .then_some(proof)
+                    .ok_or("the proof's key is not the one the token is bound to (`cnf.jkt`)")
+            });
+        let proof = match checked {
+            Ok(proof) => proof,
+            Err(reason) => {
+                tracing::debug!(target: "mcp_serve::jwt", reason, "DPoP proof refused");
+                return Verdict::InvalidProof;
+            }
+        };
+        match self
+            .replay
+            .first_use(&proof.replay_key(), PROOF_WINDOW * 2)
+            .await
+        {
+            Ok(true) => Verdict::Allowed(verified.principal),
+            Ok(false) => {
+                tracing::debug!(target: "mcp_serve::jwt", "DPoP proof refused: replayed (`jti` seen)");
+                Verdict::InvalidProof
+            }
+            Err(error) => {
+                tracing::warn!(target: "mcp_serve::jwt", %error, "DPoP proof refused: its `jti` cannot be checked");
+                Verdict::Unavailable
+            }
         }
     }
 
     /// The `WWW-Authenticate` value of a 401 (RFC 6750 §3, RFC 9728 §5.1).
+    /// With [`JwtAuth::dpop`], a `DPoP` challenge (RFC 9449 §7.1) comes first, after it the
+    /// `Bearer` one unless DPoP is required; a refused proof is `invalid_dpop_proof`.
     pub(crate) fn challenge(&self, metadata_url: &Url, verdict: Verdict) -> String {
-        let mut challenge = format!("Bearer resource_metadata=\"{metadata_url}\"");
+        let dpop = self.dpop();
+        let scheme = if dpop.is_some() { "DPoP" } else { "Bearer" };
+        let mut challenge = format!("{scheme} resource_metadata=\"{metadata_url}\"");
+        if dpop.is_some() {
+            challenge.push_str(", algs=\"ES256 RS256\"");
+        }
         if !self.scopes.is_empty() {
             challenge.push_str(&format!(", scope=\"{}\"", self.scopes.join(" ")));
         }
-        let description = match verdict {
-            Verdict::Invalid => "the access token is not valid",
-            Verdict::Expired => "the access token expired",
-            Verdict::Unavailable => "the access token cannot be verified now",
-            Verdict::Allowed(_) | Verdict::Missing => return challenge,
+        let (error, description) = match verdict {
+            Verdict::Invalid => ("invalid_token", "the access token is not valid"),
+            Verdict::Expired => ("invalid_token", "the access token expired"),
+            Verdict::Unavailable => ("invalid_token", "the access token cannot be verified now"),
+            Verdict::InvalidProof => ("invalid_dpop_proof", "the DPoP proof is not valid"),
+            Verdict::Allowed(_) | Verdict::Missing => ("", ""),
         };
-        challenge.push_str(&format!(
-            ", error=\"invalid_token\", error_description=\"{description}\""
-        ));
+        if !error.is_empty() {
+            challenge.push_str(&format!(
+                ", error=\"{error}\", error_description=\"{description}\""
+            ));
+        }
+        if dpop == Some(DpopPolicy::Allowed) {
+            challenge.push_str(&format!(", Bearer resource_metadata=\"{metadata_url}\""));
+            if !self.scopes.is_empty() {
+                challenge.push_str(&format!(", scope=\"{}\"", self.scopes.join(" ")));
+            }
+        }
         challenge
     }
 
@@ -225,8 +333,11 @@ pub(crate) enum Verdict {
     Invalid,
     /// A JWT past its `exp`.
     Expired,
-    /// A JWT that cannot be checked: the issuer's keys could not be fetched.
+    /// A JWT that cannot be checked: the issuer's keys could not be fetched (or the store of
+    /// used DPoP proofs failed).
     Unavailable,
+    /// A DPoP-bound token whose proof is missing, wrong or replayed.
+    InvalidProof,
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -261,7 +372,7 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(auth.check(headers, &resource))
+            .block_on(auth.check(headers, &http::Method::POST, &resource))
     }
 
     #[test]

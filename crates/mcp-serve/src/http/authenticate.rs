@@ -53,6 +53,7 @@ impl Authentication {
     async fn refusal(
         &self,
         headers: &http::HeaderMap,
+        method: &http::Method,
         client: std::net::IpAddr,
     ) -> Result<Option<Principal>, Answer> {
         if let Some(failures) = &self.failures
@@ -63,7 +64,7 @@ impl Authentication {
                 "Too Many Requests: too many failed authentications from this address",
             ));
         }
-        let verdict = match self.auth.check(headers, &self.resource).await {
+        let verdict = match self.auth.check(headers, method, &self.resource).await {
             Verdict::Allowed(principal) => return Ok(principal),
             refused => refused,
         };
@@ -87,7 +88,9 @@ impl Gate for Authentication {
         mut request: Request<B>,
     ) -> Result<Request<B>, Answer> {
         let client = ClientAddr::of(&request);
-        let principal = self.refusal(request.headers(), client).await?;
+        let principal = self
+            .refusal(request.headers(), request.method(), client)
+            .await?;
         // The session handler binds the session to it.
         if let Some(principal) = principal {
             request.extensions_mut().insert(principal);

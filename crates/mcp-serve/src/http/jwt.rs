@@ -18,6 +18,7 @@ use ring::signature::{RsaPublicKeyComponents, UnparsedPublicKey};
 use serde_json::Value;
 use url::Url;
 
+use super::dpop::DpopPolicy;
 use super::jwks::{Curve, Fetcher, Jwk, KeyCache, Lookup, MAX_KID_BYTES, PublicKey};
 
 /// A signature algorithm a token may use. Only asymmetric ones exist here: `none` and the
@@ -179,6 +180,9 @@ pub struct JwtAuth {
     /// `scp`), for `[policy]` rules that name them: each a string, a number, a boolean or an
     /// array of them. Default none.
     pub claims: Vec<String>,
+    /// DPoP-bound tokens (`Authorization: DPoP`, RFC 9449): `None` (the default) takes bearer
+    /// tokens only.
+    pub dpop: Option<DpopPolicy>,
 }
 
 impl JwtAuth {
@@ -199,7 +203,15 @@ impl JwtAuth {
             fetch_timeout: Duration::from_secs(10),
             max_jwks_bytes: 256 * 1024,
             claims: Vec::new(),
+            dpop: None,
         }
+    }
+
+    /// Sets [`dpop`](Self::dpop).
+    #[must_use]
+    pub fn with_dpop(mut self, policy: DpopPolicy) -> Self {
+        self.dpop = Some(policy);
+        self
     }
 
     /// Sets [`claims`](Self::claims).
@@ -363,6 +375,15 @@ pub(crate) const MAX_VALUE_BYTES: usize = 256;
 /// The most claims [`JwtAuth::claims`] may name.
 const MAX_KEPT_CLAIMS: usize = 16;
 
+/// A token that passed.
+#[derive(Debug)]
+pub(crate) struct Verified {
+    /// Who it acts for (`sub`, with scopes and kept claims), when it names someone.
+    pub(crate) principal: Option<Principal>,
+    /// `cnf.jkt`: the thumbprint of the DPoP key it is bound to.
+    pub(crate) jkt: Option<String>,
+}
+
 /// Verifies tokens with [`JwtAuth`]'s settings and a key cache.
 #[derive(Debug)]
 pub(crate) struct Verifier {
@@ -394,12 +415,9 @@ impl Verifier {
     }
 
     /// Checks `token` for `resource` (the audience when none is configured); a valid token's
-    /// `sub` claim, if it has one, is who the request acts for.
-    pub(crate) async fn verify(
-        &self,
-        token: &str,
-        resource: &Url,
-    ) -> Result<Option<Principal>, Rejection> {
+    /// `sub` claim, if it has one, is who the request acts for, and its `cnf.jkt`, if it has
+    /// one, the key it is bound to (DPoP).
+    pub(crate) async fn verify(&self, token: &str, resource: &Url) -> Result<Verified, Rejection> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Rejection::Malformed);
         }
@@ -443,14 +461,25 @@ impl Verifier {
             return Err(Rejection::Signature);
         }
         self.check_claims(&claims, resource)?;
+        let jkt = match claims.get("cnf").map(|cnf| cnf.get("jkt")) {
+            None => None,
+            Some(Some(Value::String(jkt))) if jkt.len() <= 128 => Some(jkt.clone()),
+            Some(_) => return Err(Rejection::Malformed),
+        };
         let Some(principal) = subject(&claims)? else {
-            return Ok(None);
+            return Ok(Verified {
+                principal: None,
+                jkt,
+            });
         };
         let mut principal = principal.with_scopes(scopes(&claims)?);
         for name in &self.settings.claims {
             principal = principal.with_claim(name.as_str(), claim_values(claims.get(name))?);
         }
-        Ok(Some(principal))
+        Ok(Verified {
+            principal: Some(principal),
+            jkt,
+        })
     }
 
     fn check_claims(&self, claims: &Value, resource: &Url) -> Result<(), Rejection> {

@@ -27,6 +27,7 @@ mod authenticate;
 mod body;
 mod check;
 mod conn;
+mod dpop;
 mod ended;
 mod front;
 mod ids;
@@ -47,6 +48,7 @@ mod shared_limit;
 mod shared_sessions;
 
 pub use auth::BearerAuth;
+pub use dpop::{DpopPolicy, InProcessReplay, PROOF_WINDOW, ProofReplay};
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;

@@ -3,6 +3,7 @@
 mod answers;
 mod connections;
 mod downstream;
+mod dpop;
 mod exposure;
 mod features;
 mod http_checks;

@@ -10,7 +10,8 @@ use url::Url;
 
 use super::super::OAuthOptions;
 use super::super::counted;
-use super::super::discovery::{Discovered, Discovery, exchange};
+use super::super::discovery::{Discovered, Discovery};
+use super::super::dpop::{self, DpopKey, Nonces, TokenDpop};
 use super::super::failure::{Failure, shown};
 use super::super::token::{self, Grant, TokenRequest};
 use super::client::{self, Client};
@@ -417,21 +418,36 @@ impl PendingLogin {
             .chain(self.client.secret.clone())
             .chain(login.secret.clone()),
         );
-        let answer = exchange(
+        // `dpop` set: a key of this login's, kept with its tokens when they are bound to it.
+        let key = match login.settings.dpop.is_off() {
+            true => None,
+            false => {
+                Some(DpopKey::generate().map_err(|reason| login.fail(&Failure::Dpop(reason)))?)
+            }
+        };
+        let nonces = Nonces::default();
+        let answer = dpop::token_exchange(
             login.http.as_ref(),
             login.options.request_timeout,
             login.options.max_response_bytes,
             &what,
             request,
+            key.as_ref().map(|key| TokenDpop {
+                key,
+                nonces: &nonces,
+            }),
         )
         .await;
         let issued = answer.and_then(|response| {
-            token::parse_answer(
+            let issued = token::parse_answer(
                 &what,
                 response.status().as_u16(),
                 response.body(),
                 self.client.secret.as_ref().unwrap_or(&empty),
-            )
+                key.is_some(),
+            )?;
+            token::require_binding(login.settings.dpop, &what, &issued)?;
+            Ok(issued)
         });
         counted::token_request(&login.server, &issued);
         let issued = issued.map_err(|failure| match failure {
@@ -467,6 +483,9 @@ impl PendingLogin {
             refresh_token: issued.refresh_token.clone(),
             expires_at: issued.expires_in.map(|d| now + d.as_secs()),
             obtained_at: now,
+            dpop_key: key
+                .filter(|_| issued.dpop_bound)
+                .map(|key| key.stored().clone()),
         };
         let store_error = |error| AuthError::TokenStore {
             server: login.server.clone(),

@@ -185,6 +185,21 @@ impl AuthProvider for LoginOnDemand {
         }
     }
 
+    async fn credentials_for(
+        &self,
+        method: &http::Method,
+        url: &str,
+    ) -> Result<Credentials, AuthError> {
+        match self.tokens.credentials_for(method, url).await {
+            Err(error) if error.is_login_required() => Ok(Credentials::none()),
+            other => other,
+        }
+    }
+
+    fn observe_response(&self, url: &str, headers: &http::HeaderMap) -> bool {
+        self.tokens.observe_response(url, headers)
+    }
+
     async fn on_unauthorized(
         &self,
         rejected: &Credentials,

@@ -15,6 +15,7 @@ use url::Url;
 
 use super::super::counted;
 use super::super::discovery::{Discovery, same_issuer};
+use super::super::dpop::DpopKey;
 use super::super::failure::{Failure, shown};
 use super::super::flight::{Shared, Token};
 use super::super::lock;
@@ -136,11 +137,11 @@ impl LoginTokens {
     ) -> Result<Token, Failure> {
         let login = self.load().await?;
         self.remember_login(&login);
-        let header = bearer(&login.access_token)?;
+        let (header, dpop) = login_header(&login)?;
         if let Some(timing) = Timing::of_stored(&login, self.state.shared.options.expiry_skew)
             && rejected.as_ref() != Some(&header)
         {
-            return Ok(timing.token(header));
+            return Ok(timing.token(header, dpop));
         }
         let Some(refresh_token) = login.refresh_token.clone() else {
             return Err(no_refresh_token(rejected.is_some()));
@@ -241,10 +242,24 @@ impl LoginTokens {
         tracing::debug!(server = %self.server, token_url = %token_url, "refreshing the OAuth login's access token");
         lock(&shared.state).token_requests += 1;
         let started = Instant::now();
-        let issued = match shared.exchange(&what, request).await {
-            Ok(response) => {
-                token::parse_answer(&what, response.status().as_u16(), response.body(), &secret)
-            }
+        // A DPoP-bound login refreshes with its key (RFC 9449 §5: a public client's refresh
+        // token is bound to it too).
+        let key = login_header(login)?.1;
+        let mode = self.state.settings.dpop;
+        let issued = match shared.token_exchange(&what, request, key.as_deref()).await {
+            Ok(response) => token::parse_answer(
+                &what,
+                response.status().as_u16(),
+                response.body(),
+                &secret,
+                key.is_some(),
+            )
+            .and_then(|issued| {
+                if key.is_some() {
+                    token::require_binding(mode, &what, &issued)?;
+                }
+                Ok(issued)
+            }),
             Err(failure) => Err(failure),
         };
         counted::token_request(&self.server, &issued);
@@ -270,6 +285,9 @@ impl LoginTokens {
         }
         renewed.expires_at = issued.expires_in.map(|d| now + d.as_secs());
         renewed.obtained_at = now;
+        if !issued.dpop_bound {
+            renewed.dpop_key = None;
+        }
         let lifetime = issued.expires_in.unwrap_or(UNKNOWN_LIFETIME);
         let (refresh_at, expires_at) = shared.times(started, lifetime);
         tracing::debug!(server = %self.server, expires_in = ?issued.expires_in, "refreshed the OAuth login's access token");
@@ -278,6 +296,7 @@ impl LoginTokens {
             refresh_at,
             expires_at,
             lifetime,
+            dpop: key.filter(|_| issued.dpop_bound),
         };
         Ok((token, renewed))
     }
@@ -366,14 +385,16 @@ impl Timing {
         })
     }
 
-    /// The in-process token of `header` with this timing, from now.
-    pub(super) fn token(self, header: HeaderValue) -> Token {
+    /// The in-process token of `header` (bound to `dpop`, if given) with this timing, from
+    /// now.
+    pub(super) fn token(self, header: HeaderValue, dpop: Option<Arc<DpopKey>>) -> Token {
         let now = Instant::now();
         Token {
             header,
             refresh_at: now + self.remaining.saturating_sub(self.skew),
             expires_at: now + self.remaining,
             lifetime: self.lifetime,
+            dpop,
         }
     }
 }
@@ -390,31 +411,44 @@ pub(super) fn no_refresh_token(rejected: bool) -> Failure {
     )
 }
 
-/// `Bearer <token>`, marked sensitive.
-pub(super) fn bearer(token: &Secret) -> Result<HeaderValue, Failure> {
-    let mut value = HeaderValue::try_from(format!("Bearer {}", token.expose())).map_err(|_| {
-        Failure::LoginRequired(
-            "the stored access token cannot be sent in an HTTP header".to_owned(),
-        )
-    })?;
+/// The `Authorization` value of `login`'s access token (`DPoP <token>` for a DPoP-bound
+/// login, else `Bearer <token>`), and its DPoP key.
+pub(super) fn login_header(
+    login: &StoredLogin,
+) -> Result<(HeaderValue, Option<Arc<DpopKey>>), Failure> {
+    let Some(stored) = &login.dpop_key else {
+        return Ok((authorization("Bearer", &login.access_token)?, None));
+    };
+    let key = DpopKey::from_stored(stored)
+        .map_err(|reason| Failure::Dpop(format!("{reason}; log in again")))?;
+    Ok((
+        authorization("DPoP", &login.access_token)?,
+        Some(Arc::new(key)),
+    ))
+}
+
+/// `<scheme> <token>`, marked sensitive.
+fn authorization(scheme: &str, token: &Secret) -> Result<HeaderValue, Failure> {
+    let mut value =
+        HeaderValue::try_from(format!("{scheme} {}", token.expose())).map_err(|_| {
+            Failure::LoginRequired(
+                "the stored access token cannot be sent in an HTTP header".to_owned(),
+            )
+        })?;
     value.set_sensitive(true);
     Ok(value)
 }
 
-#[async_trait]
-impl AuthProvider for LoginTokens {
-    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
-        self.state.shared.report_to(sink);
-    }
-
-    async fn credentials(&self) -> Result<Credentials, AuthError> {
+impl LoginTokens {
+    /// The token to send now: the current one while fresh, else loaded or refreshed.
+    async fn token(&self) -> Result<Token, AuthError> {
         let now = Instant::now();
         let seen = {
             let state = lock(&self.state.shared.state);
             if let Some(token) = &state.token
                 && token.is_fresh(now)
             {
-                return Ok(token.credentials());
+                return Ok(token.clone());
             }
             state.generation
         };
@@ -424,19 +458,49 @@ impl AuthProvider for LoginTokens {
             .renew_with(seen, || self.attempt(None))
             .await
         {
-            Ok(token) => Ok(token.credentials()),
+            Ok(token) => Ok(token),
             Err(failure) => {
                 let error = self.error(&failure);
                 let state = lock(&self.state.shared.state);
                 match &state.token {
                     Some(token) if token.is_valid(Instant::now()) && !error.is_login_required() => {
                         tracing::warn!(server = %self.server, %error, "OAuth refresh failed; using the current token until it expires");
-                        Ok(token.credentials())
+                        Ok(token.clone())
                     }
                     _ => Err(error),
                 }
             }
         }
+    }
+}
+
+#[async_trait]
+impl AuthProvider for LoginTokens {
+    fn report_secrets_to(&self, sink: &Arc<dyn SecretSink>) {
+        self.state.shared.report_to(sink);
+    }
+
+    async fn credentials(&self) -> Result<Credentials, AuthError> {
+        Ok(self.token().await?.credentials())
+    }
+
+    async fn credentials_for(
+        &self,
+        method: &http::Method,
+        url: &str,
+    ) -> Result<Credentials, AuthError> {
+        self.token()
+            .await?
+            .credentials_for(method.as_str(), url, &self.state.shared.nonces)
+            .map_err(|failure| self.error(&failure))
+    }
+
+    fn observe_response(&self, url: &str, headers: &http::HeaderMap) -> bool {
+        let bound = lock(&self.state.shared.state)
+            .token
+            .as_ref()
+            .is_some_and(|t| t.dpop.is_some());
+        bound && self.state.shared.nonces.learn(url, headers)
     }
 
     async fn on_unauthorized(

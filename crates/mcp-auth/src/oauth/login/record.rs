@@ -28,6 +28,8 @@ pub(crate) struct LoginRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<u64>,
     obtained_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dpop_key: Option<String>,
 }
 
 impl From<&StoredLogin> for LoginRecord {
@@ -46,6 +48,7 @@ impl From<&StoredLogin> for LoginRecord {
             refresh_token: login.refresh_token.as_ref().map(|s| s.expose().to_owned()),
             expires_at: login.expires_at,
             obtained_at: login.obtained_at,
+            dpop_key: login.dpop_key.as_ref().map(|s| s.expose().to_owned()),
         }
     }
 }
@@ -66,6 +69,7 @@ impl From<LoginRecord> for StoredLogin {
             refresh_token: r.refresh_token.map(Secret::new),
             expires_at: r.expires_at,
             obtained_at: r.obtained_at,
+            dpop_key: r.dpop_key.map(Secret::new),
         }
     }
 }
@@ -89,6 +93,7 @@ mod tests {
         login.scope = Some("files:read".into());
         login.refresh_token = Some(Secret::new("refresh-1"));
         login.expires_at = Some(1_900_000_000);
+        login.dpop_key = Some(Secret::new("pkcs8-b64"));
         let text = serde_json::to_string(&LoginRecord::from(&login)).unwrap();
         let back: StoredLogin = serde_json::from_str::<LoginRecord>(&text).unwrap().into();
         assert_eq!(back.client_secret.unwrap().expose(), "issued-secret");
@@ -98,6 +103,7 @@ mod tests {
         assert_eq!(back.expires_at, login.expires_at);
         assert_eq!(back.obtained_at, login.obtained_at);
         assert_eq!(back.token_endpoint_auth_method, "none");
+        assert_eq!(back.dpop_key.unwrap().expose(), "pkcs8-b64");
 
         // Written by a store that spelled absent fields as `null`: still read.
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();

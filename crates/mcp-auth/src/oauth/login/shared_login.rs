@@ -31,7 +31,7 @@ use super::super::flight::Token;
 use super::super::lock;
 use super::super::share::{Acted, Flight, ShareHandle, SharedEntry};
 use super::super::share_entry::{LoginEntry, SharedLogin, Validity};
-use super::provider::{LoginTokens, Timing, bearer, no_refresh_token};
+use super::provider::{LoginTokens, Timing, login_header, no_refresh_token};
 use super::store::StoredLogin;
 
 /// How long the store keeps a login's entry beyond its access token: its refresh token lives
@@ -54,8 +54,8 @@ impl Chosen {
     /// The token to send, if the access token is fresh and not the one a server refused.
     fn ready(&self, rejected: Option<&HeaderValue>) -> Option<Token> {
         let timing = self.timing?;
-        let header = bearer(&self.login.access_token).ok()?;
-        (rejected != Some(&header)).then(|| timing.token(header))
+        let (header, dpop) = login_header(&self.login).ok()?;
+        (rejected != Some(&header)).then(|| timing.token(header, dpop))
     }
 }
 

@@ -56,6 +56,9 @@ pub struct StoredLogin {
     pub expires_at: Option<u64>,
     /// When the tokens were obtained (seconds since the Unix epoch).
     pub obtained_at: u64,
+    /// The DPoP key (PKCS#8, base64url) the tokens are bound to, for a DPoP-bound login
+    /// (`dpop` set and the authorization server binding them); `None`: bearer tokens.
+    pub dpop_key: Option<Secret>,
 }
 
 impl StoredLogin {
@@ -84,6 +87,7 @@ impl StoredLogin {
             refresh_token: None,
             expires_at: None,
             obtained_at: unix_now(),
+            dpop_key: None,
         }
     }
 
