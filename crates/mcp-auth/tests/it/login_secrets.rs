@@ -74,6 +74,11 @@ const ACCESS_2: &str = "access-two-never-shown-4242";
 async fn codes_verifiers_states_and_tokens_never_show() {
     let capture = Capture::default();
     let logs = capture.text.clone();
+    // Tracing caches each callsite's interest process-wide. With one dispatcher alive it asks
+    // only the registering thread's default, so a login of another test (no capture on its
+    // thread) registering a callsite first would switch it off here too. A second dispatcher
+    // makes every registration ask all of them, the capture included.
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let _default = tracing::subscriber::set_default(capture);
     let mut shown = String::new();
 

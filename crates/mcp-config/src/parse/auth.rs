@@ -647,7 +647,10 @@ mod tests {
         assert_eq!(login(json!(false)).unwrap(), DpopMode::Off);
         assert_eq!(login(json!("preferred")).unwrap(), DpopMode::Preferred);
         let err = login(json!("yes")).unwrap_err();
-        assert_eq!(err, [(InvalidValue, "servers[0].auth.oauth.dpop".to_owned())]);
+        assert_eq!(
+            err,
+            [(InvalidValue, "servers[0].auth.oauth.dpop".to_owned())]
+        );
         let spec = parse(json!({"name": "x", "url": "https://x/mcp", "auth": {
             "oauth_client_credentials": {"client_id": "c", "client_secret": "s", "dpop": "preferred"}
         }}))
