@@ -13,20 +13,20 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use mcp_config::Secret;
-use ring::rand::{SecureRandom, SystemRandom};
+use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _};
 use serde_json::{Value, json};
 
-use super::discovery;
 use super::failure::Failure;
 use super::lock;
+use super::{discovery, jwt};
 use crate::fetch::HttpFetch;
 
 /// The request header carrying a proof.
@@ -112,17 +112,10 @@ impl DpopKey {
         access_token: Option<&str>,
         nonce: Option<&str>,
     ) -> Result<String, String> {
-        let iat = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_err(|_| "the system clock is before 1970".to_owned())?
-            .as_secs();
-        let mut jti = [0u8; 16];
-        self.rng
-            .fill(&mut jti)
-            .map_err(|_| "no randomness for a DPoP proof id".to_owned())?;
+        let (iat, jti) = jwt::issued_now(&self.rng, "a DPoP proof id")?;
         let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": self.jwk});
         let mut claims = json!({
-            "jti": URL_SAFE_NO_PAD.encode(jti),
+            "jti": jti,
             "htm": method,
             "htu": htu(url),
             "iat": iat,
@@ -133,11 +126,7 @@ impl DpopKey {
         if let Some(nonce) = nonce {
             claims["nonce"] = Value::String(nonce.to_owned());
         }
-        let input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
+        let input = jwt::signing_input(&header, &claims);
         let signature = self
             .pair
             .sign(&self.rng, input.as_bytes())

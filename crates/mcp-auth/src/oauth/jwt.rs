@@ -94,14 +94,7 @@ impl SigningKey {
     /// A client assertion: `iss` = `sub` = `client_id`, `aud` = `audience`, a fresh `jti`,
     /// valid for 60 s.
     pub(crate) fn assertion(&self, client_id: &str, audience: &str) -> Result<String, String> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_err(|_| "the system clock is before 1970".to_owned())?
-            .as_secs();
-        let mut jti = [0u8; 16];
-        self.rng
-            .fill(&mut jti)
-            .map_err(|_| "no randomness for the assertion id".to_owned())?;
+        let (now, jti) = issued_now(&self.rng, "the assertion id")?;
         let header = json!({"alg": self.alg(), "typ": "JWT"});
         let claims = json!({
             "iss": client_id,
@@ -109,13 +102,9 @@ impl SigningKey {
             "aud": audience,
             "iat": now,
             "exp": now + LIFETIME_SECS,
-            "jti": URL_SAFE_NO_PAD.encode(jti),
+            "jti": jti,
         });
-        let signing_input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
+        let signing_input = signing_input(&header, &claims);
         let signature = match &self.key {
             Key::Es256(key) => key
                 .sign(&self.rng, signing_input.as_bytes())
@@ -142,6 +131,28 @@ impl SigningKey {
 }
 
 /// The label and DER bytes of the first PEM block of `text`.
+/// Seconds since the epoch and a fresh 128-bit `jti` (base64url, `what` names it in the error):
+/// what every JWT this crate signs starts from.
+pub(super) fn issued_now(rng: &SystemRandom, what: &str) -> Result<(u64, String), String> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| "the system clock is before 1970".to_owned())?
+        .as_secs();
+    let mut jti = [0u8; 16];
+    rng.fill(&mut jti)
+        .map_err(|_| format!("no randomness for {what}"))?;
+    Ok((now, URL_SAFE_NO_PAD.encode(jti)))
+}
+
+/// `base64url(header).base64url(claims)`: the input a JWS signature covers.
+pub(super) fn signing_input(header: &serde_json::Value, claims: &serde_json::Value) -> String {
+    format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    )
+}
+
 fn pem_body(text: &str) -> Result<(String, Vec<u8>), String> {
     let not_pem = || "the private key is not PEM (`-----BEGIN … KEY-----`)".to_owned();
     let begin = text.find("-----BEGIN ").ok_or_else(not_pem)?;
