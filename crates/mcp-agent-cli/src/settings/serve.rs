@@ -21,6 +21,7 @@
 //! | `header_read_timeout_seconds` | a request head (and a kept-alive HTTP/1 connection's idle wait) | 30 |
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
+//! | `park_idle_sessions_seconds` | a session with no request in progress for this long is parked: closed here (its upstream sessions too), its record kept (in Redis with `state`, else in this process), and restored at its next request | none |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
 //! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR", ca_file = "ca.pem" }, on_error = "closed" }` (or `"open"`): the fleet's shared state (`ca_file`: the CAs trusted for `rediss://` instead of the web roots); `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
 //! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
@@ -63,6 +64,7 @@ const SERVE_FIELDS: &[&str] = &[
     "header_read_timeout_seconds",
     "body_read_timeout_seconds",
     "idle_timeout_seconds",
+    "park_idle_sessions_seconds",
     "approve",
     "history",
     "state",
@@ -227,6 +229,9 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     }
     if let Some(timeout) = table.read("idle_timeout_seconds", p, parse_timeout) {
         s.options = s.options.with_idle_timeout(timeout);
+    }
+    if let Some(after) = table.read("park_idle_sessions_seconds", p, parse_timeout) {
+        s.options = s.options.with_park_after(after);
     }
     let approval = |word: &str| match word {
         "deny" => Some(Approval::Deny),
@@ -473,6 +478,7 @@ max_connections_per_address = 8
 header_read_timeout_seconds = 5
 body_read_timeout_seconds = 7.5
 idle_timeout_seconds = 20
+park_idle_sessions_seconds = 45
 approve = "allow"
 history = "/tmp/h"
 metrics = "127.0.0.1:9464"
@@ -497,6 +503,7 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
         assert_eq!(o.header_read_timeout, Duration::from_secs(5));
         assert_eq!(o.body_read_timeout, Duration::from_millis(7500));
         assert_eq!(o.idle_timeout, Duration::from_secs(20));
+        assert_eq!(o.park_after, Some(Duration::from_secs(45)));
         assert_eq!(o.allowed_origins, ["http://localhost:5173"]);
         assert_eq!(
             o.public_url.as_ref().map(url::Url::as_str),
@@ -520,6 +527,10 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
         assert_eq!(s.options.max_sessions, Some(64));
         assert_eq!(s.approve, Approval::Deny);
         assert!(s.auth.is_none());
+        assert_eq!(
+            s.options.park_after, None,
+            "sessions are parked only when asked"
+        );
         assert_eq!(s.run_pool.max_runs, 16);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_secs(60));
         let off = toml("[serve]\nrun_pool = { max_runs = 0 }\n")

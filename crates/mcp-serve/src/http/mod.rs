@@ -40,6 +40,7 @@ mod message_check;
 mod metered;
 mod origin;
 mod params;
+mod park;
 mod route;
 mod session_keeper;
 mod session_store;
@@ -148,6 +149,17 @@ pub struct HttpOptions {
     /// 0.1–30 s, later). An id that is not in the store, or whose record does not open, is
     /// `404`. Default none: sessions stay in this process.
     pub shared_sessions: Option<SharedSessions>,
+    /// A session with no request in progress (an open event stream is one) for this long is
+    /// parked: closed on this replica (its handler and its tools, so an upstream's process and
+    /// session end too) while its record stays in the session store
+    /// ([`shared_sessions`](Self::shared_sessions), or one in this process when none is set).
+    /// Its next request restores it as a replica that does not hold it would: the handshake
+    /// replayed, bound to the stored principal, its tools opened again and the promoted ones
+    /// promoted again; what the closed tools held (an upstream's subscriptions, a stdio
+    /// server's own state) does not come back. An idle session then costs its record (about
+    /// 1 KiB) instead of its handler and rmcp's session. Default none: sessions stay open
+    /// until [`session_idle_timeout`](Self::session_idle_timeout).
+    pub park_after: Option<Duration>,
 }
 
 impl Default for HttpOptions {
@@ -172,6 +184,7 @@ impl Default for HttpOptions {
             idle_timeout: Duration::from_secs(60),
             session_idle_timeout: Duration::from_secs(300),
             shared_sessions: None,
+            park_after: None,
         }
     }
 }
@@ -314,6 +327,19 @@ impl HttpOptions {
     #[must_use]
     pub fn with_shared_sessions(mut self, sessions: SharedSessions) -> Self {
         self.shared_sessions = Some(sessions);
+        self
+    }
+
+    /// Sets [`park_after`](Self::park_after) (at least 100 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = mcp_serve::HttpOptions::default().with_park_after(Duration::from_secs(30));
+    /// assert_eq!(options.park_after, Some(Duration::from_secs(30)));
+    /// ```
+    #[must_use]
+    pub fn with_park_after(mut self, after: Duration) -> Self {
+        self.park_after = Some(after.max(Duration::from_millis(100)));
         self
     }
 }
@@ -464,7 +490,13 @@ impl ToolServer {
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(options.session_idle_timeout);
         let manager = Arc::new(manager);
-        let kept = options.shared_sessions.clone().map(|store| {
+        let store = options.shared_sessions.clone().or_else(|| {
+            // Parking keeps the records of parked sessions in this process.
+            options.park_after.map(|_| {
+                SharedSessions::new(Arc::new(InProcessSessions::default()), OnStoreError::Closed)
+            })
+        });
+        let kept = store.map(|store| {
             let keeper = Arc::new(session_keeper::Keeper::new(
                 store,
                 options.session_idle_timeout,
@@ -472,7 +504,8 @@ impl ToolServer {
             ));
             config.session_store = Some(keeper.clone());
             let _ = shared.records.set(keeper.clone());
-            let kept = shared_sessions::Sessions::new(keeper, manager.clone());
+            let parking = options.park_after.map(park::Parking::new);
+            let kept = shared_sessions::Sessions::new(keeper, manager.clone(), parking);
             kept.clone().listen(sessions.clone());
             kept
         });

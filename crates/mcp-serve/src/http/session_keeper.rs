@@ -192,6 +192,11 @@ impl Keeper {
     }
 
     /// How often a session held is checked against the store, at most.
+    /// How long a record lives after its session was last checked.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     pub(crate) fn every(&self) -> Duration {
         self.every
     }

@@ -12,12 +12,12 @@
 //! The listener drops a session held here as soon as another replica announces its end
 //! ([`SessionNotice`]); notices missed make every session held checked at its next request.
 //! Every interval it also forgets the sessions this replica no longer has (ended by their
-//! idle timeout).
+//! idle timeout), and parks the sessions idle for `park_after` ([`Parking`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agent_core::Principal;
 use http::{HeaderValue, Method, Request, StatusCode, header};
@@ -29,14 +29,21 @@ use tokio_util::sync::CancellationToken;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::answer::{Answer, Answering, plain, take};
+use super::answer::{Answer, Answering, holding, plain, take};
 use super::limit_store::OnStoreError;
+use super::park::Parking;
 use super::session_keeper::{Checked, Exchange, Keeper};
 use super::session_store::SessionNotice;
 use super::shared_limit::FailureLog;
 
 /// The answer when the store fails and `on_error` is closed.
 const UNREACHABLE: &str = "Service Unavailable: the shared session store is unreachable";
+
+/// The shortest interval between two looks for sessions to park.
+const PARK_TICK_MIN: Duration = Duration::from_millis(25);
+
+/// The interval of the parking tick when nothing is parked (the branch is disabled then).
+const NO_PARKING_TICK: Duration = Duration::from_secs(3600);
 
 /// The header naming a request's session.
 const SESSION_ID: &str = "mcp-session-id";
@@ -47,15 +54,34 @@ pub(crate) struct Sessions {
     keeper: Arc<Keeper>,
     manager: Arc<LocalSessionManager>,
     failures: FailureLog,
+    /// Idle sessions parked, when asked for.
+    parking: Option<Parking>,
 }
 
 impl Sessions {
-    pub(crate) fn new(keeper: Arc<Keeper>, manager: Arc<LocalSessionManager>) -> Arc<Self> {
+    pub(crate) fn new(
+        keeper: Arc<Keeper>,
+        manager: Arc<LocalSessionManager>,
+        parking: Option<Parking>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             keeper,
             manager,
             failures: FailureLog::new("shared sessions"),
+            parking,
         })
+    }
+
+    /// Parks the sessions due (see [`Parking`]): each is closed here, its record kept.
+    async fn park_idle(&self) {
+        let Some(parking) = &self.parking else {
+            return;
+        };
+        for parked in parking.due(Instant::now(), self.keeper.ttl()) {
+            self.keeper.release(&parked.id);
+            self.drop_here(&parked.id).await;
+            tracing::debug!(session = %parked.id, "idle session parked");
+        }
     }
 
     /// Drops session `id` on this replica (its handler, and with it the tools opened for it).
@@ -102,10 +128,33 @@ impl Sessions {
                 }
             }
         }
+        let deleting = request.method() == Method::DELETE;
+        // Held until the answer is sent whole: the session is not parked meanwhile.
+        let active = match (&self.parking, &id) {
+            (Some(parking), Some(id)) if !deleting => Some(parking.enter(id).await),
+            _ => None,
+        };
         let exchange = Exchange::new(request.extensions().get::<Principal>().cloned());
         let answer = match exchange.clone().scope(inner.call(request)).await {
             Ok(answer) => answer,
             Err(never) => match never {},
+        };
+        if let Some(parking) = &self.parking {
+            match &id {
+                Some(id) if deleting => parking.forget(id),
+                Some(_) => {}
+                None => {
+                    if let Some(opened) = answer.headers().get(SESSION_ID)
+                        && let Ok(opened) = opened.to_str()
+                    {
+                        parking.opened(opened);
+                    }
+                }
+            }
+        }
+        let answer = match active {
+            Some(active) => holding(answer, active),
+            None => answer,
         };
         let Some(error) = exchange.failure() else {
             return answer;
@@ -131,6 +180,13 @@ impl Sessions {
         let mut notices = self.keeper.shared().store().notices();
         tokio::spawn(async move {
             let mut sweep = tokio::time::interval(self.keeper.every());
+            // Parked within a quarter of `park_after` of becoming due.
+            let mut park = tokio::time::interval(
+                self.parking
+                    .as_ref()
+                    .map_or(NO_PARKING_TICK, |p| (p.after() / 4).max(PARK_TICK_MIN)),
+            );
+            park.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut hearing = true;
             loop {
                 tokio::select! {
@@ -138,6 +194,9 @@ impl Sessions {
                     notice = notices.recv(), if hearing => match notice {
                         Ok(SessionNotice::Ended(key)) => {
                             if let Some(id) = self.keeper.forget(&key) {
+                                if let Some(parking) = &self.parking {
+                                    parking.forget(&id);
+                                }
                                 self.drop_here(&id).await;
                             }
                         }
@@ -148,6 +207,7 @@ impl Sessions {
                         // per interval.
                         Err(RecvError::Closed) => hearing = false,
                     },
+                    _ = park.tick(), if self.parking.is_some() => self.park_idle().await,
                     _ = sweep.tick() => {
                         for id in self.keeper.stale() {
                             if !self.manager.has_session(&id.as_str().into()).await.unwrap_or(true) {

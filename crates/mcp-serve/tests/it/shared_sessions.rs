@@ -3,6 +3,7 @@
 //! gateway's CLI): a session opened on one replica is served by another with no sticky
 //! routing, bound to the principal it was opened for; `DELETE` ends it everywhere; an id the
 //! store does not hold is `404`; a failing store is refused (closed) or gone around (open).
+//! An idle session is parked (`HttpOptions::park_after`) and restored at its next request.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,10 +118,11 @@ impl OpenTools for Opener {
     }
 }
 
-/// One replica: its endpoint and what it opened.
+/// One replica: its endpoint, what it opened and the tools it serves.
 struct Replica {
     server: HttpServer,
     opened: Arc<Opened>,
+    tools: Arc<Tools>,
 }
 
 impl Replica {
@@ -130,20 +132,26 @@ impl Replica {
         on_error: OnStoreError,
         options: HttpOptions,
     ) -> Self {
+        Self::start_with(options.with_shared_sessions(SharedSessions::new(store, on_error))).await
+    }
+
+    /// A replica with `options` as given.
+    async fn start_with(options: HttpOptions) -> Self {
         let opened = Arc::new(Opened::default());
+        let tools = Arc::new(Tools::default());
         let opener = Opener {
-            tools: Arc::new(Tools::default()),
+            tools: tools.clone(),
             opened: opened.clone(),
         };
         let server = ToolServer::per_session(Arc::new(opener))
-            .serve_http(
-                options
-                    .with_sse_keep_alive(None)
-                    .with_shared_sessions(SharedSessions::new(store, on_error)),
-            )
+            .serve_http(options.with_sse_keep_alive(None))
             .await
             .expect("serve over HTTP");
-        Self { server, opened }
+        Self {
+            server,
+            opened,
+            tools,
+        }
     }
 
     fn url(&self) -> &str {
@@ -566,4 +574,99 @@ async fn tools_promoted_on_one_replica_are_promoted_again_where_the_session_is_r
     assert_eq!(label_b.as_deref(), Some(label.as_str()));
     assert_eq!(label.len(), 16);
     assert!(!session.contains(&label));
+}
+
+/// `tools/call` of `name` with `arguments` in `session` on `replica`.
+async fn call_tool(replica: &Replica, session: &str, name: &str, arguments: Value) -> Answer {
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}});
+    send(
+        "POST",
+        replica.url(),
+        &headers(session, None),
+        body.to_string(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_parked_and_restored_and_a_busy_one_is_not_parked() {
+    // No store configured: the records of parked sessions stay in this process.
+    let replica = Replica::start_with(
+        HttpOptions::default()
+            .with_park_after(Duration::from_millis(300))
+            .with_session_idle_timeout(Duration::from_secs(600)),
+    )
+    .await;
+    let mut gate_started = replica.tools.on_gate();
+
+    // A session with a call in progress, opened first: due first, but never parked.
+    let busy = open(&replica, None).await;
+    let gated = tokio::spawn({
+        let url = replica.url().to_owned();
+        let busy = busy.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "gate", "arguments": {}}});
+            send("POST", &url, &headers(&busy, None), body.to_string()).await
+        }
+    });
+    bounded("the gate call starts", gate_started.recv()).await;
+
+    // An idle session, which promoted a tool.
+    let idle = open(&replica, None).await;
+    let promoted =
+        message(&call_tool(&replica, &idle, "promote", json!({"name": "mapping"})).await);
+    assert!(promoted["result"].is_object(), "{promoted}");
+    assert_eq!(replica.opened.open(), 2);
+
+    until(
+        "the idle session is parked (its tools closed)",
+        Duration::from_secs(10),
+        async || replica.opened.open() == 1,
+    )
+    .await;
+    // The busy one was due as early, and is still open: its call goes through.
+    replica.tools.open_gate();
+    let gated = message(&bounded("the gate call", gated).await.unwrap());
+    assert_eq!(
+        gated["result"]["structuredContent"],
+        json!({"gate": "passed"}),
+        "{gated}"
+    );
+    assert_eq!(
+        replica.opened.subjects().len(),
+        2,
+        "no session was reopened yet"
+    );
+
+    // The parked session's next request restores it, its promoted tool promoted again.
+    let called = message(&call(&replica, &idle, None).await);
+    assert_eq!(
+        called["result"]["structuredContent"],
+        json!({"sum": 3.0}),
+        "{called}"
+    );
+    let sessions = replica.opened.sessions();
+    assert_eq!(sessions.len(), 3, "{sessions:?}");
+    assert_eq!(sessions[2].1, ["mapping"], "{sessions:?}");
+
+    // Parked again, then ended: DELETE of a parked session ends it for good.
+    until(
+        "both sessions parked",
+        Duration::from_secs(10),
+        async || replica.opened.open() == 0,
+    )
+    .await;
+    let deleted = send("DELETE", replica.url(), &headers(&idle, None), "").await;
+    assert!(deleted.status < 300, "{} {}", deleted.status, deleted.body);
+    let gone = call(&replica, &idle, None).await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    // The other parked session is still there.
+    let called = message(&call(&replica, &busy, None).await);
+    assert_eq!(
+        called["result"]["structuredContent"],
+        json!({"sum": 3.0}),
+        "{called}"
+    );
 }
