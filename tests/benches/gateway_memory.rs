@@ -17,6 +17,9 @@
 //!   taken back (counted by this binary's global allocator): it tells a leak (growing round
 //!   after round) from retention (`live` back at its baseline while `VmRSS` is not). After
 //!   each round glibc is asked to return its free pages (`malloc_trim`) and `VmRSS` read again.
+//! - `in_process_parked`: the same gateway with idle sessions parked after 1 s
+//!   (`HttpOptions::park_after`), each round measured once its sessions have been idle that
+//!   long: a parked session holds its record, not its handler, its run or rmcp's session.
 //! - each `mcp-agent` binary named in `$MCP_AGENT_MEMORY_BINS` (`label=path,…`), else
 //!   `$MCP_AGENT_BIN` (`cargo xtask bench` builds it in release): `mcp-agent serve --http` in
 //!   a process of its own, its `VmRSS` read from `/proc` (its allocator decides what returns),
@@ -268,8 +271,8 @@ impl OpenTools for Gateway {
 }
 
 /// The gateway in front of the upstream at `url`, as `mcp-agent serve --http` with a config
-/// naming only that server serves it.
-async fn in_process_gateway(url: &str) -> mcp_serve::HttpServer {
+/// naming only that server serves it; idle sessions parked after `park` when given.
+async fn in_process_gateway(url: &str, park: Option<Duration>) -> mcp_serve::HttpServer {
     let connectors = mcp_agent::connectors().expect("the transports");
     let gate: Arc<dyn ApprovalGate> = Arc::new(Deny);
     let client = McpClient::builder(Config::new(vec![http_spec("kit", url)]).expect("valid spec"))
@@ -288,7 +291,10 @@ async fn in_process_gateway(url: &str) -> mcp_serve::HttpServer {
             "The tools of the configured MCP servers: find one with `mcp_search_tools`, run it \
              with `mcp_call_tool`.",
         )
-        .serve_http(mcp_serve::HttpOptions::default())
+        .serve_http(match park {
+            Some(after) => mcp_serve::HttpOptions::default().with_park_after(after),
+            None => mcp_serve::HttpOptions::default(),
+        })
         .await
         .expect("the gateway")
 }
@@ -310,9 +316,14 @@ struct Round {
     trim_took: Duration,
 }
 
-/// A round on the in-process gateway at `url`.
-async fn in_process_round(url: &str, sessions: usize) -> Round {
+/// A round on the in-process gateway at `url`; with `park`, the sessions are measured once
+/// they have been idle that long (and so parked).
+async fn in_process_round(url: &str, sessions: usize, park: Option<Duration>) -> Round {
     let opened = open_sessions(url, sessions).await;
+    if let Some(after) = park {
+        // Parked within a quarter of `after` of becoming due.
+        tokio::time::sleep(after + after / 2).await;
+    }
     // The gateway's side of the client's connections ends as they close.
     settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
     let (rss_open, live_open) = (rss(), live());
@@ -540,6 +551,9 @@ async fn per_call(
 
 // --- The measurement ---------------------------------------------------------------------------
 
+/// How long a session of the parking gateway stays idle before it is parked.
+const PARK_AFTER: Duration = Duration::from_secs(1);
+
 fn measure(full: bool) -> Value {
     let (mut sessions, mut rounds) = if full { (1_000, 4) } else { (20, 1) };
     if let Some((s, n)) = std::env::var("MCP_AGENT_MEMORY_RUNS").ok().and_then(|v| {
@@ -551,24 +565,27 @@ fn measure(full: bool) -> Value {
     let (mut child, url) = memory::upstream();
     let rt = runtime();
     let figures = rt.block_on(async {
-        let gateway = in_process_gateway(&url).await;
-        let at = gateway.url().to_string();
-        // One session first, so that what every later one shares (the connector's pools, the
-        // runtime's threads) is in the baseline.
-        let one = open_sessions(&at, 1).await;
-        close_sessions(&at, one).await;
-        settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
-        trim();
-        let base = (rss(), live());
-        let mut all = Vec::new();
-        for _ in 0..rounds {
-            all.push(in_process_round(&at, sessions).await);
+        let mut out = json!({ "sessions": sessions });
+        for (label, park) in [
+            ("in_process", None),
+            ("in_process_parked", Some(PARK_AFTER)),
+        ] {
+            let gateway = in_process_gateway(&url, park).await;
+            let at = gateway.url().to_string();
+            // One session first, so that what every later one shares (the connector's pools,
+            // the runtime's threads) is in the baseline.
+            let one = open_sessions(&at, 1).await;
+            close_sessions(&at, one).await;
+            settle(Duration::from_millis(100), 2, Duration::from_secs(5), live).await;
+            trim();
+            let base = (rss(), live());
+            let mut all = Vec::new();
+            for _ in 0..rounds {
+                all.push(in_process_round(&at, sessions, park).await);
+            }
+            gateway.shutdown().await;
+            out[label] = report(label, sessions, base, &all, true);
         }
-        gateway.shutdown().await;
-        let mut out = json!({
-            "sessions": sessions,
-            "in_process": report("in_process", sessions, base, &all, true),
-        });
 
         let binaries = binaries();
         if binaries.is_empty() {

@@ -636,7 +636,8 @@ fn fleet(mut figures: Value) -> Value {
 }
 
 /// A memory bench's figures as it wrote them, and its targets, per measured process (a
-/// gateway in the bench's process, `in_process`; each `mcp-agent` under `processes`; the
+/// gateway in the bench's process, `in_process`, and with idle sessions parked,
+/// `in_process_parked`; each `mcp-agent` under `processes`; the
 /// library's runs under each allocator, `allocators`): at most 100 KiB per run or session held
 /// (the live bytes where the bench counts them, else `VmRSS`) in every round, and `VmRSS`
 /// after close within 10% of its baseline in every round.
@@ -663,8 +664,10 @@ fn memory(mut figures: Value) -> Value {
         })
     };
     let mut met = Map::new();
-    if let Some(measured) = figures.get("in_process") {
-        met.insert("in_process".to_owned(), check(measured));
+    for label in ["in_process", "in_process_parked"] {
+        if let Some(measured) = figures.get(label) {
+            met.insert(label.to_owned(), check(measured));
+        }
     }
     for group in ["processes", "allocators"] {
         if let Some(measured) = figures.get(group).and_then(Value::as_object) {
