@@ -4,7 +4,9 @@
 //! `directoryRead`; a directory read routes to its server alone and its children come back as
 //! `skill://server/…`, subdirectories as `inode/directory`, paged with cursors the gateway gave
 //! (any other refused); a file is no directory (-32602); a URI that names another server or
-//! escapes its own, or a directory of a skill the `[policy]` refuses, reaches no upstream.
+//! escapes its own, or a directory of a skill the `[policy]` refuses, reaches no upstream. An
+//! upstream serving skills without `directoryRead` has its skills' folders listed from their
+//! manifests.
 
 use serde_json::{Value, json};
 
@@ -16,6 +18,18 @@ const METHOD: &str = "resources/directory/read";
 /// The gateway over `kit` (the example skill with 70 more references, and one named `escapes`,
 /// which the `[policy]` refuses) and `twin` (the same skill); the records of both.
 fn gateway() -> (
+    [tempfile::TempDir; 2],
+    Gateway,
+    mcp_test_kit::RecordFile,
+    mcp_test_kit::RecordFile,
+) {
+    gateway_with_twin(&[])
+}
+
+/// [`gateway`], `twin` started with `twin_args` too.
+fn gateway_with_twin(
+    twin_args: &[&str],
+) -> (
     [tempfile::TempDir; 2],
     Gateway,
     mcp_test_kit::RecordFile,
@@ -37,9 +51,13 @@ fn gateway() -> (
     let twin = mcp_test_kit::RecordFile::new(dir.path().join("twin.jsonl"));
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str(&format!(
-        "\n[[servers]]\nname = \"twin\"\ncommand = {:?}\nargs = [\"--record\", {:?}, \"--skills\", {skills_dir:?}]\n\n[policy]\ndeny = [{{ server = \"*\", skill = \"escapes\" }}]\n",
+        "\n[[servers]]\nname = \"twin\"\ncommand = {:?}\nargs = [\"--record\", {:?}, \"--skills\", {skills_dir:?}{}]\n\n[policy]\ndeny = [{{ server = \"*\", skill = \"escapes\" }}]\n",
         mcp_test_kit::stdio::binary().display().to_string(),
         twin.path().display().to_string(),
+        twin_args
+            .iter()
+            .map(|a| format!(", {a:?}"))
+            .collect::<String>(),
     ));
     std::fs::write(&file, text).unwrap();
     let gateway = Gateway::start(&file, &[]);
@@ -193,4 +211,63 @@ fn no_directory_read_escapes_its_server_or_reaches_a_refused_skill() {
         (0, 0),
         "a refused directory read reached an upstream"
     );
+}
+
+#[test]
+fn an_upstream_without_directory_reads_has_its_skill_folders_listed_from_their_manifests() {
+    let (_dir, gateway, _kit, twin) = gateway_with_twin(&["--skills-hostile", "no-directory-read"]);
+    let addr = gateway.addr();
+    let session = open_session(&addr);
+    let read = rpc(
+        &addr,
+        &session,
+        2,
+        METHOD,
+        json!({"uri": "skill://twin/pdf-processing"}),
+    );
+    let children = read["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{read}"));
+    let shown: Vec<(&str, Option<&str>)> = children
+        .iter()
+        .map(|c| (c["uri"].as_str().unwrap(), c["mimeType"].as_str()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("skill://twin/pdf-processing/SKILL.md", None),
+            (
+                "skill://twin/pdf-processing/references",
+                Some("inode/directory")
+            ),
+        ],
+        "{read}"
+    );
+    let references = rpc(
+        &addr,
+        &session,
+        3,
+        METHOD,
+        json!({"uri": "skill://twin/pdf-processing/references"}),
+    );
+    assert_eq!(
+        uris(&references, "resources").len(),
+        mcp_serve::DIRECTORY_PAGE
+    );
+    assert!(
+        references["result"]["nextCursor"].is_string(),
+        "{references}"
+    );
+    for (id, uri) in [
+        "skill://twin/pdf-processing/SKILL.md",
+        "skill://twin/pdf-processing/refs",
+        "skill://twin/escapes",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = rpc(&addr, &session, 10 + id as u64, METHOD, json!({"uri": uri}));
+        assert_eq!(answer["error"]["code"], -32602, "{uri}: {answer}");
+    }
+    assert_eq!(count(&twin, METHOD), 0, "nothing was asked of the upstream");
 }

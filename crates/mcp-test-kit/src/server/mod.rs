@@ -602,11 +602,13 @@ impl ServerHandler for TestServer {
             capabilities.prompts = more.prompts;
             capabilities.completions = more.completions;
         }
-        if self.options.skills.is_some() {
-            let more = ServerCapabilities::builder()
-                .enable_resources()
-                .enable_skills_with_directory_read()
-                .build();
+        if let Some(skills) = &self.options.skills {
+            let builder = ServerCapabilities::builder().enable_resources();
+            let more = if skills.reads_directories() {
+                builder.enable_skills_with_directory_read().build()
+            } else {
+                builder.enable_skills().build()
+            };
             capabilities.resources = capabilities.resources.or(more.resources);
             capabilities.extensions = more.extensions;
         }

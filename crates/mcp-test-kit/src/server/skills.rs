@@ -36,6 +36,9 @@ pub enum SkillHostility {
     /// One more skill, `escapes`, whose frontmatter (and body) holds terminal escape
     /// sequences and control characters.
     Escapes,
+    /// The extension is declared without `directoryRead`, and `resources/directory/read` is
+    /// not served.
+    NoDirectoryRead,
 }
 
 /// A set of skills and the bytes of their files, served as they are (see the module docs).
@@ -52,6 +55,8 @@ pub enum SkillHostility {
 pub struct Skills {
     skills: Vec<Skill>,
     files: BTreeMap<String, Vec<u8>>,
+    /// [`SkillHostility::NoDirectoryRead`].
+    no_directory_read: bool,
 }
 
 /// Writes a small skill directory: `pdf-processing/SKILL.md` (frontmatter `name` and
@@ -118,6 +123,7 @@ impl Skills {
     #[must_use]
     pub fn with_hostility(mut self, hostility: SkillHostility) -> Self {
         match hostility {
+            SkillHostility::NoDirectoryRead => self.no_directory_read = true,
             SkillHostility::WrongDigest | SkillHostility::WrongSize => {
                 for skill in &mut self.skills {
                     let uri = skill.uri.clone();
@@ -216,6 +222,11 @@ impl Skills {
 }
 
 impl Skills {
+    /// Whether `resources/directory/read` is served (and `directoryRead` declared).
+    pub(super) fn reads_directories(&self) -> bool {
+        !self.no_directory_read
+    }
+
     /// `resources/directory/read` of `uri` (a directory within a skill, no trailing `/`): its
     /// direct children, files with their MIME type and subdirectories as `inode/directory`,
     /// [`DIRECTORY_PAGE`] a page from the offset `cursor` stands for. A URI that is no
