@@ -23,6 +23,7 @@
 //! }
 //! ```
 
+mod directory;
 mod features;
 mod skills;
 
@@ -60,7 +61,7 @@ type OnClose = Box<dyn Fn(&McpRunner, Result<(), ClientError>) + Send + Sync>;
 /// subscriptions and skills, named by [`UpstreamNames`] (one server: their own names; several:
 /// `upstream://server/uri`, `skill://server/path`, `server__prompt`), each request through the
 /// run's governed features (`McpRunner::read_resource`, `get_prompt`, `complete`,
-/// `subscribe_resource`, `list_skills`, `skill`, `read_skill_resource`).
+/// `subscribe_resource`, `list_skills`, `skill`, `read_skill_resource`, `read_directory`).
 pub struct RunTools {
     runner: McpRunner,
     names: ToolNames,

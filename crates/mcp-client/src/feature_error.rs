@@ -134,6 +134,15 @@ pub enum FeatureError {
         /// What is wrong.
         problem: SkillProblem,
     },
+    /// The server does not offer the method: it did not declare it (nothing sent) or
+    /// answered that it does not know it (-32601).
+    #[error("server `{server}` does not offer {method}")]
+    NotOffered {
+        /// The server.
+        server: String,
+        /// The method, e.g. `resources/directory/read`.
+        method: &'static str,
+    },
     /// The run holds [`MAX_SUBSCRIPTIONS`](crate::MAX_SUBSCRIPTIONS) on this server already.
     #[error("server `{server}`: more than {limit} subscriptions (the subscription limit)")]
     TooManySubscriptions {
@@ -160,6 +169,7 @@ impl FeatureError {
             | Self::UnknownPrompt { server, .. }
             | Self::MissingArguments { server, .. }
             | Self::TooManySubscriptions { server, .. }
+            | Self::NotOffered { server, .. }
             | Self::Skill { server, .. } => server,
         }
     }
@@ -170,7 +180,7 @@ impl FeatureError {
         match self {
             Self::Denied { .. } => O::Denied,
             Self::MissingArguments { .. } | Self::InvalidUri { .. } => O::InvalidArguments,
-            Self::UnknownPrompt { .. } => O::UnknownTool,
+            Self::UnknownPrompt { .. } | Self::NotOffered { .. } => O::UnknownTool,
             Self::Rpc { .. } => O::ToolError,
             Self::Timeout { .. } => O::Timeout,
             Self::UnknownServer { .. } => O::Configuration,

@@ -48,7 +48,9 @@
 //! server listed (and the `SKILL.md`'s frontmatter against the listing's) before any of it is
 //! used: a mismatch is [`FeatureError::Skill`]. `[policy]` `skill` rules decide first; every
 //! load and read is a `skill_read` event. A gateway serves them on ([`McpRunner::served_skill`],
-//! [`McpRunner::read_skill_resource`]: a file passed on only once it matches its manifest).
+//! [`McpRunner::read_skill_resource`]: a file passed on only once it matches its manifest), and
+//! a skill's directories are read with [`McpRunner::read_directory`] where the server declares
+//! `directoryRead`.
 //!
 //! # A hostile server
 //!
@@ -64,6 +66,7 @@
 
 mod addendum;
 mod client;
+mod directory;
 mod error;
 mod feature_error;
 mod features;

@@ -191,20 +191,26 @@ impl Session {
             .await?;
         Ok(listed
             .into_iter()
-            .filter(|r| is_clean_uri(&r.uri))
-            .map(|mut r| {
-                r.name = self.short(&r.name);
-                r.title = r.title.as_deref().map(|s| self.short(s));
-                r.mime_type = r.mime_type.as_deref().map(|s| self.short(s));
-                r.description = r
-                    .description
-                    .as_deref()
-                    .map(|d| self.shown(d, MAX_FEATURE_DESCRIPTION_BYTES, Lines::Multi));
-                r.icons = None;
-                r.meta = None;
-                r
-            })
+            .filter_map(|r| self.cleaned_resource(r))
             .collect())
+    }
+
+    /// A listed resource as it is kept (see [`list_resources`](Self::list_resources)); `None`
+    /// when its URI is not clean.
+    pub(crate) fn cleaned_resource(&self, mut r: Resource) -> Option<Resource> {
+        if !is_clean_uri(&r.uri) {
+            return None;
+        }
+        r.name = self.short(&r.name);
+        r.title = r.title.as_deref().map(|s| self.short(s));
+        r.mime_type = r.mime_type.as_deref().map(|s| self.short(s));
+        r.description = r
+            .description
+            .as_deref()
+            .map(|d| self.shown(d, MAX_FEATURE_DESCRIPTION_BYTES, Lines::Multi));
+        r.icons = None;
+        r.meta = None;
+        Some(r)
     }
 
     /// Lists the server's resource templates (`resources/templates/list`, every page), bounded

@@ -28,9 +28,12 @@ pub use agent_core::MAX_PROMPT_ARGUMENTS;
 /// The most skills on one page of `skills/list` (a skill is never split across pages).
 pub const SKILLS_PAGE: usize = 64;
 
+/// The most children on one page of `resources/directory/read`.
+pub const DIRECTORY_PAGE: usize = 64;
+
 /// Which features beyond tools a session's tools offer: the session declares the matching
 /// capabilities (`resources`, `resources.subscribe`, `prompts`, `completions`, and the skills
-/// extension `io.modelcontextprotocol/skills` with `resources`).
+/// extension `io.modelcontextprotocol/skills` with `resources`, and its `directoryRead`).
 ///
 /// ```
 /// use mcp_serve::Offered;
@@ -52,6 +55,8 @@ pub struct Offered {
     /// `skills/list`, `skills/get` (the skills extension), the skills' files read with
     /// `resources/read`.
     pub skills: bool,
+    /// `resources/directory/read` (the skills extension's `directoryRead`, with `skills`).
+    pub directory_read: bool,
 }
 
 impl Offered {
@@ -62,15 +67,17 @@ impl Offered {
         prompts: false,
         completions: false,
         skills: false,
+        directory_read: false,
     };
 
-    /// Resources with subscriptions, prompts, completions and skills.
+    /// Resources with subscriptions, prompts, completions, skills and directory reads.
     pub const ALL: Self = Self {
         resources: true,
         subscribe: true,
         prompts: true,
         completions: true,
         skills: true,
+        directory_read: true,
     };
 
     /// With resources offered or not.
@@ -108,6 +115,13 @@ impl Offered {
         self
     }
 
+    /// With directory reads offered or not (declared only with skills).
+    #[must_use]
+    pub const fn with_directory_read(mut self, directory_read: bool) -> Self {
+        self.directory_read = directory_read;
+        self
+    }
+
     /// What either offers.
     #[must_use]
     pub const fn union(self, other: Self) -> Self {
@@ -117,12 +131,18 @@ impl Offered {
             prompts: self.prompts || other.prompts,
             completions: self.completions || other.completions,
             skills: self.skills || other.skills,
+            directory_read: self.directory_read || other.directory_read,
         }
     }
 
     /// True when nothing beyond tools is offered.
     pub const fn is_empty(self) -> bool {
-        !(self.resources || self.subscribe || self.prompts || self.completions || self.skills)
+        !(self.resources
+            || self.subscribe
+            || self.prompts
+            || self.completions
+            || self.skills
+            || self.directory_read)
     }
 }
 
@@ -240,6 +260,24 @@ pub trait SessionFeatures: Send + Sync {
     async fn get_skill(&self, uri: &str) -> Result<Skill, ErrorData> {
         Err(no_skill(uri))
     }
+
+    /// `resources/directory/read` of `uri`: every direct child of the directory (the handler
+    /// pages them, [`DIRECTORY_PAGE`] a page), a subdirectory with the MIME type
+    /// `inode/directory`. Default: not a directory ([`not_a_directory`], -32602).
+    async fn read_directory(&self, uri: &str) -> Result<Vec<Resource>, ErrorData> {
+        Err(not_a_directory(uri))
+    }
+}
+
+/// The error of `resources/directory/read` of a URI that names no directory served: -32602,
+/// as the skills extension asks.
+///
+/// ```
+/// let error = mcp_serve::not_a_directory("skill://pdf/SKILL.md");
+/// assert_eq!(error.code.0, -32602);
+/// ```
+pub fn not_a_directory(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("`{}` is not a directory served", shown(uri)), None)
 }
 
 /// The error of `skills/get` of a URI that names no skill served: -32602, as the extension

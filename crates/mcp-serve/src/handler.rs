@@ -13,8 +13,9 @@ use rmcp::model::{
     CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
     GetSkillResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, ServerNotification, SubscribeRequestParams, SubscriptionFilter, Tool,
+    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    ServerNotification, SubscribeRequestParams, SubscriptionFilter, Tool,
     ToolListChangedNotification, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -24,6 +25,7 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument as _;
 
+mod directory;
 mod features;
 mod skills;
 
@@ -444,10 +446,14 @@ impl ServerHandler for Session {
             .build();
         // The skills extension: its files are read as resources, so it needs `resources`.
         if offered.skills {
-            capabilities.extensions = ServerCapabilities::builder()
-                .enable_skills()
-                .build()
-                .extensions;
+            let skills = ServerCapabilities::builder();
+            capabilities.extensions = if offered.directory_read {
+                skills.enable_skills_with_directory_read()
+            } else {
+                skills.enable_skills()
+            }
+            .build()
+            .extensions;
         }
         if offered.resources || offered.skills {
             capabilities.resources = more.resources.map(|mut resources| {
@@ -719,6 +725,15 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
         self.serve_get_skill(&request.uri, &context).await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        self.serve_read_directory(&request.uri, request.cursor.as_deref(), &context)
+            .await
     }
 
     fn accepted_subscription_filter(

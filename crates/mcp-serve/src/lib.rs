@@ -19,7 +19,8 @@
 //!
 //! Tools opened per session ([`ToolServer::per_session`]) may offer more than tools
 //! ([`SessionTools::features`], a [`SessionFeatures`]): resources, resource templates, prompts,
-//! completions, subscriptions and skills (the skills extension, [`SKILLS_PAGE`] a page),
+//! completions, subscriptions and skills (the skills extension, [`SKILLS_PAGE`] a page; its
+//! directory reads, [`DIRECTORY_PAGE`] a page),
 //! declared as capabilities only when offered ([`Offered`]),
 //! each request checked before it reaches them, resource updates relayed coalesced
 //! ([`ResourceUpdates`]); [`UpstreamNames`] is how a gateway names and routes them.
@@ -85,8 +86,9 @@ pub use drain::{ServeState, ShutdownReport};
 pub use error::{DownstreamError, ServeError};
 pub use exposure::Exposure;
 pub use features::{
-    MAX_FEATURE_URI_BYTES, MAX_PROMPT_ARGUMENTS, MAX_SESSION_SUBSCRIPTIONS, Offered,
-    ResourceUpdates, SKILLS_PAGE, SessionFeatures, no_skill, resource_not_found,
+    DIRECTORY_PAGE, MAX_FEATURE_URI_BYTES, MAX_PROMPT_ARGUMENTS, MAX_SESSION_SUBSCRIPTIONS,
+    Offered, ResourceUpdates, SKILLS_PAGE, SessionFeatures, no_skill, not_a_directory,
+    resource_not_found,
 };
 pub use http::{
     BearerAuth, DpopPolicy, HttpOptions, HttpServer, InProcessReplay, InProcessSessions,

@@ -72,8 +72,8 @@ pub use http::{HttpServer, serve_handler_http, serve_http, serve_status};
 pub use memory::{serve_handler_in_memory, serve_in_memory};
 pub use observe::{Event, Observations, RecordFile, Snapshot};
 pub use server::{
-    CrashAction, HUGE_RESOURCE_BYTES, SkillHostility, Skills, TestServer, TestServerOptions,
-    write_example_skills,
+    CrashAction, DIRECTORY_PAGE, HUGE_RESOURCE_BYTES, SkillHostility, Skills, TestServer,
+    TestServerOptions, write_example_skills,
 };
 
 /// How long any one await of a test may take before the test fails (generous: the machines

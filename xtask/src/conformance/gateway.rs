@@ -40,7 +40,7 @@ use crate::peers::Peers;
 
 /// Extension server scenarios the gateway implements, run at every checked revision though
 /// the suite's requirement sets do not list them: the skills extension's (`skills/list` and
-/// `skills/get`, the `SKILL.md` resource, directory reads: not declared, so skipped).
+/// `skills/get`, the `SKILL.md` resource, `resources/directory/read` of a skill's folder).
 const EXTENSIONS: [&str; 3] = [
     "sep-2640-skills-enumeration",
     "sep-2640-skills-manifest",
@@ -530,7 +530,8 @@ fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<Gat
 }
 
 /// The skill directory the upstream serves (`--skills`): one skill, `pdf-processing`, its
-/// `SKILL.md` (frontmatter `name`, `description`, `license`) and a file in a subdirectory.
+/// `SKILL.md` (frontmatter `name`, `description`, `license`) and a file in a subdirectory (the
+/// child `inode/directory` a directory read of the skill lists).
 fn write_skills(dir: &Path) -> Result<()> {
     let skill = dir.join("pdf-processing");
     std::fs::create_dir_all(skill.join("references"))?;

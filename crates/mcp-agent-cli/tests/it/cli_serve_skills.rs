@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::gateway::{Gateway, kit_config_with, open_session, request};
 
 /// One JSON-RPC request on the session; the answer's message (from its event stream or JSON).
-fn rpc(addr: &str, session: &str, id: u64, method: &str, params: Value) -> Value {
+pub(crate) fn rpc(addr: &str, session: &str, id: u64, method: &str, params: Value) -> Value {
     let headers = [
         ("Mcp-Session-Id", session),
         ("MCP-Protocol-Version", "2025-11-25"),
@@ -54,11 +54,11 @@ fn gateway() -> (
     ([dir, skills], gateway, kit, twin)
 }
 
-fn count(record: &mcp_test_kit::RecordFile, method: &str) -> usize {
+pub(crate) fn count(record: &mcp_test_kit::RecordFile, method: &str) -> usize {
     record.snapshot().requests_of(method)
 }
 
-fn uris(listed: &Value, key: &str) -> Vec<String> {
+pub(crate) fn uris(listed: &Value, key: &str) -> Vec<String> {
     listed["result"][key]
         .as_array()
         .unwrap_or_else(|| panic!("{listed}"))

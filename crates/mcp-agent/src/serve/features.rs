@@ -35,6 +35,7 @@ fn offered_by(session: &SessionView) -> Offered {
         .with_prompts(identity.declares("prompts"))
         .with_completions(identity.declares("completions"))
         .with_skills(session.offers_skills())
+        .with_directory_read(session.offers_skills() && session.offers_directory_read())
 }
 
 impl RunTools {
@@ -277,6 +278,10 @@ impl SessionFeatures for RunTools {
 
     async fn get_skill(&self, uri: &str) -> Result<Skill, ErrorData> {
         self.served_skill(uri).await
+    }
+
+    async fn read_directory(&self, uri: &str) -> Result<Vec<Resource>, ErrorData> {
+        self.served_directory(uri).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! The integration tests of `mcp-client`, one module per behaviour, compiled as one test
 //! binary (one link instead of one per file).
 
+mod directory;
 mod elicitation;
 mod features;
 mod governed;

@@ -19,7 +19,10 @@ use rmcp::model::{
     ReadResourceResponse, SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
     UnsubscribeRequestParams,
 };
-use rmcp::model::{GetSkillRequestParams, GetSkillResult, ListSkillsResult};
+use rmcp::model::{
+    GetSkillRequestParams, GetSkillResult, ListSkillsResult, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult,
+};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -34,7 +37,7 @@ mod features;
 mod skills;
 
 pub use features::HUGE_RESOURCE_BYTES;
-pub use skills::{SkillHostility, Skills, write_example_skills};
+pub use skills::{DIRECTORY_PAGE, SkillHostility, Skills, write_example_skills};
 mod route;
 mod suite;
 mod suite_features;
@@ -106,8 +109,9 @@ pub struct TestServerOptions {
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
     /// The skills served (the skills extension, with `resources/list` and `resources/read`
-    /// of their files); every `skills/list`, `skills/get` and read of a skill file is
-    /// recorded as an [`Event::Request`].
+    /// of their files, `resources/directory/read` of their directories); every `skills/list`,
+    /// `skills/get`, directory read and read of a skill file is recorded as an
+    /// [`Event::Request`].
     pub skills: Option<Arc<Skills>>,
 }
 
@@ -598,11 +602,13 @@ impl ServerHandler for TestServer {
             capabilities.prompts = more.prompts;
             capabilities.completions = more.completions;
         }
-        if self.options.skills.is_some() {
-            let more = ServerCapabilities::builder()
-                .enable_resources()
-                .enable_skills()
-                .build();
+        if let Some(skills) = &self.options.skills {
+            let builder = ServerCapabilities::builder().enable_resources();
+            let more = if skills.reads_directories() {
+                builder.enable_skills_with_directory_read().build()
+            } else {
+                builder.enable_skills().build()
+            };
             capabilities.resources = capabilities.resources.or(more.resources);
             capabilities.extensions = more.extensions;
         }
@@ -657,6 +663,18 @@ impl ServerHandler for TestServer {
         self.record("skills/get", &request.uri);
         match &self.options.skills {
             Some(skills) => skills.get(&request.uri),
+            None => Err(ErrorData::invalid_params("no skills", None)),
+        }
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        self.record("resources/directory/read", &request.uri);
+        match &self.options.skills {
+            Some(skills) => skills.directory(&request.uri, request.cursor.as_deref()),
             None => Err(ErrorData::invalid_params("no skills", None)),
         }
     }

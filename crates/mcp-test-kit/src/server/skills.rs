@@ -1,7 +1,8 @@
 //! The skills a [`TestServer`](super::TestServer) serves (the `io.modelcontextprotocol/skills`
 //! extension): every folder below a directory that holds a `SKILL.md` is a skill at
 //! `skill://<its path>/SKILL.md`, its files (hidden ones left out) in its manifest with their
-//! digests and sizes; and, for tests, hostile skills ([`SkillHostility`]).
+//! digests and sizes, each directory of a skill read with `resources/directory/read`
+//! ([`DIRECTORY_PAGE`] children a page); and, for tests, hostile skills ([`SkillHostility`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,8 +10,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use rmcp::ErrorData;
 use rmcp::model::{
-    GetSkillResult, ListSkillsResult, ReadResourceResult, Resource, ResourceContents, Skill,
-    SkillFrontmatter, SkillResource, SkillResources,
+    DIRECTORY_MIME_TYPE, GetSkillResult, ListResourcesResult, ListSkillsResult, ReadResourceResult,
+    Resource, ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources,
 };
 use serde_json::Value;
 
@@ -18,6 +19,9 @@ use serde_json::Value;
 const MAX_DEPTH: usize = 6;
 /// The most files read from the directory.
 const MAX_FILES: usize = 20_000;
+/// The children on one page of `resources/directory/read`: few, so that a client's paging is
+/// exercised by any directory of more than two.
+pub const DIRECTORY_PAGE: usize = 2;
 
 /// A hostile twist on the skills served, for tests of a client's checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,6 +36,9 @@ pub enum SkillHostility {
     /// One more skill, `escapes`, whose frontmatter (and body) holds terminal escape
     /// sequences and control characters.
     Escapes,
+    /// The extension is declared without `directoryRead`, and `resources/directory/read` is
+    /// not served.
+    NoDirectoryRead,
 }
 
 /// A set of skills and the bytes of their files, served as they are (see the module docs).
@@ -48,6 +55,8 @@ pub enum SkillHostility {
 pub struct Skills {
     skills: Vec<Skill>,
     files: BTreeMap<String, Vec<u8>>,
+    /// [`SkillHostility::NoDirectoryRead`].
+    no_directory_read: bool,
 }
 
 /// Writes a small skill directory: `pdf-processing/SKILL.md` (frontmatter `name` and
@@ -114,6 +123,7 @@ impl Skills {
     #[must_use]
     pub fn with_hostility(mut self, hostility: SkillHostility) -> Self {
         match hostility {
+            SkillHostility::NoDirectoryRead => self.no_directory_read = true,
             SkillHostility::WrongDigest | SkillHostility::WrongSize => {
                 for skill in &mut self.skills {
                     let uri = skill.uri.clone();
@@ -208,6 +218,65 @@ impl Skills {
             }
         };
         Some(ReadResourceResult::new(vec![content]))
+    }
+}
+
+impl Skills {
+    /// Whether `resources/directory/read` is served (and `directoryRead` declared).
+    pub(super) fn reads_directories(&self) -> bool {
+        !self.no_directory_read
+    }
+
+    /// `resources/directory/read` of `uri` (a directory within a skill, no trailing `/`): its
+    /// direct children, files with their MIME type and subdirectories as `inode/directory`,
+    /// [`DIRECTORY_PAGE`] a page from the offset `cursor` stands for. A URI that is no
+    /// directory of a skill (a file, nothing), or a cursor this server did not give, is -32602.
+    pub(super) fn directory(
+        &self,
+        uri: &str,
+        cursor: Option<&str>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let prefix = format!("{uri}/");
+        let mut children: Vec<Resource> = Vec::new();
+        for file in self.files.keys().filter_map(|f| f.strip_prefix(&prefix)) {
+            let child =
+                match file.split_once('/') {
+                    Some((dir, _)) => Resource::new(format!("{prefix}{dir}"), dir)
+                        .with_mime_type(DIRECTORY_MIME_TYPE),
+                    None => Resource::new(format!("{prefix}{file}"), file)
+                        .with_mime_type(mime_type(file)),
+                };
+            if children.last().is_none_or(|last| last.uri != child.uri) {
+                children.push(child);
+            }
+        }
+        if uri.is_empty() || children.is_empty() {
+            return Err(ErrorData::invalid_params(
+                format!("{uri} is not a directory of a skill"),
+                None,
+            ));
+        }
+        let offset = match cursor {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .ok()
+                .filter(|o| *o > 0 && *o < children.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("no cursor {c}"), None))?,
+        };
+        let end = (offset + DIRECTORY_PAGE).min(children.len());
+        let mut page = ListResourcesResult::with_all_items(children[offset..end].to_vec());
+        page.next_cursor = (end < children.len()).then(|| end.to_string());
+        Ok(page)
+    }
+}
+
+/// The MIME type of a skill file, by its name.
+fn mime_type(file: &str) -> &'static str {
+    if file.ends_with(".md") {
+        "text/markdown"
+    } else {
+        "application/octet-stream"
     }
 }
 
