@@ -19,7 +19,7 @@ use crate::support::{alive, children};
 /// Requests of the first test.
 const N: usize = 10;
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + LIMIT;
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -28,7 +28,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// The test-kit server processes below `pid`, at any depth.
-fn kit_servers(pid: u32) -> Vec<u32> {
+pub(crate) fn kit_servers(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     let mut next = vec![pid];
     while let Some(parent) = next.pop() {

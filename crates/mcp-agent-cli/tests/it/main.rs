@@ -30,6 +30,7 @@ mod cli_serve_names;
 #[cfg(feature = "otel")]
 mod cli_serve_otel;
 mod cli_serve_params;
+mod cli_serve_park;
 mod cli_serve_pool;
 mod cli_serve_principals;
 mod cli_serve_reload;
