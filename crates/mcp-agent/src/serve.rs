@@ -24,6 +24,7 @@
 //! ```
 
 mod features;
+mod relay;
 mod skills;
 
 use std::collections::{HashMap, HashSet};

@@ -564,7 +564,12 @@ impl Gateway {
             (
                 "eager",
                 "upstream",
-                vec!["--header-params", "--suite-tools", "--suite-resources"],
+                vec![
+                    "--header-params",
+                    "--suite-tools",
+                    "--suite-resources",
+                    "--discover",
+                ],
             )
         } else {
             (exposure, "prefixed", vec!["--header-params"])
