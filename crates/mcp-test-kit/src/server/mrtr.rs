@@ -10,7 +10,8 @@
 //! state between rounds put it in `requestState`, HMAC-SHA256 over the tool's name, the round
 //! and the state (a key per server, [`StateKey`]): a state changed, or issued for another tool
 //! or round, is refused with -32602. `test_input_required_result_capabilities` asks only for
-//! what the request's `_meta['io.modelcontextprotocol/clientCapabilities']` declares.
+//! what the request's `_meta['io.modelcontextprotocol/clientCapabilities']` declares;
+//! `input_required_huge_state` (hostile) sends a `requestState` of 64 KiB.
 //! Over an older revision (no input-required results), the suite's elicitation tools send
 //! their request to the client instead ([`super::suite`]).
 
@@ -60,6 +61,10 @@ const TOOLS: &[(&str, &str)] = &[
     (
         "test_input_required_result_capabilities",
         "Asks only for the input the request's client capabilities declare.",
+    ),
+    (
+        "input_required_huge_state",
+        "Hostile: asks for a name with a requestState of 64 KiB.",
     ),
 ];
 
@@ -314,6 +319,9 @@ pub(super) fn call(
                 }
                 _ => step1(),
             }
+        }
+        "input_required_huge_state" => {
+            asks(vec![("user_name", name_q())], Some("x".repeat(64 * 1024)))
         }
         "test_input_required_result_capabilities" => {
             if !answers.is_empty() {
