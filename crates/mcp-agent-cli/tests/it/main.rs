@@ -31,6 +31,7 @@ mod cli_serve_otel;
 mod cli_serve_params;
 mod cli_serve_pool;
 mod cli_serve_principals;
+mod cli_serve_relay;
 mod cli_serve_reload;
 mod cli_serve_scale;
 mod cli_serve_skills;
