@@ -574,8 +574,7 @@ impl ServerHandler for Session {
         };
         let relaying = self.relay_round(
             features,
-            "tools/call",
-            &tool.name,
+            ("tools/call", &tool.name),
             origin.clone(),
             request.input_responses,
             request.request_state.as_deref(),

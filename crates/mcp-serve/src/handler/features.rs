@@ -138,8 +138,7 @@ impl Session {
         let features = tools.features().unwrap_or(&NoFeatures);
         let relaying = self.relay_round(
             Some(features),
-            "resources/read",
-            &request.uri,
+            ("resources/read", &request.uri),
             None,
             request.input_responses.clone(),
             request.request_state.as_deref(),
@@ -242,8 +241,7 @@ impl Session {
         let features = tools.features().unwrap_or(&NoFeatures);
         let relaying = self.relay_round(
             Some(features),
-            "prompts/get",
-            &request.name,
+            ("prompts/get", &request.name),
             None,
             request.input_responses,
             request.request_state.as_deref(),

@@ -42,13 +42,13 @@ impl Session {
             .unwrap_or_default()
     }
 
-    /// The round of `method` of `name` (sent to `upstream`) when its client speaks 2026-07-28
-    /// and `features` relay input; `None` otherwise (the request goes as for any client).
+    /// The round of `method` of `name` (`target`, sent to `upstream`) when its client speaks
+    /// 2026-07-28 and `features` relay input; `None` otherwise (the request goes as for any
+    /// client).
     pub(super) fn relay_round(
         &self,
         features: Option<&dyn SessionFeatures>,
-        method: &'static str,
-        name: &str,
+        (method, name): (&'static str, &str),
         upstream: Option<String>,
         answers: Option<InputResponses>,
         state: Option<&str>,

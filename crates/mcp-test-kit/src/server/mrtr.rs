@@ -18,9 +18,9 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, Prompt, PromptMessage, Role, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, Prompt, PromptMessage, Role, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -336,7 +336,7 @@ pub(super) fn call(
                         .peer_info()
                         .map(|info| info.capabilities.clone())
                 })
-                .unwrap_or_else(ClientCapabilities::default);
+                .unwrap_or_default();
             let mut wanted = Vec::new();
             if declared.elicitation.is_some() {
                 wanted.push(("user_name", name_q()));
