@@ -180,7 +180,12 @@ impl RelaySeal {
                 format!(
                     "the requestState of this {} of `{}` {why}; start the request again without it",
                     binding.method,
-                    crate::features::shown(binding.name)
+                    binding
+                        .name
+                        .chars()
+                        .take(128)
+                        .collect::<String>()
+                        .escape_debug()
                 ),
                 None,
             )
