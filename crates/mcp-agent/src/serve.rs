@@ -25,6 +25,7 @@
 
 mod directory;
 mod features;
+mod relay;
 mod skills;
 
 use std::collections::{HashMap, HashSet};

@@ -78,6 +78,7 @@ mod offered;
 mod open;
 mod pool;
 mod prompts;
+mod relay;
 mod resources;
 mod runner;
 mod scrub;
@@ -100,6 +101,7 @@ pub use list::{ListLimit, ListLimits};
 pub use mcp_connector::Connectors;
 pub use open::{OpenOptions, SkippedServer};
 pub use prompts::{MAX_COMPLETION_VALUES, MAX_PROMPT_ARGUMENTS};
+pub use relay::{InputRound, MAX_INPUT_REQUESTS, MAX_REQUEST_STATE_BYTES, RelayError, Relayed};
 pub use resources::{
     MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_RESOURCE_BYTES, MAX_URI_BYTES,
 };

@@ -124,7 +124,7 @@ impl Session {
         let mut params = GetPromptRequestParams::new(name).with_arguments(arguments);
         crate::trace_context::inject(&mut params);
         let result = self
-            .feature_request("prompts/get", self.peer().get_prompt(params))
+            .feature_request("prompts/get", self.get_prompt_round(params))
             .await?;
         let mut count = Count(0);
         let _ = serde_json::to_writer(&mut count, &result);

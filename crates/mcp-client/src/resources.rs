@@ -290,7 +290,7 @@ impl Session {
         let mut params = ReadResourceRequestParams::new(uri);
         crate::trace_context::inject(&mut params);
         let result = self
-            .feature_request("resources/read", self.peer().read_resource(params))
+            .feature_request("resources/read", self.read_resource_round(params))
             .await?;
         let server = || self.name().to_owned();
         let size = result

@@ -387,6 +387,10 @@ impl Session {
         &self,
         mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
+        // A relaying caller (a gateway) answers the rounds itself (`relay.rs`).
+        if let Some(outcome) = self.call_tool_relayed(&params).await {
+            return outcome;
+        }
         for _ in 0..DEFAULT_MRTR_MAX_ROUNDS {
             let round = match self.peer.call_tool_once(params.clone()).await? {
                 CallToolResponse::Complete(result) => return Ok(result),

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use agent_core::{ToolCall, ToolError, ToolOutput};
 use async_trait::async_trait;
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -15,6 +16,8 @@ use rmcp::model::{
     ResourceTemplate, Skill,
 };
 use tokio::sync::Notify;
+
+use crate::relay::{InputRound, Round};
 
 /// The longest resource URI (or prompt name) a client may send, in bytes: a longer one is
 /// refused (-32602) before it reaches the session's tools.
@@ -267,6 +270,50 @@ pub trait SessionFeatures: Send + Sync {
     async fn read_directory(&self, uri: &str) -> Result<Vec<Resource>, ErrorData> {
         Err(not_a_directory(uri))
     }
+
+    /// Whether a 2026-07-28 client's tool calls, prompt gets and resource reads go through
+    /// the `*_round` methods below, so an upstream's input-required result reaches the client
+    /// (`relay.rs`). Default no: they are dispatched, got and read as for any client.
+    fn relays_input(&self) -> bool {
+        false
+    }
+
+    /// One round of tool `call` with `round` relayed. Called only when
+    /// [`relays_input`](Self::relays_input); default: the tool is unknown.
+    async fn call_tool_round(
+        &self,
+        call: ToolCall,
+        round: InputRound,
+    ) -> Result<Round<ToolOutput>, ToolError> {
+        let _ = round;
+        Err(ToolError::UnknownTool {
+            tool: call.name,
+            suggestions: Vec::new(),
+        })
+    }
+
+    /// One round of [`get_prompt`](Self::get_prompt) with `round` relayed. Default: got
+    /// without it.
+    async fn get_prompt_round(
+        &self,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+        round: InputRound,
+    ) -> Result<Round<GetPromptResult>, ErrorData> {
+        let _ = round;
+        self.get_prompt(name, arguments).await.map(Round::Complete)
+    }
+
+    /// One round of [`read_resource`](Self::read_resource) with `round` relayed. Default: read
+    /// without it.
+    async fn read_resource_round(
+        &self,
+        uri: &str,
+        round: InputRound,
+    ) -> Result<Round<Vec<ResourceContents>>, ErrorData> {
+        let _ = round;
+        self.read_resource(uri).await.map(Round::Complete)
+    }
 }
 
 /// The error of `resources/directory/read` of a URI that names no directory served: -32602,
@@ -279,6 +326,7 @@ pub trait SessionFeatures: Send + Sync {
 pub fn not_a_directory(uri: &str) -> ErrorData {
     ErrorData::invalid_params(format!("`{}` is not a directory served", shown(uri)), None)
 }
+
 
 /// The error of `skills/get` of a URI that names no skill served: -32602, as the extension
 /// asks.

@@ -27,6 +27,7 @@ use tracing::Instrument as _;
 
 mod directory;
 mod features;
+mod relay;
 mod skills;
 
 use crate::convert::{call_result, error_result, mcp_tool};
@@ -36,6 +37,7 @@ use crate::features::{ResourceUpdates, shown};
 use crate::list_changes::ToolListChanges;
 use crate::per_session::SessionTools;
 use crate::progress;
+use crate::relay::Round;
 use crate::restore::{Records, Restoring};
 use crate::server::{ServedTools, Source, ToolServer};
 
@@ -57,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) restoring: Arc<Restoring>,
     /// Where a shared session's record is written again (with shared sessions).
     pub(crate) records: std::sync::OnceLock<Arc<dyn Records>>,
+    /// Seals the `requestState`s relayed to clients (`handler/relay.rs`).
+    seal: crate::relay::RelaySeal,
 }
 
 impl Shared {
@@ -75,6 +79,7 @@ impl Shared {
             max_open,
             restoring: Arc::default(),
             records: std::sync::OnceLock::new(),
+            seal: crate::relay::RelaySeal::random(),
         })
     }
 }
@@ -567,19 +572,37 @@ impl ServerHandler for Session {
             name,
             request.arguments.unwrap_or_default(),
         );
+        let origin = served.origin(&call);
+        // A 2026-07-28 client answers the upstream's input requests itself.
+        let features = match &served {
+            Served::Session(tools) => tools.features(),
+            Served::Fixed(_) => None,
+        };
+        let relaying = self.relay_round(
+            features,
+            ("tools/call", &tool.name),
+            origin.clone(),
+            request.input_responses,
+            request.request_state.as_deref(),
+            &context,
+        )?;
+        let round = relaying.as_ref().map(|r| r.round.clone());
         // Requests the tools send the client meanwhile (for this call's upstream) travel on
         // this call's stream, and end with it.
-        let _in_flight = CallGuard::new(
-            &self.calls_in_flight,
-            context.id.clone(),
-            served.origin(&call),
-        );
+        let _in_flight = CallGuard::new(&self.calls_in_flight, context.id.clone(), origin);
         // A client asking for the call's progress gets what the tool (or its upstream)
         // reports, on this call's stream.
         let dispatch = async {
             match token {
-                Some(token) => progress::relayed(&context.peer, token, served.dispatch(call)).await,
-                None => served.dispatch(call).await,
+                Some(token) => {
+                    progress::relayed(
+                        &context.peer,
+                        token,
+                        relay::dispatch_round(&served, call, round),
+                    )
+                    .await
+                }
+                None => relay::dispatch_round(&served, call, round).await,
             }
         };
         // Without a tracer here, the caller's trace context reaches the upstream unchanged.
@@ -593,7 +616,17 @@ impl ServerHandler for Session {
         tokio::select! {
             outcome = dispatch => {
                 self.keep_promoted(&served, &context).await;
-                Ok(call_result(outcome).into())
+                match (outcome, &relaying) {
+                    (Ok(Round::InputRequired(asked)), Some(relaying)) => {
+                        Ok(CallToolResponse::InputRequired(self.seal_asked(relaying, asked)?))
+                    }
+                    (Ok(Round::InputRequired(_)), None) => Err(ErrorData::internal_error(
+                        "the tool asked for input, which this client cannot be asked for",
+                        None,
+                    )),
+                    (Ok(Round::Complete(output)), _) => Ok(call_result(Ok(output)).into()),
+                    (Err(e), _) => Ok(call_result(Err(e)).into()),
+                }
             }
             () = context.ct.cancelled() => Err(ErrorData::internal_error("the call was cancelled", None)),
             // A shutdown whose drain timeout ran out answers the call instead of dropping it.

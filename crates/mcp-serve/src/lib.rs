@@ -73,6 +73,7 @@ mod param_headers;
 mod per_session;
 mod pool;
 mod progress;
+mod relay;
 mod restore;
 mod server;
 mod stdio;
@@ -99,6 +100,7 @@ pub use http::{
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use pool::{PoolOptions, PooledTools};
+pub use relay::{InputRound, MAX_CLIENT_STATE_BYTES, Round, STATE_TTL};
 pub use server::ToolServer;
 pub use stdio::SessionServer;
 pub use upstream_names::{MAX_UPSTREAM_URI_BYTES, UPSTREAM_SCHEME, UpstreamNames};

@@ -87,6 +87,10 @@ pub struct StdioServerArgs {
     /// List the `route` tool, whose arguments declare `x-mcp-header` (SEP-2243).
     #[arg(long)]
     pub header_params: bool,
+    /// Answer `server/discover` (revision 2026-07-28): a discovering client then speaks
+    /// 2026-07-28, where a tool asks for input with an input-required result.
+    #[arg(long)]
+    pub discover: bool,
     /// List the `ask` tool, which sends the client the elicitation request it is given.
     #[arg(long)]
     pub ask: bool,
@@ -223,6 +227,7 @@ impl StdioServerArgs {
             ("--stdout-noise", self.stdout_noise),
             ("--http", self.http),
             ("--header-params", self.header_params),
+            ("--discover", self.discover),
             ("--ask", self.ask),
             ("--suite-tools", self.suite_tools),
             ("--features", self.features),
@@ -279,6 +284,7 @@ impl StdioServerArgs {
             .with_init_delay(Duration::from_millis(self.init_delay_ms.unwrap_or(delay)))
             .with_observations(observations)
             .with_header_params(self.header_params)
+            .with_discover(self.discover)
             .with_ask(self.ask)
             .with_suite_tools(self.suite_tools)
             .with_features(self.features)
@@ -537,6 +543,7 @@ mod tests {
             record: Some(PathBuf::from("/tmp/r.jsonl")),
             http: true,
             header_params: true,
+            discover: true,
             ask: true,
             suite_tools: true,
             features: true,

@@ -424,7 +424,9 @@ pub(super) struct GatewayOutcome {
 }
 
 /// Runs `runs` exposure by exposure, each against a gateway of its own, one scenario at a time;
-/// the outcomes are in the order of `runs`.
+/// the outcomes are in the order of `runs`. In the `upstream` exposure the gateway's kit speaks
+/// the revision under test (a gateway per revision; `--discover` at 2026-07-28, where its tools
+/// ask for input with input-required results the gateway relays).
 pub(super) fn run_all(
     peers: &Peers,
     gateway_bin: &Path,
@@ -433,21 +435,31 @@ pub(super) fn run_all(
     out_root: &Path,
 ) -> Result<Vec<GatewayOutcome>> {
     let mut outcomes: Vec<Option<GatewayOutcome>> = runs.iter().map(|_| None).collect();
-    for exposure in EXPOSURES {
+    let groups = EXPOSURES.iter().flat_map(|&exposure| {
+        let revisions: Vec<Option<&str>> = if exposure == UPSTREAM_NAMES {
+            super::REVISIONS.iter().copied().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        revisions.into_iter().map(move |r| (exposure, r))
+    });
+    let mut cleared = std::collections::HashSet::new();
+    for (exposure, revision) in groups {
         let these: Vec<(usize, &GatewayRun)> = runs
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.exposure == exposure)
+            .filter(|(_, r)| r.exposure == exposure && revision.is_none_or(|v| r.revision == v))
             .collect();
         if these.is_empty() {
             continue;
         }
         let dir = out_root.join(exposure);
-        if dir.exists() {
+        if cleared.insert(exposure) && dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
         std::fs::create_dir_all(&dir)?;
-        let mut gateway = Gateway::start(gateway_bin, upstream_bin, exposure, &dir)?;
+        let discover = revision == Some("2026-07-28");
+        let mut gateway = Gateway::start(gateway_bin, upstream_bin, exposure, discover, &dir)?;
         eprintln!("conformance: gateway ({exposure}) at {}", gateway.url);
         for (i, run) in these {
             let outcome =
@@ -556,7 +568,13 @@ struct Gateway {
 }
 
 impl Gateway {
-    fn start(bin: &Path, upstream: &Path, exposure: &str, dir: &Path) -> Result<Self> {
+    fn start(
+        bin: &Path,
+        upstream: &Path,
+        exposure: &str,
+        discover: bool,
+        dir: &Path,
+    ) -> Result<Self> {
         let config = dir.join("mcp.toml");
         let skills = dir.join("skills");
         write_skills(&skills)?;
@@ -571,6 +589,9 @@ impl Gateway {
             (exposure, "prefixed", vec!["--header-params"])
         };
         kit_args.extend(["--skills", skills.as_str()]);
+        if discover {
+            kit_args.push("--discover");
+        }
         std::fs::write(
             &config,
             format!(

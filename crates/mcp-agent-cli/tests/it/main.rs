@@ -33,6 +33,7 @@ mod cli_serve_params;
 mod cli_serve_park;
 mod cli_serve_pool;
 mod cli_serve_principals;
+mod cli_serve_relay;
 mod cli_serve_reload;
 mod cli_serve_scale;
 mod cli_serve_skills;

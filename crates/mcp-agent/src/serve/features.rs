@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use agent_core::{EventKind, EventRecvError};
+use agent_core::{EventKind, EventRecvError, ToolCall, ToolError, ToolOutput};
 use async_trait::async_trait;
 use mcp_client::{FeatureError, McpRunner, SessionView};
-use mcp_serve::{Offered, ResourceUpdates, SessionFeatures, UpstreamNames, resource_not_found};
+use mcp_serve::{
+    InputRound, Offered, ResourceUpdates, Round, SessionFeatures, UpstreamNames, resource_not_found,
+};
 use rmcp::ErrorData;
 use rmcp::model::{
     CompletionInfo, GetPromptResult, Prompt, Reference, Resource, ResourceContents,
@@ -282,6 +284,36 @@ impl SessionFeatures for RunTools {
 
     async fn read_directory(&self, uri: &str) -> Result<Vec<Resource>, ErrorData> {
         self.served_directory(uri).await
+    }
+
+    /// A 2026-07-28 client's input requests are relayed (`relay.rs`).
+    fn relays_input(&self) -> bool {
+        true
+    }
+
+    async fn call_tool_round(
+        &self,
+        call: ToolCall,
+        round: InputRound,
+    ) -> Result<Round<ToolOutput>, ToolError> {
+        self.relay_call(call, round).await
+    }
+
+    async fn get_prompt_round(
+        &self,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+        round: InputRound,
+    ) -> Result<Round<GetPromptResult>, ErrorData> {
+        self.relay_prompt(name, arguments, round).await
+    }
+
+    async fn read_resource_round(
+        &self,
+        uri: &str,
+        round: InputRound,
+    ) -> Result<Round<Vec<ResourceContents>>, ErrorData> {
+        self.relay_read(uri, round).await
     }
 }
 

@@ -24,6 +24,7 @@ use crate::features::{
     shown,
 };
 use crate::per_session::SessionTools;
+use crate::relay::Round;
 
 /// The shortest time between two rounds of `notifications/resources/updated` of one session:
 /// updates arriving faster are coalesced per URI.
@@ -134,11 +135,31 @@ impl Session {
         check_client_text("resource URI", &request.uri)?;
         let tools = self.featured(context).await?;
         let _permits = self.permits()?;
-        let contents = tools
-            .features()
-            .unwrap_or(&NoFeatures)
-            .read_resource(&request.uri)
-            .await?;
+        let features = tools.features().unwrap_or(&NoFeatures);
+        let relaying = self.relay_round(
+            Some(features),
+            ("resources/read", &request.uri),
+            None,
+            request.input_responses.clone(),
+            request.request_state.as_deref(),
+            context,
+        )?;
+        let contents = match &relaying {
+            Some(relaying) => {
+                match features
+                    .read_resource_round(&request.uri, relaying.round.clone())
+                    .await?
+                {
+                    Round::Complete(contents) => contents,
+                    Round::InputRequired(asked) => {
+                        return Ok(ReadResourceResponse::InputRequired(
+                            self.seal_asked(relaying, asked)?,
+                        ));
+                    }
+                }
+            }
+            None => features.read_resource(&request.uri).await?,
+        };
         if contents.is_empty() {
             // An empty read is no answer for a resource (SEP-2164): it does not exist.
             return Err(crate::features::resource_not_found(&request.uri));
@@ -217,11 +238,31 @@ impl Session {
         let arguments = prompt_arguments(request.arguments.unwrap_or_default())?;
         let tools = self.featured(context).await?;
         let _permits = self.permits()?;
-        let mut result = tools
-            .features()
-            .unwrap_or(&NoFeatures)
-            .get_prompt(&request.name, arguments)
-            .await?;
+        let features = tools.features().unwrap_or(&NoFeatures);
+        let relaying = self.relay_round(
+            Some(features),
+            ("prompts/get", &request.name),
+            None,
+            request.input_responses,
+            request.request_state.as_deref(),
+            context,
+        )?;
+        let mut result = match &relaying {
+            Some(relaying) => {
+                match features
+                    .get_prompt_round(&request.name, arguments, relaying.round.clone())
+                    .await?
+                {
+                    Round::Complete(result) => result,
+                    Round::InputRequired(asked) => {
+                        return Ok(GetPromptResponse::InputRequired(
+                            self.seal_asked(relaying, asked)?,
+                        ));
+                    }
+                }
+            }
+            None => features.get_prompt(&request.name, arguments).await?,
+        };
         // A result read from an older server has no `resultType`; this one is complete (rmcp
         // drops the field again for a client of an older revision).
         result.result_type.get_or_insert(ResultType::COMPLETE);

@@ -38,6 +38,7 @@ mod skills;
 
 pub use features::HUGE_RESOURCE_BYTES;
 pub use skills::{DIRECTORY_PAGE, SkillHostility, Skills, write_example_skills};
+mod mrtr;
 mod route;
 mod suite;
 mod suite_features;
@@ -113,6 +114,8 @@ pub struct TestServerOptions {
     /// `skills/get`, directory read and read of a skill file is recorded as an
     /// [`Event::Request`].
     pub skills: Option<Arc<Skills>>,
+    /// The key of the `requestState`s the input-required tools sign (shared by clones).
+    pub(crate) state_key: mrtr::StateKey,
 }
 
 impl Default for TestServerOptions {
@@ -132,6 +135,7 @@ impl Default for TestServerOptions {
             suite_resources: false,
             instructions: None,
             skills: None,
+            state_key: mrtr::StateKey::default(),
         }
     }
 }
@@ -399,6 +403,7 @@ impl TestServer {
         }
         if self.options.suite_tools {
             tools.extend(suite::tools());
+            tools.extend(mrtr::tools());
         }
         if self.options.features {
             tools.push(features::flood_tool());
@@ -751,7 +756,9 @@ impl ServerHandler for TestServer {
     ) -> Result<ListPromptsResult, ErrorData> {
         self.featured::<ListPromptsRequestMethod>()?;
         if self.options.suite_resources {
-            return Ok(suite_features::prompts());
+            let mut listed = suite_features::prompts();
+            listed.prompts.push(mrtr::prompt());
+            return Ok(listed);
         }
         Ok(features::prompts())
     }
@@ -766,6 +773,9 @@ impl ServerHandler for TestServer {
             method: "prompts/get".to_owned(),
             target: request.name.clone(),
         });
+        if self.options.suite_resources && request.name == mrtr::PROMPT {
+            return Ok(mrtr::get_prompt(&request));
+        }
         if self.options.suite_resources {
             return suite_features::get_prompt(&request).map(GetPromptResponse::Complete);
         }
@@ -865,6 +875,22 @@ impl ServerHandler for TestServer {
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned),
         });
+        if self.options.suite_tools {
+            if mrtr::is_tool(&request.name) {
+                return mrtr::call(&request, &context, &self.options.state_key);
+            }
+            // At a revision without server-to-client requests, the suite's elicitation tools
+            // ask with an input-required result.
+            let args = request.arguments.clone().unwrap_or_default();
+            let stateless = context
+                .protocol_version()
+                .is_some_and(|v| !v.has_initialize());
+            if stateless
+                && let Some((elicitation, report)) = suite::elicitation(&request.name, &args)
+            {
+                return Ok(mrtr::elicitation_round(elicitation, report, &request));
+            }
+        }
         let args = request.arguments.unwrap_or_default();
         self.call(&request.name, args, &context)
             .await

@@ -85,7 +85,7 @@ pub(super) fn tools() -> Vec<Tool> {
 }
 
 /// The elicitation request a suite tool sends the client, and how its answer is reported.
-fn elicitation(name: &str, args: &JsonObject) -> Option<(Value, &'static str)> {
+pub(super) fn elicitation(name: &str, args: &JsonObject) -> Option<(Value, &'static str)> {
     let request = match name {
         "test_elicitation" => json!({
             "mode": "form",
