@@ -327,7 +327,6 @@ pub fn not_a_directory(uri: &str) -> ErrorData {
     ErrorData::invalid_params(format!("`{}` is not a directory served", shown(uri)), None)
 }
 
-
 /// The error of `skills/get` of a URI that names no skill served: -32602, as the extension
 /// asks.
 ///

@@ -39,6 +39,10 @@ pub enum Mode {
     /// Answers `initialize` well and `tools/list` with a tool whose input schema nests
     /// `--depth` arrays (default 10,000), then stays up until stdin closes.
     DeepTools,
+    /// Offers one resource, `test://gigabyte`, whose `resources/read` answer is one line of
+    /// `--message-bytes` bytes (default 1 GiB), written as it is made, 1 MiB at a time, until
+    /// the client stops reading; then stays up until stdin closes.
+    HugeResource,
 }
 
 /// Arguments of `mcp-test-server`, and a builder for them in tests.
@@ -327,7 +331,10 @@ pub async fn run(args: StdioServerArgs) -> std::io::Result<i32> {
     if args.mode == Mode::GarbageOnStdout {
         return garbage().await;
     }
-    if matches!(args.mode, Mode::OversizedInitialize | Mode::DeepTools) {
+    if matches!(
+        args.mode,
+        Mode::OversizedInitialize | Mode::DeepTools | Mode::HugeResource
+    ) {
         return hostile(&args).await;
     }
     if args.stdout_noise {
@@ -433,8 +440,9 @@ async fn garbage() -> std::io::Result<i32> {
 }
 
 /// Speaks JSON-RPC by hand so that one answer can break the rules: an `initialize` answer of
-/// `--message-bytes` bytes, or a `tools/list` answer nested `--depth` levels deep. Then reads
-/// stdin until it closes, so a client that waits learns nothing from the process ending.
+/// `--message-bytes` bytes, a `tools/list` answer nested `--depth` levels deep, or a
+/// `resources/read` answer of `--message-bytes` bytes never held whole. Then reads stdin until
+/// it closes, so a client that waits learns nothing from the process ending.
 async fn hostile(args: &StdioServerArgs) -> std::io::Result<i32> {
     use serde_json::{Value, json};
     use tokio::io::AsyncWriteExt as _;
@@ -451,9 +459,14 @@ async fn hostile(args: &StdioServerArgs) -> std::io::Result<i32> {
         let answer = match method {
             "initialize" => {
                 let version = request["params"]["protocolVersion"].clone();
+                let capabilities = if args.mode == Mode::HugeResource {
+                    json!({"tools": {}, "resources": {}})
+                } else {
+                    json!({"tools": {}})
+                };
                 let result = json!({
                     "protocolVersion": version,
-                    "capabilities": {"tools": {}},
+                    "capabilities": capabilities,
                     "serverInfo": {"name": "hostile", "version": "1"},
                 });
                 let answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
@@ -469,6 +482,41 @@ async fn hostile(args: &StdioServerArgs) -> std::io::Result<i32> {
                 } else {
                     answer
                 }
+            }
+            "tools/list" if args.mode == Mode::HugeResource => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"tools": []}}).to_string()
+            }
+            "resources/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"resources": [
+                {"uri": "test://gigabyte", "name": "gigabyte"}]}})
+            .to_string(),
+            "resources/templates/list" => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"resourceTemplates": []}}).to_string()
+            }
+            "resources/read" => {
+                let bytes = args.message_bytes.unwrap_or(1 << 30);
+                let head = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"contents":[{{"uri":"test://gigabyte","text":""#
+                );
+                let tail = "\"}]}}\n";
+                let chunk = vec![b'x'; 1 << 20];
+                let mut left = bytes.saturating_sub(head.len() + tail.len());
+                let written: std::io::Result<()> = async {
+                    out.write_all(head.as_bytes()).await?;
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        out.write_all(&chunk[..n]).await?;
+                        left -= n;
+                    }
+                    out.write_all(tail.as_bytes()).await?;
+                    out.flush().await
+                }
+                .await;
+                if written.is_err() {
+                    // The client stopped reading: wait for stdin to close.
+                    while lines.next_line().await?.is_some() {}
+                    return Ok(0);
+                }
+                continue;
             }
             "tools/list" => {
                 let depth = args.depth.unwrap_or(10_000);

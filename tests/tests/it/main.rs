@@ -8,6 +8,7 @@ mod custom_transport;
 mod fault_crash_mid_call;
 mod fault_garbage_on_stdout;
 mod fault_hang;
+mod fault_huge_resource;
 mod fault_ignores_close;
 mod fault_slow_initialize;
 mod fleet_rate_limit;
