@@ -53,6 +53,18 @@ pub enum FeatureError {
         #[source]
         source: ProtocolError,
     },
+    /// The transport ended the session during the exchange, and said why (a message over its
+    /// size or depth bound, a write that failed); scrubbed of the run's secrets.
+    #[error("server `{server}`: {method} failed")]
+    Transport {
+        /// The server.
+        server: String,
+        /// The method.
+        method: &'static str,
+        /// Why the transport ended the session.
+        #[source]
+        source: agent_core::BoxError,
+    },
     /// The server did not answer within its call timeout.
     #[error("server `{server}`: {method} timed out after {:.1} s", after.as_secs_f64())]
     Timeout {
@@ -161,6 +173,7 @@ impl FeatureError {
             | Self::Denied { server, .. }
             | Self::Rpc { server, .. }
             | Self::Failed { server, .. }
+            | Self::Transport { server, .. }
             | Self::Timeout { server, .. }
             | Self::ListLimit { server, .. }
             | Self::TooLarge { server, .. }
@@ -191,6 +204,7 @@ impl FeatureError {
                 _ => O::Transport,
             },
             Self::Failed { .. }
+            | Self::Transport { .. }
             | Self::ListLimit { .. }
             | Self::TooLarge { .. }
             | Self::NotBase64 { .. }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::error::ProtocolError;
 use crate::list::{Count, ListError};
-use crate::scrub::shown_text;
+use crate::scrub::{scrub_error, shown_text};
 use crate::session::MAX_ERROR_MESSAGE_BYTES;
 use crate::{FeatureError, ListLimit, ListLimits, Session};
 
@@ -102,6 +102,15 @@ impl Session {
                 method,
                 after: timeout,
             },
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if let Some(failure) = self.transport_failure() =>
+            {
+                FeatureError::Transport {
+                    server,
+                    method,
+                    source: scrub_error(self.redactor(), failure),
+                }
+            }
             other => FeatureError::Failed {
                 server,
                 method,

@@ -423,6 +423,11 @@ impl Session {
         })
     }
 
+    /// Why the transport ended the session, when it said.
+    pub(crate) fn transport_failure(&self) -> Option<BoxError> {
+        self.handle.failure()
+    }
+
     fn with_stderr(&self, e: ProtocolError, suffix: &str) -> BoxError {
         if suffix.is_empty() {
             Box::new(e)
