@@ -131,17 +131,8 @@ impl RelaySeal {
     pub(crate) fn random() -> Self {
         let rng = SystemRandom::new();
         let mut bytes = [0u8; 32];
-        if rng.fill(&mut bytes).is_err() {
-            // Without the system's random source: a key from the time and an address, which
-            // no client knows either.
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            let seed = nanos ^ (std::ptr::addr_of!(bytes) as usize as u128);
-            let digest = ring::digest::digest(&ring::digest::SHA256, &seed.to_be_bytes());
-            bytes.copy_from_slice(digest.as_ref());
-        }
+        // No weaker key instead: a gateway without the system's random source does not start.
+        rng.fill(&mut bytes).expect("the system's random source");
         let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).expect("a 32-byte key");
         Self {
             key: LessSafeKey::new(key),
