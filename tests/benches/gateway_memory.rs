@@ -25,7 +25,8 @@
 //!   a process of its own, its `VmRSS` read from `/proc` (its allocator decides what returns),
 //!   and, beside it, the cost of a call through it against the same call made directly:
 //!   rounds of 100 sequential calls (and of calls 16 in flight) on every path in rotating
-//!   order, the median of the per-round ratios. Without either variable this part is left out.
+//!   order, the median of the per-round ratios; and each binary again as `LABEL_parked`, with
+//!   `park_idle_sessions_seconds = 1`. Without either variable this part is left out.
 //!
 //! `cargo bench -p integration-tests --bench gateway_memory` (1,000 sessions, 4 rounds;
 //! figures printed, and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set); under
@@ -343,10 +344,14 @@ async fn in_process_round(url: &str, sessions: usize, park: Option<Duration>) ->
     }
 }
 
-/// A round on a gateway process `pid` at `url`: its `VmRSS` only.
-async fn process_round(pid: &str, url: &str, sessions: usize) -> Round {
+/// A round on a gateway process `pid` at `url`: its `VmRSS` only; with `park`, measured once
+/// the sessions have been idle that long (and so parked).
+async fn process_round(pid: &str, url: &str, sessions: usize, park: Option<Duration>) -> Round {
     let of = || rss_of(pid).expect("the gateway is running");
     let opened = open_sessions(url, sessions).await;
+    if let Some(after) = park {
+        tokio::time::sleep(after + after / 2).await;
+    }
     settle(Duration::from_millis(250), 2, Duration::from_secs(5), of).await;
     let rss_open = of();
     close_sessions(url, opened).await;
@@ -454,14 +459,23 @@ fn binaries() -> Vec<(String, PathBuf)> {
 const MAX_SESSIONS: usize = 4096;
 
 /// `mcp-agent serve --http` of `binary` in front of the upstream at `url`, with the
-/// configuration's defaults but for approval (calls allowed) and [`MAX_SESSIONS`].
-async fn replica(binary: &std::path::Path, dir: &std::path::Path, url: &str) -> Replica {
+/// configuration's defaults but for approval (calls allowed) and [`MAX_SESSIONS`], and idle
+/// sessions parked after `park` when given.
+async fn replica(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+    url: &str,
+    park: Option<Duration>,
+) -> Replica {
     let config = dir.join(format!("gateway-{}.toml", unique()));
+    let park = park.map_or_else(String::new, |after| {
+        format!("park_idle_sessions_seconds = {}\n", after.as_secs_f64())
+    });
     std::fs::write(
         &config,
         format!(
             "[[servers]]\nname = \"kit\"\nurl = {url:?}\n\n[serve]\napprove = \"allow\"\n\
-             max_sessions = {MAX_SESSIONS}\n"
+             max_sessions = {MAX_SESSIONS}\n{park}"
         ),
     )
     .expect("write the gateway's config");
@@ -598,10 +612,17 @@ fn measure(full: bool) -> Value {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut replicas = Vec::new();
         for (label, binary) in &binaries {
-            replicas.push((label.clone(), replica(binary, dir.path(), &url).await));
+            replicas.push((
+                label.clone(),
+                None,
+                replica(binary, dir.path(), &url, None).await,
+            ));
+            let park = Some(PARK_AFTER);
+            let parked = replica(binary, dir.path(), &url, park).await;
+            replicas.push((format!("{label}_parked"), park, parked));
         }
         let mut processes = serde_json::Map::new();
-        for (label, replica) in &replicas {
+        for (label, park, replica) in &replicas {
             let pid = replica.pid().to_string();
             let at = replica.url();
             let one = open_sessions(&at, 1).await;
@@ -613,14 +634,14 @@ fn measure(full: bool) -> Value {
             let base = (rss_of(&pid).expect("running"), 0);
             let mut all = Vec::new();
             for _ in 0..rounds {
-                all.push(process_round(&pid, &at, sessions).await);
+                all.push(process_round(&pid, &at, sessions, *park).await);
             }
             processes.insert(label.clone(), report(label, sessions, base, &all, false));
         }
         let connector = HttpConnector::new(HttpOptions::default()).expect("HTTP connector");
         let gateways: Vec<(String, String)> = replicas
             .iter()
-            .map(|(label, replica)| (label.clone(), replica.url()))
+            .map(|(label, _, replica)| (label.clone(), replica.url()))
             .collect();
         let calls = per_call(&connector, &url, &gateways, if full { 20 } else { 1 }).await;
         out["processes"] = Value::Object(processes);
