@@ -27,6 +27,7 @@ use tracing::Instrument as _;
 
 mod directory;
 mod features;
+mod pages;
 mod relay;
 mod skills;
 
