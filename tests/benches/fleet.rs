@@ -21,20 +21,23 @@
 //! - `rate_limit`: a fleet limited to 50 requests a second (burst 50), sent 120 a second for
 //!   4 s through the balancer: what got through against what the limit allows (target within
 //!   5%).
-//! - `token_requests`: the requests at the authorization server when 3 replicas × 50
-//!   concurrent calls hold an expired token (target exactly 1); `null` until the replicas
-//!   share upstream OAuth tokens.
+//! - `token_requests`: a fleet whose upstream wants client-credentials tokens from the test
+//!   kit's authorization server (the replicas share them sealed in Redis): once the shared
+//!   token has expired, 50 concurrent calls sent straight to each of the 3 replicas, with
+//!   the token endpoint answering 200 ms late so that they all overlap; the requests the
+//!   authorization server saw for them (target exactly 1).
 //!
 //! The clients are 2026-07-28 (stateless) clients: each request stands alone, so round robin
 //! needs no session affinity. The figures are printed and written as JSON to
 //! `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it and checks the targets).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use integration_tests::bench::{median, run_paired, runtime};
 use integration_tests::fleet::{
     Client, Fleet, FleetOptions, Load, Protocol, Replica, check_rate_limit, gateway_config,
 };
+use mcp_test_kit::oauth::{AuthServer, CLIENT_ID, CLIENT_SECRET};
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use serde_json::{Map, Value, json};
 
@@ -42,6 +45,10 @@ use serde_json::{Map, Value, json};
 const REPLICAS: usize = 3;
 /// Counted in Redis on every request, never reached.
 const UNREACHED_LIMIT: &str = "rate_limit = { per_second = 1000000, burst = 1000000 }";
+/// Concurrent calls per replica on an expired token.
+const CALLS_ON_EXPIRED: usize = 50;
+/// The seal key the token run's replicas share upstream tokens with (32 bytes, base64).
+const SEAL_KEY: &str = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
 /// The rate-limit run's limit.
 const RATE_PER_SECOND: f64 = 50.0;
 const RATE_BURST: u32 = 50;
@@ -130,12 +137,13 @@ async fn measure(sizes: &Sizes) -> Value {
     drop(single);
     drop(fleet);
     let rate_limit = rate_limit(sizes).await;
+    let token_requests = token_requests().await;
     json!({
         "replicas": REPLICAS,
         "load": load_figures,
         "sequential": sequential,
         "rate_limit": rate_limit,
-        "token_requests": Value::Null,
+        "token_requests": token_requests,
     })
 }
 
@@ -210,6 +218,67 @@ async fn rate_limit(sizes: &Sizes) -> Value {
         "window_s": round(check.window.as_secs_f64(), 3),
         "expected": round(check.expected, 1),
         "accuracy": round(check.accuracy(), 4),
+    })
+}
+
+/// The token requests of [`REPLICAS`] × [`CALLS_ON_EXPIRED`] concurrent calls on an expired
+/// shared token (see the crate docs).
+async fn token_requests() -> Value {
+    let Ok(auth) = AuthServer::start().await else {
+        return json!({"skipped": "the authorization server did not start"});
+    };
+    // The first token lives 2 s: long enough to be shared, short enough to wait out.
+    auth.set_expires_in(2);
+    let credentials = format!(
+        "auth = {{ oauth_client_credentials = {{ client_id = {CLIENT_ID:?}, \
+         client_secret = {CLIENT_SECRET:?}, token_url = {:?} }} }}",
+        auth.token_url()
+    );
+    let options = FleetOptions::default()
+        .with_replicas(REPLICAS)
+        .with_seal_key(SEAL_KEY)
+        .with_server(credentials);
+    let Some(fleet) = Fleet::start(options).await else {
+        return Value::Null;
+    };
+    let calls = |url: &str, clients: usize| {
+        Load::new(url, "kit__echo")
+            .with_clients(clients, 1)
+            .with_in_flight(clients)
+    };
+    // Every replica has its upstream session open, on the one token the fleet took.
+    let mut warm_failed = 0;
+    for replica in &fleet.replicas {
+        warm_failed += calls(&replica.url(), 1).run().await.failed().len();
+    }
+    let warm = auth.token_requests();
+    // Past the first token's lifetime: every replica's copy, and Redis's, has expired.
+    let issued = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    auth.set_expires_in(3600);
+    auth.set_delay(Duration::from_millis(200));
+    let before = auth.token_requests();
+    let started = Instant::now();
+    let reports = futures::future::join_all(
+        fleet
+            .replicas
+            .iter()
+            .map(|replica| async move { calls(&replica.url(), CALLS_ON_EXPIRED).run().await }),
+    )
+    .await;
+    let took = started.elapsed();
+    let sent: usize = reports.iter().map(|r| r.calls.len()).sum();
+    let failed: usize = reports.iter().map(|r| r.failed().len()).sum();
+    json!({
+        "replicas": REPLICAS,
+        "calls_per_replica": CALLS_ON_EXPIRED,
+        "warm_up_requests": warm,
+        "warm_up_failed": warm_failed,
+        "waited_s": round(started.duration_since(issued).as_secs_f64(), 2),
+        "calls": sent,
+        "failed": failed,
+        "took_ms": round(took.as_secs_f64() * 1e3, 1),
+        "requests": auth.token_requests() - before,
     })
 }
 

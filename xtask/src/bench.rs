@@ -603,7 +603,8 @@ fn gateway(results: &BTreeMap<String, Measured>, paired: Option<Value>) -> Optio
 
 /// The fleet's figures as the bench wrote them, and its targets: no failed call under load,
 /// per call (under load and sequential) ≤ 1.15× one replica's without Redis, the rate limit
-/// within 5%, exactly one token request (`null` while not measured).
+/// within 5%, exactly one token request for the calls on an expired token, every one of them
+/// answered (`null` when not measured).
 fn fleet(mut figures: Value) -> Value {
     if figures.get("skipped").is_some() {
         return figures;
@@ -623,7 +624,9 @@ fn fleet(mut figures: Value) -> Value {
             number(&["rate_limit", "accuracy"]).map(|a| (a - 1.0).abs()),
             FLEET_RATE_ERROR_MAX,
         ),
-        "token_requests": number(&["token_requests"]).map(|n| n == FLEET_TOKEN_REQUESTS as f64),
+        "token_requests": number(&["token_requests", "requests"])
+            .zip(number(&["token_requests", "failed"]))
+            .map(|(n, failed)| n == FLEET_TOKEN_REQUESTS as f64 && failed == 0.0),
     });
     figures["targets"] = json!({
         "failed_calls": 0,
@@ -879,7 +882,7 @@ mod tests {
             "load": {"failed": 0, "ratio": 1.12},
             "sequential": {"failed": 0, "ratio": 1.31},
             "rate_limit": {"accuracy": 0.97},
-            "token_requests": null,
+            "token_requests": {"requests": 1, "failed": 0},
         });
         let report = report(
             &BTreeMap::new(),
@@ -893,8 +896,12 @@ mod tests {
         assert_eq!(met["per_call_under_load"], json!(true));
         assert_eq!(met["per_call_sequential"], json!(false));
         assert_eq!(met["rate_limit"], json!(true));
-        assert_eq!(met["token_requests"], Value::Null);
+        assert_eq!(met["token_requests"], json!(true));
         assert_eq!(report["fleet"]["load"]["ratio"], json!(1.12));
+        let twice = fleet(json!({"token_requests": {"requests": 2, "failed": 0}}));
+        assert_eq!(twice["targets"]["met"]["token_requests"], json!(false));
+        let unmeasured = fleet(json!({"token_requests": null}));
+        assert_eq!(unmeasured["targets"]["met"]["token_requests"], Value::Null);
         let skipped = fleet(json!({"skipped": "no peers"}));
         assert!(skipped.get("targets").is_none());
     }
