@@ -138,6 +138,19 @@ impl RateLimitStore for RedisLimits {
             .await
             .map_err(|e| redis_failed(&self.redis, &e))
     }
+
+    async fn take_counted(
+        &self,
+        key: &str,
+        limit: RateLimit,
+    ) -> Result<Result<Option<u32>, Duration>, StoreError> {
+        Ok(self
+            .limiter
+            .take_counted(key, limit.per_second, limit.burst)
+            .await
+            .map_err(|e| redis_failed(&self.redis, &e))?
+            .map(Some))
+    }
 }
 
 #[cfg(test)]

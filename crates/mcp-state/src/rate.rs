@@ -22,11 +22,13 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
 local allowed_at = tat - (burst - 1) * interval
 if now < allowed_at then
-  return {0, math.ceil(allowed_at - now)}
+  return {0, math.ceil(allowed_at - now), 0}
 end
 local next_tat = tat + interval
 redis.call('SET', KEYS[1], string.format('%.3f', next_tat), 'PX', math.max(1, math.ceil(next_tat - now)))
-return {1, 0}
+local room = math.floor((now - next_tat) / interval + burst)
+if room < 0 then room = 0 end
+return {1, 0, room}
 ";
 
 /// Token buckets under `<prefix>rl:<key>`, taken from atomically on the server.
@@ -84,6 +86,25 @@ impl RateLimiter {
         per_second: f64,
         burst: u32,
     ) -> Result<Result<(), Duration>, StateError> {
+        Ok(self.take_counted(key, per_second, burst).await?.map(|_| ()))
+    }
+
+    /// [`take`](Self::take), telling on success how many more tokens the bucket held right
+    /// after (the takes that would succeed at once): `Ok(Ok(room))`.
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: mcp_state::RateLimiter) -> Result<(), mcp_state::StateError> {
+    /// // A fresh bucket of 20: one taken, 19 left.
+    /// assert_eq!(limiter.take_counted("addr:10.0.0.2", 10.0, 20).await?, Ok(19));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_counted(
+        &self,
+        key: &str,
+        per_second: f64,
+        burst: u32,
+    ) -> Result<Result<u32, Duration>, StateError> {
         let per_second = if per_second.is_finite() {
             per_second.max(0.001)
         } else {
@@ -92,9 +113,10 @@ impl RateLimiter {
         let interval_ms = 1000.0 / per_second;
         let mut invocation = self.script.key(self.key(key));
         invocation.arg(interval_ms).arg(burst.max(1));
-        let (taken, wait_ms): (i64, i64) = self.state.invoke("rate limit", &invocation).await?;
+        let (taken, wait_ms, room): (i64, i64, i64) =
+            self.state.invoke("rate limit", &invocation).await?;
         Ok(if taken == 1 {
-            Ok(())
+            Ok(u32::try_from(room.max(0)).unwrap_or(u32::MAX))
         } else {
             Err(Duration::from_millis(wait_ms.max(1).unsigned_abs()))
         })

@@ -32,6 +32,18 @@ pub trait RateLimitStore: Send + Sync + 'static {
     /// Takes a token of `key`'s bucket under `limit`: `Ok(Ok(()))` when it had one,
     /// `Ok(Err(wait))` when it has one again after `wait`, `Err` when the store failed.
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError>;
+
+    /// [`take`](Self::take), telling on success how many more tokens `key`'s bucket held right
+    /// after, when the store can tell (`Ok(Ok(Some(room)))`). A replica takes the next token
+    /// ahead, off the request path, only while the room is more than half the burst; the
+    /// default tells nothing (`None`), so every request waits for its own take.
+    async fn take_counted(
+        &self,
+        key: &str,
+        limit: RateLimit,
+    ) -> Result<Result<Option<u32>, Duration>, StoreError> {
+        Ok(self.take(key, limit).await?.map(|()| None))
+    }
 }
 
 /// A shared store (of rate limits, of sessions) that failed (unreachable, timed out, refused

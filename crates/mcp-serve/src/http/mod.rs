@@ -35,6 +35,7 @@ mod in_flight;
 mod jwks;
 mod jwt;
 mod limit;
+mod limit_ahead;
 mod limit_store;
 mod message_check;
 mod metered;

@@ -2,7 +2,8 @@
 //! of its key's bucket in the shared store — `sub:<JWT subject>` when authentication named
 //! one, else `addr:<client address>`. Out of budget: `429` with `Retry-After`; the store
 //! failing: `503` (closed) or through (open), the failure logged at most once per
-//! [`LOG_INTERVAL`].
+//! [`LOG_INTERVAL`]. While a bucket is far from empty, the key's next token is taken ahead in
+//! the background ([`super::limit_ahead`]), so a client's next request skips the round trip.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use http::{Request, StatusCode};
 use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
+use super::limit_ahead::{Ahead, Held, ample};
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
 /// At most one warning about a failing store per this interval.
@@ -30,6 +32,7 @@ pub(crate) struct SharedLimit {
     shared: SharedRateLimit,
     limit: RateLimit,
     failures: FailureLog,
+    ahead: Ahead,
 }
 
 impl SharedLimit {
@@ -39,7 +42,24 @@ impl SharedLimit {
             shared,
             limit,
             failures: FailureLog::new("shared rate limit"),
+            ahead: Ahead::default(),
         })
+    }
+
+    /// Takes `key`'s next token in the background, unless one is held or being taken.
+    fn take_ahead(self: &Arc<Self>, key: String) {
+        if !self.ahead.begin(&key, Instant::now()) {
+            return;
+        }
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let taken = match this.shared.store().take_counted(&key, this.limit).await {
+                Ok(Ok(room)) => Some(ample(room, this.limit)),
+                // Refused or failed: the next request takes its own and hears why.
+                Ok(Err(_)) | Err(_) => None,
+            };
+            this.ahead.end(&key, taken, Instant::now());
+        });
     }
 }
 
@@ -89,8 +109,20 @@ impl Gate for SharedLimit {
         request: Request<B>,
     ) -> Result<Request<B>, Answer> {
         let on_error = self.shared.on_error();
-        match self.shared.store().take(&key(&request), self.limit).await {
-            Ok(Ok(())) => Ok(request),
+        let key = key(&request);
+        if let Held::Taken { ample } = self.ahead.take_held(&key, Instant::now()) {
+            if ample {
+                self.take_ahead(key);
+            }
+            return Ok(request);
+        }
+        match self.shared.store().take_counted(&key, self.limit).await {
+            Ok(Ok(room)) => {
+                if ample(room, self.limit) {
+                    self.take_ahead(key);
+                }
+                Ok(request)
+            }
             Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
             Err(error) => {
                 self.failures.note(&error, on_error, Instant::now());
@@ -167,6 +199,101 @@ mod tests {
         let (answer, reached) =
             through(&layer(Down, OnStoreError::Open), from("10.0.0.1", None)).await;
         assert_eq!((answer.status.as_u16(), reached), (200, 1));
+    }
+
+    /// What the tests wait at most for something that happens at once.
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// Tells `room` after every take and counts them; once `stalled`, a take never ends.
+    #[derive(Default)]
+    struct Roomy {
+        room: u32,
+        takes: std::sync::atomic::AtomicUsize,
+        stalled: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait]
+    impl RateLimitStore for Roomy {
+        async fn take(
+            &self,
+            key: &str,
+            limit: RateLimit,
+        ) -> Result<Result<(), Duration>, StoreError> {
+            Ok(self.take_counted(key, limit).await?.map(|_| ()))
+        }
+
+        async fn take_counted(
+            &self,
+            _: &str,
+            _: RateLimit,
+        ) -> Result<Result<Option<u32>, Duration>, StoreError> {
+            use std::sync::atomic::Ordering;
+            if self.stalled.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            self.takes.fetch_add(1, Ordering::SeqCst);
+            Ok(Ok(Some(self.room)))
+        }
+    }
+
+    fn gate(room: u32) -> (Arc<SharedLimit>, Arc<Roomy>) {
+        let store = Arc::new(Roomy {
+            room,
+            ..Roomy::default()
+        });
+        let shared = SharedRateLimit::new(store.clone(), OnStoreError::Closed);
+        let gate = Arc::new(SharedLimit {
+            shared,
+            limit: RateLimit::new(1.0, 10),
+            failures: FailureLog::new("shared rate limit"),
+            ahead: Ahead::default(),
+        });
+        (gate, store)
+    }
+
+    #[tokio::test]
+    async fn a_bucket_far_from_empty_lets_the_next_request_through_without_a_take() {
+        use std::sync::atomic::Ordering;
+        let (gate, store) = gate(9);
+        let passed = gate.clone().pass(from("10.0.0.1", None)).await;
+        assert!(passed.is_ok());
+        // The take ahead runs in the background; then a token is held for the address.
+        let held = async {
+            while store.takes.load(Ordering::SeqCst) < 2 || gate.ahead.len() == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(BOUND, held)
+            .await
+            .expect("a token held");
+        // The store stops answering: the held token still lets the next request through.
+        store.stalled.store(true, Ordering::SeqCst);
+        let passed = tokio::time::timeout(BOUND, gate.clone().pass(from("10.0.0.1", None)))
+            .await
+            .expect("through without the store");
+        assert!(passed.is_ok());
+        assert_eq!(store.takes.load(Ordering::SeqCst), 2, "no take on its path");
+        // Another address has no token held: it waits for its own take.
+        let other = gate.clone().pass(from("10.0.0.2", None));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), other)
+                .await
+                .is_err(),
+            "a take of its own, stalled"
+        );
+    }
+
+    #[tokio::test]
+    async fn near_the_limit_every_request_takes_its_own_token() {
+        use std::sync::atomic::Ordering;
+        // Half the burst of 10 left: nothing is taken ahead.
+        let (gate, store) = gate(5);
+        for _ in 0..3 {
+            assert!(gate.clone().pass(from("10.0.0.1", None)).await.is_ok());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.takes.load(Ordering::SeqCst), 3);
+        assert_eq!(gate.ahead.len(), 0);
     }
 
     #[test]

@@ -63,6 +63,28 @@ async fn a_refused_take_says_when_the_bucket_has_room_again() {
 }
 
 #[tokio::test]
+async fn a_counted_take_tells_the_room_left_in_the_bucket() {
+    let Some(fx) = fixture().await else {
+        return;
+    };
+    let limiter = fx.state.rate_limiter();
+    // A slow refill (one token in 1,000 s): the room only falls, one a take.
+    for left in (0..4).rev() {
+        assert_eq!(
+            bounded(limiter.take_counted("sub:room", 0.001, 4)).await,
+            Ok(Ok(left))
+        );
+    }
+    assert!(
+        bounded(limiter.take_counted("sub:room", 0.001, 4))
+            .await
+            .expect("counted")
+            .is_err(),
+        "the fifth take of a burst of four"
+    );
+}
+
+#[tokio::test]
 async fn a_stopped_server_is_a_command_error() {
     let Some(fx) = fixture().await else {
         return;
