@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use mcp_agent::auth::SharedTokens;
 use mcp_agent::state::{RedisTokens, SealKey};
 use mcp_serve::{
-    OnStoreError, ProofReplay, RateLimit, RateLimitStore, SharedRateLimit, StoreError,
+    OnStoreError, ProofReplay, RateLimit, RateLimitStore, SharedRateLimit, StoreError, Taken,
 };
 use mcp_state::{Locks, OnError, RateLimiter, RedisState, StateConfig, StateError};
 
@@ -143,13 +143,18 @@ impl RateLimitStore for RedisLimits {
         &self,
         key: &str,
         limit: RateLimit,
-    ) -> Result<Result<Option<u32>, Duration>, StoreError> {
+        count: u32,
+    ) -> Result<Result<Taken, Duration>, StoreError> {
+        let count = count.max(1);
         Ok(self
             .limiter
-            .take_counted(key, limit.per_second, limit.burst)
+            .take_counted(key, count, limit.per_second, limit.burst)
             .await
             .map_err(|e| redis_failed(&self.redis, &e))?
-            .map(Some))
+            .map(|room| Taken {
+                tokens: count,
+                room: Some(room),
+            }))
     }
 }
 

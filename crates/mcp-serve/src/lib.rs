@@ -95,7 +95,7 @@ pub use http::{
     BearerAuth, DpopPolicy, HttpOptions, HttpServer, InProcessReplay, InProcessSessions,
     InProcessStore, JwksError, JwtAlgorithm, JwtAuth, OnStoreError, PROOF_WINDOW, ProofReplay,
     RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit, SharedSessions,
-    StoreError,
+    StoreError, Taken,
 };
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};

@@ -11,20 +11,22 @@ use redis::Script;
 use crate::error::StateError;
 use crate::state::RedisState;
 
-/// GCRA in one step. `KEYS[1]`: the bucket; `ARGV[1]`: ms between tokens; `ARGV[2]`: burst.
-/// Returns `{1, 0}` when a token was taken, `{0, ms until one is}` when not.
+/// GCRA in one step. `KEYS[1]`: the bucket; `ARGV[1]`: ms between tokens; `ARGV[2]`: burst;
+/// `ARGV[3]`: tokens to take at once. Returns `{1, 0, room}` when they were taken (`room`: the
+/// tokens left that could be taken at once), `{0, ms until they can be, 0}` when not.
 const GCRA: &str = r"
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) * 1000 + tonumber(now_parts[2]) / 1000
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local count = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
-local allowed_at = tat - (burst - 1) * interval
+local next_tat = tat + count * interval
+local allowed_at = next_tat - burst * interval
 if now < allowed_at then
   return {0, math.ceil(allowed_at - now), 0}
 end
-local next_tat = tat + interval
 redis.call('SET', KEYS[1], string.format('%.3f', next_tat), 'PX', math.max(1, math.ceil(next_tat - now)))
 local room = math.floor((now - next_tat) / interval + burst)
 if room < 0 then room = 0 end
@@ -86,22 +88,28 @@ impl RateLimiter {
         per_second: f64,
         burst: u32,
     ) -> Result<Result<(), Duration>, StateError> {
-        Ok(self.take_counted(key, per_second, burst).await?.map(|_| ()))
+        Ok(self
+            .take_counted(key, 1, per_second, burst)
+            .await?
+            .map(|_| ()))
     }
 
-    /// [`take`](Self::take), telling on success how many more tokens the bucket held right
-    /// after (the takes that would succeed at once): `Ok(Ok(room))`.
+    /// [`take`](Self::take) of `count` tokens at once (at least 1), all or none, telling on
+    /// success how many more the bucket held right after (the takes that would succeed at
+    /// once): `Ok(Ok(room))`.
     ///
     /// ```no_run
     /// # async fn demo(limiter: mcp_state::RateLimiter) -> Result<(), mcp_state::StateError> {
-    /// // A fresh bucket of 20: one taken, 19 left.
-    /// assert_eq!(limiter.take_counted("addr:10.0.0.2", 10.0, 20).await?, Ok(19));
+    /// // A fresh bucket of 20: one taken, 19 left; then 8 at once, 11 left.
+    /// assert_eq!(limiter.take_counted("addr:10.0.0.2", 1, 10.0, 20).await?, Ok(19));
+    /// assert_eq!(limiter.take_counted("addr:10.0.0.2", 8, 10.0, 20).await?, Ok(11));
     /// # Ok(())
     /// # }
     /// ```
     pub async fn take_counted(
         &self,
         key: &str,
+        count: u32,
         per_second: f64,
         burst: u32,
     ) -> Result<Result<u32, Duration>, StateError> {
@@ -112,7 +120,10 @@ impl RateLimiter {
         };
         let interval_ms = 1000.0 / per_second;
         let mut invocation = self.script.key(self.key(key));
-        invocation.arg(interval_ms).arg(burst.max(1));
+        invocation
+            .arg(interval_ms)
+            .arg(burst.max(1))
+            .arg(count.max(1));
         let (taken, wait_ms, room): (i64, i64, i64) =
             self.state.invoke("rate limit", &invocation).await?;
         Ok(if taken == 1 {

@@ -1,13 +1,15 @@
 //! Tokens taken ahead: while a client's bucket in the shared store is far from empty, the
-//! replica takes that client's next token in the background, so the client's next request on
-//! this replica is let through without a round trip to the store.
+//! replica takes a few of that client's next tokens at once, in the background, so the
+//! client's next requests on this replica are let through without a round trip to the store.
 //!
 //! Bounds, so the fleet-wide limit stays what it says:
-//! - a token is taken ahead only when the store said the bucket kept more than half its burst
-//!   after the last take: near the limit every request waits for its own take, and a token
-//!   held here never makes another replica refuse a request the bucket had room for;
-//! - one token per key at most, held at most [`HOLD`], then dropped (the bucket refills it in
-//!   its time): a held token is a token the store counted, let through at most `HOLD` late;
+//! - tokens are taken ahead only when the store said the bucket kept more than half its burst
+//!   after the last take, and never so many that it would keep less ([`lease`]): near the
+//!   limit every request waits for its own take, and tokens held here never make another
+//!   replica refuse a request the bucket had room for;
+//! - at most [`LEASE`] tokens per key, held at most [`HOLD`], then dropped (the bucket refills
+//!   them in its time): a held token is a token the store counted, let through at most `HOLD`
+//!   late;
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
 
 use std::collections::HashMap;
@@ -15,17 +17,21 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::limit::RateLimit;
+use super::limit_store::Taken;
 
-/// How long a token taken ahead is kept for its client.
+/// How long tokens taken ahead are kept for their client.
 pub(crate) const HOLD: Duration = Duration::from_secs(1);
+
+/// The most tokens taken ahead at once for a key.
+pub(crate) const LEASE: u32 = 8;
 
 /// The keys tokens are held or being taken for, at most.
 pub(crate) const MAX_KEYS: usize = 4096;
 
-/// Whether a bucket with `room` tokens left after a take is far enough from empty for the
-/// next token to be taken ahead: more than half of `limit`'s burst.
-pub(crate) fn ample(room: Option<u32>, limit: RateLimit) -> bool {
-    room.is_some_and(|room| room > limit.burst / 2)
+/// How many tokens to take ahead from a bucket that had `room` left after a take: what keeps
+/// it more than half full, at most [`LEASE`]; none when the store did not tell.
+pub(crate) fn lease(room: Option<u32>, limit: RateLimit) -> u32 {
+    room.map_or(0, |room| room.saturating_sub(limit.burst / 2).min(LEASE))
 }
 
 /// The tokens held, per key.
@@ -38,8 +44,12 @@ pub(crate) struct Ahead {
 enum Slot {
     /// A take is out for the key.
     Taking,
-    /// A token taken at this instant; whether the bucket was still ample then.
-    Held { at: Instant, ample: bool },
+    /// `tokens` taken at `at`; the bucket's room right after.
+    Held {
+        at: Instant,
+        tokens: u32,
+        room: Option<u32>,
+    },
 }
 
 /// What [`Ahead::take_held`] found.
@@ -47,29 +57,32 @@ enum Slot {
 pub(crate) enum Held {
     /// No fresh token for the key: the request takes its own.
     None,
-    /// A token, let the request through; `ample`: take the next one ahead.
-    Taken { ample: bool },
+    /// A token: let the request through; when it was the last, take `next` more ahead.
+    Taken { next: u32 },
 }
 
 impl Ahead {
-    /// Takes the token held for `key`, if one was taken less than [`HOLD`] before `now`.
-    pub(crate) fn take_held(&self, key: &str, now: Instant) -> Held {
+    /// Takes a token held for `key`, if they were taken less than [`HOLD`] before `now`.
+    pub(crate) fn take_held(&self, key: &str, now: Instant, limit: RateLimit) -> Held {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        match slots.get(key) {
-            Some(&Slot::Held { at, ample }) => {
-                slots.remove(key);
-                if now.saturating_duration_since(at) < HOLD {
-                    Held::Taken { ample }
-                } else {
-                    Held::None
-                }
-            }
-            Some(Slot::Taking) | None => Held::None,
+        let Some(Slot::Held { at, tokens, room }) = slots.get_mut(key) else {
+            return Held::None;
+        };
+        if now.saturating_duration_since(*at) >= HOLD || *tokens == 0 {
+            slots.remove(key);
+            return Held::None;
         }
+        *tokens -= 1;
+        if *tokens > 0 {
+            return Held::Taken { next: 0 };
+        }
+        let next = lease(*room, limit);
+        slots.remove(key);
+        Held::Taken { next }
     }
 
-    /// Claims the take ahead for `key`: false when one is out or held already, or when
-    /// [`MAX_KEYS`] keys are (after dropping the tokens held past [`HOLD`]).
+    /// Claims the take ahead for `key`: false when one is out or tokens are held already, or
+    /// when [`MAX_KEYS`] keys are (after dropping the tokens held past [`HOLD`]).
     pub(crate) fn begin(&self, key: &str, now: Instant) -> bool {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if slots.contains_key(key) {
@@ -88,15 +101,20 @@ impl Ahead {
         true
     }
 
-    /// Ends the take ahead for `key`: `Some(ample)` holds the token taken at `now`; `None`
-    /// (refused or failed) holds nothing.
-    pub(crate) fn end(&self, key: &str, taken: Option<bool>, now: Instant) {
+    /// Ends the take ahead for `key`: what was taken is held from `now`; `None` (refused or
+    /// failed) holds nothing.
+    pub(crate) fn end(&self, key: &str, taken: Option<Taken>, now: Instant) {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         match taken {
-            Some(ample) => {
-                slots.insert(key.to_owned(), Slot::Held { at: now, ample });
+            Some(taken) if taken.tokens > 0 => {
+                let held = Slot::Held {
+                    at: now,
+                    tokens: taken.tokens,
+                    room: taken.room,
+                };
+                slots.insert(key.to_owned(), held);
             }
-            None => {
+            _ => {
                 slots.remove(key);
             }
         }
@@ -116,32 +134,57 @@ impl Ahead {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_a_bucket_more_than_half_full_is_taken_ahead_from() {
-        let limit = RateLimit::new(1.0, 10);
-        assert!(ample(Some(6), limit));
-        assert!(!ample(Some(5), limit));
-        assert!(!ample(None, limit), "a store that cannot tell");
-        assert!(!ample(Some(0), RateLimit::new(1.0, 1)));
+    const LIMIT: RateLimit = RateLimit {
+        per_second: 1.0,
+        burst: 20,
+    };
+
+    fn taken(tokens: u32, room: u32) -> Option<Taken> {
+        Some(Taken {
+            tokens,
+            room: Some(room),
+        })
     }
 
     #[test]
-    fn a_held_token_is_taken_once_and_only_while_fresh() {
+    fn a_lease_keeps_the_bucket_more_than_half_full() {
+        assert_eq!(lease(Some(19), LIMIT), 8, "at most LEASE");
+        assert_eq!(lease(Some(13), LIMIT), 3, "down to half the burst");
+        assert_eq!(lease(Some(10), LIMIT), 0);
+        assert_eq!(lease(None, LIMIT), 0, "a store that cannot tell");
+        assert_eq!(lease(Some(0), RateLimit::new(1.0, 1)), 0);
+    }
+
+    #[test]
+    fn held_tokens_are_taken_one_a_request_and_only_while_fresh() {
         let ahead = Ahead::default();
         let t0 = Instant::now();
-        assert_eq!(ahead.take_held("k", t0), Held::None);
+        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::None);
         assert!(ahead.begin("k", t0));
         assert!(!ahead.begin("k", t0), "one take ahead per key");
-        assert_eq!(ahead.take_held("k", t0), Held::None, "still being taken");
-        ahead.end("k", Some(true), t0);
-        assert!(!ahead.begin("k", t0), "one token held per key");
-        assert_eq!(ahead.take_held("k", t0), Held::Taken { ample: true });
-        assert_eq!(ahead.take_held("k", t0), Held::None, "taken once");
+        assert_eq!(
+            ahead.take_held("k", t0, LIMIT),
+            Held::None,
+            "still being taken"
+        );
+        ahead.end("k", taken(2, 15), t0);
+        assert!(!ahead.begin("k", t0), "tokens held already");
+        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::Taken { next: 0 });
+        assert_eq!(
+            ahead.take_held("k", t0, LIMIT),
+            Held::Taken { next: 5 },
+            "the last: take more, keeping the bucket over half full"
+        );
+        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::None, "all taken");
 
         assert!(ahead.begin("k", t0));
-        ahead.end("k", Some(false), t0);
-        assert_eq!(ahead.take_held("k", t0 + HOLD), Held::None, "held too long");
-        assert_eq!(ahead.len(), 0, "the stale token is dropped");
+        ahead.end("k", taken(3, 15), t0);
+        assert_eq!(
+            ahead.take_held("k", t0 + HOLD, LIMIT),
+            Held::None,
+            "held too long"
+        );
+        assert_eq!(ahead.len(), 0, "the stale tokens are dropped");
 
         assert!(ahead.begin("k", t0));
         ahead.end("k", None, t0);
@@ -154,7 +197,7 @@ mod tests {
         let t0 = Instant::now();
         for i in 0..MAX_KEYS {
             assert!(ahead.begin(&format!("k{i}"), t0));
-            ahead.end(&format!("k{i}"), Some(true), t0);
+            ahead.end(&format!("k{i}"), taken(1, 19), t0);
         }
         assert!(
             !ahead.begin("one-more", t0 + HOLD / 2),

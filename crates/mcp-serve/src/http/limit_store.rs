@@ -33,17 +33,37 @@ pub trait RateLimitStore: Send + Sync + 'static {
     /// `Ok(Err(wait))` when it has one again after `wait`, `Err` when the store failed.
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError>;
 
-    /// [`take`](Self::take), telling on success how many more tokens `key`'s bucket held right
-    /// after, when the store can tell (`Ok(Ok(Some(room)))`). A replica takes the next token
-    /// ahead, off the request path, only while the room is more than half the burst; the
-    /// default tells nothing (`None`), so every request waits for its own take.
+    /// [`take`](Self::take) of up to `count` tokens at once, all or none, telling what it
+    /// took and, when the store can tell, how many tokens the bucket held right after. A
+    /// replica takes tokens ahead, off the request path, only while that room is more than
+    /// half the burst; the default takes one token and tells no room, so every request waits
+    /// for its own take.
     async fn take_counted(
         &self,
         key: &str,
         limit: RateLimit,
-    ) -> Result<Result<Option<u32>, Duration>, StoreError> {
-        Ok(self.take(key, limit).await?.map(|()| None))
+        count: u32,
+    ) -> Result<Result<Taken, Duration>, StoreError> {
+        let _ = count;
+        Ok(self.take(key, limit).await?.map(|()| Taken {
+            tokens: 1,
+            room: None,
+        }))
     }
+}
+
+/// What [`RateLimitStore::take_counted`] took.
+///
+/// ```
+/// let taken = mcp_serve::Taken { tokens: 8, room: Some(40) };
+/// assert_eq!(taken.tokens, 8);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// The tokens taken (at least 1).
+    pub tokens: u32,
+    /// The tokens the bucket held right after, when the store can tell.
+    pub room: Option<u32>,
 }
 
 /// A shared store (of rate limits, of sessions) that failed (unreachable, timed out, refused

@@ -54,7 +54,9 @@ pub use dpop::{DpopPolicy, InProcessReplay, PROOF_WINDOW, ProofReplay};
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
-pub use limit_store::{InProcessStore, OnStoreError, RateLimitStore, SharedRateLimit, StoreError};
+pub use limit_store::{
+    InProcessStore, OnStoreError, RateLimitStore, SharedRateLimit, StoreError, Taken,
+};
 pub use session_store::{InProcessSessions, SessionNotice, SessionStore, SharedSessions};
 
 /// How the HTTP endpoint is served. Plain data with `with_<field>` setters.

@@ -2,8 +2,9 @@
 //! of its key's bucket in the shared store — `sub:<JWT subject>` when authentication named
 //! one, else `addr:<client address>`. Out of budget: `429` with `Retry-After`; the store
 //! failing: `503` (closed) or through (open), the failure logged at most once per
-//! [`LOG_INTERVAL`]. While a bucket is far from empty, the key's next token is taken ahead in
-//! the background ([`super::limit_ahead`]), so a client's next request skips the round trip.
+//! [`LOG_INTERVAL`]. While a bucket is far from empty, a few of the key's next tokens are taken
+//! ahead in the background ([`super::limit_ahead`]), so a client's next requests skip the
+//! round trip.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use http::{Request, StatusCode};
 use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
-use super::limit_ahead::{Ahead, Held, ample};
+use super::limit_ahead::{Ahead, Held, lease};
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
 /// At most one warning about a failing store per this interval.
@@ -46,15 +47,21 @@ impl SharedLimit {
         })
     }
 
-    /// Takes `key`'s next token in the background, unless one is held or being taken.
-    fn take_ahead(self: &Arc<Self>, key: String) {
-        if !self.ahead.begin(&key, Instant::now()) {
+    /// Takes `count` of `key`'s next tokens in the background, unless tokens are held or
+    /// being taken for it.
+    fn take_ahead(self: &Arc<Self>, key: String, count: u32) {
+        if count == 0 || !self.ahead.begin(&key, Instant::now()) {
             return;
         }
         let this = Arc::clone(self);
         tokio::spawn(async move {
-            let taken = match this.shared.store().take_counted(&key, this.limit).await {
-                Ok(Ok(room)) => Some(ample(room, this.limit)),
+            let taken = match this
+                .shared
+                .store()
+                .take_counted(&key, this.limit, count)
+                .await
+            {
+                Ok(Ok(taken)) => Some(taken),
                 // Refused or failed: the next request takes its own and hears why.
                 Ok(Err(_)) | Err(_) => None,
             };
@@ -110,17 +117,13 @@ impl Gate for SharedLimit {
     ) -> Result<Request<B>, Answer> {
         let on_error = self.shared.on_error();
         let key = key(&request);
-        if let Held::Taken { ample } = self.ahead.take_held(&key, Instant::now()) {
-            if ample {
-                self.take_ahead(key);
-            }
+        if let Held::Taken { next } = self.ahead.take_held(&key, Instant::now(), self.limit) {
+            self.take_ahead(key, next);
             return Ok(request);
         }
-        match self.shared.store().take_counted(&key, self.limit).await {
-            Ok(Ok(room)) => {
-                if ample(room, self.limit) {
-                    self.take_ahead(key);
-                }
+        match self.shared.store().take_counted(&key, self.limit, 1).await {
+            Ok(Ok(taken)) => {
+                self.take_ahead(key, lease(taken.room, self.limit));
                 Ok(request)
             }
             Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
@@ -143,7 +146,7 @@ mod tests {
 
     use super::*;
     use crate::http::answer::testing::through;
-    use crate::http::limit_store::{InProcessStore, RateLimitStore};
+    use crate::http::limit_store::{InProcessStore, RateLimitStore, Taken};
 
     fn from(client: &str, subject: Option<&str>) -> Request<()> {
         let mut request = Request::new(());
@@ -219,20 +222,24 @@ mod tests {
             key: &str,
             limit: RateLimit,
         ) -> Result<Result<(), Duration>, StoreError> {
-            Ok(self.take_counted(key, limit).await?.map(|_| ()))
+            Ok(self.take_counted(key, limit, 1).await?.map(|_| ()))
         }
 
         async fn take_counted(
             &self,
             _: &str,
             _: RateLimit,
-        ) -> Result<Result<Option<u32>, Duration>, StoreError> {
+            count: u32,
+        ) -> Result<Result<Taken, Duration>, StoreError> {
             use std::sync::atomic::Ordering;
             if self.stalled.load(Ordering::SeqCst) {
                 std::future::pending::<()>().await;
             }
             self.takes.fetch_add(1, Ordering::SeqCst);
-            Ok(Ok(Some(self.room)))
+            Ok(Ok(Taken {
+                tokens: count,
+                room: Some(self.room),
+            }))
         }
     }
 
@@ -252,12 +259,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_bucket_far_from_empty_lets_the_next_request_through_without_a_take() {
+    async fn a_bucket_far_from_empty_lets_the_next_requests_through_without_a_take() {
         use std::sync::atomic::Ordering;
+        // 9 of a burst of 10 left after the first take: 4 are taken ahead, leaving 5.
         let (gate, store) = gate(9);
         let passed = gate.clone().pass(from("10.0.0.1", None)).await;
         assert!(passed.is_ok());
-        // The take ahead runs in the background; then a token is held for the address.
+        // The take ahead runs in the background; then tokens are held for the address.
         let held = async {
             while store.takes.load(Ordering::SeqCst) < 2 || gate.ahead.len() == 0 {
                 tokio::task::yield_now().await;
@@ -265,22 +273,30 @@ mod tests {
         };
         tokio::time::timeout(BOUND, held)
             .await
-            .expect("a token held");
-        // The store stops answering: the held token still lets the next request through.
+            .expect("tokens held");
+        // The store stops answering: the 4 held tokens still let 4 requests through.
         store.stalled.store(true, Ordering::SeqCst);
-        let passed = tokio::time::timeout(BOUND, gate.clone().pass(from("10.0.0.1", None)))
-            .await
-            .expect("through without the store");
-        assert!(passed.is_ok());
-        assert_eq!(store.takes.load(Ordering::SeqCst), 2, "no take on its path");
-        // Another address has no token held: it waits for its own take.
-        let other = gate.clone().pass(from("10.0.0.2", None));
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), other)
+        for _ in 0..4 {
+            let passed = tokio::time::timeout(BOUND, gate.clone().pass(from("10.0.0.1", None)))
                 .await
-                .is_err(),
-            "a take of its own, stalled"
+                .expect("through without the store");
+            assert!(passed.is_ok());
+        }
+        assert_eq!(
+            store.takes.load(Ordering::SeqCst),
+            2,
+            "no take on their path"
         );
+        // The fifth, and another address, have none held: each waits for its own take.
+        for client in ["10.0.0.1", "10.0.0.2"] {
+            let own = gate.clone().pass(from(client, None));
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), own)
+                    .await
+                    .is_err(),
+                "a take of its own, stalled"
+            );
+        }
     }
 
     #[tokio::test]

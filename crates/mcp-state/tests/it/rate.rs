@@ -68,19 +68,27 @@ async fn a_counted_take_tells_the_room_left_in_the_bucket() {
         return;
     };
     let limiter = fx.state.rate_limiter();
-    // A slow refill (one token in 1,000 s): the room only falls, one a take.
-    for left in (0..4).rev() {
+    // A slow refill (one token in 1,000 s): the room only falls, by what each take took.
+    for left in (6..10).rev() {
         assert_eq!(
-            bounded(limiter.take_counted("sub:room", 0.001, 4)).await,
+            bounded(limiter.take_counted("sub:room", 1, 0.001, 10)).await,
             Ok(Ok(left))
         );
     }
+    assert_eq!(
+        bounded(limiter.take_counted("sub:room", 4, 0.001, 10)).await,
+        Ok(Ok(2))
+    );
     assert!(
-        bounded(limiter.take_counted("sub:room", 0.001, 4))
+        bounded(limiter.take_counted("sub:room", 3, 0.001, 10))
             .await
             .expect("counted")
             .is_err(),
-        "the fifth take of a burst of four"
+        "three at once when two are left: none taken"
+    );
+    assert_eq!(
+        bounded(limiter.take_counted("sub:room", 2, 0.001, 10)).await,
+        Ok(Ok(0))
     );
 }
 
