@@ -23,21 +23,24 @@
 //! - `paired` (not criterion): on a shared machine, benchmarks measured one after the other see
 //!   different loads, which blurs a ratio of a few percent. So the overhead is also measured
 //!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
-//!   of the per-round ratios. Printed, and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set
-//!   (`cargo xtask bench` reads it).
+//!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
+//!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
+//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Printed,
+//!   and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
 //!
 //! Targets: the runner's median per call ≤ 1.10× the bare client's; 8 servers open in ≤ 1.5×
 //! the time of 1.
 
 use std::hint::black_box;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::{Runner, ToolCall, ToolDispatcher};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::bench::{self, echo_args, median, runtime, timed};
 use integration_tests::harness::{Harness, object, stdio_server};
-use mcp_client::McpRunner;
+use mcp_client::{McpRunner, Session};
 use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
 use mcp_connector::{ConnectionHandle, Connector as _};
 use mcp_test_kit::stdio::{Mode, StdioServerArgs};
@@ -64,6 +67,10 @@ struct Fixture {
     /// Stdio: a bare rmcp client on the workspace's stdio transport (`StdioConnector`), which
     /// tells the transport's cost from the orchestration's.
     bare_product: Option<(RunningService<RoleClient, ()>, Box<dyn ConnectionHandle>)>,
+    /// Stdio: a session of the product outside any run (`Session::open_standalone`: bounds
+    /// and scrubbing, no governed layer, no catalog), which tells the session's cost from the
+    /// run's.
+    session: Option<Arc<Session>>,
     /// The shared HTTP server.
     http: Option<HttpServer>,
 }
@@ -91,12 +98,16 @@ impl Fixture {
         let product = rmcp::serve_client((), connection.transport)
             .await
             .expect("bare rmcp handshake on the stdio transport");
+        let (session, _) = Session::open_standalone(&harness.connectors(), kit_stdio("kit"))
+            .await
+            .expect("a standalone session");
         Self {
             harness,
             runner,
             bare,
             child: Some(child),
             bare_product: Some((product, connection.handle)),
+            session: Some(session),
             http: None,
         }
     }
@@ -122,6 +133,7 @@ impl Fixture {
             bare,
             child: None,
             bare_product: None,
+            session: None,
             http: Some(server),
         }
     }
@@ -148,6 +160,9 @@ impl Fixture {
     async fn close(mut self) {
         self.runner.close().await;
         let _ = self.bare.cancel().await;
+        if let Some(session) = self.session.take() {
+            session.close(Duration::from_secs(2)).await;
+        }
         if let Some((product, handle)) = self.bare_product.take() {
             let _ = product.cancel().await;
             handle.shutdown(Duration::from_secs(2)).await;
@@ -394,6 +409,8 @@ enum Path {
     Direct,
     /// Stdio only: bare rmcp on the workspace's stdio transport.
     BareProduct,
+    /// Stdio only: a standalone session of the product.
+    Session,
 }
 
 impl Fixture {
@@ -414,6 +431,11 @@ impl Fixture {
                 Path::BareProduct => {
                     let (product, _) = self.bare_product.as_ref().expect("a stdio fixture");
                     black_box(product.call_tool(bare_params()).await.expect("call"));
+                }
+                Path::Session => {
+                    let session = self.session.as_ref().expect("a stdio fixture");
+                    let arguments = object(echo_args());
+                    black_box(session.call_tool("echo", arguments).await.expect("call"));
                 }
             }
         }
@@ -437,11 +459,14 @@ fn paired(rounds: usize, round: usize) -> Value {
             if fixture.bare_product.is_some() {
                 paths.push(Path::BareProduct);
             }
+            if fixture.session.is_some() {
+                paths.push(Path::Session);
+            }
             // Warm every path up.
             for &path in &paths {
                 fixture.time(path, round).await;
             }
-            let mut times: [Vec<f64>; 4] = Default::default();
+            let mut times: [Vec<f64>; 5] = Default::default();
             for r in 0..rounds {
                 // Rotate the order so no path always runs first (or last) in a round.
                 for i in 0..paths.len() {
@@ -478,6 +503,11 @@ fn paired(rounds: usize, round: usize) -> Value {
                     json!(ratio(Path::CallTool, Path::BareProduct));
                 figures["orchestration_direct_vs_transport"] =
                     json!(ratio(Path::Direct, Path::BareProduct));
+            }
+            if paths.contains(&Path::Session) {
+                figures["session_us_per_call"] = json!(per_call(Path::Session));
+                figures["session_vs_bare"] = json!(ratio(Path::Session, Path::Bare));
+                figures["runner_direct_vs_session"] = json!(ratio(Path::Direct, Path::Session));
             }
             figures
         });
