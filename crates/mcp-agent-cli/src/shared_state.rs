@@ -133,10 +133,7 @@ impl ProofReplay for RedisReplay {
 #[async_trait]
 impl RateLimitStore for RedisLimits {
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError> {
-        self.limiter
-            .take(key, limit.per_second, limit.burst)
-            .await
-            .map_err(|e| redis_failed(&self.redis, &e))
+        Ok(self.take_counted(key, limit, 1).await?.map(|_| ()))
     }
 
     async fn take_counted(

@@ -90,6 +90,17 @@ impl Snapshot {
             .count()
     }
 
+    /// The URIs or prompt names of the requests of `method` (see [`Event::Request`]), in order.
+    pub fn targets_of(&self, method: &str) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Request { method: m, target } if m == method => Some(target.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// How many tool calls of `tool` started.
     pub fn calls_of(&self, tool: &str) -> usize {
         self.events

@@ -10,59 +10,15 @@
 
 use serde_json::{Value, json};
 
-use crate::cli_serve_skills::{count, rpc, uris};
-use crate::support::gateway::{Gateway, kit_config_with, open_session, request};
+use crate::cli_serve_skills::{count, skills_gateway, uris};
+use crate::support::gateway::{message, open_session, request, rpc};
 
 const METHOD: &str = "resources/directory/read";
 
-/// The gateway over `kit` (the example skill with 70 more references, and one named `escapes`,
-/// which the `[policy]` refuses) and `twin` (the same skill); the records of both.
-fn gateway() -> (
-    [tempfile::TempDir; 2],
-    Gateway,
-    mcp_test_kit::RecordFile,
-    mcp_test_kit::RecordFile,
-) {
-    gateway_with_twin(&[])
-}
-
-/// [`gateway`], `twin` started with `twin_args` too.
-fn gateway_with_twin(
-    twin_args: &[&str],
-) -> (
-    [tempfile::TempDir; 2],
-    Gateway,
-    mcp_test_kit::RecordFile,
-    mcp_test_kit::RecordFile,
-) {
-    let skills = tempfile::tempdir().unwrap();
-    mcp_test_kit::write_example_skills(skills.path()).unwrap();
-    for n in 0..70 {
-        let file = skills
-            .path()
-            .join(format!("pdf-processing/references/R{n:02}.md"));
-        std::fs::write(file, "# A reference\n").unwrap();
-    }
-    let skills_dir = skills.path().display().to_string();
-    let (dir, file, kit) = kit_config_with(
-        "expose = \"eager\"",
-        &["--skills", &skills_dir, "--skills-hostile", "escapes"],
-    );
-    let twin = mcp_test_kit::RecordFile::new(dir.path().join("twin.jsonl"));
-    let mut text = std::fs::read_to_string(&file).unwrap();
-    text.push_str(&format!(
-        "\n[[servers]]\nname = \"twin\"\ncommand = {:?}\nargs = [\"--record\", {:?}, \"--skills\", {skills_dir:?}{}]\n\n[policy]\ndeny = [{{ server = \"*\", skill = \"escapes\" }}]\n",
-        mcp_test_kit::stdio::binary().display().to_string(),
-        twin.path().display().to_string(),
-        twin_args
-            .iter()
-            .map(|a| format!(", {a:?}"))
-            .collect::<String>(),
-    ));
-    std::fs::write(&file, text).unwrap();
-    let gateway = Gateway::start(&file, &[]);
-    ([dir, skills], gateway, kit, twin)
-}
+/// The files the gateway's skill has in its `references` folder beyond the example's: `kit`
+/// serves it, with one more skill named `escapes` which the `[policy]` refuses, and so does
+/// `twin` ([`skills_gateway`]).
+const REFERENCES: usize = 70;
 
 /// The capabilities a fresh `initialize` answers with.
 fn capabilities(addr: &str) -> Value {
@@ -76,19 +32,13 @@ fn capabilities(addr: &str) -> Value {
     });
     let (status, _, text) = request(addr, "POST", &[], init.to_string().as_bytes());
     assert_eq!(status, 200, "{text}");
-    let data = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .rfind(|d| d.starts_with('{'))
-        .unwrap_or(&text);
-    let answer: Value = serde_json::from_str(data).unwrap();
+    let answer = message(&text);
     answer["result"]["capabilities"].clone()
 }
 
 #[test]
 fn a_directory_is_read_through_its_server_alone_paged_by_the_gateway() {
-    let (_dir, gateway, kit, twin) = gateway();
+    let (_dir, gateway, kit, twin) = skills_gateway(REFERENCES, &[]);
     let addr = gateway.addr();
     let declared = capabilities(&addr);
     assert_eq!(
@@ -173,7 +123,7 @@ fn a_directory_is_read_through_its_server_alone_paged_by_the_gateway() {
 
 #[test]
 fn no_directory_read_escapes_its_server_or_reaches_a_refused_skill() {
-    let (_dir, gateway, kit, twin) = gateway();
+    let (_dir, gateway, kit, twin) = skills_gateway(REFERENCES, &[]);
     let addr = gateway.addr();
     let session = open_session(&addr);
     for (id, uri) in [
@@ -215,7 +165,8 @@ fn no_directory_read_escapes_its_server_or_reaches_a_refused_skill() {
 
 #[test]
 fn an_upstream_without_directory_reads_has_its_skill_folders_listed_from_their_manifests() {
-    let (_dir, gateway, _kit, twin) = gateway_with_twin(&["--skills-hostile", "no-directory-read"]);
+    let (_dir, gateway, _kit, twin) =
+        skills_gateway(REFERENCES, &["--skills-hostile", "no-directory-read"]);
     let addr = gateway.addr();
     let session = open_session(&addr);
     let read = rpc(

@@ -8,29 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Gateway, LIMIT, kit_config_with, open_session, request};
-
-/// One JSON-RPC request on the session; the answer's message (from its event stream or JSON).
-fn rpc(addr: &str, session: &str, id: u64, method: &str, params: Value) -> Value {
-    let headers = [
-        ("Mcp-Session-Id", session),
-        ("MCP-Protocol-Version", "2025-11-25"),
-    ];
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let (status, _, text) = request(addr, "POST", &headers, body.to_string().as_bytes());
-    assert_eq!(status, 200, "{method}: {text}");
-    message(&text)
-}
-
-/// The JSON-RPC message of an answer: the last `data:` line of an event stream, or the body.
-fn message(text: &str) -> Value {
-    let data = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .rfind(|d| d.starts_with('{'));
-    serde_json::from_str(data.unwrap_or(text)).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
+use crate::support::gateway::{Gateway, LIMIT, kit_config_with, open_session, rpc};
 
 fn names(list: &Value) -> Vec<String> {
     list["result"]["tools"]

@@ -8,24 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::gateway::{Gateway, kit_config_with, open_session, request};
-
-/// One JSON-RPC request on the session; the answer's message (from its event stream or JSON).
-pub(crate) fn rpc(addr: &str, session: &str, id: u64, method: &str, params: Value) -> Value {
-    let headers = [
-        ("Mcp-Session-Id", session),
-        ("MCP-Protocol-Version", "2025-11-25"),
-    ];
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let (status, _, text) = request(addr, "POST", &headers, body.to_string().as_bytes());
-    assert_eq!(status, 200, "{method}: {text}");
-    let data = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .rfind(|d| d.starts_with('{'));
-    serde_json::from_str(data.unwrap_or(&text)).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
+use crate::support::gateway::{Gateway, kit_config_with, open_session, rpc};
 
 /// The gateway over `kit` (the example skill and one named `escapes`, which the `[policy]`
 /// refuses) and `twin` (the example skill, its manifest's digests wrong); the records of both.
@@ -35,8 +18,29 @@ fn gateway() -> (
     mcp_test_kit::RecordFile,
     mcp_test_kit::RecordFile,
 ) {
+    skills_gateway(0, &["--skills-hostile", "wrong-digest"])
+}
+
+/// The gateway over `kit` (the example skill with `references` more files `Rnn.md` in its
+/// `references` folder, and one named `escapes`, which the `[policy]` refuses) and `twin` (the
+/// same skills, started with `twin_args` too); the records of both.
+pub(crate) fn skills_gateway(
+    references: usize,
+    twin_args: &[&str],
+) -> (
+    [tempfile::TempDir; 2],
+    Gateway,
+    mcp_test_kit::RecordFile,
+    mcp_test_kit::RecordFile,
+) {
     let skills = tempfile::tempdir().unwrap();
     mcp_test_kit::write_example_skills(skills.path()).unwrap();
+    for n in 0..references {
+        let file = skills
+            .path()
+            .join(format!("pdf-processing/references/R{n:02}.md"));
+        std::fs::write(file, "# A reference\n").unwrap();
+    }
     let skills_dir = skills.path().display().to_string();
     let (dir, file, kit) = kit_config_with(
         "expose = \"eager\"",
@@ -45,9 +49,13 @@ fn gateway() -> (
     let twin = mcp_test_kit::RecordFile::new(dir.path().join("twin.jsonl"));
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str(&format!(
-        "\n[[servers]]\nname = \"twin\"\ncommand = {:?}\nargs = [\"--record\", {:?}, \"--skills\", {skills_dir:?}, \"--skills-hostile\", \"wrong-digest\"]\n\n[policy]\ndeny = [{{ server = \"*\", skill = \"escapes\" }}]\n",
+        "\n[[servers]]\nname = \"twin\"\ncommand = {:?}\nargs = [\"--record\", {:?}, \"--skills\", {skills_dir:?}{}]\n\n[policy]\ndeny = [{{ server = \"*\", skill = \"escapes\" }}]\n",
         mcp_test_kit::stdio::binary().display().to_string(),
         twin.path().display().to_string(),
+        twin_args
+            .iter()
+            .map(|a| format!(", {a:?}"))
+            .collect::<String>(),
     ));
     std::fs::write(&file, text).unwrap();
     let gateway = Gateway::start(&file, &[]);

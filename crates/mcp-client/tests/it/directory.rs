@@ -5,15 +5,10 @@
 
 use std::time::Duration;
 
-use agent_core::{CallOutcome, EventKind, IdentityRules, Rule, RunInput};
-use mcp_client::{FeatureError, ListLimit, McpClient, McpRunner};
-use mcp_config::{Config, PolicyConfig};
-use mcp_connector::Connectors;
-use mcp_connector::testing::{InMemoryConnector, spec};
-use mcp_test_kit::{
-    DIRECTORY_PAGE, Observations, SkillHostility, Skills, TestServer, TestServerOptions,
-    serve_in_memory, write_example_skills,
-};
+use agent_core::{CallOutcome, EventKind, IdentityRules, Rule};
+use mcp_client::{FeatureError, ListLimit, McpRunner};
+use mcp_config::PolicyConfig;
+use mcp_test_kit::{DIRECTORY_PAGE, Observations, SkillHostility};
 
 const SKILL_DIR: &str = "skill://pdf-processing";
 const REFERENCES: &str = "skill://pdf-processing/references";
@@ -24,56 +19,15 @@ async fn run(
     policy: PolicyConfig,
     hostility: Option<SkillHostility>,
 ) -> (McpRunner, Observations, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    write_example_skills(dir.path()).unwrap();
-    for name in ["A.md", "B.md", "C.md", "D.md"] {
-        let file = dir.path().join("pdf-processing/references").join(name);
-        std::fs::write(file, "# A reference\n").unwrap();
-    }
-    let mut skills = Skills::from_dir(dir.path()).unwrap();
-    if let Some(hostility) = hostility {
-        skills = skills.with_hostility(hostility);
-    }
-    let observations = Observations::new();
-    let seen = observations.clone();
-    let memory = InMemoryConnector::new()
-        .server("docs", move || {
-            let options = TestServerOptions::default()
-                .with_name("acme/docs")
-                .with_skills(skills.clone())
-                .with_observations(seen.clone());
-            serve_in_memory(TestServer::new(options))
-        })
-        .server("plain", || {
-            serve_in_memory(TestServer::new(TestServerOptions::default()))
-        });
-    let config = Config::new(vec![spec("docs"), spec("plain")])
-        .expect("valid specs")
-        .with_policy(policy);
-    let runner = McpClient::builder(config)
-        .connectors(Connectors::new().with(memory))
-        .build()
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .expect("the run opens");
-    (runner, observations, dir)
+    let references = ["A.md", "B.md", "C.md", "D.md"];
+    crate::skills::run_with(policy, hostility, &references, true).await
 }
 
 /// The directory reads the server was asked for, in order.
 fn directory_reads(observations: &Observations) -> Vec<String> {
     observations
         .snapshot()
-        .events
-        .into_iter()
-        .filter_map(|e| match e {
-            mcp_test_kit::Event::Request { method, target, .. }
-                if method == "resources/directory/read" =>
-            {
-                Some(target)
-            }
-            _ => None,
-        })
-        .collect()
+        .targets_of("resources/directory/read")
 }
 
 #[tokio::test]

@@ -23,24 +23,44 @@ async fn run(
     policy: PolicyConfig,
     hostility: Option<SkillHostility>,
 ) -> (McpRunner, Observations, tempfile::TempDir) {
+    run_with(policy, hostility, &[], false).await
+}
+
+/// [`run`], the skill `pdf-processing` with files `references` more in its `references`
+/// folder, and with `plain` a second server, `plain`, serving no skills.
+pub(crate) async fn run_with(
+    policy: PolicyConfig,
+    hostility: Option<SkillHostility>,
+    references: &[&str],
+    plain: bool,
+) -> (McpRunner, Observations, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     write_example_skills(dir.path()).unwrap();
+    for name in references {
+        let file = dir.path().join("pdf-processing/references").join(name);
+        std::fs::write(file, "# A reference\n").unwrap();
+    }
     let mut skills = Skills::from_dir(dir.path()).unwrap();
     if let Some(hostility) = hostility {
         skills = skills.with_hostility(hostility);
     }
     let observations = Observations::new();
     let seen = observations.clone();
-    let memory = InMemoryConnector::new().server("docs", move || {
+    let mut memory = InMemoryConnector::new().server("docs", move || {
         let options = TestServerOptions::default()
             .with_name("acme/docs")
             .with_skills(skills.clone())
             .with_observations(seen.clone());
         serve_in_memory(TestServer::new(options))
     });
-    let config = Config::new(vec![spec("docs")])
-        .expect("valid specs")
-        .with_policy(policy);
+    let mut specs = vec![spec("docs")];
+    if plain {
+        memory = memory.server("plain", || {
+            serve_in_memory(TestServer::new(TestServerOptions::default()))
+        });
+        specs.push(spec("plain"));
+    }
+    let config = Config::new(specs).expect("valid specs").with_policy(policy);
     let runner = McpClient::builder(config)
         .connectors(Connectors::new().with(memory))
         .build()
@@ -52,17 +72,7 @@ async fn run(
 
 /// The URIs the server was asked to read, in order.
 fn reads(observations: &Observations) -> Vec<String> {
-    observations
-        .snapshot()
-        .events
-        .into_iter()
-        .filter_map(|e| match e {
-            mcp_test_kit::Event::Request { method, target, .. } if method == "resources/read" => {
-                Some(target)
-            }
-            _ => None,
-        })
-        .collect()
+    observations.snapshot().targets_of("resources/read")
 }
 
 async fn next_of(events: &mut agent_core::EventReceiver, kind: EventKind) -> Event {

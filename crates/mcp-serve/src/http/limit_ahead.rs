@@ -68,7 +68,7 @@ impl Ahead {
         let Some(Slot::Held { at, tokens, room }) = slots.get_mut(key) else {
             return Held::None;
         };
-        if now.saturating_duration_since(*at) >= HOLD || *tokens == 0 {
+        if now.saturating_duration_since(*at) >= HOLD {
             slots.remove(key);
             return Held::None;
         }

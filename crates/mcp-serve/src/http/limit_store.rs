@@ -42,9 +42,8 @@ pub trait RateLimitStore: Send + Sync + 'static {
         &self,
         key: &str,
         limit: RateLimit,
-        count: u32,
+        _count: u32,
     ) -> Result<Result<Taken, Duration>, StoreError> {
-        let _ = count;
         Ok(self.take(key, limit).await?.map(|()| Taken {
             tokens: 1,
             room: None,

@@ -319,3 +319,32 @@ pub(crate) fn stateless_call(
         .unwrap_or_else(|| panic!("no answer in {text}"));
     answer["result"].clone()
 }
+
+/// One JSON-RPC request on the 2025-11-25 session `session` of the gateway at `addr`; the
+/// answer's message ([`message`]). Panics unless the answer is `200`.
+pub(crate) fn rpc(
+    addr: &str,
+    session: &str,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let headers = [
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let (status, _, text) = request(addr, "POST", &headers, body.to_string().as_bytes());
+    assert_eq!(status, 200, "{method}: {text}");
+    message(&text)
+}
+
+/// The JSON-RPC message of an answer: the last `data:` line of an event stream, or the body.
+pub(crate) fn message(text: &str) -> serde_json::Value {
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .rfind(|d| d.starts_with('{'));
+    serde_json::from_str(data.unwrap_or(text)).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
