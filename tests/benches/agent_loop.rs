@@ -39,9 +39,8 @@ use agent_core::{
 };
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::bench::{self, echo_args, median, runtime};
-use integration_tests::harness::{CLOSE_GRACE, Harness, object, stdio_server};
-use mcp_client::{McpClient, McpRunner};
-use mcp_config::Config;
+use integration_tests::harness::{Harness, object, stdio_server};
+use mcp_client::McpRunner;
 use mcp_test_kit::stdio::{Mode, StdioServerArgs};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
@@ -89,10 +88,7 @@ impl Fixture {
         let harness = Harness::new();
         // No collecting sink: events go to the runner's bus only (nothing kept per call).
         let spec = stdio_server("kit", &StdioServerArgs::new(Mode::Test));
-        let client = McpClient::builder(Config::new(vec![spec]).expect("a valid spec"))
-            .connectors(harness.connectors())
-            .close_grace(CLOSE_GRACE)
-            .build();
+        let client = harness.client_without_events(vec![spec]);
         let runner = client
             .open_runner(&harness.input())
             .await

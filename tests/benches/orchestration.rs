@@ -25,8 +25,14 @@
 //!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
 //!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
 //!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
-//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Printed,
-//!   and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
+//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`).
+//! - `in_process` (beside `paired`): the CPU per call of bare rmcp, a standalone session and
+//!   the runner with the test-kit server on an in-memory pipe in the same thread
+//!   ([`in_process`]), and `governed_alone`: the governed layers' CPU around a tool that
+//!   answers at once. Thread CPU time, not wall time: figures the machine's load hardly moves.
+//!
+//! The paired and in-process figures are printed, and written as JSON to
+//! `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it).
 //!
 //! Targets: the runner's median per call ≤ 1.10× the bare client's; 8 servers open in ≤ 1.5×
 //! the time of 1.
@@ -51,6 +57,9 @@ use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
+
+#[path = "orchestration/in_process.rs"]
+mod in_process;
 
 /// Sequential calls per iteration of the `calls_*` benchmarks.
 const CALLS: usize = 1_000;
@@ -184,7 +193,7 @@ fn kit_stdio(name: &str) -> ServerSpec {
 
 async fn open(harness: &Harness, specs: Vec<ServerSpec>) -> McpRunner {
     harness
-        .client(specs)
+        .client_without_events(specs)
         .open_runner(&harness.input())
         .await
         .expect("open_runner")
@@ -346,7 +355,7 @@ fn opening(c: &mut Criterion) {
             let specs = (0..servers)
                 .map(|i| stdio_server(&format!("s{i}"), &args))
                 .collect();
-            let client = harness.client(specs);
+            let client = harness.client_without_events(specs);
             group.bench_function(format!("stdio_{servers}"), |b| {
                 b.iter_custom(|iters| {
                     rt.block_on(async {
@@ -527,14 +536,31 @@ criterion_group! {
     targets = calls, opening
 }
 
+/// Rounds of the in-process CPU measurement, and calls per path in each.
+const IN_PROCESS_ROUNDS: usize = 10;
+const IN_PROCESS_CALLS: usize = 2_000;
+
 fn main() {
     benches();
     bench::run_paired(|full| {
-        if full {
-            paired(ROUNDS, ROUND)
+        let (mut figures, in_process, governed) = if full {
+            (
+                paired(ROUNDS, ROUND),
+                in_process::measure(IN_PROCESS_ROUNDS, IN_PROCESS_CALLS),
+                in_process::governed_alone(100_000),
+            )
         } else {
-            paired(1, 5)
-        }
+            (
+                paired(1, 5),
+                in_process::measure(1, 5),
+                in_process::governed_alone(10),
+            )
+        };
+        println!("paired/in_process: {in_process}");
+        println!("paired/governed_alone: {governed}");
+        figures["in_process"] = in_process;
+        figures["governed_alone"] = governed;
+        figures
     });
     Criterion::default().configure_from_args().final_summary();
 }

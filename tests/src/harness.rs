@@ -246,6 +246,16 @@ impl Harness {
             .build()
     }
 
+    /// A client over `specs` as a library user builds it by default: this harness's
+    /// connectors and close grace, but no collecting event sink (which keeps every event, so
+    /// it costs a benchmark memory and time per call that a run does not).
+    pub fn client_without_events(&self, specs: Vec<ServerSpec>) -> McpClient {
+        McpClient::builder(Config::new(specs).expect("valid specs"))
+            .connectors(self.connectors())
+            .close_grace(CLOSE_GRACE)
+            .build()
+    }
+
     /// A run input selecting every configured server.
     pub fn input(&self) -> RunInput {
         RunInput::new("state-1", "use the test servers")

@@ -358,9 +358,10 @@ impl OutputStore {
     /// the handle to [`read`](Self::read) the rest by.
     pub fn limit(&self, output: ToolOutput) -> Limited {
         let max = self.limits.max();
-        let full = output.to_model_text();
-        let total = full.len() as u64;
-        if full.len() <= max {
+        // Counted first: an output that fits (most) is never rendered here.
+        let length = output.model_text_len();
+        if length <= max {
+            let total = length as u64;
             return Limited {
                 output,
                 full_bytes: total,
@@ -368,6 +369,8 @@ impl OutputStore {
                 handle: None,
             };
         }
+        let full = output.to_model_text();
+        let total = full.len() as u64;
         let (kept, shown) = cut(&output, &full, max - MARKER_RESERVE);
         drop(output);
         let handle = self.keep(full);

@@ -354,6 +354,33 @@ impl ToolOutput {
         }
     }
 
+    /// The length in bytes of [`to_model_text`](Self::to_model_text), counted without
+    /// building the text (what a size check needs).
+    ///
+    /// ```
+    /// use agent_core::{ContentPart, ToolOutput};
+    ///
+    /// let output = ToolOutput::from_parts(vec![ContentPart::text("one"), ContentPart::text("two")]);
+    /// assert_eq!(output.model_text_len(), output.to_model_text().len());
+    /// let output = ToolOutput::structured(serde_json::json!({"a": [1, "é"]}));
+    /// assert_eq!(output.model_text_len(), output.to_model_text().len());
+    /// ```
+    pub fn model_text_len(&self) -> usize {
+        if let Some(value) = &self.structured {
+            return json_len(value).unwrap_or_default();
+        }
+        self.content.iter().fold(0, |length, part| {
+            // A newline goes before a part only once there is text before it.
+            let separator = usize::from(length > 0);
+            length
+                + separator
+                + match part {
+                    ContentPart::Text { text } => text.len(),
+                    other => json_len(other).unwrap_or(UNPRINTABLE.len()),
+                }
+        })
+    }
+
     /// The output as the model reads it: structured JSON as is; otherwise the text parts joined
     /// by newlines, with non-text parts rendered as compact JSON so nothing is lost.
     pub fn to_model_text(&self) -> String {
@@ -368,12 +395,34 @@ impl ToolOutput {
             match part {
                 ContentPart::Text { text } => out.push_str(text),
                 other => out.push_str(
-                    &serde_json::to_string(other).unwrap_or_else(|_| String::from("<unprintable>")),
+                    &serde_json::to_string(other).unwrap_or_else(|_| String::from(UNPRINTABLE)),
                 ),
             }
         }
         out
     }
+}
+
+/// What [`ToolOutput::to_model_text`] shows of a part that does not serialise.
+const UNPRINTABLE: &str = "<unprintable>";
+
+/// The length in bytes of `value` as compact JSON, counted without building the text; `None`
+/// when it does not serialise.
+pub(crate) fn json_len<T: Serialize + ?Sized>(value: &T) -> Option<usize> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value)
+        .ok()
+        .map(|()| count.0)
 }
 
 /// The tools a model is shown for one run.
@@ -426,4 +475,53 @@ pub trait ToolCatalog: Send + Sync {
 pub trait ToolDispatcher: Send + Sync {
     /// Runs one call to completion.
     async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_counted_length_is_the_rendered_texts() {
+        let parts = vec![
+            ContentPart::text("plain"),
+            ContentPart::text("é \"quoted\"\n\u{1}"),
+            ContentPart::Image {
+                data: "aGk=".into(),
+                mime_type: "image/png".into(),
+            },
+            ContentPart::Resource {
+                resource: ResourceContents::Text {
+                    uri: "file:///a b".into(),
+                    mime_type: None,
+                    text: "tab\there".into(),
+                },
+            },
+            ContentPart::ResourceLink {
+                uri: "mem://x".into(),
+                name: "x".into(),
+                mime_type: Some("text/plain".into()),
+            },
+        ];
+        let outputs = [
+            ToolOutput::default(),
+            ToolOutput::text(""),
+            ToolOutput::from_parts(vec![ContentPart::text(""), ContentPart::text("")]),
+            ToolOutput::from_parts(parts.clone()),
+            ToolOutput::structured(json!({"ü": [1.5, null, "\u{7f}"], "n": -0.0})),
+            ToolOutput {
+                content: parts,
+                structured: Some(json!("structured wins")),
+            },
+        ];
+        for output in outputs {
+            assert_eq!(
+                output.model_text_len(),
+                output.to_model_text().len(),
+                "{output:?}"
+            );
+        }
+    }
 }

@@ -8,9 +8,7 @@ use tokio::time::Instant;
 use tower_layer::Layer;
 
 use super::{CallRequest, CallService, ResolvedCall, Shown};
-use crate::{
-    CallOutcome, Event, EventBus, EventKind, EventSink, JsonObject, Redactor, ToolError, ToolOutput,
-};
+use crate::{CallOutcome, Event, EventBus, EventKind, EventSink, Redactor, ToolError, ToolOutput};
 
 /// Emits the events of each call on the run's bus: `tool_call_started` right before the call
 /// runs (after rules and approval: the innermost service starts the
@@ -167,7 +165,7 @@ impl Subject {
             server: resolved.server.clone(),
             identity: resolved.server_identity.clone(),
             call_id: call_id.to_owned(),
-            input_bytes: json_len(&resolved.arguments),
+            input_bytes: crate::tool::json_len(&resolved.arguments).unwrap_or_default() as u64,
             target: resolved.reads.as_ref().map(|r| r.target().to_owned()),
         }
     }
@@ -185,23 +183,6 @@ impl Subject {
         }
         event
     }
-}
-
-/// The size of `value` as JSON, without building the text.
-fn json_len(value: &JsonObject) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len() as u64;
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// Emits the end event of a started call if the call is dropped before it ends.
