@@ -128,13 +128,26 @@ impl EventSink for EventBus {
         if event.principal.is_none() {
             event.principal.clone_from(&self.principal);
         }
+        // Each consumer but the last gets a copy; the last one (most often the only sink, when
+        // nobody subscribed) takes the event itself.
+        let sender = self
+            .sender
+            .get()
+            .filter(|sender| sender.receiver_count() > 0);
+        let Some(sender) = sender else {
+            if let Some((last, rest)) = self.sinks.split_last() {
+                for sink in rest {
+                    sink.emit(event.clone());
+                }
+                last.emit(event);
+            }
+            return;
+        };
         for sink in &self.sinks {
             sink.emit(event.clone());
         }
-        // No subscriber is not an error.
-        if let Some(sender) = self.sender.get() {
-            let _ = sender.send(event);
-        }
+        // A subscriber that went away meanwhile is not an error.
+        let _ = sender.send(event);
     }
 }
 
@@ -244,5 +257,26 @@ mod tests {
             assert_eq!(a.recv().await.unwrap().call_id, Some(n.to_string()));
         }
         assert_eq!(a.recv().await, Err(EventRecvError::Closed));
+    }
+
+    #[test]
+    fn every_sink_and_subscriber_gets_each_event_with_or_without_subscribers() {
+        let (first, second) = (Arc::new(Collect::default()), Arc::new(Collect::default()));
+        let bus = EventBus::new(first.clone())
+            .with_sink(second.clone())
+            .with_principal("alice");
+        bus.emit(numbered(0));
+        let mut subscriber = bus.subscribe();
+        bus.emit(numbered(1));
+        let got = subscriber.try_recv().unwrap().unwrap();
+        assert_eq!(got.call_id.as_deref(), Some("1"));
+        drop(subscriber);
+        bus.emit(numbered(2));
+        for sink in [&first, &second] {
+            let seen = sink.0.lock().unwrap();
+            let ids: Vec<_> = seen.iter().map(|e| e.call_id.clone().unwrap()).collect();
+            assert_eq!(ids, ["0", "1", "2"]);
+            assert!(seen.iter().all(|e| e.principal.as_deref() == Some("alice")));
+        }
     }
 }

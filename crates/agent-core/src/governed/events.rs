@@ -147,37 +147,31 @@ fn with_sizes(mut event: Event, shown: Shown) -> Event {
     event
 }
 
-/// Who an event is about.
+/// Who an event is about: the resolved call (shared, not copied) and the call's id.
 struct Subject {
-    tool: String,
-    server: Option<String>,
-    identity: Option<String>,
+    resolved: Arc<ResolvedCall>,
     call_id: String,
     input_bytes: u64,
-    /// The resource URI or prompt name of a read.
-    target: Option<String>,
 }
 
 impl Subject {
-    fn of(resolved: &ResolvedCall, call_id: &str) -> Self {
+    fn of(resolved: &Arc<ResolvedCall>, call_id: &str) -> Self {
         Self {
-            tool: resolved.action_ref.clone(),
-            server: resolved.server.clone(),
-            identity: resolved.server_identity.clone(),
+            resolved: Arc::clone(resolved),
             call_id: call_id.to_owned(),
             input_bytes: crate::tool::json_len(&resolved.arguments).unwrap_or_default() as u64,
-            target: resolved.reads.as_ref().map(|r| r.target().to_owned()),
         }
     }
 
     /// The event of `kind`; with a duration since `began` unless it is the start.
     fn event(&self, kind: EventKind, began: Option<Instant>) -> Event {
+        let resolved = &*self.resolved;
         let mut event = Event::new(kind)
-            .with_tool(self.server.as_deref(), &self.tool)
-            .with_server_identity(self.identity.as_deref())
+            .with_tool(resolved.server.as_deref(), &resolved.action_ref)
+            .with_server_identity(resolved.server_identity.as_deref())
             .with_call_id(&self.call_id);
         event.input_bytes = Some(self.input_bytes);
-        event.target.clone_from(&self.target);
+        event.target = resolved.reads.as_ref().map(|r| r.target().to_owned());
         if let Some(began) = began {
             event.duration = Some(began.elapsed());
         }
