@@ -234,9 +234,14 @@ impl Harness {
     /// A client builder over `config` with this harness's connectors, events and a short
     /// close grace ([`CLOSE_GRACE`]).
     pub fn builder(&self, config: Config) -> McpClientBuilder {
+        self.builder_without_events(config)
+            .events(self.events.clone())
+    }
+
+    /// [`Harness::builder`] without the collecting event sink.
+    fn builder_without_events(&self, config: Config) -> McpClientBuilder {
         McpClient::builder(config)
             .connectors(self.connectors())
-            .events(self.events.clone())
             .close_grace(CLOSE_GRACE)
     }
 
@@ -250,9 +255,7 @@ impl Harness {
     /// connectors and close grace, but no collecting event sink (which keeps every event, so
     /// it costs a benchmark memory and time per call that a run does not).
     pub fn client_without_events(&self, specs: Vec<ServerSpec>) -> McpClient {
-        McpClient::builder(Config::new(specs).expect("valid specs"))
-            .connectors(self.connectors())
-            .close_grace(CLOSE_GRACE)
+        self.builder_without_events(Config::new(specs).expect("valid specs"))
             .build()
     }
 

@@ -130,24 +130,24 @@ impl EventSink for EventBus {
         }
         // Each consumer but the last gets a copy; the last one (most often the only sink, when
         // nobody subscribed) takes the event itself.
-        let sender = self
+        let subscribed = self
             .sender
             .get()
             .filter(|sender| sender.receiver_count() > 0);
-        let Some(sender) = sender else {
-            if let Some((last, rest)) = self.sinks.split_last() {
-                for sink in rest {
-                    sink.emit(event.clone());
-                }
-                last.emit(event);
-            }
+        let Some((last, rest)) = self.sinks.split_last() else {
             return;
         };
-        for sink in &self.sinks {
+        for sink in rest {
             sink.emit(event.clone());
         }
-        // A subscriber that went away meanwhile is not an error.
-        let _ = sender.send(event);
+        match subscribed {
+            Some(sender) => {
+                last.emit(event.clone());
+                // A subscriber that went away meanwhile is not an error.
+                let _ = sender.send(event);
+            }
+            None => last.emit(event),
+        }
     }
 }
 

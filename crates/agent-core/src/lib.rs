@@ -76,7 +76,7 @@ pub use run::{RunInput, RunScope, Runner, RunnerFactory, with_runner};
 pub use scripted::ScriptedModel;
 pub use tool::{
     ContentPart, JsonObject, ResourceContents, ToolAnnotations, ToolCall, ToolCatalog,
-    ToolDescriptor, ToolDispatcher, ToolOutput,
+    ToolDescriptor, ToolDispatcher, ToolOutput, json_len,
 };
 /// The trait every governance layer implements (`tower-layer`'s), for stacking them.
 pub use tower_layer::Layer;

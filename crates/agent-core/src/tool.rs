@@ -408,7 +408,11 @@ const UNPRINTABLE: &str = "<unprintable>";
 
 /// The length in bytes of `value` as compact JSON, counted without building the text; `None`
 /// when it does not serialise.
-pub(crate) fn json_len<T: Serialize + ?Sized>(value: &T) -> Option<usize> {
+///
+/// ```
+/// assert_eq!(agent_core::json_len(&serde_json::json!({"a": [1, "é"]})), Some(14));
+/// ```
+pub fn json_len<T: Serialize + ?Sized>(value: &T) -> Option<usize> {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -149,20 +149,6 @@ impl ListError {
     }
 }
 
-/// Counts bytes written and drops them.
-pub(crate) struct Count(pub(crate) usize);
-
-impl std::io::Write for Count {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Lists every tool of `peer`'s server, page by page, within `limits`. An empty `nextCursor`
 /// ends the listing like an absent one (some servers send `""` on their last page). rmcp's
 /// own `list_all_tools` has no such bounds (docs/upstream.md#rmcp-list-all-unbounded).
@@ -186,10 +172,10 @@ pub(crate) async fn list_all_tools(
                 limit: limits.max_tools,
             }));
         }
-        let mut count = Count(result.next_cursor.as_ref().map_or(0, String::len));
-        // Writing to `Count` cannot fail, and a `Tool` always serialises.
-        let _ = serde_json::to_writer(&mut count, &result.tools);
-        bytes = bytes.saturating_add(count.0);
+        // A `Tool` always serialises.
+        let page_bytes = result.next_cursor.as_ref().map_or(0, String::len)
+            + agent_core::json_len(&result.tools).unwrap_or_default();
+        bytes = bytes.saturating_add(page_bytes);
         if bytes > limits.max_bytes {
             return Err(ListError::Limit(ListLimit::Bytes {
                 limit: limits.max_bytes,

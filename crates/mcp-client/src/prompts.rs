@@ -9,7 +9,6 @@ use rmcp::model::{
     GetPromptResult, JsonObject, Prompt, Reference,
 };
 
-use crate::list::Count;
 use crate::resources::{MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_RESOURCE_BYTES};
 use crate::scrub::shown_text;
 use crate::{FeatureError, Session};
@@ -126,9 +125,7 @@ impl Session {
         let result = self
             .feature_request("prompts/get", self.get_prompt_round(params))
             .await?;
-        let mut count = Count(0);
-        let _ = serde_json::to_writer(&mut count, &result);
-        if count.0 > MAX_RESOURCE_BYTES {
+        if agent_core::json_len(&result).unwrap_or_default() > MAX_RESOURCE_BYTES {
             return Err(FeatureError::TooLarge {
                 server: self.name().to_owned(),
                 target: prompt.name.clone(),

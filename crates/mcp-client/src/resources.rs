@@ -13,7 +13,7 @@ use rmcp::service::ServiceError;
 use serde::Serialize;
 
 use crate::error::ProtocolError;
-use crate::list::{Count, ListError};
+use crate::list::ListError;
 use crate::scrub::{scrub_error, shown_text};
 use crate::session::MAX_ERROR_MESSAGE_BYTES;
 use crate::{FeatureError, ListLimit, ListLimits, Session};
@@ -36,11 +36,7 @@ pub(crate) fn content_len(content: &ResourceContents) -> usize {
     match content {
         ResourceContents::TextResourceContents { text, .. } => text.len(),
         ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
-        other => {
-            let mut count = Count(0);
-            let _ = serde_json::to_writer(&mut count, other);
-            count.0
-        }
+        other => agent_core::json_len(other).unwrap_or_default(),
     }
 }
 
@@ -428,9 +424,9 @@ where
                 limit: limits.max_tools,
             }));
         }
-        let mut count = Count(next.as_ref().map_or(0, String::len));
-        let _ = serde_json::to_writer(&mut count, &entries);
-        bytes = bytes.saturating_add(count.0);
+        let page_bytes = next.as_ref().map_or(0, String::len)
+            + agent_core::json_len(&entries).unwrap_or_default();
+        bytes = bytes.saturating_add(page_bytes);
         if bytes > limits.max_bytes {
             return Err(ListError::Limit(ListLimit::Bytes {
                 limit: limits.max_bytes,

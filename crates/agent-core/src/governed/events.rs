@@ -159,7 +159,7 @@ impl Subject {
         Self {
             resolved: Arc::clone(resolved),
             call_id: call_id.to_owned(),
-            input_bytes: crate::tool::json_len(&resolved.arguments).unwrap_or_default() as u64,
+            input_bytes: crate::json_len(&resolved.arguments).unwrap_or_default() as u64,
         }
     }
 
