@@ -87,6 +87,8 @@ mod handle;
 mod limits;
 mod lines;
 mod process;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod reexec;
 #[cfg(target_os = "linux")]
 mod spawner;
 mod stderr;
@@ -254,8 +256,6 @@ impl StdioConnector {
         let TransportSpec::Stdio(stdio) = &spec.transport else {
             return Err(StdioError::NotStdio { server });
         };
-        let mut command = std::process::Command::new(&stdio.command);
-        command.args(&stdio.args);
         if let Some(cwd) = &stdio.cwd {
             match std::fs::metadata(cwd) {
                 Ok(meta) if meta.is_dir() => {}
@@ -277,17 +277,23 @@ impl StdioConnector {
                     });
                 }
             }
-            command.current_dir(cwd);
         }
         let env = env::plan(stdio, &self.options.inherited_env, |name| {
             std::env::var_os(name)
         });
-        if env.clear {
-            command.env_clear();
-        }
-        command.envs(env.vars);
+        let (args, cwd) = (stdio.args.clone(), stdio.cwd.clone());
+        let setup = move |command: &mut std::process::Command| {
+            command.args(&args);
+            if let Some(cwd) = &cwd {
+                command.current_dir(cwd);
+            }
+            if env.clear {
+                command.env_clear();
+            }
+            command.envs(env.vars.iter().map(|(k, v)| (k, v)));
+        };
 
-        let (leader, pipes) = Leader::spawn(command)
+        let (leader, pipes) = Leader::spawn(stdio.command.clone().into(), setup)
             .await
             .map_err(|source| StdioError::Spawn {
                 server: server.clone(),

@@ -22,6 +22,7 @@
 //! (whose exit cuts the links). The leader's exit status is the server's (the supervisor
 //! mirrors it).
 
+use std::ffi::OsString;
 use std::fmt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,21 +91,32 @@ impl fmt::Debug for Leader {
 }
 
 impl Leader {
-    /// Spawns `command` as the leader of a new process group, with piped stdio (on Linux,
-    /// under a supervisor, on a blocking thread: see [`crate::spawner`]). Must run inside a
-    /// Tokio runtime (the pipes register with its reactor).
-    pub(crate) async fn spawn(mut command: Command) -> std::io::Result<(Self, Pipes)> {
-        use std::os::unix::process::CommandExt as _;
+    /// Spawns `program`, set up by `setup` (arguments, environment, directory), as the leader
+    /// of a new process group, with piped stdio (on Linux, under a supervisor, on a blocking
+    /// thread: see [`crate::spawner`]). Must run inside a Tokio runtime (the pipes register
+    /// with its reactor).
+    pub(crate) async fn spawn(
+        program: OsString,
+        setup: impl Fn(&mut Command) + Send + 'static,
+    ) -> std::io::Result<(Self, Pipes)> {
+        let setup = move |command: &mut Command| {
+            use std::os::unix::process::CommandExt as _;
 
-        command
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            setup(command);
+            command
+                .process_group(0)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+        };
         #[cfg(target_os = "linux")]
-        let mut child = crate::spawner::spawn(command).await?;
+        let mut child = crate::spawner::spawn(program, setup).await?;
         #[cfg(not(target_os = "linux"))]
-        let mut child = command.spawn()?;
+        let mut child = {
+            let mut command = Command::new(program);
+            setup(&mut command);
+            command.spawn()?
+        };
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -325,9 +337,11 @@ mod tests {
 
     #[tokio::test]
     async fn exit_is_seen_and_the_leader_reaped() {
-        let mut command = Command::new("sh");
-        command.args(["-c", "exit 7"]);
-        let (leader, _pipes) = Leader::spawn(command).await.unwrap();
+        let (leader, _pipes) = Leader::spawn("sh".into(), |c| {
+            c.args(["-c", "exit 7"]);
+        })
+        .await
+        .unwrap();
         let pid = leader.pid();
         assert_eq!(
             leader.wait_exit(Duration::from_secs(10)).await,
@@ -345,9 +359,11 @@ mod tests {
 
     #[tokio::test]
     async fn drop_kills_the_group() {
-        let mut command = Command::new("sleep");
-        command.arg("600");
-        let (leader, _pipes) = Leader::spawn(command).await.unwrap();
+        let (leader, _pipes) = Leader::spawn("sleep".into(), |c| {
+            c.arg("600");
+        })
+        .await
+        .unwrap();
         let mut exit = leader.exit.clone();
         drop(leader);
         let status = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some))

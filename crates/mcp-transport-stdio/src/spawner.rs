@@ -1,30 +1,39 @@
-//! Linux: every server is forked through its supervisor, on a blocking thread of the runtime,
-//! so that servers start concurrently and no runtime worker waits for a fork.
+//! Linux: every server is started under its supervisor, on a blocking thread of the runtime,
+//! so that servers start concurrently and no runtime worker waits for a spawn.
 //!
-//! The forked child becomes the server's supervisor ([`crate::supervisor`]), which asks for a
-//! signal at its parent's death. The kernel sends that signal when the *thread* that forked the
-//! child exits, and again at every later change of parent: while the host lives, the child
-//! goes to another of the host's threads (the supervisor sees the same parent process and goes
-//! on); when the host's last thread is gone, however the host died, it goes to a subreaper or
-//! init, and the supervisor ends the server. So any thread may fork: a blocking-pool thread
-//! that ends after 10 s idle costs the supervisor one spurious wake-up, nothing more.
+//! With glibc, the supervisor is the host's own executable started anew ([`crate::reexec`]):
+//! a `posix_spawn`, whose cost does not grow with the host's memory. Elsewhere, or when that
+//! does not work in this process, the host forks and the child becomes the supervisor through
+//! a pre-exec hook ([`crate::supervisor`]). Either way the supervisor asks for a signal at its
+//! parent's death. The kernel sends that signal when the *thread* that spawned the child
+//! exits, and again at every later change of parent: while the host lives, the child goes to
+//! another of the host's threads (the supervisor sees the same parent process and goes on);
+//! when the host's last thread is gone, however the host died, it goes to a subreaper or init,
+//! and the supervisor ends the server. So any thread may spawn: a blocking-pool thread that
+//! ends after 10 s idle costs the supervisor one spurious wake-up, nothing more.
 //!
-//! Never the main thread, though: the supervisor keeps, of the host's anonymous memory, only
-//! the mapping that holds the forking thread's stack, which for a spawned thread also holds its
-//! thread control block ([`fork`] moves a call from the main thread to a thread of its own).
+//! A fork never runs on the main thread, though: the forked supervisor keeps, of the host's
+//! anonymous memory, only the mapping that holds the forking thread's stack, which for a
+//! spawned thread also holds its thread control block ([`fork`] moves a call from the main
+//! thread to a thread of its own).
 //!
 //! The pre-exec hook is one of this crate's `unsafe` blocks; see its safety comment.
 
+use std::ffi::{OsStr, OsString};
 use std::process::{Child, Command};
 
-/// Spawns `command` under a supervisor on a blocking thread of the current Tokio runtime: the
+/// Spawns `program`, set up by `setup` (arguments, environment, directory, pipes: stdout must
+/// be piped), under a supervisor on a blocking thread of the current Tokio runtime: the
 /// [`Child`] is the supervisor, the server its child. Spawns run concurrently. If the caller
 /// is gone by the time the spawn is done (its open timed out), the new process group is killed.
-pub(crate) async fn spawn(command: Command) -> std::io::Result<Child> {
+pub(crate) async fn spawn(
+    program: OsString,
+    setup: impl Fn(&mut Command) + Send + 'static,
+) -> std::io::Result<Child> {
     let (reply, answer) = tokio::sync::oneshot::channel();
     tokio::task::spawn_blocking(move || {
         // Unsent or unread, the answer is dropped, and the guard in it kills the child.
-        let _ = reply.send(fork(command).map(Unclaimed::new));
+        let _ = reply.send(start(&program, &setup).map(Unclaimed::new));
     });
     match answer.await {
         Ok(spawned) => spawned.map(Unclaimed::claim),
@@ -32,6 +41,35 @@ pub(crate) async fn spawn(command: Command) -> std::io::Result<Child> {
             "the runtime ended the spawn before it was done",
         )),
     }
+}
+
+/// Spawns under a supervisor from the calling thread: re-executed where that works, else
+/// forked. Blocks until the supervisor has found the server's program (or the fork and the
+/// exec are done).
+fn start(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child> {
+    #[cfg(target_env = "gnu")]
+    if crate::reexec::usable() {
+        match reexecute(program, setup) {
+            Ok(child) => return Ok(child),
+            Err(crate::reexec::Failure::Server(e)) => return Err(e),
+            Err(crate::reexec::Failure::NotASupervisor(e)) => {
+                tracing::warn!(error = %e, "stdio servers: this executable does not start as a supervisor; forking instead");
+                crate::reexec::give_up();
+            }
+        }
+    }
+    fork(program, setup)
+}
+
+/// Spawns under a supervisor that is this executable started anew ([`crate::reexec`]).
+#[cfg(target_env = "gnu")]
+fn reexecute(
+    program: &OsStr,
+    setup: &dyn Fn(&mut Command),
+) -> Result<Child, crate::reexec::Failure> {
+    let mut command = crate::reexec::command(program);
+    setup(&mut command);
+    crate::reexec::spawn(command)
 }
 
 /// A spawned supervisor nobody has claimed yet: dropped unclaimed, it is killed with its
@@ -64,10 +102,12 @@ impl Drop for Unclaimed {
     }
 }
 
-/// Spawns `command` under a supervisor from the calling thread (from a thread of its own when
+/// Spawns under a supervisor forked from the calling thread (from a thread of its own when
 /// called on the main thread, see the [module docs](self)). Blocks for as long as the forks
 /// and the exec take.
-pub(crate) fn fork(mut command: Command) -> std::io::Result<Child> {
+fn fork(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child> {
+    let mut command = Command::new(program);
+    setup(&mut command);
     arm(&mut command);
     if nix::unistd::gettid() == nix::unistd::getpid() {
         return std::thread::scope(|scope| {
@@ -93,7 +133,7 @@ fn arm(command: &mut Command) {
     // requires; it captures only a pid (a copied integer). `split` makes only
     // async-signal-safe system calls (see its module).
     unsafe {
-        command.pre_exec(move || crate::supervisor::split(host, crate::supervisor::WAKE));
+        command.pre_exec(move || crate::supervisor::split(host, crate::supervisor::WAKE, true));
     }
 }
 
@@ -119,14 +159,33 @@ mod tests {
             .ok()
     }
 
-    /// Forks `sh -c script` under a supervisor; returns it and the pid the script prints first.
-    fn fork_printing_a_pid(script: &str) -> (Child, u32) {
-        let mut command = Command::new("sh");
-        command
-            .args(["-c", script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        let mut child = fork(command).unwrap();
+    /// The ways a supervisor is started, each tested.
+    #[derive(Debug, Clone, Copy)]
+    enum How {
+        Reexec,
+        Fork,
+    }
+
+    const EVERY: [How; 2] = [How::Reexec, How::Fork];
+
+    /// Spawns `program` under a supervisor started `how`, stdout piped.
+    fn supervised(how: How, program: &str, setup: impl Fn(&mut Command)) -> Child {
+        let setup = |command: &mut Command| {
+            setup(command);
+            command.stdout(Stdio::piped());
+        };
+        match how {
+            How::Reexec => reexecute(program.as_ref(), &setup)
+                .unwrap_or_else(|e| panic!("re-executed spawn of {program}: {e:?}")),
+            How::Fork => fork(program.as_ref(), &setup).unwrap(),
+        }
+    }
+
+    /// Starts `sh -c script` under a supervisor; returns it and the pid the script prints first.
+    fn printing_a_pid(how: How, script: &str) -> (Child, u32) {
+        let mut child = supervised(how, "sh", |c| {
+            c.args(["-c", script]).stdin(Stdio::null());
+        });
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -136,8 +195,14 @@ mod tests {
 
     #[test]
     fn an_orphan_of_the_server_is_re_parented_to_the_supervisor() {
+        for how in EVERY {
+            an_orphan_is_re_parented(how);
+        }
+    }
+
+    fn an_orphan_is_re_parented(how: How) {
         // The subshell starts a sleep, prints its pid and exits: the sleep is orphaned.
-        let (mut child, orphan) = fork_printing_a_pid("(sleep 600 & echo $!); exec sleep 600");
+        let (mut child, orphan) = printing_a_pid(how, "(sleep 600 & echo $!); exec sleep 600");
 
         let deadline = Instant::now() + Duration::from_secs(10);
         while parent_of(orphan) != Some(child.id()) && Instant::now() < deadline {
@@ -150,7 +215,11 @@ mod tests {
         );
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(parent, Some(child.id()), "the orphan went elsewhere");
+        assert_eq!(
+            parent,
+            Some(child.id()),
+            "{how:?}: the orphan went elsewhere"
+        );
     }
 
     /// The pending-signal masks (`SigPnd`, `ShdPnd`) of `pid`, from `/proc`.
@@ -166,12 +235,19 @@ mod tests {
     }
 
     #[test]
-    fn a_server_outlives_the_thread_that_forked_it() {
+    fn a_server_outlives_the_thread_that_spawned_it() {
+        for how in EVERY {
+            outlives_its_spawning_thread(how);
+        }
+    }
+
+    fn outlives_its_spawning_thread(how: How) {
         // `cat` echoes each line: the server answers as long as it runs.
-        let forker = std::thread::spawn(|| {
-            let mut command = Command::new("cat");
-            command.stdin(Stdio::piped()).stdout(Stdio::piped());
-            (nix::unistd::gettid(), fork(command).unwrap())
+        let forker = std::thread::spawn(move || {
+            let child = supervised(how, "cat", |c| {
+                c.stdin(Stdio::piped());
+            });
+            (nix::unistd::gettid(), child)
         });
         let (tid, mut child) = forker.join().unwrap();
         // Gone from the task list: the thread has fully exited, so the parent-death signal
@@ -186,7 +262,7 @@ mod tests {
         assert_eq!(
             pending(child.id()),
             Some((0, 0)),
-            "the wake-up was not taken"
+            "{how:?}: the wake-up was not taken"
         );
 
         let mut stdin = child.stdin.take().unwrap();
@@ -198,20 +274,26 @@ mod tests {
         let running = child.try_wait().unwrap().is_none();
         drop(stdin);
         let status = child.wait().unwrap();
-        assert_eq!(line, "alive\n", "the server was gone");
-        assert!(running, "the supervisor ended");
+        assert_eq!(line, "alive\n", "{how:?}: the server was gone");
+        assert!(running, "{how:?}: the supervisor ended");
         assert!(status.success(), "{status:?}");
     }
 
     #[test]
     fn an_unclaimed_spawn_is_killed_with_its_server() {
-        let (child, server) = fork_printing_a_pid("echo $$; exec sleep 600");
+        for how in EVERY {
+            unclaimed_is_killed(how);
+        }
+    }
+
+    fn unclaimed_is_killed(how: How) {
+        let (child, server) = printing_a_pid(how, "echo $$; exec sleep 600");
         let server = i32::try_from(server).unwrap();
         let supervisor = child.id();
         drop(Unclaimed::new(child));
         assert!(
             !std::path::Path::new(&format!("/proc/{supervisor}")).exists(),
-            "the supervisor was not reaped"
+            "{how:?}: the supervisor was not reaped"
         );
         // Killed by the group's SIGKILL; its reaper (init or a subreaper) may take a moment.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -229,22 +311,33 @@ mod tests {
         }
         let survived = alive();
         let _ = nix::sys::signal::kill(Pid::from_raw(server), Signal::SIGKILL);
-        assert!(!survived, "the server outlived its unclaimed spawn");
+        assert!(
+            !survived,
+            "{how:?}: the server outlived its unclaimed spawn"
+        );
     }
 
     #[test]
     fn the_supervisor_exits_as_its_server_did() {
         use std::os::unix::process::ExitStatusExt as _;
 
-        let status = |script: &str| {
-            let mut command = Command::new("sh");
-            command.args(["-c", script]).stdin(Stdio::null());
-            fork(command).unwrap().wait().unwrap()
-        };
-        assert_eq!(status("exit 7").code(), Some(7));
-        let killed = status("kill -USR1 $$");
-        assert_eq!(killed.signal(), Some(nix::libc::SIGUSR1), "{killed:?}");
-        assert!(!killed.core_dumped());
+        for how in EVERY {
+            let status = |script: &str| {
+                supervised(how, "sh", |c| {
+                    c.args(["-c", script]).stdin(Stdio::null());
+                })
+                .wait()
+                .unwrap()
+            };
+            assert_eq!(status("exit 7").code(), Some(7), "{how:?}");
+            let killed = status("kill -USR1 $$");
+            assert_eq!(
+                killed.signal(),
+                Some(nix::libc::SIGUSR1),
+                "{how:?}: {killed:?}"
+            );
+            assert!(!killed.core_dumped(), "{how:?}");
+        }
     }
 
     /// Set in the environment of [`host_in_a_foreign_proc`], run in a pid namespace of its own:
@@ -274,12 +367,12 @@ mod tests {
         let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
         assert_eq!(bystander.id(), q);
         next_pid(p);
-        let mut command = Command::new("sh");
-        command
-            .args(["-c", "(sleep 600 &); read line; exit 7"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null());
-        let mut server = fork(command).unwrap();
+        let mut server = start("sh".as_ref(), &|c| {
+            c.args(["-c", "(sleep 600 &); read line; exit 7"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+        })
+        .unwrap();
         assert_eq!(server.id(), p);
         drop(server.stdin.take());
         let code = server.wait().unwrap().code();
@@ -363,9 +456,9 @@ mod tests {
         // Resident in the host before the spawn, rewritten after: without the release, the
         // supervisor would keep the old 32 MiB as its own.
         let mut heap = vec![1u8; 32 << 20];
-        let mut command = Command::new("sleep");
-        command.arg("600").stdin(Stdio::null());
-        let mut child = fork(command).unwrap();
+        let mut child = supervised(How::Fork, "sleep", |c| {
+            c.arg("600").stdin(Stdio::null());
+        });
         for byte in heap.iter_mut().step_by(4096) {
             *byte = 2;
         }
@@ -374,5 +467,46 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(kept < 8 << 10, "the supervisor keeps {kept} kB of its own");
+    }
+
+    #[test]
+    fn a_missing_program_fails_the_re_executed_spawn_as_a_direct_one() {
+        for program in ["mcp-agent-no-such-program", "/no/such/program"] {
+            let direct = Command::new(program).spawn().unwrap_err();
+            let failure = reexecute(program.as_ref(), &|c| {
+                c.stdout(Stdio::piped());
+            })
+            .unwrap_err();
+            let crate::reexec::Failure::Server(error) = failure else {
+                panic!("{program}: not the server's failure: {failure:?}");
+            };
+            assert_eq!(error.kind(), direct.kind(), "{program}: {error}");
+            assert_eq!(error.raw_os_error(), direct.raw_os_error(), "{program}");
+        }
+    }
+
+    #[test]
+    fn a_re_executed_supervisor_is_named_and_keeps_the_servers_loader_variables_out() {
+        let script = "echo \"$LD_MCP_TEST|$MCP_AGENT_SUPERVISED_LD_MCP_TEST\"; \
+                      tr '\\0' '\\n' < /proc/$PPID/environ | grep -c '^LD_MCP_TEST=' || true; \
+                      tr '\\0' ' ' < /proc/$PPID/cmdline; echo";
+        let mut child = supervised(How::Reexec, "sh", |c| {
+            c.args(["-c", script])
+                .stdin(Stdio::null())
+                .env("LD_MCP_TEST", "for the server");
+        });
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+        let status = child.wait().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.first(), Some(&"for the server|"), "{out}");
+        assert_eq!(lines.get(1), Some(&"0"), "the supervisor had it: {out}");
+        let host = std::process::id().to_string();
+        let cmdline = format!("{} {host} sh -c ", crate::reexec::NAME);
+        assert!(
+            lines.get(2).is_some_and(|l| l.starts_with(&cmdline)),
+            "{out}"
+        );
+        assert!(status.success(), "{status:?}");
     }
 }

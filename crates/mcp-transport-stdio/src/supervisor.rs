@@ -48,16 +48,19 @@ const FORWARDED: [c_int; 6] = [
 /// (any other would do as well, as the supervisor then checks its parent).
 pub(crate) const WAKE: c_int = libc::SIGPWR;
 
-/// Splits the freshly forked child of `host` into the supervisor and the server. Returns in
-/// the server (`Ok`: std goes on to exec it); never returns in the supervisor. Fails, before
-/// anything was forked, if the host has already died.
+/// Splits a child of `host` into the supervisor and the server. Returns in the server (`Ok`:
+/// the caller goes on to exec it); never returns in the supervisor. Fails, before anything was
+/// forked, if the host has already died. `forked`: the process is a fork of the host, whose
+/// memory the supervisor then gives back; `false` for a supervisor that is a program of its
+/// own ([`crate::reexec`]).
 ///
 /// # Safety
 ///
-/// Call only in a child forked from `host`, before exec (a `pre_exec` hook): the supervisor
-/// never leaves this function and ends with `_exit`.
+/// Call only in a child of `host` before exec — one forked from it (a `pre_exec` hook), or
+/// one started as a supervisor, before `main`: the supervisor never leaves this function and
+/// ends with `_exit`.
 #[allow(unsafe_code)]
-pub(crate) unsafe fn split(host: pid_t, wake: c_int) -> std::io::Result<()> {
+pub(crate) unsafe fn split(host: pid_t, wake: c_int, forked: bool) -> std::io::Result<()> {
     // SAFETY (every block below): plain system calls and libc's signal-set helpers on local
     // values; none allocates or locks.
     let before = unsafe {
@@ -98,19 +101,21 @@ pub(crate) unsafe fn split(host: pid_t, wake: c_int) -> std::io::Result<()> {
             ))?;
             Ok(())
         },
-        server => unsafe { supervise(host, server, wake) },
+        server => unsafe { supervise(host, server, wake, forked) },
     }
 }
 
 /// The supervisor's life: waits for signals until the server exits or the host dies.
 #[allow(unsafe_code)]
-unsafe fn supervise(host: pid_t, server: pid_t, wake: c_int) -> ! {
+unsafe fn supervise(host: pid_t, server: pid_t, wake: c_int, forked: bool) -> ! {
     // SAFETY: as in `split`; the supervisor runs nothing else.
     unsafe {
         let own_group = libc::getpgrp();
         // Before the descriptors: std's error pipe closes here, so the host's spawn returns
         // only once this process holds no copy of the host's memory.
-        release_memory();
+        if forked {
+            release_memory();
+        }
         drop_descriptors();
         let mut all = empty_set();
         libc::sigfillset(&mut all);

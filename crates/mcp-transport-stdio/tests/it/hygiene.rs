@@ -221,6 +221,36 @@ async fn a_server_outlives_the_thread_that_opened_it() {
     assert_all_gone(handle.process_id()).await;
 }
 
+/// With glibc, the leader the host sees is the host's own executable started anew as the
+/// supervisor (`mcp-agent-supervisor host-pid program args…`), not a fork of the host.
+#[cfg(target_env = "gnu")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_is_this_executable_started_anew() {
+    let started = start("named", &StdioServerArgs::new(Mode::Test)).await;
+    let leader = started.pid;
+    let cmdline = std::fs::read(format!("/proc/{leader}/cmdline")).unwrap();
+    let exe = std::fs::read_link(format!("/proc/{leader}/exe")).unwrap();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("mcp-agent-supervisor"),
+        "{args:?}"
+    );
+    assert_eq!(
+        args.get(1),
+        Some(&std::process::id().to_string()),
+        "{args:?}"
+    );
+    assert_eq!(exe, std::env::current_exe().unwrap());
+    let echoed = call(&started.client, "echo", json!({"named": true}))
+        .await
+        .unwrap();
+    assert_eq!(echoed.structured_content, Some(json!({"named": true})));
+}
+
 /// Starts a server and has it spawn an escaped `sleep` (`escape`: `setsid` or `detach`);
 /// returns the session and the sleep's pid, checked to be outside the server's group and in a
 /// session of its own.
