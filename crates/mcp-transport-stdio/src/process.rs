@@ -79,6 +79,10 @@ pub(crate) struct Leader {
     /// Processes of the leader's tree seen by [`Leader::note_tree`], killed with the group.
     #[cfg(target_os = "linux")]
     noted: Arc<Mutex<Vec<crate::tree::Member>>>,
+    /// Set by the watcher once it killed the tree after the leader ended: nothing of it can
+    /// have appeared since (nothing is noted after the end), so it is not read again.
+    #[cfg(target_os = "linux")]
+    tree_killed: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Leader {
@@ -131,6 +135,8 @@ impl Leader {
             root: crate::tree::Member::of(pid.as_raw()),
             #[cfg(target_os = "linux")]
             noted: Arc::default(),
+            #[cfg(target_os = "linux")]
+            tree_killed: Arc::default(),
         };
         // From here on, an early return drops `leader`, which kills the group.
         leader.start_watcher(tx)?;
@@ -211,7 +217,9 @@ impl Leader {
             let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
             // What left the group first, frozen so that nothing forks away meanwhile.
             #[cfg(target_os = "linux")]
-            crate::tree::kill_tree(&self.roots());
+            if !self.tree_killed.load(Ordering::Acquire) {
+                crate::tree::kill_tree(&self.roots());
+            }
             match killpg(self.pid, Signal::SIGKILL) {
                 Ok(()) | Err(Errno::ESRCH) => {}
                 Err(e) => tracing::warn!(pgid = %self.pid, "cannot kill the process group: {e}"),
@@ -238,7 +246,7 @@ impl Leader {
         #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
         let child = self.child.clone();
         #[cfg(target_os = "linux")]
-        let (root, noted) = (self.root, self.noted.clone());
+        let (root, noted, tree_killed) = (self.root, self.noted.clone(), self.tree_killed.clone());
         #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
         let mut child = self
             .child
@@ -258,7 +266,10 @@ impl Leader {
                         // What it left: its group, and what was noted of its tree (its own
                         // children went to init at its exit, so only notes still find them).
                         #[cfg(target_os = "linux")]
-                        crate::tree::kill_tree(&roots(root, &noted));
+                        {
+                            crate::tree::kill_tree(&roots(root, &noted));
+                            tree_killed.store(true, Ordering::Release);
+                        }
                         let _ = killpg(pid, Signal::SIGKILL);
                     }
                     exit

@@ -55,6 +55,8 @@ impl Member {
 #[derive(Debug, Clone, Copy)]
 struct Proc {
     member: Member,
+    /// Ended and not yet reaped: it can start nothing more.
+    zombie: bool,
     ppid: i32,
     pgid: i32,
     sid: i32,
@@ -77,6 +79,7 @@ fn parse(pid: i32, stat: &str) -> Option<Proc> {
             pid,
             start: u64::try_from(number(22)?).ok()?,
         },
+        zombie: matches!(fields.first(), Some(&("Z" | "X"))),
         ppid: i32::try_from(number(4)?).ok()?,
         pgid: i32::try_from(number(5)?).ok()?,
         sid: i32::try_from(number(6)?).ok()?,
@@ -97,13 +100,24 @@ fn scan() -> Vec<Proc> {
 /// the members of every group or session one of them leads; parents before children. Never
 /// this process or init.
 fn tree(procs: &[Proc], roots: &[Member]) -> Vec<Member> {
+    tree_of(procs, roots)
+        .into_iter()
+        .map(|p| p.member)
+        .collect()
+}
+
+/// [`tree`], each member with what `/proc` said of it.
+fn tree_of(procs: &[Proc], roots: &[Member]) -> Vec<Proc> {
     let this = Pid::this().as_raw();
     let by_pid: HashMap<i32, &Proc> = procs.iter().map(|p| (p.member.pid, p)).collect();
-    let mut found: Vec<Member> = Vec::new();
+    let mut found: Vec<Proc> = Vec::new();
     let mut pids: HashSet<i32> = HashSet::new();
     for root in roots {
-        if by_pid.get(&root.pid).is_some_and(|p| p.member == *root) && pids.insert(root.pid) {
-            found.push(*root);
+        if let Some(&&p) = by_pid.get(&root.pid)
+            && p.member == *root
+            && pids.insert(root.pid)
+        {
+            found.push(p);
         }
     }
     // A pid's own group or session counts only when it leads it (pgid or sid equals a member's
@@ -117,7 +131,7 @@ fn tree(procs: &[Proc], roots: &[Member]) -> Vec<Member> {
             }
             if pids.contains(&p.ppid) || pids.contains(&p.pgid) || pids.contains(&p.sid) {
                 pids.insert(pid);
-                found.push(p.member);
+                found.push(*p);
             }
         }
         if found.len() == before {
@@ -146,23 +160,29 @@ pub(crate) fn merge(noted: &mut Vec<Member>, more: Vec<Member>) {
 }
 
 /// Freezes the tree of `roots` and kills it: SIGSTOP to each member until no new one appears,
-/// then SIGKILL to all.
+/// then SIGKILL to all. A reading that finds only zombies needs no other: a zombie starts
+/// nothing, so nothing can have appeared since (what a server's close usually leaves: its
+/// supervisor, ended, its tree already killed by it).
 pub(crate) fn kill_tree(roots: &[Member]) {
     let mut stopped: Vec<Member> = Vec::new();
     for _ in 0..MAX_ROUNDS {
         // Stopped members are roots too: their children are found even if a root is gone.
         let mut all = roots.to_vec();
         all.extend_from_slice(&stopped);
-        let fresh: Vec<Member> = tree(&scan(), &all)
+        let fresh: Vec<Proc> = tree_of(&scan(), &all)
             .into_iter()
-            .filter(|m| !stopped.contains(m))
+            .filter(|p| !stopped.contains(&p.member))
             .collect();
         if fresh.is_empty() {
             break;
         }
-        for member in fresh {
-            signal(member, Signal::SIGSTOP);
-            stopped.push(member);
+        let settled = fresh.iter().all(|p| p.zombie);
+        for p in fresh {
+            signal(p.member, Signal::SIGSTOP);
+            stopped.push(p.member);
+        }
+        if settled {
+            break;
         }
     }
     for member in stopped {
@@ -183,6 +203,7 @@ mod tests {
     fn proc(pid: i32, ppid: i32, pgid: i32, sid: i32) -> Proc {
         Proc {
             member: Member { pid, start: 7 },
+            zombie: false,
             ppid,
             pgid,
             sid,
@@ -202,6 +223,9 @@ mod tests {
             (p.ppid, p.pgid, p.sid, p.member.start),
             (17, 4242, 99, 123456)
         );
+        assert!(!p.zombie);
+        let ended = parse(4242, &stat.replace(") S 17", ") Z 17")).unwrap();
+        assert!(ended.zombie);
     }
 
     #[test]
