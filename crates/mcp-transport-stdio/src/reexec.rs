@@ -50,6 +50,10 @@ const MAGIC: [u8; 4] = *b"MCPS";
 /// The record's length.
 const RECORD: usize = 8;
 
+/// How long the host waits for the record: the supervisor writes it before `main` would run,
+/// within milliseconds; a process that says nothing for this long is not one.
+const RECORD_WAIT_MS: u16 = 10_000;
+
 /// The executable that is running, whatever became of its path.
 const SELF_EXE: &str = "/proc/self/exe";
 
@@ -116,7 +120,8 @@ pub(crate) enum Failure {
 }
 
 /// Spawns `command` (from [`command`]; stdout must be piped) and reads the supervisor's
-/// record. Blocks until the supervisor has looked the program up.
+/// record. Blocks until the supervisor has looked the program up, at most [`RECORD_WAIT_MS`]
+/// (the supervisor writes its 8 bytes in one `write`, so a readable pipe holds all of them).
 pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
     let loader: Vec<(OsString, OsString)> = command
         .get_envs()
@@ -135,7 +140,7 @@ pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
     let mut child = command.spawn().map_err(Failure::NotASupervisor)?;
     let mut record = [0u8; RECORD];
     let read = match child.stdout.as_mut() {
-        Some(stdout) => stdout.read_exact(&mut record),
+        Some(stdout) => readable(stdout).and_then(|()| stdout.read_exact(&mut record)),
         None => Err(std::io::Error::other(
             "the supervisor's stdout is not piped",
         )),
@@ -156,6 +161,27 @@ pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
     let _ = child.kill();
     let _ = child.wait();
     Err(answer)
+}
+
+/// Waits until `stdout` has something to read (or its end), at most [`RECORD_WAIT_MS`].
+fn readable(stdout: &std::process::ChildStdout) -> std::io::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::from(RECORD_WAIT_MS)) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer from the supervisor within {RECORD_WAIT_MS} ms"),
+                ));
+            }
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// The `.init_array` entry: becomes the supervisor when started as one, else returns at once.
