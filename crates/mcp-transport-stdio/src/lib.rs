@@ -24,14 +24,17 @@
 //! # Process hygiene on Linux
 //!
 //! - **The server dies with the host**, even when the host is SIGKILLed, and so does every
-//!   process it started: the host forks a supervisor per server (a child subreaper that asks
-//!   for a signal at the host's death and forks the server, which dies with it). That signal
-//!   follows the thread that forked the supervisor, and is sent again at every change of
-//!   parent, so the fork runs on any blocking-pool thread: servers start concurrently, and a
-//!   thread that ends only wakes the supervisor, which sees the host still alive. The
+//!   process it started: a supervisor runs between the host and each server (a child
+//!   subreaper that asks for a signal at the host's death and forks the server, which dies
+//!   with it). With glibc the supervisor is the host's own executable started anew with
+//!   `posix_spawn` and caught before `main` (see the `reexec` module): its cost does not grow
+//!   with the host's memory, and servers start concurrently. Elsewhere, or where that does not
+//!   work, the host forks it instead, on a blocking-pool thread (the signal follows the thread
+//!   that forked, and comes again at every change of parent, so a thread that ends only wakes
+//!   the supervisor, which sees the host still alive); that path needs `Command::pre_exec`
+//!   (async-signal-safe system calls only; see the `supervisor` module). Either way the
 //!   supervisor checks that the host is still its parent after arming the signal, and gives up
-//!   otherwise. This needs `Command::pre_exec` (async-signal-safe system calls only; see the
-//!   `supervisor` module).
+//!   otherwise.
 //! - **What escapes the group is still killed**: at close and on drop, the server's tree —
 //!   its descendants by parent pid, and every group or session one of them leads — is read
 //!   from `/proc`, frozen with SIGSTOP until no new member appears, then SIGKILLed. The server
