@@ -80,7 +80,7 @@ pub(crate) struct Leader {
     #[cfg(target_os = "linux")]
     noted: Arc<Mutex<Vec<crate::tree::Member>>>,
     /// Set by the watcher once it killed the tree after the leader ended: nothing of it can
-    /// have appeared since (nothing is noted after the end), so it is not read again.
+    /// have appeared since, and nothing is noted once it is set, so it is not read again.
     #[cfg(target_os = "linux")]
     tree_killed: Arc<AtomicBool>,
 }
@@ -175,7 +175,10 @@ impl Leader {
     pub(crate) fn note_tree(&self) {
         // Once the leader has exited, its children went to init already: nothing to learn.
         #[cfg(target_os = "linux")]
-        if !self.finished.load(Ordering::Acquire) && self.exit().is_none() {
+        if !self.finished.load(Ordering::Acquire)
+            && !self.tree_killed.load(Ordering::Acquire)
+            && self.exit().is_none()
+        {
             let roots = self.roots();
             let now = crate::tree::note(&roots);
             crate::tree::merge(

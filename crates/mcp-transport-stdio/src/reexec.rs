@@ -15,8 +15,10 @@
 //! as `execvp` does) and writes an 8-byte record on its stdout: `MCPS` and the error number
 //! (0 when found). The host reads it before the pipe is handed to the transport, so a missing
 //! or non-executable command fails the spawn with the same error a direct spawn gives, and
-//! nothing the server writes can come first. An `exec` that still fails (not a valid
-//! executable) ends the server with status 127 and a line on its stderr.
+//! nothing the server writes can come first. An `exec` that still fails (a file the kernel
+//! will not run: no `#!` line, a missing interpreter or loader) ends the server with status
+//! 127 and a line on its stderr, where a direct spawn would have failed; the supervisor
+//! failing to start the server at all (its own fork refused) ends it with 126 and a line.
 //!
 //! The dynamic loader reads the supervisor's environment too (it is the server's): variables
 //! named `LD_*` that the host sets for the server travel under the prefix
@@ -25,8 +27,15 @@
 //!
 //! Used only where it works: glibc (which passes the arguments to `.init_array` functions),
 //! this code in the main executable (not a library loaded into another program, whose `main`
-//! would run instead), and `/proc` mounted. A spawn that gets no record (the executable did
-//! not start as a supervisor) turns this off for the process and falls back to the fork.
+//! would run instead), `/proc` mounted, and not a set-user-id or otherwise secure-mode host
+//! (whose executable, started anew, would regain what the host gave up). A spawn that gets no
+//! record (the executable did not start as a supervisor: e.g. a host that needs
+//! `LD_LIBRARY_PATH` to load, which the server's environment lacks) turns this off for the
+//! process and falls back to the fork. A spawn that fails outright falls back to the fork for
+//! that server; if the fork works, the executable was the problem, and this is turned off too.
+//!
+//! Before `main` the process has one thread, so the supervisor's start may allocate (the
+//! environment, the program's path); from its fork on it keeps to the supervisor's rules.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::Read as _;
@@ -72,12 +81,22 @@ static BROKEN: AtomicBool = AtomicBool::new(false);
 pub(crate) fn usable() -> bool {
     static IN_MAIN: OnceLock<bool> = OnceLock::new();
     !BROKEN.load(Ordering::Relaxed)
-        && *IN_MAIN.get_or_init(|| in_main_executable() && std::path::Path::new(SELF_EXE).exists())
+        && *IN_MAIN.get_or_init(|| {
+            in_main_executable() && !secure_mode() && std::path::Path::new(SELF_EXE).exists()
+        })
 }
 
 /// Turns re-executing off for this process.
 pub(crate) fn give_up() {
     BROKEN.store(true, Ordering::Relaxed);
+}
+
+/// Whether the host runs in the loader's secure mode (set-user-id, set-group-id, file
+/// capabilities): its executable, started anew, would not run as the host now does.
+#[allow(unsafe_code)]
+fn secure_mode() -> bool {
+    // SAFETY: `getauxval` reads the auxiliary vector.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
 
 /// Whether [`ENTRY`] lies in the main executable, which is what `/proc/self/exe` starts.
@@ -113,7 +132,10 @@ pub(crate) fn command(program: &OsStr) -> Command {
 /// How a re-executed spawn failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
-    /// The executable did not start as a supervisor (or could not be executed): fall back.
+    /// The spawn itself failed (the executable, the directory, a resource limit): try the
+    /// fork for this server.
+    Spawn(std::io::Error),
+    /// The executable started but not as a supervisor: fall back for good.
     NotASupervisor(std::io::Error),
     /// The supervisor started and reported this about the server's program.
     Server(std::io::Error),
@@ -137,10 +159,10 @@ pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
         moved.push(&name);
         command.env_remove(&name).env(moved, value);
     }
-    let mut child = command.spawn().map_err(Failure::NotASupervisor)?;
+    let mut child = command.spawn().map_err(Failure::Spawn)?;
     let mut record = [0u8; RECORD];
     let read = match child.stdout.as_mut() {
-        Some(stdout) => readable(stdout).and_then(|()| stdout.read_exact(&mut record)),
+        Some(stdout) => read_record(stdout, &mut record, RECORD_WAIT_MS),
         None => Err(std::io::Error::other(
             "the supervisor's stdout is not piped",
         )),
@@ -163,25 +185,42 @@ pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
     Err(answer)
 }
 
-/// Waits until `stdout` has something to read (or its end), at most [`RECORD_WAIT_MS`].
-fn readable(stdout: &std::process::ChildStdout) -> std::io::Result<()> {
+/// Reads the record from `stdout`, waiting at most `wait_ms` in all: a process
+/// that writes part of it and stops is not a supervisor either.
+fn read_record(
+    stdout: &mut std::process::ChildStdout,
+    record: &mut [u8; RECORD],
+    wait_ms: u16,
+) -> std::io::Result<()> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd as _;
 
-    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLIN)];
-    loop {
-        match poll(&mut fds, PollTimeout::from(RECORD_WAIT_MS)) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms.into());
+    let mut got = 0;
+    while got < RECORD {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = u16::try_from(left.as_millis()).unwrap_or(wait_ms);
+        let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left)) {
             Ok(0) => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("no answer from the supervisor within {RECORD_WAIT_MS} ms"),
+                    format!("no whole answer from the supervisor within {wait_ms} ms"),
                 ));
             }
-            Ok(_) => return Ok(()),
-            Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
+        // Readable: this read does not block.
+        match stdout.read(&mut record[got..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
+    Ok(())
 }
 
 /// The `.init_array` entry: becomes the supervisor when started as one, else returns at once.
@@ -236,9 +275,9 @@ unsafe fn run(args: &[*const c_char], server_argv: *const *const c_char) -> ! {
         };
         match crate::supervisor::split(host, crate::supervisor::WAKE, false) {
             Ok(()) => {
-                // `execvp` on a path: a file without `#!` that the kernel refuses runs under
-                // `/bin/sh`, as a direct spawn would.
-                libc::execvp(path.as_ptr(), server_argv);
+                // The path is resolved: `execv`, which (unlike `execvp`) runs no file the
+                // kernel refuses under `/bin/sh`.
+                libc::execv(path.as_ptr(), server_argv);
                 let error = std::io::Error::last_os_error();
                 let line = format!(
                     "{NAME}: cannot execute {}: {error}\n",
@@ -247,7 +286,11 @@ unsafe fn run(args: &[*const c_char], server_argv: *const *const c_char) -> ! {
                 libc::write(2, line.as_ptr().cast(), line.len());
                 libc::_exit(127)
             }
-            Err(_) => libc::_exit(1),
+            Err(error) => {
+                let line = format!("{NAME}: cannot start the server: {error}\n");
+                libc::write(2, line.as_ptr().cast(), line.len());
+                libc::_exit(126)
+            }
         }
     }
 }
@@ -352,5 +395,39 @@ mod tests {
         let denied = resolve(&path);
         let _ = std::fs::remove_file(&file);
         assert_eq!(denied, Err(libc::EACCES));
+    }
+
+    /// Spawns `sh -c script` and reads its record as the host reads a supervisor's.
+    fn record_of(script: &str) -> (std::io::Result<()>, std::time::Duration) {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut record = [0u8; RECORD];
+        let read = read_record(child.stdout.as_mut().unwrap(), &mut record, 300);
+        let took = started.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        (read, took)
+    }
+
+    #[test]
+    fn a_record_comes_whole_or_not_at_all() {
+        // Written in two parts: read whole.
+        let (read, _) = record_of("printf MC; sleep 0; printf 'PS\\0\\0\\0\\0'");
+        assert!(read.is_ok(), "{read:?}");
+        // Part of it, then silence: not a supervisor, within the bound (not at the sleep's end).
+        let (read, took) = record_of("printf MC; exec sleep 30");
+        assert_eq!(
+            read.unwrap_err().kind(),
+            std::io::ErrorKind::TimedOut,
+            "after {took:?}"
+        );
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+        // Nothing, then the end.
+        let (read, _) = record_of("exit 0");
+        assert_eq!(read.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

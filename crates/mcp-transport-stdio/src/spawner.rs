@@ -56,6 +56,13 @@ fn start(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child
                 tracing::warn!(error = %e, "stdio servers: this executable does not start as a supervisor; forking instead");
                 crate::reexec::give_up();
             }
+            // The server's directory, a resource limit, or the executable: the fork tells.
+            Err(crate::reexec::Failure::Spawn(e)) => {
+                let forked = fork(program, setup)?;
+                tracing::warn!(error = %e, "stdio servers: this executable cannot be started anew; forking instead");
+                crate::reexec::give_up();
+                return Ok(forked);
+            }
         }
     }
     fork(program, setup)
@@ -508,5 +515,33 @@ mod tests {
             "{out}"
         );
         assert!(status.success(), "{status:?}");
+    }
+
+    #[test]
+    fn a_file_the_kernel_refuses_ends_the_re_executed_server_with_127_and_a_line() {
+        use std::os::unix::fs::PermissionsExt as _;
+
+        let dir = std::env::temp_dir().join(format!("mcp-refused-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("not-a-program");
+        // Executable, but neither an ELF file nor a `#!` script: never run under `/bin/sh`.
+        std::fs::write(&file, "echo ran-under-sh\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let program = file.to_str().unwrap().to_owned();
+        let mut child = supervised(How::Reexec, &program, |c| {
+            c.stdin(Stdio::null()).stderr(Stdio::piped());
+        });
+        let mut out = String::new();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        let status = child.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(status.code(), Some(127), "{status:?}");
+        assert!(out.is_empty(), "it ran: {out}");
+        assert!(
+            err.contains("cannot execute") && err.contains("not-a-program"),
+            "{err}"
+        );
     }
 }

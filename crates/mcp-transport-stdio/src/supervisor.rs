@@ -19,11 +19,12 @@
 //! on (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) only when the server left the
 //! group (else the server would get a group signal twice): a signal sent to the supervisor's
 //! pid alone does not reach a server still in its group. `exec` failing is reported to the
-//! host as usual: the server writes the error to std's pipe and exits, and the supervisor
-//! follows.
+//! host: as a spawn error through std's pipe when the supervisor is a fork of the host; as a
+//! spawn error from the supervisor's record, or status 127 and a line on stderr, when it was
+//! started anew (`crate::reexec`).
 //!
-//! The supervisor may be a fork of a multithreaded process that never execs, so only
-//! async-signal-safe system calls run in it, however it started (no allocation, no lock,
+//! From [`split`] on, the supervisor may be a fork of a multithreaded process that never
+//! execs, so only async-signal-safe system calls run in this module (no allocation, no lock,
 //! fixed buffers on the stack, no panicking operation). It finds its children by reading
 //! `/proc/<pid>/stat` (`/proc/<pid>/task/<tid>/children` needs `CONFIG_PROC_CHILDREN`, which not every kernel
 //! has); without `/proc` it can only kill the server. It signals a pid only while `waitid`

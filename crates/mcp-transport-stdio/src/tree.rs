@@ -55,7 +55,8 @@ impl Member {
 #[derive(Debug, Clone, Copy)]
 struct Proc {
     member: Member,
-    /// Ended and not yet reaped: it can start nothing more.
+    /// Ended and not yet reaped, with no thread left: it can start nothing more. (A process
+    /// whose main thread ended while others run shows `Z` too, and may still fork.)
     zombie: bool,
     ppid: i32,
     pgid: i32,
@@ -79,7 +80,7 @@ fn parse(pid: i32, stat: &str) -> Option<Proc> {
             pid,
             start: u64::try_from(number(22)?).ok()?,
         },
-        zombie: matches!(fields.first(), Some(&("Z" | "X"))),
+        zombie: matches!(fields.first(), Some(&("Z" | "X"))) && number(20)? <= 1,
         ppid: i32::try_from(number(4)?).ok()?,
         pgid: i32::try_from(number(5)?).ok()?,
         sid: i32::try_from(number(6)?).ok()?,
@@ -226,6 +227,15 @@ mod tests {
         assert!(!p.zombie);
         let ended = parse(4242, &stat.replace(") S 17", ") Z 17")).unwrap();
         assert!(ended.zombie);
+        // Its main thread ended, two others still run: it may still fork.
+        let running = parse(
+            4242,
+            &stat
+                .replace(") S 17", ") Z 17")
+                .replace(" 20 0 1 0 ", " 20 0 3 0 "),
+        )
+        .unwrap();
+        assert!(!running.zombie);
     }
 
     #[test]
