@@ -142,8 +142,7 @@ pub(crate) enum Failure {
 }
 
 /// Spawns `command` (from [`command`]; stdout must be piped) and reads the supervisor's
-/// record. Blocks until the supervisor has looked the program up, at most [`RECORD_WAIT_MS`]
-/// (the supervisor writes its 8 bytes in one `write`, so a readable pipe holds all of them).
+/// record. Blocks until the supervisor has looked the program up, at most [`RECORD_WAIT_MS`].
 pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
     let loader: Vec<(OsString, OsString)> = command
         .get_envs()

@@ -53,13 +53,19 @@ fn start(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child
             Ok(child) => return Ok(child),
             Err(crate::reexec::Failure::Server(e)) => return Err(e),
             Err(crate::reexec::Failure::NotASupervisor(e)) => {
-                tracing::warn!(error = %e, "stdio servers: this executable does not start as a supervisor; forking instead");
+                tracing::warn!(
+                    error = %e,
+                    "stdio servers: this executable does not start as a supervisor; forking instead"
+                );
                 crate::reexec::give_up();
             }
             // The server's directory, a resource limit, or the executable: the fork tells.
             Err(crate::reexec::Failure::Spawn(e)) => {
                 let forked = fork(program, setup)?;
-                tracing::warn!(error = %e, "stdio servers: this executable cannot be started anew; forking instead");
+                tracing::warn!(
+                    error = %e,
+                    "stdio servers: this executable cannot be started anew; forking instead"
+                );
                 crate::reexec::give_up();
                 return Ok(forked);
             }

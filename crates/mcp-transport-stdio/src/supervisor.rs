@@ -3,10 +3,11 @@
 //!
 //! The host's child for a server becomes the server's supervisor, started one of two ways: as
 //! the host's own executable, spawned anew and caught before `main` (`crate::reexec`, glibc),
-//! or as a fork of the host that does not exec (the fallback). Either way it is a child subreaper that asks for a signal at its parent's death, forks the real server, and
-//! waits. The server execs with `PR_SET_PDEATHSIG = SIGKILL` towards the supervisor. Every
-//! process the server starts stays in the supervisor's tree — a child that calls `setsid`, a
-//! daemon whose middle process exits: orphans are re-parented to the supervisor, not to init.
+//! or as a fork of the host that does not exec (the fallback). Either way it is a child
+//! subreaper that asks for a signal at its parent's death, forks the real server, and waits.
+//! The server execs with `PR_SET_PDEATHSIG = SIGKILL` towards the supervisor. Every process
+//! the server starts stays in the supervisor's tree — a child that calls `setsid`, a daemon
+//! whose middle process exits: orphans are re-parented to the supervisor, not to init.
 //! So when the host dies (even by SIGKILL: the kernel sends the supervisor its signal), and
 //! when the server exits, the supervisor kills its children, reaps them, and repeats until it
 //! has none left: each killed child's own children are re-parented to it in turn.
@@ -26,8 +27,8 @@
 //! From [`split`] on, the supervisor may be a fork of a multithreaded process that never
 //! execs, so only async-signal-safe system calls run in this module (no allocation, no lock,
 //! fixed buffers on the stack, no panicking operation). It finds its children by reading
-//! `/proc/<pid>/stat` (`/proc/<pid>/task/<tid>/children` needs `CONFIG_PROC_CHILDREN`, which not every kernel
-//! has); without `/proc` it can only kill the server. It signals a pid only while `waitid`
+//! `/proc/<pid>/stat` (`/proc/<pid>/task/<tid>/children` needs `CONFIG_PROC_CHILDREN`, which
+//! not every kernel has); without `/proc` it can only kill the server. It signals a pid only while `waitid`
 //! shows it an unreaped child of its own (only the supervisor reaps them, so the pid cannot
 //! be reused meanwhile): a `/proc` of another pid namespace, whose numbers name other
 //! processes, makes it kill nothing else.
