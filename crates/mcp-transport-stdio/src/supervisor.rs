@@ -28,10 +28,10 @@
 //! execs, so only async-signal-safe system calls run in this module (no allocation, no lock,
 //! fixed buffers on the stack, no panicking operation). It finds its children by reading
 //! `/proc/<pid>/stat` (`/proc/<pid>/task/<tid>/children` needs `CONFIG_PROC_CHILDREN`, which
-//! not every kernel has); without `/proc` it can only kill the server. It signals a pid only while `waitid`
-//! shows it an unreaped child of its own (only the supervisor reaps them, so the pid cannot
-//! be reused meanwhile): a `/proc` of another pid namespace, whose numbers name other
-//! processes, makes it kill nothing else.
+//! not every kernel has); without `/proc` it can only kill the server. It signals a pid only
+//! while `waitid` shows it an unreaped child of its own (only the supervisor reaps them, so
+//! the pid cannot be reused meanwhile): a `/proc` of another pid namespace, whose numbers name
+//! other processes, makes it kill nothing else.
 
 use std::mem::MaybeUninit;
 
