@@ -123,7 +123,37 @@ impl EventBus {
     }
 }
 
+impl EventBus {
+    /// True when an event emitted now would reach someone: a sink that does not
+    /// [discard](EventSink::discards) events, or a live subscriber. A producer whose events
+    /// cost work to build (the events layer, once per call) asks first and builds none when
+    /// nobody would read them.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::{EventBus, NoopEventSink};
+    ///
+    /// let bus = EventBus::new(Arc::new(NoopEventSink));
+    /// assert!(!bus.is_heard());
+    /// let subscriber = bus.subscribe();
+    /// assert!(bus.is_heard());
+    /// drop(subscriber);
+    /// assert!(!bus.is_heard());
+    /// ```
+    pub fn is_heard(&self) -> bool {
+        self.sinks.iter().any(|sink| !sink.discards())
+            || self
+                .sender
+                .get()
+                .is_some_and(|sender| sender.receiver_count() > 0)
+    }
+}
+
 impl EventSink for EventBus {
+    fn discards(&self) -> bool {
+        !self.is_heard()
+    }
+
     fn emit(&self, mut event: Event) {
         if event.principal.is_none() {
             event.principal.clone_from(&self.principal);
@@ -222,6 +252,24 @@ mod tests {
 
     fn numbered(n: usize) -> Event {
         Event::new(EventKind::ToolCallStarted).with_call_id(&n.to_string())
+    }
+
+    #[test]
+    fn a_bus_is_heard_through_any_sink_that_keeps_events_or_a_subscriber() {
+        let quiet = EventBus::new(Arc::new(crate::NoopEventSink));
+        assert!(!quiet.is_heard());
+        assert!(
+            quiet.discards(),
+            "a bus nobody hears discards what it is given"
+        );
+        let kept =
+            EventBus::new(Arc::new(crate::NoopEventSink)).with_sink(Arc::new(Collect::default()));
+        assert!(kept.is_heard());
+        // A bus feeding another bus is heard exactly when that one is.
+        let outer = EventBus::new(Arc::new(quiet));
+        assert!(!outer.is_heard());
+        let outer = EventBus::new(Arc::new(kept));
+        assert!(outer.is_heard());
     }
 
     #[test]

@@ -294,6 +294,13 @@ mod opt_millis {
 pub trait EventSink: Send + Sync {
     /// Records one event.
     fn emit(&self, event: Event);
+
+    /// True when this sink drops every event unread, so that a bus with no other consumer need
+    /// not build events at all (see [`EventBus::is_heard`](crate::EventBus::is_heard)). The
+    /// default is `false`: a sink is assumed to want what it is given.
+    fn discards(&self) -> bool {
+        false
+    }
 }
 
 /// Discards every event.
@@ -302,4 +309,8 @@ pub struct NoopEventSink;
 
 impl EventSink for NoopEventSink {
     fn emit(&self, _event: Event) {}
+
+    fn discards(&self) -> bool {
+        true
+    }
 }

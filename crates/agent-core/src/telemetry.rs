@@ -199,6 +199,35 @@ pub fn tool_label(server: &str, tool: &str) -> SharedString {
     TOOLS.value_in(server, tool)
 }
 
+/// The `server` and `tool` labels of one tool's calls, worked out once: a caller that calls
+/// the same tool many times (a catalog, per tool) keeps them and hands them to the metrics
+/// layer with each call ([`ResolvedCall::with_labels`](crate::ResolvedCall::with_labels)),
+/// which otherwise works them out per call.
+///
+/// ```
+/// use agent_core::telemetry::CallLabels;
+///
+/// let labels = CallLabels::of(Some("fs"), "read file");
+/// assert_eq!((&*labels.server, &*labels.tool), ("fs", "read_file"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallLabels {
+    /// The `server` label ([`server_label`]).
+    pub server: SharedString,
+    /// The `tool` label ([`tool_label`]).
+    pub tool: SharedString,
+}
+
+impl CallLabels {
+    /// The labels of `tool` on `server` (none for a native or meta tool).
+    pub fn of(server: Option<&str>, tool: &str) -> Self {
+        let server = server_label(server);
+        let tool = tool_label(&server, tool);
+        Self { server, tool }
+    }
+}
+
 /// The values one label has taken, bounded: each value is cleaned (ASCII letters, digits and
 /// `_ - . : /` are kept, any other character becomes `_`), cut to a number of bytes, and once
 /// the label has taken its number of distinct values, any value not seen before is [`OTHER`].

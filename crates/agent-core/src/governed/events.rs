@@ -1,5 +1,6 @@
 //! The events layer: every call ends in exactly one end event, and a call that runs is
-//! announced when it starts.
+//! announced when it starts — when someone hears the bus ([`EventBus::is_heard`]); a call asked
+//! while nobody does builds no events at all.
 
 use std::sync::Arc;
 
@@ -89,6 +90,11 @@ impl<S> std::fmt::Debug for Events<S> {
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Events<S> {
     async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
         let EventsLayer { bus, redactor } = &self.layer;
+        // Nobody would read this call's events (no sink that keeps them, no subscriber): none
+        // are built. Decided once, when the call is asked, so a call has both or neither.
+        if !bus.is_heard() {
+            return self.inner.call(request).await;
+        }
         let subject = Subject::of(&request.resolved, &request.call.id);
         let trace = request.trace.clone();
         let asked = request.began;

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tower_layer::Layer;
 
 use super::{CallRequest, CallService, CallTrace};
-use crate::telemetry::{self, CallOutcomeLabel};
+use crate::telemetry::{self, CallLabels, CallOutcomeLabel};
 use crate::{CallOutcome, ToolError, ToolOutput};
 
 /// Counts each call in [`TOOL_CALLS`](telemetry::TOOL_CALLS) once, when it ends (refused,
@@ -59,13 +59,18 @@ pub struct Metrics<S> {
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
     async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
         let resolved = &request.resolved;
-        let server = telemetry::server_label(resolved.server.as_deref());
-        let tool = resolved
-            .remote_tool
-            .as_deref()
-            .unwrap_or(&resolved.action_ref);
+        let CallLabels { server, tool, .. } = match &resolved.labels {
+            Some(labels) => labels.clone(),
+            None => CallLabels::of(
+                resolved.server.as_deref(),
+                resolved
+                    .remote_tool
+                    .as_deref()
+                    .unwrap_or(&resolved.action_ref),
+            ),
+        };
         let mut count = Count {
-            tool: telemetry::tool_label(&server, tool),
+            tool,
             server,
             trace: request.trace.clone(),
             outcome: None,

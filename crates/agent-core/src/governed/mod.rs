@@ -150,6 +150,9 @@ pub struct ResolvedCall {
     /// Set for a read of a server's resource or prompt: the identity layer then applies the
     /// `resource` / `prompt` rules to it, and events name it as their `target`.
     pub reads: Option<ReadSubject>,
+    /// The metric labels of the tool, when the resolver keeps them per tool (the metrics
+    /// layer works them out otherwise).
+    pub labels: Option<crate::telemetry::CallLabels>,
 }
 
 impl ResolvedCall {
@@ -164,6 +167,7 @@ impl ResolvedCall {
             annotations: ToolAnnotations::default(),
             timeout: None,
             reads: None,
+            labels: None,
         }
     }
 
@@ -244,6 +248,14 @@ impl ResolvedCall {
     #[must_use]
     pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
         self.annotations = annotations;
+        self
+    }
+
+    /// Carries the tool's metric labels, worked out once by the resolver (see
+    /// [`CallLabels`](crate::telemetry::CallLabels)).
+    #[must_use]
+    pub fn with_labels(mut self, labels: crate::telemetry::CallLabels) -> Self {
+        self.labels = Some(labels);
         self
     }
 

@@ -40,7 +40,8 @@ pub struct ResolvedTool {
     pub tool: Arc<CatalogTool>,
     /// Its server's self-declared name, when known.
     pub server_identity: Option<String>,
-    /// The argument object, exactly as the model gave it.
+    /// The argument object, exactly as the model gave it ([`Catalog::resolve`]; a target the
+    /// governed layer holds leaves them in the call until it runs).
     pub arguments: JsonObject,
     /// True when the model called it through `mcp_call_tool`.
     pub via_call_tool: bool,
@@ -57,13 +58,24 @@ impl Catalog {
     /// resolves, so that the governed layer denies it naming the rule. Arguments are validated
     /// when the call runs.
     pub fn resolve(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
+        self.resolve_target(call, true)
+    }
+
+    /// [`resolve`](Self::resolve), with the MCP tool's arguments copied into the target only
+    /// when `with_arguments` (the governed path leaves them in the call, which the dispatch
+    /// takes them from: one copy of them a call fewer).
+    fn resolve_target(
+        &self,
+        call: &ToolCall,
+        with_arguments: bool,
+    ) -> Result<CallTarget, ToolError> {
         match call.name.as_str() {
             SEARCH_TOOL => return Ok(CallTarget::Search),
             READ_TOOL if self.offers_reads() => {
                 return self.resolve_read(&call.arguments).map(CallTarget::Read);
             }
             CALL_TOOL => {
-                let (name, arguments) = call_tool_input(&call.arguments)?;
+                let (name, arguments) = call_tool_input(&call.arguments, with_arguments)?;
                 return self
                     .resolve_mcp(&name, arguments, true, &call.id)
                     .map(CallTarget::Mcp);
@@ -75,7 +87,12 @@ impl Catalog {
                 name: call.name.clone(),
             });
         }
-        self.resolve_mcp(&call.name, call.arguments.clone(), false, &call.id)
+        let arguments = if with_arguments {
+            call.arguments.clone()
+        } else {
+            JsonObject::new()
+        };
+        self.resolve_mcp(&call.name, arguments, false, &call.id)
             .map(CallTarget::Mcp)
     }
 
@@ -165,7 +182,8 @@ impl Catalog {
 
 /// Parses `mcp_call_tool`'s input: `tool_name` (a string) and `arguments` (an object; absent or
 /// `null` means `{}`, and a string holding a JSON object is accepted, as some models send one).
-fn call_tool_input(input: &JsonObject) -> Result<(String, JsonObject), ToolError> {
+/// The arguments are checked either way and copied out only when `copy` (else `{}`).
+fn call_tool_input(input: &JsonObject, copy: bool) -> Result<(String, JsonObject), ToolError> {
     let invalid = |message: String| ToolError::InvalidArguments {
         server: None,
         tool: CALL_TOOL.into(),
@@ -182,6 +200,7 @@ fn call_tool_input(input: &JsonObject) -> Result<(String, JsonObject), ToolError
     };
     let arguments = match input.get("arguments") {
         None | Some(Value::Null) => JsonObject::new(),
+        Some(Value::Object(_)) if !copy => JsonObject::new(),
         Some(Value::Object(o)) => o.clone(),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(o)) => o,
@@ -198,6 +217,24 @@ fn call_tool_input(input: &JsonObject) -> Result<(String, JsonObject), ToolError
         }
     };
     Ok((name, arguments))
+}
+
+/// The arguments of the MCP tool a call resolved to, taken out of the call: its own for a
+/// first-class call, the inner `arguments` of `mcp_call_tool` (already checked by
+/// [`call_tool_input`] when the call resolved).
+fn tool_arguments(call: ToolCall, via_call_tool: bool) -> JsonObject {
+    if !via_call_tool {
+        return call.arguments;
+    }
+    let mut input = call.arguments;
+    match input.remove("arguments") {
+        Some(Value::Object(o)) => o,
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(Value::Object(o)) => o,
+            _ => JsonObject::new(),
+        },
+        _ => JsonObject::new(),
+    }
 }
 
 /// Maps a session failure to the error the model and the events see.
@@ -264,7 +301,7 @@ impl CallResolver for Catalog {
     type Target = CallTarget;
 
     fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, CallTarget), ToolError> {
-        let target = Catalog::resolve(self, call)?;
+        let target = self.resolve_target(call, false)?;
         let resolved = match &target {
             CallTarget::Search => ResolvedCall::meta(SEARCH_TOOL, call.arguments.clone()),
             CallTarget::Native { name } => {
@@ -280,13 +317,21 @@ impl CallResolver for Catalog {
             CallTarget::Read(read) => read.resolved_call(call.arguments.clone()),
             CallTarget::Mcp(mcp) => {
                 let tool = &mcp.tool;
+                // The one copy of the tool's arguments a call makes: what the layers decide on
+                // and record (the dispatch takes the call's own).
+                let arguments = if mcp.via_call_tool {
+                    call_tool_input(&call.arguments, true)?.1
+                } else {
+                    call.arguments.clone()
+                };
                 let resolved = ResolvedCall::external(
                     tool.id.clone(),
                     tool.server.clone(),
                     tool.remote_name.clone(),
-                    mcp.arguments.clone(),
+                    arguments,
                 )
-                .with_annotations(tool.annotations().clone());
+                .with_annotations(tool.annotations().clone())
+                .with_labels(tool.labels().clone());
                 match &mcp.server_identity {
                     Some(identity) => resolved.with_identity(identity.clone()),
                     None => resolved,
@@ -323,7 +368,10 @@ impl CallResolver for Catalog {
                 Some(native) => native.dispatch(call).await,
                 None => Err(ToolError::unknown_tool(call.name, Vec::new())),
             },
-            CallTarget::Mcp(resolved) => self.call(resolved).await,
+            CallTarget::Mcp(mut resolved) => {
+                resolved.arguments = tool_arguments(call, resolved.via_call_tool);
+                self.call(resolved).await
+            }
             CallTarget::Read(read) => self.read_feature(read).await,
         }
     }

@@ -116,6 +116,8 @@ pub struct CatalogTool {
     input_schema: Schema,
     output_schema: Option<Schema>,
     validator: OnceLock<Compiled>,
+    /// Its metric labels, worked out at its first call.
+    labels: OnceLock<agent_core::telemetry::CallLabels>,
     /// Refused by the identity rules: never shown to the model (not listed, not searched, not
     /// promoted), while a call to it still resolves, so it is denied naming the rule.
     hidden: bool,
@@ -208,6 +210,13 @@ impl CatalogTool {
     fn validator(&self) -> &Compiled {
         self.validator
             .get_or_init(|| validate::compile(self.input_schema.value()))
+    }
+
+    /// Its calls' metric labels (server and remote name), worked out once.
+    fn labels(&self) -> &agent_core::telemetry::CallLabels {
+        self.labels.get_or_init(|| {
+            agent_core::telemetry::CallLabels::of(Some(&self.server), &self.remote_name)
+        })
     }
 }
 
@@ -606,6 +615,7 @@ impl Catalog {
                 input_schema: Schema::new(input_schema),
                 output_schema: output_schema.map(Schema::new),
                 validator: OnceLock::new(),
+                labels: OnceLock::new(),
                 hidden: self.config.identity_rules.allows(identity, remote).is_err(),
             };
             out.push((Arc::new(entry), tool));
