@@ -26,16 +26,28 @@ pub(crate) fn compile(schema: Value) -> Compiled {
         })
 }
 
-/// Checks `arguments`; on failure, says which fields are wrong and why, one
-/// `` `/json/pointer`: message `` per problem, `(root)` for the object itself.
+/// Checks `arguments` (and hands them back, unchanged: checked in place, not copied); on
+/// failure, says which fields are wrong and why, one `` `/json/pointer`: message `` per
+/// problem, `(root)` for the object itself.
 pub(crate) fn check(
     validator: &jsonschema::Validator,
-    arguments: &JsonObject,
-) -> Result<(), String> {
-    let instance = Value::Object(arguments.clone());
+    arguments: JsonObject,
+) -> (JsonObject, Result<(), String>) {
+    let instance = Value::Object(arguments);
+    let verdict = problems(validator, &instance);
+    let Value::Object(arguments) = instance else {
+        unreachable!("the instance was made an object just above")
+    };
+    (arguments, verdict)
+}
+
+fn problems(validator: &jsonschema::Validator, instance: &Value) -> Result<(), String> {
+    if validator.is_valid(instance) {
+        return Ok(());
+    }
     let mut problems = Vec::new();
     let mut more = 0usize;
-    for error in validator.iter_errors(&instance) {
+    for error in validator.iter_errors(instance) {
         if problems.len() == MAX_PROBLEMS {
             more += 1;
             continue;
@@ -84,13 +96,16 @@ mod tests {
 
     fn problems(args: Value) -> String {
         let v = compile(Value::Object(schema())).unwrap();
-        check(&v, &obj(args)).unwrap_err()
+        let (back, verdict) = check(&v, obj(args.clone()));
+        assert_eq!(Value::Object(back), args, "the arguments come back unchanged");
+        verdict.unwrap_err()
     }
 
     #[test]
-    fn valid_arguments_pass() {
+    fn valid_arguments_pass_and_come_back_unchanged() {
         let v = compile(Value::Object(schema())).unwrap();
-        assert_eq!(check(&v, &obj(json!({"repo": "a/b", "count": 2}))), Ok(()));
+        let args = obj(json!({"repo": "a/b", "count": 2}));
+        assert_eq!(check(&v, args.clone()), (args, Ok(())));
     }
 
     #[test]

@@ -133,17 +133,20 @@ impl Catalog {
     /// unchanged through its server's session, and normalises the result. Reached only through
     /// [`CallResolver::dispatch_resolved`], i.e. from a governed layer.
     pub(crate) async fn call(&self, resolved: ResolvedTool) -> Result<ToolOutput, ToolError> {
-        let tool = &resolved.tool;
-        match tool.validator() {
-            Ok(validator) => {
-                if let Err(message) = validate::check(validator, &resolved.arguments) {
+        let ResolvedTool {
+            tool, arguments, ..
+        } = resolved;
+        let arguments = match tool.validator() {
+            Ok(validator) => match validate::check(validator, arguments) {
+                (arguments, Ok(())) => arguments,
+                (_, Err(message)) => {
                     return Err(ToolError::InvalidArguments {
                         server: Some(tool.server.clone()),
                         tool: tool.id.clone(),
                         message,
                     });
                 }
-            }
+            },
             // Fail closed: arguments that cannot be checked are not sent.
             Err(reason) => {
                 return Err(ToolError::Configuration {
@@ -154,7 +157,7 @@ impl Catalog {
                     ),
                 });
             }
-        }
+        };
         let session = {
             let state = self.read();
             match state.servers.get(&tool.server) {
@@ -167,7 +170,7 @@ impl Catalog {
             }
         };
         let result = session
-            .call_tool(&tool.remote_name, resolved.arguments)
+            .call_tool(&tool.remote_name, arguments)
             .await
             .map_err(|e| session_error(&tool.server, &tool.id, e))?;
         let output = normalize_result(&tool.server, &tool.id, result)?;
