@@ -97,7 +97,11 @@ mod tests {
     fn problems(args: Value) -> String {
         let v = compile(Value::Object(schema())).unwrap();
         let (back, verdict) = check(&v, obj(args.clone()));
-        assert_eq!(Value::Object(back), args, "the arguments come back unchanged");
+        assert_eq!(
+            Value::Object(back),
+            args,
+            "the arguments come back unchanged"
+        );
         verdict.unwrap_err()
     }
 

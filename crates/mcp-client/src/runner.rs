@@ -1,6 +1,8 @@
 //! The runner of one run: the catalog over the run's sessions behind the run's governed layer,
 //! kept current, closed at the end.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -457,17 +459,25 @@ impl ToolCatalog for McpRunner {
     }
 }
 
-#[async_trait]
 impl ToolDispatcher for McpRunner {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    /// The governed stack's own future (no second one around it), or the refusal of a call
+    /// made after the run closed.
+    fn dispatch<'life0, 'async_trait>(
+        &'life0 self,
+        call: ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         if self.closed.load(Ordering::Acquire) {
-            return Err(ToolError::Transport {
+            return Box::pin(std::future::ready(Err(ToolError::Transport {
                 server: None,
                 tool: call.name,
                 source: "the run has ended and its MCP sessions are closed".into(),
-            });
+            })));
         }
-        self.governed.dispatch(call).await
+        self.governed.dispatch(call)
     }
 }
 

@@ -3,7 +3,9 @@
 //! hangs, panics or fails denies.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -122,22 +124,17 @@ impl<S> std::fmt::Debug for Approval<S> {
 }
 
 impl<S> Approval<S> {
-    /// `Err` is the denial.
-    async fn check(
+    /// Why `resolved` needs approval (`asked`: a layer before already decided it does), if it
+    /// does and was not approved for the rest of the run.
+    fn trigger(
         &self,
         resolved: &ResolvedCall,
-        asked: Option<ApprovalTrigger>,
-    ) -> Result<(), ToolError> {
-        let ApprovalLayer {
-            rules,
-            gate,
-            timeout,
-            redactor,
-        } = &self.layer;
+        asked: Option<&ApprovalTrigger>,
+    ) -> Option<ApprovalTrigger> {
         let trigger = match (asked, resolved.kind) {
-            (Some(trigger), _) => Some(trigger),
+            (Some(trigger), _) => Some(trigger.clone()),
             (None, CallKind::Meta) => None,
-            (None, kind) => rules.requires(
+            (None, kind) => self.layer.rules.requires(
                 resolved.server_identity.as_deref(),
                 match kind {
                     CallKind::External => resolved.remote_tool.as_deref(),
@@ -145,18 +142,32 @@ impl<S> Approval<S> {
                 },
                 &resolved.annotations,
             ),
-        };
-        let Some(trigger) = trigger else {
-            return Ok(());
-        };
+        }?;
+        let remembered = self
+            .allowed_for_run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&resolved.action_ref);
+        (!remembered).then_some(trigger)
+    }
+
+    /// Asks the gate about `resolved`, which needs approval by `trigger`; `Err` is the denial.
+    async fn check(
+        &self,
+        resolved: &ResolvedCall,
+        trigger: ApprovalTrigger,
+    ) -> Result<(), ToolError> {
+        let ApprovalLayer {
+            rules: _,
+            gate,
+            timeout,
+            redactor,
+        } = &self.layer;
         let remembered = || {
             self.allowed_for_run
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
         };
-        if remembered().contains(&resolved.action_ref) {
-            return Ok(());
-        }
         let why = match ask(&**gate, request(resolved, &trigger, redactor), *timeout).await {
             Answer::Decided(ApprovalDecision::Approved) => return Ok(()),
             Answer::Decided(ApprovalDecision::ApprovedForRun) => {
@@ -183,12 +194,24 @@ impl<S> Approval<S> {
     }
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Approval<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
-        self.check(&request.resolved, request.approval.clone())
-            .await?;
-        self.inner.call(request).await
+    /// A call that needs no approval is the inner service's own future (no future of this
+    /// layer's around it).
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        let Some(trigger) = self.trigger(&request.resolved, request.approval.as_ref()) else {
+            return self.inner.call(request);
+        };
+        Box::pin(async move {
+            self.check(&request.resolved, trigger).await?;
+            self.inner.call(request).await
+        })
     }
 }
 

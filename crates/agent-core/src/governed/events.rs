@@ -2,9 +2,10 @@
 //! announced when it starts — when someone hears the bus ([`EventBus::is_heard`]); a call asked
 //! while nobody does builds no events at all.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tokio::time::Instant;
 use tower_layer::Layer;
 
@@ -86,15 +87,35 @@ impl<S> std::fmt::Debug for Events<S> {
     }
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Events<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
-        let EventsLayer { bus, redactor } = &self.layer;
-        // Nobody would read this call's events (no sink that keeps them, no subscriber): none
-        // are built. Decided once, when the call is asked, so a call has both or neither.
-        if !bus.is_heard() {
-            return self.inner.call(request).await;
+    /// Nobody would read this call's events (no sink that keeps them, no subscriber): none are
+    /// built, and the call is the inner service's own future. Decided once, when the call is
+    /// asked, so a call has both its events or neither.
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        if !self.layer.bus.is_heard() {
+            return self.inner.call(request);
         }
+        Box::pin(self.observed(request))
+    }
+}
+
+impl<S> Events<S> {
+    /// The call, announced when it starts and ended by exactly one end event.
+    async fn observed<T: Send + 'static>(
+        &self,
+        request: CallRequest<T>,
+    ) -> Result<ToolOutput, ToolError>
+    where
+        S: CallService<T>,
+    {
+        let EventsLayer { bus, redactor } = &self.layer;
         let subject = Subject::of(&request.resolved, &request.call.id);
         let trace = request.trace.clone();
         let asked = request.began;

@@ -1,9 +1,10 @@
 //! The history layer: each call as it was asked, and its result as the caller got it, are
 //! appended to the run's history.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tower_layer::Layer;
 
 use crate::{History, Message, Role, ToolCall, ToolDispatcher, ToolError, ToolOutput};
@@ -85,22 +86,31 @@ impl<D> Recorded<D> {
     }
 }
 
-#[async_trait]
 impl<D: ToolDispatcher> ToolDispatcher for Recorded<D> {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    /// Without a history, a call is the inner dispatcher's own future.
+    fn dispatch<'life0, 'async_trait>(
+        &'life0 self,
+        call: ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let Some(history) = &self.history else {
-            return self.inner.dispatch(call).await;
+            return self.inner.dispatch(call);
         };
-        let call_id = call.id.clone();
-        let mut asked = Message::new(Role::Assistant, "");
-        asked.tool_calls.push(call.clone());
-        Self::record(history, &asked);
-        let result = self.inner.dispatch(call).await;
-        let text = match &result {
-            Ok(output) => output.to_model_text(),
-            Err(error) => crate::error_chain(error),
-        };
-        Self::record(history, &Message::tool_result(call_id, text));
-        result
+        Box::pin(async move {
+            let call_id = call.id.clone();
+            let mut asked = Message::new(Role::Assistant, "");
+            asked.tool_calls.push(call.clone());
+            Self::record(history, &asked);
+            let result = self.inner.dispatch(call).await;
+            let text = match &result {
+                Ok(output) => output.to_model_text(),
+                Err(error) => crate::error_chain(error),
+            };
+            Self::record(history, &Message::tool_result(call_id, text));
+            result
+        })
     }
 }

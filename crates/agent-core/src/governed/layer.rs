@@ -1,6 +1,8 @@
 //! The governed stack and its builder: resolution in front, then the layers, the dispatch
 //! innermost.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -381,9 +383,17 @@ impl CallService<Served> for Plain {
     }
 }
 
-#[async_trait]
 impl<D: CallResolver> ToolDispatcher for Entry<D> {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    /// Resolves the call, then hands back the future of the stack it goes through (no future
+    /// of the entry's own around it).
+    fn dispatch<'life0, 'async_trait>(
+        &'life0 self,
+        call: ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let began = Instant::now();
         let plain = |call: ToolCall, name: &str, target| {
             let resolved = ResolvedCall::meta(name, call.arguments.clone());
@@ -394,21 +404,21 @@ impl<D: CallResolver> ToolDispatcher for Entry<D> {
         if let Some(reader) = &self.output_reader
             && call.name == reader.name()
         {
-            return plain(call, reader.name(), Served::Read(Arc::clone(reader))).await;
+            return plain(call, reader.name(), Served::Read(Arc::clone(reader)));
         }
         if let Some(error) = call.arguments_error() {
             let name = call.name.clone();
-            return plain(call, &name, Served::Refused(error)).await;
+            return plain(call, &name, Served::Refused(error));
         }
         match self.resolver.resolve(&call) {
             Ok((resolved, target)) => {
                 let mut request = CallRequest::new(call, resolved, target);
                 request.began = began;
-                self.stack.call(request).await
+                self.stack.call(request)
             }
             Err(error) => {
                 let name = call.name.clone();
-                plain(call, &name, Served::Refused(error)).await
+                plain(call, &name, Served::Refused(error))
             }
         }
     }
@@ -478,10 +488,17 @@ impl<D: CallResolver> Governed<D> {
     }
 }
 
-#[async_trait]
 impl<D: CallResolver> ToolDispatcher for Governed<D> {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolOutput, ToolError> {
-        self.recorded.dispatch(call).await
+    /// The stack's own future (no second one around it).
+    fn dispatch<'life0, 'async_trait>(
+        &'life0 self,
+        call: ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.recorded.dispatch(call)
     }
 }
 

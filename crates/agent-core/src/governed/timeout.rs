@@ -1,9 +1,10 @@
 //! The timeout layer: a call that runs longer than its timeout ends with
 //! [`ToolError::Timeout`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tower_layer::Layer;
 
 use super::{CallRequest, CallService};
@@ -63,21 +64,31 @@ pub struct Timeout<S> {
     inner: S,
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Timeout<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+    /// A call with no timeout is the inner service's own future (no future of this layer's
+    /// around it).
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let Some(after) = request.resolved.timeout.or(self.default) else {
-            return self.inner.call(request).await;
+            return self.inner.call(request);
         };
         let resolved = std::sync::Arc::clone(&request.resolved);
-        tokio::time::timeout(after, self.inner.call(request))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ToolError::Timeout {
-                    server: resolved.server.clone(),
-                    tool: resolved.action_ref.clone(),
-                    after,
+        Box::pin(async move {
+            tokio::time::timeout(after, self.inner.call(request))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ToolError::Timeout {
+                        server: resolved.server.clone(),
+                        tool: resolved.action_ref.clone(),
+                        after,
+                    })
                 })
-            })
+        })
     }
 }
