@@ -158,10 +158,10 @@ impl<S> Approval<S> {
         trigger: ApprovalTrigger,
     ) -> Result<(), ToolError> {
         let ApprovalLayer {
-            rules: _,
             gate,
             timeout,
             redactor,
+            ..
         } = &self.layer;
         let remembered = || {
             self.allowed_for_run

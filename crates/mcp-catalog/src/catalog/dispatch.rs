@@ -40,8 +40,8 @@ pub struct ResolvedTool {
     pub tool: Arc<CatalogTool>,
     /// Its server's self-declared name, when known.
     pub server_identity: Option<String>,
-    /// The argument object, exactly as the model gave it ([`Catalog::resolve`]; a target the
-    /// governed layer holds leaves them in the call until it runs).
+    /// The argument object, exactly as the model gave it ([`Catalog::resolve`]; in a target the
+    /// governed layer holds, empty: the call keeps them until it runs).
     pub arguments: JsonObject,
     /// True when the model called it through `mcp_call_tool`.
     pub via_call_tool: bool,
@@ -58,24 +58,13 @@ impl Catalog {
     /// resolves, so that the governed layer denies it naming the rule. Arguments are validated
     /// when the call runs.
     pub fn resolve(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
-        self.resolve_target(call, true)
-    }
-
-    /// [`resolve`](Self::resolve), with the MCP tool's arguments copied into the target only
-    /// when `with_arguments` (the governed path leaves them in the call, which the dispatch
-    /// takes them from: one copy of them a call fewer).
-    fn resolve_target(
-        &self,
-        call: &ToolCall,
-        with_arguments: bool,
-    ) -> Result<CallTarget, ToolError> {
         match call.name.as_str() {
             SEARCH_TOOL => return Ok(CallTarget::Search),
             READ_TOOL if self.offers_reads() => {
                 return self.resolve_read(&call.arguments).map(CallTarget::Read);
             }
             CALL_TOOL => {
-                let (name, arguments) = call_tool_input(&call.arguments, with_arguments)?;
+                let (name, arguments) = call_tool_input(&call.arguments)?;
                 return self
                     .resolve_mcp(&name, arguments, true, &call.id)
                     .map(CallTarget::Mcp);
@@ -87,12 +76,7 @@ impl Catalog {
                 name: call.name.clone(),
             });
         }
-        let arguments = if with_arguments {
-            call.arguments.clone()
-        } else {
-            JsonObject::new()
-        };
-        self.resolve_mcp(&call.name, arguments, false, &call.id)
+        self.resolve_mcp(&call.name, call.arguments.clone(), false, &call.id)
             .map(CallTarget::Mcp)
     }
 
@@ -185,8 +169,7 @@ impl Catalog {
 
 /// Parses `mcp_call_tool`'s input: `tool_name` (a string) and `arguments` (an object; absent or
 /// `null` means `{}`, and a string holding a JSON object is accepted, as some models send one).
-/// The arguments are checked either way and copied out only when `copy` (else `{}`).
-fn call_tool_input(input: &JsonObject, copy: bool) -> Result<(String, JsonObject), ToolError> {
+fn call_tool_input(input: &JsonObject) -> Result<(String, JsonObject), ToolError> {
     let invalid = |message: String| ToolError::InvalidArguments {
         server: None,
         tool: CALL_TOOL.into(),
@@ -203,7 +186,6 @@ fn call_tool_input(input: &JsonObject, copy: bool) -> Result<(String, JsonObject
     };
     let arguments = match input.get("arguments") {
         None | Some(Value::Null) => JsonObject::new(),
-        Some(Value::Object(_)) if !copy => JsonObject::new(),
         Some(Value::Object(o)) => o.clone(),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(o)) => o,
@@ -304,8 +286,8 @@ impl CallResolver for Catalog {
     type Target = CallTarget;
 
     fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, CallTarget), ToolError> {
-        let target = self.resolve_target(call, false)?;
-        let resolved = match &target {
+        let mut target = Catalog::resolve(self, call)?;
+        let resolved = match &mut target {
             CallTarget::Search => ResolvedCall::meta(SEARCH_TOOL, call.arguments.clone()),
             CallTarget::Native { name } => {
                 let annotations = self
@@ -320,13 +302,9 @@ impl CallResolver for Catalog {
             CallTarget::Read(read) => read.resolved_call(call.arguments.clone()),
             CallTarget::Mcp(mcp) => {
                 let tool = &mcp.tool;
-                // The one copy of the tool's arguments a call makes: what the layers decide on
-                // and record (the dispatch takes the call's own).
-                let arguments = if mcp.via_call_tool {
-                    call_tool_input(&call.arguments, true)?.1
-                } else {
-                    call.arguments.clone()
-                };
+                // The one copy of the tool's arguments a call makes moves to what the layers
+                // decide on and record; the dispatch takes the call's own.
+                let arguments = std::mem::take(&mut mcp.arguments);
                 let resolved = ResolvedCall::external(
                     tool.id.clone(),
                     tool.server.clone(),
