@@ -97,6 +97,18 @@ pub trait ToolPolicy: Send + Sync {
     fn after_call(&self, call: &CallInfo<'_>, outcome: &Result<ToolOutput, ToolError>) {
         let _ = (call, outcome);
     }
+
+    /// Whether [`after_call`](Self::after_call) wants the outcomes. The default says yes; a
+    /// policy that does not override `after_call` may say no, and then an allowed call costs
+    /// the policy layer nothing once it ran (no future of its own waits for the outcome).
+    ///
+    /// ```
+    /// use agent_core::{AllowAll, ToolPolicy};
+    /// assert!(!AllowAll.observes_outcomes());
+    /// ```
+    fn observes_outcomes(&self) -> bool {
+        true
+    }
 }
 
 /// A policy that allows every call.
@@ -106,5 +118,9 @@ pub struct AllowAll;
 impl ToolPolicy for AllowAll {
     fn before_call(&self, _call: &CallInfo<'_>) -> PolicyDecision {
         PolicyDecision::Allow
+    }
+
+    fn observes_outcomes(&self) -> bool {
+        false
     }
 }

@@ -1,9 +1,10 @@
 //! The policy layer: the run's [`ToolPolicy`] is asked before every call and told the outcome
 //! of every call that ran.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tower_layer::Layer;
 
 use super::{CallRequest, CallService, denied};
@@ -85,9 +86,17 @@ impl<S> std::fmt::Debug for Policy<S> {
     }
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Policy<S> {
-    async fn call(&self, mut request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+    /// An allowed call under a policy that does not observe outcomes is the inner service's
+    /// own future (no future of this layer's around it).
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        mut request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let PolicyLayer { policy, redactor } = &self.layer;
         match policy.before_call(&request.resolved.call_info()) {
             PolicyDecision::Allow => {}
@@ -97,15 +106,21 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Policy<S> {
                     "the tool policy refused it: {}",
                     redactor.redact_text(&reason)
                 );
-                return Err(denied(&request.resolved, reason));
+                let denied = denied(&request.resolved, reason);
+                return Box::pin(std::future::ready(Err(denied)));
             }
+        }
+        if !policy.observes_outcomes() {
+            return self.inner.call(request);
         }
         let resolved = Arc::clone(&request.resolved);
         let trace = request.trace.clone();
-        let outcome = self.inner.call(request).await;
-        if trace.started().is_some() {
-            policy.after_call(&resolved.call_info(), &outcome);
-        }
-        outcome
+        Box::pin(async move {
+            let outcome = self.inner.call(request).await;
+            if trace.started().is_some() {
+                policy.after_call(&resolved.call_info(), &outcome);
+            }
+            outcome
+        })
     }
 }
