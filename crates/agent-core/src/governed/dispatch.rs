@@ -1,9 +1,10 @@
 //! The innermost service of a governed stack: it runs the resolver's call, with the
 //! [`Permit`] that only it can make.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 
 use super::{CallRequest, CallResolver, CallService, Permit};
 use crate::{ToolError, ToolOutput};
@@ -14,12 +15,18 @@ pub(super) struct Dispatch<D> {
     pub(super) resolver: Arc<D>,
 }
 
-#[async_trait]
 impl<D: CallResolver> CallService<D::Target> for Dispatch<D> {
-    async fn call(&self, request: CallRequest<D::Target>) -> Result<ToolOutput, ToolError> {
+    /// The resolver's own future (no future of this service's around it).
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<D::Target>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         request.trace.start();
         self.resolver
             .dispatch_resolved(Permit::new(), request.call, request.target)
-            .await
     }
 }
