@@ -1,10 +1,11 @@
 //! Resolving a model's call to the tool it will run, and running it — only as the wrapped side
 //! of a governed layer ([`agent_core::CallResolver`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use agent_core::{CallResolver, JsonObject, Permit, ResolvedCall, ToolCall, ToolError, ToolOutput};
-use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::SessionError;
@@ -281,7 +282,6 @@ pub(crate) fn session_error(server: &str, tool: &str, error: SessionError) -> To
 /// assert!(err.to_string().contains("policy.deny[0]"), "{err}");
 /// # });
 /// ```
-#[async_trait]
 impl CallResolver for Catalog {
     type Target = CallTarget;
 
@@ -326,14 +326,25 @@ impl CallResolver for Catalog {
     /// approval is checked here. Only the governed layer can call it (it alone makes the
     /// [`Permit`]), once it agreed: an application wraps the catalog in a
     /// [`GovernedLayer`](agent_core::GovernedLayer).
-    async fn dispatch_resolved(
-        &self,
+    ///
+    /// Each kind of target boxes only its own future: an MCP tool's call does not carry the
+    /// room a search or a read would need.
+    fn dispatch_resolved<'life0, 'async_trait>(
+        &'life0 self,
         _permit: Permit,
         call: ToolCall,
         target: CallTarget,
-    ) -> Result<ToolOutput, ToolError> {
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         match target {
-            CallTarget::Search => {
+            CallTarget::Mcp(mut resolved) => {
+                resolved.arguments = tool_arguments(call, resolved.via_call_tool);
+                Box::pin(self.call(resolved))
+            }
+            CallTarget::Search => Box::pin(async move {
                 let request =
                     SearchRequest::from_arguments(&call.arguments).map_err(|message| {
                         ToolError::InvalidArguments {
@@ -344,16 +355,15 @@ impl CallResolver for Catalog {
                     })?;
                 let response = self.search_ranked(&request).await?;
                 Ok(ToolOutput::structured(response.to_json()))
-            }
+            }),
             CallTarget::Native { .. } => match &self.native_dispatcher {
-                Some(native) => native.dispatch(call).await,
-                None => Err(ToolError::unknown_tool(call.name, Vec::new())),
+                Some(native) => native.dispatch(call),
+                None => Box::pin(std::future::ready(Err(ToolError::unknown_tool(
+                    call.name,
+                    Vec::new(),
+                )))),
             },
-            CallTarget::Mcp(mut resolved) => {
-                resolved.arguments = tool_arguments(call, resolved.via_call_tool);
-                self.call(resolved).await
-            }
-            CallTarget::Read(read) => self.read_feature(read).await,
+            CallTarget::Read(read) => Box::pin(self.read_feature(read)),
         }
     }
 }
