@@ -21,9 +21,9 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 
-use metrics::{SharedString, Unit};
+use metrics::{Key, Label, SharedString, Unit};
 
 /// HTTP requests the gateway answered, by `method` (the JSON-RPC method of a POSTed message,
 /// else the HTTP method) and `status` (the HTTP status code).
@@ -84,6 +84,16 @@ pub enum CallOutcomeLabel {
 }
 
 impl CallOutcomeLabel {
+    /// Every outcome, in the order of the variants.
+    const ALL: [Self; 6] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::Denied,
+        Self::Timeout,
+        Self::UpstreamError,
+        Self::Cancelled,
+    ];
+
     /// The label of `outcome`.
     ///
     /// ```
@@ -210,13 +220,34 @@ pub fn tool_label(server: &str, tool: &str) -> SharedString {
 /// let labels = CallLabels::of(Some("fs"), "read file");
 /// assert_eq!((&*labels.server, &*labels.tool), ("fs", "read_file"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The metric keys made of them are kept with them (shared by their clones), so that a tool's
+/// calls after its first build no key of their own: no label vector, no hash.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CallLabels {
     /// The `server` label ([`server_label`]).
     pub server: SharedString,
     /// The `tool` label ([`tool_label`]).
     pub tool: SharedString,
+    keys: Arc<CallKeys>,
+}
+
+impl PartialEq for CallLabels {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.server, &self.tool) == (&other.server, &other.tool)
+    }
+}
+
+impl Eq for CallLabels {}
+
+/// The metric keys of one [`CallLabels`], each made when first needed.
+#[derive(Debug, Default)]
+struct CallKeys {
+    /// [`TOOL_CALLS`], by outcome (in [`CallOutcomeLabel::ALL`]'s order).
+    calls: [OnceLock<Key>; CallOutcomeLabel::ALL.len()],
+    /// [`TOOL_CALL_DURATION`].
+    duration: OnceLock<Key>,
 }
 
 impl CallLabels {
@@ -224,7 +255,35 @@ impl CallLabels {
     pub fn of(server: Option<&str>, tool: &str) -> Self {
         let server = server_label(server);
         let tool = tool_label(&server, tool);
-        Self { server, tool }
+        Self {
+            server,
+            tool,
+            keys: Arc::default(),
+        }
+    }
+
+    /// The [`TOOL_CALLS`] key of a call that ended with `outcome`.
+    pub(crate) fn calls_key(&self, outcome: CallOutcomeLabel) -> &Key {
+        self.keys.calls[outcome as usize].get_or_init(|| {
+            Key::from_parts(
+                TOOL_CALLS,
+                vec![
+                    Label::new("server", self.server.clone()),
+                    Label::new("tool", self.tool.clone()),
+                    Label::new("outcome", outcome.as_str()),
+                ],
+            )
+        })
+    }
+
+    /// The [`TOOL_CALL_DURATION`] key.
+    pub(crate) fn duration_key(&self) -> &Key {
+        self.keys.duration.get_or_init(|| {
+            Key::from_parts(
+                TOOL_CALL_DURATION,
+                vec![Label::new("server", self.server.clone())],
+            )
+        })
     }
 }
 

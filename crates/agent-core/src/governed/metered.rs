@@ -2,10 +2,11 @@
 //! that ran timed, through the `metrics` facade (see [`crate::telemetry`]).
 
 use async_trait::async_trait;
+use metrics::{Level, Metadata};
 use tower_layer::Layer;
 
 use super::{CallRequest, CallService, CallTrace};
-use crate::telemetry::{self, CallLabels, CallOutcomeLabel};
+use crate::telemetry::{CallLabels, CallOutcomeLabel};
 use crate::{CallOutcome, ToolError, ToolOutput};
 
 /// Counts each call in [`TOOL_CALLS`](telemetry::TOOL_CALLS) once, when it ends (refused,
@@ -59,7 +60,7 @@ pub struct Metrics<S> {
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
     async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
         let resolved = &request.resolved;
-        let CallLabels { server, tool, .. } = match &resolved.labels {
+        let labels = match &resolved.labels {
             Some(labels) => labels.clone(),
             None => CallLabels::of(
                 resolved.server.as_deref(),
@@ -70,8 +71,7 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
             ),
         };
         let mut count = Count {
-            tool,
-            server,
+            labels,
             trace: request.trace.clone(),
             outcome: None,
         };
@@ -84,11 +84,14 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
     }
 }
 
-/// Counts one call when dropped: with its outcome when it ended, `cancelled` when the call was
-/// dropped before.
+/// The metrics' own target and level, as the `metrics` macros would give them here.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// Counts its call when dropped: with the outcome once there is one, else as cancelled.
 struct Count {
-    server: metrics::SharedString,
-    tool: metrics::SharedString,
+    /// The call's labels, which keep the metric keys made of them.
+    labels: CallLabels,
     trace: CallTrace,
     outcome: Option<CallOutcomeLabel>,
 }
@@ -96,16 +99,16 @@ struct Count {
 impl Drop for Count {
     fn drop(&mut self) {
         let outcome = self.outcome.unwrap_or(CallOutcomeLabel::Cancelled);
-        metrics::counter!(
-            telemetry::TOOL_CALLS,
-            "server" => self.server.clone(),
-            "tool" => self.tool.clone(),
-            "outcome" => outcome.as_str(),
-        )
-        .increment(1);
-        if let Some(started) = self.trace.started() {
-            metrics::histogram!(telemetry::TOOL_CALL_DURATION, "server" => self.server.clone())
-                .record(started.elapsed().as_secs_f64());
-        }
+        let started = self.trace.started();
+        metrics::with_recorder(|recorder| {
+            recorder
+                .register_counter(self.labels.calls_key(outcome), &METADATA)
+                .increment(1);
+            if let Some(started) = started {
+                recorder
+                    .register_histogram(self.labels.duration_key(), &METADATA)
+                    .record(started.elapsed().as_secs_f64());
+            }
+        });
     }
 }
