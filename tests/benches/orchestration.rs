@@ -541,9 +541,6 @@ const IN_PROCESS_ROUNDS: usize = 10;
 const IN_PROCESS_CALLS: usize = 2_000;
 
 fn main() {
-    if std::env::var("ONLY_PATH").is_ok() {
-        in_process::measure(1, 20_000);
-    }
     benches();
     bench::run_paired(|full| {
         let (mut figures, in_process, governed) = if full {

@@ -72,13 +72,6 @@ pub(super) fn measure(rounds: usize, calls: usize) -> Value {
             }
             (thread_cpu() - started).as_secs_f64() * 1e6 / calls as f64
         };
-        if let Ok(only) = std::env::var("ONLY_PATH") {
-            let only: usize = only.parse().unwrap();
-            time(only).await;
-            let t = time(only).await;
-            println!("only {only}: {t}");
-            std::process::exit(0);
-        }
         for path in 0..PATHS.len() {
             time(path).await;
         }
