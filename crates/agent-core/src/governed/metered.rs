@@ -9,13 +9,13 @@ use super::{CallRequest, CallService, CallTrace};
 use crate::telemetry::{CallLabels, CallOutcomeLabel};
 use crate::{CallOutcome, ToolError, ToolOutput};
 
-/// Counts each call in [`TOOL_CALLS`](telemetry::TOOL_CALLS) once, when it ends (refused,
+/// Counts each call in [`TOOL_CALLS`](crate::telemetry::TOOL_CALLS) once, when it ends (refused,
 /// failed, answered, or abandoned by its caller: `cancelled`), under its server's key, its
 /// tool's name on that server (the name asked for, when it resolved to no tool) and its
 /// outcome; a call that ran is also timed in
-/// [`TOOL_CALL_DURATION`](telemetry::TOOL_CALL_DURATION). Label values are bounded
-/// ([`telemetry::server_label`], [`telemetry::tool_label`]). Without a recorder installed the
-/// counts go nowhere.
+/// [`TOOL_CALL_DURATION`](crate::telemetry::TOOL_CALL_DURATION). Label values are bounded
+/// ([`crate::telemetry::server_label`], [`crate::telemetry::tool_label`]). Without a recorder
+/// installed the counts go nowhere.
 ///
 /// ```
 /// use agent_core::{CallRequest, CallService, MetricsLayer, ResolvedCall, ToolCall, ToolError,
