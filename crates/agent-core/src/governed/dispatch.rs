@@ -5,7 +5,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-
 use super::{CallRequest, CallResolver, CallService, Permit};
 use crate::{ToolError, ToolOutput};
 
