@@ -2,7 +2,7 @@
 //!
 //! | task | what it does |
 //! |---|---|
-//! | `test` | installs the test peers, builds every binary, runs the whole test suite (the README's test command) |
+//! | `test` | installs the test peers, builds every binary and test once, runs the whole test suite (the README's test command) |
 //! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the facade with each transport feature alone |
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
@@ -53,10 +53,23 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Runs a command to completion, failing with its command line when it fails.
+/// The build every test step shares: each workspace binary and test, resolved with the
+/// dev-dependencies' features as `cargo test --workspace` resolves them.
+///
+/// A build of the binaries alone (or of one package's, `-p`) resolves the features of shared
+/// dependencies differently (tokio's `test-util`, the crates' `testing` features), and cargo
+/// then compiles most of the workspace a second time for the tests. With this one, the test
+/// run and the conformance check's binaries find everything built.
+pub(crate) const WORKSPACE_BUILD: [&str; 4] = ["build", "--workspace", "--bins", "--tests"];
+
+/// Runs a command to completion, failing with its command line when it fails; says how long
+/// it took, so a slow step shows in a CI log.
 pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {cmd:?}");
+    let started = std::time::Instant::now();
     let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
+    let took = started.elapsed().as_secs();
+    eprintln!("  ({}m {:02}s)", took / 60, took % 60);
     if !status.success() {
         bail!("command failed ({status}): {cmd:?}");
     }
@@ -74,7 +87,7 @@ fn has_nextest() -> bool {
 /// conformance check. Tests find the peers through the `MCP_AGENT_PEER_*` variables.
 fn test(extra: &[String]) -> Result<()> {
     let peers = peers::install()?;
-    run(cargo().args(["build", "--workspace", "--bins"]))?;
+    run(cargo().args(WORKSPACE_BUILD))?;
     let before = leaks::snapshot();
     if has_nextest() {
         run(with_peers(

@@ -1,4 +1,4 @@
-//! The texts `search_eval` embeds in place of the catalog's own: queries without their
+//! The texts `hybrid_eval` embeds in place of the catalog's own: queries without their
 //! literals, tools' descriptions in other shapes.
 
 use mcp_catalog::eval::DatasetTool;

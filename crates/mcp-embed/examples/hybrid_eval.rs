@@ -1,7 +1,7 @@
 //! Lexical and hybrid ranking side by side on a tool-search dataset.
 //!
 //! ```text
-//! cargo run --release -p mcp-embed --features local --example search_eval -- \
+//! cargo run --release -p mcp-embed --features local --example hybrid_eval -- \
 //!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
 //!     [--subset all|even|odd] [--weight W] [--fusion F] [--sweep W,W,…] [--input-type]
 //!     [--scale N] [--cache DIR] [--variants F:W,F:W,…] [--doc-without-params] [--json]
@@ -47,7 +47,7 @@ use mcp_catalog::search::{
     ToolText,
 };
 
-#[path = "search_eval/text.rs"]
+#[path = "hybrid_eval/text.rs"]
 mod text;
 
 use text::{doc_variant, without_literals};
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("search_eval: {e}");
+            eprintln!("hybrid_eval: {e}");
             ExitCode::FAILURE
         }
     }
