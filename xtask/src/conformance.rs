@@ -357,6 +357,8 @@ fn build_bin(bin: &str) -> Result<PathBuf> {
                 && msg["target"]["kind"]
                     .as_array()
                     .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+                // Not the binary's own unit tests, which cargo reports under the same name.
+                && msg["profile"]["test"] == false
         })
         .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
         .with_context(|| format!("cargo did not report the {bin} executable"))

@@ -47,7 +47,14 @@ pub(crate) fn search_eval(args: &[String]) -> Result<()> {
         args[at + 1] = format!("local:{}", model.display());
     }
     let package: &[&str] = match hybrid {
-        Some(_) => &["-p", "mcp-embed", "--features", "local", "--example", "hybrid_eval"],
+        Some(_) => &[
+            "-p",
+            "mcp-embed",
+            "--features",
+            "local",
+            "--example",
+            "hybrid_eval",
+        ],
         None => &["-p", "mcp-catalog", "--example", "search_eval"],
     };
     run(cargo()
