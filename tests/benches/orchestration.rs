@@ -26,6 +26,8 @@
 //!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
 //!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
 //!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`).
+//! - `open` (beside `paired`): `open_runner` and bare rmcp's concurrent open of 1 and 8 stdio
+//!   servers, paired the same way: one open of each per round, alternating which goes first.
 //! - `in_process` (beside `paired`): the CPU per call of bare rmcp, a standalone session and
 //!   the runner with the test-kit server on an in-memory pipe in the same thread
 //!   ([`in_process`]), and `governed_alone`: the governed layers' CPU around a tool that
@@ -335,6 +337,15 @@ async fn open_bare(servers: usize) -> Vec<(RunningService<RoleClient, ()>, tokio
     futures::future::join_all(opens).await
 }
 
+/// Ends what [`open_bare`] opened (not timed).
+async fn close_bare(clients: Vec<(RunningService<RoleClient, ()>, tokio::process::Child)>) {
+    for (client, mut child) in clients {
+        let _ = client.cancel().await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        let _ = child.kill().await;
+    }
+}
+
 /// `open_runner` with 1, 8 and 32 stdio servers (`init_delay`: each answers `initialize` that
 /// late, as servers that wait on something do), and the bare floor without delay.
 fn opening(c: &mut Criterion) {
@@ -390,12 +401,7 @@ fn opening(c: &mut Criterion) {
                         let started = Instant::now();
                         let clients = open_bare(servers).await;
                         took += started.elapsed();
-                        for (client, mut child) in clients {
-                            let _ = client.cancel().await;
-                            let _ =
-                                tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                            let _ = child.kill().await;
-                        }
+                        close_bare(clients).await;
                     }
                     took
                 })
@@ -403,6 +409,69 @@ fn opening(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// The open measured paired: `open_runner` and bare rmcp's concurrent open of the same number
+/// of stdio servers, one of each per round in alternating order; the medians and the median of
+/// the per-round ratios. Criterion's `open_runner` and `open_bare_rmcp` groups run minutes
+/// apart, and on a shared machine their ratio moves with the load between them.
+fn paired_open(rounds: usize) -> Value {
+    let rt = runtime();
+    let mut out = serde_json::Map::new();
+    for servers in [1_usize, 8] {
+        let harness = Harness::new();
+        let args = StdioServerArgs::new(Mode::Test);
+        let specs = (0..servers)
+            .map(|i| stdio_server(&format!("s{i}"), &args))
+            .collect();
+        let client = harness.client_without_events(specs);
+        let (runner_ms, bare_ms) = rt.block_on(async {
+            let open_runner = || async {
+                let started = Instant::now();
+                let runner = client
+                    .open_runner(&harness.input())
+                    .await
+                    .expect("open_runner");
+                let took = started.elapsed();
+                assert_eq!(runner.sessions().len(), servers);
+                runner.close().await;
+                took.as_secs_f64() * 1e3
+            };
+            let open_bare_once = || async {
+                let started = Instant::now();
+                let clients = open_bare(servers).await;
+                let took = started.elapsed();
+                close_bare(clients).await;
+                took.as_secs_f64() * 1e3
+            };
+            // Warm both up (page cache, the first re-exec of the supervisor).
+            open_runner().await;
+            open_bare_once().await;
+            let (mut runner_ms, mut bare_ms) = (Vec::new(), Vec::new());
+            for r in 0..rounds {
+                if r % 2 == 0 {
+                    runner_ms.push(open_runner().await);
+                    bare_ms.push(open_bare_once().await);
+                } else {
+                    bare_ms.push(open_bare_once().await);
+                    runner_ms.push(open_runner().await);
+                }
+            }
+            (runner_ms, bare_ms)
+        });
+        rt.block_on(harness.assert_no_process_left());
+        let ratios = runner_ms.iter().zip(&bare_ms).map(|(r, b)| r / b).collect();
+        out.insert(
+            format!("stdio_{servers}"),
+            json!({
+                "rounds": rounds,
+                "open_runner_ms": median(runner_ms),
+                "open_bare_rmcp_ms": median(bare_ms),
+                "runner_vs_bare": median(ratios),
+            }),
+        );
+    }
+    Value::Object(out)
 }
 
 /// Calls per path in one round of the paired measurement.
@@ -539,27 +608,33 @@ criterion_group! {
 /// Rounds of the in-process CPU measurement, and calls per path in each.
 const IN_PROCESS_ROUNDS: usize = 10;
 const IN_PROCESS_CALLS: usize = 2_000;
+/// Rounds of the paired open (each opens and closes both ways once).
+const OPEN_ROUNDS: usize = 40;
 
 fn main() {
     benches();
     bench::run_paired(|full| {
-        let (mut figures, in_process, governed) = if full {
+        let (mut figures, in_process, governed, open) = if full {
             (
                 paired(ROUNDS, ROUND),
                 in_process::measure(IN_PROCESS_ROUNDS, IN_PROCESS_CALLS),
                 in_process::governed_alone(100_000),
+                paired_open(OPEN_ROUNDS),
             )
         } else {
             (
                 paired(1, 5),
                 in_process::measure(1, 5),
                 in_process::governed_alone(10),
+                paired_open(1),
             )
         };
         println!("paired/in_process: {in_process}");
         println!("paired/governed_alone: {governed}");
+        println!("paired/open: {open}");
         figures["in_process"] = in_process;
         figures["governed_alone"] = governed;
+        figures["open"] = open;
         figures
     });
     Criterion::default().configure_from_args().final_summary();
