@@ -119,37 +119,35 @@ fn test(extra: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The tests of the local embedding model (mcp-embed's `local` feature, candle): mcp-embed's
-/// own (the installed all-MiniLM-L6-v2 folder, a missing or incomplete one) and `tools search`
-/// with `[search] embedder = { local = … }` (the CLI's `embed-local` feature).
+/// `tools search` with `[search] embedder = { local = … }` through the command line built with
+/// its `embed-local` feature (`cli_search`). The model's own tests (`mcp-embed-local`) run
+/// with the rest of the workspace.
 ///
-/// Run by `cargo xtask test` although candle's first build takes about 4 minutes on 2 cores:
-/// `cargo xtask lint` compiles it already (`--all-features`), later runs reuse the build, and
-/// a back end no test command runs would rot. `MCP_AGENT_SKIP_LOCAL_MODEL=1` leaves it out
-/// (say, for a quick run while working on something else).
+/// The whole workspace is selected, with the feature of the command line alone, so that every
+/// crate resolves its features as in the workspace build: only the command line recompiles,
+/// not the workspace a second time (`-p` would resolve the dev-dependencies' features anew).
+/// `MCP_AGENT_SKIP_LOCAL_MODEL=1` leaves it out (say, for a quick run while working on
+/// something else).
 fn local_model_tests(peers: &peers::Peers) -> Result<()> {
     if std::env::var_os("MCP_AGENT_SKIP_LOCAL_MODEL").is_some_and(|v| v == "1") {
         eprintln!("local embedding model tests skipped (MCP_AGENT_SKIP_LOCAL_MODEL=1)");
         return Ok(());
     }
-    let features = ["--features", "mcp-embed/local,mcp-agent-cli/embed-local"];
-    let packages = ["-p", "mcp-embed", "-p", "mcp-agent-cli"];
+    let features = ["--workspace", "--features", "mcp-agent-cli/embed-local"];
     if has_nextest() {
         run(with_peers(
             cargo()
                 .args(["nextest", "run", "--no-fail-fast"])
-                .args(packages)
                 .args(features)
-                .args(["-E", "package(mcp-embed) or test(/cli_search::/)"]),
+                .args(["-E", "package(mcp-agent-cli) and test(/cli_search::/)"]),
             peers,
         ))
     } else {
         run(with_peers(
             cargo()
                 .args(["test", "--no-fail-fast"])
-                .args(packages)
                 .args(features)
-                .arg("local"),
+                .args(["--test", "it", "cli_search::"]),
             peers,
         ))
     }

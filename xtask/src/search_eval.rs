@@ -22,7 +22,7 @@ fn root() -> PathBuf {
 /// query latency (`--json`: one JSON object with those keys). Without `--dataset`, uses
 /// `datasets/bfcl` of the repository.
 ///
-/// With `--embedder`, runs `mcp-embed`'s `hybrid_eval` example instead (feature `local`), which
+/// With `--embedder`, runs `mcp-embed-local`'s `hybrid_eval` example instead, which
 /// prints the lexical and the hybrid figures side by side, with the query's embedding and
 /// ranking timed apart. `local` alone is the all-MiniLM-L6-v2 folder that `cargo xtask peers`
 /// (and so the test command) installs at `.peers/models/all-MiniLM-L6-v2`. Its own flags pass
@@ -47,14 +47,7 @@ pub(crate) fn search_eval(args: &[String]) -> Result<()> {
         args[at + 1] = format!("local:{}", model.display());
     }
     let package: &[&str] = match hybrid {
-        Some(_) => &[
-            "-p",
-            "mcp-embed",
-            "--features",
-            "local",
-            "--example",
-            "hybrid_eval",
-        ],
+        Some(_) => &["-p", "mcp-embed-local", "--example", "hybrid_eval"],
         None => &["-p", "mcp-catalog", "--example", "search_eval"],
     };
     run(cargo()

@@ -159,6 +159,19 @@ fn tidy_dependency_rules() {
             "embedding back ends know the catalog's search seam and HTTP, nothing of MCP",
         ),
         (
+            "mcp-embed-local",
+            &[
+                "mcp-config",
+                "mcp-client",
+                "mcp-connector",
+                transports[0],
+                transports[1],
+                "hyper",
+                "reqwest",
+            ],
+            "the local model knows the catalog's search seam, nothing of MCP or HTTP",
+        ),
+        (
             "mcp-agent",
             &["reqwest"],
             "HTTP goes through hyper, so TLS and pooling are ours",

@@ -112,6 +112,23 @@ pub(crate) struct Governance {
     pub(crate) logs: LogSecrets,
 }
 
+/// `[search] embedder = { local = … }`: with the `embed-local` feature, mcp-embed-local's
+/// loader; without it, none, and a run naming a local model fails naming the feature.
+pub(crate) fn local_model(builder: mcp_agent::McpClientBuilder) -> mcp_agent::McpClientBuilder {
+    #[cfg(feature = "embed-local")]
+    {
+        builder.local_model(|dir| {
+            Ok(std::sync::Arc::new(mcp_embed_local::LocalEmbedder::load(
+                dir,
+            )?))
+        })
+    }
+    #[cfg(not(feature = "embed-local"))]
+    {
+        builder
+    }
+}
+
 /// Opens every server of `config` for one run, printing why on failure. A run left with no
 /// server at all (every one skipped under `skip_unavailable`) is a failure too.
 ///
@@ -135,8 +152,8 @@ async fn open(config: Config, governance: &Governance) -> Result<McpRunner, Exit
                 .clone()
                 .with_secrets(governance.secrets.iter().cloned());
             layer.approval_gate(gate).redactor(redactor)
-        })
-        .build();
+        });
+    let client = local_model(client).build();
     let input = RunInput::new("cli", "");
     let runner = match &governance.history {
         Some(dir) => client.open_runner_with_history(&input, dir).await,

@@ -471,7 +471,7 @@ fn client(
     if let Some(dir) = history {
         builder = builder.history_root(dir);
     }
-    builder.build()
+    super::open::local_model(builder).build()
 }
 
 /// Refuses every call that needs approval: nobody can be asked.

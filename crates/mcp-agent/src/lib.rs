@@ -104,7 +104,7 @@
 //! | `redis` | no | `oauth` plus OAuth tokens shared by a fleet's replicas in Redis (`state`, on `mcp-state`) |
 //! | `embed` | no | hybrid tool search for the config's `[search]` with an OpenAI-compatible embeddings endpoint (`mcp_embed`; no ML dependency) |
 //! | `serve` | no | `serve::RunTools`: a run served as a gateway session's tools, resources and prompts (`mcp-serve`, rmcp's server side) |
-//! | `embed-local` | no | `embed` plus a local sentence-transformers model (candle, tokenizers) |
+//! | `embed-local` | no | `embed` plus a local sentence-transformers model (`mcp_embed_local`: candle, tokenizers), which every client loads for `[search] embedder = { local = … }` |
 //!
 //! A `[search]` whose back end is not compiled in fails a run's opening, naming the feature
 //! ([`SearchSetupError::NotBuilt`]).
@@ -149,6 +149,8 @@ pub use mcp_catalog::{
     CALL_TOOL, CallTarget, Catalog, CatalogConfig, Exposure, READ_OUTPUT_TOOL, READ_TOOL,
     SEARCH_TOOL, SearchRequest, external_name,
 };
+#[cfg(feature = "embed")]
+pub use mcp_client::LocalModelLoader;
 pub use mcp_client::{
     ClientError, Connectors, DeclineElicitation, ElicitationHandler, FeatureError,
     MAX_RESOURCE_BYTES, MAX_SUBSCRIPTIONS, McpClient, McpClientBuilder, McpRunner, OpenOptions,
@@ -274,6 +276,8 @@ pub mod internals {
     pub use mcp_connector;
     #[cfg(feature = "embed")]
     pub use mcp_embed;
+    #[cfg(feature = "embed-local")]
+    pub use mcp_embed_local;
     #[cfg(feature = "serve")]
     pub use mcp_serve;
     #[cfg(feature = "redis")]

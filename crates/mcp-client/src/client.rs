@@ -100,6 +100,8 @@ pub struct McpClientBuilder {
     elicitation: Option<Arc<dyn ElicitationHandler>>,
     discover: bool,
     search: Option<mcp_config::SearchConfig>,
+    #[cfg(feature = "embed")]
+    local_model: Option<crate::LocalModelLoader>,
 }
 
 impl McpClientBuilder {
@@ -286,6 +288,33 @@ impl McpClientBuilder {
         self
     }
 
+    /// How `[search] embedder = { local = … }` opens the model folder: a build of
+    /// `mcp-client` with `embed-local` sets `mcp-embed-local`'s loader already; an application
+    /// that links `mcp-embed-local` itself (or another model) registers its loader here, e.g.
+    /// `|dir| Ok(Arc::new(mcp_embed_local::LocalEmbedder::load(dir)?))`:
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use std::sync::Arc;
+    /// use mcp_catalog::search::Embedder;
+    /// use mcp_client::McpClient;
+    /// use mcp_config::Config;
+    ///
+    /// fn my_model(dir: &Path) -> Result<Arc<dyn Embedder>, Box<dyn std::error::Error + Send + Sync>> {
+    ///     Err(format!("no model in {}", dir.display()).into())
+    /// }
+    ///
+    /// let client = McpClient::builder(Config::default()).local_model(my_model).build();
+    /// ```
+    ///
+    /// Without a loader such a configuration fails the run's opening naming the `embed-local`
+    /// feature ([`SearchSetupError::NotBuilt`](crate::SearchSetupError::NotBuilt)).
+    #[cfg(feature = "embed")]
+    pub fn local_model(mut self, loader: crate::LocalModelLoader) -> Self {
+        self.local_model = Some(loader);
+        self
+    }
+
     /// Builds the client.
     pub fn build(self) -> McpClient {
         // The catalog hides what the layer's identity rules refuse.
@@ -306,7 +335,11 @@ impl McpClientBuilder {
                 list_limits: self.list_limits,
                 elicitation: self.elicitation,
                 discover: self.discover,
-                search: crate::search::SearchSetup::new(self.search),
+                search: crate::search::SearchSetup::new(
+                    self.search,
+                    #[cfg(feature = "embed")]
+                    self.local_model,
+                ),
                 pool: Pool::new(),
             }),
         }
@@ -395,6 +428,8 @@ impl McpClient {
             elicitation: None,
             discover: true,
             search,
+            #[cfg(feature = "embed")]
+            local_model: crate::search::default_local_model(),
         }
     }
 

@@ -107,6 +107,8 @@ pub use resources::{
 };
 pub use runner::{McpRunner, SessionView};
 pub use scrub::Scrubbed;
+#[cfg(feature = "embed")]
+pub use search::LocalModelLoader;
 pub use search::SearchSetupError;
 pub use session::{
     MAX_ERROR_MESSAGE_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SERVER_NAME_BYTES,

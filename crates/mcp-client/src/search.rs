@@ -3,9 +3,10 @@
 //! on every run's catalog, whose `mcp_search_tools` then blends words and meaning
 //! ([`mcp_catalog::Catalog::search_ranked`]).
 //!
-//! Feature `embed` adds the OpenAI-compatible endpoint back end, `embed-local` the local
-//! sentence-transformers model (candle); without them a configured `[search]` fails the run's
-//! opening with [`SearchSetupError::NotBuilt`], naming the feature. An embedder that cannot
+//! Feature `embed` adds the OpenAI-compatible endpoint back end; a local sentence-transformers
+//! model opens through a [`LocalModelLoader`] (`mcp-embed-local`'s, which feature `embed-local`
+//! sets). Without them a configured `[search]` fails the run's opening with
+//! [`SearchSetupError::NotBuilt`], naming the feature. An embedder that cannot
 //! be reached is not an error: the run's searches are lexical, each with a warning (a
 //! `search_warning` event). Runs opening together share one attempt at building the embedder
 //! (one probe of the endpoint, not one each in turn), and a failed attempt is remembered for
@@ -25,6 +26,30 @@ use crate::ClientError;
 /// get its outcome at once instead of waiting for another probe.
 #[cfg_attr(not(feature = "embed"), allow(dead_code))]
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Opens a local embedding model folder (`[search] embedder = { local = … }`); called once per
+/// client, off the runtime's workers. See
+/// [`McpClientBuilder::local_model`](crate::McpClientBuilder::local_model).
+#[cfg(feature = "embed")]
+pub type LocalModelLoader =
+    fn(
+        &std::path::Path,
+    )
+        -> Result<Arc<dyn mcp_catalog::search::Embedder>, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The loader a client starts with: `mcp-embed-local`'s with the `embed-local` feature, else
+/// none.
+#[cfg(feature = "embed")]
+pub(crate) fn default_local_model() -> Option<LocalModelLoader> {
+    #[cfg(feature = "embed-local")]
+    {
+        Some(|dir| Ok(Arc::new(mcp_embed_local::LocalEmbedder::load(dir)?)))
+    }
+    #[cfg(not(feature = "embed-local"))]
+    {
+        None
+    }
+}
 
 /// Why a run with a `[search]` table could not open (carried by [`ClientError::Config`]).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -61,10 +86,13 @@ pub(crate) struct SearchSetup {
 }
 
 impl SearchSetup {
-    pub(crate) fn new(config: Option<SearchConfig>) -> Option<Self> {
+    pub(crate) fn new(
+        config: Option<SearchConfig>,
+        #[cfg(feature = "embed")] local_model: Option<LocalModelLoader>,
+    ) -> Option<Self> {
         config.map(|config| Self {
             #[cfg(feature = "embed")]
-            built: on::Built::new(&config),
+            built: on::Built::new(&config, local_model),
             config,
         })
     }
@@ -203,7 +231,6 @@ impl<T: Clone, E: Clone> SharedAttempt<T, E> {
     }
 }
 
-#[cfg_attr(feature = "embed-local", allow(dead_code))]
 fn not_built(config: &SearchConfig) -> SearchSetupError {
     match config.embedder {
         mcp_config::EmbedderConfig::Local { .. } => SearchSetupError::NotBuilt {
@@ -228,7 +255,7 @@ mod on {
     use mcp_config::{EmbedderConfig, SearchConfig};
     use mcp_embed::{ApiKey, OpenAiEmbedConfig, OpenAiEmbedder};
 
-    use super::{RETRY_AFTER, SearchSetup, SearchSetupError, SharedAttempt};
+    use super::{LocalModelLoader, RETRY_AFTER, SearchSetup, SearchSetupError, SharedAttempt};
     use crate::ClientError;
 
     /// The embedder (built by the first run that gets one) and the vectors, shared by every
@@ -238,10 +265,11 @@ mod on {
         embedder: SharedAttempt<Arc<dyn Embedder>, NoEmbedder>,
         cache: Arc<EmbeddingCache>,
         hybrid: HybridConfig,
+        local_model: Option<LocalModelLoader>,
     }
 
     impl Built {
-        pub(super) fn new(config: &SearchConfig) -> Self {
+        pub(super) fn new(config: &SearchConfig, local_model: Option<LocalModelLoader>) -> Self {
             let mut hybrid = HybridConfig::default();
             if let Some(w) = config.weight {
                 hybrid.semantic_weight = w;
@@ -256,6 +284,7 @@ mod on {
                     None => EmbeddingCache::in_memory(),
                 }),
                 hybrid,
+                local_model,
             }
         }
     }
@@ -276,7 +305,7 @@ mod on {
         let built = &setup.built;
         let embedder = built
             .embedder
-            .get(|| build(&setup.config, built.hybrid.query_timeout))
+            .get(|| build(&setup.config, built.hybrid.query_timeout, built.local_model))
             .await;
         match embedder {
             Ok(embedder) => {
@@ -291,7 +320,11 @@ mod on {
         }
     }
 
-    async fn build(config: &SearchConfig, wait: Duration) -> Result<Arc<dyn Embedder>, NoEmbedder> {
+    async fn build(
+        config: &SearchConfig,
+        wait: Duration,
+        local_model: Option<LocalModelLoader>,
+    ) -> Result<Arc<dyn Embedder>, NoEmbedder> {
         match &config.embedder {
             EmbedderConfig::OpenAi {
                 base_url,
@@ -327,35 +360,31 @@ mod on {
                     ))),
                 }
             }
-            EmbedderConfig::Local { path } => local(path).await,
+            EmbedderConfig::Local { path } => match local_model {
+                Some(load) => local(path, load).await,
+                None => Err(NoEmbedder::Fatal(super::not_built(config))),
+            },
             _ => Err(NoEmbedder::Fatal(super::not_built(config))),
         }
     }
 
-    #[cfg(feature = "embed-local")]
-    async fn local(path: &std::path::Path) -> Result<Arc<dyn Embedder>, NoEmbedder> {
+    async fn local(
+        path: &std::path::Path,
+        load: LocalModelLoader,
+    ) -> Result<Arc<dyn Embedder>, NoEmbedder> {
         let path = path.to_owned();
-        let loaded = tokio::task::spawn_blocking(move || mcp_embed::LocalEmbedder::load(path))
+        let loaded = tokio::task::spawn_blocking(move || load(&path))
             .await
             .map_err(|e| {
                 NoEmbedder::Fatal(SearchSetupError::Load {
                     reason: e.to_string(),
                 })
             })?;
-        match loaded {
-            Ok(model) => Ok(Arc::new(model)),
-            Err(e) => Err(NoEmbedder::Fatal(SearchSetupError::Load {
+        loaded.map_err(|e| {
+            NoEmbedder::Fatal(SearchSetupError::Load {
                 reason: e.to_string(),
-            })),
-        }
-    }
-
-    #[cfg(not(feature = "embed-local"))]
-    async fn local(_: &std::path::Path) -> Result<Arc<dyn Embedder>, NoEmbedder> {
-        Err(NoEmbedder::Fatal(SearchSetupError::NotBuilt {
-            what: "a local embedding model",
-            feature: "embed-local",
-        }))
+            })
+        })
     }
 }
 

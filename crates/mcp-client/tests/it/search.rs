@@ -2,15 +2,19 @@
 //! meaning with vectors from an OpenAI-compatible endpoint played by the test, a tool a server
 //! adds later (`notifications/tools/list_changed`) is embedded and found, and a query the
 //! endpoint never answers gives the lexical ranking with a `search_warning` event on the run's
-//! bus.
+//! bus. A local model (`embedder = { local = … }`) opens through the builder's loader: the
+//! loader's model ranks, its error fails the open naming it, and no loader names the feature.
 #![cfg(feature = "embed")]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::{EventKind, RunInput, Runner, ToolCall, ToolDispatcher};
-use mcp_client::McpClient;
+use mcp_catalog::search::{EmbedError, EmbedKind, Embedder};
+use mcp_client::{ClientError, McpClient, SearchSetupError};
 use mcp_config::{Config, EmbedderConfig, SearchConfig};
 use mcp_connector::Connectors;
 use mcp_connector::testing::{InMemoryConnector, spec};
@@ -82,20 +86,48 @@ fn answer(mut stream: TcpStream) {
 }
 
 fn client(timeout: Duration) -> McpClient {
-    let memory = InMemoryConnector::new().server("a", || {
-        serve_in_memory(TestServer::new(TestServerOptions::default()))
-    });
     let search = SearchConfig::new(EmbedderConfig::OpenAi {
         base_url: endpoint(),
         model: "votes".into(),
         api_key_env: None,
     })
     .with_timeout(timeout);
+    builder(search).build()
+}
+
+/// A client of one in-memory test server, `a`, with `search`.
+fn builder(search: SearchConfig) -> mcp_client::McpClientBuilder {
+    let memory = InMemoryConnector::new().server("a", || {
+        serve_in_memory(TestServer::new(TestServerOptions::default()))
+    });
     let config = Config::new(vec![spec("a")]).expect("valid specs");
     McpClient::builder(config)
         .connectors(Connectors::new().with(memory))
         .search(Some(search))
-        .build()
+}
+
+/// A run of `client` finds by meaning a tool its server adds: `tally_votes`, for "count the
+/// ballots".
+async fn finds_a_tool_added_later(client: McpClient) {
+    let runner = client.open_runner(&RunInput::new("s", "i")).await.unwrap();
+    add_tally_votes(&runner).await;
+    let found = search(&runner, "count the ballots").await;
+    assert_eq!(found[0], "a__tally_votes", "{found:?}");
+    runner.close().await;
+}
+
+/// Adds the tool `a__tally_votes` to the run's server and waits for the run to list it.
+async fn add_tally_votes(runner: &mcp_client::McpRunner) {
+    let mut events = runner.governed().subscribe();
+    let add = json!({"tool_name": "a__add_tool", "arguments": {"name": "tally_votes"}});
+    let call = ToolCall::from_json("1", "mcp_call_tool", add).unwrap();
+    runner.dispatch(call).await.unwrap();
+    // The server's list_changed re-lists its tools: wait for that event, not for time.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while events.recv().await.unwrap().kind != EventKind::ToolsChanged {}
+    })
+    .await
+    .expect("tools_changed");
 }
 
 async fn search(runner: &mcp_client::McpRunner, query: &str) -> Vec<String> {
@@ -111,24 +143,7 @@ async fn search(runner: &mcp_client::McpRunner, query: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_tool_added_later_is_embedded_and_found_by_meaning() {
-    let runner = client(Duration::from_secs(10))
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .unwrap();
-    let mut events = runner.governed().subscribe();
-    let add = json!({"tool_name": "a__add_tool", "arguments": {"name": "tally_votes"}});
-    let call = ToolCall::from_json("1", "mcp_call_tool", add).unwrap();
-    runner.dispatch(call).await.unwrap();
-    // The server's list_changed re-lists its tools: wait for that event, not for time.
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while events.recv().await.unwrap().kind != EventKind::ToolsChanged {}
-    })
-    .await
-    .expect("tools_changed");
-
-    let found = search(&runner, "count the ballots").await;
-    assert_eq!(found[0], "a__tally_votes", "{found:?}");
-    runner.close().await;
+    finds_a_tool_added_later(client(Duration::from_secs(10))).await;
 }
 
 #[tokio::test]
@@ -162,4 +177,90 @@ async fn a_query_never_answered_gives_words_and_a_warning_event() {
     let message = warning.message.unwrap_or_default();
     assert!(message.contains("no answer within 400 ms"), "{message}");
     runner.close().await;
+}
+
+/// A "local model" whose vectors are [`vector`]'s, opened from any folder named `votes`.
+#[derive(Debug)]
+struct Votes;
+
+#[async_trait::async_trait]
+impl Embedder for Votes {
+    fn model_id(&self) -> &str {
+        "votes@local"
+    }
+
+    fn dimension(&self) -> usize {
+        2
+    }
+
+    async fn embed(&self, texts: &[String], _: EmbedKind) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| vector(&t.to_lowercase())).collect())
+    }
+}
+
+fn open_votes(dir: &Path) -> Result<Arc<dyn Embedder>, Box<dyn std::error::Error + Send + Sync>> {
+    if dir.ends_with("votes") {
+        Ok(Arc::new(Votes))
+    } else {
+        Err(format!("the model folder {} has no config.json", dir.display()).into())
+    }
+}
+
+fn local_client(dir: &str) -> mcp_client::McpClientBuilder {
+    builder(SearchConfig::new(EmbedderConfig::Local {
+        path: PathBuf::from(dir),
+    }))
+}
+
+#[tokio::test]
+async fn a_registered_local_model_ranks_by_meaning() {
+    finds_a_tool_added_later(local_client("models/votes").local_model(open_votes).build()).await;
+}
+
+/// Why opening a run of `client` fails: it must, with a `[search]` setup error.
+async fn setup_error(client: McpClient) -> SearchSetupError {
+    let Err(err) = client.open_runner(&RunInput::new("s", "i")).await else {
+        panic!("the open succeeded");
+    };
+    let ClientError::Config(cause) = &err else {
+        panic!("{err}");
+    };
+    cause
+        .downcast_ref::<SearchSetupError>()
+        .expect("a search setup error")
+        .clone()
+}
+
+#[tokio::test]
+async fn a_local_model_that_fails_to_load_fails_the_open_naming_why() {
+    let setup = setup_error(
+        local_client("models/missing")
+            .local_model(open_votes)
+            .build(),
+    )
+    .await;
+    assert!(matches!(setup, SearchSetupError::Load { .. }), "{setup}");
+    assert!(
+        setup
+            .to_string()
+            .contains("models/missing has no config.json"),
+        "{setup}"
+    );
+}
+
+/// Without `embed-local` and no loader given, a local model is refused naming the feature.
+#[cfg(not(feature = "embed-local"))]
+#[tokio::test]
+async fn a_local_model_without_a_loader_is_refused_naming_the_feature() {
+    let setup = setup_error(local_client("models/votes").build()).await;
+    assert!(
+        matches!(
+            setup,
+            SearchSetupError::NotBuilt {
+                feature: "embed-local",
+                ..
+            }
+        ),
+        "{setup}"
+    );
 }

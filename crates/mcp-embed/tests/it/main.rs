@@ -1,5 +1,3 @@
-//! Integration tests of the embedding back ends.
+//! Integration tests of the OpenAI-compatible embeddings endpoint.
 
-#[cfg(feature = "local")]
-mod local;
 mod openai;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mcp_catalog::search::{EmbedKind, Embedder, EmbeddingCache, HybridConfig, HybridIndex};
 use mcp_catalog::search::{SearchIndex, ToolText, embedding_text};
-use mcp_embed::{LoadError, LocalEmbedder, Precision};
+use mcp_embed_local::{LoadError, LocalEmbedder, Precision};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcp-embed-{name}-{}", std::process::id()));

@@ -9,6 +9,11 @@
 //! (`encoder.rs` over `int8.rs`: weights quantized per output row at load, activations per
 //! token, AVX-512 VNNI or AVX2 chosen at run time, plain Rust elsewhere), one text at a time
 //! without padding; [`Precision::F32`] runs candle-transformers' `BertModel` as trained.
+//!
+//! [`LocalEmbedder`] implements [`mcp_catalog::search::Embedder`]. A client opens it for
+//! `[search] embedder = { local = … }` once it is given the loader
+//! (`mcp_client::McpClientBuilder::local_model`, which the `embed-local` features of
+//! `mcp-client`, `mcp-agent` and the command line set).
 
 mod attention;
 mod dense;
@@ -114,12 +119,12 @@ struct Inner {
 /// Options of a [`LocalEmbedder`] before it loads; from [`LocalEmbedder::builder`].
 ///
 /// ```no_run
-/// use mcp_embed::{LocalEmbedder, Precision};
+/// use mcp_embed_local::{LocalEmbedder, Precision};
 ///
 /// let exact = LocalEmbedder::builder("models/all-MiniLM-L6-v2")
 ///     .precision(Precision::F32)
 ///     .load()?;
-/// # Ok::<(), mcp_embed::LoadError>(())
+/// # Ok::<(), mcp_embed_local::LoadError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct LocalEmbedderBuilder {
@@ -144,7 +149,7 @@ impl LocalEmbedderBuilder {
 #[derive(Clone)]
 ///
 /// ```no_run
-/// use mcp_embed::LocalEmbedder;
+/// use mcp_embed_local::LocalEmbedder;
 ///
 /// let embedder = LocalEmbedder::load("models/all-MiniLM-L6-v2")?;
 /// let vectors = embedder.embed_blocking(&["send a message to the team".to_owned()])?;

@@ -1,7 +1,7 @@
 //! Lexical and hybrid ranking side by side on a tool-search dataset.
 //!
 //! ```text
-//! cargo run --release -p mcp-embed --features local --example hybrid_eval -- \
+//! cargo run --release -p mcp-embed-local --example hybrid_eval -- \
 //!     --dataset datasets/bfcl --embedder local:PATH | openai:URL#MODEL \
 //!     [--subset all|even|odd] [--weight W] [--fusion F] [--sweep W,W,…] [--input-type]
 //!     [--scale N] [--cache DIR] [--variants F:W,F:W,…] [--doc-without-params] [--json]
@@ -155,16 +155,10 @@ async fn embedder(spec: &str, input_type: bool) -> Result<Arc<dyn Embedder>, Str
     ))
 }
 
-#[cfg(feature = "local")]
 fn local(path: &str) -> Result<Arc<dyn Embedder>, String> {
-    mcp_embed::LocalEmbedder::load(path)
+    mcp_embed_local::LocalEmbedder::load(path)
         .map(|e| Arc::new(e) as Arc<dyn Embedder>)
         .map_err(|e| e.to_string())
-}
-
-#[cfg(not(feature = "local"))]
-fn local(_: &str) -> Result<Arc<dyn Embedder>, String> {
-    Err("this build has no local model; build with --features local".into())
 }
 
 fn texts<'a>(tools: &'a [DatasetTool], ids: &'a [String]) -> Vec<ToolText<'a>> {
