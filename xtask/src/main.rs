@@ -85,9 +85,17 @@ fn has_nextest() -> bool {
 
 /// The README's test command: install what the tests need, then run every test, then the
 /// conformance check. Tests find the peers through the `MCP_AGENT_PEER_*` variables.
+///
+/// The peers install while the workspace builds: most of their time is downloads and
+/// unpacking, which the build's compilers overlap.
 fn test(extra: &[String]) -> Result<()> {
-    let peers = peers::install()?;
-    run(cargo().args(WORKSPACE_BUILD))?;
+    let (peers, build) = std::thread::scope(|s| {
+        let peers = s.spawn(peers::install);
+        let build = run(cargo().args(WORKSPACE_BUILD));
+        (peers.join().expect("the peer install thread"), build)
+    });
+    build?;
+    let peers = peers?;
     let before = leaks::snapshot();
     if has_nextest() {
         run(with_peers(
