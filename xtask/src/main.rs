@@ -68,12 +68,17 @@ pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {cmd:?}");
     let started = std::time::Instant::now();
     let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
-    let took = started.elapsed().as_secs();
-    eprintln!("  ({}m {:02}s)", took / 60, took % 60);
+    eprintln!("  ({})", minutes(started));
     if !status.success() {
         bail!("command failed ({status}): {cmd:?}");
     }
     Ok(())
+}
+
+/// The time since `started`, as `4m 07s`.
+fn minutes(started: std::time::Instant) -> String {
+    let took = started.elapsed().as_secs();
+    format!("{}m {:02}s", took / 60, took % 60)
 }
 
 fn has_nextest() -> bool {
@@ -89,6 +94,7 @@ fn has_nextest() -> bool {
 /// The peers install while the workspace builds: most of their time is downloads and
 /// unpacking, which the build's compilers overlap.
 fn test(extra: &[String]) -> Result<()> {
+    let started = std::time::Instant::now();
     let (peers, build) = std::thread::scope(|s| {
         let peers = s.spawn(peers::install);
         let build = run(cargo().args(WORKSPACE_BUILD));
@@ -116,7 +122,9 @@ fn test(extra: &[String]) -> Result<()> {
     }
     local_model_tests(&peers)?;
     embed_example()?;
+    let conformance = std::time::Instant::now();
     conformance::check(&peers, &conformance::Filter::default())?;
+    eprintln!("conformance check: {}", minutes(conformance));
     // No server process the suite started may outlive it (tests check their own servers by
     // pid and process group; this is the net under them).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -124,6 +132,7 @@ fn test(extra: &[String]) -> Result<()> {
         .context("the workspace root")?;
     leaks::check(root, &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
+    eprintln!("cargo xtask test: {}", minutes(started));
     Ok(())
 }
 
