@@ -150,12 +150,12 @@ fn local_model_tests(peers: &peers::Peers) -> Result<()> {
         eprintln!("local embedding model tests skipped (MCP_AGENT_SKIP_LOCAL_MODEL=1)");
         return Ok(());
     }
-    let features = ["--workspace", "--features", "mcp-agent-cli/embed-local"];
+    let selection = ["--workspace", "--features", "mcp-agent-cli/embed-local"];
     if has_nextest() {
         run(with_peers(
             cargo()
                 .args(["nextest", "run", "--no-fail-fast"])
-                .args(features)
+                .args(selection)
                 .args(["-E", "package(mcp-agent-cli) and test(/cli_search::/)"]),
             peers,
         ))
@@ -163,7 +163,7 @@ fn local_model_tests(peers: &peers::Peers) -> Result<()> {
         run(with_peers(
             cargo()
                 .args(["test", "--no-fail-fast"])
-                .args(features)
+                .args(selection)
                 .args(["--test", "it", "cli_search::"]),
             peers,
         ))

@@ -117,11 +117,7 @@ pub(crate) struct Governance {
 pub(crate) fn local_model(builder: mcp_agent::McpClientBuilder) -> mcp_agent::McpClientBuilder {
     #[cfg(feature = "embed-local")]
     {
-        builder.local_model(|dir| {
-            Ok(std::sync::Arc::new(mcp_embed_local::LocalEmbedder::load(
-                dir,
-            )?))
-        })
+        builder.local_model(mcp_embed_local::load_embedder)
     }
     #[cfg(not(feature = "embed-local"))]
     {

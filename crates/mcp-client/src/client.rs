@@ -291,7 +291,7 @@ impl McpClientBuilder {
     /// How `[search] embedder = { local = … }` opens the model folder: a build of
     /// `mcp-client` with `embed-local` sets `mcp-embed-local`'s loader already; an application
     /// that links `mcp-embed-local` itself (or another model) registers its loader here, e.g.
-    /// `|dir| Ok(Arc::new(mcp_embed_local::LocalEmbedder::load(dir)?))`:
+    /// `mcp_embed_local::load_embedder`:
     ///
     /// ```
     /// use std::path::Path;

@@ -27,8 +27,9 @@ use crate::ClientError;
 #[cfg_attr(not(feature = "embed"), allow(dead_code))]
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// Opens a local embedding model folder (`[search] embedder = { local = … }`); called once per
-/// client, off the runtime's workers. See
+/// Opens a local embedding model folder (`[search] embedder = { local = … }`), off the
+/// runtime's workers: by the client's first run that needs it, and after a failure by the
+/// first one 30 seconds later. See
 /// [`McpClientBuilder::local_model`](crate::McpClientBuilder::local_model).
 #[cfg(feature = "embed")]
 pub type LocalModelLoader =
@@ -43,7 +44,7 @@ pub type LocalModelLoader =
 pub(crate) fn default_local_model() -> Option<LocalModelLoader> {
     #[cfg(feature = "embed-local")]
     {
-        Some(|dir| Ok(Arc::new(mcp_embed_local::LocalEmbedder::load(dir)?)))
+        Some(mcp_embed_local::load_embedder)
     }
     #[cfg(not(feature = "embed-local"))]
     {

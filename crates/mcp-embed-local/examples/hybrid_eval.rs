@@ -156,9 +156,7 @@ async fn embedder(spec: &str, input_type: bool) -> Result<Arc<dyn Embedder>, Str
 }
 
 fn local(path: &str) -> Result<Arc<dyn Embedder>, String> {
-    mcp_embed_local::LocalEmbedder::load(path)
-        .map(|e| Arc::new(e) as Arc<dyn Embedder>)
-        .map_err(|e| e.to_string())
+    mcp_embed_local::load_embedder(path.as_ref()).map_err(|e| e.to_string())
 }
 
 fn texts<'a>(tools: &'a [DatasetTool], ids: &'a [String]) -> Vec<ToolText<'a>> {

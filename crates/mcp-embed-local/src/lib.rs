@@ -11,7 +11,7 @@
 //! without padding; [`Precision::F32`] runs candle-transformers' `BertModel` as trained.
 //!
 //! [`LocalEmbedder`] implements [`mcp_catalog::search::Embedder`]. A client opens it for
-//! `[search] embedder = { local = … }` once it is given the loader
+//! `[search] embedder = { local = … }` once it is given [`load_embedder`]
 //! (`mcp_client::McpClientBuilder::local_model`, which the `embed-local` features of
 //! `mcp-client`, `mcp-agent` and the command line set).
 
@@ -180,6 +180,12 @@ fn invalid(path: &Path, reason: impl fmt::Display) -> LoadError {
     }
 }
 
+/// [`LocalEmbedder::load`] as a shared [`Embedder`]: the loader
+/// `mcp_client::McpClientBuilder::local_model` takes.
+pub fn load_embedder(dir: &Path) -> Result<Arc<dyn Embedder>, BoxError> {
+    Ok(Arc::new(LocalEmbedder::load(dir)?))
+}
+
 impl LocalEmbedder {
     /// Loads the model folder at `dir` with its linear layers in int8 ([`Precision::Int8`]).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self, LoadError> {
@@ -321,6 +327,7 @@ impl LocalEmbedder {
     }
 }
 
+/// The error of [`load_embedder`] and of the model's runs.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The text of a panic's payload, bounded.
