@@ -224,7 +224,9 @@ pub mod events {
 /// ```
 #[cfg(feature = "stdio")]
 pub mod stdio {
-    pub use mcp_transport_stdio::{StdioConnector, StdioError, StdioHandle, StdioOptions};
+    pub use mcp_transport_stdio::{
+        StdioConnector, StdioError, StdioHandle, StdioOptions, ZYGOTE_COMM,
+    };
 }
 
 /// Streamable HTTP MCP servers (feature `http`).

@@ -26,10 +26,13 @@
 //! - **The server dies with the host**, even when the host is SIGKILLed, and so does every
 //!   process it started: a supervisor runs between the host and each server (a child
 //!   subreaper that asks for a signal at the host's death and forks the server, which dies
-//!   with it). With glibc the supervisor is the host's own executable started anew with
-//!   `posix_spawn` and caught before `main` (see the `reexec` module): its cost does not grow
-//!   with the host's memory, and servers start concurrently. Elsewhere, or where that does not
-//!   work, the host forks it instead, on a blocking-pool thread (the signal follows the thread
+//!   with it). With glibc the supervisor is a clone of a helper process (see the `zygote`
+//!   module): the host's own executable started once with `posix_spawn` and caught before
+//!   `main` ([`ZYGOTE_COMM`]), which clones a supervisor per server as a child of the host, so
+//!   a server's start costs neither a copy of the host's memory nor a load of its executable,
+//!   and servers start concurrently. Where the helper does not work, each supervisor is the
+//!   executable started anew (the `reexec` module); elsewhere, or where that does not work
+//!   either, the host forks it instead, on a blocking-pool thread (the signal follows the thread
 //!   that forked, and comes again at every change of parent, so a thread that ends only wakes
 //!   the supervisor, which sees the host still alive); that path needs `Command::pre_exec`
 //!   (async-signal-safe system calls only; see the `supervisor` module). Either way the
@@ -84,11 +87,13 @@ compile_error!(
     "mcp-transport-stdio supports Unix only: it manages process groups with POSIX signals"
 );
 
+mod child;
 mod env;
 mod error;
 mod handle;
 mod limits;
 mod lines;
+mod plan;
 mod process;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod reexec;
@@ -100,6 +105,8 @@ mod supervisor;
 mod transport;
 #[cfg(target_os = "linux")]
 mod tree;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod zygote;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +121,7 @@ pub use handle::StdioHandle;
 pub use transport::StdioTransport;
 
 use crate::handle::Shared;
+use crate::plan::Plan;
 use crate::process::Leader;
 use crate::stderr::StderrTail;
 
@@ -150,6 +158,12 @@ pub struct StdioOptions {
     /// says, so larger values count as 127.
     pub max_nesting_depth: usize,
 }
+
+/// The command name (`comm`, as `top`, `pgrep` and `/proc/PID/stat` show it) of the helper
+/// process that starts the servers' supervisors on Linux with glibc: one per host, a child of
+/// it, started with the first stdio server and ended after 10 s without a new one (or with the
+/// host). It is no server's ancestor. Each supervisor is named `mcp-supervisor`.
+pub const ZYGOTE_COMM: &str = "mcp-zygote";
 
 /// The default of [`StdioOptions::max_message_bytes`]: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -284,19 +298,13 @@ impl StdioConnector {
         let env = env::plan(stdio, &self.options.inherited_env, |name| {
             std::env::var_os(name)
         });
-        let (args, cwd) = (stdio.args.clone(), stdio.cwd.clone());
-        let setup = move |command: &mut std::process::Command| {
-            command.args(&args);
-            if let Some(cwd) = &cwd {
-                command.current_dir(cwd);
-            }
-            if env.clear {
-                command.env_clear();
-            }
-            command.envs(env.vars.iter().map(|(k, v)| (k, v)));
+        let plan = Plan {
+            program: stdio.command.clone().into(),
+            args: stdio.args.iter().map(Into::into).collect(),
+            cwd: stdio.cwd.clone(),
+            env,
         };
-
-        let (leader, pipes) = Leader::spawn(stdio.command.clone().into(), setup)
+        let (leader, pipes) = Leader::spawn(plan)
             .await
             .map_err(|source| StdioError::Spawn {
                 server: server.clone(),

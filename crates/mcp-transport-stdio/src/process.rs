@@ -22,9 +22,7 @@
 //! (whose exit cuts the links). The leader's exit status is the server's (the supervisor
 //! mirrors it).
 
-use std::ffi::OsString;
 use std::fmt;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -34,6 +32,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::watch;
+
+use crate::child::Supervised;
+use crate::plan::Plan;
 
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +70,7 @@ pub(crate) struct Leader {
     /// `None` once reaped (or, where `WNOWAIT` is missing, owned by the watcher). Whoever
     /// signals the group after the leader may have exited holds this lock, so the leader
     /// cannot be reaped (and its group id freed) in between.
-    child: Arc<Mutex<Option<Child>>>,
+    child: Arc<Mutex<Option<Supervised>>>,
     exit: watch::Receiver<Option<Exit>>,
     /// Set once the group was killed for good and the leader reaped or handed to a reaper.
     finished: AtomicBool,
@@ -99,28 +100,22 @@ impl Leader {
     /// of a new process group, with piped stdio (on Linux, under a supervisor, on a blocking
     /// thread: see [`crate::spawner`]). Must run inside a Tokio runtime (the pipes register
     /// with its reactor).
-    pub(crate) async fn spawn(
-        program: OsString,
-        setup: impl Fn(&mut Command) + Send + 'static,
-    ) -> std::io::Result<(Self, Pipes)> {
-        let setup = move |command: &mut Command| {
+    pub(crate) async fn spawn(plan: Plan) -> std::io::Result<(Self, Pipes)> {
+        #[cfg(target_os = "linux")]
+        let mut child = crate::spawner::spawn(plan).await?;
+        #[cfg(not(target_os = "linux"))]
+        let mut child = Supervised::from({
             use std::os::unix::process::CommandExt as _;
 
-            setup(command);
+            let mut command = std::process::Command::new(&plan.program);
+            plan.configure(&mut command);
             command
                 .process_group(0)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-        };
-        #[cfg(target_os = "linux")]
-        let mut child = crate::spawner::spawn(program, setup).await?;
-        #[cfg(not(target_os = "linux"))]
-        let mut child = {
-            let mut command = Command::new(program);
-            setup(&mut command);
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
             command.spawn()?
-        };
+        });
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -324,7 +319,7 @@ fn wait_without_reaping(pid: Pid) -> Exit {
 
 /// Blocks until the child ends, reaping it (platforms without `WNOWAIT` for one pid).
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-fn wait_and_reap(child: Option<&mut Child>) -> Exit {
+fn wait_and_reap(child: Option<&mut Supervised>) -> Exit {
     use std::os::unix::process::ExitStatusExt as _;
 
     let Some(child) = child else {
@@ -351,11 +346,9 @@ mod tests {
 
     #[tokio::test]
     async fn exit_is_seen_and_the_leader_reaped() {
-        let (leader, _pipes) = Leader::spawn("sh".into(), |c| {
-            c.args(["-c", "exit 7"]);
-        })
-        .await
-        .unwrap();
+        let (leader, _pipes) = Leader::spawn(Plan::new("sh").args(["-c", "exit 7"]))
+            .await
+            .unwrap();
         let pid = leader.pid();
         assert_eq!(
             leader.wait_exit(Duration::from_secs(10)).await,
@@ -373,11 +366,9 @@ mod tests {
 
     #[tokio::test]
     async fn drop_kills_the_group() {
-        let (leader, _pipes) = Leader::spawn("sleep".into(), |c| {
-            c.arg("600");
-        })
-        .await
-        .unwrap();
+        let (leader, _pipes) = Leader::spawn(Plan::new("sleep").args(["600"]))
+            .await
+            .unwrap();
         let mut exit = leader.exit.clone();
         drop(leader);
         let status = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some))

@@ -1,4 +1,5 @@
-//! Linux with glibc: the supervisor started as a new program, not as a fork of the host.
+//! Linux with glibc: the supervisor started as a new program, not as a fork of the host; and
+//! the zygote ([`crate::zygote`]), the same program with no server's program in its arguments.
 //!
 //! A fork copies the host's page tables, so its cost grows with the host's memory (about 9 ms
 //! for a host with 300 MB resident on a 2-core machine, against 0.1 ms for `posix_spawn`),
@@ -38,7 +39,6 @@
 //! environment, the program's path); from its fork on it keeps to the supervisor's rules.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command};
@@ -50,21 +50,24 @@ use nix::libc::{self, c_char, c_int};
 /// The supervisor's `argv[0]`: what `ps` shows, and what [`enter`] looks for.
 pub(crate) const NAME: &str = "mcp-agent-supervisor";
 
+/// The supervisor's command name (`comm`: what `top`, `pgrep` and `/proc/PID/stat` show).
+pub(crate) const SUPERVISOR_COMM: &CStr = c"mcp-supervisor";
+
 /// The prefix under which the server's `LD_*` variables pass through the supervisor.
 const LOADER_PREFIX: &str = "MCP_AGENT_SUPERVISED_";
 
 /// The first four bytes of the supervisor's record; an `i32` error number follows.
-const MAGIC: [u8; 4] = *b"MCPS";
+pub(crate) const MAGIC: [u8; 4] = *b"MCPS";
 
 /// The record's length.
 const RECORD: usize = 8;
 
 /// How long the host waits for the record: the supervisor writes it before `main` would run,
 /// within milliseconds; a process that says nothing for this long is not one.
-const RECORD_WAIT_MS: u16 = 10_000;
+pub(crate) const RECORD_WAIT_MS: u16 = 10_000;
 
 /// The executable that is running, whatever became of its path.
-const SELF_EXE: &str = "/proc/self/exe";
+pub(crate) const SELF_EXE: &str = "/proc/self/exe";
 
 /// Run by glibc before `main` in every process of an executable that holds this crate.
 // The one way to run before `main` without a dependency: an `.init_array` entry, which glibc
@@ -186,9 +189,9 @@ pub(crate) fn spawn(mut command: Command) -> Result<Child, Failure> {
 
 /// Reads the record from `stdout`, waiting at most `wait_ms` in all: a process
 /// that writes part of it and stops is not a supervisor either.
-fn read_record(
-    stdout: &mut std::process::ChildStdout,
-    record: &mut [u8; RECORD],
+pub(crate) fn read_record(
+    stdout: &mut (impl std::io::Read + std::os::fd::AsFd),
+    record: &mut [u8],
     wait_ms: u16,
 ) -> std::io::Result<()> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -196,7 +199,7 @@ fn read_record(
 
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms.into());
     let mut got = 0;
-    while got < RECORD {
+    while got < record.len() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let left = u16::try_from(left.as_millis()).unwrap_or(wait_ms);
         let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLIN)];
@@ -222,24 +225,40 @@ fn read_record(
     Ok(())
 }
 
-/// The `.init_array` entry: becomes the supervisor when started as one, else returns at once.
+/// The `.init_array` entry: becomes a supervisor (`NAME host-pid program args…`) or the
+/// zygote (`NAME host-pid`, [`crate::zygote`]) when started as one, else returns at once.
 #[allow(unsafe_code)]
 extern "C" fn enter(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
     let Ok(count) = usize::try_from(argc) else {
         return;
     };
-    if count < 3 || argv.is_null() {
+    if count < 2 || argv.is_null() {
         return;
     }
     // SAFETY: glibc passes the process's `argc` and `argv` (NUL-terminated strings, the
     // array ended by a null pointer) to `.init_array` functions.
     unsafe {
         let first = *argv;
-        if first.is_null() || CStr::from_ptr(first).to_bytes() != NAME.as_bytes() {
+        if first.is_null() {
             return;
         }
-        run(std::slice::from_raw_parts(argv, count), argv.add(2))
+        if CStr::from_ptr(first).to_bytes() != NAME.as_bytes() {
+            return;
+        }
+        // With a program, a server's supervisor; with none, the zygote.
+        if count >= 3 {
+            run(std::slice::from_raw_parts(argv, count), argv.add(2))
+        }
+        match host_pid(CStr::from_ptr(*argv.add(1))) {
+            Some(host) => crate::zygote::serve(host),
+            None => libc::_exit(126),
+        }
     }
+}
+
+/// The host's pid from its decimal argument.
+fn host_pid(arg: &CStr) -> Option<libc::pid_t> {
+    std::str::from_utf8(arg.to_bytes()).ok()?.parse().ok()
 }
 
 /// The supervisor's start: `args` is `[NAME, host-pid, program, args…]`, `server_argv` the
@@ -254,19 +273,69 @@ unsafe fn run(args: &[*const c_char], server_argv: *const *const c_char) -> ! {
     // process, before any other thread exists.
     unsafe {
         let arg = |i: usize| CStr::from_ptr(args[i]);
-        let Some(host) = std::str::from_utf8(arg(1).to_bytes())
-            .ok()
-            .and_then(|h| h.parse::<libc::pid_t>().ok())
-        else {
+        let Some(host) = host_pid(arg(1)) else {
             libc::_exit(126);
         };
         restore_loader_variables();
-        let found = resolve(arg(2));
+        start_server(host, arg(2), server_argv, Record::Plain)
+    }
+}
+
+/// Which record a supervisor writes before it starts the server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Record {
+    /// [`MAGIC`] and the error number: a supervisor the host spawned (the host knows its pid).
+    Plain,
+    /// [`crate::zygote::MAGIC`], the error number and the supervisor's pid: one the zygote
+    /// cloned, whose pid the host learns from this record.
+    WithPid,
+}
+
+/// Writes a record on stdout: `magic`, `errno` and, when given, `pid` (little-endian `i32`s).
+/// `false` when it could not be written whole.
+pub(crate) fn write_record(magic: [u8; 4], errno: c_int, pid: Option<libc::pid_t>) -> bool {
+    let mut record = [0u8; 12];
+    record[..4].copy_from_slice(&magic);
+    record[4..8].copy_from_slice(&errno.to_le_bytes());
+    let len = match pid {
+        Some(pid) => {
+            record[8..].copy_from_slice(&pid.to_le_bytes());
+            12
+        }
+        None => RECORD,
+    };
+    // SAFETY: writes from a local buffer.
+    #[allow(unsafe_code)]
+    let written = unsafe { libc::write(1, record.as_ptr().cast(), len) };
+    written == len as isize
+}
+
+/// What a supervisor started anew does once its environment and directory are the server's:
+/// looks `program` up, writes its record on stdout, forks the server (becoming its
+/// supervisor) and execs `program` with `server_argv` in the server.
+///
+/// # Safety
+///
+/// Only in a process of one thread that is a child of `host` and never returns to other code:
+/// a supervisor before `main`, or a child the zygote cloned.
+#[allow(unsafe_code)]
+pub(crate) unsafe fn start_server(
+    host: libc::pid_t,
+    program: &CStr,
+    server_argv: *const *const c_char,
+    record: Record,
+) -> ! {
+    // SAFETY: system calls on this process, which has one thread; `server_argv` is a
+    // null-terminated array of NUL-terminated strings (the caller's).
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, SUPERVISOR_COMM.as_ptr(), 0, 0, 0);
+        let found = resolve(program);
         let errno = found.as_ref().err().copied().unwrap_or(0);
-        let mut record = [0u8; RECORD];
-        record[..4].copy_from_slice(&MAGIC);
-        record[4..].copy_from_slice(&errno.to_le_bytes());
-        if libc::write(1, record.as_ptr().cast(), RECORD) != RECORD as isize {
+        let written = match record {
+            Record::Plain => write_record(MAGIC, errno, None),
+            Record::WithPid => write_record(crate::zygote::MAGIC, errno, Some(libc::getpid())),
+        };
+        if !written {
             libc::_exit(126);
         }
         let Ok(path) = found else {
@@ -317,7 +386,7 @@ unsafe fn restore_loader_variables() {
 /// Where `execvp` would find `program`: as given when it holds a `/`, else in each directory
 /// of `PATH`. The error number is `execvp`'s: `ENOENT`, or `EACCES` when a match was found
 /// but cannot be executed.
-fn resolve(program: &CStr) -> Result<CString, c_int> {
+pub(crate) fn resolve(program: &CStr) -> Result<CString, c_int> {
     let bytes = program.to_bytes();
     if bytes.is_empty() {
         return Err(libc::ENOENT);

@@ -1,11 +1,13 @@
 //! Linux: every server is started under its supervisor, on a blocking thread of the runtime,
 //! so that servers start concurrently and no runtime worker waits for a spawn.
 //!
-//! With glibc, the supervisor is the host's own executable started anew ([`crate::reexec`]):
-//! a `posix_spawn`, whose cost does not grow with the host's memory. Elsewhere, or when that
-//! does not work in this process, the host forks and the child becomes the supervisor through
-//! a pre-exec hook ([`crate::supervisor`]). Either way the supervisor asks for a signal at its
-//! parent's death. The kernel sends that signal when the *thread* that spawned the child
+//! With glibc, the supervisor is cloned by the zygote ([`crate::zygote`]) as the host's child;
+//! where that does not work, it is the host's own executable started anew
+//! ([`crate::reexec`]): a `posix_spawn`, whose cost does not grow with the host's memory
+//! either. Elsewhere, or when neither works in this process, the host forks and the child
+//! becomes the supervisor through a pre-exec hook ([`crate::supervisor`]). Every way the
+//! supervisor asks for a signal at its parent's death (a clone's parent is the thread that
+//! started the zygote). The kernel sends that signal when the *thread* that spawned the child
 //! exits, and again at every later change of parent: while the host lives, the child goes to
 //! another of the host's threads (the supervisor sees the same parent process and goes on);
 //! when the host's last thread is gone, however the host died, it goes to a subreaper or init,
@@ -19,21 +21,22 @@
 //!
 //! The pre-exec hook is one of this crate's `unsafe` blocks; see its safety comment.
 
-use std::ffi::{OsStr, OsString};
-use std::process::{Child, Command};
+use std::ffi::OsStr;
+use std::process::{Child, Command, Stdio};
 
-/// Spawns `program`, set up by `setup` (arguments, environment, directory, pipes: stdout must
-/// be piped), under a supervisor on a blocking thread of the current Tokio runtime: the
-/// [`Child`] is the supervisor, the server its child. Spawns run concurrently. If the caller
-/// is gone by the time the spawn is done (its open timed out), the new process group is killed.
-pub(crate) async fn spawn(
-    program: OsString,
-    setup: impl Fn(&mut Command) + Send + 'static,
-) -> std::io::Result<Child> {
+use crate::child::Supervised;
+use crate::plan::Plan;
+
+/// Spawns `plan`'s server under a supervisor, on a blocking thread of the current Tokio
+/// runtime, with piped stdio and a process group of its own (the supervisor leads it; the
+/// server is in it): the [`Supervised`] child is the supervisor. Spawns run concurrently. If
+/// the caller is gone by the time the spawn is done (its open timed out), the new process
+/// group is killed.
+pub(crate) async fn spawn(plan: Plan) -> std::io::Result<Supervised> {
     let (reply, answer) = tokio::sync::oneshot::channel();
     tokio::task::spawn_blocking(move || {
         // Unsent or unread, the answer is dropped, and the guard in it kills the child.
-        let _ = reply.send(start(&program, &setup).map(Unclaimed::new));
+        let _ = reply.send(start(&plan).map(Unclaimed::new));
     });
     match answer.await {
         Ok(spawned) => spawned.map(Unclaimed::claim),
@@ -43,14 +46,34 @@ pub(crate) async fn spawn(
     }
 }
 
-/// Spawns under a supervisor from the calling thread: re-executed where that works, else
-/// forked. Blocks until the supervisor has found the server's program (or the fork and the
-/// exec are done).
-fn start(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child> {
+/// What every supervisor gets besides the plan: piped stdio and a process group of its own.
+fn configure(plan: &Plan, command: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+
+    plan.configure(command);
+    command
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+}
+
+/// Spawns under a supervisor from the calling thread: one the zygote clones where that works
+/// ([`crate::zygote`]), else one started anew, else a fork. Blocks until the supervisor has
+/// found the server's program (or the fork and the exec are done).
+fn start(plan: &Plan) -> std::io::Result<Supervised> {
+    let setup = |command: &mut Command| configure(plan, command);
     #[cfg(target_env = "gnu")]
     if crate::reexec::usable() {
-        match reexecute(program, setup) {
-            Ok(child) => return Ok(child),
+        if crate::zygote::usable() {
+            match crate::zygote::spawn(plan) {
+                Ok(child) => return Ok(child),
+                Err(crate::reexec::Failure::Server(e)) => return Err(e),
+                Err(failure) => crate::zygote::failed(&failure),
+            }
+        }
+        match reexecute(&plan.program, &setup) {
+            Ok(child) => return Ok(child.into()),
             Err(crate::reexec::Failure::Server(e)) => return Err(e),
             Err(crate::reexec::Failure::NotASupervisor(e)) => {
                 tracing::warn!(
@@ -61,17 +84,17 @@ fn start(program: &OsStr, setup: &dyn Fn(&mut Command)) -> std::io::Result<Child
             }
             // The server's directory, a resource limit, or the executable: the fork tells.
             Err(crate::reexec::Failure::Spawn(e)) => {
-                let forked = fork(program, setup)?;
+                let forked = fork(&plan.program, &setup)?;
                 tracing::warn!(
                     error = %e,
                     "stdio servers: this executable cannot be started anew; forking instead"
                 );
                 crate::reexec::give_up();
-                return Ok(forked);
+                return Ok(forked.into());
             }
         }
     }
-    fork(program, setup)
+    fork(&plan.program, &setup).map(Supervised::from)
 }
 
 /// Spawns under a supervisor that is this executable started anew ([`crate::reexec`]).
@@ -87,14 +110,14 @@ fn reexecute(
 
 /// A spawned supervisor nobody has claimed yet: dropped unclaimed, it is killed with its
 /// group (the server is in it) and reaped.
-struct Unclaimed(Option<Child>);
+struct Unclaimed(Option<Supervised>);
 
 impl Unclaimed {
-    fn new(child: Child) -> Self {
+    fn new(child: Supervised) -> Self {
         Self(Some(child))
     }
 
-    fn claim(mut self) -> Child {
+    fn claim(mut self) -> Supervised {
         self.0.take().expect("claimed once")
     }
 }
@@ -175,30 +198,34 @@ mod tests {
     /// The ways a supervisor is started, each tested.
     #[derive(Debug, Clone, Copy)]
     enum How {
+        Zygote,
         Reexec,
         Fork,
     }
 
-    const EVERY: [How; 2] = [How::Reexec, How::Fork];
+    const EVERY: [How; 3] = [How::Zygote, How::Reexec, How::Fork];
 
-    /// Spawns `program` under a supervisor started `how`, stdout piped.
-    fn supervised(how: How, program: &str, setup: impl Fn(&mut Command)) -> Child {
-        let setup = |command: &mut Command| {
-            setup(command);
-            command.stdout(Stdio::piped());
-        };
+    /// Spawns `plan` under a supervisor started `how`, with piped stdio.
+    fn supervised(how: How, plan: &Plan) -> Supervised {
+        let setup = |command: &mut Command| configure(plan, command);
         match how {
-            How::Reexec => reexecute(program.as_ref(), &setup)
-                .unwrap_or_else(|e| panic!("re-executed spawn of {program}: {e:?}")),
-            How::Fork => fork(program.as_ref(), &setup).unwrap(),
+            How::Zygote => crate::zygote::spawn(plan)
+                .unwrap_or_else(|e| panic!("spawn of {:?} by the zygote: {e:?}", plan.program)),
+            How::Reexec => reexecute(&plan.program, &setup)
+                .unwrap_or_else(|e| panic!("re-executed spawn of {:?}: {e:?}", plan.program))
+                .into(),
+            How::Fork => fork(&plan.program, &setup).unwrap().into(),
         }
     }
 
+    /// `sh -c script`.
+    fn sh(script: &str) -> Plan {
+        Plan::new("sh").args(["-c", script])
+    }
+
     /// Starts `sh -c script` under a supervisor; returns it and the pid the script prints first.
-    fn printing_a_pid(how: How, script: &str) -> (Child, u32) {
-        let mut child = supervised(how, "sh", |c| {
-            c.args(["-c", script]).stdin(Stdio::null());
-        });
+    fn printing_a_pid(how: How, script: &str) -> (Supervised, u32) {
+        let mut child = supervised(how, &sh(script));
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -257,9 +284,7 @@ mod tests {
     fn outlives_its_spawning_thread(how: How) {
         // `cat` echoes each line: the server answers as long as it runs.
         let forker = std::thread::spawn(move || {
-            let child = supervised(how, "cat", |c| {
-                c.stdin(Stdio::piped());
-            });
+            let child = supervised(how, &Plan::new("cat"));
             (nix::unistd::gettid(), child)
         });
         let (tid, mut child) = forker.join().unwrap();
@@ -335,13 +360,7 @@ mod tests {
         use std::os::unix::process::ExitStatusExt as _;
 
         for how in EVERY {
-            let status = |script: &str| {
-                supervised(how, "sh", |c| {
-                    c.args(["-c", script]).stdin(Stdio::null());
-                })
-                .wait()
-                .unwrap()
-            };
+            let status = |script: &str| supervised(how, &sh(script)).wait().unwrap();
             assert_eq!(status("exit 7").code(), Some(7), "{how:?}");
             let killed = status("kill -USR1 $$");
             assert_eq!(
@@ -376,16 +395,14 @@ mod tests {
         };
         let (p, q) = pids.split_once(' ').unwrap();
         let (p, q): (u32, u32) = (p.parse().unwrap(), q.parse().unwrap());
+        // A first spawn starts what every later one reuses (the zygote), so that the
+        // supervisor below is the next process made.
+        start(&Plan::new("true")).unwrap().wait().unwrap();
         next_pid(q);
         let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
         assert_eq!(bystander.id(), q);
         next_pid(p);
-        let mut server = start("sh".as_ref(), &|c| {
-            c.args(["-c", "(sleep 600 &); read line; exit 7"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped());
-        })
-        .unwrap();
+        let mut server = start(&sh("(sleep 600 &); read line; exit 7")).unwrap();
         assert_eq!(server.id(), p);
         drop(server.stdin.take());
         let code = server.wait().unwrap().code();
@@ -469,9 +486,7 @@ mod tests {
         // Resident in the host before the spawn, rewritten after: without the release, the
         // supervisor would keep the old 32 MiB as its own.
         let mut heap = vec![1u8; 32 << 20];
-        let mut child = supervised(How::Fork, "sleep", |c| {
-            c.arg("600").stdin(Stdio::null());
-        });
+        let mut child = supervised(How::Fork, &Plan::new("sleep").args(["600"]));
         for byte in heap.iter_mut().step_by(4096) {
             *byte = 2;
         }
@@ -503,11 +518,11 @@ mod tests {
         let script = "echo \"$LD_MCP_TEST|$MCP_AGENT_SUPERVISED_LD_MCP_TEST\"; \
                       tr '\\0' '\\n' < /proc/$PPID/environ | grep -c '^LD_MCP_TEST=' || true; \
                       tr '\\0' ' ' < /proc/$PPID/cmdline; echo";
-        let mut child = supervised(How::Reexec, "sh", |c| {
-            c.args(["-c", script])
-                .stdin(Stdio::null())
-                .env("LD_MCP_TEST", "for the server");
-        });
+        let mut plan = sh(script);
+        plan.env
+            .vars
+            .push(("LD_MCP_TEST".into(), "for the server".into()));
+        let mut child = supervised(How::Reexec, &plan);
         let mut out = String::new();
         std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
         let status = child.wait().unwrap();
@@ -534,9 +549,7 @@ mod tests {
         std::fs::write(&file, "echo ran-under-sh\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
         let program = file.to_str().unwrap().to_owned();
-        let mut child = supervised(How::Reexec, &program, |c| {
-            c.stdin(Stdio::null()).stderr(Stdio::piped());
-        });
+        let mut child = supervised(How::Reexec, &Plan::new(&program));
         let mut out = String::new();
         let mut err = String::new();
         std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();

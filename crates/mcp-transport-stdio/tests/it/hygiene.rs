@@ -144,16 +144,38 @@ async fn sigkill_a_host(
     .expect("the host printed its server's pid");
     let server_guard = KillOnDrop(server);
     assert!(running(server));
+    // Every child of the host: the server's supervisor, and (with glibc) the zygote.
+    let children = children_of(host.id());
+    assert!(children.contains(&server), "{children:?}");
+    let _children_guard: Vec<KillOnDrop> = children.iter().map(|&p| KillOnDrop(p)).collect();
 
     kill(pid(host.id()), Signal::SIGKILL).unwrap();
     assert!(host.wait().is_ok());
     // The host's stdin pipe is still open here: the host did not end on its own.
     drop(host.stdin.take());
+    mcp_test_kit::procs::assert_none_running(&children).await;
     (server, server_guard)
 }
 
+/// The processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let parent = parent.to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(|p| p == parent))
+                    .unwrap_or(false)
+            })
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn a_sigkilled_host_takes_its_server_along() {
+async fn a_sigkilled_host_takes_its_server_and_every_other_child_along() {
     let (server, _guard) = sigkill_a_host(None, false).await;
     assert_not_running(server).await;
 }
@@ -221,11 +243,11 @@ async fn a_server_outlives_the_thread_that_opened_it() {
     assert_all_gone(handle.process_id()).await;
 }
 
-/// With glibc, the leader the host sees is the host's own executable started anew as the
-/// supervisor (`mcp-agent-supervisor host-pid program args…`), not a fork of the host.
+/// With glibc, the leader the host sees is the host's own executable as the supervisor
+/// (`mcp-agent-supervisor host-pid`, cloned from the one started anew), not a fork of the host.
 #[cfg(target_env = "gnu")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_supervisor_is_this_executable_started_anew() {
+async fn the_supervisor_is_this_executable_not_a_fork_of_the_host() {
     let started = start("named", &StdioServerArgs::new(Mode::Test)).await;
     let leader = started.pid;
     let cmdline = std::fs::read(format!("/proc/{leader}/cmdline")).unwrap();

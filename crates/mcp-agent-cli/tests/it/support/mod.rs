@@ -16,7 +16,8 @@ pub(crate) fn mcp_agent(args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run mcp-agent")
 }
 
-/// The children of `parent`, read from `/proc`.
+/// The children of `parent`, read from `/proc`, but for the helper that starts stdio servers'
+/// supervisors ([`mcp_agent::stdio::ZYGOTE_COMM`]: no server's ancestor, it ends by itself).
 pub(crate) fn children(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -32,7 +33,8 @@ pub(crate) fn children(parent: u32) -> Vec<u32> {
         };
         // The fields after the parenthesised command name: state, ppid, …
         let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        if after.split_whitespace().nth(1) == Some(&parent.to_string()) {
+        let zygote = stat.contains(&format!("({})", mcp_agent::stdio::ZYGOTE_COMM));
+        if after.split_whitespace().nth(1) == Some(&parent.to_string()) && !zygote {
             out.push(pid);
         }
     }
