@@ -598,6 +598,80 @@ mod tests {
         assert_eq!(comm.trim_end(), crate::ZYGOTE_COMM);
     }
 
+    /// What `plan` prints on stdout through the zygote, and its exit status.
+    fn output_of(plan: &Plan) -> (String, std::process::ExitStatus) {
+        let mut child = spawn(plan).expect("a spawn through the zygote");
+        drop(child.stdin.take());
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+        (out, child.wait().unwrap())
+    }
+
+    #[test]
+    fn the_server_gets_its_arguments_environment_and_directory() {
+        use std::os::unix::fs::PermissionsExt as _;
+
+        let dir = tempfile_dir();
+        let script = dir.join("print.sh");
+        std::fs::write(&script, "#!/bin/sh\necho \"$PWD|$A|$B|$HOME|$1\"\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A relative program is found from the server's directory, as after a `chdir`.
+        let mut plan = Plan::new("./print.sh").args(["first arg"]);
+        plan.cwd = Some(dir.clone());
+        plan.env.clear = true;
+        plan.env.vars = vec![
+            ("A".into(), "a=1".into()),
+            ("B".into(), "".into()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+        ];
+        let (out, status) = output_of(&plan);
+        let real = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(
+            out.trim_end(),
+            format!("{}|a=1|||first arg", real.display())
+        );
+        assert!(status.success());
+
+        // Not cleared: the host's own variables come along.
+        plan.env.clear = false;
+        let home = std::env::var("HOME").unwrap_or_default();
+        let (out, _) = output_of(&plan);
+        assert!(out.ends_with(&format!("|a=1||{home}|first arg\n")), "{out}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A new directory under the temporary one.
+    fn tempfile_dir() -> std::path::PathBuf {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("mcp-zygote-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_missing_program_or_directory_fails_as_a_direct_spawn_does() {
+        for program in ["mcp-agent-no-such-program", "/no/such/program"] {
+            let direct = Command::new(program).spawn().unwrap_err();
+            let Err(Failure::Server(error)) = spawn(&Plan::new(program)) else {
+                panic!("{program}: not the server's failure");
+            };
+            assert_eq!(error.raw_os_error(), direct.raw_os_error(), "{program}");
+        }
+        let mut plan = Plan::new("true");
+        plan.cwd = Some("/no/such/directory".into());
+        let direct = Command::new("true")
+            .current_dir("/no/such/directory")
+            .spawn()
+            .unwrap_err();
+        let Err(Failure::Server(error)) = spawn(&plan) else {
+            panic!("a missing directory: not the server's failure");
+        };
+        assert_eq!(error.raw_os_error(), direct.raw_os_error());
+        // And the zygote still serves.
+        assert!(output_of(&Plan::new("true")).1.success());
+    }
+
     #[test]
     fn a_request_reads_back_as_written() {
         let mut plan = Plan::new("server").args(["--stdio", "x y"]);
