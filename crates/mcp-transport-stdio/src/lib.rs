@@ -88,6 +88,8 @@ compile_error!(
 );
 
 mod child;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod entry;
 mod env;
 mod error;
 mod handle;
@@ -99,6 +101,8 @@ mod process;
 mod reexec;
 #[cfg(target_os = "linux")]
 mod spawner;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod startup;
 mod stderr;
 #[cfg(target_os = "linux")]
 mod supervisor;

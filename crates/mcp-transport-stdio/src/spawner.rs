@@ -64,32 +64,32 @@ fn configure(plan: &Plan, command: &mut Command) {
 fn start(plan: &Plan) -> std::io::Result<Supervised> {
     let setup = |command: &mut Command| configure(plan, command);
     #[cfg(target_env = "gnu")]
-    if crate::reexec::usable() {
+    if crate::entry::usable() {
         if crate::zygote::usable() {
             match crate::zygote::spawn(plan) {
                 Ok(child) => return Ok(child),
-                Err(crate::reexec::Failure::Server(e)) => return Err(e),
+                Err(crate::startup::Failure::Server(e)) => return Err(e),
                 Err(failure) => crate::zygote::failed(&failure),
             }
         }
         match reexecute(&plan.program, &setup) {
             Ok(child) => return Ok(child.into()),
-            Err(crate::reexec::Failure::Server(e)) => return Err(e),
-            Err(crate::reexec::Failure::NotASupervisor(e)) => {
+            Err(crate::startup::Failure::Server(e)) => return Err(e),
+            Err(crate::startup::Failure::NotASupervisor(e)) => {
                 tracing::warn!(
                     error = %e,
                     "stdio servers: this executable does not start as a supervisor; forking instead"
                 );
-                crate::reexec::give_up();
+                crate::entry::give_up();
             }
             // The server's directory, a resource limit, or the executable: the fork tells.
-            Err(crate::reexec::Failure::Spawn(e)) => {
+            Err(crate::startup::Failure::Spawn(e)) => {
                 let forked = fork(&plan.program, &setup)?;
                 tracing::warn!(
                     error = %e,
                     "stdio servers: this executable cannot be started anew; forking instead"
                 );
-                crate::reexec::give_up();
+                crate::entry::give_up();
                 return Ok(forked.into());
             }
         }
@@ -102,7 +102,7 @@ fn start(plan: &Plan) -> std::io::Result<Supervised> {
 fn reexecute(
     program: &OsStr,
     setup: &dyn Fn(&mut Command),
-) -> Result<Child, crate::reexec::Failure> {
+) -> Result<Child, crate::startup::Failure> {
     let mut command = crate::reexec::command(program);
     setup(&mut command);
     crate::reexec::spawn(command)
@@ -505,7 +505,7 @@ mod tests {
                 c.stdout(Stdio::piped());
             })
             .unwrap_err();
-            let crate::reexec::Failure::Server(error) = failure else {
+            let crate::startup::Failure::Server(error) = failure else {
                 panic!("{program}: not the server's failure: {failure:?}");
             };
             assert_eq!(error.kind(), direct.kind(), "{program}: {error}");
@@ -530,7 +530,7 @@ mod tests {
         assert_eq!(lines.first(), Some(&"for the server|"), "{out}");
         assert_eq!(lines.get(1), Some(&"0"), "the supervisor had it: {out}");
         let host = std::process::id().to_string();
-        let cmdline = format!("{} {host} sh -c ", crate::reexec::NAME);
+        let cmdline = format!("{} {host} sh -c ", crate::startup::NAME);
         assert!(
             lines.get(2).is_some_and(|l| l.starts_with(&cmdline)),
             "{out}"

@@ -11,55 +11,38 @@
 //! itself with `CLONE_PARENT` for each request: the clone is a child of the *host*, not of the
 //! zygote, exactly as a supervisor the host spawned itself — the host waits for it, reaps it
 //! and signals its group the same way ([`crate::process`]). In the clone, the same code as a
-//! re-executed supervisor's runs ([`crate::reexec::start_server`]): it looks the program up,
+//! re-executed supervisor's runs ([`crate::startup::start_server`]): it looks the program up,
 //! writes a record on its stdout, forks the server and supervises it. Cloning a small
 //! single-threaded process costs a fraction of a millisecond and nothing the host holds.
 //!
 //! The record carries the supervisor's pid (the host learns it there, so the zygote sends
-//! nothing back): [`MAGIC`], the error number, the pid. End of file instead means that the
+//! nothing back): [`crate::startup::MAGIC_WITH_PID`], the error number, the pid. End of file instead means that the
 //! zygote ended before cloning (the pipe's only writer went with it), and the host starts a
 //! new one and asks again, once; then it starts that server's supervisor itself.
 //!
 //! The zygote ends when the host closes the socket (the host died: it has no other way to
-//! end it) and after [`IDLE`] without a request, like the runtime's idle blocking threads; a
+//! end it) and after [`serve::IDLE_MS`] without a request, like the runtime's idle blocking threads; a
 //! thread of the host reaps it. It holds nothing of the host's but the socket, and is never
 //! a server's ancestor, so its end changes nothing for the servers.
 
-use std::ffi::{CStr, CString, OsString};
+mod request;
+pub(crate) mod serve;
+
 use std::io::IoSlice;
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt as _;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use nix::libc::{self, c_char, c_int, pid_t};
+use nix::libc;
 use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
 use nix::unistd::Pid;
 
+use self::request::encode;
 use crate::child::Supervised;
 use crate::plan::Plan;
-use crate::reexec::Failure;
-
-/// [`crate::ZYGOTE_COMM`] for `prctl`.
-const COMM: &CStr = c"mcp-zygote";
-
-/// The first four bytes of a cloned supervisor's record; the error number and its pid follow.
-pub(crate) const MAGIC: [u8; 4] = *b"MCPZ";
-
-/// The record's length.
-const RECORD: usize = 12;
-
-/// How long the zygote waits for a request before it ends.
-const IDLE_MS: u16 = 10_000;
-
-/// The largest request: arguments and environment together. A larger one is started the
-/// other way (`E2BIG` here; the kernel's own bound on an `exec` is larger).
-const MAX_REQUEST: usize = 128 * 1024;
-
-/// The descriptors a request carries: the server's stdin, stdout and stderr.
-const PIPES: usize = 3;
+use crate::startup::{Failure, MAGIC_WITH_PID as MAGIC, RECORD_WITH_PID as RECORD};
 
 /// Set when the zygote did not work in this process: servers' supervisors are then started
 /// one by one.
@@ -163,7 +146,7 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
     let mut stdout = std::fs::File::from(stdout_read);
     let mut record = [0u8; RECORD];
     if let Err(e) =
-        crate::reexec::read_record(&mut stdout, &mut record, crate::reexec::RECORD_WAIT_MS)
+        crate::startup::read_record(&mut stdout, &mut record, crate::startup::RECORD_WAIT_MS)
     {
         return Err(match e.kind() {
             std::io::ErrorKind::UnexpectedEof => Asked::Gone(e),
@@ -230,8 +213,8 @@ fn start() -> std::io::Result<Zygote> {
         SockFlag::SOCK_CLOEXEC,
     )?;
     let host = std::process::id();
-    let mut child = Command::new(crate::reexec::SELF_EXE)
-        .arg0(crate::reexec::NAME)
+    let mut child = Command::new(crate::startup::SELF_EXE)
+        .arg0(crate::startup::NAME)
         .arg(host.to_string())
         .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
@@ -255,251 +238,6 @@ fn start() -> std::io::Result<Zygote> {
         host,
         alive,
     })
-}
-
-/// A request: `program`, then the server's `argv` (from `argv[0]`, the program again), its
-/// environment as `NAME=value`, and its directory, each NUL-terminated, after three counts
-/// (little-endian `u32`: arguments, environment entries, and 1 with a directory else 0).
-fn encode(plan: &Plan) -> std::io::Result<Vec<u8>> {
-    let environment = plan.environment();
-    let mut out = Vec::with_capacity(1024);
-    let count = |n: usize| u32::try_from(n).map_err(std::io::Error::other);
-    out.extend_from_slice(&count(plan.args.len() + 1)?.to_le_bytes());
-    out.extend_from_slice(&count(environment.len())?.to_le_bytes());
-    out.extend_from_slice(&u32::from(plan.cwd.is_some()).to_le_bytes());
-    let mut push = |bytes: &[u8]| -> std::io::Result<()> {
-        if bytes.contains(&0) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "an argument, variable or directory holds a NUL byte",
-            ));
-        }
-        out.extend_from_slice(bytes);
-        out.push(0);
-        Ok(())
-    };
-    push(plan.program.as_bytes())?;
-    push(plan.program.as_bytes())?;
-    for arg in &plan.args {
-        push(arg.as_bytes())?;
-    }
-    for (name, value) in &environment {
-        let mut entry = OsString::with_capacity(name.len() + value.len() + 1);
-        entry.push(name);
-        entry.push("=");
-        entry.push(value);
-        push(entry.as_bytes())?;
-    }
-    if let Some(cwd) = &plan.cwd {
-        push(cwd.as_os_str().as_bytes())?;
-    }
-    if out.len() > MAX_REQUEST {
-        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
-    }
-    Ok(out)
-}
-
-/// A request as the zygote reads it.
-#[derive(Debug, PartialEq, Eq)]
-struct Request {
-    program: CString,
-    argv: Vec<CString>,
-    env: Vec<CString>,
-    cwd: Option<CString>,
-}
-
-/// Reads what [`encode`] wrote; `None` for anything else.
-fn decode(bytes: &[u8]) -> Option<Request> {
-    let count = |at: usize| -> Option<usize> {
-        let raw: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
-        usize::try_from(u32::from_le_bytes(raw)).ok()
-    };
-    let (argc, envc, dirs) = (count(0)?, count(4)?, count(8)?);
-    if argc == 0 || dirs > 1 {
-        return None;
-    }
-    let mut strings = bytes.get(12..)?.split_inclusive(|&b| b == 0);
-    let mut next = || {
-        CStr::from_bytes_with_nul(strings.next()?)
-            .ok()
-            .map(CStr::to_owned)
-    };
-    let program = next()?;
-    let argv = (0..argc).map(|_| next()).collect::<Option<Vec<_>>>()?;
-    let env = (0..envc).map(|_| next()).collect::<Option<Vec<_>>>()?;
-    let cwd = if dirs == 1 { Some(next()?) } else { None };
-    next().is_none().then_some(Request {
-        program,
-        argv,
-        env,
-        cwd,
-    })
-}
-
-/// The zygote's life, from `reexec`'s entry before `main`: its stdin is the socket. Serves
-/// requests until the host closes the socket or none comes for [`IDLE_MS`].
-///
-/// # Safety
-///
-/// Only before `main`, in a process of one thread started as the zygote.
-#[allow(unsafe_code)]
-pub(crate) unsafe fn serve(host: pid_t) -> ! {
-    // SAFETY (every block below): system calls on this process, which has one thread, and on
-    // descriptors it owns.
-    unsafe {
-        if libc::getppid() != host {
-            libc::_exit(1);
-        }
-        libc::prctl(libc::PR_SET_NAME, COMM.as_ptr(), 0, 0, 0);
-        let socket: RawFd = 0;
-        let mut buffer = vec![0u8; MAX_REQUEST];
-        loop {
-            let mut poll = libc::pollfd {
-                fd: socket,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            match libc::poll(&mut poll, 1, c_int::from(IDLE_MS)) {
-                0 => libc::_exit(0),
-                -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
-                    continue;
-                }
-                -1 => libc::_exit(1),
-                _ => {}
-            }
-            let Some((len, fds, truncated)) = receive(socket, &mut buffer) else {
-                // End of file: the host has gone.
-                libc::_exit(0);
-            };
-            let Ok(fds) = <[OwnedFd; PIPES]>::try_from(fds) else {
-                continue;
-            };
-            let request = if truncated {
-                None
-            } else {
-                decode(&buffer[..len])
-            };
-            let Some(request) = request else {
-                report(&fds[1], libc::E2BIG);
-                continue;
-            };
-            // CLONE_PARENT: the clone's parent is the host (see the module docs). Without
-            // CLONE_VM it is a copy of this process, as after `fork`.
-            let flags = libc::CLONE_PARENT as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
-            match libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) {
-                -1 => report(
-                    &fds[1],
-                    std::io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EAGAIN),
-                ),
-                0 => become_supervisor(host, &request, &fds),
-                _ => {}
-            }
-            // `fds` closes here: the clone holds its copies.
-        }
-    }
-}
-
-/// Receives one request and its descriptors (close-on-exec): `None` at end of file.
-fn receive(socket: RawFd, buffer: &mut [u8]) -> Option<(usize, Vec<OwnedFd>, bool)> {
-    let mut space = nix::cmsg_space!([RawFd; PIPES]);
-    loop {
-        let mut iov = [std::io::IoSliceMut::new(buffer)];
-        let message = match socket::recvmsg::<()>(
-            socket,
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(message) => message,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
-        };
-        let mut fds = Vec::new();
-        if let Ok(messages) = message.cmsgs() {
-            for cmsg in messages {
-                if let socket::ControlMessageOwned::ScmRights(received) = cmsg {
-                    // SAFETY: descriptors the kernel just installed in this process.
-                    #[allow(unsafe_code)]
-                    fds.extend(
-                        received
-                            .into_iter()
-                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                    );
-                }
-            }
-        }
-        let len = message.bytes;
-        let truncated = message
-            .flags
-            .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
-        if len == 0 && fds.is_empty() {
-            return None;
-        }
-        return Some((len, fds, truncated));
-    }
-}
-
-/// Writes a failure record (no clone, so pid 0) on the server's stdout pipe.
-#[allow(unsafe_code)]
-fn report(stdout: &OwnedFd, errno: c_int) {
-    let mut record = [0u8; RECORD];
-    record[..4].copy_from_slice(&MAGIC);
-    record[4..8].copy_from_slice(&errno.to_le_bytes());
-    // SAFETY: writes from a local buffer to a descriptor this process owns.
-    unsafe {
-        libc::write(stdout.as_raw_fd(), record.as_ptr().cast(), RECORD);
-    }
-}
-
-/// The clone's start: the request's pipes as stdin, stdout and stderr, a group of its own,
-/// the request's environment and directory; then a supervisor like any other.
-///
-/// # Safety
-///
-/// Only in the zygote's clone, which has one thread.
-#[allow(unsafe_code)]
-unsafe fn become_supervisor(host: pid_t, request: &Request, fds: &[OwnedFd; PIPES]) -> ! {
-    // SAFETY: system calls on this process (one thread) and descriptors it owns; the
-    // environment is changed while no other thread can read it.
-    unsafe {
-        libc::setpgid(0, 0);
-        for (target, fd) in fds.iter().enumerate() {
-            // `dup2` leaves the copy without close-on-exec.
-            if libc::dup2(fd.as_raw_fd(), target as c_int) == -1 {
-                libc::_exit(126);
-            }
-        }
-        // The socket and the received copies: nothing of the zygote's reaches the server.
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
-            for fd in 3..1024 {
-                libc::close(fd);
-            }
-        }
-        libc::clearenv();
-        for entry in &request.env {
-            // `putenv` keeps the pointer: the request lives until `exec`.
-            libc::putenv(entry.as_ptr().cast_mut());
-        }
-        if let Some(cwd) = &request.cwd
-            && libc::chdir(cwd.as_ptr()) != 0
-        {
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::ENOENT);
-            crate::reexec::write_record(MAGIC, errno, Some(libc::getpid()));
-            libc::_exit(127);
-        }
-        let mut argv: Vec<*const c_char> = request.argv.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        crate::reexec::start_server(
-            host,
-            &request.program,
-            argv.as_ptr(),
-            crate::reexec::Record::WithPid,
-        )
-    }
 }
 
 #[cfg(test)]
@@ -549,7 +287,7 @@ mod tests {
         let _ = child.kill();
         assert!(child.wait().is_ok());
         assert_eq!(parent, host);
-        assert_eq!(args, [crate::reexec::NAME.to_owned(), host.to_string()]);
+        assert_eq!(args, [crate::startup::NAME.to_owned(), host.to_string()]);
         let zygote = running().expect("the zygote runs");
         assert_ne!(zygote, child.id());
     }
@@ -591,7 +329,7 @@ mod tests {
 
     #[test]
     fn the_zygote_is_named_as_documented() {
-        assert_eq!(COMM.to_bytes(), crate::ZYGOTE_COMM.as_bytes());
+        assert_eq!(serve::COMM.to_bytes(), crate::ZYGOTE_COMM.as_bytes());
         let _child = spawn(&Plan::new("true")).unwrap().wait().unwrap();
         let zygote = running().expect("the zygote runs");
         let comm = std::fs::read_to_string(format!("/proc/{zygote}/comm")).unwrap();
@@ -670,47 +408,5 @@ mod tests {
         assert_eq!(error.raw_os_error(), direct.raw_os_error());
         // And the zygote still serves.
         assert!(output_of(&Plan::new("true")).1.success());
-    }
-
-    #[test]
-    fn a_request_reads_back_as_written() {
-        let mut plan = Plan::new("server").args(["--stdio", "x y"]);
-        plan.cwd = Some("/tmp".into());
-        plan.env.clear = true;
-        plan.env.vars = vec![("A".into(), "1=2".into())];
-        let request = decode(&encode(&plan).unwrap()).unwrap();
-        assert_eq!(
-            request,
-            Request {
-                program: c"server".to_owned(),
-                argv: vec![
-                    c"server".to_owned(),
-                    c"--stdio".to_owned(),
-                    c"x y".to_owned()
-                ],
-                env: vec![c"A=1=2".to_owned()],
-                cwd: Some(c"/tmp".to_owned()),
-            }
-        );
-        // Cut short, or with more than it announced: not a request.
-        let bytes = encode(&plan).unwrap();
-        assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
-        let mut longer = bytes.clone();
-        longer.extend_from_slice(b"extra\0");
-        assert_eq!(decode(&longer), None);
-        assert_eq!(decode(b""), None);
-    }
-
-    #[test]
-    fn a_nul_byte_or_an_oversized_request_is_refused_before_sending() {
-        let plan = Plan::new("a\0b");
-        assert_eq!(
-            encode(&plan).unwrap_err().kind(),
-            std::io::ErrorKind::InvalidInput
-        );
-        let mut plan = Plan::new("server");
-        plan.env.clear = true;
-        plan.env.vars = vec![("BIG".into(), "x".repeat(MAX_REQUEST).into())];
-        assert_eq!(encode(&plan).unwrap_err().raw_os_error(), Some(libc::E2BIG));
     }
 }
