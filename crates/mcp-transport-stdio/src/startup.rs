@@ -151,7 +151,9 @@ pub(crate) unsafe fn start_server(
         let errno = found.as_ref().err().copied().unwrap_or(0);
         let written = match record {
             Record::Plain => write_record(MAGIC, errno, None),
-            Record::WithPid => write_record(MAGIC_WITH_PID, errno, Some(libc::getpid())),
+            Record::WithPid => {
+                write_record(MAGIC_WITH_PID, errno, Some(crate::supervisor::own_pid()))
+            }
         };
         if !written {
             libc::_exit(126);

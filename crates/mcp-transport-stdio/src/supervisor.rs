@@ -88,7 +88,7 @@ pub(crate) unsafe fn split(host: pid_t, wake: c_int, forked: bool) -> std::io::R
     if unsafe { libc::getppid() } != host {
         return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
     }
-    let supervisor = unsafe { libc::getpid() };
+    let supervisor = own_pid();
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
@@ -167,7 +167,16 @@ unsafe fn drop_descriptors() {
                 libc::close(fd);
             }
         }
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+        close_from(3);
+    }
+}
+
+/// Closes every descriptor from `first` on.
+#[allow(unsafe_code)]
+pub(crate) fn close_from(first: c_int) {
+    // SAFETY: plain system calls; the caller owns every descriptor from `first` on.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) != 0 {
             // Before Linux 5.9: one close per possible descriptor.
             let mut limit: libc::rlimit = MaybeUninit::zeroed().assume_init();
             let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
@@ -175,11 +184,19 @@ unsafe fn drop_descriptors() {
             } else {
                 1 << 16
             };
-            for fd in 3..max {
+            for fd in first..max {
                 libc::close(fd);
             }
         }
     }
+}
+
+/// This process's pid from the kernel: glibc before 2.25 answers `getpid` from a cache that a
+/// clone made with the raw system call (the zygote's) still holds its parent's pid in.
+#[allow(unsafe_code)]
+pub(crate) fn own_pid() -> pid_t {
+    // SAFETY: `getpid` has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_getpid) as pid_t }
 }
 
 /// Gives back the host's memory this process holds: a fork shares the host's pages until
@@ -297,7 +314,7 @@ unsafe fn kill_all(server: Option<pid_t>) {
         {
             libc::waitpid(server, &mut status, libc::__WALL);
         }
-        let me = libc::getpid();
+        let me = own_pid();
         while has_children() {
             // Each child listed is killed and reaped at once; reaping re-parents its own
             // children here, for a later scan.
@@ -484,7 +501,7 @@ unsafe fn exit_as(status: c_int) -> ! {
             let mut only = empty_set();
             libc::sigaddset(&mut only, signal);
             libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
+            libc::kill(own_pid(), signal);
             libc::_exit(128 + signal);
         }
         libc::_exit(libc::WEXITSTATUS(status));

@@ -29,7 +29,7 @@ mod request;
 pub(crate) mod serve;
 
 use std::io::IoSlice;
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,18 +48,30 @@ use crate::startup::{Failure, MAGIC_WITH_PID as MAGIC, RECORD_WITH_PID as RECORD
 /// one by one.
 static BROKEN: AtomicBool = AtomicBool::new(false);
 
-/// Whether servers are started through the zygote.
+/// Whether servers are started through the zygote: on the architectures whose raw `clone`
+/// takes its arguments in the order the zygote passes them, until it failed here.
 pub(crate) fn usable() -> bool {
-    !BROKEN.load(Ordering::Relaxed)
+    cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) && !BROKEN.load(Ordering::Relaxed)
 }
 
 /// Notes a failed [`spawn`]: one that any request would meet turns the zygote off for this
-/// process (the one request that was too large or held a NUL byte does not).
+/// process; one of this request (too large, a NUL byte) or of the moment (a process, memory
+/// or descriptor limit) does not.
 pub(crate) fn failed(failure: &Failure) {
     let (Failure::Spawn(e) | Failure::NotASupervisor(e) | Failure::Server(e)) = failure;
-    let of_the_request = e.kind() == std::io::ErrorKind::InvalidInput
-        || matches!(e.raw_os_error(), Some(libc::E2BIG | libc::EMSGSIZE));
-    if !of_the_request {
+    let passing = e.kind() == std::io::ErrorKind::InvalidInput
+        || matches!(
+            e.raw_os_error(),
+            Some(
+                libc::E2BIG
+                    | libc::EMSGSIZE
+                    | libc::EAGAIN
+                    | libc::ENOMEM
+                    | libc::EMFILE
+                    | libc::ENFILE
+            )
+        );
+    if !passing {
         tracing::debug!(error = %e, "stdio servers: the zygote does not work here; starting supervisors one by one");
         BROKEN.store(true, Ordering::Relaxed);
     }
@@ -78,6 +90,65 @@ struct Zygote {
     host: u32,
     /// Cleared by the reaper once the zygote has ended.
     alive: Arc<AtomicBool>,
+    /// The zygote as a descriptor (Linux 5.3 on), to signal it without a reused pid's risk.
+    pidfd: Option<OwnedFd>,
+    /// What the host was when it started the zygote (see [`host_state`]).
+    state: Vec<u8>,
+}
+
+impl Zygote {
+    /// Ends a zygote that does not answer, so that it clones nothing for requests already sent.
+    fn kill(&self) {
+        self.alive.store(false, Ordering::Release);
+        if let Some(pidfd) = &self.pidfd {
+            // SAFETY: `pidfd_send_signal` on a descriptor this process owns; no info struct.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0u32,
+                );
+            }
+        }
+    }
+}
+
+/// What a clone takes from the zygote rather than from the host at the spawn: credentials,
+/// capabilities, `no_new_privs`, seccomp, umask (the calling thread's `/proc` status), resource
+/// limits and the cgroup. A host that changed any of them since it started the zygote (dropped
+/// privileges, entered a sandbox) gets a new zygote, so its servers start as it now is. (Not
+/// covered: namespaces, scheduling priority and affinity, which stay the zygote's.)
+fn host_state() -> Vec<u8> {
+    const KEPT: [&str; 11] = [
+        "Umask:",
+        "Uid:",
+        "Gid:",
+        "Groups:",
+        "CapInh:",
+        "CapPrm:",
+        "CapEff:",
+        "CapBnd:",
+        "CapAmb:",
+        "NoNewPrivs:",
+        "Seccomp:",
+    ];
+    let mut state = Vec::with_capacity(2048);
+    if let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") {
+        for line in status
+            .lines()
+            .filter(|l| KEPT.iter().any(|k| l.starts_with(k)))
+        {
+            state.extend_from_slice(line.as_bytes());
+            state.push(b'\n');
+        }
+    }
+    for file in ["/proc/self/limits", "/proc/self/cgroup"] {
+        state.extend(std::fs::read(file).unwrap_or_default());
+    }
+    state
 }
 
 /// Starts `plan`'s server under a supervisor the zygote clones (see the [module docs](self)):
@@ -89,7 +160,18 @@ struct Zygote {
 /// direct spawn would fail); [`Failure::Spawn`] when no supervisor could be started this way
 /// (the caller starts one itself).
 pub(crate) fn spawn(plan: &Plan) -> Result<Supervised, Failure> {
-    let request = encode(plan).map_err(Failure::Spawn)?;
+    // The host's directory now, not the zygote's (the one the host had when it started it).
+    let here = std::env::current_dir().map_err(|e| {
+        Failure::Spawn(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the host's working directory: {e}"),
+        ))
+    })?;
+    let cwd = plan
+        .cwd
+        .as_ref()
+        .map_or_else(|| here.clone(), |cwd| here.join(cwd));
+    let request = encode(plan, &cwd).map_err(Failure::Spawn)?;
     let mut last = None;
     for _ in 0..2 {
         let zygote = current().map_err(Failure::Spawn)?;
@@ -138,7 +220,12 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
     drop((stdin_read, stdout_write, stderr_write));
     match sent {
         Ok(_) => {}
-        Err(e @ (nix::errno::Errno::EPIPE | nix::errno::Errno::ECONNREFUSED)) => {
+        Err(
+            e @ (nix::errno::Errno::EPIPE
+            | nix::errno::Errno::ECONNREFUSED
+            | nix::errno::Errno::ECONNRESET
+            | nix::errno::Errno::ENOTCONN),
+        ) => {
             return Err(Asked::Gone(e.into()));
         }
         Err(e) => return Err(failed(e)),
@@ -150,10 +237,14 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
     {
         return Err(match e.kind() {
             std::io::ErrorKind::UnexpectedEof => Asked::Gone(e),
-            _ => Asked::Failed(Failure::NotASupervisor(e)),
+            _ => {
+                zygote.kill();
+                Asked::Failed(Failure::NotASupervisor(e))
+            }
         });
     }
     if record[..4] != MAGIC {
+        zygote.kill();
         return Err(Asked::Failed(Failure::NotASupervisor(
             std::io::Error::other("the zygote's clone wrote no record"),
         )));
@@ -183,13 +274,15 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
 fn current() -> std::io::Result<Arc<Zygote>> {
     let mut slot = ZYGOTE.lock().unwrap_or_else(PoisonError::into_inner);
     let me = std::process::id();
+    let state = host_state();
     if let Some(zygote) = slot.as_ref()
         && zygote.host == me
         && zygote.alive.load(Ordering::Acquire)
+        && zygote.state == state
     {
         return Ok(zygote.clone());
     }
-    let zygote = Arc::new(start()?);
+    let zygote = Arc::new(start(state)?);
     tracing::debug!(pid = zygote.pid, "stdio servers: started the zygote");
     *slot = Some(zygote.clone());
     Ok(zygote)
@@ -205,7 +298,7 @@ fn running() -> Option<u32> {
 }
 
 /// Starts a zygote for this process, and a thread that reaps it when it ends.
-fn start() -> std::io::Result<Zygote> {
+fn start(state: Vec<u8>) -> std::io::Result<Zygote> {
     let (ours, theirs) = socket::socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -216,11 +309,20 @@ fn start() -> std::io::Result<Zygote> {
     let mut child = Command::new(crate::startup::SELF_EXE)
         .arg0(crate::startup::NAME)
         .arg(host.to_string())
+        // Its own group: a terminal's signals to the host's group (Ctrl-C) do not reach it.
+        .process_group(0)
         .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
     let pid = child.id();
+    // Before the reaper exists, so the pid is still the zygote's.
+    // SAFETY: `pidfd_open` of a child not yet reaped; the descriptor is new and ours.
+    #[allow(unsafe_code)]
+    let pidfd = unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0u32);
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd as RawFd))
+    };
     let alive = Arc::new(AtomicBool::new(true));
     let ended = alive.clone();
     let reaper = std::thread::Builder::new()
@@ -237,6 +339,8 @@ fn start() -> std::io::Result<Zygote> {
         pid,
         host,
         alive,
+        pidfd,
+        state,
     })
 }
 
@@ -245,6 +349,14 @@ mod tests {
     use std::io::{BufRead as _, Write as _};
 
     use super::*;
+
+    /// Held by the tests that look at the zygote itself or change what every spawn inherits
+    /// (`cargo test` runs a binary's tests as threads of one process).
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 
     /// The parent and the command line of `pid`.
     fn parent_and_cmdline(pid: u32) -> (u32, Vec<String>) {
@@ -281,6 +393,7 @@ mod tests {
 
     #[test]
     fn a_clone_is_a_child_of_the_host_named_as_a_supervisor() {
+        let _serial = serial();
         let mut child = spawn(&Plan::new("sleep").args(["600"])).unwrap();
         let (parent, args) = parent_and_cmdline(child.id());
         let host = std::process::id();
@@ -304,6 +417,7 @@ mod tests {
 
     #[test]
     fn a_killed_zygote_is_replaced() {
+        let _serial = serial();
         assert!(echoing_cat("before").wait().unwrap().success());
         let old = running().expect("the zygote runs");
         nix::sys::signal::kill(
@@ -328,12 +442,44 @@ mod tests {
     }
 
     #[test]
+    fn a_host_that_changed_gets_a_zygote_that_is_as_it_now_is() {
+        let _serial = serial();
+        let umask = |plan: &Plan| output_of(plan).0.trim_end().to_owned();
+        let before = umask(&Plan::new("sh").args(["-c", "umask"]));
+        let first = running().expect("the zygote runs");
+        // SAFETY: `umask` only swaps this process's mask.
+        #[allow(unsafe_code)]
+        let old = unsafe { libc::umask(0o077) };
+        // The directory too: a server without one starts in the host's directory now.
+        let here = std::env::current_dir().unwrap();
+        let dir = tempfile_dir();
+        std::env::set_current_dir(&dir).unwrap();
+        let after = umask(&Plan::new("sh").args(["-c", "umask; pwd"]));
+        let second = running().expect("a zygote runs");
+        std::env::set_current_dir(&here).unwrap();
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::umask(old);
+        }
+        let real = std::fs::canonicalize(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_ne!(before, "0077");
+        assert_eq!(after, format!("0077\n{}", real.display()));
+        assert_ne!(first, second, "the zygote was not started anew");
+    }
+
+    #[test]
     fn the_zygote_is_named_as_documented() {
+        let _serial = serial();
         assert_eq!(serve::COMM.to_bytes(), crate::ZYGOTE_COMM.as_bytes());
         let _child = spawn(&Plan::new("true")).unwrap().wait().unwrap();
         let zygote = running().expect("the zygote runs");
         let comm = std::fs::read_to_string(format!("/proc/{zygote}/comm")).unwrap();
         assert_eq!(comm.trim_end(), crate::ZYGOTE_COMM);
+        // In a group of its own: a terminal's Ctrl-C to the host's group does not reach it.
+        let group = nix::unistd::getpgid(Some(Pid::from_raw(i32::try_from(zygote).unwrap())));
+        assert_eq!(group.unwrap().as_raw().unsigned_abs(), zygote);
     }
 
     /// What `plan` prints on stdout through the zygote, and its exit status.
@@ -347,6 +493,7 @@ mod tests {
 
     #[test]
     fn the_server_gets_its_arguments_environment_and_directory() {
+        let _serial = serial();
         use std::os::unix::fs::PermissionsExt as _;
 
         let dir = tempfile_dir();

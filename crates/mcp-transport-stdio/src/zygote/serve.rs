@@ -31,6 +31,10 @@ pub(crate) unsafe fn serve(host: pid_t) -> ! {
             libc::_exit(1);
         }
         libc::prctl(libc::PR_SET_NAME, COMM.as_ptr(), 0, 0, 0);
+        // A failure record to a pipe the host has given up on must not end the zygote.
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        // Whatever the host let its children inherit would be held for the zygote's life.
+        crate::supervisor::close_from(3);
         let socket: RawFd = 0;
         let mut buffer = vec![0u8; MAX_REQUEST];
         loop {
@@ -134,42 +138,52 @@ fn report(stdout: &OwnedFd, errno: c_int) {
 }
 
 /// The clone's start: the request's pipes as stdin, stdout and stderr, a group of its own,
-/// the request's environment and directory; then a supervisor like any other.
+/// the request's environment and directory; then a supervisor like any other. Every failure
+/// before that is reported in a record with this clone's pid, so the host reaps it.
 ///
 /// # Safety
 ///
 /// Only in the zygote's clone, which has one thread.
 #[allow(unsafe_code)]
 unsafe fn become_supervisor(host: pid_t, request: &Request, fds: &[OwnedFd; PIPES]) -> ! {
+    let fail = |stdout: RawFd, code: c_int| -> ! {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        let pid = crate::supervisor::own_pid();
+        let mut record = [0u8; RECORD];
+        record[..4].copy_from_slice(&MAGIC);
+        record[4..8].copy_from_slice(&errno.to_le_bytes());
+        record[8..].copy_from_slice(&pid.to_le_bytes());
+        // SAFETY: a write from a local buffer, then the end of this process.
+        unsafe {
+            libc::write(stdout, record.as_ptr().cast(), RECORD);
+            libc::_exit(code)
+        }
+    };
     // SAFETY: system calls on this process (one thread) and descriptors it owns; the
     // environment is changed while no other thread can read it.
     unsafe {
-        libc::setpgid(0, 0);
+        // As a process the host spawned would have it (the zygote ignores it).
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if libc::setpgid(0, 0) != 0 {
+            fail(fds[1].as_raw_fd(), 126);
+        }
         for (target, fd) in fds.iter().enumerate() {
             // `dup2` leaves the copy without close-on-exec.
             if libc::dup2(fd.as_raw_fd(), target as c_int) == -1 {
-                libc::_exit(126);
+                fail(fds[1].as_raw_fd(), 126);
             }
         }
         // The socket and the received copies: nothing of the zygote's reaches the server.
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
-            for fd in 3..1024 {
-                libc::close(fd);
-            }
-        }
+        crate::supervisor::close_from(3);
         libc::clearenv();
         for entry in &request.env {
             // `putenv` keeps the pointer: the request lives until `exec`.
             libc::putenv(entry.as_ptr().cast_mut());
         }
-        if let Some(cwd) = &request.cwd
-            && libc::chdir(cwd.as_ptr()) != 0
-        {
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::ENOENT);
-            crate::startup::write_record(MAGIC, errno, Some(libc::getpid()));
-            libc::_exit(127);
+        if libc::chdir(request.cwd.as_ptr()) != 0 {
+            fail(1, 127);
         }
         let mut argv: Vec<*const c_char> = request.argv.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
