@@ -272,9 +272,10 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
 
 /// The running zygote of this process, started now if there is none.
 fn current() -> std::io::Result<Arc<Zygote>> {
+    // Read before the lock: concurrent spawns read it at once.
+    let state = host_state();
     let mut slot = ZYGOTE.lock().unwrap_or_else(PoisonError::into_inner);
     let me = std::process::id();
-    let state = host_state();
     if let Some(zygote) = slot.as_ref()
         && zygote.host == me
         && zygote.alive.load(Ordering::Acquire)
