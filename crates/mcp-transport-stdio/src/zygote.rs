@@ -117,10 +117,10 @@ impl Zygote {
 }
 
 /// What a clone takes from the zygote rather than from the host at the spawn: credentials,
-/// capabilities, `no_new_privs`, seccomp, umask (the calling thread's `/proc` status), resource
-/// limits and the cgroup. A host that changed any of them since it started the zygote (dropped
+/// capabilities, `no_new_privs`, seccomp, umask (the calling thread's `/proc` status) and
+/// resource limits. A host that changed any of them since it started the zygote (dropped
 /// privileges, entered a sandbox) gets a new zygote, so its servers start as it now is. (Not
-/// covered: namespaces, scheduling priority and affinity, which stay the zygote's.)
+/// covered: namespaces, the cgroup, scheduling priority and affinity, which stay the zygote's.)
 fn host_state() -> Vec<u8> {
     const KEPT: [&str; 11] = [
         "Umask:",
@@ -135,7 +135,7 @@ fn host_state() -> Vec<u8> {
         "NoNewPrivs:",
         "Seccomp:",
     ];
-    let mut state = Vec::with_capacity(2048);
+    let mut state = Vec::with_capacity(1024);
     if let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") {
         for line in status
             .lines()
@@ -145,8 +145,18 @@ fn host_state() -> Vec<u8> {
             state.push(b'\n');
         }
     }
-    for file in ["/proc/self/limits", "/proc/self/cgroup"] {
-        state.extend(std::fs::read(file).unwrap_or_default());
+    // Linux has 16 (`RLIMIT_RTTIME` is the last); later ones, if any, fail and are skipped.
+    for resource in 0..16 {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `getrlimit` writes into a local; an unknown resource fails and is skipped.
+        #[allow(unsafe_code)]
+        if unsafe { libc::getrlimit(resource as _, &mut limit) } == 0 {
+            state.extend_from_slice(&limit.rlim_cur.to_le_bytes());
+            state.extend_from_slice(&limit.rlim_max.to_le_bytes());
+        }
     }
     state
 }
@@ -451,13 +461,27 @@ mod tests {
         // SAFETY: `umask` only swaps this process's mask.
         #[allow(unsafe_code)]
         let old = unsafe { libc::umask(0o077) };
+        let files =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            512.min(files.0),
+            files.1,
+        )
+        .unwrap();
         // The directory too: a server without one starts in the host's directory now.
         let here = std::env::current_dir().unwrap();
         let dir = tempfile_dir();
         std::env::set_current_dir(&dir).unwrap();
-        let after = umask(&Plan::new("sh").args(["-c", "umask; pwd"]));
+        let after = umask(&Plan::new("sh").args(["-c", "umask; pwd; ulimit -n"]));
         let second = running().expect("a zygote runs");
         std::env::set_current_dir(&here).unwrap();
+        nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            files.0,
+            files.1,
+        )
+        .unwrap();
         // SAFETY: as above.
         #[allow(unsafe_code)]
         unsafe {
@@ -466,7 +490,10 @@ mod tests {
         let real = std::fs::canonicalize(&dir).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert_ne!(before, "0077");
-        assert_eq!(after, format!("0077\n{}", real.display()));
+        assert_eq!(
+            after,
+            format!("0077\n{}\n{}", real.display(), 512.min(files.0))
+        );
         assert_ne!(first, second, "the zygote was not started anew");
     }
 
