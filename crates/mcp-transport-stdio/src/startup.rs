@@ -109,9 +109,14 @@ pub(crate) enum Record {
     WithPid,
 }
 
-/// Writes a record on stdout: `magic`, `errno` and, when given, `pid` (little-endian `i32`s).
+/// Writes a record on `fd`: `magic`, `errno` and, when given, `pid` (little-endian `i32`s).
 /// `false` when it could not be written whole.
-pub(crate) fn write_record(magic: [u8; 4], errno: c_int, pid: Option<libc::pid_t>) -> bool {
+pub(crate) fn write_record(
+    fd: std::os::fd::RawFd,
+    magic: [u8; 4],
+    errno: c_int,
+    pid: Option<libc::pid_t>,
+) -> bool {
     let mut record = [0u8; RECORD_WITH_PID];
     record[..4].copy_from_slice(&magic);
     record[4..8].copy_from_slice(&errno.to_le_bytes());
@@ -122,9 +127,9 @@ pub(crate) fn write_record(magic: [u8; 4], errno: c_int, pid: Option<libc::pid_t
         }
         None => RECORD,
     };
-    // SAFETY: writes from a local buffer.
+    // SAFETY: writes from a local buffer; a descriptor that is not open fails the write.
     #[allow(unsafe_code)]
-    let written = unsafe { libc::write(1, record.as_ptr().cast(), len) };
+    let written = unsafe { libc::write(fd, record.as_ptr().cast(), len) };
     written == len as isize
 }
 
@@ -150,9 +155,9 @@ pub(crate) unsafe fn start_server(
         let found = resolve(program);
         let errno = found.as_ref().err().copied().unwrap_or(0);
         let written = match record {
-            Record::Plain => write_record(MAGIC, errno, None),
+            Record::Plain => write_record(1, MAGIC, errno, None),
             Record::WithPid => {
-                write_record(MAGIC_WITH_PID, errno, Some(crate::supervisor::own_pid()))
+                write_record(1, MAGIC_WITH_PID, errno, Some(crate::supervisor::own_pid()))
             }
         };
         if !written {

@@ -8,7 +8,7 @@ use nix::libc::{self, c_char, c_int, pid_t};
 use nix::sys::socket::{self, MsgFlags};
 
 use super::request::{MAX_REQUEST, PIPES, Request, decode};
-use crate::startup::{MAGIC_WITH_PID as MAGIC, RECORD_WITH_PID as RECORD};
+use crate::startup::{MAGIC_WITH_PID, write_record};
 
 /// [`crate::ZYGOTE_COMM`] for `prctl`.
 pub(super) const COMM: &CStr = c"mcp-zygote";
@@ -126,15 +126,8 @@ fn receive(socket: RawFd, buffer: &mut [u8]) -> Option<(usize, Vec<OwnedFd>, boo
 }
 
 /// Writes a failure record (no clone, so pid 0) on the server's stdout pipe.
-#[allow(unsafe_code)]
 fn report(stdout: &OwnedFd, errno: c_int) {
-    let mut record = [0u8; RECORD];
-    record[..4].copy_from_slice(&MAGIC);
-    record[4..8].copy_from_slice(&errno.to_le_bytes());
-    // SAFETY: writes from a local buffer to a descriptor this process owns.
-    unsafe {
-        libc::write(stdout.as_raw_fd(), record.as_ptr().cast(), RECORD);
-    }
+    write_record(stdout.as_raw_fd(), MAGIC_WITH_PID, errno, Some(0));
 }
 
 /// The clone's start: the request's pipes as stdin, stdout and stderr, a group of its own,
@@ -150,16 +143,14 @@ unsafe fn become_supervisor(host: pid_t, request: &Request, fds: &[OwnedFd; PIPE
         let errno = std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO);
-        let pid = crate::supervisor::own_pid();
-        let mut record = [0u8; RECORD];
-        record[..4].copy_from_slice(&MAGIC);
-        record[4..8].copy_from_slice(&errno.to_le_bytes());
-        record[8..].copy_from_slice(&pid.to_le_bytes());
-        // SAFETY: a write from a local buffer, then the end of this process.
-        unsafe {
-            libc::write(stdout, record.as_ptr().cast(), RECORD);
-            libc::_exit(code)
-        }
+        write_record(
+            stdout,
+            MAGIC_WITH_PID,
+            errno,
+            Some(crate::supervisor::own_pid()),
+        );
+        // SAFETY: the end of this process.
+        unsafe { libc::_exit(code) }
     };
     // SAFETY: system calls on this process (one thread) and descriptors it owns; the
     // environment is changed while no other thread can read it.
