@@ -43,7 +43,7 @@ use url::Url;
 use super::answer::Answer;
 use super::auth::BearerAuth;
 use super::authenticate::Authentication;
-use super::body::BodyLayer;
+use super::body::{BodyLayer, Whole};
 use super::check::CheckLayer;
 use super::ended::SessionEnd;
 use super::ids::Ids;
@@ -65,6 +65,9 @@ pub(crate) type Mcp = StreamableHttpService<Session, LocalSessionManager>;
 
 /// The checks of one endpoint stacked over its rmcp service: what a connection serves.
 pub(crate) type Front = BoxCloneSyncService<Request<Incoming>, Answer, Infallible>;
+
+/// The checks below the body's reading, over the rmcp service.
+type Message = BoxCloneSyncService<Request<Whole>, Answer, Infallible>;
 
 /// The settings of one endpoint's checks.
 pub(crate) struct Checks {
@@ -95,6 +98,11 @@ pub(crate) struct Checks {
 
 impl Checks {
     /// The layers, in the order of the module's list, over `mcp`.
+    ///
+    /// Two boxed stacks meeting at the body's reading: the checks of a request's head over
+    /// those of its whole message. One stack of all the layers (each optional one an `Either`
+    /// holding the rest twice) took the compiler over a minute to type-check; the box costs
+    /// one allocation per request.
     pub(crate) fn stack(self, mcp: Mcp) -> Front {
         let auth: Option<BearerAuth> = self.routes.auth.clone();
         let auth = auth.map(|auth| {
@@ -118,26 +126,31 @@ impl Checks {
         let rate_limit = self
             .rate_limit
             .map(|limit| CheckLayer::new(Limiter::new(limit)));
-        let service = ServiceBuilder::new()
-            .layer(MeteredLayer)
-            .option_layer(rate_limit)
-            .layer(CheckLayer::new(self.routes))
-            .layer(CheckLayer::new(Origins(self.allowed_origins)))
-            .option_layer(auth)
-            .option_layer(shared_limit)
-            .layer(BodyLayer {
-                max: self.max_body,
-                timeout: self.body_timeout,
-            })
-            .layer(CheckLayer::new(NameMethod))
-            .layer(CheckLayer::new(MessageCheck))
-            .option_layer(sessions)
-            .layer(CheckLayer::new(self.params))
-            .layer(CheckLayer::new(Ids::default()))
-            .layer(CheckLayer::new(self.in_flight))
-            .layer(CheckLayer::new(SessionEnd))
-            .option_layer(self.sessions.map(SessionsLayer))
-            .service(mcp);
-        BoxCloneSyncService::new(service)
+        let message: Message = BoxCloneSyncService::new(
+            ServiceBuilder::new()
+                .layer(CheckLayer::new(NameMethod))
+                .layer(CheckLayer::new(MessageCheck))
+                .option_layer(sessions)
+                .layer(CheckLayer::new(self.params))
+                .layer(CheckLayer::new(Ids::default()))
+                .layer(CheckLayer::new(self.in_flight))
+                .layer(CheckLayer::new(SessionEnd))
+                .option_layer(self.sessions.map(SessionsLayer))
+                .service(mcp),
+        );
+        BoxCloneSyncService::new(
+            ServiceBuilder::new()
+                .layer(MeteredLayer)
+                .option_layer(rate_limit)
+                .layer(CheckLayer::new(self.routes))
+                .layer(CheckLayer::new(Origins(self.allowed_origins)))
+                .option_layer(auth)
+                .option_layer(shared_limit)
+                .layer(BodyLayer {
+                    max: self.max_body,
+                    timeout: self.body_timeout,
+                })
+                .service(message),
+        )
     }
 }
