@@ -22,8 +22,10 @@
 //! check must be listed in the baseline as `scenario:check-id  reason` under a
 //! `[gateway R... [eager|lazy|upstream]]` header (about `eager` and `lazy` unless one is
 //! named), and every listed check must still fail (else: remove its line). A run that leaves no checks (the suite crashed or overstayed) is a regression.
-//! Output is kept under `target/conformance/gateway/<exposure>/<revision>/<scenario>/`, the
-//! gateway's log beside it.
+//! Each exposure at each revision has a gateway of its own, the gateways run in parallel and
+//! each serves one scenario at a time ([`run_all`]). Output is kept under
+//! `target/conformance/gateway/<exposure>/<revision>/`: the requirement set's in
+//! `requirements/`, each extension's in `<scenario>/`, the gateway's log in `gateway/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -423,10 +425,15 @@ pub(super) struct GatewayOutcome {
     pub(super) log: PathBuf,
 }
 
-/// Runs `runs` exposure by exposure, each against a gateway of its own, one scenario at a time;
-/// the outcomes are in the order of `runs`. In the `upstream` exposure the gateway's kit speaks
-/// the revision under test (a gateway per revision; `--discover` at 2026-07-28, where its tools
-/// ask for input with input-required results the gateway relays).
+/// Runs `runs` by group, each group (one exposure at one revision) against a gateway of its
+/// own, the groups on as many workers as the machine has cores (at most 4); the outcomes are in
+/// the order of `runs`. In the `upstream` exposure the gateway's kit speaks the revision under
+/// test (`--discover` at 2026-07-28, where its tools ask for input with input-required results
+/// the gateway relays).
+///
+/// A group's scenarios of the revision's requirement set run in one suite process, which runs
+/// them one after the other ([`run_set`]; starting the suite costs more than most scenarios),
+/// the extensions one by one after it ([`run_one`]): a gateway serves one scenario at a time.
 pub(super) fn run_all(
     peers: &Peers,
     gateway_bin: &Path,
@@ -434,59 +441,182 @@ pub(super) fn run_all(
     runs: &[GatewayRun],
     out_root: &Path,
 ) -> Result<Vec<GatewayOutcome>> {
-    let mut outcomes: Vec<Option<GatewayOutcome>> = runs.iter().map(|_| None).collect();
-    let groups = EXPOSURES.iter().flat_map(|&exposure| {
-        let revisions: Vec<Option<&str>> = if exposure == UPSTREAM_NAMES {
-            super::REVISIONS.iter().copied().map(Some).collect()
-        } else {
-            vec![None]
-        };
-        revisions.into_iter().map(move |r| (exposure, r))
-    });
-    let mut cleared = std::collections::HashSet::new();
-    for (exposure, revision) in groups {
-        let these: Vec<(usize, &GatewayRun)> = runs
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.exposure == exposure && revision.is_none_or(|v| r.revision == v))
-            .collect();
-        if these.is_empty() {
-            continue;
-        }
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    for exposure in EXPOSURES {
         let dir = out_root.join(exposure);
-        if cleared.insert(exposure) && dir.exists() {
+        if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
-        std::fs::create_dir_all(&dir)?;
-        let discover = revision == Some("2026-07-28");
-        let mut gateway = Gateway::start(gateway_bin, upstream_bin, exposure, discover, &dir)?;
-        eprintln!("conformance: gateway ({exposure}) at {}", gateway.url);
-        for (i, run) in these {
-            let outcome =
-                run_one(peers, &gateway.url, run, &dir).unwrap_or_else(|e| GatewayOutcome {
-                    summary: format!("not run: {e:#}"),
-                    completed: false,
-                    problems: Vec::new(),
-                    log: dir.clone(),
+        for revision in REVISIONS {
+            let these: Vec<(usize, &GatewayRun)> = runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.exposure == exposure && r.revision == revision)
+                .collect();
+            if !these.is_empty() {
+                groups.push(Group {
+                    exposure,
+                    revision,
+                    runs: these,
+                    dir: dir.join(revision),
                 });
-            eprintln!(
-                "conformance: gateway ({exposure}) {} {}: {}",
-                run.revision, run.scenario, outcome.summary
-            );
-            outcomes[i] = Some(outcome);
+            }
         }
-        gateway.stop()?;
     }
+    // The largest first, so the last to start are the shortest.
+    groups.sort_by_key(|g| std::cmp::Reverse(g.runs.len()));
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = std::sync::Mutex::new(runs.iter().map(|_| None).collect::<Vec<_>>());
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(group) = groups.get(i) else {
+                            return Ok(());
+                        };
+                        for (i, outcome) in group.run(peers, gateway_bin, upstream_bin)? {
+                            outcomes.lock().expect("the outcomes")[i] = Some(outcome);
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a gateway conformance worker"))
+    })?;
     Ok(outcomes
+        .into_inner()
+        .expect("the outcomes")
         .into_iter()
         .map(|o| o.expect("every run has an outcome"))
         .collect())
 }
 
+/// The runs of one exposure at one revision, against one gateway.
+struct Group<'a> {
+    exposure: &'static str,
+    revision: &'static str,
+    /// Each run with its index in all the runs.
+    runs: Vec<(usize, &'a GatewayRun)>,
+    /// `<exposure>/<revision>`: the gateway's files in `gateway/`, the requirement set's
+    /// output in `requirements/`, each scenario run alone in `<scenario>/`.
+    dir: PathBuf,
+}
+
+impl Group<'_> {
+    /// Starts the group's gateway, runs its scenarios and stops it.
+    fn run(
+        &self,
+        peers: &Peers,
+        gateway_bin: &Path,
+        upstream_bin: &Path,
+    ) -> Result<Vec<(usize, GatewayOutcome)>> {
+        let (exposure, revision) = (self.exposure, self.revision);
+        let gateway_dir = self.dir.join("gateway");
+        std::fs::create_dir_all(&gateway_dir)?;
+        let discover = exposure == UPSTREAM_NAMES && revision == "2026-07-28";
+        let mut gateway =
+            Gateway::start(gateway_bin, upstream_bin, exposure, discover, &gateway_dir)?;
+        eprintln!(
+            "conformance: gateway ({exposure}) {revision} at {}, {} run(s)",
+            gateway.url,
+            self.runs.len()
+        );
+        // The extensions are not in the requirement set; one scenario alone needs no set.
+        let (set, alone): (Vec<_>, Vec<_>) = self
+            .runs
+            .iter()
+            .partition(|(_, r)| !EXTENSIONS.contains(&r.scenario.as_str()));
+        let (set, alone) = if set.len() > 1 {
+            (set, alone)
+        } else {
+            (Vec::new(), self.runs.clone())
+        };
+        let mut outcomes = Vec::with_capacity(self.runs.len());
+        let report = |run: &GatewayRun, outcome: &GatewayOutcome| {
+            eprintln!(
+                "conformance: gateway ({exposure}) {revision} {}: {}",
+                run.scenario, outcome.summary
+            );
+        };
+        if !set.is_empty() {
+            let names: Vec<&str> = set.iter().map(|(_, r)| r.scenario.as_str()).collect();
+            let set_outcomes = run_set(peers, &gateway.url, revision, &names, &self.dir)
+                .unwrap_or_else(|e| names.iter().map(|_| not_run(&e, &self.dir)).collect());
+            for (&(i, run), outcome) in set.iter().zip(set_outcomes) {
+                report(run, &outcome);
+                outcomes.push((i, outcome));
+            }
+        }
+        for (i, run) in alone {
+            let outcome = run_one(peers, &gateway.url, run, &self.dir)
+                .unwrap_or_else(|e| not_run(&e, &self.dir));
+            report(run, &outcome);
+            outcomes.push((i, outcome));
+        }
+        gateway.stop()?;
+        Ok(outcomes)
+    }
+}
+
+/// The outcome of a run the suite could not be started for.
+fn not_run(error: &anyhow::Error, dir: &Path) -> GatewayOutcome {
+    GatewayOutcome {
+        summary: format!("not run: {error:#}"),
+        completed: false,
+        problems: Vec::new(),
+        log: dir.to_path_buf(),
+    }
+}
+
+/// Runs `revision`'s requirement set against the gateway at `url` in one suite process
+/// (`server --requirements R`: the scenarios one after the other, each within
+/// [`SUITE_TIMEOUT`]) and returns the outcomes of `scenarios`, each from its result directory
+/// (`server-<scenario>-<timestamp>` in `dir/requirements`). Scenarios of the set not asked for
+/// (upstream-only or not applicable here) run too; their results are not read.
+fn run_set(
+    peers: &Peers,
+    url: &str,
+    revision: &str,
+    scenarios: &[&str],
+    dir: &Path,
+) -> Result<Vec<GatewayOutcome>> {
+    let dir = dir.join("requirements");
+    let args = [
+        OsStr::new("server"),
+        OsStr::new("--url"),
+        OsStr::new(url),
+        OsStr::new("--requirements"),
+        OsStr::new(revision),
+    ];
+    let (status, log) = super::spawn_suite(peers, &args, SUITE_TIMEOUT, super::SET_TIMEOUT, &dir)?;
+    Ok(scenarios
+        .iter()
+        .map(
+            |scenario| match super::result_dir(&dir, &format!("server-{scenario}")) {
+                Some(result) => outcome(&result, status.is_some(), super::SET_TIMEOUT, log.clone()),
+                None => GatewayOutcome {
+                    summary: match status {
+                        None => format!("killed after {} s", super::SET_TIMEOUT.as_secs()),
+                        Some(_) => "no result in the requirement set's output".into(),
+                    },
+                    completed: false,
+                    problems: Vec::new(),
+                    log: log.clone(),
+                },
+            },
+        )
+        .collect())
+}
+
 fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<GatewayOutcome> {
-    let dir = dir
-        .join(&run.revision)
-        .join(run.scenario.replace('/', "__"));
+    let dir = dir.join(run.scenario.replace('/', "__"));
     let mode = [OsStr::new("server"), OsStr::new("--url"), OsStr::new(url)];
     let (status, log) = super::run_suite(
         peers,
@@ -496,14 +626,19 @@ fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<Gat
         SUITE_TIMEOUT,
         &dir,
     )?;
-    let finished = status.is_some();
-    let Some(checks) = read_checks_json(&dir) else {
-        return Ok(GatewayOutcome {
+    Ok(outcome(&dir, status.is_some(), SCENARIO_TIMEOUT, log))
+}
+
+/// A run's outcome from the checks the suite wrote under `dir`; `finished` when the suite
+/// ended within our `bound`.
+fn outcome(dir: &Path, finished: bool, bound: Duration, log: PathBuf) -> GatewayOutcome {
+    let Some(checks) = read_checks_json(dir) else {
+        return GatewayOutcome {
             summary: "no checks recorded".into(),
             completed: false,
             problems: Vec::new(),
             log,
-        });
+        };
     };
     let count = |s: &str| checks.iter().filter(|c| c["status"] == s).count();
     let problems = checks
@@ -531,14 +666,14 @@ fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<Gat
             count("WARNING")
         )
     } else {
-        format!("killed after {} s", SCENARIO_TIMEOUT.as_secs())
+        format!("killed after {} s", bound.as_secs())
     };
-    Ok(GatewayOutcome {
+    GatewayOutcome {
         summary,
         completed: finished,
         problems,
         log,
-    })
+    }
 }
 
 /// The skill directory the upstream serves (`--skills`): one skill, `pdf-processing`, its
