@@ -201,8 +201,10 @@ fn python_sdk_through_the_gateway_over_stdio_eager_and_lazy() {
 #[test]
 fn python_sdk_over_http_with_a_token_and_a_crashed_upstream_replaced_for_the_next_session() {
     let Some(python) = python() else { return };
-    let (_dir, file, record) =
-        kit_config("expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }");
+    // The `auto` client speaks 2026-07-28: its requests share a pooled run, closed once idle.
+    let (_dir, file, record) = kit_config(
+        "expose = \"eager\"\nauth = { bearer_token_env = \"GW_TOKEN\" }\nrun_pool = { idle_timeout_seconds = 0.5 }",
+    );
     let mut gateway = Gateway::start(&file, &[("GW_TOKEN", TOKEN)]);
     let url = gateway.url.clone();
 
@@ -243,7 +245,7 @@ fn python_sdk_over_http_with_a_token_and_a_crashed_upstream_replaced_for_the_nex
         .count();
     assert_eq!(calls, 4, "each call reached an upstream once");
 
-    // Every session ended: no upstream process is left behind.
+    // Every session ended and the pooled run closed: no upstream process is left behind.
     wait_until("the upstream processes to close", || {
         children(gateway.pid()).is_empty()
     });
