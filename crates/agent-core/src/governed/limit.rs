@@ -1,5 +1,5 @@
 //! The output-limit layer: what a call returns, a result or an error's text, is cut to the
-//! run's output limit; the whole is kept in the run's [`OutputStore`] under a handle.
+//! run's output limit; the whole is kept in the run's [`OutputStore`](crate::OutputStore) under a handle.
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Hybrid ranking inside the catalog (feature `embed`): the tools' vectors kept beside the
 //! lexical index, re-embedded in the background whenever the catalog's tools change, and the
-//! bounded search `mcp_search_tools` runs ([`Catalog::search_ranked`]).
+//! bounded search `mcp_search_tools` runs ([`Catalog::search_ranked`](crate::Catalog::search_ranked)).
 //!
 //! One update runs at a time, at most one more waits behind it (the newest tool list), and an
 //! update holds the catalog's vectors only weakly: once the catalog is gone it starts no
@@ -13,7 +13,7 @@
 //! `semantic_weight` of 0 embeds nothing. An update task dropped before it took its texts (its
 //! runtime shut down) lets the next request start another.
 //!
-//! Without the feature, [`Catalog::search_ranked`] is [`Catalog::search`] and nothing here
+//! Without the feature, [`Catalog::search_ranked`](crate::Catalog::search_ranked) is [`Catalog::search`](crate::Catalog::search) and nothing here
 //! costs anything.
 
 #[cfg(not(feature = "embed"))]

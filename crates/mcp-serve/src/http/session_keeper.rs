@@ -1,4 +1,4 @@
-//! rmcp's session store ([`rmcp`'s `SessionStore`]) over a fleet's [`SessionStore`]: rmcp keeps
+//! rmcp's session store ([`rmcp`'s `SessionStore`]) over a fleet's [`SessionStore`](super::session_store::SessionStore): rmcp keeps
 //! a session's `initialize` when the handshake is done, reads it back on a replica that does
 //! not hold the session (and replays the handshake there), and removes it on `DELETE`. The
 //! [`Keeper`] adds what rmcp does not keep:
