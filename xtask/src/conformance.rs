@@ -648,8 +648,18 @@ fn result_dir(dir: &Path, scenario: &str) -> Option<PathBuf> {
                 && p.file_name()
                     .and_then(|n| n.to_str())
                     .and_then(|n| n.strip_prefix(&prefix))
-                    // The timestamp, not a longer scenario name (`auth/x-y`).
-                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+                    // The timestamp, not a longer scenario name (`auth/x-y`, `x-2`).
+                    .is_some_and(is_timestamp)
+        })
+}
+
+/// Whether `text` is the suite's timestamp of a result directory: `YYYY-MM-DDThh-mm-ss-mmmZ`.
+fn is_timestamp(text: &str) -> bool {
+    let shape = b"dddd-dd-ddTdd-dd-dd-dddZ";
+    text.len() == shape.len()
+        && text.bytes().zip(shape).all(|(c, &s)| match s {
+            b'd' => c.is_ascii_digit(),
+            _ => c == s,
         })
 }
 
@@ -848,6 +858,34 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn result_directories_are_told_apart_by_their_timestamp() {
+        assert!(is_timestamp("2026-12-05T21-27-44-980Z"));
+        assert!(!is_timestamp("2-2026-12-05T21-27-44-980Z"));
+        assert!(!is_timestamp("changed-2026-12-05T21-27-44-980Z"));
+        assert!(!is_timestamp("2026-12-05"));
+        let dir = std::env::temp_dir().join(format!("xtask-result-dir-{}", std::process::id()));
+        for name in [
+            "server-foo-2-2026-12-05T21-27-44-980Z",
+            "server-foo-2026-12-05T21-27-45-001Z",
+        ] {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+        }
+        let found =
+            |scenario: &str| result_dir(&dir, scenario).map(|p| p.file_name().unwrap().to_owned());
+        assert_eq!(
+            found("server-foo").unwrap(),
+            "server-foo-2026-12-05T21-27-45-001Z"
+        );
+        assert_eq!(
+            found("server-foo-2").unwrap(),
+            "server-foo-2-2026-12-05T21-27-44-980Z"
+        );
+        assert!(found("server-bar").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -22,10 +22,12 @@
 //! check must be listed in the baseline as `scenario:check-id  reason` under a
 //! `[gateway R... [eager|lazy|upstream]]` header (about `eager` and `lazy` unless one is
 //! named), and every listed check must still fail (else: remove its line). A run that leaves no checks (the suite crashed or overstayed) is a regression.
-//! Each exposure at each revision has a gateway of its own, the gateways run in parallel and
-//! each serves one scenario at a time ([`run_all`]). Output is kept under
-//! `target/conformance/gateway/<exposure>/<revision>/`: the requirement set's in
-//! `requirements/`, each extension's in `<scenario>/`, the gateway's log in `gateway/`.
+//! Each exposure at each revision has a gateway of its own, the gateways run in parallel, and
+//! each runs the revision's requirement set in one suite process (every scenario of the set,
+//! those not planned for the exposure too, whose results are not read), then the rest one by
+//! one ([`run_all`]). Output is kept under `target/conformance/gateway/<exposure>/<revision>/`:
+//! the requirement set's in `requirements/`, each scenario run alone (an extension, a group's
+//! only scenario, one the set did not reach) in `<scenario>/`, the gateway's log in `gateway/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -433,7 +435,10 @@ pub(super) struct GatewayOutcome {
 ///
 /// A group's scenarios of the revision's requirement set run in one suite process, which runs
 /// them one after the other ([`run_set`]; starting the suite costs more than most scenarios),
-/// the extensions one by one after it ([`run_one`]): a gateway serves one scenario at a time.
+/// then the extensions and any scenario the set did not reach, each alone ([`run_one`]). A
+/// scenario that overstays the suite's timeout is recorded as failed and the set goes on, while
+/// that scenario's requests may still be in flight: a hang can disturb the next scenario, and
+/// both are then regressions to look at.
 pub(super) fn run_all(
     peers: &Peers,
     gateway_bin: &Path,
@@ -522,7 +527,17 @@ impl Group<'_> {
         std::fs::create_dir_all(&gateway_dir)?;
         let discover = exposure == UPSTREAM_NAMES && revision == "2026-07-28";
         let mut gateway =
-            Gateway::start(gateway_bin, upstream_bin, exposure, discover, &gateway_dir)?;
+            match Gateway::start(gateway_bin, upstream_bin, exposure, discover, &gateway_dir) {
+                Ok(gateway) => gateway,
+                Err(e) => {
+                    let e = e.context(format!("the gateway ({exposure}) {revision}"));
+                    return Ok(self
+                        .runs
+                        .iter()
+                        .map(|&(i, _)| (i, not_run(&e, &gateway_dir)))
+                        .collect());
+                }
+            };
         eprintln!(
             "conformance: gateway ({exposure}) {revision} at {}, {} run(s)",
             gateway.url,
@@ -545,13 +560,21 @@ impl Group<'_> {
                 run.scenario, outcome.summary
             );
         };
+        let mut alone = alone;
         if !set.is_empty() {
             let names: Vec<&str> = set.iter().map(|(_, r)| r.scenario.as_str()).collect();
             let set_outcomes = run_set(peers, &gateway.url, revision, &names, &self.dir)
-                .unwrap_or_else(|e| names.iter().map(|_| not_run(&e, &self.dir)).collect());
+                .unwrap_or_else(|e| names.iter().map(|_| Some(not_run(&e, &self.dir))).collect());
             for (&(i, run), outcome) in set.iter().zip(set_outcomes) {
-                report(run, &outcome);
-                outcomes.push((i, outcome));
+                match outcome {
+                    Some(outcome) => {
+                        report(run, &outcome);
+                        outcomes.push((i, outcome));
+                    }
+                    // Not reached before the set ended (or was killed): on its own, so that
+                    // what became of it is its own result.
+                    None => alone.push((i, run)),
+                }
             }
         }
         for (i, run) in alone {
@@ -577,16 +600,18 @@ fn not_run(error: &anyhow::Error, dir: &Path) -> GatewayOutcome {
 
 /// Runs `revision`'s requirement set against the gateway at `url` in one suite process
 /// (`server --requirements R`: the scenarios one after the other, each within
-/// [`SUITE_TIMEOUT`]) and returns the outcomes of `scenarios`, each from its result directory
-/// (`server-<scenario>-<timestamp>` in `dir/requirements`). Scenarios of the set not asked for
-/// (upstream-only or not applicable here) run too; their results are not read.
+/// [`SUITE_TIMEOUT`], all within [`SET_TIMEOUT`](super::SET_TIMEOUT)) and returns the outcome
+/// of each of `scenarios` from its result directory (`server-<scenario>-<timestamp>` in
+/// `dir/requirements`), `None` for one with no result there (the set was killed before it
+/// ended). Scenarios of the set not asked for (upstream-only or not applicable here) run too;
+/// their results are not read.
 fn run_set(
     peers: &Peers,
     url: &str,
     revision: &str,
     scenarios: &[&str],
     dir: &Path,
-) -> Result<Vec<GatewayOutcome>> {
+) -> Result<Vec<Option<GatewayOutcome>>> {
     let dir = dir.join("requirements");
     let args = [
         OsStr::new("server"),
@@ -595,23 +620,15 @@ fn run_set(
         OsStr::new("--requirements"),
         OsStr::new(revision),
     ];
-    let (status, log) = super::spawn_suite(peers, &args, SUITE_TIMEOUT, super::SET_TIMEOUT, &dir)?;
+    let (_, log) = super::spawn_suite(peers, &args, SUITE_TIMEOUT, super::SET_TIMEOUT, &dir)?;
     Ok(scenarios
         .iter()
-        .map(
-            |scenario| match super::result_dir(&dir, &format!("server-{scenario}")) {
-                Some(result) => outcome(&result, status.is_some(), super::SET_TIMEOUT, log.clone()),
-                None => GatewayOutcome {
-                    summary: match status {
-                        None => format!("killed after {} s", super::SET_TIMEOUT.as_secs()),
-                        Some(_) => "no result in the requirement set's output".into(),
-                    },
-                    completed: false,
-                    problems: Vec::new(),
-                    log: log.clone(),
-                },
-            },
-        )
+        .map(|scenario| {
+            let result = super::result_dir(&dir, &format!("server-{scenario}"))?;
+            // A result directory holds `checks.json` once its scenario ended.
+            read_checks_json(&result)?;
+            Some(outcome(&result, true, SUITE_TIMEOUT, log.clone()))
+        })
         .collect())
 }
 

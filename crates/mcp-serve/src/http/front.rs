@@ -101,8 +101,8 @@ impl Checks {
     ///
     /// Two boxed stacks meeting at the body's reading: the checks of a request's head over
     /// those of its whole message. One stack of all the layers (each optional one an `Either`
-    /// holding the rest twice) took the compiler over a minute to type-check; the box costs
-    /// one allocation per request.
+    /// holding the rest twice) took the compiler over a minute to type-check; the box costs an
+    /// allocation or two per request.
     pub(crate) fn stack(self, mcp: Mcp) -> Front {
         let auth: Option<BearerAuth> = self.routes.auth.clone();
         let auth = auth.map(|auth| {
