@@ -858,6 +858,7 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn result_directories_are_told_apart_by_their_timestamp() {
@@ -885,8 +886,6 @@ mod tests {
         assert!(found("server-bar").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
-
-    use super::*;
 
     #[test]
     fn required_client_scenarios_are_parsed() {

@@ -468,8 +468,6 @@ pub(super) fn run_all(
             }
         }
     }
-    // The largest first, so the last to start are the shortest.
-    groups.sort_by_key(|g| std::cmp::Reverse(g.runs.len()));
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4);
@@ -544,15 +542,13 @@ impl Group<'_> {
             self.runs.len()
         );
         // The extensions are not in the requirement set; one scenario alone needs no set.
-        let (set, alone): (Vec<_>, Vec<_>) = self
+        let (mut set, mut alone): (Vec<_>, Vec<_>) = self
             .runs
             .iter()
             .partition(|(_, r)| !EXTENSIONS.contains(&r.scenario.as_str()));
-        let (set, alone) = if set.len() > 1 {
-            (set, alone)
-        } else {
-            (Vec::new(), self.runs.clone())
-        };
+        if set.len() < 2 {
+            alone.append(&mut set);
+        }
         let mut outcomes = Vec::with_capacity(self.runs.len());
         let report = |run: &GatewayRun, outcome: &GatewayOutcome| {
             eprintln!(
@@ -560,7 +556,6 @@ impl Group<'_> {
                 run.scenario, outcome.summary
             );
         };
-        let mut alone = alone;
         if !set.is_empty() {
             let names: Vec<&str> = set.iter().map(|(_, r)| r.scenario.as_str()).collect();
             let set_outcomes = run_set(peers, &gateway.url, revision, &names, &self.dir)
@@ -626,8 +621,8 @@ fn run_set(
         .map(|scenario| {
             let result = super::result_dir(&dir, &format!("server-{scenario}"))?;
             // A result directory holds `checks.json` once its scenario ended.
-            read_checks_json(&result)?;
-            Some(outcome(&result, true, SUITE_TIMEOUT, log.clone()))
+            let checks = read_checks_json(&result)?;
+            Some(outcome(Some(checks), None, log.clone()))
         })
         .collect())
 }
@@ -643,13 +638,18 @@ fn run_one(peers: &Peers, url: &str, run: &GatewayRun, dir: &Path) -> Result<Gat
         SUITE_TIMEOUT,
         &dir,
     )?;
-    Ok(outcome(&dir, status.is_some(), SCENARIO_TIMEOUT, log))
+    let killed_after = status.is_none().then_some(SCENARIO_TIMEOUT);
+    Ok(outcome(read_checks_json(&dir), killed_after, log))
 }
 
-/// A run's outcome from the checks the suite wrote under `dir`; `finished` when the suite
-/// ended within our `bound`.
-fn outcome(dir: &Path, finished: bool, bound: Duration, log: PathBuf) -> GatewayOutcome {
-    let Some(checks) = read_checks_json(dir) else {
+/// A run's outcome from the checks the suite wrote (`None`: it wrote none); `killed_after`
+/// our bound when the suite did not end within it.
+fn outcome(
+    checks: Option<Vec<serde_json::Value>>,
+    killed_after: Option<Duration>,
+    log: PathBuf,
+) -> GatewayOutcome {
+    let Some(checks) = checks else {
         return GatewayOutcome {
             summary: "no checks recorded".into(),
             completed: false,
@@ -675,19 +675,18 @@ fn outcome(dir: &Path, finished: bool, bound: Duration, log: PathBuf) -> Gateway
             )
         })
         .collect();
-    let summary = if finished {
-        format!(
+    let summary = match killed_after {
+        None => format!(
             "{} passed, {} failed, {} warnings",
             count("SUCCESS"),
             count("FAILURE"),
             count("WARNING")
-        )
-    } else {
-        format!("killed after {} s", bound.as_secs())
+        ),
+        Some(bound) => format!("killed after {} s", bound.as_secs()),
     };
     GatewayOutcome {
         summary,
-        completed: finished,
+        completed: killed_after.is_none(),
         problems,
         log,
     }
