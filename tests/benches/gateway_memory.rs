@@ -66,8 +66,8 @@ use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpPostResponse};
 use serde_json::{Value, json};
 
-/// The allocator of this binary: glibc's unless `MCP_AGENT_BENCH_ALLOCATOR` names another,
-/// counting what it hands out and takes back.
+/// The allocator of this binary: the system's `malloc`, counting what it hands out and takes
+/// back.
 #[global_allocator]
 static ALLOCATOR: BenchAllocator = BenchAllocator::new();
 

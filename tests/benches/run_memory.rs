@@ -13,10 +13,10 @@
 //! the client. The baseline is read after a first run and a trim.
 //!
 //! The host process owns the allocator, so the rounds run twice, each time in a process of its
-//! own, chosen by `MCP_AGENT_BENCH_ALLOCATOR`: under glibc's malloc (`system`, a host's
-//! default; its `trimmed` figure is what a host gets that calls `malloc_trim` after closing
-//! runs, the setup docs/benchmarks.md recommends) and under jemalloc with its background thread
-//! (`jemalloc`, which gives pages back by itself).
+//! own ([`memory::allocators`]): under glibc's malloc (`system`, a host's default; its `trimmed`
+//! figure is what a host gets that calls `malloc_trim` after closing runs, the setup
+//! docs/benchmarks.md recommends) and under jemalloc with its background thread (`jemalloc`,
+//! preloaded in front of glibc's malloc; it gives pages back by itself).
 //!
 //! `cargo bench -p integration-tests --bench run_memory` (figures printed, and written as JSON
 //! to `$MCP_AGENT_BENCH_PAIRED` when set); under `cargo test --benches` it runs one small round.
@@ -36,7 +36,7 @@ use mcp_connector::Connectors;
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use serde_json::{Value, json};
 
-/// The allocator of this binary: glibc's unless `MCP_AGENT_BENCH_ALLOCATOR` names another,
+/// The allocator of this binary: the system's `malloc` (glibc's unless another was preloaded),
 /// counting what it hands out and takes back.
 #[global_allocator]
 static ALLOCATOR: BenchAllocator = BenchAllocator::new();
@@ -165,7 +165,7 @@ fn measure(full: bool) -> Value {
     }
     json!({
         "runs": runs,
-        "allocator": ALLOCATOR.name(),
+        "allocator": memory::in_use(),
         "baseline_rss_kib": kib(rss0),
         "baseline_live_kib": kib(live0),
         "rounds": rows,
@@ -175,24 +175,21 @@ fn measure(full: bool) -> Value {
 /// Set in the child that measures under one allocator: `full` or `small`.
 const MEASURE: &str = "MCP_AGENT_MEMORY_MEASURE";
 
-/// Measures under each of [`memory::ALLOCATORS`] in a child process (this binary again), printing
-/// what it prints.
+/// Measures under each of [`memory::allocators`] in a child process (this binary again),
+/// printing what it prints.
 fn measure_each(full: bool) -> Value {
     let mut out = serde_json::Map::new();
-    for &allocator in memory::ALLOCATORS {
-        println!("allocator: {allocator}");
-        let output = std::process::Command::new(std::env::current_exe().expect("this binary"))
-            .env(memory::ALLOCATOR_VAR, allocator)
-            // jemalloc's background thread gives freed pages back after its decay time.
-            .env("_RJEM_MALLOC_CONF", "background_thread:true")
+    for allocator in memory::allocators() {
+        let name = allocator.name;
+        println!("allocator: {name}");
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("this binary"));
+        allocator.apply(&mut cmd);
+        let output = cmd
             .env(MEASURE, if full { "full" } else { "small" })
             .stderr(std::process::Stdio::inherit())
             .output()
             .expect("run the measurement");
-        assert!(
-            output.status.success(),
-            "the {allocator} measurement failed"
-        );
+        assert!(output.status.success(), "the {name} measurement failed");
         let text = String::from_utf8_lossy(&output.stdout);
         let mut figures = Value::Null;
         for line in text.lines() {
@@ -201,7 +198,11 @@ fn measure_each(full: bool) -> Value {
                 None => println!("  {line}"),
             }
         }
-        out.insert(allocator.to_owned(), figures);
+        assert_eq!(
+            figures["allocator"], name,
+            "the child meant to measure {name} ran on another allocator"
+        );
+        out.insert(name.to_owned(), figures);
     }
     json!({ "allocators": out })
 }

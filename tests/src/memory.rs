@@ -1,12 +1,14 @@
 //! What the memory benchmarks (`tests/benches/run_memory.rs`, `tests/benches/gateway_memory.rs`)
-//! share: their allocator (chosen per process, counting live bytes), a process's resident
-//! memory, glibc's trim, the upstream server in a child process (the benchmark's own binary
-//! again), and waiting for memory to settle after a close.
+//! share: their global allocator (counting live bytes), the allocators a process can be measured
+//! under (another `malloc` preloaded), a process's resident memory, glibc's trim, the upstream
+//! server in a child process (the benchmark's own binary again), and waiting for memory to
+//! settle after a close.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mcp_test_kit::{TestServerOptions, serve_http};
@@ -55,6 +57,9 @@ pub fn trim() -> Duration {
 pub fn upstream() -> (Child, String) {
     let mut child = Command::new(std::env::current_exe().expect("this binary"))
         .env(UPSTREAM, "1")
+        // The upstream's memory is not measured: it runs on the system's allocator.
+        .env_remove("LD_PRELOAD")
+        .env_remove("MALLOC_CONF")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -133,11 +138,9 @@ pub fn kib(bytes: usize) -> f64 {
     bytes as f64 / 1024.0
 }
 
-/// The allocator of a memory benchmark's process, counting the bytes it hands out and takes
-/// back ([`live`](Self::live)) over the allocator named by `MCP_AGENT_BENCH_ALLOCATOR` when the
-/// process makes its first allocation: `system` (the default: glibc's malloc) or `jemalloc`
-/// (its options from `_RJEM_MALLOC_CONF`: `background_thread:true` gives freed pages back
-/// without waiting for the process to allocate again).
+/// The global allocator of a memory benchmark's process: the system's (`malloc`, glibc's unless
+/// another allocator was preloaded, see [`allocators`]), counting the bytes it hands out and
+/// takes back ([`live`](Self::live)).
 ///
 /// ```
 /// use integration_tests::memory::BenchAllocator;
@@ -150,38 +153,8 @@ pub struct BenchAllocator {
     freed: AtomicUsize,
 }
 
-/// The allocator [`BenchAllocator`] uses, fixed at the process's first allocation.
-static CHOSEN: AtomicU8 = AtomicU8::new(0);
-const SYSTEM: u8 = 1;
-const JEMALLOC: u8 = 2;
-
-/// The variable that names a memory benchmark's allocator.
-pub const ALLOCATOR_VAR: &str = "MCP_AGENT_BENCH_ALLOCATOR";
-
-#[allow(unsafe_code)]
-fn chosen() -> u8 {
-    let c = CHOSEN.load(Ordering::Relaxed);
-    if c != 0 {
-        return c;
-    }
-    // SAFETY: `getenv` allocates nothing (this runs inside the allocator) and the environment
-    // is not written while the process makes its first allocation, on its main thread.
-    let value = unsafe { libc::getenv(c"MCP_AGENT_BENCH_ALLOCATOR".as_ptr()) };
-    let c = if value.is_null() {
-        SYSTEM
-    } else {
-        // SAFETY: a non-null `getenv` result is a NUL-terminated string.
-        match unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes() {
-            b"jemalloc" => JEMALLOC,
-            _ => SYSTEM,
-        }
-    };
-    CHOSEN.store(c, Ordering::Relaxed);
-    c
-}
-
 impl BenchAllocator {
-    /// A counter over the chosen allocator.
+    /// A counter over the system's allocator.
     pub const fn new() -> Self {
         Self {
             allocated: AtomicUsize::new(0),
@@ -195,14 +168,6 @@ impl BenchAllocator {
             .load(Ordering::Relaxed)
             .saturating_sub(self.freed.load(Ordering::Relaxed))
     }
-
-    /// The name of the allocator in use.
-    pub fn name(&self) -> &'static str {
-        match chosen() {
-            JEMALLOC => "jemalloc",
-            _ => "system",
-        }
-    }
 }
 
 impl Default for BenchAllocator {
@@ -211,66 +176,97 @@ impl Default for BenchAllocator {
     }
 }
 
-#[cfg(feature = "jemalloc")]
-static JE: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-/// Without the `jemalloc` feature, the system's: [`ALLOCATORS`] does not name jemalloc then.
-#[cfg(not(feature = "jemalloc"))]
-static JE: System = System;
-
-/// The allocators a memory benchmark can measure under: glibc's (what a host gets by default)
-/// and, with the `jemalloc` feature, jemalloc.
-pub const ALLOCATORS: &[&str] = if cfg!(feature = "jemalloc") {
-    &["system", "jemalloc"]
-} else {
-    &["system"]
-};
-
-// SAFETY: every call goes to the one allocator chosen at the first allocation, which never
-// changes, so each block is freed or resized by the allocator that made it.
+// SAFETY: every call goes to the system's allocator with the caller's arguments.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for BenchAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.allocated.fetch_add(layout.size(), Ordering::Relaxed);
         // SAFETY: the caller's contract, passed on.
-        unsafe {
-            match chosen() {
-                JEMALLOC => JE.alloc(layout),
-                _ => System.alloc(layout),
-            }
-        }
+        unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.allocated.fetch_add(layout.size(), Ordering::Relaxed);
         // SAFETY: the caller's contract, passed on.
-        unsafe {
-            match chosen() {
-                JEMALLOC => JE.alloc_zeroed(layout),
-                _ => System.alloc_zeroed(layout),
-            }
-        }
+        unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         self.freed.fetch_add(layout.size(), Ordering::Relaxed);
         // SAFETY: the caller's contract, passed on.
-        unsafe {
-            match chosen() {
-                JEMALLOC => JE.dealloc(ptr, layout),
-                _ => System.dealloc(ptr, layout),
-            }
-        }
+        unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         self.allocated.fetch_add(new_size, Ordering::Relaxed);
         self.freed.fetch_add(layout.size(), Ordering::Relaxed);
         // SAFETY: the caller's contract, passed on.
-        unsafe {
-            match chosen() {
-                JEMALLOC => JE.realloc(ptr, layout, new_size),
-                _ => System.realloc(ptr, layout, new_size),
-            }
-        }
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The variable that names the jemalloc shared library (`cargo xtask peers` unpacks Debian's
+/// `libjemalloc2`; `cargo xtask bench` sets it when it is installed).
+pub const JEMALLOC_VAR: &str = "MCP_AGENT_PEER_JEMALLOC";
+
+/// An allocator a memory benchmark can measure under, in a process of its own: the system's
+/// (glibc's `malloc`, what a host gets by default), or a shared library preloaded in front of
+/// it (`LD_PRELOAD`), whose `malloc` the process's [`BenchAllocator`] then calls.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    /// `system` or `jemalloc`.
+    pub name: &'static str,
+    preload: Option<PathBuf>,
+}
+
+impl Allocator {
+    /// Sets what makes `cmd`'s process use this allocator. jemalloc runs with its background
+    /// thread, which gives freed pages back on its decay timer without waiting for the process
+    /// to allocate again.
+    pub fn apply(&self, cmd: &mut Command) {
+        match &self.preload {
+            Some(library) => cmd
+                .env("LD_PRELOAD", library)
+                .env("MALLOC_CONF", "background_thread:true"),
+            None => cmd.env_remove("LD_PRELOAD").env_remove("MALLOC_CONF"),
+        };
+    }
+}
+
+/// The allocators to measure under: the system's, and jemalloc when [`JEMALLOC_VAR`] names a
+/// library that exists (otherwise it says why jemalloc is left out).
+pub fn allocators() -> Vec<Allocator> {
+    let mut out = vec![Allocator {
+        name: "system",
+        preload: None,
+    }];
+    match std::env::var_os(JEMALLOC_VAR).map(PathBuf::from) {
+        Some(library) if library.is_file() => out.push(Allocator {
+            name: "jemalloc",
+            preload: Some(library),
+        }),
+        _ => println!(
+            "jemalloc: not measured ({JEMALLOC_VAR} names no library; `cargo xtask peers` \
+             installs it)"
+        ),
+    }
+    out
+}
+
+/// The allocator this process's `malloc` is: `jemalloc` when jemalloc's `mallctl` is among the
+/// process's symbols (it was preloaded), else `system`. A child measured under an
+/// [`Allocator`] reports this, so that a preload that did not happen cannot pass for one.
+///
+/// ```
+/// assert_eq!(integration_tests::memory::in_use(), "system");
+/// ```
+pub fn in_use() -> &'static str {
+    // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks a symbol up.
+    #[allow(unsafe_code)]
+    let mallctl = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallctl".as_ptr()) };
+    if mallctl.is_null() {
+        "system"
+    } else {
+        "jemalloc"
     }
 }

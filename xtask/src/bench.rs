@@ -212,10 +212,6 @@ pub(crate) fn task(args: &[String]) -> Result<()> {
                     .expect("a paired file for every integration bench");
                 std::fs::create_dir_all(&criterion_dir)?;
                 cmd.args(["-p", "integration-tests", "--bench", bench]);
-                if bench.ends_with("_memory") {
-                    // jemalloc measured beside glibc's malloc.
-                    cmd.args(["--features", "jemalloc"]);
-                }
                 cmd.env("MCP_TEST_SERVER_BIN", server)
                     .env("MCP_AGENT_BENCH_PAIRED", paired);
                 // The gateway bench also measures server-everything when it is installed; the

@@ -78,6 +78,9 @@ pub(crate) struct Peers {
     /// Debian's `redis-server`, built with TLS (`peers/debian.txt`, tree `redis-tls`, its
     /// libraries beside it), which the `rediss://` tests start per test.
     pub(crate) redis_tls: PathBuf,
+    /// Debian's `libjemalloc.so.2` (in the `redis-tls` tree), which the memory benchmarks
+    /// preload to measure a run under jemalloc beside glibc's malloc.
+    pub(crate) jemalloc: PathBuf,
     /// The python of the prometheus-client venv (`peers/python/prometheus.txt`), which runs
     /// `peers/python/prometheus_parse.py`.
     pub(crate) prometheus_python: PathBuf,
@@ -102,6 +105,10 @@ impl Peers {
             redis_server: redis_venv_dir(root).join("bin/redis-server"),
             nginx: debian_dir(root, "nginx").join("usr/sbin/nginx"),
             redis_tls: debian_dir(root, "redis-tls").join("usr/bin/redis-server"),
+            jemalloc: debian_dir(root, "redis-tls")
+                .join("usr/lib")
+                .join(format!("{}-linux-gnu", std::env::consts::ARCH))
+                .join("libjemalloc.so.2"),
             prometheus_python: prometheus_venv_dir(root).join("bin/python"),
         }
     }
@@ -126,6 +133,7 @@ impl Peers {
             ("MCP_AGENT_PEER_REDIS", self.redis_server.clone()),
             ("MCP_AGENT_PEER_NGINX", self.nginx.clone()),
             ("MCP_AGENT_PEER_REDIS_TLS", self.redis_tls.clone()),
+            ("MCP_AGENT_PEER_JEMALLOC", self.jemalloc.clone()),
             (
                 "MCP_AGENT_PEER_PROMETHEUS_PYTHON",
                 self.prometheus_python.clone(),
