@@ -25,7 +25,9 @@
 //!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
 //!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
 //!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
-//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`).
+//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Each
+//!   path's context switches a call (every thread of this process) tell extra hand-offs
+//!   between threads from extra work (`context_switches_per_call`).
 //! - `open` (beside `paired`): `open_runner` and bare rmcp's concurrent open of 1 and 8 stdio
 //!   servers, paired the same way: one open of each per round, alternating which goes first.
 //! - `in_process` (beside `paired`): the CPU per call of bare rmcp, a standalone session and
@@ -491,6 +493,19 @@ enum Path {
     Session,
 }
 
+impl Path {
+    /// The path's name in the figures.
+    fn key(self) -> &'static str {
+        match self {
+            Path::Bare => "bare_rmcp",
+            Path::CallTool => "runner_call_tool",
+            Path::Direct => "runner_direct",
+            Path::BareProduct => "bare_rmcp_stdio_transport",
+            Path::Session => "session",
+        }
+    }
+}
+
 impl Fixture {
     /// `calls` sequential calls on `path`, timed.
     async fn time(&self, path: Path, calls: usize) -> Duration {
@@ -545,16 +560,27 @@ fn paired(rounds: usize, round: usize) -> Value {
                 fixture.time(path, round).await;
             }
             let mut times: [Vec<f64>; 5] = Default::default();
+            let mut switches = [0u64; 5];
             for r in 0..rounds {
                 // Rotate the order so no path always runs first (or last) in a round.
                 for i in 0..paths.len() {
                     let path = paths[(i + r) % paths.len()];
+                    let before = bench::context_switches();
                     let took = fixture.time(path, round).await.as_secs_f64();
+                    switches[path as usize] += bench::context_switches() - before;
                     times[path as usize].push(took * 1e6 / round as f64);
                 }
             }
             fixture.close().await;
             let per_call = |p: Path| median(times[p as usize].clone());
+            // This process's context switches a call, per path (the server's not counted).
+            let switches: serde_json::Map<String, Value> = paths
+                .iter()
+                .map(|&p| {
+                    let per_call = switches[p as usize] as f64 / (rounds * round) as f64;
+                    (p.key().to_owned(), json!(per_call))
+                })
+                .collect();
             let ratio = |p: Path, base: Path| {
                 median(
                     times[p as usize]
@@ -572,6 +598,7 @@ fn paired(rounds: usize, round: usize) -> Value {
                 "runner_direct_us_per_call": per_call(Path::Direct),
                 "overhead_call_tool": ratio(Path::CallTool, Path::Bare),
                 "overhead_direct": ratio(Path::Direct, Path::Bare),
+                "context_switches_per_call": switches,
             });
             if paths.contains(&Path::BareProduct) {
                 figures["bare_rmcp_stdio_transport_us_per_call"] =

@@ -38,6 +38,33 @@ pub fn timed<F: Future<Output = ()>>(
     })
 }
 
+/// The context switches of every thread of this process so far (voluntary and not, from
+/// `/proc/self/task/*/status`): the difference over some calls counts the times a thread went
+/// to sleep and was woken, which costs a call latency beyond its CPU time.
+///
+/// ```
+/// assert!(integration_tests::bench::context_switches() > 0);
+/// ```
+pub fn context_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter_map(|l| {
+                    l.strip_prefix("voluntary_ctxt_switches:")
+                        .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+                })
+                .filter_map(|v| v.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 /// The median of `values` (the mean of the middle two for an even count); NaN for none.
 ///
 /// ```
