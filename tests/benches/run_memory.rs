@@ -8,9 +8,9 @@
 //! reads both again. `live` tells a leak (it grows round after round) from retention (`live`
 //! back at its baseline while `VmRSS` is not: freed memory the allocator keeps).
 //!
-//! After each round glibc's allocator is asked to return its free pages (`malloc_trim`) and
-//! `VmRSS` read a third time: what that gives back was retained by the allocator, not held by
-//! the client. The baseline is read after a first run and a trim.
+//! Under glibc's malloc, after each round the allocator is asked to return its free pages
+//! (`malloc_trim`) and `VmRSS` read a third time: what that gives back was retained by the
+//! allocator, not held by the client. The baseline is read after a first run (and a trim).
 //!
 //! The host process owns the allocator, so the rounds run twice, each time in a process of its
 //! own ([`memory::allocators`]): under glibc's malloc (`system`, a host's default; its `trimmed`
@@ -20,6 +20,8 @@
 //!
 //! `cargo bench -p integration-tests --bench run_memory` (figures printed, and written as JSON
 //! to `$MCP_AGENT_BENCH_PAIRED` when set); under `cargo test --benches` it runs one small round.
+//! jemalloc is measured when `MCP_AGENT_PEER_JEMALLOC` names its library (`eval "$(cargo xtask
+//! peers --env)"` first; `cargo xtask bench` sets it).
 //! `MCP_AGENT_MEMORY_RUNS=RUNSxROUNDS` for a heap profiler's smaller run,
 //! `MCP_AGENT_MEMORY_PAUSE=SECONDS` to hold the runs open that long in each round (`vgdb
 //! detailed_snapshot FILE` under `valgrind --tool=massif --vgdb=yes`).
@@ -55,10 +57,9 @@ struct Round {
     live_open: usize,
     rss_closed: usize,
     live_closed: usize,
-    /// `VmRSS` after the allocator was asked to hand free pages back (`malloc_trim`).
-    rss_trimmed: usize,
-    /// How long `malloc_trim` took.
-    trim_took: Duration,
+    /// Under glibc's malloc, `VmRSS` after it was asked to hand free pages back
+    /// (`malloc_trim`), and how long that took (another malloc has no such call).
+    trimmed: Option<(usize, Duration)>,
 }
 
 async fn round(client: &McpClient, runs: usize) -> Round {
@@ -85,16 +86,17 @@ async fn round(client: &McpClient, runs: usize) -> Round {
     // An allocator may give pages back on a timer (jemalloc's decay).
     settle(Duration::from_secs(1), 5, Duration::from_secs(30), rss).await;
     let (rss_closed, live_closed) = (rss(), live());
-    let trim_took = trim();
-    let rss_trimmed = rss();
+    let trimmed = (memory::in_use() == "system").then(|| {
+        let took = trim();
+        (rss(), took)
+    });
     Round {
         settled,
         rss_open,
         live_open,
         rss_closed,
         live_closed,
-        rss_trimmed,
-        trim_took,
+        trimmed,
     }
 }
 
@@ -141,8 +143,17 @@ fn measure(full: bool) -> Value {
     );
     let mut rows = Vec::new();
     for (i, r) in all.iter().enumerate() {
+        let trimmed = match r.trimmed {
+            Some((rss, took)) => format!(
+                ", trimmed {:.0} KiB ({:+.1}%) in {:.1} ms",
+                kib(rss),
+                (rss as f64 / rss0 as f64 - 1.0) * 100.0,
+                took.as_secs_f64() * 1e3
+            ),
+            None => String::new(),
+        };
         println!(
-            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%), trimmed {:.0} KiB ({:+.1}%) in {:.1} ms",
+            "round {}: {runs} runs open: RSS +{:.1} KiB/run, live +{:.1} KiB/run; closed (settled in {:.1} s): live {:.0} KiB, RSS {:.0} KiB ({:+.1}%){trimmed}",
             i + 1,
             per_run(r.rss_open, rss0),
             per_run(r.live_open, live0),
@@ -150,17 +161,14 @@ fn measure(full: bool) -> Value {
             kib(r.live_closed),
             kib(r.rss_closed),
             (r.rss_closed as f64 / rss0 as f64 - 1.0) * 100.0,
-            kib(r.rss_trimmed),
-            (r.rss_trimmed as f64 / rss0 as f64 - 1.0) * 100.0,
-            r.trim_took.as_secs_f64() * 1e3,
         );
         rows.push(json!({
             "rss_open_per_run_kib": per_run(r.rss_open, rss0),
             "live_open_per_run_kib": per_run(r.live_open, live0),
             "rss_closed_kib": kib(r.rss_closed),
             "live_closed_kib": kib(r.live_closed),
-            "rss_trimmed_kib": kib(r.rss_trimmed),
-            "trim_ms": r.trim_took.as_secs_f64() * 1e3,
+            "rss_trimmed_kib": r.trimmed.map(|(rss, _)| kib(rss)),
+            "trim_ms": r.trimmed.map(|(_, took)| took.as_secs_f64() * 1e3),
         }));
     }
     json!({
@@ -198,6 +206,10 @@ fn measure_each(full: bool) -> Value {
                 None => println!("  {line}"),
             }
         }
+        assert!(
+            !figures.is_null(),
+            "the {name} measurement printed no figures"
+        );
         assert_eq!(
             figures["allocator"], name,
             "the child meant to measure {name} ran on another allocator"

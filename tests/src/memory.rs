@@ -205,8 +205,8 @@ unsafe impl GlobalAlloc for BenchAllocator {
     }
 }
 
-/// The variable that names the jemalloc shared library (`cargo xtask peers` unpacks Debian's
-/// `libjemalloc2`; `cargo xtask bench` sets it when it is installed).
+/// The variable that names the jemalloc shared library: Debian's `libjemalloc2`, which
+/// `cargo xtask peers` unpacks (`cargo xtask bench` and `cargo xtask peers --env` set it).
 pub const JEMALLOC_VAR: &str = "MCP_AGENT_PEER_JEMALLOC";
 
 /// An allocator a memory benchmark can measure under, in a process of its own: the system's
@@ -233,40 +233,50 @@ impl Allocator {
     }
 }
 
-/// The allocators to measure under: the system's, and jemalloc when [`JEMALLOC_VAR`] names a
-/// library that exists (otherwise it says why jemalloc is left out).
+/// The allocators to measure under: the system's, and jemalloc from [`JEMALLOC_VAR`]. Without
+/// that library, jemalloc is left out with a note, or the call panics where a missing peer must
+/// fail ([`mcp_test_kit::peer::required`]).
 pub fn allocators() -> Vec<Allocator> {
     let mut out = vec![Allocator {
         name: "system",
         preload: None,
     }];
-    match std::env::var_os(JEMALLOC_VAR).map(PathBuf::from) {
-        Some(library) if library.is_file() => out.push(Allocator {
+    if let Some(library) = mcp_test_kit::peer::path(JEMALLOC_VAR) {
+        out.push(Allocator {
             name: "jemalloc",
             preload: Some(library),
-        }),
-        _ => println!(
-            "jemalloc: not measured ({JEMALLOC_VAR} names no library; `cargo xtask peers` \
-             installs it)"
-        ),
+        });
     }
     out
 }
 
-/// The allocator this process's `malloc` is: `jemalloc` when jemalloc's `mallctl` is among the
-/// process's symbols (it was preloaded), else `system`. A child measured under an
-/// [`Allocator`] reports this, so that a preload that did not happen cannot pass for one.
+/// The allocator this process's `malloc` is: `jemalloc` when the `malloc` the process's
+/// symbols resolve to lies in a library named for jemalloc (one was preloaded in front of
+/// glibc's), else `system`. A child measured under an [`Allocator`] reports this, so that a
+/// preload that did not happen cannot pass for one.
 ///
 /// ```
+/// // Nothing is preloaded under the test runner.
 /// assert_eq!(integration_tests::memory::in_use(), "system");
 /// ```
 pub fn in_use() -> &'static str {
-    // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks a symbol up.
     #[allow(unsafe_code)]
-    let mallctl = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallctl".as_ptr()) };
-    if mallctl.is_null() {
-        "system"
-    } else {
+    // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks a symbol up;
+    // `dladdr` fills the `Dl_info` it is given, whose `dli_fname` is null or a NUL-terminated
+    // path the loader keeps while the library is loaded (libc's or the preloaded one: never
+    // unloaded).
+    let library = unsafe {
+        let malloc = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if malloc.is_null() || libc::dladdr(malloc, &mut info) == 0 || info.dli_fname.is_null() {
+            return "system";
+        }
+        std::ffi::CStr::from_ptr(info.dli_fname).to_bytes()
+    };
+    let name = library.rsplit(|&b| b == b'/').next().unwrap_or(library);
+    if name.starts_with(b"libjemalloc") {
         "jemalloc"
+    } else {
+        "system"
     }
 }
