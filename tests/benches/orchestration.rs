@@ -26,8 +26,9 @@
 //!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
 //!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
 //!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Each
-//!   path's context switches a call (every thread of this process) tell extra hand-offs
-//!   between threads from extra work (`context_switches_per_call`).
+//!   path's context switches a call in this process (`context_switches_per_call`: voluntary,
+//!   a thread that slept until woken; involuntary, one preempted) tell extra hand-offs
+//!   between threads from extra work.
 //! - `open` (beside `paired`): `open_runner` and bare rmcp's concurrent open of 1 and 8 stdio
 //!   servers, paired the same way: one open of each per round, alternating which goes first.
 //! - `in_process` (beside `paired`): the CPU per call of bare rmcp, a standalone session and
@@ -560,25 +561,34 @@ fn paired(rounds: usize, round: usize) -> Value {
                 fixture.time(path, round).await;
             }
             let mut times: [Vec<f64>; 5] = Default::default();
-            let mut switches = [0u64; 5];
+            let mut switches = [(0u64, 0u64); 5];
             for r in 0..rounds {
                 // Rotate the order so no path always runs first (or last) in a round.
                 for i in 0..paths.len() {
                     let path = paths[(i + r) % paths.len()];
                     let before = bench::context_switches();
                     let took = fixture.time(path, round).await.as_secs_f64();
-                    switches[path as usize] += bench::context_switches() - before;
+                    let after = bench::context_switches();
+                    let total = &mut switches[path as usize];
+                    total.0 += after.0 - before.0;
+                    total.1 += after.1 - before.1;
                     times[path as usize].push(took * 1e6 / round as f64);
                 }
             }
             fixture.close().await;
             let per_call = |p: Path| median(times[p as usize].clone());
-            // This process's context switches a call, per path (the server's not counted).
+            // This process's context switches a call, per path: over stdio the client's alone,
+            // over HTTP the in-process server's too.
+            let calls = (rounds * round) as f64;
             let switches: serde_json::Map<String, Value> = paths
                 .iter()
                 .map(|&p| {
-                    let per_call = switches[p as usize] as f64 / (rounds * round) as f64;
-                    (p.key().to_owned(), json!(per_call))
+                    let (voluntary, involuntary) = switches[p as usize];
+                    let figures = json!({
+                        "voluntary": voluntary as f64 / calls,
+                        "involuntary": involuntary as f64 / calls,
+                    });
+                    (p.key().to_owned(), figures)
                 })
                 .collect();
             let ratio = |p: Path, base: Path| {

@@ -38,31 +38,28 @@ pub fn timed<F: Future<Output = ()>>(
     })
 }
 
-/// The context switches of every thread of this process so far (voluntary and not, from
-/// `/proc/self/task/*/status`): the difference over some calls counts the times a thread went
-/// to sleep and was woken, which costs a call latency beyond its CPU time.
+/// This process's context switches so far, `(voluntary, involuntary)`, every thread's, ended
+/// ones included (`getrusage(RUSAGE_SELF)`). A voluntary switch is a thread that went to sleep
+/// (to be woken by another thread, a timer or I/O): their difference over some calls counts the
+/// hand-offs, which cost a call latency beyond its CPU time. An involuntary one is a thread
+/// preempted: it grows with the machine's load and the work done.
 ///
 /// ```
-/// assert!(integration_tests::bench::context_switches() > 0);
+/// let (voluntary, _) = integration_tests::bench::context_switches();
+/// std::thread::sleep(std::time::Duration::from_millis(1));
+/// assert!(integration_tests::bench::context_switches().0 > voluntary);
 /// ```
-pub fn context_switches() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+pub fn context_switches() -> (u64, u64) {
+    #[allow(unsafe_code)]
+    // SAFETY: `getrusage` fills the `rusage` it is given; all zeroes is a valid `rusage`.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return (0, 0);
+        }
+        usage
     };
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
-        .flat_map(|status| {
-            status
-                .lines()
-                .filter_map(|l| {
-                    l.strip_prefix("voluntary_ctxt_switches:")
-                        .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-                })
-                .filter_map(|v| v.trim().parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
+    (usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)
 }
 
 /// The median of `values` (the mean of the middle two for an even count); NaN for none.
