@@ -580,7 +580,7 @@ fn paired(rounds: usize, round: usize) -> Value {
             // This process's context switches a call, per path: over stdio the client's alone,
             // over HTTP the in-process server's too.
             let calls = (rounds * round) as f64;
-            let switches: serde_json::Map<String, Value> = paths
+            let switches_per_call: serde_json::Map<String, Value> = paths
                 .iter()
                 .map(|&p| {
                     let (voluntary, involuntary) = switches[p as usize];
@@ -608,7 +608,7 @@ fn paired(rounds: usize, round: usize) -> Value {
                 "runner_direct_us_per_call": per_call(Path::Direct),
                 "overhead_call_tool": ratio(Path::CallTool, Path::Bare),
                 "overhead_direct": ratio(Path::Direct, Path::Bare),
-                "context_switches_per_call": switches,
+                "context_switches_per_call": switches_per_call,
             });
             if paths.contains(&Path::BareProduct) {
                 figures["bare_rmcp_stdio_transport_us_per_call"] =

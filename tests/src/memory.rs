@@ -55,16 +55,15 @@ pub fn trim() -> Duration {
 /// (this binary again, with [`UPSTREAM`] set; its `main` calls [`serve_upstream`]), whose URL
 /// it prints on its first line. Closing the child's stdin ends it.
 pub fn upstream() -> (Child, String) {
-    let mut child = Command::new(std::env::current_exe().expect("this binary"))
+    let mut command = Command::new(std::env::current_exe().expect("this binary"));
+    command
         .env(UPSTREAM, "1")
-        // The upstream's memory is not measured: it runs on the system's allocator.
-        .env_remove("LD_PRELOAD")
-        .env_remove("MALLOC_CONF")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the upstream");
+        .stderr(Stdio::inherit());
+    // The upstream's memory is not measured: it runs on the system's allocator.
+    Allocator::SYSTEM.apply(&mut command);
+    let mut child = command.spawn().expect("start the upstream");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
@@ -220,6 +219,12 @@ pub struct Allocator {
 }
 
 impl Allocator {
+    /// The system's allocator: nothing preloaded.
+    pub const SYSTEM: Allocator = Allocator {
+        name: "system",
+        preload: None,
+    };
+
     /// Sets what makes `cmd`'s process use this allocator. jemalloc runs with its background
     /// thread, which gives freed pages back on its decay timer without waiting for the process
     /// to allocate again.
@@ -237,10 +242,7 @@ impl Allocator {
 /// that library, jemalloc is left out with a note, or the call panics where a missing peer must
 /// fail ([`mcp_test_kit::peer::required`]).
 pub fn allocators() -> Vec<Allocator> {
-    let mut out = vec![Allocator {
-        name: "system",
-        preload: None,
-    }];
+    let mut out = vec![Allocator::SYSTEM];
     if let Some(library) = mcp_test_kit::peer::path(JEMALLOC_VAR) {
         out.push(Allocator {
             name: "jemalloc",
