@@ -251,7 +251,7 @@ fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
 fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str, whole_sets: bool) -> Result<()> {
     let root = peers::root();
     let baseline = parse_baseline(baseline_text)?;
-    let client = build_bin(CLIENT_BIN)?;
+    let client = crate::build_bin(CLIENT_BIN)?;
     let out_root = root.join("target/conformance");
     let started = Instant::now();
     eprintln!(
@@ -331,37 +331,6 @@ fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str, whole_sets: bo
         );
     }
     Ok(())
-}
-
-/// Builds the workspace's binary `bin` and returns its path, as cargo reports it.
-///
-/// The build is the workspace's ([`crate::WORKSPACE_BUILD`]), not the package's alone: within
-/// `cargo xtask test` everything is built already, where `-p` would resolve the dependencies'
-/// features anew and compile them again.
-fn build_bin(bin: &str) -> Result<PathBuf> {
-    let mut cmd = crate::cargo();
-    cmd.args(crate::WORKSPACE_BUILD)
-        .args(["--quiet", "--message-format=json-render-diagnostics"])
-        .stderr(Stdio::inherit());
-    eprintln!("$ {cmd:?}");
-    let out = cmd.output().context("running cargo build")?;
-    if !out.status.success() {
-        bail!("building {bin} failed ({})", out.status);
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| {
-            msg["reason"] == "compiler-artifact"
-                && msg["target"]["name"] == bin
-                && msg["target"]["kind"]
-                    .as_array()
-                    .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
-                // Not the binary's own unit tests, which cargo reports under the same name.
-                && msg["profile"]["test"] == false
-        })
-        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .with_context(|| format!("cargo did not report the {bin} executable"))
 }
 
 /// The client scenarios the suite requires of `revision`, and those its requirement set runs

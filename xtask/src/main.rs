@@ -11,7 +11,8 @@
 //! | `bench` | criterion benchmarks in release mode: catalog search (1k/10k tools, index build, memory) the orchestration (runner vs bare rmcp per call over stdio and HTTP, 16 in flight, `open_runner` with 1/8/32 servers), the agent loop's own cost per step and the model adapter's parse cost per streamed chunk; `--json` for the key figures and ratios, `--only search\|orchestration\|agent_loop\|model_stream` |
 //! | `conformance` | the official MCP conformance suite's client scenarios of each checked revision, then its server scenarios against the `mcp-agent serve` gateway, vs `peers/conformance-baseline.txt` (`--revision R`, `--scenario S`, `--client-only`, `--gateway-only` to narrow) |
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
@@ -53,14 +54,47 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// The build every test step shares: each workspace binary and test, resolved with the
-/// dev-dependencies' features as `cargo test --workspace` resolves them.
+/// The build every test step shares: each workspace binary, test and example (which
+/// `cargo test` compiles too), resolved with the dev-dependencies' features as `cargo test
+/// --workspace` resolves them, so the test run starts with nothing left to compile.
 ///
 /// A build of the binaries alone (or of one package's, `-p`) resolves the features of shared
 /// dependencies differently (tokio's `test-util`, the crates' `testing` features), and cargo
 /// then compiles most of the workspace a second time for the tests. With this one, the test
 /// run and the conformance check's binaries find everything built.
-pub(crate) const WORKSPACE_BUILD: [&str; 4] = ["build", "--workspace", "--bins", "--tests"];
+pub(crate) const WORKSPACE_BUILD: [&str; 5] =
+    ["build", "--workspace", "--bins", "--tests", "--examples"];
+
+/// Builds the workspace's binary `bin` and returns its path, as cargo reports it.
+///
+/// The build is the workspace's ([`WORKSPACE_BUILD`]), not the package's alone: within
+/// `cargo xtask test` everything is built already, where `-p` would resolve the dependencies'
+/// features anew and compile them again.
+pub(crate) fn build_bin(bin: &str) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(WORKSPACE_BUILD)
+        .args(["--quiet", "--message-format=json-render-diagnostics"])
+        .stderr(Stdio::inherit());
+    eprintln!("$ {cmd:?}");
+    let out = cmd.output().context("running cargo build")?;
+    if !out.status.success() {
+        bail!("building {bin} failed ({})", out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|msg| {
+            msg["reason"] == "compiler-artifact"
+                && msg["target"]["name"] == bin
+                && msg["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+                // Not the binary's own unit tests, which cargo reports under the same name.
+                && msg["profile"]["test"] == false
+        })
+        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("cargo did not report the {bin} executable"))
+}
 
 /// Runs a command to completion, failing with its command line when it fails; says how long
 /// it took, so a slow step shows in a CI log.
@@ -181,25 +215,16 @@ fn local_model_tests(peers: &peers::Peers) -> Result<()> {
     }
 }
 
-/// Builds `examples/embed` (the README's library example, a project of its own that depends on
-/// `mcp-agent` alone) and runs it against the demo server, configured as `github`.
+/// Runs `examples/embed` (the README's library example, a package of its own that depends on
+/// `mcp-agent` alone) against the demo server, configured as `github`. The test build linked
+/// it; `cargo xtask lint` checks that it builds with the facade's default features alone.
 fn embed_example() -> Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("the workspace root")?;
-    let target = root.join("target");
-    let manifest = root.join("examples/embed/Cargo.toml");
-    run(cargo()
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target))?;
-    let cli = target.join("debug/mcp-agent");
+    let cli = build_bin("mcp-agent")?;
     let servers = format!(
         r#"[{{"name":"github","command":{},"args":["demo-server"]}}]"#,
         serde_json::Value::String(cli.to_string_lossy().into_owned())
     );
-    let out = std::process::Command::new(target.join("debug/embed"))
+    let out = std::process::Command::new(build_bin("embed")?)
         .env("MCP_AGENT__SERVERS", servers)
         .output()
         .context("running examples/embed")?;
@@ -211,7 +236,7 @@ fn embed_example() -> Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    eprintln!("examples/embed: built and ran the README's library example");
+    eprintln!("examples/embed: ran the README's library example");
     Ok(())
 }
 
@@ -237,6 +262,9 @@ fn lint() -> Result<()> {
             "RUSTDOCFLAGS",
             "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
         ))?;
+    // The README's example as a user builds it: the facade's default features, none of the
+    // workspace's (the test build links and runs it with everyone's).
+    run(cargo().args(["check", "--quiet", "-p", "embed"]))?;
     // Each transport feature of the facade on its own, and none: a deployment picks them;
     // `http` without `oauth` is static headers and bearer tokens only.
     for features in [
