@@ -3,7 +3,7 @@
 //! | task | what it does |
 //! |---|---|
 //! | `test` | installs the test peers, builds every binary and test once, runs the whole test suite (the README's test command) |
-//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the facade with each transport feature alone |
+//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the README's example and the facade with each transport feature alone; in `target/lint` |
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
@@ -54,16 +54,16 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// The build every test step shares: each workspace binary, test and example (which
-/// `cargo test` compiles too), resolved with the dev-dependencies' features as `cargo test
-/// --workspace` resolves them, so the test run starts with nothing left to compile.
+/// The build every test step shares: each workspace binary and test, resolved with the
+/// dev-dependencies' features as `cargo test --workspace` resolves them, so the test run
+/// (`--tests`: the same targets) starts with nothing left to compile. Examples are not built:
+/// the lint's clippy checks them.
 ///
 /// A build of the binaries alone (or of one package's, `-p`) resolves the features of shared
 /// dependencies differently (tokio's `test-util`, the crates' `testing` features), and cargo
 /// then compiles most of the workspace a second time for the tests. With this one, the test
 /// run and the conformance check's binaries find everything built.
-pub(crate) const WORKSPACE_BUILD: [&str; 5] =
-    ["build", "--workspace", "--bins", "--tests", "--examples"];
+pub(crate) const WORKSPACE_BUILD: [&str; 4] = ["build", "--workspace", "--bins", "--tests"];
 
 /// Builds the workspace's binary `bin` and returns its path, as cargo reports it.
 ///
@@ -139,7 +139,7 @@ fn test(extra: &[String]) -> Result<()> {
     let before = leaks::snapshot();
     if has_nextest() {
         let mut nextest = cargo();
-        nextest.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        nextest.args(["nextest", "run", "--workspace", "--tests", "--no-fail-fast"]);
         // A variable, not a flag: one the caller passes (`-j`, `--test-threads`, `--jobs`) or
         // sets (`NEXTEST_TEST_THREADS`) wins.
         if std::env::var_os("NEXTEST_TEST_THREADS").is_none() {
@@ -164,10 +164,7 @@ fn test(extra: &[String]) -> Result<()> {
     eprintln!("conformance check: {}", minutes(conformance));
     // No server process the suite started may outlive it (tests check their own servers by
     // pid and process group; this is the net under them).
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("the workspace root")?;
-    leaks::check(root, &before)?;
+    leaks::check(workspace_root(), &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
     eprintln!("cargo xtask test: {}", minutes(started));
     Ok(())
@@ -201,6 +198,9 @@ fn local_model_tests(peers: &peers::Peers) -> Result<()> {
             cargo()
                 .args(["nextest", "run", "--no-fail-fast"])
                 .args(selection)
+                // The integration tests alone: the command line's own unit tests do not
+                // depend on the feature, and building them again would cost a binary.
+                .args(["--test", "it"])
                 .args(["-E", "package(mcp-agent-cli) and test(/cli_search::/)"]),
             peers,
         ))
@@ -245,7 +245,31 @@ fn with_peers<'a>(cmd: &'a mut Command, peers: &peers::Peers) -> &'a mut Command
     cmd
 }
 
+/// The lint's own target directory (`target/lint`, or `lint` in `CARGO_TARGET_DIR`). Its
+/// artifacts are check-mode metadata, which a build never reuses, so sharing the test build's
+/// directory would only make the two wait for each other's lock; apart, `.ci/run` runs the lint
+/// beside the test suite, and the leak check knows its processes.
+pub(crate) fn lint_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("lint")
+}
+
+/// The workspace's root directory.
+pub(crate) fn workspace_root() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace root")
+}
+
 fn lint() -> Result<()> {
+    let dir = lint_target_dir();
+    let cargo = || {
+        let mut cmd = cargo();
+        cmd.env("CARGO_TARGET_DIR", &dir);
+        cmd
+    };
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",
@@ -257,7 +281,8 @@ fn lint() -> Result<()> {
         "warnings",
     ]))?;
     run(cargo()
-        .args(["doc", "--workspace", "--no-deps", "--all-features"])
+        // The libraries' docs: a binary's items are its own, documented only privately.
+        .args(["doc", "--workspace", "--no-deps", "--all-features", "--lib"])
         .env(
             "RUSTDOCFLAGS",
             "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
