@@ -2,8 +2,7 @@
 //!
 //! Individual tests check their own servers by pid and process group. This is the net under
 //! them: it lists every process whose executable or command line points into this workspace
-//! (the target directory, `peers/`, `.peers/`) that did not exist before the suite started,
-//! other than cargo's and the compiler's (the lint may run beside the suite, `.ci/run`).
+//! (the target directory, `peers/`, `.peers/`) that did not exist before the suite started.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -37,8 +36,6 @@ pub(crate) fn check(root: &Path, before: &BTreeSet<u32>) -> Result<()> {
 
 fn find(root: &Path, before: &BTreeSet<u32>) -> Result<()> {
     let root = root.to_string_lossy().into_owned();
-    // The lint, which `.ci/run` runs beside the suite in a target directory of its own.
-    let lint = crate::lint_target_dir().to_string_lossy().into_owned();
     let me = std::process::id();
     let mut leaked = Vec::new();
     for pid in snapshot().difference(before) {
@@ -61,10 +58,7 @@ fn find(root: &Path, before: &BTreeSet<u32>) -> Result<()> {
         // only its parent can reap it, so name it by its stat line.
         let stat = std::fs::read_to_string(format!("{proc_dir}/stat")).unwrap_or_default();
         let ours = exe.starts_with(&root) || cmdline.contains(&root);
-        let cargo_or_tooling = cmdline.contains("cargo")
-            || cmdline.contains("rustc")
-            || exe.starts_with(&lint)
-            || cmdline.contains(&lint);
+        let cargo_or_tooling = cmdline.contains("cargo") || cmdline.contains("rustc");
         if ours && !cargo_or_tooling {
             leaked.push(format!(
                 "pid {pid}: {cmdline} [{}]",

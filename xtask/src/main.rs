@@ -3,7 +3,7 @@
 //! | task | what it does |
 //! |---|---|
 //! | `test` | installs the test peers, builds every binary and test once, runs the whole test suite (the README's test command) |
-//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the README's example and the facade with each transport feature alone; in `target/lint` |
+//! | `lint` | `cargo fmt --check`, clippy with `-D warnings` on all targets and features, rustdoc with broken links denied, the README's example and the facade with each transport feature alone |
 //! | `tidy` | the repository's conventions (dependency rules, lints, code map), as tests |
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
@@ -245,17 +245,6 @@ fn with_peers<'a>(cmd: &'a mut Command, peers: &peers::Peers) -> &'a mut Command
     cmd
 }
 
-/// The lint's own target directory (`target/lint`, or `lint` in `CARGO_TARGET_DIR`). Its
-/// artifacts are check-mode metadata, which a build never reuses, so sharing the test build's
-/// directory would only make the two wait for each other's lock; apart, `.ci/run` runs the lint
-/// beside the test suite, and the leak check knows its processes.
-pub(crate) fn lint_target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-        .join("lint")
-}
-
 /// The workspace's root directory.
 pub(crate) fn workspace_root() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -264,12 +253,6 @@ pub(crate) fn workspace_root() -> &'static std::path::Path {
 }
 
 fn lint() -> Result<()> {
-    let dir = lint_target_dir();
-    let cargo = || {
-        let mut cmd = cargo();
-        cmd.env("CARGO_TARGET_DIR", &dir);
-        cmd
-    };
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",
