@@ -264,15 +264,14 @@ fn lint() -> Result<()> {
         "warnings",
     ]))?;
     run(cargo()
-        // The libraries' docs: a binary's items are its own, documented only privately.
-        .args(["doc", "--workspace", "--no-deps", "--all-features", "--lib"])
+        .args(["doc", "--workspace", "--no-deps", "--all-features"])
         .env(
             "RUSTDOCFLAGS",
             "-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links",
         ))?;
     // The README's example as a user builds it: the facade's default features, none of the
     // workspace's (the test build links and runs it with everyone's).
-    run(cargo().args(["check", "--quiet", "-p", "embed"]))?;
+    run(cargo().args(["clippy", "--quiet", "-p", "embed", "--", "-D", "warnings"]))?;
     // Each transport feature of the facade on its own, and none: a deployment picks them;
     // `http` without `oauth` is static headers and bearer tokens only.
     for features in [

@@ -673,7 +673,8 @@ fn install_cargo(root: &Path) -> Result<()> {
         .arg(&dir)
         .arg("--target-dir")
         .arg(root.join(".peers/cargo-target"))
-        // Not the workspace's settings: the peer builds as its authors published it.
+        // Not the workspace's settings: the peer builds as its authors published it (debug
+        // info aside).
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET_DIR");

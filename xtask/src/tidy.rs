@@ -42,6 +42,8 @@ fn crate_dirs() -> Vec<PathBuf> {
         .collect();
     dirs.push(root().join("xtask"));
     dirs.push(root().join("tests"));
+    // Not examples/embed: a workspace member, but written as a user's package (no workspace
+    // lints, no section of the code map, which names it under the facade).
     dirs.sort();
     dirs
 }
@@ -376,7 +378,7 @@ fn tidy_no_product_enables_ungoverned_permits() {
 }
 
 /// Rule: the README's library example is `examples/embed/src/main.rs` word for word, so the
-/// project CI builds and runs is the one a reader copies.
+/// package CI checks and runs is the one a reader copies.
 #[test]
 fn tidy_the_readme_library_example_is_the_embed_example() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();

@@ -365,9 +365,8 @@ impl Inner {
         if threads <= 1 {
             return texts.iter().map(one).collect();
         }
-        // One thread a core. Each thread's query/key/value product goes through candle's
-        // matrix product, which may fan out onto rayon's global pool (one thread a core as
-        // well): at most twice as many runnable threads as cores, not one pool per thread.
+        // One thread a core. Each thread runs the encoder's own kernels (candle only loaded
+        // the weights), so no pool of threads is started beside them.
         let chunk = texts.len().div_ceil(threads);
         std::thread::scope(|scope| {
             let parts: Vec<_> = texts
