@@ -251,7 +251,7 @@ fn client_plan(peers: &Peers, baseline_text: &str) -> Result<Vec<Run>> {
 fn check_client(peers: &Peers, runs: &[Run], baseline_text: &str, whole_sets: bool) -> Result<()> {
     let root = peers::root();
     let baseline = parse_baseline(baseline_text)?;
-    let client = crate::build_bin(CLIENT_BIN)?;
+    let [client] = crate::build_bins([CLIENT_BIN])?;
     let out_root = root.join("target/conformance");
     let started = Instant::now();
     eprintln!(

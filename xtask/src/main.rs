@@ -65,12 +65,13 @@ pub(crate) fn cargo() -> Command {
 /// run and the conformance check's binaries find everything built.
 pub(crate) const WORKSPACE_BUILD: [&str; 4] = ["build", "--workspace", "--bins", "--tests"];
 
-/// Builds the workspace's binary `bin` and returns its path, as cargo reports it.
+/// Builds the workspace's binaries `bins` and returns their paths in the same order, as cargo
+/// reports them, from one build.
 ///
-/// The build is the workspace's ([`WORKSPACE_BUILD`]), not the package's alone: within
+/// The build is the workspace's ([`WORKSPACE_BUILD`]), not the packages' alone: within
 /// `cargo xtask test` everything is built already, where `-p` would resolve the dependencies'
 /// features anew and compile them again.
-pub(crate) fn build_bin(bin: &str) -> Result<PathBuf> {
+pub(crate) fn build_bins<const N: usize>(bins: [&str; N]) -> Result<[PathBuf; N]> {
     let mut cmd = cargo();
     cmd.args(WORKSPACE_BUILD)
         .args(["--quiet", "--message-format=json-render-diagnostics"])
@@ -78,22 +79,32 @@ pub(crate) fn build_bin(bin: &str) -> Result<PathBuf> {
     eprintln!("$ {cmd:?}");
     let out = cmd.output().context("running cargo build")?;
     if !out.status.success() {
-        bail!("building {bin} failed ({})", out.status);
+        bail!("building {} failed ({})", bins.join(", "), out.status);
     }
-    String::from_utf8_lossy(&out.stdout)
+    let messages: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|msg| {
-            msg["reason"] == "compiler-artifact"
-                && msg["target"]["name"] == bin
-                && msg["target"]["kind"]
-                    .as_array()
-                    .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
-                // Not the binary's own unit tests, which cargo reports under the same name.
-                && msg["profile"]["test"] == false
-        })
-        .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-        .with_context(|| format!("cargo did not report the {bin} executable"))
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let executable = |bin: &str| {
+        messages
+            .iter()
+            .filter(|msg| {
+                msg["reason"] == "compiler-artifact"
+                    && msg["target"]["name"] == bin
+                    && msg["target"]["kind"]
+                        .as_array()
+                        .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+                    // Not the binary's own unit tests, which cargo reports under the same name.
+                    && msg["profile"]["test"] == false
+            })
+            .find_map(|msg| msg["executable"].as_str().map(PathBuf::from))
+            .with_context(|| format!("cargo did not report the {bin} executable"))
+    };
+    let mut paths = Vec::with_capacity(N);
+    for bin in bins {
+        paths.push(executable(bin)?);
+    }
+    Ok(paths.try_into().expect("one path per binary"))
 }
 
 /// Runs a command to completion, failing with its command line when it fails; says how long
@@ -164,7 +175,7 @@ fn test(extra: &[String]) -> Result<()> {
     eprintln!("conformance check: {}", minutes(conformance));
     // No server process the suite started may outlive it (tests check their own servers by
     // pid and process group; this is the net under them).
-    leaks::check(workspace_root(), &before)?;
+    leaks::check(&peers::root(), &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
     eprintln!("cargo xtask test: {}", minutes(started));
     Ok(())
@@ -219,12 +230,12 @@ fn local_model_tests(peers: &peers::Peers) -> Result<()> {
 /// `mcp-agent` alone) against the demo server, configured as `github`. The test build linked
 /// it; `cargo xtask lint` checks that it builds with the facade's default features alone.
 fn embed_example() -> Result<()> {
-    let cli = build_bin("mcp-agent")?;
+    let [cli, embed] = build_bins(["mcp-agent", "embed"])?;
     let servers = format!(
         r#"[{{"name":"github","command":{},"args":["demo-server"]}}]"#,
         serde_json::Value::String(cli.to_string_lossy().into_owned())
     );
-    let out = std::process::Command::new(build_bin("embed")?)
+    let out = std::process::Command::new(embed)
         .env("MCP_AGENT__SERVERS", servers)
         .output()
         .context("running examples/embed")?;
@@ -243,13 +254,6 @@ fn embed_example() -> Result<()> {
 fn with_peers<'a>(cmd: &'a mut Command, peers: &peers::Peers) -> &'a mut Command {
     peers.apply(cmd);
     cmd
-}
-
-/// The workspace's root directory.
-pub(crate) fn workspace_root() -> &'static std::path::Path {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask sits in the workspace root")
 }
 
 fn lint() -> Result<()> {

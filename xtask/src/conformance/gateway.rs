@@ -310,8 +310,7 @@ pub(super) fn plan(peers: &Peers, baseline: &GatewayBaseline) -> Result<Vec<Gate
 /// Builds the gateway and the upstream, runs `runs` and compares each run's failed and warning
 /// checks with the baseline's gateway section; prints the results and the counts.
 pub(super) fn check(peers: &Peers, runs: &[GatewayRun], baseline: &GatewayBaseline) -> Result<()> {
-    let gateway_bin = crate::build_bin("mcp-agent")?;
-    let upstream_bin = crate::build_bin("mcp-test-server")?;
+    let [gateway_bin, upstream_bin] = crate::build_bins(["mcp-agent", "mcp-test-server"])?;
     let out_root = crate::peers::root().join("target/conformance/gateway");
     let started = Instant::now();
     eprintln!(
