@@ -93,7 +93,8 @@ type Opened = Result<(Arc<dyn SessionTools>, InFlightGuard), String>;
 pub(crate) struct Session {
     shared: Arc<Shared>,
     calls: Arc<Semaphore>,
-    /// The change signal, until the session is initialised and starts forwarding it.
+    /// The change signal, subscribed when the handler is made (or its per-session tools
+    /// open), until the session forwards it: after `initialize`, or in a `subscriptions/listen`.
     changes: std::sync::Mutex<Option<watch::Receiver<u64>>>,
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
@@ -405,14 +406,18 @@ impl Session {
         served.tool(name).filter(|t| self.admits(t))
     }
 
-    /// Sends `notifications/tools/list_changed` on each change until the session ends.
-    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
-        let taken = self
-            .changes
+    /// The change signal the handler subscribed to when it was made or its per-session
+    /// tools opened, if nothing forwards it yet.
+    fn take_changes(&self) -> Option<watch::Receiver<u64>> {
+        self.changes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let Some(mut rx) = taken else {
+            .take()
+    }
+
+    /// Sends `notifications/tools/list_changed` on each change until the session ends.
+    fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
+        let Some(mut rx) = self.take_changes() else {
             return;
         };
         let ended = self.ended.clone();
@@ -785,16 +790,21 @@ impl ServerHandler for Session {
         let extensions = &context.request_context().extensions;
         self.bind(extensions)?;
         self.note_stateless(extensions);
-        let mut rx = match &self.server().changes {
-            Some(changes) => changes.subscribe(),
+        let changes = match &self.server().changes {
+            Some(changes) => changes.clone(),
             None => match self.served().await {
                 Ok(Served::Session(tools)) => match tools.list_changes() {
-                    Some(changes) => changes.subscribe(),
+                    Some(changes) => changes,
                     None => return Ok(()),
                 },
                 _ => return Ok(()),
             },
         };
+        // rmcp acknowledges the subscription before it calls this, so a receiver subscribed
+        // only now would miss a change the client caused as soon as it saw the
+        // acknowledgment. The handler's own receiver was subscribed when the request arrived
+        // (or its per-session tools opened), before that.
+        let mut rx = self.take_changes().unwrap_or_else(|| changes.subscribe());
         let lifecycle = self.shared.lifecycle.clone();
         loop {
             tokio::select! {
