@@ -12,6 +12,8 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt as _;
+use tokio::net::unix::pipe;
+use tokio_util::either::Either;
 
 use crate::{CrashAction, Observations, SkillHostility, Skills, TestServer, TestServerOptions};
 
@@ -372,10 +374,8 @@ pub fn escapees(path: &std::path::Path) -> Option<Vec<u32>> {
 }
 
 async fn serve_stdio<S: ServerHandler>(server: S) {
-    let transport = IgnoreIdlessErrors(AsyncRwTransport::new_server(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ));
+    let (stdin, stdout) = stdio();
+    let transport = IgnoreIdlessErrors(AsyncRwTransport::new_server(stdin, stdout));
     match server.serve(transport).await {
         Ok(running) => {
             let _ = running.waiting().await;
@@ -385,6 +385,29 @@ async fn serve_stdio<S: ServerHandler>(server: S) {
             let _ = writeln!(std::io::stderr(), "mcp-test-server: handshake failed: {e}");
         }
     }
+}
+
+/// Stdin and stdout, read and written on the runtime's own threads when they are pipes (as
+/// when a client spawned the server): tokio's `stdin()` and `stdout()` hand every read and
+/// write to a blocking thread, a thread switch per message that a flood of notifications
+/// pays thousands of times. Anything else (a terminal, a file) keeps tokio's.
+fn stdio() -> (
+    Either<pipe::Receiver, tokio::io::Stdin>,
+    Either<pipe::Sender, tokio::io::Stdout>,
+) {
+    use std::os::fd::AsFd as _;
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd);
+    (
+        input.map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left),
+        output.map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left),
+    )
 }
 
 /// The stdio transport, minus the JSON-RPC errors without an id a client sends back for a
