@@ -170,7 +170,7 @@ fn demo_config(config: Config) -> Result<Config, ExitCode> {
 pub(crate) fn serve() -> ExitCode {
     runtime().block_on(async {
         let service = match crate::demo_server::DemoServer
-            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .serve(mcp_serve::process_stdio())
             .await
         {
             Ok(service) => service,

@@ -102,7 +102,7 @@ pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use pool::{PoolOptions, PooledTools};
 pub use relay::{InputRound, MAX_CLIENT_STATE_BYTES, Round, STATE_TTL};
 pub use server::ToolServer;
-pub use stdio::SessionServer;
+pub use stdio::{SessionServer, process_stdio};
 pub use upstream_names::{MAX_UPSTREAM_URI_BYTES, UPSTREAM_SCHEME, UpstreamNames};
 
 /// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.

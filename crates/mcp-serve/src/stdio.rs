@@ -20,6 +20,42 @@ use crate::lines::Lines;
 use crate::server::ToolServer;
 use crate::{ServeError, cut};
 
+/// This process's stdin and stdout, for an rmcp transport (a tuple of the two is one).
+///
+/// When they are pipes, as when a host spawned the process, they are read and written on the
+/// runtime's own threads (non-blocking, through epoll); tokio's `stdin()` and `stdout()`
+/// hand every read and write to a blocking thread instead, a thread switch per message.
+/// Anything else (a terminal, a file) is tokio's. Only the serving session should use them
+/// afterwards: a pipe is then non-blocking, and so is any other handle to the same end.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let (stdin, stdout) = mcp_serve::process_stdio();
+/// // e.g. `rmcp::ServiceExt::serve(handler, (stdin, stdout)).await`
+/// # drop((stdin, stdout));
+/// # }
+/// ```
+pub fn process_stdio() -> (
+    impl tokio::io::AsyncRead + Send + Unpin + 'static,
+    impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+) {
+    use std::os::fd::AsFd as _;
+    use tokio::net::unix::pipe;
+    use tokio_util::either::Either;
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd);
+    (
+        input.map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left),
+        output.map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left),
+    )
+}
+
 impl ToolServer {
     /// Serves one session on this process's stdin and stdout (the way a desktop host runs an
     /// MCP server). A request line longer than [`max_request_bytes`](Self::max_request_bytes)
@@ -37,11 +73,8 @@ impl ToolServer {
     /// # }
     /// ```
     pub async fn serve_stdio(self) -> Result<SessionServer, ServeError> {
-        let transport = Lines::new(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            self.max_request_bytes_value(),
-        );
+        let (stdin, stdout) = process_stdio();
+        let transport = Lines::new(stdin, stdout, self.max_request_bytes_value());
         self.serve_transport(transport).await
     }
 
