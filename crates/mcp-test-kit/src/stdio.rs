@@ -390,7 +390,8 @@ async fn serve_stdio<S: ServerHandler>(server: S) {
 /// Stdin and stdout, read and written on the runtime's own threads when they are pipes (as
 /// when a client spawned the server): tokio's `stdin()` and `stdout()` hand every read and
 /// write to a blocking thread, a thread switch per message that a flood of notifications
-/// pays thousands of times. Anything else (a terminal, a file) keeps tokio's.
+/// pays thousands of times. Anything else (a terminal, a file) keeps tokio's. The product's
+/// `mcp_serve::process_stdio` does the same; the kit depends on no product crate.
 fn stdio() -> (
     Either<pipe::Receiver, tokio::io::Stdin>,
     Either<pipe::Sender, tokio::io::Stdout>,
