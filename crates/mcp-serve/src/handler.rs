@@ -3,6 +3,7 @@
 //! list changes forwarded. What is served, and within which bounds, is the
 //! [`ToolServer`]'s.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -41,6 +42,9 @@ use crate::progress;
 use crate::relay::Round;
 use crate::restore::{Records, Restoring};
 use crate::server::{ServedTools, Source, ToolServer};
+
+/// How many listens' subscriptions a session keeps waiting for their listen.
+const MAX_PENDING_LISTENS: usize = 16;
 
 /// What the sessions of one endpoint share.
 #[derive(Debug)]
@@ -94,8 +98,12 @@ pub(crate) struct Session {
     shared: Arc<Shared>,
     calls: Arc<Semaphore>,
     /// The change signal, subscribed when the handler is made (or its per-session tools
-    /// open), until the session forwards it: after `initialize`, or in a `subscriptions/listen`.
+    /// open), until the session forwards it after `initialize`.
     changes: std::sync::Mutex<Option<watch::Receiver<u64>>>,
+    /// The change signal subscribed as each `subscriptions/listen` was accepted (before rmcp
+    /// acknowledges it), oldest first, each taken by a listen that follows; at most
+    /// [`MAX_PENDING_LISTENS`] (a listen whose acknowledgment failed leaves its own behind).
+    listens: std::sync::Mutex<VecDeque<watch::Receiver<u64>>>,
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
     _ended_on_drop: DropGuard,
@@ -187,6 +195,7 @@ impl Session {
             calls: Arc::new(Semaphore::new(server.max_calls_per_session)),
             // Subscribed now, so a change during the handshake is not missed.
             changes: std::sync::Mutex::new(server.changes.as_ref().map(ToolListChanges::subscribe)),
+            listens: std::sync::Mutex::default(),
             ended: ended.clone(),
             _ended_on_drop: ended.drop_guard(),
             opened: OnceCell::new(),
@@ -413,6 +422,31 @@ impl Session {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    fn pending_listens(&self) -> std::sync::MutexGuard<'_, VecDeque<watch::Receiver<u64>>> {
+        self.listens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Subscribes a listen being accepted to the signal it will forward, when that signal
+    /// exists already (the server's, or the opened per-session tools').
+    fn subscribe_listen(&self) {
+        let changes = match &self.server().changes {
+            Some(changes) => Some(changes.clone()),
+            None => match self.served_now() {
+                Some(Served::Session(tools)) => tools.list_changes(),
+                _ => None,
+            },
+        };
+        if let Some(changes) = changes {
+            let mut pending = self.pending_listens();
+            if pending.len() == MAX_PENDING_LISTENS {
+                pending.pop_front();
+            }
+            pending.push_back(changes.subscribe());
+        }
     }
 
     /// Sends `notifications/tools/list_changed` on each change until the session ends.
@@ -782,6 +816,10 @@ impl ServerHandler for Session {
         if !self.server().announces_changes() {
             return None;
         }
+        // rmcp calls this for each listen right before it acknowledges it, and calls `listen`
+        // only after: subscribed now, a change the client causes as soon as it sees the
+        // acknowledgment is not missed.
+        self.subscribe_listen();
         Some(requested.intersection(&SubscriptionFilter::builder().tools_list_changed().build()))
     }
 
@@ -800,11 +838,13 @@ impl ServerHandler for Session {
                 _ => return Ok(()),
             },
         };
-        // rmcp acknowledges the subscription before it calls this, so a receiver subscribed
-        // only now would miss a change the client caused as soon as it saw the
-        // acknowledgment. The handler's own receiver was subscribed when the request arrived
-        // (or its per-session tools opened), before that.
-        let mut rx = self.take_changes().unwrap_or_else(|| changes.subscribe());
+        // The receiver subscribed before the acknowledgment (`accepted_subscription_filter`).
+        // Per-session tools that open only now (a request without a session) were subscribed
+        // as they opened: a change between the acknowledgment and their open is not seen.
+        let pending = self.pending_listens().pop_front();
+        let mut rx = pending
+            .or_else(|| self.take_changes())
+            .unwrap_or_else(|| changes.subscribe());
         let lifecycle = self.shared.lifecycle.clone();
         loop {
             tokio::select! {
