@@ -22,43 +22,59 @@ use crate::{ServeError, cut};
 
 /// This process's stdin and stdout, for an rmcp transport (a tuple of the two is one).
 ///
-/// When they are pipes, as when a host spawned the process, they are read and written on the
-/// runtime's own threads (non-blocking, through epoll); tokio's `stdin()` and `stdout()`
-/// hand every read and write to a blocking thread instead, a thread switch per message.
-/// Anything else (a terminal, a file) is tokio's. Only the serving session should use them
-/// afterwards: a pipe is then non-blocking, and so is any other handle to the same end.
+/// On Linux, when they are pipes (as when a host spawns the process with pipes; Node hosts
+/// use sockets), each is opened anew through `/proc/self/fd` and read or written
+/// non-blocking on the runtime's own threads. tokio's `stdin()` and `stdout()`, which
+/// anything else gets (a terminal, a file, a socket, another system, no runtime), hand every
+/// read and write to a blocking thread instead: a thread switch per message. Opened anew,
+/// the pipes' non-blocking mode is their own: descriptors 0 and 1, and whatever else shares
+/// them, stay as they were.
+///
+/// A [`ToolServer`] serves its session on them with [`ToolServer::serve_stdio`], which also
+/// bounds what it reads; this is for an rmcp service of one's own.
+///
+/// # Panics
+///
+/// Inside a Tokio runtime whose IO driver is not enabled, when stdin or stdout is a pipe.
 ///
 /// ```no_run
-/// # async fn demo() {
-/// let (stdin, stdout) = mcp_serve::process_stdio();
-/// // e.g. `rmcp::ServiceExt::serve(handler, (stdin, stdout)).await`
-/// # drop((stdin, stdout));
+/// # async fn demo<S: rmcp::ServerHandler>(service: S) -> Result<(), Box<dyn std::error::Error>> {
+/// use rmcp::ServiceExt as _;
+/// let running = service.serve(mcp_serve::process_stdio()).await?;
+/// running.waiting().await?;
+/// # Ok(())
 /// # }
 /// ```
 pub fn process_stdio() -> (
     impl tokio::io::AsyncRead + Send + Unpin + 'static,
     impl tokio::io::AsyncWrite + Send + Unpin + 'static,
 ) {
-    use std::os::fd::AsFd as _;
-    use tokio::net::unix::pipe;
+    use tokio::net::unix::pipe::OpenOptions;
     use tokio_util::either::Either;
-    let input = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Receiver::from_owned_fd);
-    let output = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Sender::from_owned_fd);
+    let input = reopened_pipe(0, |path| OpenOptions::new().open_receiver(path));
+    let output = reopened_pipe(1, |path| OpenOptions::new().open_sender(path));
     (
-        input.map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left),
-        output.map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left),
+        input.map_or_else(|| Either::Right(tokio::io::stdin()), Either::Left),
+        output.map_or_else(|| Either::Right(tokio::io::stdout()), Either::Left),
     )
+}
+
+/// This process's descriptor `fd` opened anew with `open`, when it is a pipe and a runtime
+/// is there to register it with.
+fn reopened_pipe<T>(fd: u8, open: impl FnOnce(&str) -> std::io::Result<T>) -> Option<T> {
+    use std::os::unix::fs::FileTypeExt as _;
+    tokio::runtime::Handle::try_current().ok()?;
+    let path = format!("/proc/self/fd/{fd}");
+    let metadata = std::fs::metadata(&path).ok()?;
+    if !metadata.file_type().is_fifo() {
+        return None;
+    }
+    open(&path).ok()
 }
 
 impl ToolServer {
     /// Serves one session on this process's stdin and stdout (the way a desktop host runs an
-    /// MCP server). A request line longer than [`max_request_bytes`](Self::max_request_bytes)
+    /// MCP server), as [`process_stdio`] opens them. A request line longer than [`max_request_bytes`](Self::max_request_bytes)
     /// is dropped unread and answered with an error naming the limit, as is one nested
     /// deeper than 128 levels; a line that is not JSON is ignored; one that is JSON but no
     /// JSON-RPC message is answered with an error (-32602 for a known method's unfitting

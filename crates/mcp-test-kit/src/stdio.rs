@@ -390,25 +390,31 @@ async fn serve_stdio<S: ServerHandler>(server: S) {
 /// Stdin and stdout, read and written on the runtime's own threads when they are pipes (as
 /// when a client spawned the server): tokio's `stdin()` and `stdout()` hand every read and
 /// write to a blocking thread, a thread switch per message that a flood of notifications
-/// pays thousands of times. Anything else (a terminal, a file) keeps tokio's. The product's
-/// `mcp_serve::process_stdio` does the same; the kit depends on no product crate.
+/// pays thousands of times. Each pipe is opened anew (Linux: `/proc/self/fd`), so its
+/// non-blocking mode is not shared with descriptors 0 and 1. Anything else (a terminal, a
+/// file) keeps tokio's. The product's `mcp_serve::process_stdio` does the same; the kit
+/// depends on no product crate.
 fn stdio() -> (
     Either<pipe::Receiver, tokio::io::Stdin>,
     Either<pipe::Sender, tokio::io::Stdout>,
 ) {
-    use std::os::fd::AsFd as _;
-    let input = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Receiver::from_owned_fd);
-    let output = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Sender::from_owned_fd);
+    let input = reopened_pipe(0, |path| pipe::OpenOptions::new().open_receiver(path));
+    let output = reopened_pipe(1, |path| pipe::OpenOptions::new().open_sender(path));
     (
-        input.map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left),
-        output.map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left),
+        input.map_or_else(|| Either::Right(tokio::io::stdin()), Either::Left),
+        output.map_or_else(|| Either::Right(tokio::io::stdout()), Either::Left),
     )
+}
+
+/// This process's descriptor `fd` opened anew with `open`, when it is a pipe.
+fn reopened_pipe<T>(fd: u8, open: impl FnOnce(&str) -> std::io::Result<T>) -> Option<T> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let path = format!("/proc/self/fd/{fd}");
+    let metadata = std::fs::metadata(&path).ok()?;
+    if !metadata.file_type().is_fifo() {
+        return None;
+    }
+    open(&path).ok()
 }
 
 /// The stdio transport, minus the JSON-RPC errors without an id a client sends back for a

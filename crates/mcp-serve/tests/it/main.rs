@@ -18,4 +18,5 @@ mod results;
 mod runner;
 mod shared_sessions;
 mod shutdown;
+mod stdio_pipes;
 mod support;
