@@ -22,9 +22,9 @@ use crate::{ServeError, cut};
 
 /// This process's stdin and stdout, for an rmcp transport (a tuple of the two is one).
 ///
-/// On Linux, when they are pipes (as when a host spawns the process with pipes; Node hosts
-/// use sockets), each is opened anew through `/proc/self/fd` and read or written
-/// non-blocking on the runtime's own threads. tokio's `stdin()` and `stdout()`, which
+/// On Linux, when they are pipes (as when a host spawns the process with pipes), each is
+/// opened anew through `/proc/self/fd` and read or written non-blocking on the runtime's own
+/// threads. tokio's `stdin()` and `stdout()`, which
 /// anything else gets (a terminal, a file, a socket, another system, no runtime), hand every
 /// read and write to a blocking thread instead: a thread switch per message. Opened anew,
 /// the pipes' non-blocking mode is their own: descriptors 0 and 1, and whatever else shares
@@ -74,12 +74,12 @@ fn reopened_pipe<T>(fd: u8, open: impl FnOnce(&str) -> std::io::Result<T>) -> Op
 
 impl ToolServer {
     /// Serves one session on this process's stdin and stdout (the way a desktop host runs an
-    /// MCP server), as [`process_stdio`] opens them. A request line longer than [`max_request_bytes`](Self::max_request_bytes)
-    /// is dropped unread and answered with an error naming the limit, as is one nested
-    /// deeper than 128 levels; a line that is not JSON is ignored; one that is JSON but no
-    /// JSON-RPC message is answered with an error (-32602 for a known method's unfitting
-    /// params, such as `tools/call` `arguments` that are no object); the session goes on
-    /// either way.
+    /// MCP server), as [`process_stdio`] opens them. A request line longer than
+    /// [`max_request_bytes`](Self::max_request_bytes) is dropped unread and answered with an
+    /// error naming the limit, as is one nested deeper than 128 levels; a line that is not
+    /// JSON is ignored; one that is JSON but no JSON-RPC message is answered with an error
+    /// (-32602 for a known method's unfitting params, such as `tools/call` `arguments` that
+    /// are no object); the session goes on either way.
     ///
     /// ```no_run
     /// # async fn demo(server: mcp_serve::ToolServer) -> Result<(), mcp_serve::ServeError> {
