@@ -1,6 +1,7 @@
 //! One live MCP session: opened (started by [`crate::lifecycle::start`]), listed, called,
 //! closed.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -175,7 +176,7 @@ impl Session {
             .map_err(|e| scrub_session_error(&options.redactor, e))?;
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.redactor);
-        let listener = listen_for_tool_changes(&peer, &handler);
+        let listener = listen_for_tool_changes(&peer, &handler, &tools, options.limits);
         let session = Self {
             spec,
             peer,
@@ -471,9 +472,15 @@ impl Drop for AbortOnDrop {
 /// the background and each `notifications/tools/list_changed` on it signals the session like
 /// the notification of the older revisions. It ends with the session (or when the server ends
 /// it); a server that refuses it leaves the session as it was.
+///
+/// A change made after the session's first listing (`listed`) and before the subscription
+/// started is announced on no stream: once the subscription is acknowledged, the tools are
+/// listed again in the background and a listing unlike the first signals a change.
 fn listen_for_tool_changes(
     peer: &Peer<RoleClient>,
     handler: &SessionHandler,
+    listed: &[Tool],
+    limits: ListLimits,
 ) -> Option<AbortOnDrop> {
     let info = peer.peer_info()?;
     let announces = info
@@ -486,12 +493,19 @@ fn listen_for_tool_changes(
         return None;
     }
     let (peer, handler) = (peer.clone(), handler.clone());
+    let listed = listing_digest(listed);
     Some(AbortOnDrop(tokio::spawn(async move {
         let filter = SubscriptionFilter::builder().tools_list_changed().build();
         let Ok(mut subscription) = peer.listen(filter).await else {
             tracing::debug!("the server refused subscriptions/listen; no tool-list changes");
             return;
         };
+        // Notifications arriving meanwhile wait in the subscription.
+        if let Ok(tools) = list_all_tools(&peer, limits).await
+            && listing_digest(&tools) != listed
+        {
+            handler.tools_changed();
+        }
         while let Ok(Some(notification)) = subscription.next().await {
             if matches!(
                 notification,
@@ -501,6 +515,15 @@ fn listen_for_tool_changes(
             }
         }
     })))
+}
+
+/// A digest of a tool listing, to tell two listings apart without keeping the first.
+fn listing_digest(tools: &[Tool]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(tools)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// A server's identity, bounded, cleaned and scrubbed (see [`ServerIdentity`]).

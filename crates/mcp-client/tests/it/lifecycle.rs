@@ -31,6 +31,9 @@ enum Discover {
     /// A discover result announcing tool-list changes, which it sends only on a
     /// `subscriptions/listen` stream (after each `tools/call`), as revision 2026-07-28 asks.
     Announcing,
+    /// Announcing, but its tool list changed as its `subscriptions/listen` arrived, before the
+    /// subscription started: a second tool, announced on no stream.
+    ChangedAtListen,
     /// A discover result, late on the first connection (a server slow to start), and
     /// `initialize` refused, as a server of 2026-07-28 refuses it.
     SlowModern,
@@ -94,6 +97,7 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                     },
                 }));
             } else if method == "tools/call"
+                && mode == Discover::Announcing
                 && let Some(subscription) = &listening
             {
                 notify = Some(json!({
@@ -115,7 +119,7 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                 }
                 ("server/discover", Discover::Garbage) => Some(json!({"result": {}})),
                 ("server/discover", Discover::Never) => None,
-                ("server/discover", Discover::Announcing) => {
+                ("server/discover", Discover::Announcing | Discover::ChangedAtListen) => {
                     let mut result = discover_result();
                     result["capabilities"] = json!({"tools": {"listChanged": true}});
                     Some(json!({"result": result}))
@@ -129,6 +133,12 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                 }
                 ("tools/list", Discover::ClaimsModern) if !initialized => {
                     Some(json!({"error": {"code": -32600, "message": "Server not initialized"}}))
+                }
+                ("tools/list", Discover::ChangedAtListen) if listening.is_some() => {
+                    Some(json!({"result": {"tools": [
+                        {"name": "echo", "inputSchema": {"type": "object"}},
+                        {"name": "added", "inputSchema": {"type": "object"}},
+                    ]}}))
                 }
                 ("tools/list", _) => Some(json!({"result": {"tools": [
                     {"name": "echo", "inputSchema": {
@@ -367,6 +377,34 @@ async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription(
         .await
         .expect("the change is signalled")
         .expect("the session is open");
+    runner.close().await;
+}
+
+#[tokio::test]
+async fn a_tool_list_change_before_the_subscription_started_reaches_the_catalog() {
+    let seen = Seen::default();
+    let runner = client(
+        Discover::ChangedAtListen,
+        seen.clone(),
+        Duration::from_secs(10),
+    )
+    .open_runner(&RunInput::new("s", "i"))
+    .await
+    .expect("the run opens");
+    let mut relisted = runner.tools_changed();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while runner.catalog().len() < 2 {
+            relisted.changed().await.expect("the run is open");
+        }
+    })
+    .await
+    .expect("the tool added before the subscription is listed");
+    assert_eq!(
+        methods(&seen).iter().filter(|m| *m == "tools/list").count(),
+        3,
+        "the first listing, the one after the subscription's acknowledgment, the re-listing: {:?}",
+        methods(&seen)
+    );
     runner.close().await;
 }
 
