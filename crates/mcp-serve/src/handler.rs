@@ -93,6 +93,15 @@ impl Shared {
 /// open until they are closed.
 type Opened = Result<(Arc<dyn SessionTools>, InFlightGuard), String>;
 
+/// A `subscriptions/listen` accepted and about to be acknowledged.
+enum Accepted {
+    /// Subscribed to the signal it will forward.
+    Subscribed(watch::Receiver<u64>),
+    /// Accepted at this moment, before the per-session tools whose signal it will forward
+    /// were opened.
+    Before(std::time::Instant),
+}
+
 /// The rmcp handler of one downstream session.
 pub(crate) struct Session {
     shared: Arc<Shared>,
@@ -103,7 +112,7 @@ pub(crate) struct Session {
     /// The change signal subscribed as each `subscriptions/listen` was accepted (before rmcp
     /// acknowledges it), oldest first, each taken by a listen that follows; at most
     /// [`MAX_PENDING_LISTENS`] (a listen whose acknowledgment failed leaves its own behind).
-    listens: std::sync::Mutex<VecDeque<watch::Receiver<u64>>>,
+    listens: std::sync::Mutex<VecDeque<Accepted>>,
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
     _ended_on_drop: DropGuard,
@@ -424,29 +433,33 @@ impl Session {
             .take()
     }
 
-    fn pending_listens(&self) -> std::sync::MutexGuard<'_, VecDeque<watch::Receiver<u64>>> {
+    fn pending_listens(&self) -> std::sync::MutexGuard<'_, VecDeque<Accepted>> {
         self.listens
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Subscribes a listen being accepted to the signal it will forward, when that signal
-    /// exists already (the server's, or the opened per-session tools').
+    /// exists already (the server's, or the opened per-session tools'); else notes when it
+    /// was accepted.
     fn subscribe_listen(&self) {
-        let changes = match &self.server().changes {
-            Some(changes) => Some(changes.clone()),
+        let accepted = match &self.server().changes {
+            Some(changes) => Accepted::Subscribed(changes.subscribe()),
             None => match self.served_now() {
-                Some(Served::Session(tools)) => tools.list_changes(),
-                _ => None,
+                Some(Served::Session(tools)) => match tools.list_changes() {
+                    Some(changes) => Accepted::Subscribed(changes.subscribe()),
+                    None => return,
+                },
+                Some(Served::Fixed(_)) => return,
+                // Per-session tools not opened yet.
+                None => Accepted::Before(std::time::Instant::now()),
             },
         };
-        if let Some(changes) = changes {
-            let mut pending = self.pending_listens();
-            if pending.len() == MAX_PENDING_LISTENS {
-                pending.pop_front();
-            }
-            pending.push_back(changes.subscribe());
+        let mut pending = self.pending_listens();
+        if pending.len() == MAX_PENDING_LISTENS {
+            pending.pop_front();
         }
+        pending.push_back(accepted);
     }
 
     /// Sends `notifications/tools/list_changed` on each change until the session ends.
@@ -826,6 +839,7 @@ impl ServerHandler for Session {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         // The tools listened to are those of the request's principal.
         let extensions = &context.request_context().extensions;
+        let accepted = self.pending_listens().pop_front();
         self.bind(extensions)?;
         self.note_stateless(extensions);
         let changes = match &self.server().changes {
@@ -839,12 +853,20 @@ impl ServerHandler for Session {
             },
         };
         // The receiver subscribed before the acknowledgment (`accepted_subscription_filter`).
-        // Per-session tools that open only now (a request without a session) were subscribed
-        // as they opened: a change between the acknowledgment and their open is not seen.
-        let pending = self.pending_listens().pop_front();
-        let mut rx = pending
-            .or_else(|| self.take_changes())
-            .unwrap_or_else(|| changes.subscribe());
+        // Per-session tools opened or changed since an acknowledgment that came before them
+        // (a request without a session opens them only now) may list what the client has not
+        // seen: the listen starts with a notification.
+        let mut rx = match accepted {
+            Some(Accepted::Subscribed(rx)) => rx,
+            Some(Accepted::Before(at)) => {
+                let mut rx = changes.subscribe();
+                if changes.news_since(at) {
+                    rx.mark_changed();
+                }
+                rx
+            }
+            None => self.take_changes().unwrap_or_else(|| changes.subscribe()),
+        };
         let lifecycle = self.shared.lifecycle.clone();
         loop {
             tokio::select! {

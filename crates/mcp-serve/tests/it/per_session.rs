@@ -1,10 +1,11 @@
 //! Tools opened per downstream session (`ToolServer::per_session`, what a gateway serves):
 //! each session opens its own, closes them when it ends, and a shutdown waits for the
 //! closes; a failed open is reported to the client and the server goes on; each session's
-//! tool-list changes reach that session only; `max_sessions` refuses one more `initialize`
+//! tool-list changes reach that session only; a stateless listen whose tools open after its
+//! acknowledgment starts with a notification; `max_sessions` refuses one more `initialize`
 //! with a clear error; the rate limit answers `429` with `Retry-After`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
@@ -21,14 +22,21 @@ struct Numbered {
     n: usize,
     changes: ToolListChanges,
     closed: Arc<AtomicUsize>,
+    /// Also lists `added`.
+    added: bool,
 }
 
 impl ToolCatalog for Numbered {
     fn tools(&self) -> Vec<ToolDescriptor> {
-        vec![ToolDescriptor::new(
-            "whoami",
-            object(json!({"type": "object"})),
-        )]
+        let names: &[&str] = if self.added {
+            &["whoami", "added"]
+        } else {
+            &["whoami"]
+        };
+        names
+            .iter()
+            .map(|name| ToolDescriptor::new(*name, object(json!({"type": "object"}))))
+            .collect()
     }
 }
 
@@ -57,6 +65,8 @@ struct Opener {
     closed: Arc<AtomicUsize>,
     fail_next: Mutex<bool>,
     changes: Mutex<Vec<ToolListChanges>>,
+    /// Tools opened from now on also list `added` (the upstream changed).
+    add: AtomicBool,
 }
 
 #[async_trait]
@@ -72,6 +82,7 @@ impl OpenTools for Opener {
             n,
             changes,
             closed: self.closed.clone(),
+            added: self.add.load(Ordering::SeqCst),
         }))
     }
 }
@@ -153,6 +164,63 @@ async fn each_session_opens_its_own_tools_and_closes_them_when_it_ends() {
         .await;
     assert_eq!(opener.closed.load(Ordering::SeqCst), 2);
     drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_listen_opening_its_tools_anew_announces_what_changed_before() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::ClientLifecycleMode;
+    let opener = Arc::new(Opener::default());
+    let server = ToolServer::per_session(opener.clone())
+        .serve_http(HttpOptions::default())
+        .await
+        .unwrap();
+    let spec = mcp_config::ServerSpec::new(
+        "served",
+        mcp_config::TransportSpec::StreamableHttp(mcp_config::HttpSpec::new(server.url().clone())),
+    );
+    let transport =
+        mcp_transport_http::HttpConnector::new(mcp_transport_http::HttpOptions::default())
+            .expect("the HTTP connector")
+            .transport(&spec)
+            .expect("the transport");
+    // Revision 2026-07-28: every request stands alone and opens its own tools.
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = bounded(
+        "discover",
+        rmcp::serve_client_with_lifecycle((), transport, lifecycle),
+    )
+    .await
+    .expect("the lifecycle");
+    let listed = bounded("list", client.list_all_tools()).await.unwrap();
+    assert_eq!(listed.len(), 1);
+
+    // The upstream changes between the listing and the listen: no open tools saw it happen,
+    // so nothing raises their signal; the listen's own tools, opened after its
+    // acknowledgment, already list it.
+    opener.add.store(true, Ordering::SeqCst);
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = bounded("listen", client.listen(filter)).await.unwrap();
+    let notification = bounded("the notification", subscription.next())
+        .await
+        .expect("the subscription")
+        .expect("a notification, not the end");
+    assert!(
+        matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        ),
+        "{notification:?}"
+    );
+    let listed = bounded("list again", client.list_all_tools())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    drop(subscription);
+    bounded("close", client.cancel()).await.unwrap();
+    bounded("shutdown", server.shutdown()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
