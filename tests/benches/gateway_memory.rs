@@ -26,7 +26,9 @@
 //!   and, beside it, the cost of a call through it against the same call made directly:
 //!   rounds of 100 sequential calls (and of calls 16 in flight) on every path in rotating
 //!   order, the median of the per-round ratios; and each binary again as `LABEL_parked`, with
-//!   `park_idle_sessions_seconds = 1`. Without either variable this part is left out.
+//!   `park_idle_sessions_seconds = 1`, and as `LABEL_no_tcache`, on glibc without its
+//!   per-thread caches (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`). Without either
+//!   variable this part is left out.
 //!
 //! `cargo bench -p integration-tests --bench gateway_memory` (1,000 sessions, 4 rounds;
 //! figures printed, and written as JSON to `$MCP_AGENT_BENCH_PAIRED` when set); under
@@ -460,12 +462,13 @@ const MAX_SESSIONS: usize = 4096;
 
 /// `mcp-agent serve --http` of `binary` in front of the upstream at `url`, with the
 /// configuration's defaults but for approval (calls allowed) and [`MAX_SESSIONS`], and idle
-/// sessions parked after `park` when given.
+/// sessions parked after `park` when given; with `env` as its whole environment.
 async fn replica(
     binary: &std::path::Path,
     dir: &std::path::Path,
     url: &str,
     park: Option<Duration>,
+    env: &[(String, String)],
 ) -> Replica {
     let config = dir.join(format!("gateway-{}.toml", unique()));
     let park = park.map_or_else(String::new, |after| {
@@ -479,7 +482,7 @@ async fn replica(
         ),
     )
     .expect("write the gateway's config");
-    Replica::start_binary(binary, &config, &[]).await
+    Replica::start_binary(binary, &config, env).await
 }
 
 /// A number no other config file of this process has.
@@ -615,11 +618,19 @@ fn measure(full: bool) -> Value {
             replicas.push((
                 label.clone(),
                 None,
-                replica(binary, dir.path(), &url, None).await,
+                replica(binary, dir.path(), &url, None, &[]).await,
             ));
             let park = Some(PARK_AFTER);
-            let parked = replica(binary, dir.path(), &url, park).await;
+            let parked = replica(binary, dir.path(), &url, park, &[]).await;
             replicas.push((format!("{label}_parked"), park, parked));
+            // glibc without its per-thread caches of freed blocks, whose pages a trim cannot
+            // give back.
+            let no_tcache = [(
+                "GLIBC_TUNABLES".to_owned(),
+                "glibc.malloc.tcache_count=0".to_owned(),
+            )];
+            let lean = replica(binary, dir.path(), &url, None, &no_tcache).await;
+            replicas.push((format!("{label}_no_tcache"), None, lean));
         }
         let mut processes = serde_json::Map::new();
         for (label, park, replica) in &replicas {

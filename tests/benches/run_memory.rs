@@ -12,11 +12,14 @@
 //! (`malloc_trim`) and `VmRSS` read a third time: what that gives back was retained by the
 //! allocator, not held by the client. The baseline is read after a first run (and a trim).
 //!
-//! The host process owns the allocator, so the rounds run twice, each time in a process of its
-//! own ([`memory::allocators`]): under glibc's malloc (`system`, a host's default; its `trimmed`
-//! figure is what a host gets that calls `malloc_trim` after closing runs, the setup
-//! docs/benchmarks.md recommends) and under jemalloc with its background thread (`jemalloc`,
-//! preloaded in front of glibc's malloc; it gives pages back by itself).
+//! The host process owns the allocator, so the rounds run once per allocator, each time in a
+//! process of its own ([`memory::allocators`]): under glibc's malloc (`system`, a host's
+//! default; its `trimmed` figure is what a host gets that calls `malloc_trim` after closing
+//! runs, the setup docs/benchmarks.md recommends) and under jemalloc with its background
+//! thread (`jemalloc`, preloaded in front of glibc's malloc; it gives pages back by itself),
+//! each also without its per-thread caches of freed blocks (`system_no_tcache`,
+//! `jemalloc_no_tcache`): blocks those caches hold stay allocated to the allocator, and the
+//! pages they sit on cannot be given back.
 //!
 //! `cargo bench -p integration-tests --bench run_memory` (figures printed, and written as JSON
 //! to `$MCP_AGENT_BENCH_PAIRED` when set); under `cargo test --benches` it runs one small round.
@@ -211,7 +214,7 @@ fn measure_each(full: bool) -> Value {
             "the {name} measurement printed no figures"
         );
         assert_eq!(
-            figures["allocator"], name,
+            figures["allocator"], allocator.library,
             "the child meant to measure {name} ran on another allocator"
         );
         out.insert(name.to_owned(), figures);

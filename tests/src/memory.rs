@@ -210,44 +210,78 @@ pub const JEMALLOC_VAR: &str = "MCP_AGENT_PEER_JEMALLOC";
 
 /// An allocator a memory benchmark can measure under, in a process of its own: the system's
 /// (glibc's `malloc`, what a host gets by default), or a shared library preloaded in front of
-/// it (`LD_PRELOAD`), whose `malloc` the process's [`BenchAllocator`] then calls.
+/// it (`LD_PRELOAD`), whose `malloc` the process's [`BenchAllocator`] then calls; each with its
+/// per-thread caches, as it comes, or without them.
 #[derive(Debug, Clone)]
 pub struct Allocator {
-    /// `system` or `jemalloc`.
+    /// `system`, `system_no_tcache`, `jemalloc` or `jemalloc_no_tcache`.
     pub name: &'static str,
+    /// The library whose `malloc` the process runs on ([`in_use`]): `system` or `jemalloc`.
+    pub library: &'static str,
     preload: Option<PathBuf>,
+    /// Without the per-thread caches of freed blocks (glibc's tcache, jemalloc's tcache).
+    no_thread_cache: bool,
 }
 
 impl Allocator {
     /// The system's allocator: nothing preloaded.
     pub const SYSTEM: Allocator = Allocator {
         name: "system",
+        library: "system",
         preload: None,
+        no_thread_cache: false,
     };
 
     /// Sets what makes `cmd`'s process use this allocator. jemalloc runs with its background
     /// thread, which gives freed pages back on its decay timer without waiting for the process
-    /// to allocate again.
+    /// to allocate again. Without thread caches: glibc's `glibc.malloc.tcache_count=0` tunable,
+    /// jemalloc's `tcache:false`.
     pub fn apply(&self, cmd: &mut Command) {
+        cmd.env_remove("GLIBC_TUNABLES");
         match &self.preload {
-            Some(library) => cmd
-                .env("LD_PRELOAD", library)
-                .env("MALLOC_CONF", "background_thread:true"),
-            None => cmd.env_remove("LD_PRELOAD").env_remove("MALLOC_CONF"),
+            Some(library) => {
+                let conf = if self.no_thread_cache {
+                    "background_thread:true,tcache:false"
+                } else {
+                    "background_thread:true"
+                };
+                cmd.env("LD_PRELOAD", library).env("MALLOC_CONF", conf)
+            }
+            None => {
+                if self.no_thread_cache {
+                    cmd.env("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0");
+                }
+                cmd.env_remove("LD_PRELOAD").env_remove("MALLOC_CONF")
+            }
         };
     }
 }
 
-/// The allocators to measure under: the system's, and jemalloc from [`JEMALLOC_VAR`]. Without
-/// that library, jemalloc is left out with a note, or the call panics where a missing peer must
-/// fail ([`mcp_test_kit::peer::required`]).
+/// The allocators to measure under: the system's, and jemalloc from [`JEMALLOC_VAR`], each
+/// with and without its thread caches. Without that library, jemalloc is left out with a
+/// note, or the call panics where a missing peer must fail ([`mcp_test_kit::peer::required`]).
 pub fn allocators() -> Vec<Allocator> {
-    let mut out = vec![Allocator::SYSTEM];
+    let mut out = vec![
+        Allocator::SYSTEM,
+        Allocator {
+            name: "system_no_tcache",
+            no_thread_cache: true,
+            ..Allocator::SYSTEM
+        },
+    ];
     if let Some(library) = mcp_test_kit::peer::path(JEMALLOC_VAR) {
-        out.push(Allocator {
+        let jemalloc = Allocator {
             name: "jemalloc",
+            library: "jemalloc",
             preload: Some(library),
+            no_thread_cache: false,
+        };
+        out.push(Allocator {
+            name: "jemalloc_no_tcache",
+            no_thread_cache: true,
+            ..jemalloc.clone()
         });
+        out.insert(2, jemalloc);
     }
     out
 }
