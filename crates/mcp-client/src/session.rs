@@ -1,7 +1,6 @@
 //! One live MCP session: opened (started by [`crate::lifecycle::start`]), listed, called,
 //! closed.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DEFAULT_MRTR_MAX_ROUNDS, InputRequest,
     InputResponses, JsonObject, RequestParamsMeta, ServerNotification, SubscriptionFilter, Tool,
 };
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError, SubscriptionEnd};
 use tokio::sync::{Mutex, watch};
 use tracing::Instrument;
 
@@ -176,7 +175,11 @@ impl Session {
             .map_err(|e| scrub_session_error(&options.redactor, e))?;
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.redactor);
-        let listener = listen_for_tool_changes(&peer, &handler, &tools, options.limits);
+        let listen_timeout = spec
+            .connect_timeout
+            .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT);
+        let listener =
+            listen_for_tool_changes(&peer, &handler, &tools, options.limits, listen_timeout);
         let session = Self {
             spec,
             peer,
@@ -475,12 +478,16 @@ impl Drop for AbortOnDrop {
 ///
 /// A change made after the session's first listing (`listed`) and before the subscription
 /// started is announced on no stream: once the subscription is acknowledged, the tools are
-/// listed again in the background and a listing unlike the first signals a change.
+/// listed again (past rmcp's response cache, within `timeout`), and a listing unlike the first
+/// — or none — signals a change, which the session's watcher lists and reports. A
+/// subscription that fell behind (rmcp ends one whose buffer of notifications filled) is
+/// opened again, with a change signalled for what it may have dropped.
 fn listen_for_tool_changes(
     peer: &Peer<RoleClient>,
     handler: &SessionHandler,
     listed: &[Tool],
     limits: ListLimits,
+    timeout: Duration,
 ) -> Option<AbortOnDrop> {
     let info = peer.peer_info()?;
     let announces = info
@@ -493,37 +500,50 @@ fn listen_for_tool_changes(
         return None;
     }
     let (peer, handler) = (peer.clone(), handler.clone());
-    let listed = listing_digest(listed);
+    let mut first = Some(by_name(listed.to_vec()));
     Some(AbortOnDrop(tokio::spawn(async move {
-        let filter = SubscriptionFilter::builder().tools_list_changed().build();
-        let Ok(mut subscription) = peer.listen(filter).await else {
-            tracing::debug!("the server refused subscriptions/listen; no tool-list changes");
-            return;
-        };
-        // Notifications arriving meanwhile wait in the subscription.
-        if let Ok(tools) = list_all_tools(&peer, limits).await
-            && listing_digest(&tools) != listed
-        {
-            handler.tools_changed();
-        }
-        while let Ok(Some(notification)) = subscription.next().await {
-            if matches!(
-                notification,
-                ServerNotification::ToolListChangedNotification(_)
-            ) {
+        loop {
+            let filter = SubscriptionFilter::builder().tools_list_changed().build();
+            let Ok(mut subscription) = peer.listen(filter).await else {
+                tracing::debug!("the server refused subscriptions/listen; no tool-list changes");
+                return;
+            };
+            // Notifications arriving meanwhile wait in the subscription (up to rmcp's buffer).
+            let unchanged = match first.take() {
+                Some(first) => {
+                    peer.clear_response_cache().await;
+                    let listing = list_all_tools(&peer, limits);
+                    match tokio::time::timeout(timeout, listing).await {
+                        Ok(Ok(tools)) => by_name(tools) == first,
+                        _ => false,
+                    }
+                }
+                // Opened again after falling behind.
+                None => false,
+            };
+            if !unchanged {
                 handler.tools_changed();
+            }
+            while let Ok(Some(notification)) = subscription.next().await {
+                if matches!(
+                    notification,
+                    ServerNotification::ToolListChangedNotification(_)
+                ) {
+                    handler.tools_changed();
+                }
+            }
+            if !matches!(subscription.end(), Some(SubscriptionEnd::Lagged { .. })) {
+                return;
             }
         }
     })))
 }
 
-/// A digest of a tool listing, to tell two listings apart without keeping the first.
-fn listing_digest(tools: &[Tool]) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    serde_json::to_string(tools)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
+/// A tool listing in name order: two listings of the same tools compare equal whatever order
+/// the server sent them in (and `serde_json`'s maps compare without regard to key order).
+fn by_name(mut tools: Vec<Tool>) -> Vec<Tool> {
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
 }
 
 /// A server's identity, bounded, cleaned and scrubbed (see [`ServerIdentity`]).
