@@ -109,9 +109,10 @@ pub(crate) struct Session {
     /// The change signal, subscribed when the handler is made (or its per-session tools
     /// open), until the session forwards it after `initialize`.
     changes: std::sync::Mutex<Option<watch::Receiver<u64>>>,
-    /// The change signal subscribed as each `subscriptions/listen` was accepted (before rmcp
-    /// acknowledges it), oldest first, each taken by a listen that follows; at most
-    /// [`MAX_PENDING_LISTENS`] (a listen whose acknowledgment failed leaves its own behind).
+    /// Each `subscriptions/listen` accepted (right before rmcp acknowledges it): subscribed to
+    /// the signal it will forward, or when it was accepted if that signal does not exist yet;
+    /// oldest first, each taken by the listen that follows; at most [`MAX_PENDING_LISTENS`] (a
+    /// listen whose acknowledgment failed leaves its own behind).
     listens: std::sync::Mutex<VecDeque<Accepted>>,
     /// Cancelled when the session's handler is dropped (the session ended).
     ended: CancellationToken,
@@ -860,7 +861,7 @@ impl ServerHandler for Session {
             Some(Accepted::Subscribed(rx)) => rx,
             Some(Accepted::Before(at)) => {
                 let mut rx = changes.subscribe();
-                if changes.news_since(at) {
+                if changes.news_since(at) && context.accepted().tools_list_changed == Some(true) {
                     rx.mark_changed();
                 }
                 rx

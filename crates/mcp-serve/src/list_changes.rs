@@ -40,7 +40,11 @@ impl ToolListChanges {
 
     /// Tells every session that the tool list changed.
     pub fn notify(&self) {
-        *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        {
+            let mut last = self.0.last.lock().unwrap_or_else(PoisonError::into_inner);
+            // Read under the lock: a raise that took it later is never set back.
+            *last = (*last).max(Instant::now());
+        }
         self.0.sender.send_modify(|n| *n = n.wrapping_add(1));
     }
 
@@ -48,9 +52,9 @@ impl ToolListChanges {
         self.0.sender.subscribe()
     }
 
-    /// Whether the signal was made or raised after `at`: what a subscriber of `at` would not
-    /// know of the tools it stands for.
+    /// Whether the signal was made or raised at or after `at`: what a subscriber of `at` would
+    /// not know of the tools it stands for.
     pub(crate) fn news_since(&self, at: Instant) -> bool {
-        *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) > at
+        *self.0.last.lock().unwrap_or_else(PoisonError::into_inner) >= at
     }
 }
