@@ -15,10 +15,13 @@
 //! writes a record on its stdout, forks the server and supervises it. Cloning a small
 //! single-threaded process costs a fraction of a millisecond and nothing the host holds.
 //!
-//! The record carries the supervisor's pid (the host learns it there, so the zygote sends
-//! nothing back): [`crate::startup::MAGIC_WITH_PID`], the error number, the pid. End of file instead means that the
-//! zygote ended before cloning (the pipe's only writer went with it), and the host starts a
-//! new one and asks again, once; then it starts that server's supervisor itself.
+//! The record carries the supervisor's pid: [`crate::startup::MAGIC_WITH_PID`], the error
+//! number, the pid. The zygote also answers each request on the socket, in order, with the pid
+//! of the clone it made (0 for none), so the host knows whom to reap even when a clone ends
+//! before writing its record (killed, say): end of file on the
+//! pipe then means that clone ended, and the host reaps it and reports the spawn failed.
+//! End of file on the socket means that the zygote ended, and the host starts a new one and
+//! asks again, once; then it starts that server's supervisor itself.
 //!
 //! The zygote ends when the host closes the socket (the host died: it has no other way to
 //! end it) and after [`serve::IDLE_MS`] without a request, like the runtime's idle blocking threads; a
@@ -59,18 +62,20 @@ pub(crate) fn usable() -> bool {
 /// or descriptor limit) does not.
 pub(crate) fn failed(failure: &Failure) {
     let (Failure::Spawn(e) | Failure::NotASupervisor(e) | Failure::Server(e)) = failure;
-    let passing = e.kind() == std::io::ErrorKind::InvalidInput
-        || matches!(
-            e.raw_os_error(),
-            Some(
-                libc::E2BIG
-                    | libc::EMSGSIZE
-                    | libc::EAGAIN
-                    | libc::ENOMEM
-                    | libc::EMFILE
-                    | libc::ENFILE
-            )
-        );
+    let passing = matches!(
+        e.kind(),
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Interrupted
+    ) || matches!(
+        e.raw_os_error(),
+        Some(
+            libc::E2BIG
+                | libc::EMSGSIZE
+                | libc::EAGAIN
+                | libc::ENOMEM
+                | libc::EMFILE
+                | libc::ENFILE
+        )
+    );
     if !passing {
         tracing::debug!(error = %e, "stdio servers: the zygote does not work here; starting supervisors one by one");
         BROKEN.store(true, Ordering::Relaxed);
@@ -94,6 +99,39 @@ struct Zygote {
     pidfd: Option<OwnedFd>,
     /// What the host was when it started the zygote (see [`host_state`]).
     state: Vec<u8>,
+    /// How many requests were sent: held while one is sent, so that a request's number is its
+    /// place on the socket.
+    sent: Mutex<u64>,
+    /// The zygote's answers, one per request in the order sent: how many were read, and those
+    /// read for another request than the reader's, until it takes them.
+    answers: Mutex<Answers>,
+}
+
+/// The answers read so far (see [`Zygote::answers`]).
+#[derive(Debug, Default)]
+struct Answers {
+    read: u64,
+    unclaimed: std::collections::HashMap<u64, i32>,
+}
+
+impl Zygote {
+    /// The answer to request number `ticket`: read from the socket in turn, keeping those of
+    /// other requests for their askers; spawns can be asked for back to back.
+    fn answer(&self, ticket: u64) -> std::io::Result<i32> {
+        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(pid) = answers.unclaimed.remove(&ticket) {
+                return Ok(pid);
+            }
+            let pid = answer(&self.socket)?;
+            let number = answers.read;
+            answers.read += 1;
+            if number == ticket {
+                return Ok(pid);
+            }
+            answers.unclaimed.insert(number, pid);
+        }
+    }
 }
 
 impl Zygote {
@@ -218,6 +256,8 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         stdout_write.as_raw_fd(),
         stderr_write.as_raw_fd(),
     ];
+    let mut count = zygote.sent.lock().unwrap_or_else(PoisonError::into_inner);
+    let ticket = *count;
     let sent = socket::sendmsg::<()>(
         zygote.socket.as_raw_fd(),
         &[IoSlice::new(request)],
@@ -225,6 +265,10 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         MsgFlags::MSG_NOSIGNAL,
         None,
     );
+    if sent.is_ok() {
+        *count += 1;
+    }
+    drop(count);
     // The zygote holds its own copies now (or nobody does): the pipe ends only once a
     // supervisor that holds them has gone.
     drop((stdin_read, stdout_write, stderr_write));
@@ -240,18 +284,45 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         }
         Err(e) => return Err(failed(e)),
     }
+    let cloned = match zygote.answer(ticket) {
+        Ok(pid) => pid,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(Asked::Gone(e)),
+        Err(e) => {
+            zygote.kill();
+            return Err(Asked::Failed(Failure::NotASupervisor(e)));
+        }
+    };
     let mut stdout = std::fs::File::from(stdout_read);
     let mut record = [0u8; RECORD];
     if let Err(e) =
         crate::startup::read_record(&mut stdout, &mut record, crate::startup::RECORD_WAIT_MS)
     {
-        return Err(match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Asked::Gone(e),
-            _ => {
-                zygote.kill();
-                Asked::Failed(Failure::NotASupervisor(e))
-            }
-        });
+        let timed_out = e.kind() != std::io::ErrorKind::UnexpectedEof;
+        if timed_out {
+            zygote.kill();
+        }
+        if cloned <= 0 {
+            // The zygote answered that it made no clone, and wrote no record.
+            return Err(Asked::Failed(Failure::NotASupervisor(e)));
+        }
+        // The clone ended before its record (or never wrote it): it is a child of this
+        // process, to be reaped.
+        let mut child = Supervised::adopt(
+            Pid::from_raw(cloned),
+            stdin_write,
+            stdout.into(),
+            stderr_read,
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Asked::Failed(if timed_out {
+            Failure::NotASupervisor(e)
+        } else {
+            Failure::Spawn(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                format!("the supervisor (pid {cloned}) ended before it reported"),
+            ))
+        }));
     }
     if record[..4] != MAGIC {
         zygote.kill();
@@ -278,6 +349,42 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         )));
     }
     Ok(child)
+}
+
+/// Reads the zygote's answer to a request: the pid of its clone, 0 for none (see
+/// [`serve::answer`]). End of file: the zygote has gone.
+fn answer(socket: &OwnedFd) -> std::io::Result<i32> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+
+    let deadline = std::time::Instant::now()
+        + std::time::Duration::from_millis(crate::startup::RECORD_WAIT_MS.into());
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = u16::try_from(left.as_millis()).unwrap_or(crate::startup::RECORD_WAIT_MS);
+        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left)) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the zygote did not answer",
+                ));
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let mut bytes = [0u8; 4];
+        return match socket::recv(socket.as_raw_fd(), &mut bytes, MsgFlags::MSG_DONTWAIT) {
+            Ok(0) | Err(nix::errno::Errno::ECONNRESET) => {
+                Err(std::io::ErrorKind::UnexpectedEof.into())
+            }
+            Ok(4) => Ok(i32::from_le_bytes(bytes)),
+            Ok(_) => Err(std::io::Error::other("the zygote's answer is not a pid")),
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
+            Err(e) => Err(e.into()),
+        };
+    }
 }
 
 /// The running zygote of this process, started now if there is none.
@@ -352,6 +459,8 @@ fn start(state: Vec<u8>) -> std::io::Result<Zygote> {
         alive,
         pidfd,
         state,
+        sent: Mutex::new(0),
+        answers: Mutex::default(),
     })
 }
 
@@ -364,6 +473,23 @@ mod tests {
     /// Held by the tests that look at the zygote itself or change what every spawn inherits
     /// (`cargo test` runs a binary's tests as threads of one process).
     static SERIAL: Mutex<()> = Mutex::new(());
+
+    /// The program whose clone ends before it writes its record (in this crate's tests only).
+    pub(super) const ENDS_BEFORE_ITS_RECORD: &str = "mcp-test-ends-before-its-record";
+
+    /// The children of this process (of any of its threads).
+    fn children() -> std::collections::BTreeSet<u32> {
+        let mut out = std::collections::BTreeSet::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let path = task.path().join("children");
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+        out
+    }
 
     fn serial() -> std::sync::MutexGuard<'static, ()> {
         SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
@@ -495,6 +621,25 @@ mod tests {
             format!("0077\n{}\n{}", real.display(), 512.min(files.0))
         );
         assert_ne!(first, second, "the zygote was not started anew");
+    }
+
+    #[test]
+    fn a_clone_that_ends_before_its_record_is_reaped() {
+        let _serial = serial();
+        // The zygote runs, so that it is not what appears among the children.
+        let _ = spawn(&Plan::new("true")).unwrap().wait();
+        let before = children();
+        let failure = spawn(&Plan::new(ENDS_BEFORE_ITS_RECORD)).expect_err("no server started");
+        let Failure::Spawn(e) = &failure else {
+            panic!("{failure:?}");
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "{e}");
+        // One attempt, and its clone reaped: no child of this process is left from it.
+        let left: Vec<u32> = children().difference(&before).copied().collect();
+        assert!(left.is_empty(), "children left behind: {left:?}");
+        // The zygote still serves (the failure is of that clone, not of the zygote).
+        assert!(usable());
+        let _ = echoing_cat("after").wait();
     }
 
     #[test]

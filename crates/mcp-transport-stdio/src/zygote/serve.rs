@@ -56,6 +56,7 @@ pub(crate) unsafe fn serve(host: pid_t) -> ! {
                 libc::_exit(0);
             };
             let Ok(fds) = <[OwnedFd; PIPES]>::try_from(fds) else {
+                answer(socket, 0);
                 continue;
             };
             let request = if truncated {
@@ -65,20 +66,24 @@ pub(crate) unsafe fn serve(host: pid_t) -> ! {
             };
             let Some(request) = request else {
                 report(&fds[1], libc::E2BIG);
+                answer(socket, 0);
                 continue;
             };
             // CLONE_PARENT: the clone's parent is the host (see the module docs). Without
             // CLONE_VM it is a copy of this process, as after `fork`.
             let flags = libc::CLONE_PARENT as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
             match libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) {
-                -1 => report(
-                    &fds[1],
-                    std::io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EAGAIN),
-                ),
+                -1 => {
+                    report(
+                        &fds[1],
+                        std::io::Error::last_os_error()
+                            .raw_os_error()
+                            .unwrap_or(libc::EAGAIN),
+                    );
+                    answer(socket, 0);
+                }
                 0 => become_supervisor(host, &request, &fds),
-                _ => {}
+                clone => answer(socket, pid_t::try_from(clone).unwrap_or(0)),
             }
             // `fds` closes here: the clone holds its copies.
         }
@@ -125,6 +130,24 @@ fn receive(socket: RawFd, buffer: &mut [u8]) -> Option<(usize, Vec<OwnedFd>, boo
     }
 }
 
+/// Answers a request on the socket: the pid of the clone made for it, or 0 when none was. The
+/// host learns it before the clone's record, so a clone that ends before writing that record
+/// is still reaped.
+fn answer(socket: RawFd, pid: pid_t) {
+    let bytes = pid.to_le_bytes();
+    // SAFETY: `send` of a local buffer on the zygote's socket. A host that has gone (the send
+    // fails) is seen at the next `poll`.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::send(
+            socket,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL,
+        );
+    }
+}
+
 /// Writes a failure record (no clone, so pid 0) on the server's stdout pipe.
 fn report(stdout: &OwnedFd, errno: c_int) {
     write_record(stdout.as_raw_fd(), MAGIC_WITH_PID, errno, Some(0));
@@ -155,6 +178,11 @@ unsafe fn become_supervisor(host: pid_t, request: &Request, fds: &[OwnedFd; PIPE
     // SAFETY: system calls on this process (one thread) and descriptors it owns; the
     // environment is changed while no other thread can read it.
     unsafe {
+        // A clone that ends before its record, as one killed at this point would.
+        #[cfg(test)]
+        if request.program.as_bytes() == super::tests::ENDS_BEFORE_ITS_RECORD.as_bytes() {
+            libc::_exit(9);
+        }
         // As a process the host spawned would have it (the zygote ignores it).
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         if libc::setpgid(0, 0) != 0 {
