@@ -18,10 +18,10 @@
 //! The record carries the supervisor's pid: [`crate::startup::MAGIC_WITH_PID`], the error
 //! number, the pid. The zygote also answers each request on the socket, in order, with the pid
 //! of the clone it made (0 for none), so the host knows whom to reap even when a clone ends
-//! before writing its record (killed, say): end of file on the
-//! pipe then means that clone ended, and the host reaps it and reports the spawn failed.
-//! End of file on the socket means that the zygote ended, and the host starts a new one and
-//! asks again, once; then it starts that server's supervisor itself.
+//! before writing its record (killed, say): end of file on the pipe then means that clone
+//! ended, and the host reaps it and reports the spawn failed. End of file on the socket means
+//! that the zygote ended, and the host starts a new one and asks again, once; then it starts
+//! that server's supervisor itself.
 //!
 //! The zygote ends when the host closes the socket (the host died: it has no other way to
 //! end it) and after [`serve::IDLE_MS`] without a request, like the runtime's idle blocking threads; a
