@@ -239,7 +239,8 @@ pub(crate) fn spawn(plan: &Plan) -> Result<Supervised, Failure> {
 
 /// How one request failed.
 enum Asked {
-    /// The zygote is gone (ended before it read the request): start another.
+    /// The zygote is gone without a clone for the request (it ended before it read the
+    /// request, or before it cloned): start another.
     Gone(std::io::Error),
     Failed(Failure),
 }
@@ -284,9 +285,11 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         }
         Err(e) => return Err(failed(e)),
     }
+    // The clone's pid; `None` when the zygote ended before answering (it may have cloned:
+    // the record, if any, tells).
     let cloned = match zygote.answer(ticket) {
-        Ok(pid) => pid,
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(Asked::Gone(e)),
+        Ok(pid) => Some(pid).filter(|pid| *pid > 0),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
         Err(e) => {
             zygote.kill();
             return Err(Asked::Failed(Failure::NotASupervisor(e)));
@@ -297,16 +300,21 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
     if let Err(e) =
         crate::startup::read_record(&mut stdout, &mut record, crate::startup::RECORD_WAIT_MS)
     {
-        let timed_out = e.kind() != std::io::ErrorKind::UnexpectedEof;
-        if timed_out {
+        let ended = e.kind() == std::io::ErrorKind::UnexpectedEof;
+        if !ended {
             zygote.kill();
         }
-        if cloned <= 0 {
-            // The zygote answered that it made no clone, and wrote no record.
-            return Err(Asked::Failed(Failure::NotASupervisor(e)));
-        }
-        // The clone ended before its record (or never wrote it): it is a child of this
-        // process, to be reaped.
+        let Some(cloned) = cloned else {
+            // No clone known, and no record: the zygote ended before it cloned (its copies
+            // of the pipe went with it).
+            return Err(if ended {
+                Asked::Gone(e)
+            } else {
+                Asked::Failed(Failure::NotASupervisor(e))
+            });
+        };
+        // A clone that ended before its record, or never wrote it: a child of this process,
+        // to be reaped.
         let mut child = Supervised::adopt(
             Pid::from_raw(cloned),
             stdin_write,
@@ -314,15 +322,20 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
             stderr_read,
         );
         let _ = child.kill();
+        if !ended {
+            // It may be stuck where SIGKILL waits (a hung file system): reaped aside.
+            let _ = std::thread::Builder::new()
+                .name("mcp-stdio-reap".into())
+                .stack_size(64 * 1024)
+                .spawn(move || drop(child.wait()));
+            return Err(Asked::Failed(Failure::NotASupervisor(e)));
+        }
+        // Its end closed its end of the pipe: it is gone or going.
         let _ = child.wait();
-        return Err(Asked::Failed(if timed_out {
-            Failure::NotASupervisor(e)
-        } else {
-            Failure::Spawn(std::io::Error::new(
-                std::io::ErrorKind::Interrupted,
-                format!("the supervisor (pid {cloned}) ended before it reported"),
-            ))
-        }));
+        return Err(Asked::Failed(Failure::Spawn(std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            format!("the supervisor (pid {cloned}) ended before it reported"),
+        ))));
     }
     if record[..4] != MAGIC {
         zygote.kill();
@@ -339,6 +352,10 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
         return Err(Asked::Failed(Failure::Spawn(
             std::io::Error::from_raw_os_error(errno),
         )));
+    }
+    if cloned.is_some_and(|cloned| cloned != pid.as_raw()) {
+        // The answers no longer match the requests: this zygote is not to be asked again.
+        zygote.kill();
     }
     let mut child = Supervised::adopt(pid, stdin_write, stdout.into(), stderr_read);
     if errno != 0 {
@@ -629,14 +646,31 @@ mod tests {
         // The zygote runs, so that it is not what appears among the children.
         let _ = spawn(&Plan::new("true")).unwrap().wait();
         let before = children();
+        // The zygote is a child: this kernel lists children.
+        assert!(before.contains(&running().expect("the zygote runs")));
         let failure = spawn(&Plan::new(ENDS_BEFORE_ITS_RECORD)).expect_err("no server started");
         let Failure::Spawn(e) = &failure else {
             panic!("{failure:?}");
         };
         assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "{e}");
-        // One attempt, and its clone reaped: no child of this process is left from it.
-        let left: Vec<u32> = children().difference(&before).copied().collect();
-        assert!(left.is_empty(), "children left behind: {left:?}");
+        // One attempt, and its clone reaped: no new child of this process is left a zombie
+        // (nextest runs each test in a process of its own).
+        let zombies: Vec<(u32, String)> = children()
+            .difference(&before)
+            .filter_map(|&pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                let state = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .to_owned();
+                // A zombie's command line is empty; its name is the supervisor's.
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                (state == "Z").then(|| (pid, comm.trim_end().to_owned()))
+            })
+            .collect();
+        assert!(zombies.is_empty(), "supervisors left unreaped: {zombies:?}");
         // The zygote still serves (the failure is of that clone, not of the zygote).
         assert!(usable());
         let _ = echoing_cat("after").wait();

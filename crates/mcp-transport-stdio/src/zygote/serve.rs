@@ -135,16 +135,30 @@ fn receive(socket: RawFd, buffer: &mut [u8]) -> Option<(usize, Vec<OwnedFd>, boo
 /// is still reaped.
 fn answer(socket: RawFd, pid: pid_t) {
     let bytes = pid.to_le_bytes();
-    // SAFETY: `send` of a local buffer on the zygote's socket. A host that has gone (the send
-    // fails) is seen at the next `poll`.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::send(
-            socket,
-            bytes.as_ptr().cast(),
-            bytes.len(),
-            libc::MSG_NOSIGNAL,
-        );
+    loop {
+        // SAFETY: `send` of a local buffer on the zygote's socket.
+        #[allow(unsafe_code)]
+        let sent = unsafe {
+            libc::send(
+                socket,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if usize::try_from(sent) == Ok(bytes.len()) {
+            return;
+        }
+        if sent == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        // An answer lost would pair the host's later requests with the wrong clones: end
+        // instead (the host reads the clone's own record, then starts another zygote).
+        // SAFETY: the end of this process.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::_exit(1)
+        };
     }
 }
 
