@@ -26,6 +26,7 @@
 //! jemalloc is measured when `MCP_AGENT_PEER_JEMALLOC` names its library (`eval "$(cargo xtask
 //! peers --env)"` first; `cargo xtask bench` sets it).
 //! `MCP_AGENT_MEMORY_RUNS=RUNSxROUNDS` for a heap profiler's smaller run,
+//! `MCP_AGENT_MEMORY_SHARED=1` to make the server `shared = true` (the runs reuse one session),
 //! `MCP_AGENT_MEMORY_PAUSE=SECONDS` to hold the runs open that long in each round (`vgdb
 //! detailed_snapshot FILE` under `valgrind --tool=massif --vgdb=yes`).
 
@@ -115,10 +116,12 @@ fn measure(full: bool) -> Value {
     let (mut child, url) = memory::upstream();
     let rt = runtime();
     let figures = rt.block_on(async {
-        let spec = ServerSpec::new(
+        let mut spec = ServerSpec::new(
             "kit",
             TransportSpec::StreamableHttp(HttpSpec::new(url.parse().expect("URL"))),
         );
+        // `MCP_AGENT_MEMORY_SHARED=1`: every run reuses the client's one session of the server.
+        spec.shared = std::env::var_os("MCP_AGENT_MEMORY_SHARED").is_some();
         let http = HttpConnector::new(HttpOptions::default()).expect("HTTP connector");
         let client = McpClient::builder(Config::new(vec![spec]).expect("valid spec"))
             .connectors(Connectors::new().with(http))
