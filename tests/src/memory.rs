@@ -276,12 +276,12 @@ pub fn allocators() -> Vec<Allocator> {
             preload: Some(library),
             no_thread_cache: false,
         };
-        out.push(Allocator {
+        let lean = Allocator {
             name: "jemalloc_no_tcache",
             no_thread_cache: true,
             ..jemalloc.clone()
-        });
-        out.insert(2, jemalloc);
+        };
+        out.extend([jemalloc, lean]);
     }
     out
 }

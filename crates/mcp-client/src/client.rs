@@ -33,8 +33,8 @@ use crate::{ClientError, Connectors, ElicitationHandler, ListLimits, McpRunner, 
 /// the system; the library never drives it. On glibc, a host opening and closing many runs
 /// gets most of it back by calling `malloc_trim(0)` after closing a batch; started with
 /// `GLIBC_TUNABLES=glibc.malloc.tcache_count=0` too, its resident size came back within 8% of
-/// where it started (at about 9% more CPU per call): docs/benchmarks.md in the repository,
-/// "Memory of library runs".
+/// where it started in most rounds measured (at about 9% more CPU per call):
+/// docs/benchmarks.md in the repository, "Memory of library runs".
 ///
 /// ```no_run
 /// use agent_core::RunInput;

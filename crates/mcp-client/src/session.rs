@@ -175,11 +175,8 @@ impl Session {
             .map_err(|e| scrub_session_error(&options.redactor, e))?;
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.redactor);
-        let listen_timeout = spec
-            .connect_timeout
-            .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT);
         let listener =
-            listen_for_tool_changes(&peer, &handler, &tools, options.limits, listen_timeout);
+            listen_for_tool_changes(&peer, &handler, &tools, options.limits, list_timeout(&spec));
         let session = Self {
             spec,
             peer,
@@ -272,10 +269,7 @@ impl Session {
     /// Lists every tool again, across all pages, within the server's connect timeout and the
     /// session's [`ListLimits`].
     pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
-        let timeout = self
-            .spec
-            .connect_timeout
-            .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT);
+        let timeout = list_timeout(&self.spec);
         let listing = list_all_tools(&self.peer, self.options.limits);
         let outcome = match tokio::time::timeout(timeout, listing).await {
             Ok(Ok(tools)) => Ok(tools),
@@ -537,6 +531,13 @@ fn listen_for_tool_changes(
             }
         }
     })))
+}
+
+/// How long a listing of `spec`'s tools after the session's start may take: its connect
+/// timeout.
+fn list_timeout(spec: &ServerSpec) -> Duration {
+    spec.connect_timeout
+        .unwrap_or(mcp_config::DEFAULT_CONNECT_TIMEOUT)
 }
 
 /// A tool listing in name order: two listings of the same tools compare equal whatever order

@@ -24,11 +24,10 @@ use crate::{ServeError, cut};
 ///
 /// On Linux, when they are pipes (as when a host spawns the process with pipes), each is
 /// opened anew through `/proc/self/fd` and read or written non-blocking on the runtime's own
-/// threads. tokio's `stdin()` and `stdout()`, which
-/// anything else gets (a terminal, a file, a socket, another system, no runtime), hand every
-/// read and write to a blocking thread instead: a thread switch per message. Opened anew,
-/// the pipes' non-blocking mode is their own: descriptors 0 and 1, and whatever else shares
-/// them, stay as they were.
+/// threads. Anything else (a terminal, a file, a socket, another system, no runtime) gets
+/// tokio's `stdin()` and `stdout()`, which hand every read and write to a blocking thread: a
+/// thread switch per message. Opened anew, the pipes' non-blocking mode is their own:
+/// descriptors 0 and 1, and whatever else shares them, stay as they were.
 ///
 /// A [`ToolServer`] serves its session on them with [`ToolServer::serve_stdio`], which also
 /// bounds what it reads; this is for an rmcp service of one's own.

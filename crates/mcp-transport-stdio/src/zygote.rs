@@ -88,7 +88,8 @@ static ZYGOTE: Mutex<Option<Arc<Zygote>>> = Mutex::new(None);
 /// The host's side of a running zygote.
 #[derive(Debug)]
 struct Zygote {
-    socket: OwnedFd,
+    /// The socket (a `File` only to be read as one).
+    socket: std::fs::File,
     pid: u32,
     /// The process that started it: a fork of that process must not use it (its clones would
     /// be children of the process that started the zygote).
@@ -115,15 +116,30 @@ struct Answers {
 }
 
 impl Zygote {
-    /// The answer to request number `ticket`: read from the socket in turn, keeping those of
-    /// other requests for their askers; spawns can be asked for back to back.
+    /// The answer to request number `ticket` (the pid of its clone, 0 for none, see
+    /// [`serve::answer`]; end of file: the zygote has gone): read from the socket in turn,
+    /// keeping those of other requests for their askers, so that spawns can be asked for back
+    /// to back.
     fn answer(&self, ticket: u64) -> std::io::Result<i32> {
         let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(pid) = answers.unclaimed.remove(&ticket) {
                 return Ok(pid);
             }
-            let pid = answer(&self.socket)?;
+            let mut bytes = [0u8; 4];
+            crate::startup::read_record(
+                &mut &self.socket,
+                &mut bytes,
+                crate::startup::RECORD_WAIT_MS,
+            )
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::ConnectionReset => std::io::ErrorKind::UnexpectedEof.into(),
+                std::io::ErrorKind::TimedOut => {
+                    std::io::Error::new(e.kind(), "the zygote did not answer")
+                }
+                _ => e,
+            })?;
+            let pid = i32::from_le_bytes(bytes);
             let number = answers.read;
             answers.read += 1;
             if number == ticket {
@@ -368,42 +384,6 @@ fn ask(zygote: &Zygote, request: &[u8]) -> Result<Supervised, Asked> {
     Ok(child)
 }
 
-/// Reads the zygote's answer to a request: the pid of its clone, 0 for none (see
-/// [`serve::answer`]). End of file: the zygote has gone.
-fn answer(socket: &OwnedFd) -> std::io::Result<i32> {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd as _;
-
-    let deadline = std::time::Instant::now()
-        + std::time::Duration::from_millis(crate::startup::RECORD_WAIT_MS.into());
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let left = u16::try_from(left.as_millis()).unwrap_or(crate::startup::RECORD_WAIT_MS);
-        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(left)) {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the zygote did not answer",
-                ));
-            }
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        let mut bytes = [0u8; 4];
-        return match socket::recv(socket.as_raw_fd(), &mut bytes, MsgFlags::MSG_DONTWAIT) {
-            Ok(0) | Err(nix::errno::Errno::ECONNRESET) => {
-                Err(std::io::ErrorKind::UnexpectedEof.into())
-            }
-            Ok(4) => Ok(i32::from_le_bytes(bytes)),
-            Ok(_) => Err(std::io::Error::other("the zygote's answer is not a pid")),
-            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
-            Err(e) => Err(e.into()),
-        };
-    }
-}
-
 /// The running zygote of this process, started now if there is none.
 fn current() -> std::io::Result<Arc<Zygote>> {
     // Read before the lock: concurrent spawns read it at once.
@@ -470,7 +450,7 @@ fn start(state: Vec<u8>) -> std::io::Result<Zygote> {
     // Without a thread (the system refused one), the zygote ends as `ours` closes, unreaped.
     reaper?;
     Ok(Zygote {
-        socket: ours,
+        socket: ours.into(),
         pid,
         host,
         alive,
