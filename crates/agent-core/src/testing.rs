@@ -23,8 +23,10 @@ use crate::Permit;
 /// }
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let tools = AsNative::new(Clock);
-/// let call = ToolCall::new("1", "now", Default::default());
-/// let (_, target) = tools.resolve(&call).unwrap();
+/// let mut call = ToolCall::new("1", "now", Default::default());
+/// let (resolved, target) = tools.resolve(&mut call).unwrap();
+/// // As the layer's innermost service does: the call runs on the resolved call's arguments.
+/// call.arguments = resolved.arguments;
 /// let permit = agent_core::testing::ungoverned_permit();
 /// assert!(tools.dispatch_resolved(permit, call, target).await.is_ok());
 /// # });

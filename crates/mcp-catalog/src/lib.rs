@@ -53,7 +53,7 @@
 //! let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
 //! let call = ToolCall::new("1", "mcp_call_tool", args.as_object().unwrap().clone());
 //! // The layer learns the real tool first…
-//! let (resolved, _) = CallResolver::resolve(&catalog, &call).unwrap();
+//! let (resolved, _) = CallResolver::resolve(&catalog, &mut call.clone()).unwrap();
 //! assert_eq!(resolved.action_ref, "demo__echo");
 //! // …then, once rules, policy and approval agree, runs the call.
 //! let governed = GovernedLayer::new().layer(catalog);

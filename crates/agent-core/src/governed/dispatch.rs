@@ -1,5 +1,5 @@
 //! The innermost service of a governed stack: it runs the resolver's call, with the
-//! [`Permit`] that only it can make.
+//! [`Permit`] that only it can make, on the arguments the layers above decided on.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,8 +24,20 @@ impl<D: CallResolver> CallService<D::Target> for Dispatch<D> {
         'life0: 'async_trait,
         Self: 'async_trait,
     {
-        request.trace.start();
-        self.resolver
-            .dispatch_resolved(Permit::new(), request.call, request.target)
+        let CallRequest {
+            mut call,
+            resolved,
+            target,
+            trace,
+            ..
+        } = request;
+        trace.start();
+        // The arguments the layers decided on are the ones that run: moved back when no layer
+        // keeps the resolved call past this point, copied otherwise.
+        call.arguments = match Arc::try_unwrap(resolved) {
+            Ok(resolved) => resolved.arguments,
+            Err(shared) => shared.arguments.clone(),
+        };
+        self.resolver.dispatch_resolved(Permit::new(), call, target)
     }
 }

@@ -410,7 +410,8 @@ impl<D: CallResolver> ToolDispatcher for Entry<D> {
             let name = call.name.clone();
             return plain(call, &name, Served::Refused(error));
         }
-        match self.resolver.resolve(&call) {
+        let mut call = call;
+        match self.resolver.resolve(&mut call) {
             Ok((resolved, target)) => {
                 let mut request = CallRequest::new(call, resolved, target);
                 request.began = began;

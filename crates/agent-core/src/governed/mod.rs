@@ -331,12 +331,13 @@ impl Permit {
 /// #[async_trait]
 /// impl CallResolver for Files {
 ///     type Target = String;
-///     fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, String), ToolError> {
+///     fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, String), ToolError> {
 ///         let remote = call
 ///             .name
 ///             .strip_prefix("files__")
 ///             .ok_or_else(|| ToolError::unknown_tool(call.name.clone(), Vec::new()))?;
-///         let resolved = ResolvedCall::external(&call.name, "files", remote, call.arguments.clone())
+///         let arguments = std::mem::take(&mut call.arguments);
+///         let resolved = ResolvedCall::external(&call.name, "files", remote, arguments)
 ///             .with_identity("acme/files");
 ///         Ok((resolved, remote.to_owned()))
 ///     }
@@ -349,7 +350,8 @@ impl Permit {
 ///         Ok(ToolOutput::text(format!("ran {remote}")))
 ///     }
 /// }
-/// let (resolved, _) = Files.resolve(&ToolCall::new("1", "files__ls", Default::default())).unwrap();
+/// let mut call = ToolCall::new("1", "files__ls", Default::default());
+/// let (resolved, _) = Files.resolve(&mut call).unwrap();
 /// assert_eq!(resolved.server_identity.as_deref(), Some("acme/files"));
 /// ```
 #[async_trait]
@@ -359,10 +361,15 @@ pub trait CallResolver: Send + Sync {
 
     /// The real tool behind `call`, or why there is none (unknown tool, malformed generic
     /// call).
-    fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, Self::Target), ToolError>;
+    ///
+    /// The real tool's arguments go into the [`ResolvedCall`], and may be moved out of `call`
+    /// rather than copied: `dispatch_resolved` gets them back as the call's arguments. A
+    /// resolver moves them only once it resolved; a call that does not resolve keeps its own.
+    fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, Self::Target), ToolError>;
 
     /// Runs `call`, which `resolve` turned into `target`, as it is: the `permit` says the
-    /// layer checked it.
+    /// layer checked it. The call's arguments are the resolved call's — exactly what rules,
+    /// policy and approval decided on (for a generic caller, the real tool's own).
     async fn dispatch_resolved(
         &self,
         permit: Permit,
@@ -389,7 +396,7 @@ pub trait CallResolver: Send + Sync {
 /// let tools = AsNative::new(Clock).with_descriptors([
 ///     ToolDescriptor::new("now", Default::default()).with_annotations(ToolAnnotations::read_only()),
 /// ]);
-/// let (resolved, ()) = tools.resolve(&ToolCall::new("1", "now", Default::default())).unwrap();
+/// let (resolved, ()) = tools.resolve(&mut ToolCall::new("1", "now", Default::default())).unwrap();
 /// assert_eq!(resolved.annotations.read_only_hint, Some(true));
 /// ```
 #[derive(Debug)]
@@ -428,14 +435,15 @@ impl<D> AsNative<D> {
 impl<D: ToolDispatcher> CallResolver for AsNative<D> {
     type Target = ();
 
-    fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, ()), ToolError> {
+    fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, ()), ToolError> {
         let annotations = self
             .annotations
             .get(&call.name)
             .cloned()
             .unwrap_or_default();
+        let arguments = std::mem::take(&mut call.arguments);
         Ok((
-            ResolvedCall::native(&call.name, call.arguments.clone()).with_annotations(annotations),
+            ResolvedCall::native(&call.name, arguments).with_annotations(annotations),
             (),
         ))
     }

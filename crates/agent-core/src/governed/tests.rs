@@ -127,7 +127,7 @@ impl Fake {
 impl CallResolver for Fake {
     type Target = Target;
 
-    fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, Target), ToolError> {
+    fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, Target), ToolError> {
         match call.name.as_str() {
             "mcp_search_tools" => Ok((
                 ResolvedCall::meta(&call.name, call.arguments.clone()),

@@ -42,7 +42,8 @@ pub struct ResolvedTool {
     /// Its server's self-declared name, when known.
     pub server_identity: Option<String>,
     /// The argument object, exactly as the model gave it ([`Catalog::resolve`]; in a target the
-    /// governed layer holds, empty: the call keeps them until it runs).
+    /// governed layer holds, empty: they travel in the resolved call, and come back with the
+    /// call when it runs).
     pub arguments: JsonObject,
     /// True when the model called it through `mcp_call_tool`.
     pub via_call_tool: bool,
@@ -59,16 +60,28 @@ impl Catalog {
     /// resolves, so that the governed layer denies it naming the rule. Arguments are validated
     /// when the call runs.
     pub fn resolve(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
+        let mut target = self.locate(call)?;
+        if let CallTarget::Mcp(mcp) = &mut target {
+            mcp.arguments = if mcp.via_call_tool {
+                take_call_tool_arguments(&mut call.arguments.clone())
+            } else {
+                call.arguments.clone()
+            };
+        }
+        Ok(target)
+    }
+
+    /// What `call` resolves to, an MCP tool's target without its arguments (still in the call).
+    fn locate(&self, call: &ToolCall) -> Result<CallTarget, ToolError> {
         match call.name.as_str() {
             SEARCH_TOOL => return Ok(CallTarget::Search),
             READ_TOOL if self.offers_reads() => {
                 return self.resolve_read(&call.arguments).map(CallTarget::Read);
             }
             CALL_TOOL => {
-                let (name, arguments) = call_tool_input(&call.arguments)?;
-                return self
-                    .resolve_mcp(&name, arguments, true, &call.id)
-                    .map(CallTarget::Mcp);
+                let name = call_tool_name(&call.arguments)?;
+                check_call_tool_arguments(&call.arguments)?;
+                return self.resolve_mcp(name, true, &call.id).map(CallTarget::Mcp);
             }
             _ => {}
         }
@@ -77,14 +90,13 @@ impl Catalog {
                 name: call.name.clone(),
             });
         }
-        self.resolve_mcp(&call.name, call.arguments.clone(), false, &call.id)
+        self.resolve_mcp(&call.name, false, &call.id)
             .map(CallTarget::Mcp)
     }
 
     fn resolve_mcp(
         &self,
         name: &str,
-        arguments: JsonObject,
         via_call_tool: bool,
         call_id: &str,
     ) -> Result<ResolvedTool, ToolError> {
@@ -108,7 +120,7 @@ impl Catalog {
         Ok(ResolvedTool {
             tool: Arc::clone(tool),
             server_identity,
-            arguments,
+            arguments: JsonObject::new(),
             via_call_tool,
             call_id: call_id.to_owned(),
         })
@@ -168,51 +180,47 @@ impl Catalog {
     }
 }
 
-/// Parses `mcp_call_tool`'s input: `tool_name` (a string) and `arguments` (an object; absent or
-/// `null` means `{}`, and a string holding a JSON object is accepted, as some models send one).
-fn call_tool_input(input: &JsonObject) -> Result<(String, JsonObject), ToolError> {
-    let invalid = |message: String| ToolError::InvalidArguments {
+fn invalid_call_tool_input(message: String) -> ToolError {
+    ToolError::InvalidArguments {
         server: None,
         tool: CALL_TOOL.into(),
         message,
-    };
-    let name = match input.get("tool_name") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(invalid(
-                "`(root)`: \"tool_name\" is a required property".into(),
-            ));
-        }
-        Some(other) => return Err(invalid(format!("`/tool_name`: {other} is not a string"))),
-    };
-    let arguments = match input.get("arguments") {
-        None | Some(Value::Null) => JsonObject::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-            Ok(Value::Object(o)) => o,
-            _ => {
-                return Err(invalid(
-                    "`/arguments`: must be an object of the tool's arguments".into(),
-                ));
-            }
-        },
-        Some(other) => {
-            return Err(invalid(format!(
-                "`/arguments`: {other} is not an object of the tool's arguments"
-            )));
-        }
-    };
-    Ok((name, arguments))
+    }
 }
 
-/// The arguments of the MCP tool a call resolved to, taken out of the call: its own for a
-/// first-class call, the inner `arguments` of `mcp_call_tool` (already checked by
-/// [`call_tool_input`] when the call resolved).
-fn tool_arguments(call: ToolCall, via_call_tool: bool) -> JsonObject {
-    if !via_call_tool {
-        return call.arguments;
+/// `mcp_call_tool`'s `tool_name`: a non-empty string.
+fn call_tool_name(input: &JsonObject) -> Result<&str, ToolError> {
+    match input.get("tool_name") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        Some(Value::String(_)) | None | Some(Value::Null) => Err(invalid_call_tool_input(
+            "`(root)`: \"tool_name\" is a required property".into(),
+        )),
+        Some(other) => Err(invalid_call_tool_input(format!(
+            "`/tool_name`: {other} is not a string"
+        ))),
     }
-    let mut input = call.arguments;
+}
+
+/// Checks `mcp_call_tool`'s `arguments`: an object (absent or `null` means `{}`), or a string
+/// holding a JSON object, as some models send one.
+fn check_call_tool_arguments(input: &JsonObject) -> Result<(), ToolError> {
+    match input.get("arguments") {
+        None | Some(Value::Null | Value::Object(_)) => Ok(()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(_)) => Ok(()),
+            _ => Err(invalid_call_tool_input(
+                "`/arguments`: must be an object of the tool's arguments".into(),
+            )),
+        },
+        Some(other) => Err(invalid_call_tool_input(format!(
+            "`/arguments`: {other} is not an object of the tool's arguments"
+        ))),
+    }
+}
+
+/// Moves the inner `arguments` out of `mcp_call_tool`'s input (checked by
+/// [`check_call_tool_arguments`] when the call resolved).
+fn take_call_tool_arguments(input: &mut JsonObject) -> JsonObject {
     match input.remove("arguments") {
         Some(Value::Object(o)) => o,
         Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
@@ -268,7 +276,7 @@ pub(crate) fn session_error(server: &str, tool: &str, error: SessionError) -> To
 ///
 /// let args = json!({"tool_name": "demo__echo", "arguments": {"text": "hi"}});
 /// let call = ToolCall::new("1", "mcp_call_tool", args.as_object().unwrap().clone());
-/// let (resolved, _target) = CallResolver::resolve(&catalog, &call).unwrap();
+/// let (resolved, _target) = CallResolver::resolve(&catalog, &mut call.clone()).unwrap();
 /// assert_eq!(resolved.kind, CallKind::External);
 /// assert_eq!(resolved.action_ref, "demo__echo");
 /// assert_eq!(resolved.server_identity.as_deref(), Some("acme/demo"));
@@ -285,10 +293,18 @@ pub(crate) fn session_error(server: &str, tool: &str, error: SessionError) -> To
 impl CallResolver for Catalog {
     type Target = CallTarget;
 
-    fn resolve(&self, call: &ToolCall) -> Result<(ResolvedCall, CallTarget), ToolError> {
-        let mut target = Catalog::resolve(self, call)?;
-        let resolved = match &mut target {
-            CallTarget::Search => ResolvedCall::meta(SEARCH_TOOL, call.arguments.clone()),
+    fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, CallTarget), ToolError> {
+        let target = self.locate(call)?;
+        // Resolved: the real tool's arguments move to what the layers decide on and record,
+        // and come back to the dispatch with the call (no copy).
+        let arguments = match &target {
+            CallTarget::Mcp(mcp) if mcp.via_call_tool => {
+                take_call_tool_arguments(&mut call.arguments)
+            }
+            _ => std::mem::take(&mut call.arguments),
+        };
+        let resolved = match &target {
+            CallTarget::Search => ResolvedCall::meta(SEARCH_TOOL, arguments),
             CallTarget::Native { name } => {
                 let annotations = self
                     .natives
@@ -296,15 +312,11 @@ impl CallResolver for Catalog {
                     .find(|n| n.name == *name)
                     .map(|n| n.annotations.clone())
                     .unwrap_or_default();
-                ResolvedCall::native(name.clone(), call.arguments.clone())
-                    .with_annotations(annotations)
+                ResolvedCall::native(name.clone(), arguments).with_annotations(annotations)
             }
-            CallTarget::Read(read) => read.resolved_call(call.arguments.clone()),
+            CallTarget::Read(read) => read.resolved_call(arguments),
             CallTarget::Mcp(mcp) => {
                 let tool = &mcp.tool;
-                // The one copy of the tool's arguments a call makes moves to what the layers
-                // decide on and record; the dispatch takes the call's own.
-                let arguments = std::mem::take(&mut mcp.arguments);
                 let resolved = ResolvedCall::external(
                     tool.id.clone(),
                     tool.server.clone(),
@@ -341,7 +353,7 @@ impl CallResolver for Catalog {
     {
         match target {
             CallTarget::Mcp(mut resolved) => {
-                resolved.arguments = tool_arguments(call, resolved.via_call_tool);
+                resolved.arguments = call.arguments;
                 Box::pin(self.call(resolved))
             }
             CallTarget::Search => Box::pin(async move {

@@ -47,11 +47,12 @@ fn numbered(n: usize) -> Arc<FakeServer> {
 }
 
 /// Runs a call through the catalog's side of the governed layer (no rules, with the test-only
-/// permit): resolve, then
-/// dispatch what it resolved.
+/// permit): resolve, then dispatch what it resolved with the resolved call's arguments, as
+/// the layer's innermost service does.
 async fn run(catalog: &Catalog, name: &str, args: Value) -> Result<ToolOutput, ToolError> {
-    let call = call(name, args);
-    let (_, target) = CallResolver::resolve(catalog, &call)?;
+    let mut call = call(name, args);
+    let (resolved, target) = CallResolver::resolve(catalog, &mut call)?;
+    call.arguments = resolved.arguments;
     catalog
         .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
         .await
@@ -716,7 +717,7 @@ fn resolve_names_the_real_tool_for_policy_and_approval() {
     // What the governed layer decides on: the real tool behind `mcp_call_tool`.
     let (real, _) = CallResolver::resolve(
         &catalog,
-        &call(
+        &mut call(
             "mcp_call_tool",
             json!({"tool_name": "fs__delete_file", "arguments": {"path": "/tmp/x"}}),
         ),
@@ -739,7 +740,8 @@ fn resolve_names_the_real_tool_for_policy_and_approval() {
             .unwrap(),
         CallTarget::Search
     ));
-    let (meta, _) = CallResolver::resolve(&catalog, &call("mcp_search_tools", json!({}))).unwrap();
+    let (meta, _) =
+        CallResolver::resolve(&catalog, &mut call("mcp_search_tools", json!({}))).unwrap();
     assert_eq!(meta.kind, CallKind::Meta);
 }
 
@@ -794,7 +796,7 @@ async fn an_allowlist_that_matches_nothing_hides_every_tool_but_calls_still_reso
     // A call still resolves to the real tool, for the layer to deny naming the rule…
     let (resolved, _) = CallResolver::resolve(
         &catalog,
-        &call(
+        &mut call(
             "mcp_call_tool",
             json!({"tool_name": "a__echo", "arguments": {}}),
         ),
@@ -802,7 +804,7 @@ async fn an_allowlist_that_matches_nothing_hides_every_tool_but_calls_still_reso
     .unwrap();
     assert_eq!(resolved.server_identity.as_deref(), Some("acme/files"));
     // …and a typo's suggestions never name a hidden tool.
-    let err = CallResolver::resolve(&catalog, &call("a__ecoh", json!({}))).unwrap_err();
+    let err = CallResolver::resolve(&catalog, &mut call("a__ecoh", json!({}))).unwrap_err();
     assert!(!err.to_string().contains("a__echo"), "{err}");
     assert!(catalog.entries().iter().all(|t| t.is_hidden()));
 }

@@ -229,8 +229,9 @@ async fn a_schema_that_does_not_compile_refuses_the_call_with_the_reason() {
         .add_server(fake.clone().into_server("evil"))
         .unwrap();
     for name in ["evil__broken", "evil__remote"] {
-        let call = ToolCall::new("1", name, obj(json!({"text": "hi"})));
-        let (_, target) = CallResolver::resolve(&catalog, &call).unwrap();
+        let mut call = ToolCall::new("1", name, obj(json!({"text": "hi"})));
+        let (resolved, target) = CallResolver::resolve(&catalog, &mut call).unwrap();
+        call.arguments = resolved.arguments;
         let err = catalog
             .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
             .await
@@ -276,8 +277,9 @@ async fn a_query_over_the_length_limit_is_refused_naming_the_limit() {
     let catalog = Catalog::new(CatalogConfig::default());
     catalog.add_server(server(vec![fine("ok")])).unwrap();
     let query = "find ".repeat(108 * 1024 / 5);
-    let call = ToolCall::new("1", "mcp_search_tools", obj(json!({"query": query})));
-    let (_, target) = CallResolver::resolve(&catalog, &call).unwrap();
+    let mut call = ToolCall::new("1", "mcp_search_tools", obj(json!({"query": query})));
+    let (resolved, target) = CallResolver::resolve(&catalog, &mut call).unwrap();
+    call.arguments = resolved.arguments;
     let err = catalog
         .dispatch_resolved(agent_core::testing::ungoverned_permit(), call, target)
         .await

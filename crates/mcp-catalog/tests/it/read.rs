@@ -95,7 +95,7 @@ async fn a_read_resolves_to_its_server_and_subject_and_reads_through_the_layer()
         READ_TOOL,
         json!({"server": "docs", "uri": "file:///guide/install.md"}),
     );
-    let (resolved, _) = CallResolver::resolve(&catalog, &read).unwrap();
+    let (resolved, _) = CallResolver::resolve(&catalog, &mut read.clone()).unwrap();
     assert_eq!(resolved.kind, CallKind::External);
     assert_eq!(resolved.action_ref, READ_TOOL);
     assert_eq!(resolved.server.as_deref(), Some("docs"));
