@@ -16,8 +16,11 @@
 //!   spread round robin by the balancer: the calls that failed (target 0), and the wall time
 //!   per call through the fleet and through the single replica.
 //! - `sequential`: rounds of 200 sequential calls by one client on each path, back to back in
-//!   alternating order: the median per call and the median of the per-round ratios (target
-//!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica).
+//!   rotating order: the median per call and the median of the per-round ratios (target
+//!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica). Two
+//!   more paths tell the fleet's cost apart: nginx in front of the single replica alone
+//!   (`balancer_*`: the hop), and nginx round robin over three replicas without Redis
+//!   (`round_robin_*`: the hop and the spreading of the calls over processes).
 //! - `rate_limit`: a fleet limited to 50 requests a second (burst 50), sent 120 a second for
 //!   4 s through the balancer: what got through against what the limit allows (target within
 //!   5%).
@@ -37,6 +40,7 @@ use integration_tests::bench::{median, run_paired, runtime};
 use integration_tests::fleet::{
     Client, Fleet, FleetOptions, Load, Protocol, Replica, check_rate_limit, gateway_config,
 };
+use mcp_test_kit::lb::LoadBalancer;
 use mcp_test_kit::oauth::{AuthServer, CLIENT_ID, CLIENT_SECRET};
 use mcp_transport_http::{HttpConnector, HttpOptions};
 use serde_json::{Map, Value, json};
@@ -133,7 +137,28 @@ async fn measure(sizes: &Sizes) -> Value {
         eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
     }
 
-    let sequential = sequential(&fleet.url(), &single.url(), sizes).await;
+    // The fleet's cost apart: the balancer before the single replica alone, and before it
+    // and two more replicas like it (no Redis).
+    let others = [
+        Replica::start(&config, &[]).await,
+        Replica::start(&config, &[]).await,
+    ];
+    let addrs = [single.addr(), others[0].addr(), others[1].addr()];
+    let balancers = (
+        LoadBalancer::start(&addrs[..1]).await,
+        LoadBalancer::start(&addrs).await,
+    );
+    let (Some(balanced), Some(round_robin)) = balancers else {
+        return json!({"skipped": "the nginx peer is not installed (cargo xtask peers)"});
+    };
+    let paths = Paths {
+        fleet: fleet.url(),
+        single: single.url(),
+        balanced: balanced.url("/mcp"),
+        round_robin: round_robin.url("/mcp"),
+    };
+    let sequential = sequential(&paths, sizes).await;
+    drop((balanced, round_robin, others));
     drop(single);
     drop(fleet);
     let rate_limit = rate_limit(sizes).await;
@@ -147,14 +172,28 @@ async fn measure(sizes: &Sizes) -> Value {
     })
 }
 
-/// Rounds of sequential calls by one client per path, alternating which goes first.
-async fn sequential(fleet: &str, single: &str, sizes: &Sizes) -> Value {
+/// The endpoints the sequential rounds call, the fleet's and the three it is compared with.
+struct Paths {
+    fleet: String,
+    single: String,
+    balanced: String,
+    round_robin: String,
+}
+
+/// Rounds of sequential calls by one client per path, rotating which goes first.
+async fn sequential(paths: &Paths, sizes: &Sizes) -> Value {
     let connector = HttpConnector::new(HttpOptions::default()).expect("an HTTP connector");
-    let clients = [
-        Client::connect(&connector, fleet, Protocol::Stateless).await,
-        Client::connect(&connector, single, Protocol::Stateless).await,
-    ]
-    .map(|c| c.expect("a client"));
+    let urls = [
+        &paths.fleet,
+        &paths.single,
+        &paths.balanced,
+        &paths.round_robin,
+    ];
+    let mut clients = Vec::with_capacity(urls.len());
+    for url in urls {
+        let client = Client::connect(&connector, url, Protocol::Stateless).await;
+        clients.push(client.expect("a client"));
+    }
     let mut arguments = Map::new();
     arguments.insert("text".into(), Value::from("hello, fleet"));
     let mut failed = 0;
@@ -165,28 +204,38 @@ async fn sequential(fleet: &str, single: &str, sizes: &Sizes) -> Value {
         }
         started.elapsed().as_secs_f64() * 1e6 / calls as f64
     };
-    // Warm both paths up.
+    // Warm every path up.
     for client in &clients {
         run(client, sizes.calls_per_round.min(20)).await;
     }
-    let mut times = [Vec::new(), Vec::new()];
+    let mut times = vec![Vec::new(); clients.len()];
     for r in 0..sizes.rounds {
-        for i in 0..2 {
-            let path = (i + r) % 2;
+        for i in 0..clients.len() {
+            let path = (i + r) % clients.len();
             times[path].push(run(&clients[path], sizes.calls_per_round).await);
         }
     }
-    let ratios = times[0].iter().zip(&times[1]).map(|(f, s)| f / s).collect();
     for client in clients {
         client.close().await;
     }
+    // Each path's median per call, and the median of its per-round ratios to the single
+    // replica's.
+    let per_call = |path: usize| round(median(times[path].clone()), 1);
+    let ratio = |path: usize| {
+        let ratios = times[path].iter().zip(&times[1]).map(|(x, s)| x / s);
+        round(median(ratios.collect()), 3)
+    };
     json!({
         "rounds": sizes.rounds,
         "calls_per_round": sizes.calls_per_round,
         "failed": failed,
-        "fleet_us_per_call": round(median(times[0].clone()), 1),
-        "single_us_per_call": round(median(times[1].clone()), 1),
-        "ratio": round(median(ratios), 3),
+        "fleet_us_per_call": per_call(0),
+        "single_us_per_call": per_call(1),
+        "ratio": ratio(0),
+        "balancer_us_per_call": per_call(2),
+        "balancer_ratio": ratio(2),
+        "round_robin_us_per_call": per_call(3),
+        "round_robin_ratio": ratio(3),
     })
 }
 
