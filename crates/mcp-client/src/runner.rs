@@ -163,9 +163,9 @@ impl McpRunner {
     /// [`Permit`](agent_core::Permit) that only the layer makes.
     ///
     /// ```compile_fail,E0061
-    /// # async fn call(runner: &mcp_client::McpRunner, call: agent_core::ToolCall) {
+    /// # async fn call(runner: &mcp_client::McpRunner, mut call: agent_core::ToolCall) {
     /// use agent_core::CallResolver;
-    /// let (_, target) = CallResolver::resolve(runner.catalog(), &call).unwrap();
+    /// let (_, target) = CallResolver::resolve(runner.catalog(), &mut call).unwrap();
     /// runner.catalog().dispatch_resolved(call, target).await; // no permit: does not compile
     /// # }
     /// ```

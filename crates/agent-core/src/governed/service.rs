@@ -21,7 +21,9 @@ use crate::{ApprovalTrigger, Event, EventBus, EventSink, ToolCall, ToolError, To
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct CallRequest<T> {
-    /// The call as it was asked (for a generic caller, the generic call).
+    /// The call as it was asked (for a generic caller, the generic call), without the
+    /// arguments the resolver moved into `resolved`: the innermost service hands them back
+    /// with the call when it runs. A layer reads the arguments from `resolved`.
     pub call: ToolCall,
     /// The real tool it runs: what rules, policy, approval and events are about (shared, so
     /// a layer that keeps it past the call clones no arguments).

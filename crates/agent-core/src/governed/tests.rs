@@ -58,10 +58,10 @@ struct Fake {
 enum Target {
     Search,
     Native,
+    /// Runs on the call's arguments, which the layer hands back with the call.
     Mcp {
         server: String,
         remote: String,
-        arguments: JsonObject,
     },
 }
 
@@ -96,10 +96,12 @@ impl Fake {
         self.ran.lock().unwrap().clone()
     }
 
+    /// Resolves `name`, then moves its arguments out of `call` (the inner ones for
+    /// `mcp_call_tool`), as a catalog does.
     fn resolve_mcp(
         &self,
         name: &str,
-        arguments: JsonObject,
+        call: &mut ToolCall,
     ) -> Result<(ResolvedCall, Target), ToolError> {
         let unknown = || ToolError::unknown_tool(name, Vec::new());
         let (server, remote) = name.split_once("__").ok_or_else(unknown)?;
@@ -109,17 +111,22 @@ impl Fake {
             .find(|(s, r, _)| *s == server && *r == remote)
             .ok_or_else(unknown)?;
         let identity = self.servers.iter().find(|(k, _)| *k == server).unwrap().1;
-        let mut resolved = ResolvedCall::external(name, server, remote, arguments.clone())
+        let arguments = if call.name == "mcp_call_tool" {
+            match call.arguments.remove("arguments") {
+                Some(Value::Object(inner)) => inner,
+                _ => JsonObject::new(),
+            }
+        } else {
+            std::mem::take(&mut call.arguments)
+        };
+        let mut resolved = ResolvedCall::external(name, server, remote, arguments)
             .with_annotations(annotations.clone());
         resolved.server_identity = identity.map(str::to_owned);
-        Ok((
-            resolved,
-            Target::Mcp {
-                server: server.into(),
-                remote: remote.into(),
-                arguments,
-            },
-        ))
+        let target = Target::Mcp {
+            server: server.into(),
+            remote: remote.into(),
+        };
+        Ok((resolved, target))
     }
 }
 
@@ -130,22 +137,19 @@ impl CallResolver for Fake {
     fn resolve(&self, call: &mut ToolCall) -> Result<(ResolvedCall, Target), ToolError> {
         match call.name.as_str() {
             "mcp_search_tools" => Ok((
-                ResolvedCall::meta(&call.name, call.arguments.clone()),
+                ResolvedCall::meta(&call.name, std::mem::take(&mut call.arguments)),
                 Target::Search,
             )),
             "clock" => Ok((
-                ResolvedCall::native(&call.name, call.arguments.clone()),
+                ResolvedCall::native(&call.name, std::mem::take(&mut call.arguments)),
                 Target::Native,
             )),
             "mcp_call_tool" => {
                 let name = call.arguments["tool_name"].as_str().unwrap_or_default();
-                let arguments = call.arguments["arguments"]
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default();
-                self.resolve_mcp(name, arguments)
+                let name = name.to_owned();
+                self.resolve_mcp(&name, call)
             }
-            name => self.resolve_mcp(name, call.arguments.clone()),
+            _ => self.resolve_mcp(&call.name.clone(), call),
         }
     }
 
@@ -161,11 +165,7 @@ impl CallResolver for Fake {
                 self.ran.lock().unwrap().push(call.name);
                 return Ok(ToolOutput::text("12:00"));
             }
-            Target::Mcp {
-                server,
-                remote,
-                arguments,
-            } => (server, remote, arguments),
+            Target::Mcp { server, remote } => (server, remote, call.arguments),
         };
         self.ran.lock().unwrap().push(format!("{server}__{remote}"));
         let tool = format!("{server}__{remote}");
@@ -264,6 +264,30 @@ fn denial(result: Result<ToolOutput, ToolError>) -> String {
     match result {
         Err(err @ ToolError::Denied { .. }) => err.to_string(),
         other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_call_that_runs_carries_the_arguments_the_layers_decided_on() {
+    // The resolved call is moved back when nothing else holds it, and copied when a layer
+    // keeps it past the dispatch (the timeout, for its error).
+    for timeout in [None, Some(Duration::from_secs(30))] {
+        let mut layer = GovernedLayer::new();
+        if let Some(timeout) = timeout {
+            layer = layer.call_timeout(timeout);
+        }
+        let governed = layer.layer(Fake::new());
+        let out = governed
+            .dispatch(via_call_tool("files__echo", json!({"x": 1})))
+            .await
+            .unwrap();
+        assert_eq!(out.structured, Some(json!({"x": 1})), "{timeout:?}");
+        let out = governed
+            .dispatch(call("files__echo", json!({"y": 2})))
+            .await
+            .unwrap();
+        assert_eq!(out.structured, Some(json!({"y": 2})), "{timeout:?}");
+        assert_eq!(governed.inner().ran(), ["files__echo", "files__echo"]);
     }
 }
 

@@ -43,7 +43,8 @@ pub struct ResolvedTool {
     pub server_identity: Option<String>,
     /// The argument object, exactly as the model gave it ([`Catalog::resolve`]; in a target the
     /// governed layer holds, empty: they travel in the resolved call, and come back with the
-    /// call when it runs).
+    /// call when it runs). A call runs on its call's arguments, never on these: what
+    /// [`CallResolver::dispatch_resolved`] is given must carry the resolved call's.
     pub arguments: JsonObject,
     /// True when the model called it through `mcp_call_tool`.
     pub via_call_tool: bool,
