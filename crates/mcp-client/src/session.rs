@@ -103,6 +103,9 @@ pub struct Session {
     peer: Peer<RoleClient>,
     /// Answers the input requests of input-required results.
     handler: SessionHandler,
+    /// The negotiated revision has input-required results (2026-07-28 on, the revisions
+    /// without `initialize`): a call keeps its parameters for the next round.
+    input_required: bool,
     /// The `subscriptions/listen` of a discovered server that announces tool-list changes.
     listener: Option<AbortOnDrop>,
     service: Mutex<Option<RunningService<RoleClient, SessionHandler>>>,
@@ -175,12 +178,16 @@ impl Session {
             .map_err(|e| scrub_session_error(&options.redactor, e))?;
         let peer = service.peer().clone();
         let identity = identity_of(&peer, &options.redactor);
+        let input_required = peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
         let listener =
             listen_for_tool_changes(&peer, &handler, &tools, options.limits, list_timeout(&spec));
         let session = Self {
             spec,
             peer,
             handler,
+            input_required,
             listener,
             service: Mutex::new(Some(service)),
             handle,
@@ -379,8 +386,9 @@ impl Session {
     /// the call: each round's elicitations go to the session's handler, and the retry carries
     /// the answers and the server's `requestState` exactly as sent, under a new request id.
     /// Bounded by rmcp's round cap; a round asking for what this client does not offer
-    /// (sampling, roots) fails the call. rmcp drives the rounds only on the running service,
-    /// not on the peer this session calls through (docs/upstream.md#rmcp-mrtr-peer).
+    /// (sampling, roots) fails the call; so does an input-required result over a revision
+    /// that has none. rmcp drives the rounds only on the running service, not on the peer
+    /// this session calls through (docs/upstream.md#rmcp-mrtr-peer).
     async fn call_tool_rounds(
         &self,
         mut params: CallToolRequestParams,
@@ -388,6 +396,14 @@ impl Session {
         // A relaying caller (a gateway) answers the rounds itself (`relay.rs`).
         if let Some(outcome) = self.call_tool_relayed(&params).await {
             return outcome;
+        }
+        // An older revision has no input-required results: one round, its parameters sent
+        // as they are rather than copied for a round that cannot come.
+        if !self.input_required {
+            return match self.peer.call_tool_once(params).await? {
+                CallToolResponse::Complete(result) => Ok(result),
+                _ => Err(ServiceError::UnexpectedResponse),
+            };
         }
         for _ in 0..DEFAULT_MRTR_MAX_ROUNDS {
             let round = match self.peer.call_tool_once(params.clone()).await? {

@@ -37,6 +37,9 @@ enum Discover {
     /// A discover result, late on the first connection (a server slow to start), and
     /// `initialize` refused, as a server of 2026-07-28 refuses it.
     SlowModern,
+    /// No discover (2025-11-25 through `initialize`), yet every `tools/call` answered with an
+    /// input-required result, which that revision does not have.
+    LegacyAsking,
 }
 
 /// Every request the server received, in order.
@@ -114,7 +117,7 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                     "server/discover",
                     Discover::Modern | Discover::ClaimsModern | Discover::SlowModern,
                 ) => Some(json!({"result": discover_result()})),
-                ("server/discover", Discover::MethodNotFound) => {
+                ("server/discover", Discover::MethodNotFound | Discover::LegacyAsking) => {
                     Some(json!({"error": {"code": -32601, "message": "Method not found"}}))
                 }
                 ("server/discover", Discover::Garbage) => Some(json!({"result": {}})),
@@ -124,6 +127,17 @@ fn scripted(mode: Discover, seen: Seen) -> tokio::io::DuplexStream {
                     result["capabilities"] = json!({"tools": {"listChanged": true}});
                     Some(json!({"result": result}))
                 }
+                ("tools/call", Discover::LegacyAsking) => Some(json!({"result": {
+                    "resultType": "input_required",
+                    "inputRequests": {"confirm": {
+                        "method": "elicitation/create",
+                        "params": {
+                            "message": "Sure?",
+                            "requestedSchema": {"type": "object", "properties": {}},
+                        },
+                    }},
+                    "requestState": "round-1",
+                }})),
                 ("tools/call", _) => Some(json!({"result": {
                     "content": [{"type": "text", "text": "done"}],
                 }})),
@@ -381,6 +395,30 @@ async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription(
         .await
         .expect("the change is signalled")
         .expect("the session is open");
+    runner.close().await;
+}
+
+#[tokio::test]
+async fn an_input_required_result_over_an_older_revision_fails_the_call_in_one_round() {
+    let seen = Seen::default();
+    let runner = client(
+        Discover::LegacyAsking,
+        seen.clone(),
+        Duration::from_secs(10),
+    )
+    .open_runner(&RunInput::new("s", "i"))
+    .await
+    .expect("the run opens");
+    assert_eq!(
+        runner.sessions()[0].identity().protocol_version,
+        "2025-11-25"
+    );
+    let outcome = runner
+        .dispatch(ToolCall::new("c1", "s__echo", serde_json::Map::new()))
+        .await;
+    assert!(outcome.is_err(), "{outcome:?}");
+    let calls = methods(&seen).iter().filter(|m| *m == "tools/call").count();
+    assert_eq!(calls, 1, "no second round: {:?}", methods(&seen));
     runner.close().await;
 }
 
