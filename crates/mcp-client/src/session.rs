@@ -400,10 +400,7 @@ impl Session {
         // An older revision has no input-required results: one round, its parameters sent
         // as they are rather than copied for a round that cannot come.
         if !self.input_required {
-            return match self.peer.call_tool_once(params).await? {
-                CallToolResponse::Complete(result) => Ok(result),
-                _ => Err(ServiceError::UnexpectedResponse),
-            };
+            return self.peer.call_tool(params).await;
         }
         for _ in 0..DEFAULT_MRTR_MAX_ROUNDS {
             let round = match self.peer.call_tool_once(params.clone()).await? {
