@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_core::{RunInput, Runner, ToolCall, ToolDispatcher};
-use mcp_client::McpClient;
+use mcp_client::{McpClient, McpRunner};
 use mcp_config::Config;
 use mcp_connector::Connectors;
 use mcp_connector::testing::{InMemoryConnector, spec};
@@ -205,6 +205,16 @@ fn methods(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
+/// A run opened on a server answering as `mode`, and what the server receives.
+async fn open_run(mode: Discover) -> (McpRunner, Seen) {
+    let seen = Seen::default();
+    let runner = client(mode, seen.clone(), Duration::from_secs(10))
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    (runner, seen)
+}
+
 /// Opens a run on a server answering discover as `mode`; returns the session's identity
 /// (name, protocol, instructions), what the server received and how long the open took.
 async fn open(
@@ -359,11 +369,7 @@ async fn a_2026_07_28_server_slower_than_the_probe_is_discovered_on_a_new_connec
 
 #[tokio::test]
 async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription() {
-    let seen = Seen::default();
-    let runner = client(Discover::Announcing, seen.clone(), Duration::from_secs(10))
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .expect("the run opens");
+    let (runner, seen) = open_run(Discover::Announcing).await;
     let session = runner.sessions()[0].clone();
     let mut changed = session.tools_changed();
     // The subscription is opened in the background once the session is open.
@@ -400,15 +406,7 @@ async fn tool_list_changes_of_a_discovered_server_come_through_its_subscription(
 
 #[tokio::test]
 async fn an_input_required_result_over_an_older_revision_fails_the_call_in_one_round() {
-    let seen = Seen::default();
-    let runner = client(
-        Discover::LegacyAsking,
-        seen.clone(),
-        Duration::from_secs(10),
-    )
-    .open_runner(&RunInput::new("s", "i"))
-    .await
-    .expect("the run opens");
+    let (runner, seen) = open_run(Discover::LegacyAsking).await;
     assert_eq!(
         runner.sessions()[0].identity().protocol_version,
         "2025-11-25"
@@ -424,15 +422,7 @@ async fn an_input_required_result_over_an_older_revision_fails_the_call_in_one_r
 
 #[tokio::test]
 async fn a_tool_list_change_before_the_subscription_started_reaches_the_catalog() {
-    let seen = Seen::default();
-    let runner = client(
-        Discover::ChangedAtListen,
-        seen.clone(),
-        Duration::from_secs(10),
-    )
-    .open_runner(&RunInput::new("s", "i"))
-    .await
-    .expect("the run opens");
+    let (runner, _) = open_run(Discover::ChangedAtListen).await;
     let mut relisted = runner.tools_changed();
     tokio::time::timeout(Duration::from_secs(5), async {
         while runner.catalog().len() < 2 {
@@ -447,11 +437,7 @@ async fn a_tool_list_change_before_the_subscription_started_reaches_the_catalog(
 
 #[tokio::test]
 async fn json_schema_2020_12_is_kept_as_sent() {
-    let seen = Seen::default();
-    let runner = client(Discover::Modern, seen, Duration::from_secs(10))
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .expect("the run opens");
+    let (runner, _) = open_run(Discover::Modern).await;
     let schema = runner
         .catalog()
         .entries()
