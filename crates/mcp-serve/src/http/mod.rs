@@ -417,7 +417,9 @@ impl std::fmt::Debug for Opener {
 
 impl ToolServer {
     /// Serves over streamable HTTP: revision 2025-11-25 clients get sessions
-    /// (`Mcp-Session-Id`), 2026-07-28 clients are answered statelessly. Every request passes
+    /// (`Mcp-Session-Id`), 2026-07-28 clients are answered statelessly: in one JSON body, or in
+    /// an event stream when the server notifies or asks before it answers (a call that
+    /// reports progress to a client that asked for it). Every request passes
     /// the checks of `options` first (path, `Origin` → 403, bearer token → 401, body size →
     /// 413, one JSON-RPC message → 400 with a JSON-RPC error), so nothing refused reaches a
     /// session or the dispatcher.
@@ -489,7 +491,12 @@ impl ToolServer {
             .with_allowed_hosts(endpoint.hosts)
             .with_cancellation_token(sessions.clone())
             .with_max_request_body_bytes(self.max_request_bytes_value())
-            .with_sse_keep_alive(options.sse_keep_alive);
+            .with_sse_keep_alive(options.sse_keep_alive)
+            // A sessionless (2026-07-28) request whose first message is its answer gets that
+            // answer as one JSON body; one that notifies or asks first gets an event stream.
+            // rmcp holds the response until that first message either way, so a stream
+            // would only add framing and writes (docs/benchmarks.md, fleet).
+            .with_json_response(true);
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(options.session_idle_timeout);
         let manager = Arc::new(manager);

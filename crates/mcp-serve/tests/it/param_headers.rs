@@ -15,7 +15,9 @@ use mcp_serve::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{POST_HEADERS, call_through, initialize_body, mcp_client_http, object, send};
+use crate::support::{
+    POST_HEADERS, call_through, initialize_body, mcp_client_http, object, send, stateless_call,
+};
 
 /// One tool, `route`, whose `region` is mirrored into `Mcp-Param-Region`.
 #[derive(Default)]
@@ -58,25 +60,8 @@ async fn serve(tools: &Arc<Routed>) -> HttpServer {
 
 /// A sessionless 2026-07-28 `tools/call` of `route` with `region`, plus `extra` headers.
 async fn call(url: &str, region: &str, extra: &[(&str, &str)]) -> crate::support::Answer {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {
-            "name": "route", "arguments": {"region": region},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }
-        }
-    });
-    let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
-    headers.extend([
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "route"),
-    ]);
-    headers.extend(extra);
-    send("POST", url, &headers, body.to_string()).await
+    let arguments = json!({"region": region});
+    stateless_call(url, "route", arguments, json!({}), extra).await
 }
 
 /// A call of `route` with region `Hello` and `header` as its `Mcp-Param-Region` (none when

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::jwt::{ISSUER, Jwks, Signer, claims};
-use crate::support::{POST_HEADERS, bounded, initialize_body, object, send};
+use crate::support::{POST_HEADERS, bounded, initialize_body, object, send, stateless_call};
 
 /// What the runs of one opener did: counts that tests wait on.
 #[derive(Default)]
@@ -213,23 +213,10 @@ impl Setup {
 
 /// A stateless (2026-07-28) `tools/call` of `tool` with `token`: its structured result.
 async fn call(server: &HttpServer, token: &str, tool: &str) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": tool, "arguments": {}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }},
-    });
     let bearer = format!("Bearer {token}");
-    let mut headers = POST_HEADERS.to_vec();
-    headers.extend([
-        ("authorization", bearer.as_str()),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", tool),
-    ]);
-    let answer = send("POST", server.url().as_str(), &headers, body.to_string()).await;
+    let headers = [("authorization", bearer.as_str())];
+    let url = server.url().as_str();
+    let answer = stateless_call(url, tool, json!({}), json!({}), &headers).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     let message = answer
         .body

@@ -3,7 +3,9 @@
 //! token its client chose, and that client (`mcp_client`, for its caller's
 //! `agent_core::progress::with_progress` scope) hands it to its caller — at both revisions.
 //! Reports that do not increase or are not finite never leave the server, a message loses its
-//! control characters, and two calls at once each get their own reports.
+//! control characters, and two calls at once each get their own reports. A sessionless
+//! (2026-07-28) call is answered in one JSON body, unless it reports progress: then in an event
+//! stream that carries the reports before the answer.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +20,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::downstream::downstream;
-use crate::support::{bounded, call_through, object, output_text};
+use crate::support::{bounded, call_through, object, output_text, stateless_call};
 
 /// One tool, `work`, that reports its progress as it goes.
 struct Reporter;
@@ -117,6 +119,71 @@ async fn a_served_tool_s_progress_reaches_the_caller_of_the_client_at_both_revis
         assert_eq!(*seen_b.lock().unwrap(), expected(20.0));
         let _ = runner.shutdown().await;
     }
+    bounded("shutdown", server.shutdown()).await;
+}
+
+#[tokio::test]
+async fn a_sessionless_call_is_one_json_body_unless_it_reports_progress() {
+    let server = ToolServer::new(Arc::new(Reporter), Exposure::only(["work"]))
+        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
+        .await
+        .expect("serve over HTTP");
+    let url = server.url().as_str();
+    let content_type = |answer: &crate::support::Answer| {
+        let value = answer.headers.get(http::header::CONTENT_TYPE);
+        value.and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
+    };
+
+    // Nobody asked for progress: the reports stay on the server and the answer is the body.
+    let answer = stateless_call(url, "work", json!({}), json!({}), &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(content_type(&answer), "application/json", "{}", answer.body);
+    let message = answer.json();
+    assert_eq!(message["id"], 7);
+    assert_eq!(message["result"]["content"][0]["text"], "worked");
+
+    // With a progress token the reports come first, so the answer is an event stream.
+    let meta = json!({"progressToken": "t1"});
+    let answer = stateless_call(url, "work", json!({}), meta, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        content_type(&answer),
+        "text/event-stream",
+        "{}",
+        answer.body
+    );
+    let messages: Vec<serde_json::Value> = answer
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect();
+    let reports: Vec<_> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            (
+                m["params"]["progressToken"].clone(),
+                m["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reports,
+        [
+            (json!("t1"), json!(1.0)),
+            (json!("t1"), json!(2.0)),
+            (json!("t1"), json!(3.0))
+        ],
+        "{}",
+        answer.body
+    );
+    let last = messages.last().expect("messages");
+    assert_eq!(
+        last["result"]["content"][0]["text"], "worked",
+        "{}",
+        answer.body
+    );
     bounded("shutdown", server.shutdown()).await;
 }
 

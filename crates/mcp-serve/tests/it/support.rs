@@ -266,6 +266,37 @@ pub(crate) fn initialize_body() -> String {
     .to_string()
 }
 
+/// A sessionless (2026-07-28) `tools/call` of `tool` with `arguments`, its `_meta` carrying
+/// `meta` besides the revision's own keys, sent with `extra` headers besides the revision's.
+pub(crate) async fn stateless_call(
+    url: &str,
+    tool: &str,
+    arguments: Value,
+    meta: Value,
+    extra: &[(&str, &str)],
+) -> Answer {
+    let mut params = json!({
+        "name": tool, "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    });
+    if let Value::Object(meta) = meta {
+        params["_meta"].as_object_mut().unwrap().extend(meta);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
+    headers.extend([
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ]);
+    headers.extend(extra);
+    send("POST", url, &headers, body.to_string()).await
+}
+
 /// An `mcp_client` runner with one session to the endpoint at `url`, sending `token` as
 /// bearer token when given.
 pub(crate) async fn mcp_client_http(url: &url::Url, token: Option<&str>) -> mcp_client::McpRunner {
