@@ -492,10 +492,12 @@ impl ToolServer {
             .with_cancellation_token(sessions.clone())
             .with_max_request_body_bytes(self.max_request_bytes_value())
             .with_sse_keep_alive(options.sse_keep_alive)
-            // A sessionless (2026-07-28) request whose first message is its answer gets that
-            // answer as one JSON body; one that notifies or asks first gets an event stream.
-            // rmcp holds the response until that first message either way, so a stream
-            // would only add framing and writes (docs/benchmarks.md, fleet).
+            // A sessionless request (2026-07-28, or `server/discover`) whose first message is
+            // its answer gets that answer as one JSON body; one that notifies or asks first
+            // gets an event stream. rmcp holds the response until that first message either
+            // way, so a stream would only add framing and writes (docs/benchmarks.md, fleet).
+            // rmcp applies this beside 2025-11-25 sessions too (its own doc says only without
+            // them); `a_sessionless_call_is_one_json_body_unless_it_reports_progress` holds it.
             .with_json_response(true);
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(options.session_idle_timeout);

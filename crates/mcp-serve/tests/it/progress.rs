@@ -138,6 +138,7 @@ async fn a_sessionless_call_is_one_json_body_unless_it_reports_progress() {
     let answer = stateless_call(url, "work", json!({}), json!({}), &[]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(content_type(&answer), "application/json", "{}", answer.body);
+    assert!(!answer.body.contains("data:"), "{}", answer.body);
     let message = answer.json();
     assert_eq!(message["id"], 7);
     assert_eq!(message["result"]["content"][0]["text"], "worked");
