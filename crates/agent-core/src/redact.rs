@@ -234,6 +234,32 @@ impl Redactor {
         out
     }
 
+    /// True when a known secret value may occur in a string of the JSON text `json` (as
+    /// `serde_json` writes it): each secret is looked for as it appears inside a JSON string,
+    /// escapes included. False means [`scrub_json`](Self::scrub_json) of the value would
+    /// change nothing, so a caller holding the value in a typed form can keep it as it is.
+    ///
+    /// ```
+    /// let r = agent_core::Redactor::new().with_secrets(["tok\"123456"]);
+    /// assert!(r.occurs_in_json(r#"{"echo":"a tok\"123456 b"}"#));
+    /// assert!(!r.occurs_in_json(r#"{"echo":"nothing here"}"#));
+    /// ```
+    pub fn occurs_in_json(&self, json: &str) -> bool {
+        let occurs = |secret: &Secret| {
+            let raw = secret.expose();
+            // `serde_json` escapes only `"`, `\` and control characters, one by one, so a
+            // secret inside a string appears in the text as its own escaped form.
+            if raw.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+                let escaped = serde_json::to_string(raw).unwrap_or_default();
+                let inner = escaped.strip_prefix('"').and_then(|e| e.strip_suffix('"'));
+                json.contains(inner.unwrap_or(&escaped))
+            } else {
+                json.contains(raw)
+            }
+        };
+        self.secrets.iter().any(occurs) || self.learned.read().iter().any(occurs)
+    }
+
     /// Scrubs `text` in place; true when something was replaced.
     pub fn scrub_string(&self, text: &mut String) -> bool {
         match self.scrub(text) {
@@ -467,6 +493,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_secret_is_found_in_json_text_as_serde_json_escapes_it() {
+        let quoted = "tok\"en\\12\n34";
+        let plain = "plain-secret-99";
+        let r = Redactor::new().with_secrets([quoted, plain]);
+        for (value, holds) in [
+            (json!({"text": format!("a {quoted} b")}), true),
+            (json!({"list": [format!("x{plain}y")]}), true),
+            (json!({ format!("key {quoted}"): 1 }), true),
+            (json!({"text": "tok\"en", "other": "en\\12"}), false),
+            (json!({"n": 1, "text": "nothing"}), false),
+        ] {
+            let text = serde_json::to_string(&value).unwrap();
+            assert_eq!(r.occurs_in_json(&text), holds, "{text}");
+            // Where it says none occurs, scrubbing would change nothing.
+            let mut scrubbed = value.clone();
+            r.scrub_json(&mut scrubbed);
+            assert_eq!(scrubbed == value, !holds, "{text}");
+        }
+        let learned = Redactor::new();
+        learned.learn(&Secret::new("learned\ttoken".to_owned()));
+        assert!(learned.occurs_in_json(&json!(["learned\ttoken"]).to_string()));
+        assert!(!learned.occurs_in_json(&json!(["learned token"]).to_string()));
+    }
 
     #[test]
     fn a_value_behind_a_quoted_json_path_is_redacted() {

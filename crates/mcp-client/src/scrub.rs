@@ -125,7 +125,13 @@ pub(crate) fn scrub_result(
     }
     let withheld =
         |_| Scrubbed::new("the result could not be checked for secret values and was withheld");
-    let mut value = serde_json::to_value(&result).map_err(withheld)?;
+    // The common result holds no secret: one serialisation tells, and the result stays as it
+    // came instead of being rebuilt from a JSON value.
+    let text = serde_json::to_string(&result).map_err(withheld)?;
+    if !redactor.occurs_in_json(&text) {
+        return Ok(result);
+    }
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(withheld)?;
     redactor.scrub_json(&mut value);
     serde_json::from_value(value).map_err(withheld)
 }
@@ -170,5 +176,33 @@ pub(crate) fn scrub_session_error(redactor: &Redactor, error: SessionError) -> S
             diagnostics: scrub_text(redactor, diagnostics),
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ContentBlock;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_result_is_scrubbed_of_a_secret_json_escapes_and_kept_whole_without_one() {
+        let secret = "se\"cret\n-value";
+        let redactor = Redactor::new().with_secrets([secret]);
+        let mut result =
+            CallToolResult::success(vec![ContentBlock::text(format!("got {secret}."))]);
+        result.structured_content = Some(json!({"echo": secret, "n": 1}));
+        let scrubbed = scrub_result(&redactor, result).unwrap();
+        let text = serde_json::to_string(&scrubbed).unwrap();
+        assert!(!text.contains("cret"), "{text}");
+        assert_eq!(
+            scrubbed.structured_content,
+            Some(json!({"echo": "[REDACTED]", "n": 1}))
+        );
+
+        let mut clean = CallToolResult::success(vec![ContentBlock::text("se\"cret")]);
+        clean.structured_content = Some(json!({"echo": "value", "n": 1}));
+        assert_eq!(scrub_result(&redactor, clean.clone()).unwrap(), clean);
     }
 }
