@@ -247,8 +247,9 @@ impl Redactor {
     pub fn occurs_in_json(&self, json: &str) -> bool {
         let occurs = |secret: &Secret| {
             let raw = secret.expose();
-            // `serde_json` escapes only `"`, `\` and control characters, one by one, so a
-            // secret inside a string appears in the text as its own escaped form.
+            // `serde_json` escapes only `"`, `\` and bytes below 0x20 (not U+007F, not
+            // U+2028), one by one, so a secret inside a string appears in the text as its own
+            // escaped form.
             if raw.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
                 let escaped = serde_json::to_string(raw).unwrap_or_default();
                 let inner = escaped.strip_prefix('"').and_then(|e| e.strip_suffix('"'));
@@ -498,8 +499,13 @@ mod tests {
     fn a_secret_is_found_in_json_text_as_serde_json_escapes_it() {
         let quoted = "tok\"en\\12\n34";
         let plain = "plain-secret-99";
-        let r = Redactor::new().with_secrets([quoted, plain]);
+        let control = "ctl\u{1}secret";
+        let unescaped = "del\u{7f}line\u{2028}sep";
+        let r = Redactor::new().with_secrets([quoted, plain, control, unescaped]);
         for (value, holds) in [
+            (json!({"text": format!("<{control}>")}), true),
+            (json!({"text": format!("<{unescaped}>")}), true),
+            (json!({"text": "ctl secret del line sep"}), false),
             (json!({"text": format!("a {quoted} b")}), true),
             (json!({"list": [format!("x{plain}y")]}), true),
             (json!({ format!("key {quoted}"): 1 }), true),

@@ -131,7 +131,7 @@ pub(crate) fn scrub_result(
     if !redactor.occurs_in_json(&text) {
         return Ok(result);
     }
-    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(withheld)?;
+    let mut value = serde_json::to_value(&result).map_err(withheld)?;
     redactor.scrub_json(&mut value);
     serde_json::from_value(value).map_err(withheld)
 }
