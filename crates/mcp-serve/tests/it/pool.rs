@@ -218,11 +218,7 @@ async fn call(server: &HttpServer, token: &str, tool: &str) -> Value {
     let url = server.url().as_str();
     let answer = stateless_call(url, tool, json!({}), json!({}), &headers).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let message = answer
-        .body
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:").or(Some(line)))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+    let message = (answer.messages().into_iter())
         .find(|m| m.get("result").is_some() || m.get("error").is_some())
         .unwrap_or_else(|| panic!("no answer in {}", answer.body));
     message["result"]["structuredContent"].clone()

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use agent_core::progress::{self, Progress, ProgressSink};
 use agent_core::{ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError, ToolOutput};
 use async_trait::async_trait;
-use mcp_serve::{Exposure, HttpOptions, ToolServer};
+use mcp_serve::{Exposure, HttpOptions, HttpServer, ToolServer};
 use rmcp::model::{CallToolRequestParams, ProgressNotificationParam};
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
@@ -63,6 +63,14 @@ impl ToolDispatcher for Reporter {
     }
 }
 
+/// `work` served over streamable HTTP.
+async fn serve_reporter() -> HttpServer {
+    ToolServer::new(Arc::new(Reporter), Exposure::only(["work"]))
+        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
+        .await
+        .expect("serve over HTTP")
+}
+
 /// The reports a call of `work` with `base` gives its caller.
 fn expected(base: f64) -> [Progress; 3] {
     [
@@ -88,10 +96,7 @@ fn collector() -> (ProgressSink, Arc<Mutex<Vec<Progress>>>) {
 
 #[tokio::test]
 async fn a_served_tool_s_progress_reaches_the_caller_of_the_client_at_both_revisions() {
-    let server = ToolServer::new(Arc::new(Reporter), Exposure::only(["work"]))
-        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
-        .await
-        .expect("serve over HTTP");
+    let server = serve_reporter().await;
     for discover in [false, true] {
         let runner = downstream(server.url(), discover, None).await;
         let (sink, seen) = collector();
@@ -124,10 +129,7 @@ async fn a_served_tool_s_progress_reaches_the_caller_of_the_client_at_both_revis
 
 #[tokio::test]
 async fn a_sessionless_call_is_one_json_body_unless_it_reports_progress() {
-    let server = ToolServer::new(Arc::new(Reporter), Exposure::only(["work"]))
-        .serve_http(HttpOptions::default().with_sse_keep_alive(None))
-        .await
-        .expect("serve over HTTP");
+    let server = serve_reporter().await;
     let url = server.url().as_str();
     let content_type = |answer: &crate::support::Answer| {
         let value = answer.headers.get(http::header::CONTENT_TYPE);
@@ -153,12 +155,7 @@ async fn a_sessionless_call_is_one_json_body_unless_it_reports_progress() {
         "{}",
         answer.body
     );
-    let messages: Vec<serde_json::Value> = answer
-        .body
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str(data.trim()).ok())
-        .collect();
+    let messages = answer.messages();
     let reports: Vec<_> = messages
         .iter()
         .filter(|m| m["method"] == "notifications/progress")

@@ -196,14 +196,7 @@ async fn open(replica: &Replica, bearer: Option<&str>) -> String {
 
 /// The JSON-RPC message of an answer (a one-event stream, or JSON).
 fn message(answer: &Answer) -> Value {
-    let data = answer
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|d| !d.is_empty())
-        .unwrap_or(&answer.body);
-    serde_json::from_str(data).unwrap_or_else(|e| panic!("no message ({e}): {}", answer.body))
+    answer.messages().remove(0)
 }
 
 /// `tools/list` of `session` on `replica`.

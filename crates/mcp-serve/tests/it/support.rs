@@ -218,6 +218,23 @@ impl Answer {
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
+
+    /// The JSON-RPC messages the body carries, in order: the `data` of each event of an event
+    /// stream (empty ones skipped), or the body itself when it is not a stream.
+    pub(crate) fn messages(&self) -> Vec<Value> {
+        let data: Vec<&str> = (self.body.lines())
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(str::trim)
+            .filter(|data| !data.is_empty())
+            .collect();
+        if data.is_empty() {
+            return vec![self.json()];
+        }
+        let parse = |data: &str| {
+            serde_json::from_str(data).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        };
+        data.into_iter().map(parse).collect()
+    }
 }
 
 /// Sends one request to `url` and reads the whole answer (event streams too: the request
