@@ -255,13 +255,13 @@ fn tidy_architecture_has_a_section_per_crate() {
     );
 }
 
-/// Rule: the code map stays a map (at most 300 lines) and the README a guide (at most 560, the
-/// operator's sections on the gateway and the fleet included): figures and measurement logs
-/// go to `docs/benchmarks.md`, the reasoning behind a number to the code that depends on it.
+/// Rule: the code map stays a map (at most 300 lines) and the README a guide (at most 450): figures
+/// and measurement logs go to `docs/benchmarks.md`, every key of a table to its reference page
+/// (`docs/serve.md`, `docs/auth.md`), the reasoning behind a number to the code that depends on it.
 /// A document nobody reads to the end is not kept current.
 #[test]
 fn tidy_docs_stay_short() {
-    for (doc, max) in [("docs/ARCHITECTURE.md", 300), ("README.md", 560)] {
+    for (doc, max) in [("docs/ARCHITECTURE.md", 300), ("README.md", 450)] {
         let lines = std::fs::read_to_string(root().join(doc))
             .unwrap()
             .lines()
@@ -292,6 +292,10 @@ fn tidy_no_requirement_ids_from_outside() {
         "docs/ARCHITECTURE.md",
         "docs/benchmarks.md",
         "docs/upstream.md",
+        "docs/serve.md",
+        "docs/auth.md",
+        "docs/metrics.md",
+        "docs/tracing.md",
         "peers/README.md",
     ];
     let texts = sources().into_iter().chain(docs.iter().filter_map(|doc| {
@@ -439,7 +443,14 @@ fn tidy_docs_name_only_what_exists() {
         })
         .collect();
     let mut missing = Vec::new();
-    for doc in ["docs/ARCHITECTURE.md", "README.md"] {
+    for doc in [
+        "docs/ARCHITECTURE.md",
+        "README.md",
+        "docs/serve.md",
+        "docs/auth.md",
+        "docs/metrics.md",
+        "docs/tracing.md",
+    ] {
         let text = std::fs::read_to_string(root().join(doc)).unwrap();
         let mut spans = text.split('`');
         let mut before = spans.next().unwrap_or("").to_owned();
