@@ -693,24 +693,46 @@ fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
         .iter()
         .map(|(rel, _)| (module_of(rel), rel.as_str()))
         .collect();
-    let mut edges = Vec::new();
-    for (rel, text) in files {
-        let here = module_of(rel);
-        let code = import_text(text);
-        // Spans of `pub … use …;` statements.
-        let mut reexports = Vec::new();
-        for (at, _) in code.match_indices("pub") {
-            let after = code[at + 3..].trim_start();
-            let after = if after.starts_with('(') {
-                after.find(')').map_or("", |i| after[i + 1..].trim_start())
-            } else {
-                after
-            };
-            if after.starts_with("use ") {
-                let end = code[at..].find(';').map_or(code.len(), |i| at + i);
-                reexports.push(at..end);
+    let codes: Vec<String> = files.iter().map(|(_, text)| import_text(text)).collect();
+    // What each module re-exports: a path through it names the item where it is defined.
+    let renamed: std::collections::HashMap<
+        Vec<String>,
+        std::collections::HashMap<String, Vec<String>>,
+    > = files
+        .iter()
+        .zip(&codes)
+        .map(|((rel, _), code)| {
+            let here = module_of(rel);
+            let names = reexported_names(&here, code, &reexport_spans(code));
+            (here, names)
+        })
+        .collect();
+    // The longest module prefix of `full` that is a file, after following re-exports.
+    let resolve = |mut full: Vec<String>| -> Option<Vec<String>> {
+        for _ in 0..8 {
+            let target = (0..=full.len())
+                .rev()
+                .map(|n| &full[..n])
+                .find(|m| modules.contains_key(*m))
+                .map(<[String]>::to_vec)?;
+            let source = full
+                .get(target.len())
+                .and_then(|name| renamed.get(&target)?.get(name));
+            match source {
+                Some(source) if !source.starts_with(&full[..=target.len()]) => {
+                    let rest = full.split_off(target.len() + 1);
+                    full = source.clone();
+                    full.extend(rest);
+                }
+                _ => return Some(target),
             }
         }
+        None
+    };
+    let mut edges = Vec::new();
+    for ((rel, _), code) in files.iter().zip(&codes) {
+        let here = module_of(rel);
+        let reexports = reexport_spans(code);
         for anchor in ["crate::", "super::", "self::"] {
             for (at, _) in code.match_indices(anchor) {
                 let before = code[..at].chars().next_back();
@@ -733,12 +755,9 @@ fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
                 for tail in path_tails(&code[tail_at..]) {
                     let mut full = base.clone();
                     full.extend(tail);
-                    let target = (0..=full.len())
-                        .rev()
-                        .map(|n| &full[..n])
-                        .find(|m| modules.contains_key(*m))
-                        .map(<[String]>::to_vec);
-                    let Some(target) = target else { continue };
+                    let Some(target) = resolve(full) else {
+                        continue;
+                    };
                     if target == here || (in_reexport && target.starts_with(&here)) {
                         continue;
                     }
@@ -758,6 +777,63 @@ fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
     edges.sort();
     edges.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
     edges
+}
+
+/// The spans of `code`'s `pub … use …;` statements.
+fn reexport_spans(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    for (at, _) in code.match_indices("pub") {
+        let after = code[at + 3..].trim_start();
+        let after = if after.starts_with('(') {
+            after.find(')').map_or("", |i| after[i + 1..].trim_start())
+        } else {
+            after
+        };
+        if after.starts_with("use ") {
+            let end = code[at..].find(';').map_or(code.len(), |i| at + i);
+            spans.push(at..end);
+        }
+    }
+    spans
+}
+
+/// The names module `here` re-exports in `spans` of its `code` (`pub use list::{Limit, x::Y};`),
+/// each with the module path it names (`list::Limit`, `list::x::Y`). A glob names nothing (a
+/// path through it stays with the re-exporting file), a rename is known by its original name.
+fn reexported_names(
+    here: &[String],
+    code: &str,
+    spans: &[std::ops::Range<usize>],
+) -> std::collections::HashMap<String, Vec<String>> {
+    let mut names = std::collections::HashMap::new();
+    for span in spans {
+        let text = &code[span.clone()];
+        let Some(at) = text.find("use ") else {
+            continue;
+        };
+        let mut rest = text[at + 4..].trim_start();
+        let mut base = here.to_vec();
+        if let Some(after) = rest.strip_prefix("crate::") {
+            base.clear();
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("self::") {
+            rest = after;
+        } else {
+            while let Some(after) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = after;
+            }
+        }
+        for tail in path_tails(rest) {
+            let Some(name) = tail.last().cloned() else {
+                continue;
+            };
+            let mut full = base.clone();
+            full.extend(tail);
+            names.insert(name, full);
+        }
+    }
+    names
 }
 
 /// Every import circle among `files` (see [`import_edges`]), one line per edge inside a
@@ -806,6 +882,22 @@ fn import_circles_are_found() {
         [
             "a/c.rs → b.rs (super::b::B)",
             "b.rs → a/c.rs (super::a::c::C)"
+        ]
+    );
+    // A circle through the crate root's re-exports: `crate::Limit` is `list.rs`'s.
+    let through_root = files(&[
+        (
+            "lib.rs",
+            "mod error;\nmod list;\npub use list::{Limit, Limits};\npub use error::Error;\n",
+        ),
+        ("error.rs", "use crate::Limit;\npub struct Error;\n"),
+        ("list.rs", "use crate::Error;\npub struct Limit;\n"),
+    ]);
+    assert_eq!(
+        import_circles(&through_root),
+        [
+            "error.rs → list.rs (crate::Limit)",
+            "list.rs → error.rs (crate::Error)"
         ]
     );
     // Not circles: a facade re-exporting its children, a test block, a comment, a parent's

@@ -186,56 +186,6 @@ pub struct ToolLimits {
     pub max_schema_depth: usize,
 }
 
-impl ToolLimits {
-    /// Whether the catalog takes `tool`: `Err` with the reason it would be left out.
-    ///
-    /// ```
-    /// use mcp_catalog::{SkipReason, ToolLimits};
-    /// use mcp_catalog::testing::tool;
-    ///
-    /// let limits = ToolLimits::default();
-    /// assert!(limits.check(&tool("fine", "", serde_json::json!({}))).is_ok());
-    /// let long = tool(&"x".repeat(129), "", serde_json::json!({}));
-    /// assert_eq!(limits.check(&long), Err(SkipReason::NameTooLong { chars: 129, limit: 128 }));
-    /// ```
-    pub fn check(&self, tool: &rmcp::model::Tool) -> Result<(), crate::SkipReason> {
-        crate::catalog::check_tool(tool, self).map(|_| ())
-    }
-
-    /// The tools of one listing of `server` that the catalog leaves out, with why, in listing
-    /// order: [`check`](Self::check)'s reasons, and a name that is empty or listed more than
-    /// once (every copy is left out; the name is reported once).
-    ///
-    /// ```
-    /// use mcp_catalog::{SkipReason, ToolLimits};
-    /// use mcp_catalog::testing::tool;
-    ///
-    /// let listing = [
-    ///     tool("fine", "", serde_json::json!({})),
-    ///     tool("twice", "", serde_json::json!({})),
-    ///     tool("", "", serde_json::json!({})),
-    ///     tool("twice", "", serde_json::json!({})),
-    /// ];
-    /// let left_out = ToolLimits::default().left_out("srv", &listing);
-    /// assert_eq!(left_out.len(), 2);
-    /// assert_eq!(left_out[0].reason, SkipReason::ListedTwice { times: 2 });
-    /// assert_eq!(left_out[0].to_string(), "server `srv`: tool `twice` left out: its name is listed 2 times");
-    /// assert_eq!(left_out[1].reason, SkipReason::NameEmpty);
-    /// ```
-    pub fn left_out(&self, server: &str, tools: &[rmcp::model::Tool]) -> Vec<crate::SkippedTool> {
-        tools
-            .iter()
-            .zip(crate::catalog::check_listing(tools, self))
-            .filter_map(|(tool, checked)| match checked {
-                crate::catalog::Checked::LeftOut(reason) => {
-                    Some(crate::SkippedTool::new(server, &tool.name, reason))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-}
-
 impl Default for ToolLimits {
     fn default() -> Self {
         Self {

@@ -6,7 +6,7 @@ use agent_core::HistoryError;
 use mcp_catalog::CatalogError;
 use mcp_connector::{BoxError, ConnectError};
 
-use crate::ListLimit;
+use crate::list::{ListError, ListLimit};
 
 /// `"; server stderr (tail):\n…"` for a non-empty stderr tail, else nothing: the one way this
 /// crate attaches a server's diagnostics to a message.
@@ -208,5 +208,30 @@ fn during(context: &str) -> String {
         c if c.contains("initialize") => "sending the initialize request".into(),
         c if c.contains("discover") => "sending server/discover".into(),
         _ => "initialising".into(),
+    }
+}
+
+impl ListError {
+    /// The failure as a session error of `server`: a broken bound, or the request's failure
+    /// (the transport's recorded `failure` when it has one).
+    pub(crate) fn into_session_error(
+        self,
+        server: &str,
+        diagnostics: Option<String>,
+        failure: Option<BoxError>,
+    ) -> SessionError {
+        match self {
+            Self::Limit(limit) => SessionError::ListLimit {
+                server: server.to_owned(),
+                limit,
+            },
+            Self::Service(e) => SessionError::Discovery {
+                server: server.to_owned(),
+                diagnostics,
+                source: failure.unwrap_or_else(|| {
+                    Box::new(ProtocolError::of_service(&e, "listing the tools"))
+                }),
+            },
+        }
     }
 }

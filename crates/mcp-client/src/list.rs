@@ -2,12 +2,8 @@
 
 use std::collections::HashSet;
 
-use mcp_connector::BoxError;
 use rmcp::model::{PaginatedRequestParams, Tool};
 use rmcp::service::{Peer, RoleClient, ServiceError};
-
-use crate::SessionError;
-use crate::error::ProtocolError;
 
 /// Bounds on one listing of a server's tools (`tools/list` over all its pages).
 ///
@@ -122,31 +118,6 @@ pub(crate) enum ListError {
     Service(ServiceError),
     /// The server broke a bound.
     Limit(ListLimit),
-}
-
-impl ListError {
-    /// The failure as a session error of `server`: a broken bound, or the request's failure
-    /// (the transport's recorded `failure` when it has one).
-    pub(crate) fn into_session_error(
-        self,
-        server: &str,
-        diagnostics: Option<String>,
-        failure: Option<BoxError>,
-    ) -> SessionError {
-        match self {
-            Self::Limit(limit) => SessionError::ListLimit {
-                server: server.to_owned(),
-                limit,
-            },
-            Self::Service(e) => SessionError::Discovery {
-                server: server.to_owned(),
-                diagnostics,
-                source: failure.unwrap_or_else(|| {
-                    Box::new(ProtocolError::of_service(&e, "listing the tools"))
-                }),
-            },
-        }
-    }
 }
 
 /// Lists every tool of `peer`'s server, page by page, within `limits`. An empty `nextCursor`

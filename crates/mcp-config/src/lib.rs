@@ -114,12 +114,12 @@ pub use resolver::{DefaultResolver, ServerResolver};
 pub use safety::{InlinePolicy, is_internal_host, is_internal_ip, is_loopback_host};
 pub use search::{EmbedderConfig, LOCAL_MODEL_FILES, SearchConfig};
 pub use secret::{
-    MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink, bounded_text,
+    MAX_LEARNED_SECRETS, MIN_SECRET_LEN, REDACTED, Redactor, Secret, SecretSink, SecretSource,
+    bounded_text,
 };
 pub use select::{ResolvedRun, RunOptions, RunSelection, ServerRef};
 pub use spec::{
     AuthSpec, CustomSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DpopMode, HttpSpec,
-    MAX_SERVER_NAME_CHARS, OAuthClientCredentials, OAuthLogin, SecretSource, ServerSpec,
-    SpecOrigin, StdioSpec, TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec,
-    is_secret_param_name,
+    MAX_SERVER_NAME_CHARS, OAuthClientCredentials, OAuthLogin, ServerSpec, SpecOrigin, StdioSpec,
+    TokenEndpointAuthMethod, ToolFilter, TransportKind, TransportSpec, is_secret_param_name,
 };

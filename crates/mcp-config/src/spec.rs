@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use url::Url;
 
-use crate::{EnterpriseAuth, Secret, WorkloadIdentity};
+use crate::{EnterpriseAuth, Secret, SecretSource, WorkloadIdentity};
 
 /// The call timeout when a spec sets none.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -488,29 +488,6 @@ impl HttpSpec {
         Self {
             url,
             headers: BTreeMap::new(),
-        }
-    }
-}
-
-/// Where a secret comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum SecretSource {
-    /// Given in the spec.
-    Inline(Secret),
-    /// Read from this environment variable when the session opens (operator specs only,
-    /// unless the operator opts in).
-    Env(String),
-}
-
-impl SecretSource {
-    /// The secret: the inline value, or the variable read from the process environment.
-    /// `None` when the variable is unset or not UTF-8.
-    pub fn resolve(&self) -> Option<Secret> {
-        match self {
-            Self::Inline(s) => Some(s.clone()),
-            Self::Env(var) => std::env::var(var).ok().map(Secret::from),
         }
     }
 }

@@ -20,6 +20,9 @@ use crate::{
     Redactor, ToolError, ToolOutput,
 };
 
+/// How long the approval gate may take to answer, by default: 5 minutes.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Asks the [`ApprovalGate`] about each call that needs approval: the policy said so (the
 /// request's [`approval`](CallRequest::approval)), or the [`ApprovalRules`] do for an external
 /// or native tool. "Approved for the run" is remembered by the layer's service, which a run
@@ -74,7 +77,7 @@ impl ApprovalLayer {
         Self {
             rules,
             gate: Arc::new(NoGate),
-            timeout: super::DEFAULT_APPROVAL_TIMEOUT,
+            timeout: DEFAULT_APPROVAL_TIMEOUT,
             redactor: Redactor::new(),
         }
     }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use tower_layer::Layer;
 
-use super::approval::ApprovalLayer;
+use super::approval::{ApprovalLayer, DEFAULT_APPROVAL_TIMEOUT};
 use super::dispatch::Dispatch;
 use super::events::{Events, EventsLayer};
 use super::history::Recorded;
@@ -26,9 +26,6 @@ use crate::{
     RunContextBuilder, Runner, ToolCall, ToolCatalog, ToolDescriptor, ToolDispatcher, ToolError,
     ToolOutput, ToolPolicy,
 };
-
-/// How long the approval gate may take to answer, by default: 5 minutes.
-pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Builds a [`Governed`] layer around any [`CallResolver`] (tower-style: configure once,
 /// [`layer`](Self::layer) each dispatcher).

@@ -30,11 +30,11 @@ mod reader;
 mod service;
 mod timeout;
 
-pub use approval::{Approval, ApprovalLayer};
+pub use approval::{Approval, ApprovalLayer, DEFAULT_APPROVAL_TIMEOUT};
 pub use events::{Events, EventsLayer};
 pub use history::{HistoryLayer, Recorded};
 pub use identity::{Identity, IdentityLayer};
-pub use layer::{DEFAULT_APPROVAL_TIMEOUT, Governed, GovernedLayer};
+pub use layer::{Governed, GovernedLayer};
 pub use limit::{OutputLimit, OutputLimitLayer};
 pub use metered::{Metrics, MetricsLayer};
 pub use policy::{Policy, PolicyLayer};

@@ -10,16 +10,16 @@ use mcp_config::{Redactor, Secret, SecretSink};
 use tokio::time::Instant;
 use url::Url;
 
+#[cfg(doc)]
+use super::OAuthOptions;
 use super::cache::Cache;
 use super::failure::Failure;
 use super::flight::{Shared, Token};
 use super::lock;
-#[cfg(doc)]
-use super::{AuthRegistry, OAuthOptions};
 use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};
 
 /// The OAuth2 client-credentials auth hook of one server (session), sharing its token cache
-/// with every other hook of the same credential (see [`AuthRegistry`]).
+/// with every other hook of the same credential (see [`AuthRegistry`](super::AuthRegistry)).
 ///
 /// - **Before a request**: the cached token while it is fresh (until its expiry minus
 ///   [`OAuthOptions::expiry_skew`]); otherwise one token request, shared by every caller

@@ -6,14 +6,59 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use crate::sanitize::{Lines, clean, is_unsafe_char};
-use crate::{SkipReason, ToolLimits};
+use crate::{SkipReason, SkippedTool, ToolLimits};
+
+impl ToolLimits {
+    /// Whether the catalog takes `tool`: `Err` with the reason it would be left out.
+    ///
+    /// ```
+    /// use mcp_catalog::{SkipReason, ToolLimits};
+    /// use mcp_catalog::testing::tool;
+    ///
+    /// let limits = ToolLimits::default();
+    /// assert!(limits.check(&tool("fine", "", serde_json::json!({}))).is_ok());
+    /// let long = tool(&"x".repeat(129), "", serde_json::json!({}));
+    /// assert_eq!(limits.check(&long), Err(SkipReason::NameTooLong { chars: 129, limit: 128 }));
+    /// ```
+    pub fn check(&self, tool: &Tool) -> Result<(), SkipReason> {
+        check_tool(tool, self).map(|_| ())
+    }
+
+    /// The tools of one listing of `server` that the catalog leaves out, with why, in listing
+    /// order: [`check`](Self::check)'s reasons, and a name that is empty or listed more than
+    /// once (every copy is left out; the name is reported once).
+    ///
+    /// ```
+    /// use mcp_catalog::{SkipReason, ToolLimits};
+    /// use mcp_catalog::testing::tool;
+    ///
+    /// let listing = [
+    ///     tool("fine", "", serde_json::json!({})),
+    ///     tool("twice", "", serde_json::json!({})),
+    ///     tool("", "", serde_json::json!({})),
+    ///     tool("twice", "", serde_json::json!({})),
+    /// ];
+    /// let left_out = ToolLimits::default().left_out("srv", &listing);
+    /// assert_eq!(left_out.len(), 2);
+    /// assert_eq!(left_out[0].reason, SkipReason::ListedTwice { times: 2 });
+    /// assert_eq!(left_out[0].to_string(), "server `srv`: tool `twice` left out: its name is listed 2 times");
+    /// assert_eq!(left_out[1].reason, SkipReason::NameEmpty);
+    /// ```
+    pub fn left_out(&self, server: &str, tools: &[Tool]) -> Vec<SkippedTool> {
+        tools
+            .iter()
+            .zip(check_listing(tools, self))
+            .filter_map(|(tool, checked)| match checked {
+                Checked::LeftOut(reason) => Some(SkippedTool::new(server, &tool.name, reason)),
+                _ => None,
+            })
+            .collect()
+    }
+}
 
 /// Checks a tool against the limits: its name, then the size and depth of its schemas. Returns
 /// the input and output schemas as compact JSON text.
-pub(crate) fn check_tool(
-    tool: &Tool,
-    limits: &ToolLimits,
-) -> Result<(String, Option<String>), SkipReason> {
+fn check_tool(tool: &Tool, limits: &ToolLimits) -> Result<(String, Option<String>), SkipReason> {
     let chars = tool.name.chars().count();
     if chars > limits.max_name_chars {
         return Err(SkipReason::NameTooLong {

@@ -34,7 +34,7 @@ mod surface;
 
 pub use dispatch::{CallTarget, ResolvedTool};
 use limits::texts;
-pub(crate) use limits::{Checked, check_listing, check_tool};
+use limits::{Checked, check_listing};
 pub use offered::Found;
 pub use read::ResolvedRead;
 pub use read_output::ReadOutput;
