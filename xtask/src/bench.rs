@@ -22,8 +22,8 @@
 //!   three `mcp-agent serve --http` replicas sharing it, nginx round robin, the test kit's HTTP
 //!   server upstream — beside one replica without Redis: 300 clients × 20 calls through each
 //!   (failed calls, wall time per call), sequential calls in paired rounds, a fleet-wide rate
-//!   limit's accuracy, and (once the replicas share OAuth tokens) the token requests for 150
-//!   concurrent calls on an expired token. Needs the Redis and nginx peers and `mcp-agent`,
+//!   limit's accuracy, and the token requests at the authorization server for 150 concurrent
+//!   calls on an expired token. Needs the Redis and nginx peers and `mcp-agent`,
 //!   built here in release first. Its figures in `target/criterion/fleet-paired.json`,
 //!   reported as `fleet`.
 //! - `run_memory` (`integration-tests`, bench `run_memory`): the memory of library runs, rounds
@@ -68,8 +68,8 @@ use serde_json::{Map, Value, json};
 
 use crate::{cargo, run};
 
-/// The per-call overhead the runner may add over a bare rmcp client.
-const CALL_OVERHEAD_MAX: f64 = 1.10;
+/// The per-call overhead the runner may add over a bare rmcp client, over stdio and HTTP alike.
+const CALL_OVERHEAD_MAX: f64 = 1.05;
 /// How much longer 8 servers may take to open than 1.
 const OPEN_8_VS_1_MAX: f64 = 1.5;
 /// How much longer `open_runner` may take to open 8 stdio servers than bare rmcp clients

@@ -8,7 +8,7 @@
 //! | `ci` | `lint`, then `test` |
 //! | `peers` | installs the pinned third-party test peers (`peers/`); `--env` prints their `MCP_AGENT_PEER_*` variables |
 //! | `search-eval` | search quality and latency of the catalog on a dataset (`--dataset DIR [--json]`, default `datasets/bfcl`) |
-//! | `bench` | criterion benchmarks in release mode: catalog search (1k/10k tools, index build, memory) the orchestration (runner vs bare rmcp per call over stdio and HTTP, 16 in flight, `open_runner` with 1/8/32 servers), the agent loop's own cost per step and the model adapter's parse cost per streamed chunk; `--json` for the key figures and ratios, `--only search\|orchestration\|agent_loop\|model_stream` |
+//! | `bench` | criterion benchmarks in release mode: catalog search, the runner vs bare rmcp per call and `open_runner`, the agent loop's own cost per step, the gateway vs calling upstream directly, a fleet of replicas on Redis behind nginx, the memory of library runs and gateway sessions, the model adapter's parse cost per chunk (docs/benchmarks.md); `--json` for the key figures, ratios and targets, `--only search\|orchestration\|agent_loop\|gateway\|fleet\|run_memory\|gateway_memory\|model_stream` |
 //! | `conformance` | the official MCP conformance suite's client scenarios of each checked revision, then its server scenarios against the `mcp-agent serve` gateway, vs `peers/conformance-baseline.txt` (`--revision R`, `--scenario S`, `--client-only`, `--gateway-only` to narrow) |
 
 use std::path::PathBuf;
