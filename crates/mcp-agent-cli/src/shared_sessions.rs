@@ -2,8 +2,10 @@
 //! that a session opened on one replica is served by any other. A record (the principal the
 //! session is bound to, the client's `initialize`, the tools it promoted) lives under
 //! `<prefix>session:<digest of the id>`, sealed with the seal key and bound to its key, with the
-//! idle timeout as its time to live; `DELETE` removes it and publishes its key on
-//! `<prefix>session-ended`, which every replica hears.
+//! idle timeout as its time to live; `DELETE` removes it, leaves `<prefix>session-ended:<digest>`
+//! for as long (a replica holding the session never writes it again, as it does a record
+//! Redis lost by restarting empty), and publishes its key on `<prefix>session-ended`, which
+//! every replica hears.
 //!
 //! A replica serving a session it did not open opens the session's own upstream run, with the
 //! promoted tools promoted again and the run recorded under the session's label; an upstream
@@ -56,6 +58,11 @@ fn record(key: &str) -> String {
     format!("session:{key}")
 }
 
+/// The name of the mark of the session under `key` ended, below the prefix.
+fn ended(key: &str) -> String {
+    format!("{ENDED}:{key}")
+}
+
 /// A key as announced: 64 hex digits, else nothing this gateway announced.
 fn announced(message: &[u8]) -> Option<String> {
     let key = std::str::from_utf8(message).ok()?;
@@ -92,14 +99,21 @@ impl SessionStore for RedisSessions {
             .map_err(|e| self.failed(&e))
     }
 
-    async fn end(&self, key: &str) -> Result<(), StoreError> {
+    async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
         self.records
-            .delete(&record(key))
+            .retire(&record(key), &ended(key), ttl)
             .await
             .map_err(|e| self.failed(&e))?;
         self.fleet
             .redis()
             .publish(ENDED, key.as_bytes())
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
+    async fn restore(&self, key: &str, bytes: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        self.records
+            .restore(&record(key), bytes, ttl, &ended(key))
             .await
             .map_err(|e| self.failed(&e))
     }

@@ -6,12 +6,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use redis::Script;
+
 use crate::error::StateError;
 use crate::seal::SealKey;
 use crate::state::RedisState;
 
 /// The longest time to live: Redis keeps it in milliseconds as a signed 64-bit number.
 const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
+
+/// [`SealedStore::restore`]: KEYS[1] the entry, KEYS[2] its mark; ARGV[1] the sealed value,
+/// ARGV[2] the time to live in milliseconds. 0 when the mark is there; else the entry is
+/// written when absent, kept for the time to live when present, and 1.
+const RESTORE: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
 
 /// Values sealed with one [`SealKey`] under the state's key prefix. Clones share the
 /// connection and the count of rejected entries.
@@ -32,6 +45,7 @@ pub struct SealedStore {
     state: RedisState,
     key: Arc<SealKey>,
     rejected: Arc<AtomicU64>,
+    restore: Arc<Script>,
 }
 
 /// `ttl` in whole milliseconds, rounded up, for `PX`; [`StateError::BadTtl`] when Redis cannot
@@ -58,6 +72,7 @@ impl RedisState {
             state: self.clone(),
             key: Arc::new(key),
             rejected: Arc::new(AtomicU64::new(0)),
+            restore: Arc::new(Script::new(RESTORE)),
         }
     }
 }
@@ -222,6 +237,66 @@ impl SealedStore {
         cmd.arg(self.state.key(name));
         let removed: u64 = self.state.query("delete", &cmd).await?;
         Ok(removed > 0)
+    }
+
+    /// Removes `name` and keeps the mark `mark` for `ttl` instead, in one transaction: what
+    /// [`restore`](Self::restore) reads as "removed on purpose". `true` when there was an
+    /// entry.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let ttl = std::time::Duration::from_secs(600);
+    /// store.retire("session:42", "session-ended:42", ttl).await?;
+    /// assert!(!store.restore("session:42", b"record", ttl, "session-ended:42").await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn retire(&self, name: &str, mark: &str, ttl: Duration) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(self.state.key(name))
+            .cmd("SET")
+            .arg(self.state.key(mark))
+            .arg(b"")
+            .arg("PX")
+            .arg(millis)
+            .ignore();
+        let (removed,): (u64,) = self.state.query_pipe("retire", &pipe).await?;
+        Ok(removed > 0)
+    }
+
+    /// Writes `value` under `name` for `ttl` again, unless the mark `mark` of a
+    /// [`retire`](Self::retire) is there: for a holder of the value that found it gone
+    /// without its being retired (a Redis restarted empty). An entry written meanwhile by
+    /// another holder is kept as it is, for `ttl`. `false` when the mark is there (nothing is
+    /// written).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// let ttl = std::time::Duration::from_secs(600);
+    /// if !store.touch("session:42", ttl).await?
+    ///     && !store.restore("session:42", b"record", ttl, "session-ended:42").await?
+    /// {
+    ///     println!("ended on purpose: not made again");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn restore(
+        &self,
+        name: &str,
+        value: &[u8],
+        ttl: Duration,
+        mark: &str,
+    ) -> Result<bool, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let key = self.state.key(name);
+        let sealed = self.key.seal(&key, value);
+        let mut invocation = self.restore.key(&key);
+        invocation.key(self.state.key(mark)).arg(sealed).arg(millis);
+        let restored: i64 = self.state.invoke("restore", &invocation).await?;
+        Ok(restored == 1)
     }
 
     /// How many entries read as absent because they did not open, since this store (or the

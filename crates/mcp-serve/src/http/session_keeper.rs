@@ -10,7 +10,10 @@
 //! - the key: a SHA-256 digest of the session id, so the store never holds an id a reader
 //!   could present; an id that is not one this server could have made is not looked up;
 //! - the sessions this replica holds, with when each was last checked against the store (its
-//!   record's time to live extended, or found gone: ended elsewhere, or expired).
+//!   record's time to live extended, or found gone: ended elsewhere, or expired) and the
+//!   record last written or read, which a holder writes again when the store lost it (a
+//!   store restarted empty) rather than lose the session; a session ended is marked ended in
+//!   the store for a record's time to live, so that it is never made again.
 //!
 //! rmcp calls the store from the request's own task, so what the request carries (its
 //! principal; a store failure to answer for) travels in a task-local [`Exchange`], set by the
@@ -19,6 +22,7 @@
 //! [`rmcp`'s `SessionStore`]: rmcp::transport::streamable_http_server::session::SessionStore
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -61,6 +65,8 @@ pub(crate) struct Exchange {
     principal: Option<Principal>,
     /// The store's failure while answering it.
     failed: Mutex<Option<StoreError>>,
+    /// Whether a session it named had no record in the store.
+    missing: AtomicBool,
 }
 
 impl Exchange {
@@ -69,6 +75,7 @@ impl Exchange {
         Arc::new(Self {
             principal,
             failed: Mutex::default(),
+            missing: AtomicBool::new(false),
         })
     }
 
@@ -83,6 +90,15 @@ impl Exchange {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
+    }
+
+    /// Whether a session the request named had no record in the store.
+    pub(crate) fn missing(&self) -> bool {
+        self.missing.load(Ordering::Relaxed)
+    }
+
+    fn note_missing() {
+        let _ = EXCHANGE.try_with(|exchange| exchange.missing.store(true, Ordering::Relaxed));
     }
 
     fn fail(error: &StoreError) {
@@ -149,14 +165,16 @@ struct Held {
     id: String,
     /// When its record was last found (or written, or read).
     checked: Instant,
-    /// Whether it has a record (a store failing at its start, open, leaves it without one).
-    shared: bool,
+    /// Its record as last written or read; `None` when it has none (a store failing at its
+    /// start, open, leaves it without one).
+    record: Option<Arc<[u8]>>,
 }
 
 /// What checking a session held against the store found.
 #[derive(Debug)]
 pub(crate) enum Checked {
-    /// Not due, not held, or its record is there (and kept for another time to live).
+    /// Not due, not held, or its record is there (and kept for another time to live), or was
+    /// written again after the store lost it.
     Live,
     /// Its record is gone: ended on another replica, or expired.
     Gone,
@@ -213,35 +231,55 @@ impl Keeper {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn hold(&self, key: String, id: &str, shared: bool) {
+    fn hold(&self, key: String, id: &str, record: Option<Arc<[u8]>>) {
         self.held().insert(
             key,
             Held {
                 id: id.to_owned(),
                 checked: Instant::now(),
-                shared,
+                record,
             },
         );
     }
 
     /// Checks session `id` against the store when it is held, has a record and was not
-    /// checked for an interval; a session found gone is no longer held.
+    /// checked for an interval. A record gone although the session was not ended (the store
+    /// lost it) is written again; a session ended is no longer held.
     pub(crate) async fn check(&self, id: &str) -> Checked {
         let Some(key) = key_of(id) else {
             return Checked::Live;
         };
         let now = Instant::now();
-        {
+        let record = {
             let mut held = self.held();
             match held.get_mut(&key) {
-                Some(session) if session.shared && now - session.checked >= self.every => {
+                Some(Held {
+                    checked,
+                    record: Some(record),
+                    ..
+                }) if now - *checked >= self.every => {
                     // Concurrent requests of the session do not check it again meanwhile.
-                    session.checked = now;
+                    *checked = now;
+                    record.clone()
                 }
                 _ => return Checked::Live,
             }
-        }
-        match self.shared.store().touch(&key, self.ttl).await {
+        };
+        let store = self.shared.store();
+        let found = match store.touch(&key, self.ttl).await {
+            Ok(false) => {
+                let restored = store.restore(&key, &record, self.ttl).await;
+                if matches!(restored, Ok(true)) {
+                    tracing::info!(
+                        key,
+                        "a session's record was missing from the store; written again"
+                    );
+                }
+                restored
+            }
+            touched => touched,
+        };
+        match found {
             Ok(true) => Checked::Live,
             Ok(false) => {
                 self.held().remove(&key);
@@ -255,6 +293,15 @@ impl Keeper {
                 Checked::Failed(error)
             }
         }
+    }
+
+    /// The ids of the sessions held that have a record.
+    pub(crate) fn shared_ids(&self) -> Vec<String> {
+        self.held()
+            .values()
+            .filter(|session| session.record.is_some())
+            .map(|session| session.id.clone())
+            .collect()
     }
 
     /// The id of the session held under `key`, no longer held.
@@ -320,7 +367,10 @@ impl RmcpStore for Keeper {
         };
         let bytes = match self.shared.store().get(&key).await {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => return Ok(None),
+            Ok(None) => {
+                Exchange::note_missing();
+                return Ok(None);
+            }
             Err(error) => return self.failed(error).map_or(Ok(None), Err),
         };
         let record = match serde_json::from_slice::<Record>(&bytes) {
@@ -342,7 +392,7 @@ impl RmcpStore for Keeper {
                 promoted,
             },
         );
-        self.hold(key, session_id, true);
+        self.hold(key, session_id, Some(Arc::from(bytes)));
         Ok(Some(SessionState::new(record.initialize)))
     }
 
@@ -353,7 +403,7 @@ impl RmcpStore for Keeper {
         let Ok(principal) = EXCHANGE.try_with(|exchange| exchange.principal.clone()) else {
             // Never without the front's layer: a session whose principal is unknown is not
             // shared rather than shared unbound.
-            self.hold(key, session_id, false);
+            self.hold(key, session_id, None);
             return Err("no request in scope: the session is not shared".into());
         };
         let record = Record {
@@ -365,17 +415,17 @@ impl RmcpStore for Keeper {
         let bytes = match record.bytes() {
             Ok(bytes) => bytes,
             Err(e) => {
-                self.hold(key, session_id, false);
+                self.hold(key, session_id, None);
                 return Err(e);
             }
         };
         match self.shared.store().put(&key, &bytes, self.ttl).await {
             Ok(()) => {
-                self.hold(key, session_id, true);
+                self.hold(key, session_id, Some(Arc::from(bytes)));
                 Ok(())
             }
             Err(error) => {
-                self.hold(key, session_id, false);
+                self.hold(key, session_id, None);
                 self.failed(error).map_or(Ok(()), Err)
             }
         }
@@ -386,7 +436,7 @@ impl RmcpStore for Keeper {
             return Ok(());
         };
         self.held().remove(&key);
-        match self.shared.store().end(&key).await {
+        match self.shared.store().end(&key, self.ttl).await {
             Ok(()) => Ok(()),
             Err(error) => self.failed(error).map_or(Ok(()), Err),
         }
@@ -405,7 +455,11 @@ impl Records for Keeper {
         let Some(key) = key_of(id) else {
             return;
         };
-        if !self.held().get(&key).is_some_and(|session| session.shared) {
+        if self
+            .held()
+            .get(&key)
+            .is_none_or(|session| session.record.is_none())
+        {
             return;
         }
         let record = Record {
@@ -419,15 +473,19 @@ impl Records for Keeper {
                 .cloned()
                 .collect(),
         };
-        let written = match record.bytes() {
-            Ok(bytes) => self.shared.store().replace(&key, &bytes, self.ttl).await,
+        let bytes: Arc<[u8]> = match record.bytes() {
+            Ok(bytes) => Arc::from(bytes),
             Err(e) => {
                 tracing::warn!(key, error = %e, "a session's promoted tools are not shared");
                 return;
             }
         };
-        // A record gone meanwhile (ended, expired) is not made again: the session's next
-        // check drops it.
+        if let Some(session) = self.held().get_mut(&key) {
+            session.record = Some(bytes.clone());
+        }
+        let written = self.shared.store().replace(&key, &bytes, self.ttl).await;
+        // A record gone meanwhile is not made here: the session's next check tells an ended
+        // session (dropped) from a record the store lost (written again, with these tools).
         if let Err(error) = written {
             tracing::warn!(key, %error, "a session's promoted tools could not be shared");
         }
@@ -493,7 +551,10 @@ mod tests {
         c.load("s-1").await.unwrap().expect("the record");
         assert_eq!(c.restoring.take("s-1").unwrap().promoted, promoted);
         // A session ended meanwhile is not made again.
-        store.end(&key_of("s-1").unwrap()).await.unwrap();
+        store
+            .end(&key_of("s-1").unwrap(), Duration::from_secs(60))
+            .await
+            .unwrap();
         a.promoted("s-1", Some(&alice), &params, &promoted).await;
         assert!(c.load("s-1").await.unwrap().is_none());
         assert!(b.load("s-2").await.unwrap().is_none(), "another id");
@@ -516,12 +577,49 @@ mod tests {
         assert!(matches!(a.check("s-1").await, Checked::Live), "touched");
         a.recheck_all();
         let key = key_of("s-1").unwrap();
-        store.end(&key).await.unwrap();
+        store.end(&key, Duration::from_secs(60)).await.unwrap();
         assert!(matches!(a.check("s-1").await, Checked::Gone));
         assert!(a.forget(&key).is_none(), "no longer held");
         assert!(
             matches!(a.check("never-held").await, Checked::Live),
             "rmcp answers it"
         );
+    }
+
+    #[tokio::test]
+    async fn a_record_the_store_lost_is_written_again_by_its_holder_but_never_an_ended_one() {
+        let store = Arc::new(InProcessSessions::default());
+        let a = keeper(&store, Duration::from_secs(1));
+        let alice = Principal::new("alice");
+        for id in ["s-1", "s-2"] {
+            Exchange::new(Some(alice.clone()))
+                .scope(a.store(id, &state()))
+                .await
+                .unwrap();
+        }
+        let promoted = vec!["kit__add".to_owned()];
+        a.promoted("s-1", Some(&alice), &state().initialize_params, &promoted)
+            .await;
+        // The store restarts empty: at its next check, each held session is written again,
+        // with the principal and the tools it promoted, for another replica to read.
+        store.clear();
+        let b = keeper(&store, Duration::from_secs(1));
+        assert!(b.load("s-1").await.unwrap().is_none(), "lost");
+        a.recheck_all();
+        assert!(matches!(a.check("s-1").await, Checked::Live));
+        assert!(b.load("s-1").await.unwrap().is_some(), "written again");
+        assert_eq!(
+            b.restoring.take("s-1"),
+            Some(Restored {
+                principal: Some(alice.clone()),
+                promoted,
+            })
+        );
+        // Ended on B (A missed the notice): A's check finds it ended and does not make it again.
+        b.delete("s-1").await.unwrap();
+        a.recheck_all();
+        assert!(matches!(a.check("s-1").await, Checked::Gone));
+        assert!(store.get(&key_of("s-1").unwrap()).await.unwrap().is_none());
+        assert!(a.shared_ids() == ["s-2"], "{:?}", a.shared_ids());
     }
 }

@@ -49,10 +49,11 @@ pub enum SessionNotice {
 /// store.put("ab12", b"record", Duration::from_secs(300)).await?;
 /// assert!(store.replace("ab12", b"record, again", Duration::from_secs(300)).await?);
 /// assert!(store.touch("ab12", Duration::from_secs(300)).await?);
-/// store.end("ab12").await?;
+/// store.end("ab12", Duration::from_secs(300)).await?;
 /// assert_eq!(store.get("ab12").await?, None);
 /// assert!(!store.touch("ab12", Duration::from_secs(300)).await?);
 /// assert!(!store.replace("ab12", b"record", Duration::from_secs(300)).await?);
+/// assert!(!store.restore("ab12", b"record", Duration::from_secs(300)).await?);
 /// assert_eq!(notices.recv().await.unwrap(), mcp_serve::SessionNotice::Ended("ab12".into()));
 /// # Ok(())
 /// # }
@@ -73,8 +74,16 @@ pub trait SessionStore: Send + Sync + 'static {
     /// expired).
     async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError>;
 
-    /// Removes the record under `key` and tells every replica ([`SessionNotice::Ended`]).
-    async fn end(&self, key: &str) -> Result<(), StoreError>;
+    /// Removes the record under `key`, remembers for `ttl` that the session ended (so that
+    /// [`restore`](Self::restore) does not make it again), and tells every replica
+    /// ([`SessionNotice::Ended`]).
+    async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError>;
+
+    /// Writes `record` under `key` for `ttl` again, for a replica that holds the session and
+    /// found its record gone although nobody ended it (a store restarted empty), unless the
+    /// session was [ended](Self::end) within its `ttl`. A record another replica wrote
+    /// meanwhile is kept, for `ttl`. `true` when the session goes on, `false` when it ended.
+    async fn restore(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError>;
 
     /// The notices of sessions ended, from now on.
     fn notices(&self) -> broadcast::Receiver<SessionNotice>;
@@ -88,8 +97,15 @@ pub trait SessionStore: Send + Sync + 'static {
 /// # let _ = store;
 /// ```
 pub struct InProcessSessions {
-    records: Mutex<HashMap<String, (Vec<u8>, Instant)>>,
+    records: Mutex<Records>,
     notices: broadcast::Sender<SessionNotice>,
+}
+
+/// The records, and the sessions ended, each with when it expires.
+#[derive(Default)]
+struct Records {
+    live: HashMap<String, (Vec<u8>, Instant)>,
+    ended: HashMap<String, Instant>,
 }
 
 impl Default for InProcessSessions {
@@ -105,14 +121,35 @@ impl fmt::Debug for InProcessSessions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("InProcessSessions")
-            .field("records", &records.len())
+            .field("records", &records.live.len())
             .finish()
     }
 }
 
 impl InProcessSessions {
-    fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Vec<u8>, Instant)>> {
+    fn records(&self) -> std::sync::MutexGuard<'_, Records> {
         self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets every record and every session ended, and tells every replica that notices
+    /// may have been missed ([`SessionNotice::Missed`]): what a store restarted empty does.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use mcp_serve::{InProcessSessions, SessionNotice, SessionStore};
+    ///
+    /// let store = InProcessSessions::default();
+    /// let mut notices = store.notices();
+    /// store.put("ab12", b"record", Duration::from_secs(300)).await.unwrap();
+    /// store.clear();
+    /// assert_eq!(store.get("ab12").await.unwrap(), None);
+    /// assert_eq!(notices.recv().await.unwrap(), SessionNotice::Missed);
+    /// # });
+    /// ```
+    pub fn clear(&self) {
+        *self.records() = Records::default();
+        let _ = self.notices.send(SessionNotice::Missed);
     }
 }
 
@@ -121,14 +158,17 @@ impl SessionStore for InProcessSessions {
     async fn put(&self, key: &str, record: &[u8], ttl: Duration) -> Result<(), StoreError> {
         let now = Instant::now();
         let mut records = self.records();
-        records.retain(|_, (_, until)| *until > now);
-        records.insert(key.to_owned(), (record.to_vec(), now + ttl));
+        records.live.retain(|_, (_, until)| *until > now);
+        records.ended.retain(|_, until| *until > now);
+        records
+            .live
+            .insert(key.to_owned(), (record.to_vec(), now + ttl));
         Ok(())
     }
 
     async fn replace(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError> {
         let now = Instant::now();
-        match self.records().get_mut(key) {
+        match self.records().live.get_mut(key) {
             Some(kept) if kept.1 > now => {
                 *kept = (record.to_vec(), now + ttl);
                 Ok(true)
@@ -141,6 +181,7 @@ impl SessionStore for InProcessSessions {
         let now = Instant::now();
         Ok(self
             .records()
+            .live
             .get(key)
             .filter(|(_, until)| *until > now)
             .map(|(record, _)| record.clone()))
@@ -148,7 +189,7 @@ impl SessionStore for InProcessSessions {
 
     async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
         let now = Instant::now();
-        match self.records().get_mut(key) {
+        match self.records().live.get_mut(key) {
             Some((_, until)) if *until > now => {
                 *until = now + ttl;
                 Ok(true)
@@ -157,10 +198,31 @@ impl SessionStore for InProcessSessions {
         }
     }
 
-    async fn end(&self, key: &str) -> Result<(), StoreError> {
-        self.records().remove(key);
+    async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
+        {
+            let mut records = self.records();
+            records.live.remove(key);
+            records.ended.insert(key.to_owned(), Instant::now() + ttl);
+        }
         let _ = self.notices.send(SessionNotice::Ended(key.to_owned()));
         Ok(())
+    }
+
+    async fn restore(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let mut records = self.records();
+        if records.ended.get(key).is_some_and(|until| *until > now) {
+            return Ok(false);
+        }
+        match records.live.get_mut(key) {
+            Some((_, until)) if *until > now => *until = now + ttl,
+            _ => {
+                records
+                    .live
+                    .insert(key.to_owned(), (record.to_vec(), now + ttl));
+            }
+        }
+        Ok(true)
     }
 
     fn notices(&self) -> broadcast::Receiver<SessionNotice> {

@@ -10,12 +10,17 @@
 //! open. Failures are logged at most once per interval.
 //!
 //! The listener drops a session held here as soon as another replica announces its end
-//! ([`SessionNotice`]); notices missed make every session held checked at its next request.
+//! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
+//! empty) make it check every session held against the store, once a second until the store
+//! answers, so that a record the store lost is written again, and a session ended meanwhile
+//! is dropped. Until [`RECOVERY`] after that, a session this replica does not hold and finds
+//! no record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
+//! written it again yet.
 //! Every interval it also forgets the sessions this replica no longer has (ended by their
 //! idle timeout), and parks the sessions idle for `park_after` ([`Parking`]).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -48,6 +53,19 @@ const NO_PARKING_TICK: Duration = Duration::from_secs(3600);
 /// The header naming a request's session.
 const SESSION_ID: &str = "mcp-session-id";
 
+/// How often the sessions held are checked again after notices were missed, until the store
+/// answers.
+const REASSERT_EVERY: Duration = Duration::from_secs(1);
+
+/// How long after this replica checked its own sessions again an unknown session is answered
+/// `503` rather than `404` (every holder checks within [`REASSERT_EVERY`] of the store's
+/// return, then takes a moment per session it holds).
+const RECOVERY: Duration = Duration::from_secs(5);
+
+/// The answer for a session without a record while the replicas write theirs again.
+const RECOVERING: &str =
+    "Service Unavailable: the shared session store is recovering its sessions; retry";
+
 /// What the layer and the listener share.
 #[derive(Debug)]
 pub(crate) struct Sessions {
@@ -56,6 +74,9 @@ pub(crate) struct Sessions {
     failures: FailureLog,
     /// Idle sessions parked, when asked for.
     parking: Option<Parking>,
+    /// Since notices were missed, until [`RECOVERY`] after the sessions held were checked
+    /// again: `None` outside such a time, `Some(None)` while checking, `Some(Some(done))`.
+    recovery: Mutex<Option<Option<Instant>>>,
 }
 
 impl Sessions {
@@ -69,6 +90,7 @@ impl Sessions {
             manager,
             failures: FailureLog::new("shared sessions"),
             parking,
+            recovery: Mutex::default(),
         })
     }
 
@@ -84,6 +106,48 @@ impl Sessions {
         }
     }
 
+    fn recovery(&self) -> MutexGuard<'_, Option<Option<Instant>>> {
+        self.recovery.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether sessions may be missing from the store for now (see the module).
+    fn recovering(&self) -> bool {
+        let mut recovery = self.recovery();
+        match *recovery {
+            Some(Some(done)) if done.elapsed() >= RECOVERY => {
+                *recovery = None;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// Checks every session held against the store (see the module): `false` when the store
+    /// failed, to be tried again.
+    async fn reassert(&self) -> bool {
+        *self.recovery() = Some(None);
+        self.keeper.recheck_all();
+        for id in self.keeper.shared_ids() {
+            match self.keeper.check(&id).await {
+                Checked::Live => {}
+                Checked::Gone => {
+                    if let Some(parking) = &self.parking {
+                        parking.forget(&id);
+                    }
+                    self.drop_here(&id).await;
+                }
+                Checked::Failed(error) => {
+                    self.failures
+                        .note(&error, self.keeper.on_error(), Instant::now());
+                    return false;
+                }
+            }
+        }
+        *self.recovery() = Some(Some(Instant::now()));
+        true
+    }
+
     /// Drops session `id` on this replica (its handler, and with it the tools opened for it).
     async fn drop_here(&self, id: &str) {
         let _ = self.manager.close_session(&id.into()).await;
@@ -95,13 +159,7 @@ impl Sessions {
         self.failures.note(error, on_error, Instant::now());
         match on_error {
             OnStoreError::Open => None,
-            OnStoreError::Closed => {
-                let mut answer = plain(StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE);
-                answer
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                Some(answer)
-            }
+            OnStoreError::Closed => Some(unavailable(UNREACHABLE)),
         }
     }
 
@@ -156,6 +214,9 @@ impl Sessions {
             Some(active) => holding(answer, active),
             None => answer,
         };
+        if answer.status() == StatusCode::NOT_FOUND && exchange.missing() && self.recovering() {
+            return unavailable(RECOVERING);
+        }
         let Some(error) = exchange.failure() else {
             return answer;
         };
@@ -187,6 +248,9 @@ impl Sessions {
                     .map_or(NO_PARKING_TICK, |p| (p.after() / 4).max(PARK_TICK_MIN)),
             );
             park.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut reassert = tokio::time::interval(REASSERT_EVERY);
+            reassert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut reasserting = false;
             let mut hearing = true;
             loop {
                 tokio::select! {
@@ -202,11 +266,17 @@ impl Sessions {
                         }
                         Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_)) => {
                             self.keeper.recheck_all();
+                            *self.recovery() = Some(None);
+                            if !reasserting {
+                                reasserting = true;
+                                reassert.reset_immediately();
+                            }
                         }
                         // The store hears nothing more: each session is still checked once
                         // per interval.
                         Err(RecvError::Closed) => hearing = false,
                     },
+                    _ = reassert.tick(), if reasserting => reasserting = !self.reassert().await,
                     _ = park.tick(), if self.parking.is_some() => self.park_idle().await,
                     _ = sweep.tick() => {
                         for id in self.keeper.stale() {
@@ -219,6 +289,15 @@ impl Sessions {
             }
         })
     }
+}
+
+/// `503` saying `why`, to be tried again in a second.
+fn unavailable(why: &'static str) -> Answer {
+    let mut answer = plain(StatusCode::SERVICE_UNAVAILABLE, why);
+    answer
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    answer
 }
 
 /// The layer of [`Sessions`].

@@ -443,7 +443,10 @@ impl SessionStore for Down {
     async fn touch(&self, _: &str, _: Duration) -> Result<bool, StoreError> {
         Err(StoreError::new("test store", "down"))
     }
-    async fn end(&self, _: &str) -> Result<(), StoreError> {
+    async fn end(&self, _: &str, _: Duration) -> Result<(), StoreError> {
+        Err(StoreError::new("test store", "down"))
+    }
+    async fn restore(&self, _: &str, _: &[u8], _: Duration) -> Result<bool, StoreError> {
         Err(StoreError::new("test store", "down"))
     }
     async fn replace(&self, _: &str, _: &[u8], _: Duration) -> Result<bool, StoreError> {

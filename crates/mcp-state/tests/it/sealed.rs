@@ -248,3 +248,48 @@ async fn replacing_keeps_what_is_there_and_makes_nothing_new() {
     let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:r")).await;
     assert!((5_001..=60_000).contains(&pttl), "PTTL {pttl}");
 }
+
+#[tokio::test]
+async fn a_value_gone_is_restored_unless_it_was_retired() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    let ttl = Duration::from_secs(60);
+    let restore = |value: &'static [u8]| store.restore("session:s", value, ttl, "ended:s");
+    // Gone without a mark (a Redis restarted empty): written again, sealed, for the TTL.
+    assert!(bounded(restore(b"v1")).await.unwrap());
+    assert_eq!(
+        bounded(store.get("session:s")).await.unwrap().as_deref(),
+        Some(&b"v1"[..])
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:s")).await;
+    assert!((1..=60_000).contains(&pttl), "PTTL {pttl}");
+    // Another holder's restore keeps what is there, for the TTL from now.
+    bounded(store.put("session:s", b"v1", Duration::from_secs(2)))
+        .await
+        .unwrap();
+    assert!(bounded(restore(b"v2")).await.unwrap());
+    assert_eq!(
+        bounded(store.get("session:s")).await.unwrap().as_deref(),
+        Some(&b"v1"[..])
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:s")).await;
+    assert!((2_001..=60_000).contains(&pttl), "PTTL {pttl}");
+    // Retired: gone, its mark kept for the TTL, and never made again while the mark lasts.
+    assert!(
+        bounded(store.retire("session:s", "ended:s", ttl))
+            .await
+            .unwrap()
+    );
+    assert_eq!(bounded(store.get("session:s")).await.unwrap(), None);
+    let mark: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:ended:s")).await;
+    assert!((1..=60_000).contains(&mark), "PTTL {mark}");
+    assert!(!bounded(restore(b"v3")).await.unwrap());
+    let exists: i64 = f.raw(redis::cmd("EXISTS").arg("mcp-agent:session:s")).await;
+    assert_eq!(exists, 0, "nothing made");
+    assert!(
+        !bounded(store.retire("session:s", "ended:s", ttl))
+            .await
+            .unwrap(),
+        "nothing left to retire"
+    );
+}
