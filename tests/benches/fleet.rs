@@ -14,7 +14,13 @@
 //!
 //! - `load`: 300 downstream clients × 20 `kit__echo` calls each, 30 clients at work at once,
 //!   spread round robin by the balancer: the calls that failed (target 0), and the wall time
-//!   per call through the fleet and through the single replica.
+//!   per call through the fleet and through the single replica. The clients are 2026-07-28
+//!   (stateless) clients: each request stands alone.
+//! - `sessions`: the same with 300 2025-11-25 sessions (`initialize`, then the session's id on
+//!   every request) shared through Redis (the replicas have a seal key): every request may land
+//!   on any replica, which restores the session there (its upstream run opened on first use);
+//!   failed calls and sessions the clients had to initialise again (target 0 each), and the
+//!   wall time per call against the same sessions on the single replica.
 //! - `sequential`: rounds of 200 sequential calls by one client on each path, back to back in
 //!   rotating order: the median per call and the median of the per-round ratios (target
 //!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica). Two
@@ -30,8 +36,7 @@
 //!   the token endpoint answering 200 ms late so that they all overlap; the requests the
 //!   authorization server saw for them (target exactly 1).
 //!
-//! The clients are 2026-07-28 (stateless) clients: each request stands alone, so round robin
-//! needs no session affinity. The figures are printed and written as JSON to
+//! No path has session affinity. The figures are printed and written as JSON to
 //! `$MCP_AGENT_BENCH_PAIRED` when set (`cargo xtask bench` reads it and checks the targets).
 
 use std::time::{Duration, Instant};
@@ -51,7 +56,7 @@ const REPLICAS: usize = 3;
 const UNREACHED_LIMIT: &str = "rate_limit = { per_second = 1000000, burst = 1000000 }";
 /// Concurrent calls per replica on an expired token.
 const CALLS_ON_EXPIRED: usize = 50;
-/// The seal key the token run's replicas share upstream tokens with (32 bytes, base64).
+/// The seal key the replicas share sessions and upstream tokens with (32 bytes, base64).
 const SEAL_KEY: &str = "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=";
 /// The rate-limit run's limit.
 const RATE_PER_SECOND: f64 = 50.0;
@@ -105,7 +110,8 @@ fn main() {
 async fn measure(sizes: &Sizes) -> Value {
     let options = FleetOptions::default()
         .with_replicas(REPLICAS)
-        .with_serve(UNREACHED_LIMIT);
+        .with_serve(UNREACHED_LIMIT)
+        .with_seal_key(SEAL_KEY);
     let Some(fleet) = Fleet::start(options).await else {
         return json!({"skipped": "the Redis or nginx peer is not installed (cargo xtask peers)"});
     };
@@ -114,28 +120,20 @@ async fn measure(sizes: &Sizes) -> Value {
     let config = gateway_config(dir.path(), fleet.upstream_url(), &[]);
     let single = Replica::start(&config, &[]).await;
 
-    let load = |url: &str| {
+    let load = |url: &str, protocol: Protocol| {
         Load::new(url, "kit__echo")
+            .with_protocol(protocol)
             .with_clients(sizes.sessions, sizes.calls_per_session)
             .with_in_flight(sizes.in_flight)
     };
-    let through_fleet = load(&fleet.url()).run().await;
-    let through_single = load(&single.url()).run().await;
-    let per_call_us = |r: &integration_tests::fleet::LoadReport| r.per_call().as_secs_f64() * 1e6;
-    let load_figures = json!({
-        "sessions": sizes.sessions,
-        "calls_per_session": sizes.calls_per_session,
-        "in_flight": sizes.in_flight,
-        "calls": through_fleet.calls.len(),
-        "failed": through_fleet.failed().len(),
-        "failed_single": through_single.failed().len(),
-        "fleet_us_per_call": round(per_call_us(&through_fleet), 1),
-        "single_us_per_call": round(per_call_us(&through_single), 1),
-        "ratio": round(per_call_us(&through_fleet) / per_call_us(&through_single), 3),
-    });
-    if !through_fleet.failed().is_empty() {
-        eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
+    let mut loads = Vec::new();
+    for protocol in [Protocol::Stateless, Protocol::Session] {
+        let through_fleet = load(&fleet.url(), protocol).run().await;
+        let through_single = load(&single.url(), protocol).run().await;
+        loads.push(load_figures(sizes, &through_fleet, &through_single));
     }
+    let sessions_figures = loads.pop().unwrap_or_default();
+    let load_figures = loads.pop().unwrap_or_default();
 
     // The fleet's cost apart: the balancer before the single replica alone, and before it
     // and two more replicas like it (no Redis).
@@ -166,9 +164,35 @@ async fn measure(sizes: &Sizes) -> Value {
     json!({
         "replicas": REPLICAS,
         "load": load_figures,
+        "sessions": sessions_figures,
         "sequential": sequential,
         "rate_limit": rate_limit,
         "token_requests": token_requests,
+    })
+}
+
+/// The figures of one load through the fleet and through the single replica.
+fn load_figures(
+    sizes: &Sizes,
+    through_fleet: &integration_tests::fleet::LoadReport,
+    through_single: &integration_tests::fleet::LoadReport,
+) -> Value {
+    let per_call_us = |r: &integration_tests::fleet::LoadReport| r.per_call().as_secs_f64() * 1e6;
+    if !through_fleet.failed().is_empty() {
+        eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
+    }
+    json!({
+        "sessions": sizes.sessions,
+        "calls_per_session": sizes.calls_per_session,
+        "in_flight": sizes.in_flight,
+        "calls": through_fleet.calls.len(),
+        "failed": through_fleet.failed().len(),
+        "failed_single": through_single.failed().len(),
+        "renewals": through_fleet.renewals,
+        "fresh_clients": through_fleet.fresh_clients,
+        "fleet_us_per_call": round(per_call_us(through_fleet), 1),
+        "single_us_per_call": round(per_call_us(through_single), 1),
+        "ratio": round(per_call_us(through_fleet) / per_call_us(through_single), 3),
     })
 }
 
