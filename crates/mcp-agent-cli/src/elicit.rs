@@ -499,9 +499,7 @@ mod tests {
     /// answers come back to it as the elicitation result.
     #[tokio::test]
     async fn a_server_asking_through_the_test_kit_gets_the_terminal_s_answers() {
-        use mcp_agent::{
-            internals::mcp_client::SessionHandler, rmcp::model::CallToolRequestParams,
-        };
+        use mcp_agent::{SessionHandler, rmcp::model::CallToolRequestParams};
         use mcp_test_kit::{TestServer, TestServerOptions, bounded, serve_in_memory};
 
         let (keyboard, mut typing) = io::pipe().unwrap();

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use mcp_agent::internals::mcp_client::{SkillEntry, SkillFiles};
+use mcp_agent::skills::{SkillEntry, SkillFiles};
 use mcp_agent::{FeatureError, McpRunner};
 use serde_json::{Value, json};
 

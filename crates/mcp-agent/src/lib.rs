@@ -86,8 +86,9 @@
 //!   transport's auth hooks, present with their features.
 //! - `state` (feature `redis`): a fleet's shared state on Redis, and `RedisTokens`, the OAuth
 //!   tokens its replicas share ([`connectors_with_shared_tokens`]).
-//! - Escape hatches: [`rmcp`] (the protocol crate; a custom connector must use this one) and
-//!   [`internals`] (the workspace crates whole, with no promise that their paths stay).
+//! - [`skills`]: what a runner's `list_skills`, `load_skill` and `read_skill_file` return.
+//! - The escape hatch: [`rmcp`], the protocol crate (a custom connector must use this one; a
+//!   standalone [`Session`] hands out its results and capabilities).
 //!
 //! The server direction (a governed MCP gateway, `ToolServer`) is the `mcp-serve` crate,
 //! kept out of this one so that a library build has no server side of rmcp; feature `serve`
@@ -154,7 +155,7 @@ pub use mcp_client::LocalModelLoader;
 pub use mcp_client::{
     ClientError, Connectors, DeclineElicitation, ElicitationHandler, FeatureError,
     MAX_RESOURCE_BYTES, MAX_SUBSCRIPTIONS, McpClient, McpClientBuilder, McpRunner, OpenOptions,
-    SearchSetupError, ServerIdentity, SessionError,
+    SearchSetupError, ServerIdentity, Session, SessionError, SessionHandler, SessionView,
 };
 pub use mcp_config::{
     Config, ConfigError, McpSelection, PartialFailure, PolicyConfig, RunSelection, ServerSpec,
@@ -183,8 +184,29 @@ pub mod prelude {
 pub mod config {
     pub use mcp_config::{
         AuthSpec, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, FileFormat, HttpSpec, Problem,
-        ProblemKind, REDACTED, ResolvedRun, RunOptions, SecretSource, StdioSpec, TransportKind,
-        TransportSpec, read,
+        ProblemKind, REDACTED, ResolvedRun, RunOptions, SecretSource, SpecOrigin, StdioSpec,
+        TransportKind, TransportSpec, read,
+    };
+}
+
+/// A server's skills (the skills extension), as a runner lists and reads them:
+/// [`McpRunner::list_skills`] gives [`SkillEntry`](skills::SkillEntry)s, `load_skill` a checked
+/// [`LoadedSkill`](skills::LoadedSkill), `read_skill_file` its other files, each within the
+/// bounds named here.
+///
+/// ```no_run
+/// # async fn demo(runner: mcp_agent::McpRunner) -> Result<(), mcp_agent::FeatureError> {
+/// let listed: Vec<mcp_agent::skills::SkillEntry> = runner.list_skills("docs").await?;
+/// for skill in &listed {
+///     println!("{}: {}", skill.name, skill.description);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub mod skills {
+    pub use mcp_client::{
+        LoadedSkill, MAX_FRONTMATTER_BYTES, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_NAME_BYTES,
+        SkillData, SkillEntry, SkillFile, SkillFileContents, SkillFiles, SkillProblem,
     };
 }
 
@@ -264,30 +286,6 @@ pub mod auth {
         LoginTokens, MemoryTokenStore, OAuthOptions, PendingLogin, ShareError, SharedEntry,
         SharedTokens, StoreError, StoredLogin, TokenStore,
     };
-}
-
-/// The workspace crates whole, for what the curated API above leaves out. Their paths and
-/// items may change between versions; prefer the names at the root and in the modules.
-pub mod internals {
-    pub use agent_core;
-    #[cfg(feature = "http")]
-    pub use mcp_auth;
-    pub use mcp_catalog;
-    pub use mcp_client;
-    pub use mcp_config;
-    pub use mcp_connector;
-    #[cfg(feature = "embed")]
-    pub use mcp_embed;
-    #[cfg(feature = "embed-local")]
-    pub use mcp_embed_local;
-    #[cfg(feature = "serve")]
-    pub use mcp_serve;
-    #[cfg(feature = "redis")]
-    pub use mcp_state;
-    #[cfg(feature = "http")]
-    pub use mcp_transport_http;
-    #[cfg(feature = "stdio")]
-    pub use mcp_transport_stdio;
 }
 
 /// A [`Connectors`] registry with every transport compiled in, with default options. A

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcp_agent::ServerSpec;
 use mcp_agent::auth::{AuthProvider, Credentials};
-use mcp_agent::internals::mcp_config::SpecOrigin;
+use mcp_agent::config::SpecOrigin;
 use mcp_test_kit::bounded;
 use serde_json::json;
 

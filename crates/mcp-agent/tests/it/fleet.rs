@@ -9,8 +9,8 @@ use mcp_agent::auth::{
     AuthProvider, AuthRegistry, Credentials, MemoryTokenStore, ShareError, SharedEntry,
     SharedTokens, StoredLogin, TokenStore,
 };
+use mcp_agent::config::SpecOrigin;
 use mcp_agent::http::{HttpConnector, HttpOptions};
-use mcp_agent::internals::mcp_config::SpecOrigin;
 use mcp_agent::state::{OnError, RedisState, RedisTokens, SealKey, StateConfig};
 use mcp_test_kit::bounded;
 use mcp_test_kit::oauth::{AuthServer, CLIENT_ID, CLIENT_SECRET};
