@@ -861,7 +861,7 @@ mod tests {
             ),
             (
                 "calls_stdio/runner_call_tool".to_owned(),
-                measured(54_000_000.0, Some(1_000.0)),
+                measured(52_000_000.0, Some(1_000.0)),
             ),
             (
                 "calls_stdio/runner_direct".to_owned(),
@@ -889,7 +889,7 @@ mod tests {
         );
         let o = &report["orchestration"];
         assert_eq!(o["sequential_stdio"]["bare_rmcp_us_per_call"], json!(50.0));
-        assert_eq!(o["sequential_stdio"]["overhead_call_tool"], json!(1.08));
+        assert_eq!(o["sequential_stdio"]["overhead_call_tool"], json!(1.04));
         assert_eq!(o["sequential_stdio"]["overhead_direct"], json!(1.2));
         assert_eq!(o["open_runner_ms"]["ratio_8_vs_1"], json!(1.4));
         assert_eq!(o["open_runner_ms"]["stdio_32"], Value::Null);

@@ -53,6 +53,10 @@ const MAX_PROMOTED: usize = 64;
 /// The longest promoted tool's name kept.
 const MAX_NAME: usize = 256;
 
+/// At most this many sessions ended here while the store failed are remembered, to be ended
+/// there once it answers (the oldest forgotten first).
+const MAX_UNENDED: usize = 4096;
+
 tokio::task_local! {
     /// The exchange of the request being answered.
     static EXCHANGE: Arc<Exchange>;
@@ -192,6 +196,9 @@ pub(crate) struct Keeper {
     every: Duration,
     /// The sessions held, by key.
     held: Mutex<HashMap<String, Held>>,
+    /// Sessions ended here (`DELETE`) while the store failed, by key, with when their end
+    /// no longer matters (their records would have expired): ended there once it answers.
+    unended: Mutex<HashMap<String, Instant>>,
     restoring: Arc<Restoring>,
 }
 
@@ -205,6 +212,7 @@ impl Keeper {
             ttl: idle + every,
             every,
             held: Mutex::default(),
+            unended: Mutex::default(),
             restoring,
         }
     }
@@ -293,6 +301,44 @@ impl Keeper {
                 Checked::Failed(error)
             }
         }
+    }
+
+    /// Ends in the store the sessions ended here while it failed (see [`Keeper::delete`]):
+    /// `false` when it still fails for any of them (they are tried again next time).
+    pub(crate) async fn end_unended(&self) -> bool {
+        let now = Instant::now();
+        let keys: Vec<String> = {
+            let mut unended = self.unended.lock().unwrap_or_else(PoisonError::into_inner);
+            unended.retain(|_, until| *until > now);
+            unended.keys().cloned().collect()
+        };
+        let mut all = true;
+        for key in keys {
+            match self.shared.store().end(&key, self.ttl).await {
+                Ok(()) => {
+                    self.unended
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&key);
+                }
+                Err(_) => all = false,
+            }
+        }
+        all
+    }
+
+    /// Notes that the session under `key` was ended here but not in the store.
+    fn unended(&self, key: String) {
+        let mut unended = self.unended.lock().unwrap_or_else(PoisonError::into_inner);
+        if unended.len() >= MAX_UNENDED
+            && let Some(oldest) = unended
+                .iter()
+                .min_by_key(|(_, until)| **until)
+                .map(|(key, _)| key.clone())
+        {
+            unended.remove(&oldest);
+        }
+        unended.insert(key, Instant::now() + self.ttl);
     }
 
     /// The ids of the sessions held that have a record.
@@ -438,7 +484,11 @@ impl RmcpStore for Keeper {
         self.held().remove(&key);
         match self.shared.store().end(&key, self.ttl).await {
             Ok(()) => Ok(()),
-            Err(error) => self.failed(error).map_or(Ok(()), Err),
+            Err(error) => {
+                // Ended there once the store answers, before any replica writes it back.
+                self.unended(key);
+                self.failed(error).map_or(Ok(()), Err)
+            }
         }
     }
 }

@@ -11,11 +11,14 @@
 //!
 //! The listener drops a session held here as soon as another replica announces its end
 //! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
-//! empty) make it check every session held against the store, once a second until the store
-//! answers, so that a record the store lost is written again, and a session ended meanwhile
-//! is dropped. Until [`RECOVERY`] after that, a session this replica does not hold and finds
-//! no record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
-//! written it again yet.
+//! empty) make it, in a task of its own, first end in the store the sessions this replica
+//! could not end there meanwhile, then check every session held against it ([`WRITE_BACKS`] at
+//! a time), once a second until every check went through, so that a record the store lost is
+//! written again and a session ended meanwhile is dropped. From the notice until [`RECOVERY`]
+//! after that (at most [`RECOVERY_MAX`]), a session this replica does not hold and finds no
+//! record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
+//! written it again yet. A replica that only fell behind the notices checks its sessions at
+//! their next request instead.
 //! Every interval it also forgets the sessions this replica no longer has (ended by their
 //! idle timeout), and parks the sessions idle for `park_after` ([`Parking`]).
 
@@ -62,6 +65,13 @@ const REASSERT_EVERY: Duration = Duration::from_secs(1);
 /// return, then takes a moment per session it holds).
 const RECOVERY: Duration = Duration::from_secs(5);
 
+/// The longest an unknown session is answered `503` after notices were missed, however long
+/// the checks take.
+const RECOVERY_MAX: Duration = Duration::from_secs(30);
+
+/// How many sessions held are checked against the store at once after notices were missed.
+const WRITE_BACKS: usize = 16;
+
 /// The answer for a session without a record while the replicas write theirs again.
 const RECOVERING: &str =
     "Service Unavailable: the shared session store is recovering its sessions; retry";
@@ -75,8 +85,8 @@ pub(crate) struct Sessions {
     /// Idle sessions parked, when asked for.
     parking: Option<Parking>,
     /// Since notices were missed, until [`RECOVERY`] after the sessions held were checked
-    /// again: `None` outside such a time, `Some(None)` while checking, `Some(Some(done))`.
-    recovery: Mutex<Option<Option<Instant>>>,
+    /// again: `None` outside such a time, else when it began and when the checks were done.
+    recovery: Mutex<Option<(Instant, Option<Instant>)>>,
 }
 
 impl Sessions {
@@ -106,46 +116,61 @@ impl Sessions {
         }
     }
 
-    fn recovery(&self) -> MutexGuard<'_, Option<Option<Instant>>> {
+    fn recovery(&self) -> MutexGuard<'_, Option<(Instant, Option<Instant>)>> {
         self.recovery.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether sessions may be missing from the store for now (see the module).
     fn recovering(&self) -> bool {
         let mut recovery = self.recovery();
-        match *recovery {
-            Some(Some(done)) if done.elapsed() >= RECOVERY => {
-                *recovery = None;
-                false
-            }
-            Some(_) => true,
-            None => false,
+        let Some((began, done)) = *recovery else {
+            return false;
+        };
+        let over = began.elapsed() >= RECOVERY_MAX || done.is_some_and(|d| d.elapsed() >= RECOVERY);
+        if over {
+            *recovery = None;
         }
+        !over
     }
 
-    /// Checks every session held against the store (see the module): `false` when the store
-    /// failed, to be tried again.
-    async fn reassert(&self) -> bool {
-        *self.recovery() = Some(None);
+    /// Ends in the store the sessions this replica could not end there, then checks every
+    /// session held against it (see the module): `false` when any of it failed, to be tried
+    /// again.
+    async fn write_back(self: Arc<Self>) -> bool {
+        let mut done = self.keeper.end_unended().await;
         self.keeper.recheck_all();
-        for id in self.keeper.shared_ids() {
-            match self.keeper.check(&id).await {
-                Checked::Live => {}
-                Checked::Gone => {
+        let mut ids = self.keeper.shared_ids().into_iter();
+        let mut checks = tokio::task::JoinSet::new();
+        loop {
+            while checks.len() < WRITE_BACKS
+                && let Some(id) = ids.next()
+            {
+                let sessions = self.clone();
+                checks.spawn(async move { (sessions.keeper.check(&id).await, id) });
+            }
+            let Some(checked) = checks.join_next().await else {
+                break;
+            };
+            match checked {
+                Ok((Checked::Live, _)) => {}
+                Ok((Checked::Gone, id)) => {
                     if let Some(parking) = &self.parking {
                         parking.forget(&id);
                     }
                     self.drop_here(&id).await;
                 }
-                Checked::Failed(error) => {
+                Ok((Checked::Failed(error), _)) => {
                     self.failures
                         .note(&error, self.keeper.on_error(), Instant::now());
-                    return false;
+                    done = false;
                 }
+                Err(_) => done = false,
             }
         }
-        *self.recovery() = Some(Some(Instant::now()));
-        true
+        if done && let Some((_, finished)) = self.recovery().as_mut() {
+            *finished = Some(Instant::now());
+        }
+        done
     }
 
     /// Drops session `id` on this replica (its handler, and with it the tools opened for it).
@@ -248,9 +273,11 @@ impl Sessions {
                     .map_or(NO_PARKING_TICK, |p| (p.after() / 4).max(PARK_TICK_MIN)),
             );
             park.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut reassert = tokio::time::interval(REASSERT_EVERY);
-            reassert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut reasserting = false;
+            let mut retry = tokio::time::interval(REASSERT_EVERY);
+            retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Write-backs due, and the one under way (aborted when the listener stops).
+            let mut due = false;
+            let mut writing = WriteBack(None);
             let mut hearing = true;
             loop {
                 tokio::select! {
@@ -264,19 +291,31 @@ impl Sessions {
                                 self.drop_here(&id).await;
                             }
                         }
-                        Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_)) => {
+                        Ok(SessionNotice::Missed) => {
                             self.keeper.recheck_all();
-                            *self.recovery() = Some(None);
-                            if !reasserting {
-                                reasserting = true;
-                                reassert.reset_immediately();
+                            let mut recovery = self.recovery();
+                            match recovery.as_mut() {
+                                Some((_, done)) => *done = None,
+                                None => *recovery = Some((Instant::now(), None)),
+                            }
+                            drop(recovery);
+                            if !due {
+                                due = true;
+                                retry.reset_immediately();
                             }
                         }
+                        Err(RecvError::Lagged(_)) => self.keeper.recheck_all(),
                         // The store hears nothing more: each session is still checked once
                         // per interval.
                         Err(RecvError::Closed) => hearing = false,
                     },
-                    _ = reassert.tick(), if reasserting => reasserting = !self.reassert().await,
+                    _ = retry.tick(), if due && writing.0.is_none() => {
+                        writing.0 = Some(tokio::spawn(self.clone().write_back()));
+                    }
+                    written = async { writing.0.as_mut().expect("under way").await }, if writing.0.is_some() => {
+                        writing.0 = None;
+                        due = !matches!(written, Ok(true));
+                    }
                     _ = park.tick(), if self.parking.is_some() => self.park_idle().await,
                     _ = sweep.tick() => {
                         for id in self.keeper.stale() {
@@ -288,6 +327,17 @@ impl Sessions {
                 }
             }
         })
+    }
+}
+
+/// The write-back under way, aborted when its listener stops.
+struct WriteBack(Option<JoinHandle<bool>>);
+
+impl Drop for WriteBack {
+    fn drop(&mut self) {
+        if let Some(writing) = &self.0 {
+            writing.abort();
+        }
     }
 }
 

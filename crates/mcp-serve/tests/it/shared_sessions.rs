@@ -2,11 +2,12 @@
 //! this process sharing one `InProcessSessions` (the fleet on Redis is tested by the
 //! gateway's CLI): a session opened on one replica is served by another with no sticky
 //! routing, bound to the principal it was opened for; `DELETE` ends it everywhere; an id the
-//! store does not hold is `404`; a failing store is refused (closed) or gone around (open).
+//! store does not hold is `404`; a failing store is refused (closed) or gone around (open); a
+//! store restarted empty loses no session a replica holds, and brings back none that ended.
 //! An idle session is parked (`HttpOptions::park_after`) and restored at its next request.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -427,6 +428,114 @@ async fn a_session_unused_for_its_idle_timeout_is_gone_from_every_replica() {
         async || a.opened.open() == 0,
     )
     .await;
+}
+
+/// A store restarted empty: the sessions held go on. A's session, which B never saw, is
+/// written back by A alone; until then B answers it `503` (never `404`), then serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_store_lost_is_written_back_by_its_only_holder() {
+    let sessions = Arc::new(InProcessSessions::default());
+    let store: Arc<dyn SessionStore> = sessions.clone();
+    // No check falls due by itself meanwhile: what writes the record back is the notice.
+    let options = || HttpOptions::default().with_session_idle_timeout(Duration::from_secs(600));
+    let a = Replica::start(store.clone(), OnStoreError::Closed, options()).await;
+    let b = Replica::start(store.clone(), OnStoreError::Closed, options()).await;
+    let session = open(&a, None).await;
+    let key = key_of(&session);
+    sessions.clear();
+    let mut statuses = Vec::new();
+    until(
+        "B serves the session",
+        Duration::from_secs(10),
+        async || {
+            let status = call(&b, &session, None).await.status;
+            statuses.push(status);
+            status == 200
+        },
+    )
+    .await;
+    assert!(
+        statuses.iter().all(|s| [200, 503].contains(s)),
+        "{statuses:?}"
+    );
+    assert!(sessions.get(&key).await.unwrap().is_some(), "written back");
+    assert_eq!(
+        a.opened.subjects(),
+        b.opened.subjects(),
+        "the same principal"
+    );
+}
+
+/// A `DELETE` the store could not take (open: the client was answered) is ended there once
+/// it answers again, before any holder writes the session back: it stays ended everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_while_the_store_failed_is_never_written_back() {
+    let sessions = Arc::new(InProcessSessions::default());
+    let flaky = Arc::new(Flaky {
+        inner: sessions.clone(),
+        down: AtomicBool::new(false),
+    });
+    let options = || HttpOptions::default().with_session_idle_timeout(Duration::from_secs(600));
+    let a = Replica::start(flaky.clone(), OnStoreError::Open, options()).await;
+    let b = Replica::start(flaky.clone(), OnStoreError::Open, options()).await;
+    let session = open(&a, None).await;
+    assert_eq!(call(&b, &session, None).await.status, 200, "B holds it too");
+    flaky.down.store(true, Ordering::SeqCst);
+    let ended = send("DELETE", a.url(), &headers(&session, None), "").await;
+    assert!(ended.status < 300, "{}", ended.body);
+    // The store comes back empty; B still holds the session, A remembers ending it.
+    flaky.down.store(false, Ordering::SeqCst);
+    sessions.clear();
+    until(
+        "B drops the session and closes its tools",
+        Duration::from_secs(10),
+        async || b.opened.open() == 0,
+    )
+    .await;
+    assert!(sessions.get(&key_of(&session)).await.unwrap().is_none());
+    let c = Replica::start(flaky.clone(), OnStoreError::Open, options()).await;
+    assert_eq!(call(&c, &session, None).await.status, 404);
+}
+
+/// A store that fails while `down`, else is `inner`.
+struct Flaky {
+    inner: Arc<InProcessSessions>,
+    down: AtomicBool,
+}
+
+impl Flaky {
+    fn up(&self) -> Result<&InProcessSessions, StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(StoreError::new("test store", "down"))
+        } else {
+            Ok(&self.inner)
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for Flaky {
+    async fn put(&self, key: &str, record: &[u8], ttl: Duration) -> Result<(), StoreError> {
+        self.up()?.put(key, record, ttl).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.up()?.get(key).await
+    }
+    async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        self.up()?.touch(key, ttl).await
+    }
+    async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
+        self.up()?.end(key, ttl).await
+    }
+    async fn restore(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        self.up()?.restore(key, record, ttl).await
+    }
+    async fn replace(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError> {
+        self.up()?.replace(key, record, ttl).await
+    }
+    fn notices(&self) -> broadcast::Receiver<SessionNotice> {
+        self.inner.notices()
+    }
 }
 
 /// A store that always fails.
