@@ -34,6 +34,40 @@ fn cargo_tree_with(package: &str, edges: &str, features: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Every workspace member's directory, relative to the root (`crates/agent-core`, `xtask`,
+/// `examples/embed`…), as cargo reads the workspace.
+fn workspace_members() -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut members: Vec<String> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|package| {
+            let manifest = PathBuf::from(package["manifest_path"].as_str()?);
+            let dir = manifest.parent()?.strip_prefix(root()).ok()?.to_owned();
+            Some(dir.to_string_lossy().replace('\\', "/"))
+        })
+        .collect();
+    members.sort();
+    members
+}
+
 fn crate_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<_> = std::fs::read_dir(root().join("crates"))
         .unwrap()
@@ -43,7 +77,7 @@ fn crate_dirs() -> Vec<PathBuf> {
     dirs.push(root().join("xtask"));
     dirs.push(root().join("tests"));
     // Not examples/embed: a workspace member, but written as a user's package (no workspace
-    // lints, no section of the code map, which names it under the facade).
+    // lints; its section of the code map is checked with every member's).
     dirs.sort();
     dirs
 }
@@ -231,21 +265,15 @@ fn tidy_every_crate_uses_workspace_lints() {
     }
 }
 
-/// Rule: the code map has a section for every crate (a `### `crates/<name>`` heading, or
-/// `### `xtask`` and `### `tests``), so a newcomer finds each one there and a merge that adds a
-/// crate without its section fails.
+/// Rule: the code map has a section for every workspace member, as cargo reads the workspace (a
+/// `### `<its directory>`` heading: `crates/<name>`, `xtask`, `tests`, `examples/embed`), so a
+/// newcomer finds each one there and a merge that adds a member without its section fails.
 #[test]
 fn tidy_architecture_has_a_section_per_crate() {
     let map = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
     let headings: Vec<&str> = map.lines().filter(|l| l.starts_with("### ")).collect();
-    let missing: Vec<String> = crate_dirs()
-        .iter()
-        .map(|dir| {
-            dir.strip_prefix(root())
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/")
-        })
+    let missing: Vec<String> = workspace_members()
+        .into_iter()
         .filter(|rel| !headings.contains(&format!("### `{rel}`").as_str()))
         .collect();
     assert!(
