@@ -19,8 +19,9 @@
 //! record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
 //! written it again yet. A replica that only fell behind the notices checks its sessions at
 //! their next request instead.
-//! Every interval it also forgets the sessions this replica no longer has (ended by their
-//! idle timeout), and parks the sessions idle for `park_after` ([`Parking`]).
+//! Every interval it also ends in the store what it could not end there before, forgets the
+//! sessions this replica no longer has (ended by their idle timeout), and parks the sessions
+//! idle for `park_after` ([`Parking`]).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -58,10 +59,10 @@ const SESSION_ID: &str = "mcp-session-id";
 
 /// How often the sessions held are checked again after notices were missed, until the store
 /// answers.
-const REASSERT_EVERY: Duration = Duration::from_secs(1);
+const WRITE_BACK_EVERY: Duration = Duration::from_secs(1);
 
 /// How long after this replica checked its own sessions again an unknown session is answered
-/// `503` rather than `404` (every holder checks within [`REASSERT_EVERY`] of the store's
+/// `503` rather than `404` (every holder checks within [`WRITE_BACK_EVERY`] of the store's
 /// return, then takes a moment per session it holds).
 const RECOVERY: Duration = Duration::from_secs(5);
 
@@ -273,11 +274,13 @@ impl Sessions {
                     .map_or(NO_PARKING_TICK, |p| (p.after() / 4).max(PARK_TICK_MIN)),
             );
             park.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut retry = tokio::time::interval(REASSERT_EVERY);
+            let mut retry = tokio::time::interval(WRITE_BACK_EVERY);
             retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // Write-backs due, and the one under way (aborted when the listener stops).
+            // Write-backs due, the one under way (aborted when the listener stops), and whether
+            // notices were missed since it began (then it is due again once it ends).
             let mut due = false;
             let mut writing = WriteBack(None);
+            let mut missed_meanwhile = false;
             let mut hearing = true;
             loop {
                 tokio::select! {
@@ -299,6 +302,7 @@ impl Sessions {
                                 None => *recovery = Some((Instant::now(), None)),
                             }
                             drop(recovery);
+                            missed_meanwhile |= writing.0.is_some();
                             if !due {
                                 due = true;
                                 retry.reset_immediately();
@@ -314,10 +318,13 @@ impl Sessions {
                     }
                     written = async { writing.0.as_mut().expect("under way").await }, if writing.0.is_some() => {
                         writing.0 = None;
-                        due = !matches!(written, Ok(true));
+                        due = !matches!(written, Ok(true)) || missed_meanwhile;
+                        missed_meanwhile = false;
                     }
                     _ = park.tick(), if self.parking.is_some() => self.park_idle().await,
                     _ = sweep.tick() => {
+                        // An end the store failed to take, tried again (not only after a cut).
+                        self.keeper.end_unended().await;
                         for id in self.keeper.stale() {
                             if !self.manager.has_session(&id.as_str().into()).await.unwrap_or(true) {
                                 self.keeper.release(&id);
