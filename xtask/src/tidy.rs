@@ -722,16 +722,17 @@ fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
         .map(|(rel, _)| (module_of(rel), rel.as_str()))
         .collect();
     let codes: Vec<String> = files.iter().map(|(_, text)| import_text(text)).collect();
+    let spans: Vec<_> = codes.iter().map(|code| reexport_spans(code)).collect();
     // What each module re-exports: a path through it names the item where it is defined.
     let renamed: std::collections::HashMap<
         Vec<String>,
         std::collections::HashMap<String, Vec<String>>,
     > = files
         .iter()
-        .zip(&codes)
-        .map(|((rel, _), code)| {
+        .zip(codes.iter().zip(&spans))
+        .map(|((rel, _), (code, spans))| {
             let here = module_of(rel);
-            let names = reexported_names(&here, code, &reexport_spans(code));
+            let names = reexported_names(&here, code, spans);
             (here, names)
         })
         .collect();
@@ -758,9 +759,8 @@ fn import_edges(files: &[(String, String)]) -> Vec<(String, String, String)> {
         None
     };
     let mut edges = Vec::new();
-    for ((rel, _), code) in files.iter().zip(&codes) {
+    for ((rel, _), (code, reexports)) in files.iter().zip(codes.iter().zip(&spans)) {
         let here = module_of(rel);
-        let reexports = reexport_spans(code);
         for anchor in ["crate::", "super::", "self::"] {
             for (at, _) in code.match_indices(anchor) {
                 let before = code[..at].chars().next_back();

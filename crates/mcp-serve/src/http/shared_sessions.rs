@@ -121,6 +121,16 @@ impl Sessions {
         self.recovery.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Notices were missed: sessions may be missing from the store until the sessions held
+    /// are checked again (a time already under way goes on from when it began).
+    fn begin_recovery(&self) {
+        let mut recovery = self.recovery();
+        match recovery.as_mut() {
+            Some((_, done)) => *done = None,
+            None => *recovery = Some((Instant::now(), None)),
+        }
+    }
+
     /// Whether sessions may be missing from the store for now (see the module).
     fn recovering(&self) -> bool {
         let mut recovery = self.recovery();
@@ -296,12 +306,7 @@ impl Sessions {
                         }
                         Ok(SessionNotice::Missed) => {
                             self.keeper.recheck_all();
-                            let mut recovery = self.recovery();
-                            match recovery.as_mut() {
-                                Some((_, done)) => *done = None,
-                                None => *recovery = Some((Instant::now(), None)),
-                            }
-                            drop(recovery);
+                            self.begin_recovery();
                             missed_meanwhile |= writing.0.is_some();
                             if !due {
                                 due = true;
