@@ -34,7 +34,8 @@
 //! A server the operator marks `shared = true` ([`mcp_config::ServerSpec::shared`]) is not
 //! opened per run: the client keeps one session of it in its pool, keyed by the
 //! spec's fingerprint, opened by the first run that needs it (concurrent first opens make
-//! one), checked with a `tools/list` before each reuse and re-opened when that fails. A run's
+//! one), checked before each reuse (its tools listed again unless its last listing still
+//! stands: see `pool.rs`) and re-opened when that fails. A run's
 //! close leaves it open; [`McpClient::shutdown`] closes it. Each run still has its own
 //! governed layer, catalog, events and history over it, and its tool-list changes reach every
 //! run using it. Caller-supplied specs are never pooled: they always get a private session.
@@ -72,6 +73,7 @@ mod feature_error;
 mod features;
 mod fingerprint;
 mod handler;
+mod last_listing;
 pub mod lifecycle;
 mod list;
 mod offered;

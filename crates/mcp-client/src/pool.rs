@@ -7,12 +7,15 @@
 //!   share a session.
 //! - **Opened once**: each fingerprint has one slot whose lock is held while its session
 //!   opens, so concurrent first opens coalesce into one (the others wait, then reuse it).
-//! - **Checked before every reuse**: a run that finds a session in the slot lists its tools
-//!   (`tools/list`, within the server's connect timeout). The listing is what the run needs
-//!   anyway — the tools as they are now — and a session that fails it (its process died, its
-//!   HTTP session is gone) is closed and replaced by a new one for this run. Between runs
-//!   nothing polls: an idle shared session costs nothing. A hung server holds its slot, and
-//!   the runs asking for it, for at most its connect timeout.
+//! - **Checked before every reuse**: a run that finds a session in the slot takes its tools
+//!   as they are now. A session whose transport ended (its process died, its connection
+//!   failed for good) is closed and replaced by a new one for this run. Otherwise, when the
+//!   session's last listing still stands (the server announces tool-list changes, none came,
+//!   the transport did not renew its session, and the listing is less than 5 s old), the run
+//!   takes it without asking the server; else the run lists the tools (`tools/list`, within
+//!   the server's connect timeout), and a session that fails the listing is replaced too.
+//!   Between runs nothing polls: an idle shared session costs nothing. A hung server holds its
+//!   slot, and the runs asking for it, for at most its connect timeout.
 //! - **Closed by its owner**: a run's close leaves a pooled session open
 //!   ([`Session::is_shared`]); [`McpClient::shutdown`](crate::McpClient::shutdown) closes
 //!   every one (and later runs get private sessions). Runs still using one then see their
@@ -156,7 +159,7 @@ impl Pool {
         let run = options.redactor.clone();
         if let Some(session) = held.as_ref() {
             session.report_secrets_to(&run);
-            match session.list_tools().await {
+            match session.standing_tools().await {
                 Ok(tools) => return Some(Ok((Arc::clone(session), tools, Reuse::Reused))),
                 Err(error) => {
                     tracing::info!(

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
+use crate::last_listing::{LastListing, Stamp};
 use crate::lifecycle::known::KnownLifecycles;
 use crate::lifecycle::start::{StartOptions, Started, start_session};
 use crate::list::list_all_tools;
@@ -117,6 +118,8 @@ pub struct Session {
     pub(crate) shared: std::sync::atomic::AtomicBool,
     /// The skills `mcp_read` loaded, with the files read of them.
     skills: crate::skills::KeptSkills,
+    /// The last complete listing of its tools, for [`standing_tools`](Self::standing_tools).
+    last_listing: LastListing,
 }
 
 impl Session {
@@ -183,6 +186,12 @@ impl Session {
             .is_some_and(|info| !info.protocol_version.has_initialize());
         let listener =
             listen_for_tool_changes(&peer, &handler, &tools, options.limits, list_timeout(&spec));
+        let last_listing = LastListing::default();
+        let stamp = Stamp {
+            changes: *tools_changed.borrow(),
+            renewals: handle.renewals().map_or(0, |r| *r.borrow()),
+        };
+        last_listing.keep(&tools, stamp, std::time::Instant::now());
         let session = Self {
             spec,
             peer,
@@ -196,6 +205,7 @@ impl Session {
             options,
             shared: Default::default(),
             skills: Default::default(),
+            last_listing,
         };
         Ok((session, tools))
     }
@@ -277,9 +287,13 @@ impl Session {
     /// session's [`ListLimits`].
     pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
         let timeout = list_timeout(&self.spec);
+        let (stamp, asked) = (self.stamp(), std::time::Instant::now());
         let listing = list_all_tools(&self.peer, self.options.limits);
         let outcome = match tokio::time::timeout(timeout, listing).await {
-            Ok(Ok(tools)) => Ok(tools),
+            Ok(Ok(tools)) => {
+                self.last_listing.keep(&tools, stamp, asked);
+                Ok(tools)
+            }
             Ok(Err(e)) => Err(e.into_session_error(
                 &self.spec.name,
                 self.handle.diagnostics(),
@@ -292,6 +306,52 @@ impl Session {
             }),
         };
         outcome.map_err(|e| scrub_session_error(&self.options.redactor, e))
+    }
+
+    /// The tools as last listed, when that listing still stands: the session is open, its
+    /// server announces tool-list changes (and, on a revision without `initialize`, listens
+    /// for them on a `subscriptions/listen` stream that is still open), none came and the
+    /// transport did not renew its session since the listing was asked for, and it is less
+    /// than a few seconds old (`LISTING_STANDS_FOR`, 5 s). Otherwise the tools are listed
+    /// again ([`list_tools`](Self::list_tools)).
+    pub(crate) async fn standing_tools(&self) -> Result<Vec<Tool>, SessionError> {
+        if !self.is_closed()
+            && self.announces_changes()
+            && let Some(tools) = self
+                .last_listing
+                .standing(self.stamp(), std::time::Instant::now())
+        {
+            return Ok(tools);
+        }
+        self.list_tools().await
+    }
+
+    /// True when the server's tool-list changes reach this session: it declared
+    /// `tools.listChanged`, and on a revision without `initialize` the stream it announces
+    /// them on is open.
+    fn announces_changes(&self) -> bool {
+        let declared = self
+            .identity
+            .capabilities
+            .pointer("/tools/listChanged")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+        let heard = if self.input_required {
+            self.listener
+                .as_ref()
+                .is_some_and(|listener| !listener.0.is_finished())
+        } else {
+            true
+        };
+        declared && heard
+    }
+
+    /// What the session has seen of tool-list changes and session renewals so far.
+    fn stamp(&self) -> Stamp {
+        Stamp {
+            changes: *self.tools_changed.borrow(),
+            renewals: self.handle.renewals().map_or(0, |r| *r.borrow()),
+        }
     }
 
     /// Calls a tool with the server's call timeout. On expiry the request is abandoned, which

@@ -1,5 +1,5 @@
-//! What a test server saw, for tests to assert on: handshakes answered, cancellations received
-//! and calls started.
+//! What a test server saw, for tests to assert on: handshakes answered, tool listings asked
+//! for, cancellations received and calls started.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,6 +44,12 @@ pub enum Event {
         /// The URI or prompt name.
         target: String,
     },
+    /// A page of `tools/list` was asked for, with the request's cursor (none for the first page).
+    Listing {
+        /// The cursor sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor: Option<String>,
+    },
     /// `notifications/cancelled` arrived.
     Cancelled {
         /// The request it cancels.
@@ -79,6 +85,15 @@ impl Snapshot {
         self.events
             .iter()
             .filter(|e| matches!(e, Event::Handshake { .. }))
+            .count()
+    }
+
+    /// How many listings of the tools started (a `tools/list` without a cursor: the first
+    /// page of each).
+    pub fn listings(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Listing { cursor: None }))
             .count()
     }
 

@@ -1,6 +1,7 @@
 //! The session pool with in-memory servers: `shared = true` operator servers are
-//! opened once per client and reused by its runs, checked before reuse, re-opened after a
-//! failure, closed by the client's shutdown, and never shared for caller-supplied specs.
+//! opened once per client and reused by its runs, checked before reuse (listed again only
+//! when their tools may have changed), re-opened after a failure, closed by the client's
+//! shutdown, and never shared for caller-supplied specs.
 //! Opens are counted by the servers' connect counter, never by timing.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use mcp_client::{McpClient, McpRunner};
 use mcp_config::{Config, ResolvedRun, RunOptions, ServerSpec, SpecOrigin, TransportSpec};
 use mcp_connector::Connectors;
 use mcp_connector::testing::{InMemoryConnector, spec};
-use mcp_test_kit::{TestServer, TestServerOptions, bounded, serve_in_memory};
+use mcp_test_kit::{Observations, TestServer, TestServerOptions, bounded, serve_in_memory};
 use serde_json::json;
 
 /// Collects events.
@@ -333,4 +334,63 @@ async fn a_tool_list_change_of_a_shared_session_reaches_every_run() {
         runner.close().await;
     }
     bounded(f.client.shutdown()).await;
+}
+
+/// Waits until a run reports on `events` that the tools of `server` changed.
+async fn tools_changed(events: &mut agent_core::EventReceiver, server: &str) {
+    bounded(async {
+        loop {
+            let event = events.recv().await.expect("the run's events");
+            if event.kind == EventKind::ToolsChanged && event.server.as_deref() == Some(server) {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_shared_session_is_listed_again_only_when_its_tools_may_have_changed() {
+    let seen = Observations::new();
+    let observed = seen.clone();
+    let memory = InMemoryConnector::new().server("a", move || {
+        let options = TestServerOptions::default().with_observations(observed.clone());
+        serve_in_memory(TestServer::new(options))
+    });
+    let config = Config::new(vec![shared("a")]).expect("valid specs");
+    let client = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build();
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        runs.push(
+            bounded(client.open_runner(&input(&n.to_string())))
+                .await
+                .unwrap(),
+        );
+    }
+    // The server announces tool-list changes and sent none: the open's listing stands.
+    assert_eq!(seen.snapshot().listings(), 1);
+    assert!(runs.iter().all(|r| r.catalog().entries().len() > 1));
+
+    // A change: every run lists again (each follows it in its catalog) ...
+    let mut heard: Vec<_> = runs.iter().map(|r| r.governed().subscribe()).collect();
+    let added = call(&runs[0], "a__add_tool", json!({"name": "fresh"}))
+        .await
+        .unwrap();
+    assert!(added.contains("true"), "{added}");
+    for events in &mut heard {
+        tools_changed(events, "a").await;
+    }
+    let after_change = seen.snapshot().listings();
+    assert_eq!(after_change, 4, "the three runs listed the changed tools");
+    // ... and the next run takes a listing asked for after the change, without asking again.
+    let next = bounded(client.open_runner(&input("next"))).await.unwrap();
+    assert!(next.catalog().entries().iter().any(|t| t.id == "a__fresh"));
+    assert_eq!(seen.snapshot().listings(), after_change);
+    runs.push(next);
+    for runner in runs {
+        runner.close().await;
+    }
+    bounded(client.shutdown()).await;
 }

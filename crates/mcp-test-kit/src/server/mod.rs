@@ -840,6 +840,9 @@ impl ServerHandler for TestServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.options.observations.record(Event::Listing {
+            cursor: request.as_ref().and_then(|r| r.cursor.clone()),
+        });
         let tools = self.all_tools();
         let Some(page) = self.options.page_size else {
             return Ok(ListToolsResult::with_all_items(tools));
