@@ -14,13 +14,16 @@
 //!
 //! - `load`: 300 downstream clients × 20 `kit__echo` calls each, 30 clients at work at once,
 //!   spread round robin by the balancer: the calls that failed (target 0), and the wall time
-//!   per call through the fleet and through the single replica. The clients are 2026-07-28
-//!   (stateless) clients: each request stands alone.
+//!   per call through the fleet and through the single replica, in three rounds that run
+//!   both in turn (which goes first alternates), so that a load that changes between them
+//!   moves both: the median of the per-round ratios. The clients are 2026-07-28 (stateless)
+//!   clients: each request stands alone.
 //! - `sessions`: the same with 300 2025-11-25 sessions (`initialize`, then the session's id on
 //!   every request) shared through Redis (the replicas have a seal key): every request may land
-//!   on any replica, which restores the session there (its upstream run opened on first use);
+//!   on any replica, which restores the session there (with a run of its own over the
+//!   replica's session of the shared upstream);
 //!   failed calls and sessions the clients had to initialise again (target 0 each), and the
-//!   wall time per call against the same sessions on the single replica.
+//!   wall time per call against the same sessions on the single replica, in rounds as `load`.
 //! - `sequential`: rounds of 200 sequential calls by one client on each path, back to back in
 //!   rotating order: the median per call and the median of the per-round ratios (target
 //!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica). Two
@@ -43,7 +46,8 @@ use std::time::{Duration, Instant};
 
 use integration_tests::bench::{median, run_paired, runtime};
 use integration_tests::fleet::{
-    Client, Fleet, FleetOptions, Load, Protocol, Replica, check_rate_limit, gateway_config,
+    Client, Fleet, FleetOptions, Load, LoadReport, Protocol, Replica, check_rate_limit,
+    gateway_config,
 };
 use mcp_test_kit::lb::LoadBalancer;
 use mcp_test_kit::oauth::{AuthServer, CLIENT_ID, CLIENT_SECRET};
@@ -64,6 +68,8 @@ const RATE_BURST: u32 = 50;
 
 /// The sizes of one run: full under `cargo bench`, a quick check under `cargo test --benches`.
 struct Sizes {
+    /// Rounds of each load, through the fleet and the single replica in turn.
+    load_rounds: usize,
     sessions: usize,
     calls_per_session: usize,
     in_flight: usize,
@@ -76,6 +82,7 @@ impl Sizes {
     fn new(full: bool) -> Self {
         if full {
             Self {
+                load_rounds: 3,
                 sessions: 300,
                 calls_per_session: 20,
                 in_flight: 30,
@@ -85,6 +92,7 @@ impl Sizes {
             }
         } else {
             Self {
+                load_rounds: 1,
                 sessions: 6,
                 calls_per_session: 5,
                 in_flight: 3,
@@ -128,9 +136,19 @@ async fn measure(sizes: &Sizes) -> Value {
     };
     let mut loads = Vec::new();
     for protocol in [Protocol::Stateless, Protocol::Session] {
-        let through_fleet = load(&fleet.url(), protocol).run().await;
-        let through_single = load(&single.url(), protocol).run().await;
-        loads.push(load_figures(sizes, &through_fleet, &through_single));
+        let mut rounds = Vec::new();
+        for round in 0..sizes.load_rounds {
+            // Each round runs both, the one that went first last time going second.
+            let (through_fleet, through_single) = if round % 2 == 0 {
+                let through_fleet = load(&fleet.url(), protocol).run().await;
+                (through_fleet, load(&single.url(), protocol).run().await)
+            } else {
+                let through_single = load(&single.url(), protocol).run().await;
+                (load(&fleet.url(), protocol).run().await, through_single)
+            };
+            rounds.push((through_fleet, through_single));
+        }
+        loads.push(load_figures(sizes, &rounds));
     }
     let sessions_figures = loads.pop().unwrap_or_default();
     let load_figures = loads.pop().unwrap_or_default();
@@ -171,28 +189,37 @@ async fn measure(sizes: &Sizes) -> Value {
     })
 }
 
-/// The figures of one load through the fleet and through the single replica.
-fn load_figures(
-    sizes: &Sizes,
-    through_fleet: &integration_tests::fleet::LoadReport,
-    through_single: &integration_tests::fleet::LoadReport,
-) -> Value {
-    let per_call_us = |r: &integration_tests::fleet::LoadReport| r.per_call().as_secs_f64() * 1e6;
-    if !through_fleet.failed().is_empty() {
-        eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
+/// The figures of a load's rounds, each through the fleet and through the single replica:
+/// calls, failures and renewals over every round; per call, the medians of the rounds; the
+/// ratio, the median of the per-round ratios.
+fn load_figures(sizes: &Sizes, rounds: &[(LoadReport, LoadReport)]) -> Value {
+    let per_call_us = |r: &LoadReport| r.per_call().as_secs_f64() * 1e6;
+    let sum = |count: fn(&LoadReport) -> usize| -> usize {
+        rounds.iter().map(|(fleet, _)| count(fleet)).sum()
+    };
+    for (through_fleet, _) in rounds {
+        if !through_fleet.failed().is_empty() {
+            eprintln!("fleet: failed calls:\n{}", through_fleet.sample_failures());
+        }
     }
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|(fleet, single)| per_call_us(fleet) / per_call_us(single))
+        .collect();
     json!({
         "sessions": sizes.sessions,
         "calls_per_session": sizes.calls_per_session,
         "in_flight": sizes.in_flight,
-        "calls": through_fleet.calls.len(),
-        "failed": through_fleet.failed().len(),
-        "failed_single": through_single.failed().len(),
-        "renewals": through_fleet.renewals,
-        "fresh_clients": through_fleet.fresh_clients,
-        "fleet_us_per_call": round(per_call_us(through_fleet), 1),
-        "single_us_per_call": round(per_call_us(through_single), 1),
-        "ratio": round(per_call_us(through_fleet) / per_call_us(through_single), 3),
+        "rounds": rounds.len(),
+        "calls": sum(|r| r.calls.len()),
+        "failed": sum(|r| r.failed().len()),
+        "failed_single": rounds.iter().map(|(_, single)| single.failed().len()).sum::<usize>(),
+        "renewals": rounds.iter().map(|(fleet, _)| fleet.renewals).sum::<u64>(),
+        "fresh_clients": sum(|r| r.fresh_clients),
+        "fleet_us_per_call": round(median(rounds.iter().map(|(f, _)| per_call_us(f)).collect()), 1),
+        "single_us_per_call": round(median(rounds.iter().map(|(_, s)| per_call_us(s)).collect()), 1),
+        "round_ratios": ratios.iter().map(|r| round(*r, 3)).collect::<Vec<_>>(),
+        "ratio": round(median(ratios), 3),
     })
 }
 
