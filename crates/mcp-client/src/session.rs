@@ -167,6 +167,15 @@ impl Session {
         let handler = handler
             .with_redactor(options.redactor.clone())
             .with_roots(&spec.roots);
+        // What the first listing is asked for under: nothing heard yet, and a new transport
+        // has renewed nothing.
+        let first = (
+            Stamp {
+                changes: *tools_changed.borrow(),
+                renewals: 0,
+            },
+            std::time::Instant::now(),
+        );
         let how = StartOptions {
             limits: options.limits,
             discover: options.discover,
@@ -187,11 +196,7 @@ impl Session {
         let listener =
             listen_for_tool_changes(&peer, &handler, &tools, options.limits, list_timeout(&spec));
         let last_listing = LastListing::default();
-        let stamp = Stamp {
-            changes: *tools_changed.borrow(),
-            renewals: handle.renewals().map_or(0, |r| *r.borrow()),
-        };
-        last_listing.keep(&tools, stamp, std::time::Instant::now());
+        last_listing.keep(&tools, first.0, first.1);
         let session = Self {
             spec,
             peer,
