@@ -13,12 +13,22 @@ use rmcp::model::Tool;
 pub(crate) const LISTING_STANDS_FOR: Duration = Duration::from_secs(5);
 
 /// What the session had seen when a listing was asked for: how many tool-list changes the
-/// server had announced, and how many times the transport had renewed its session. A listing
-/// asked for under one stamp does not stand under another.
+/// server had announced, how many times the transport had renewed its session, and how many
+/// of its requests had failed in the transport (a server gone away, say). A listing asked for
+/// under one stamp does not stand under another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {
     pub(crate) changes: u64,
     pub(crate) renewals: u64,
+    pub(crate) failures: u64,
+}
+
+/// A listing of a session's tools, with what the session had heard when it was asked for: a
+/// run that takes it starts watching for changes from there.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub(crate) tools: Vec<Tool>,
+    pub(crate) stamp: Stamp,
 }
 
 /// The last complete listing of a session's tools.
@@ -48,11 +58,14 @@ impl LastListing {
 
     /// The tools last listed, when that listing was asked for under `stamp` less than
     /// [`LISTING_STANDS_FOR`] before `now`.
-    pub(crate) fn standing(&self, stamp: Stamp, now: Instant) -> Option<Vec<Tool>> {
+    pub(crate) fn standing(&self, stamp: Stamp, now: Instant) -> Option<Listing> {
         let last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let listed = last.as_ref()?;
         (listed.stamp == stamp && now.saturating_duration_since(listed.at) < LISTING_STANDS_FOR)
-            .then(|| listed.tools.clone())
+            .then(|| Listing {
+                tools: listed.tools.clone(),
+                stamp,
+            })
     }
 }
 
@@ -67,16 +80,22 @@ mod tests {
     const STAMP: Stamp = Stamp {
         changes: 0,
         renewals: 0,
+        failures: 0,
     };
 
     #[test]
-    fn a_listing_stands_until_a_change_a_renewal_or_its_age_says_otherwise() {
+    fn a_listing_stands_until_a_change_a_renewal_a_failure_or_its_age_says_otherwise() {
         let last = LastListing::default();
         let at = Instant::now();
         assert!(last.standing(STAMP, at).is_none(), "nothing listed yet");
         last.keep(&[tool("a")], STAMP, at);
-        let names = |tools: Option<Vec<Tool>>| {
-            tools.map(|t| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>())
+        let names = |listing: Option<Listing>| {
+            listing.map(|l| {
+                l.tools
+                    .iter()
+                    .map(|t| t.name.to_string())
+                    .collect::<Vec<_>>()
+            })
         };
         assert_eq!(names(last.standing(STAMP, at)), Some(vec!["a".to_owned()]));
         let changed = Stamp {
@@ -87,8 +106,13 @@ mod tests {
             renewals: 1,
             ..STAMP
         };
+        let failed = Stamp {
+            failures: 1,
+            ..STAMP
+        };
         assert!(last.standing(changed, at).is_none());
         assert!(last.standing(renewed, at).is_none());
+        assert!(last.standing(failed, at).is_none());
         assert!(last.standing(STAMP, at + LISTING_STANDS_FOR).is_none());
         assert!(
             last.standing(STAMP, at + LISTING_STANDS_FOR - Duration::from_millis(1))
@@ -103,7 +127,7 @@ mod tests {
         let later = at + Duration::from_millis(10);
         last.keep(&[tool("new")], STAMP, later);
         last.keep(&[tool("old")], STAMP, at);
-        let tools = last.standing(STAMP, later).unwrap();
-        assert_eq!(tools[0].name, "new");
+        let listing = last.standing(STAMP, later).unwrap();
+        assert_eq!(listing.tools[0].name, "new");
     }
 }

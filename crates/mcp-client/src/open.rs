@@ -11,6 +11,7 @@ use mcp_config::{PartialFailure, Redactor, ServerSpec, SpecOrigin};
 use rmcp::model::Tool;
 
 use crate::fingerprint::Fingerprint;
+use crate::last_listing::Listing;
 use crate::pool::Pool;
 use crate::session::SessionOptions;
 use crate::{Connectors, ElicitationHandler, Session, SessionError};
@@ -114,7 +115,8 @@ pub struct SkippedServer {
 
 /// The sessions of a run, in the order of the run's server list.
 pub(crate) struct Opened {
-    pub(crate) sessions: Vec<(Arc<Session>, Vec<Tool>)>,
+    /// Each session with its tools, screened, and what it had heard when they were listed.
+    pub(crate) sessions: Vec<(Arc<Session>, Listing)>,
     pub(crate) skipped: Vec<SkippedServer>,
 }
 
@@ -184,12 +186,12 @@ pub(crate) async fn open_sessions(
         }))
         .buffer_unordered(max_parallel.max(1));
 
-    let mut slots: Vec<Option<(Arc<Session>, Vec<Tool>)>> = (0..count).map(|_| None).collect();
+    let mut slots: Vec<Option<(Arc<Session>, Listing)>> = (0..count).map(|_| None).collect();
     let mut skipped = Vec::new();
     let mut failure = None;
     while let Some((index, spec, took, outcome)) = attempts.next().await {
         match outcome {
-            Ok((session, tools, note)) => {
+            Ok((session, Listing { tools, stamp }, note)) => {
                 let listed = tools.len();
                 let (tools, left_out) = screen(&spec.name, tools, tool_limits, &redactor);
                 let mut message = tools_message(listed, &left_out);
@@ -202,7 +204,7 @@ pub(crate) async fn open_sessions(
                         .with_duration(took)
                         .with_message(redactor.scrub(&message)),
                 );
-                slots[index] = Some((session, tools));
+                slots[index] = Some((session, Listing { tools, stamp }));
             }
             Err(error) => {
                 events.emit(
@@ -270,7 +272,7 @@ async fn open_one(
     how: How<'_>,
     spec: Arc<ServerSpec>,
     options: SessionOptions,
-) -> Result<(Arc<Session>, Vec<Tool>, Option<&'static str>), SessionError> {
+) -> Result<(Arc<Session>, Listing, Option<&'static str>), SessionError> {
     let note = match how.fingerprint {
         // Caller-supplied specs are never pooled: whatever a caller asks, its servers are its own.
         Some(_) if spec.origin != SpecOrigin::Operator => Some(INLINE_NOT_SHARED),
@@ -291,15 +293,15 @@ async fn open_one(
             match pooled {
                 Some(outcome) => {
                     return outcome
-                        .map(|(session, tools, reuse)| (session, tools, Some(reuse.note())));
+                        .map(|(session, listing, reuse)| (session, listing, Some(reuse.note())));
                 }
                 None => Some(POOL_CLOSED),
             }
         }
         None => None,
     };
-    let (session, tools) = Session::open(how.connectors, spec, how.timeout, options).await?;
-    Ok((Arc::new(session), tools, note))
+    let (session, listing) = Session::open(how.connectors, spec, how.timeout, options).await?;
+    Ok((Arc::new(session), listing, note))
 }
 
 /// Removes the tools whose name holds a known secret (the catalog cannot know them), and lists

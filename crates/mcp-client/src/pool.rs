@@ -8,12 +8,15 @@
 //! - **Opened once**: each fingerprint has one slot whose lock is held while its session
 //!   opens, so concurrent first opens coalesce into one (the others wait, then reuse it).
 //! - **Checked before every reuse**: a run that finds a session in the slot takes its tools
-//!   as they are now. A session whose transport ended (its process died, its connection
-//!   failed for good) is closed and replaced by a new one for this run. Otherwise, when the
-//!   session's last listing still stands (the server announces tool-list changes, none came,
-//!   the transport did not renew its session, and the listing is less than 5 s old), the run
-//!   takes it without asking the server; else the run lists the tools (`tools/list`, within
-//!   the server's connect timeout), and a session that fails the listing is replaced too.
+//!   as they are now. When the session's last listing still stands — the session is open, the
+//!   server announces tool-list changes and none came, no request failed in the transport and
+//!   the transport did not renew its session since, and the listing is less than 5 s old —
+//!   the run takes it without asking the server (its watcher then follows changes from that
+//!   listing on). Otherwise the run lists the tools (`tools/list`, within the server's connect
+//!   timeout), and a session that fails the listing (its process died, its HTTP session is
+//!   gone) is closed and replaced by a new one for this run. A server that went away or hung
+//!   since a listing that still stands, with nothing asked of it meanwhile, is found by the
+//!   run's first request instead, which fails naming it; the next run lists and re-opens.
 //!   Between runs nothing polls: an idle shared session costs nothing. A hung server holds its
 //!   slot, and the runs asking for it, for at most its connect timeout.
 //! - **Closed by its owner**: a run's close leaves a pooled session open
@@ -33,9 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use mcp_config::{Redactor, ServerSpec};
-use rmcp::model::Tool;
 
 use crate::fingerprint::Fingerprint;
+use crate::last_listing::Listing;
 use crate::lifecycle::known::KnownLifecycles;
 use crate::session::SessionOptions;
 use crate::{Connectors, Session, SessionError};
@@ -130,7 +133,7 @@ impl Pool {
     }
 
     /// The pooled session of `spec` (an operator spec; `fingerprint` is of the spec as
-    /// configured) and its tools as listed now: the slot's session if it passes its check,
+    /// configured) and its tools as they are now (see the module): the slot's session if it passes its check,
     /// else a new one, opened within `connect_timeout` with `options` (its redactor replaced
     /// by one of the spec's own secrets). `None` once the pool is closed: the caller opens a
     /// private session.
@@ -146,7 +149,7 @@ impl Pool {
         connect_timeout: Duration,
         mut options: SessionOptions,
         grace: Duration,
-    ) -> Option<Result<(Arc<Session>, Vec<Tool>, Reuse), SessionError>> {
+    ) -> Option<Result<(Arc<Session>, Listing, Reuse), SessionError>> {
         if self.is_closed() {
             return None;
         }
@@ -160,7 +163,7 @@ impl Pool {
         if let Some(session) = held.as_ref() {
             session.report_secrets_to(&run);
             match session.standing_tools().await {
-                Ok(tools) => return Some(Ok((Arc::clone(session), tools, Reuse::Reused))),
+                Ok(listing) => return Some(Ok((Arc::clone(session), listing, Reuse::Reused))),
                 Err(error) => {
                     tracing::info!(
                         server = %spec.name,
@@ -176,21 +179,21 @@ impl Pool {
             }
         }
         options.redactor = Redactor::new().with_secrets(spec.secret_values());
-        let (session, tools) = match Session::open(connectors, spec, connect_timeout, options).await
-        {
-            Ok(opened) => opened,
-            Err(error) => return Some(Err(error)),
-        };
+        let (session, listing) =
+            match Session::open(connectors, spec, connect_timeout, options).await {
+                Ok(opened) => opened,
+                Err(error) => return Some(Err(error)),
+            };
         self.opened.fetch_add(1, Ordering::Relaxed);
         session.report_secrets_to(&run);
         let session = Arc::new(session);
         if self.is_closed() {
             // The pool closed while this session opened: it is this run's own.
-            return Some(Ok((session, tools, how)));
+            return Some(Ok((session, listing, how)));
         }
         session.set_shared(true);
         *held = Some(Arc::clone(&session));
-        Some(Ok((session, tools, how)))
+        Some(Ok((session, listing, how)))
     }
 
     /// Closes every pooled session (each given `grace` to exit) and stops pooling: later

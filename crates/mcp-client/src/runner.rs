@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use mcp_config::{PartialFailure, Redactor};
 
+use crate::last_listing::{Listing, Stamp};
 use crate::open::{screen, tools_message};
 use crate::scrub::scrub_session_error;
 use crate::{ClientError, Session, SessionError, SkippedServer};
@@ -85,7 +86,7 @@ impl McpRunner {
     /// `fail_fast` every session is closed and the error returned.
     pub(crate) async fn new(
         governed: Arc<Governed<Catalog>>,
-        sessions: Vec<(Arc<Session>, Vec<Tool>)>,
+        sessions: Vec<(Arc<Session>, Listing)>,
         mut skipped: Vec<SkippedServer>,
         policy: PartialFailure,
         grace: Duration,
@@ -94,8 +95,9 @@ impl McpRunner {
         let events = governed.events();
         let redactor = governed.redactor().clone();
         let mut added: Vec<Arc<Session>> = Vec::with_capacity(sessions.len());
+        let mut heard = Vec::with_capacity(sessions.len());
         let mut rest = sessions.into_iter();
-        while let Some((session, tools)) = rest.next() {
+        while let Some((session, Listing { tools, stamp })) = rest.next() {
             let mut server =
                 ServerTools::new(session.name(), session.clone(), filtered(&session, tools));
             if let Some(identity) = &session.identity().name {
@@ -103,6 +105,7 @@ impl McpRunner {
             }
             let Err(e) = catalog.add_server(server) else {
                 added.push(session);
+                heard.push(stamp);
                 continue;
             };
             let error = scrub_session_error(
@@ -137,11 +140,13 @@ impl McpRunner {
         let relisted = Arc::new(watch::Sender::new(0));
         let watchers = added
             .iter()
-            .map(|s| {
+            .zip(heard)
+            .map(|(s, heard)| {
                 let watch = Watch {
                     governed: Arc::clone(&governed),
                     redactor: redactor.clone(),
                     relisted: Arc::clone(&relisted),
+                    heard,
                 };
                 watch_tools(s.clone(), watch)
             })
@@ -378,37 +383,32 @@ struct Watch {
     redactor: Redactor,
     /// Counts the re-listings, for [`McpRunner::tools_changed`].
     relisted: Arc<watch::Sender<u64>>,
+    /// What the session had heard when the run's tools were listed.
+    heard: Stamp,
 }
 
 /// Re-lists a server's tools whenever it announces a change, or whenever its transport renewed
 /// the session (a change announced while the session was down may be lost), and updates the
-/// catalog.
+/// catalog. A change or renewal heard since the run's tools were listed re-lists them at once;
+/// those heard before do not.
 fn watch_tools(session: Arc<Session>, watch: Watch) -> JoinHandle<()> {
     let Watch {
         governed,
         redactor,
         relisted,
+        heard,
     } = watch;
     let mut changed = session.tools_changed();
     let mut renewed = session.renewals();
+    let behind = *changed.borrow_and_update() != heard.changes
+        || renewed
+            .as_mut()
+            .is_some_and(|renewed| *renewed.borrow_and_update() != heard.renewals);
     tokio::spawn(async move {
+        let mut behind = behind;
         loop {
-            let signal = async {
-                match renewed.as_mut() {
-                    Some(renewed) => renewed.changed().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let alive = tokio::select! {
-                r = changed.changed() => r.is_ok(),
-                r = signal => {
-                    if r.is_err() {
-                        renewed = None;
-                    }
-                    true
-                }
-            };
-            if !alive {
+            // Behind: listed at once.
+            if !std::mem::take(&mut behind) && !wait_for_news(&mut changed, &mut renewed).await {
                 return;
             }
             let catalog = governed.inner();
@@ -438,6 +438,30 @@ fn watch_tools(session: Arc<Session>, watch: Watch) -> JoinHandle<()> {
             relisted.send_modify(|n| *n = n.wrapping_add(1));
         }
     })
+}
+
+/// Waits until the session announces a tool-list change or its transport renews the session:
+/// `false` once the session is gone (its change signal closed). A renewal signal that closes is
+/// no longer waited on.
+async fn wait_for_news(
+    changed: &mut watch::Receiver<u64>,
+    renewed: &mut Option<watch::Receiver<u64>>,
+) -> bool {
+    let signal = async {
+        match renewed.as_mut() {
+            Some(renewed) => renewed.changed().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = changed.changed() => r.is_ok(),
+        r = signal => {
+            if r.is_err() {
+                *renewed = None;
+            }
+            true
+        }
+    }
 }
 
 impl ToolCatalog for McpRunner {

@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use crate::error::{ProtocolError, stderr_suffix};
 use crate::handler::{ElicitationHandler, SessionHandler};
-use crate::last_listing::{LastListing, Stamp};
+use crate::last_listing::{LastListing, Listing, Stamp};
 use crate::lifecycle::known::KnownLifecycles;
 use crate::lifecycle::start::{StartOptions, Started, start_session};
 use crate::list::list_all_tools;
@@ -131,7 +131,7 @@ impl Session {
         spec: Arc<ServerSpec>,
         connect_timeout: Duration,
         options: SessionOptions,
-    ) -> Result<(Self, Vec<Tool>), SessionError> {
+    ) -> Result<(Self, Listing), SessionError> {
         let span =
             tracing::info_span!("mcp_session", server = %spec.name, transport = %spec.kind());
         let started = std::time::Instant::now();
@@ -140,8 +140,8 @@ impl Session {
             .await;
         let _entered = span.enter();
         match &outcome {
-            Ok((session, tools)) => tracing::info!(
-                tools = tools.len(),
+            Ok((session, listing)) => tracing::info!(
+                tools = listing.tools.len(),
                 protocol = %session.identity.protocol_version,
                 duration_ms = started.elapsed().as_millis() as u64,
                 "session open"
@@ -162,17 +162,18 @@ impl Session {
         spec: Arc<ServerSpec>,
         connect_timeout: Duration,
         options: SessionOptions,
-    ) -> Result<(Self, Vec<Tool>), SessionError> {
+    ) -> Result<(Self, Listing), SessionError> {
         let (handler, tools_changed) = SessionHandler::new(&spec.name, options.elicitation.clone());
         let handler = handler
             .with_redactor(options.redactor.clone())
             .with_roots(&spec.roots);
         // What the first listing is asked for under: nothing heard yet, and a new transport
-        // has renewed nothing.
+        // has renewed nothing and failed nothing it went on from.
         let first = (
             Stamp {
                 changes: *tools_changed.borrow(),
                 renewals: 0,
+                failures: 0,
             },
             std::time::Instant::now(),
         );
@@ -212,7 +213,11 @@ impl Session {
             skills: Default::default(),
             last_listing,
         };
-        Ok((session, tools))
+        let listing = Listing {
+            tools,
+            stamp: first.0,
+        };
+        Ok((session, listing))
     }
 
     /// True once the session's connection ended: closed, or its server went away (a child
@@ -291,13 +296,18 @@ impl Session {
     /// Lists every tool again, across all pages, within the server's connect timeout and the
     /// session's [`ListLimits`].
     pub async fn list_tools(&self) -> Result<Vec<Tool>, SessionError> {
+        self.listing().await.map(|listing| listing.tools)
+    }
+
+    /// [`list_tools`](Self::list_tools), with what the session had heard when it asked.
+    async fn listing(&self) -> Result<Listing, SessionError> {
         let timeout = list_timeout(&self.spec);
         let (stamp, asked) = (self.stamp(), std::time::Instant::now());
         let listing = list_all_tools(&self.peer, self.options.limits);
         let outcome = match tokio::time::timeout(timeout, listing).await {
             Ok(Ok(tools)) => {
                 self.last_listing.keep(&tools, stamp, asked);
-                Ok(tools)
+                Ok(Listing { tools, stamp })
             }
             Ok(Err(e)) => Err(e.into_session_error(
                 &self.spec.name,
@@ -319,16 +329,16 @@ impl Session {
     /// transport did not renew its session since the listing was asked for, and it is less
     /// than a few seconds old (`LISTING_STANDS_FOR`, 5 s). Otherwise the tools are listed
     /// again ([`list_tools`](Self::list_tools)).
-    pub(crate) async fn standing_tools(&self) -> Result<Vec<Tool>, SessionError> {
+    pub(crate) async fn standing_tools(&self) -> Result<Listing, SessionError> {
         if !self.is_closed()
             && self.announces_changes()
-            && let Some(tools) = self
+            && let Some(listing) = self
                 .last_listing
                 .standing(self.stamp(), std::time::Instant::now())
         {
-            return Ok(tools);
+            return Ok(listing);
         }
-        self.list_tools().await
+        self.listing().await
     }
 
     /// True when the server's tool-list changes reach this session: it declared
@@ -356,6 +366,7 @@ impl Session {
         Stamp {
             changes: *self.tools_changed.borrow(),
             renewals: self.handle.renewals().map_or(0, |r| *r.borrow()),
+            failures: self.handle.failures(),
         }
     }
 

@@ -54,7 +54,7 @@ impl Session {
             discover: false,
             known: Default::default(),
         };
-        let (session, tools) =
+        let (session, crate::last_listing::Listing { tools, .. }) =
             Session::open(connectors, Arc::new(spec), connect_timeout, options).await?;
         Ok((Arc::new(session), tools))
     }

@@ -118,6 +118,14 @@ pub trait ConnectionHandle: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// How many requests of the session failed in the transport so far (refused, timed out, an
+    /// answer over a limit, …), whether or not the session went on: the client takes a count
+    /// that moved as a sign that what it knew of the server may no longer hold. Transports
+    /// whose failures end the session count none.
+    fn failures(&self) -> u64 {
+        0
+    }
+
     /// A signal that changes each time the transport renews the protocol session on its own
     /// (an HTTP session re-initialised after a 404, or a reconnect). Notifications sent while
     /// the session was down — `tools/list_changed` among them — may be lost, so the client

@@ -329,6 +329,11 @@ impl ConnectionHandle for HttpHandle {
             .map(|e| Box::new(HttpError::Recorded(e)) as BoxError)
     }
 
+    /// How many of the session's requests failed: see [`HttpClient::failures`].
+    fn failures(&self) -> u64 {
+        self.client.failures()
+    }
+
     /// The auth hook's OAuth tokens, issued or loaded, now and later.
     fn report_secrets_to(&self, sink: &Arc<dyn mcp_config::SecretSink>) {
         self.client.report_secrets_to(sink);

@@ -384,11 +384,48 @@ async fn a_shared_session_is_listed_again_only_when_its_tools_may_have_changed()
     }
     let after_change = seen.snapshot().listings();
     assert_eq!(after_change, 4, "the three runs listed the changed tools");
-    // ... and the next run takes a listing asked for after the change, without asking again.
+    // ... and the next run takes a listing asked for after the change, without asking again,
+    // nor does its watcher take the change it already has for news (a call gives it time to).
     let next = bounded(client.open_runner(&input("next"))).await.unwrap();
     assert!(next.catalog().entries().iter().any(|t| t.id == "a__fresh"));
+    assert!(call(&next, "a__fresh", json!({"x": 1})).await.is_ok());
     assert_eq!(seen.snapshot().listings(), after_change);
+    assert_eq!(
+        *next.tools_changed().borrow(),
+        0,
+        "the new run re-listed nothing"
+    );
     runs.push(next);
+    for runner in runs {
+        runner.close().await;
+    }
+    bounded(client.shutdown()).await;
+}
+
+#[tokio::test]
+async fn a_shared_session_whose_server_does_not_announce_changes_is_listed_at_every_reuse() {
+    let seen = Observations::new();
+    let observed = seen.clone();
+    let memory = InMemoryConnector::new().server("a", move || {
+        let options = TestServerOptions::default()
+            .with_observations(observed.clone())
+            .with_list_changed(false);
+        serve_in_memory(TestServer::new(options))
+    });
+    let config = Config::new(vec![shared("a")]).expect("valid specs");
+    let client = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build();
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        runs.push(
+            bounded(client.open_runner(&input(&n.to_string())))
+                .await
+                .unwrap(),
+        );
+    }
+    // Nothing would say the tools changed: each run asks for them.
+    assert_eq!(seen.snapshot().listings(), 3);
     for runner in runs {
         runner.close().await;
     }

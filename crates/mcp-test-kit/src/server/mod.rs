@@ -109,6 +109,10 @@ pub struct TestServerOptions {
     pub suite_resources: bool,
     /// The `instructions` of the initialize result; `None`: a one-line default.
     pub instructions: Option<String>,
+    /// Whether the server declares `tools.listChanged` (on by default). Off, it still sends
+    /// `notifications/tools/list_changed` when `add_tool` or `remove_tool` changes its tools,
+    /// as a server that does not keep its word would.
+    pub list_changed: bool,
     /// The skills served (the skills extension, with `resources/list` and `resources/read`
     /// of their files, `resources/directory/read` of their directories); every `skills/list`,
     /// `skills/get`, directory read and read of a skill file is recorded as an
@@ -133,6 +137,7 @@ impl Default for TestServerOptions {
             suite_tools: false,
             features: false,
             suite_resources: false,
+            list_changed: true,
             instructions: None,
             skills: None,
             state_key: mrtr::StateKey::default(),
@@ -224,6 +229,12 @@ impl TestServerOptions {
     /// Sets what the `crash` tool does.
     pub fn with_crash(mut self, crash: CrashAction) -> Self {
         self.crash = crash;
+        self
+    }
+
+    /// Sets [`list_changed`](Self::list_changed).
+    pub fn with_list_changed(mut self, declared: bool) -> Self {
+        self.list_changed = declared;
         self
     }
 }
@@ -592,10 +603,12 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let tools = ServerCapabilities::builder().enable_tools();
+        let mut capabilities = if self.options.list_changed {
+            tools.enable_tool_list_changed().build()
+        } else {
+            tools.build()
+        };
         if self.options.features || self.options.suite_resources {
             let more = ServerCapabilities::builder()
                 .enable_resources()

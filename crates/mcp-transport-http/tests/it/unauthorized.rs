@@ -88,10 +88,12 @@ async fn static_credentials_are_not_resent() {
         let mut spec = server.spec("locked");
         spec.auth.bearer = Some(SecretSource::Inline(Secret::from("tok-static-secret")));
         let connection = connector.connect(&spec).await.unwrap();
+        assert_eq!(connection.handle.failures(), 0);
         let err = rmcp::serve_client((), connection.transport)
             .await
             .unwrap_err();
         assert_eq!(server.seen().len(), 1);
+        assert_eq!(connection.handle.failures(), 1, "the refused request is counted");
         let shown = format!("{err} {err:?}");
         assert!(!shown.contains("tok-static-secret"), "{shown}");
         // The handle keeps the status and the challenge, for the message a person reads.
