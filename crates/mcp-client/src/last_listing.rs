@@ -14,7 +14,7 @@ pub(crate) const LISTING_STANDS_FOR: Duration = Duration::from_secs(5);
 
 /// What the session had seen when a listing was asked for: how many tool-list changes the
 /// server had announced, how many times the transport had renewed its session, and how many
-/// of its requests had failed in the transport (a server gone away, say). A listing asked for
+/// of its requests had failed in the transport or timed out (a server gone away or hung, say). A listing asked for
 /// under one stamp does not stand under another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {

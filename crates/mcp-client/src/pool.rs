@@ -9,8 +9,8 @@
 //!   opens, so concurrent first opens coalesce into one (the others wait, then reuse it).
 //! - **Checked before every reuse**: a run that finds a session in the slot takes its tools
 //!   as they are now. When the session's last listing still stands — the session is open, the
-//!   server announces tool-list changes and none came, no request failed in the transport and
-//!   the transport did not renew its session since, and the listing is less than 5 s old —
+//!   server announces tool-list changes and none came, no request failed in the transport or
+//!   timed out and the transport did not renew its session since, and the listing is less than 5 s old —
 //!   the run takes it without asking the server (its watcher then follows changes from that
 //!   listing on). Otherwise the run lists the tools (`tools/list`, within the server's connect
 //!   timeout), and a session that fails the listing (its process died, its HTTP session is

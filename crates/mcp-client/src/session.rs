@@ -2,6 +2,7 @@
 //! closed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -120,6 +121,8 @@ pub struct Session {
     skills: crate::skills::KeptSkills,
     /// The last complete listing of its tools, for [`standing_tools`](Self::standing_tools).
     last_listing: LastListing,
+    /// Calls that failed in the transport or timed out (a server gone or hung, say).
+    failed_calls: AtomicU64,
 }
 
 impl Session {
@@ -212,6 +215,7 @@ impl Session {
             shared: Default::default(),
             skills: Default::default(),
             last_listing,
+            failed_calls: AtomicU64::new(0),
         };
         let listing = Listing {
             tools,
@@ -366,7 +370,7 @@ impl Session {
         Stamp {
             changes: *self.tools_changed.borrow(),
             renewals: self.handle.renewals().map_or(0, |r| *r.borrow()),
-            failures: self.handle.failures(),
+            failures: self.handle.failures() + self.failed_calls.load(Ordering::Relaxed),
         }
     }
 
@@ -419,7 +423,7 @@ impl Session {
         crate::trace_context::inject(&mut params);
         let timeout = self.spec.call_timeout;
         let redactor = &self.options.redactor;
-        match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {
+        let outcome = match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {
             Ok(Ok(result)) => {
                 scrub_result(redactor, result).map_err(|e| CallError::Transport(Box::new(e)))
             }
@@ -455,7 +459,15 @@ impl Session {
                 )))
             }
             Err(_) => Err(CallError::Timeout { after: timeout }),
+        };
+        if matches!(
+            outcome,
+            Err(CallError::Transport(_) | CallError::Closed | CallError::Timeout { .. })
+        ) {
+            // What the session knows of the server may no longer hold.
+            self.failed_calls.fetch_add(1, Ordering::Relaxed);
         }
+        outcome
     }
 
     /// `tools/call`, answering input-required results (SEP-2322) until the server completes
