@@ -329,7 +329,7 @@ impl ConnectionHandle for HttpHandle {
             .map(|e| Box::new(HttpError::Recorded(e)) as BoxError)
     }
 
-    /// How many of the session's requests failed: see [`HttpClient::failures`].
+    /// How many of the session's requests failed, each recorded in turn as its last failure.
     fn failures(&self) -> u64 {
         self.client.failures()
     }
