@@ -336,6 +336,37 @@ async fn a_tool_list_change_of_a_shared_session_reaches_every_run() {
     bounded(f.client.shutdown()).await;
 }
 
+/// A client over the shared in-memory server `a`, which declares `tools.listChanged` when
+/// `list_changed`, and what the server observes.
+fn observed_shared_client(list_changed: bool) -> (McpClient, Observations) {
+    let seen = Observations::new();
+    let observed = seen.clone();
+    let memory = InMemoryConnector::new().server("a", move || {
+        let options = TestServerOptions::default()
+            .with_observations(observed.clone())
+            .with_list_changed(list_changed);
+        serve_in_memory(TestServer::new(options))
+    });
+    let config = Config::new(vec![shared("a")]).expect("valid specs");
+    let client = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build();
+    (client, seen)
+}
+
+/// Three runs of `client`, opened one after another.
+async fn three_runs(client: &McpClient) -> Vec<McpRunner> {
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        runs.push(
+            bounded(client.open_runner(&input(&n.to_string())))
+                .await
+                .unwrap(),
+        );
+    }
+    runs
+}
+
 /// Waits until a run reports on `events` that the tools of `server` changed.
 async fn tools_changed(events: &mut agent_core::EventReceiver, server: &str) {
     bounded(async {
@@ -351,24 +382,8 @@ async fn tools_changed(events: &mut agent_core::EventReceiver, server: &str) {
 
 #[tokio::test]
 async fn a_shared_session_is_listed_again_only_when_its_tools_may_have_changed() {
-    let seen = Observations::new();
-    let observed = seen.clone();
-    let memory = InMemoryConnector::new().server("a", move || {
-        let options = TestServerOptions::default().with_observations(observed.clone());
-        serve_in_memory(TestServer::new(options))
-    });
-    let config = Config::new(vec![shared("a")]).expect("valid specs");
-    let client = McpClient::builder(config)
-        .connectors(Connectors::new().with(memory))
-        .build();
-    let mut runs = Vec::new();
-    for n in 0..3 {
-        runs.push(
-            bounded(client.open_runner(&input(&n.to_string())))
-                .await
-                .unwrap(),
-        );
-    }
+    let (client, seen) = observed_shared_client(true);
+    let mut runs = three_runs(&client).await;
     // The server announces tool-list changes and sent none: the open's listing stands.
     assert_eq!(seen.snapshot().listings(), 1);
     assert!(runs.iter().all(|r| r.catalog().entries().len() > 1));
@@ -404,26 +419,8 @@ async fn a_shared_session_is_listed_again_only_when_its_tools_may_have_changed()
 
 #[tokio::test]
 async fn a_shared_session_whose_server_does_not_announce_changes_is_listed_at_every_reuse() {
-    let seen = Observations::new();
-    let observed = seen.clone();
-    let memory = InMemoryConnector::new().server("a", move || {
-        let options = TestServerOptions::default()
-            .with_observations(observed.clone())
-            .with_list_changed(false);
-        serve_in_memory(TestServer::new(options))
-    });
-    let config = Config::new(vec![shared("a")]).expect("valid specs");
-    let client = McpClient::builder(config)
-        .connectors(Connectors::new().with(memory))
-        .build();
-    let mut runs = Vec::new();
-    for n in 0..3 {
-        runs.push(
-            bounded(client.open_runner(&input(&n.to_string())))
-                .await
-                .unwrap(),
-        );
-    }
+    let (client, seen) = observed_shared_client(false);
+    let runs = three_runs(&client).await;
     // Nothing would say the tools changed: each run asks for them.
     assert_eq!(seen.snapshot().listings(), 3);
     for runner in runs {
