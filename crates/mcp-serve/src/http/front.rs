@@ -51,6 +51,7 @@ use super::limit::{Limiter, RateLimit};
 use super::limit_store::SharedRateLimit;
 use super::message_check::MessageCheck;
 use super::metered::{MeteredLayer, NameMethod};
+use super::one_body::OneBodyLayer;
 use super::origin::Origins;
 use super::route::Routes;
 use super::sessions::SessionCap;
@@ -136,6 +137,7 @@ impl Checks {
                 .layer(CheckLayer::new(self.in_flight))
                 .layer(CheckLayer::new(SessionEnd))
                 .option_layer(self.sessions.map(SessionsLayer))
+                .layer(OneBodyLayer)
                 .service(mcp),
         );
         BoxCloneSyncService::new(

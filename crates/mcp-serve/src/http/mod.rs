@@ -39,6 +39,7 @@ mod limit_ahead;
 mod limit_store;
 mod message_check;
 mod metered;
+mod one_body;
 mod origin;
 mod params;
 mod park;

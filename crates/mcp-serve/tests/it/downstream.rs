@@ -361,16 +361,23 @@ async fn only_the_modes_the_client_declared_are_asked() {
     bounded("shutdown", session.shutdown(LIMIT)).await;
 }
 
-/// The messages of one streamable HTTP answer's event stream, read as they come.
+/// The messages of one streamable HTTP answer, read as they come: those of its event stream,
+/// or the one of its JSON body.
 struct Events {
     body: hyper::body::Incoming,
     buffer: String,
+    /// The answer is one JSON body, not read yet.
+    json: bool,
 }
 
 impl Events {
     /// The next JSON-RPC message on the stream (`None` once it ends).
     async fn next(&mut self) -> Option<Value> {
         use http_body_util::BodyExt as _;
+        if std::mem::take(&mut self.json) {
+            let bytes = (&mut self.body).collect().await.expect("the JSON body").to_bytes();
+            return Some(serde_json::from_slice(&bytes).expect("one JSON-RPC message"));
+        }
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();
@@ -461,9 +468,14 @@ impl RawSession {
             .expect("an HTTP answer");
         assert!(response.status().is_success(), "{}", response.status());
         let (parts, body) = response.into_parts();
+        let json = parts
+            .headers
+            .get("content-type")
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
         let events = Events {
             body,
             buffer: String::new(),
+            json,
         };
         (parts.headers, events)
     }
