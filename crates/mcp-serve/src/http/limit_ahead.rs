@@ -11,10 +11,17 @@
 //!   them in its time): a held token is a token the store counted, let through at most `HOLD`
 //!   late;
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
+//!
+//! A request that finds a take ahead out for its key waits for that take rather than sending
+//! one of its own: the take is already on its way and brings tokens for several requests, so
+//! under concurrent requests one round trip to the store serves them (the bucket is counted
+//! exactly the same). Once it ended, a request that found no token left takes its own.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use super::limit::RateLimit;
 use super::limit_store::Taken;
@@ -42,8 +49,8 @@ pub(crate) struct Ahead {
 
 #[derive(Debug)]
 enum Slot {
-    /// A take is out for the key.
-    Taking,
+    /// A take is out for the key; it ends when the sender is dropped (the slot replaced).
+    Taking(watch::Sender<()>),
     /// `tokens` taken at `at`; the bucket's room right after.
     Held {
         at: Instant,
@@ -53,20 +60,36 @@ enum Slot {
 }
 
 /// What [`Ahead::take_held`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Held {
     /// No fresh token for the key: the request takes its own.
     None,
     /// A token: let the request through; when it was the last, take `next` more ahead.
     Taken { next: u32 },
+    /// A take ahead is out for the key: [`Pending::ended`], then look again.
+    Pending(Pending),
+}
+
+/// A take ahead under way, as a request waiting for it sees it.
+#[derive(Debug)]
+pub(crate) struct Pending(watch::Receiver<()>);
+
+impl Pending {
+    /// Resolves once the take has ended (its tokens held, or none).
+    pub(crate) async fn ended(mut self) {
+        // The take's sender never sends: `changed` returns once it is dropped.
+        while self.0.changed().await.is_ok() {}
+    }
 }
 
 impl Ahead {
     /// Takes a token held for `key`, if they were taken less than [`HOLD`] before `now`.
     pub(crate) fn take_held(&self, key: &str, now: Instant, limit: RateLimit) -> Held {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(Slot::Held { at, tokens, room }) = slots.get_mut(key) else {
-            return Held::None;
+        let (at, tokens, room) = match slots.get_mut(key) {
+            Some(Slot::Held { at, tokens, room }) => (at, tokens, room),
+            Some(Slot::Taking(ended)) => return Held::Pending(Pending(ended.subscribe())),
+            None => return Held::None,
         };
         if now.saturating_duration_since(*at) >= HOLD {
             slots.remove(key);
@@ -90,19 +113,19 @@ impl Ahead {
         }
         if slots.len() >= MAX_KEYS {
             slots.retain(|_, slot| match slot {
-                Slot::Taking => true,
+                Slot::Taking(_) => true,
                 Slot::Held { at, .. } => now.saturating_duration_since(*at) < HOLD,
             });
             if slots.len() >= MAX_KEYS {
                 return false;
             }
         }
-        slots.insert(key.to_owned(), Slot::Taking);
+        slots.insert(key.to_owned(), Slot::Taking(watch::Sender::new(())));
         true
     }
 
     /// Ends the take ahead for `key`: what was taken is held from `now`; `None` (refused or
-    /// failed) holds nothing.
+    /// failed) holds nothing. The requests waiting for it look again.
     pub(crate) fn end(&self, key: &str, taken: Option<Taken>, now: Instant) {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         match taken {
@@ -159,29 +182,35 @@ mod tests {
     fn held_tokens_are_taken_one_a_request_and_only_while_fresh() {
         let ahead = Ahead::default();
         let t0 = Instant::now();
-        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::None);
+        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::None));
         assert!(ahead.begin("k", t0));
         assert!(!ahead.begin("k", t0), "one take ahead per key");
-        assert_eq!(
-            ahead.take_held("k", t0, LIMIT),
-            Held::None,
-            "still being taken"
-        );
+        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT) else {
+            panic!("still being taken: wait for it");
+        };
         ahead.end("k", taken(2, 15), t0);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(pending.ended());
         assert!(!ahead.begin("k", t0), "tokens held already");
-        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::Taken { next: 0 });
-        assert_eq!(
+        assert!(matches!(
             ahead.take_held("k", t0, LIMIT),
-            Held::Taken { next: 5 },
+            Held::Taken { next: 0 }
+        ));
+        assert!(
+            matches!(ahead.take_held("k", t0, LIMIT), Held::Taken { next: 5 }),
             "the last: take more, keeping the bucket over half full"
         );
-        assert_eq!(ahead.take_held("k", t0, LIMIT), Held::None, "all taken");
+        assert!(
+            matches!(ahead.take_held("k", t0, LIMIT), Held::None),
+            "all taken"
+        );
 
         assert!(ahead.begin("k", t0));
         ahead.end("k", taken(3, 15), t0);
-        assert_eq!(
-            ahead.take_held("k", t0 + HOLD, LIMIT),
-            Held::None,
+        assert!(
+            matches!(ahead.take_held("k", t0 + HOLD, LIMIT), Held::None),
             "held too long"
         );
         assert_eq!(ahead.len(), 0, "the stale tokens are dropped");

@@ -4,7 +4,8 @@
 //! failing: `503` (closed) or through (open), the failure logged at most once per
 //! [`LOG_INTERVAL`]. While a bucket is far from empty, a few of the key's next tokens are taken
 //! ahead in the background ([`super::limit_ahead`]), so a client's next requests skip the
-//! round trip.
+//! round trip; those that come while such a take is out wait for it rather than sending their
+//! own.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -117,9 +118,20 @@ impl Gate for SharedLimit {
     ) -> Result<Request<B>, Answer> {
         let on_error = self.shared.on_error();
         let key = key(&request);
-        if let Held::Taken { next } = self.ahead.take_held(&key, Instant::now(), self.limit) {
-            self.take_ahead(key, next);
-            return Ok(request);
+        let mut waited = false;
+        loop {
+            match self.ahead.take_held(&key, Instant::now(), self.limit) {
+                Held::Taken { next } => {
+                    self.take_ahead(key, next);
+                    return Ok(request);
+                }
+                // A take ahead is on its way: its tokens are likely enough for this one too.
+                Held::Pending(pending) if !waited => {
+                    pending.ended().await;
+                    waited = true;
+                }
+                _ => break,
+            }
         }
         match self.shared.store().take_counted(&key, self.limit, 1).await {
             Ok(Ok(taken)) => {
@@ -297,6 +309,55 @@ mod tests {
                 "a take of its own, stalled"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn requests_that_come_while_a_take_ahead_is_out_wait_for_it() {
+        use std::sync::atomic::Ordering;
+        // 19 of a burst of 20 left after the first take: 8 are taken ahead, held back.
+        let store = Arc::new(Roomy {
+            room: 19,
+            ..Roomy::default()
+        });
+        let gate = Arc::new(SharedLimit {
+            shared: SharedRateLimit::new(store.clone(), OnStoreError::Closed),
+            limit: RateLimit::new(1.0, 20),
+            failures: FailureLog::new("shared rate limit"),
+            ahead: Ahead::default(),
+        });
+        store.stalled.store(false, Ordering::SeqCst);
+        assert!(gate.clone().pass(from("10.0.0.1", None)).await.is_ok());
+        // The take ahead is out (its slot claimed) but stalled before the store counts it.
+        store.stalled.store(true, Ordering::SeqCst);
+        let out = async {
+            while gate.ahead.len() == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(BOUND, out).await.expect("a take ahead");
+        let waiting: Vec<_> = (0..3)
+            .map(|_| tokio::spawn(gate.clone().pass(from("10.0.0.1", None))))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            waiting.iter().all(|w| !w.is_finished()),
+            "they wait for the take ahead"
+        );
+        assert_eq!(store.takes.load(Ordering::SeqCst), 1, "none of their own");
+        // The take ends with 8 tokens: all three pass on them.
+        gate.ahead.end(
+            "addr:10.0.0.1",
+            Some(Taken {
+                tokens: 8,
+                room: Some(11),
+            }),
+            Instant::now(),
+        );
+        for w in waiting {
+            let passed = tokio::time::timeout(BOUND, w).await.expect("through");
+            assert!(passed.unwrap().is_ok());
+        }
+        assert_eq!(store.takes.load(Ordering::SeqCst), 1, "still none of their own");
     }
 
     #[tokio::test]
