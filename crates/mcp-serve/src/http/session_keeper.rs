@@ -217,12 +217,12 @@ impl Keeper {
         }
     }
 
-    /// How often a session held is checked against the store, at most.
     /// How long a record lives after its session was last checked.
     pub(crate) fn ttl(&self) -> Duration {
         self.ttl
     }
 
+    /// How often a session held is checked against the store, at most.
     pub(crate) fn every(&self) -> Duration {
         self.every
     }
