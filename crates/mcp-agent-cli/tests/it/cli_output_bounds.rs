@@ -137,8 +137,12 @@ fn tail(text: &str) -> &str {
     &text[at..]
 }
 
-/// `body` without the chunked transfer encoding's framing.
+/// `body` without the chunked transfer encoding's framing (a body sent with its length, one
+/// JSON message, has no line break and is returned as it is).
 fn dechunk(body: &str) -> String {
+    if !body.contains("\r\n") {
+        return body.to_owned();
+    }
     let mut out = String::new();
     let mut rest = body;
     while let Some((size, after)) = rest.split_once("\r\n") {
