@@ -21,7 +21,9 @@
 //! 12. [`SessionEnd`]: a session ended by `DELETE` is answered `204`;
 //! 13. [`SessionsLayer`]: a session held is checked against the shared store (ended
 //!     elsewhere → dropped, then `404`), a store failure → `503` when closed (with shared
-//!     sessions).
+//!     sessions);
+//! 14. [`OneBodyLayer`]: not a check: an event stream whose first message is its answer is
+//!     sent as that answer, one JSON body.
 //!
 //! Each refusal is answered where it is found and reaches nothing below, so a hostile request
 //! never reaches a session or the dispatcher; the order is that of the checks, so when several
