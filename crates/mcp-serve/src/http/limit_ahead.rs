@@ -13,9 +13,12 @@
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
 //!
 //! A request that finds a take ahead out for its key waits for that take rather than sending
-//! one of its own: the take is already on its way and brings tokens for several requests, so
-//! under concurrent requests one round trip to the store serves them (the bucket is counted
-//! exactly the same). Once it ended, a request that found no token left takes its own.
+//! one of its own, as long as fewer requests wait for it than it takes tokens: the take is
+//! already on its way, so under concurrent requests one round trip to the store serves them
+//! (the bucket is counted exactly the same). A request waits at most [`HOLD`]; once the take
+//! ended (or the wait did), a request that found no token left takes its own. A take that
+//! never reports (its task panicked or was dropped) ends as one that got nothing
+//! ([`Taking`]), so no request waits on it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -49,8 +52,13 @@ pub(crate) struct Ahead {
 
 #[derive(Debug)]
 enum Slot {
-    /// A take is out for the key; it ends when the sender is dropped (the slot replaced).
-    Taking(watch::Sender<()>),
+    /// A take of `count` tokens is out for the key, `waiting` requests wait for it; it ends
+    /// when `ended` is dropped (the slot replaced or removed).
+    Taking {
+        ended: watch::Sender<()>,
+        count: u32,
+        waiting: u32,
+    },
     /// `tokens` taken at `at`; the bucket's room right after.
     Held {
         at: Instant,
@@ -75,10 +83,44 @@ pub(crate) enum Held {
 pub(crate) struct Pending(watch::Receiver<()>);
 
 impl Pending {
-    /// Resolves once the take has ended (its tokens held, or none).
+    /// Resolves once the take has ended (its tokens held, or none), or after [`HOLD`].
     pub(crate) async fn ended(mut self) {
         // The take's sender never sends: `changed` returns once it is dropped.
-        while self.0.changed().await.is_ok() {}
+        let ended = async { while self.0.changed().await.is_ok() {} };
+        let _ = tokio::time::timeout(HOLD, ended).await;
+    }
+}
+
+/// A take ahead claimed with [`Ahead::begin`], until it reports with [`Taking::end`]; dropped
+/// without reporting (its task panicked or was cancelled), it ends as a take that got
+/// nothing, so the requests waiting for it go on.
+pub(crate) struct Taking<'a> {
+    ahead: &'a Ahead,
+    key: Option<String>,
+}
+
+impl<'a> Taking<'a> {
+    /// The claim on `key`'s take ahead, from [`Ahead::begin`].
+    pub(crate) fn new(ahead: &'a Ahead, key: String) -> Self {
+        Self {
+            ahead,
+            key: Some(key),
+        }
+    }
+
+    /// Reports what the take got ([`Ahead::end`]).
+    pub(crate) fn end(mut self, taken: Option<Taken>) {
+        if let Some(key) = self.key.take() {
+            self.ahead.end(&key, taken, Instant::now());
+        }
+    }
+}
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.ahead.end(&key, None, Instant::now());
+        }
     }
 }
 
@@ -88,7 +130,17 @@ impl Ahead {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let (at, tokens, room) = match slots.get_mut(key) {
             Some(Slot::Held { at, tokens, room }) => (at, tokens, room),
-            Some(Slot::Taking(ended)) => return Held::Pending(Pending(ended.subscribe())),
+            Some(Slot::Taking {
+                ended,
+                count,
+                waiting,
+            }) => {
+                if *waiting >= *count {
+                    return Held::None;
+                }
+                *waiting += 1;
+                return Held::Pending(Pending(ended.subscribe()));
+            }
             None => return Held::None,
         };
         if now.saturating_duration_since(*at) >= HOLD {
@@ -104,23 +156,29 @@ impl Ahead {
         Held::Taken { next }
     }
 
-    /// Claims the take ahead for `key`: false when one is out or tokens are held already, or
-    /// when [`MAX_KEYS`] keys are (after dropping the tokens held past [`HOLD`]).
-    pub(crate) fn begin(&self, key: &str, now: Instant) -> bool {
+    /// Claims the take ahead of `count` tokens for `key`: false when one is out or tokens are
+    /// held already, or when [`MAX_KEYS`] keys are (after dropping the tokens held past
+    /// [`HOLD`]).
+    pub(crate) fn begin(&self, key: &str, count: u32, now: Instant) -> bool {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if slots.contains_key(key) {
             return false;
         }
         if slots.len() >= MAX_KEYS {
             slots.retain(|_, slot| match slot {
-                Slot::Taking(_) => true,
+                Slot::Taking { .. } => true,
                 Slot::Held { at, .. } => now.saturating_duration_since(*at) < HOLD,
             });
             if slots.len() >= MAX_KEYS {
                 return false;
             }
         }
-        slots.insert(key.to_owned(), Slot::Taking(watch::Sender::new(())));
+        let taking = Slot::Taking {
+            ended: watch::Sender::new(()),
+            count,
+            waiting: 0,
+        };
+        slots.insert(key.to_owned(), taking);
         true
     }
 
@@ -183,17 +241,18 @@ mod tests {
         let ahead = Ahead::default();
         let t0 = Instant::now();
         assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::None));
-        assert!(ahead.begin("k", t0));
-        assert!(!ahead.begin("k", t0), "one take ahead per key");
+        assert!(ahead.begin("k", 4, t0));
+        assert!(!ahead.begin("k", 4, t0), "one take ahead per key");
         let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT) else {
             panic!("still being taken: wait for it");
         };
         ahead.end("k", taken(2, 15), t0);
         tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap()
             .block_on(pending.ended());
-        assert!(!ahead.begin("k", t0), "tokens held already");
+        assert!(!ahead.begin("k", 4, t0), "tokens held already");
         assert!(matches!(
             ahead.take_held("k", t0, LIMIT),
             Held::Taken { next: 0 }
@@ -207,7 +266,7 @@ mod tests {
             "all taken"
         );
 
-        assert!(ahead.begin("k", t0));
+        assert!(ahead.begin("k", 4, t0));
         ahead.end("k", taken(3, 15), t0);
         assert!(
             matches!(ahead.take_held("k", t0 + HOLD, LIMIT), Held::None),
@@ -215,9 +274,40 @@ mod tests {
         );
         assert_eq!(ahead.len(), 0, "the stale tokens are dropped");
 
-        assert!(ahead.begin("k", t0));
+        assert!(ahead.begin("k", 4, t0));
         ahead.end("k", None, t0);
         assert_eq!(ahead.len(), 0, "a refused take holds nothing");
+    }
+
+    #[test]
+    fn no_more_requests_wait_for_a_take_than_it_takes_tokens() {
+        let ahead = Ahead::default();
+        let t0 = Instant::now();
+        assert!(ahead.begin("k", 2, t0));
+        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::Pending(_)));
+        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::Pending(_)));
+        assert!(
+            matches!(ahead.take_held("k", t0, LIMIT), Held::None),
+            "a third takes its own"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_take_dropped_without_reporting_ends_as_one_that_got_nothing() {
+        let ahead = Ahead::default();
+        let t0 = Instant::now();
+        assert!(ahead.begin("k", 4, t0));
+        let taking = Taking::new(&ahead, "k".to_owned());
+        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT) else {
+            panic!("a take is out");
+        };
+        drop(taking);
+        // The waiter goes on at once, not after `HOLD`.
+        tokio::time::timeout(HOLD / 2, pending.ended())
+            .await
+            .expect("the wait ended with the take");
+        assert_eq!(ahead.len(), 0, "the claim is gone");
+        assert!(ahead.begin("k", 4, t0), "a new take can be claimed");
     }
 
     #[test]
@@ -225,14 +315,14 @@ mod tests {
         let ahead = Ahead::default();
         let t0 = Instant::now();
         for i in 0..MAX_KEYS {
-            assert!(ahead.begin(&format!("k{i}"), t0));
+            assert!(ahead.begin(&format!("k{i}"), 4, t0));
             ahead.end(&format!("k{i}"), taken(1, 19), t0);
         }
         assert!(
-            !ahead.begin("one-more", t0 + HOLD / 2),
+            !ahead.begin("one-more", 4, t0 + HOLD / 2),
             "full of fresh tokens"
         );
-        assert!(ahead.begin("one-more", t0 + HOLD), "the stale ones dropped");
+        assert!(ahead.begin("one-more", 4, t0 + HOLD), "the stale ones dropped");
         assert_eq!(ahead.len(), 1);
     }
 }

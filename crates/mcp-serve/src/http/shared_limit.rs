@@ -16,7 +16,7 @@ use http::{Request, StatusCode};
 use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
-use super::limit_ahead::{Ahead, Held, lease};
+use super::limit_ahead::{Ahead, Held, Taking, lease};
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
 /// At most one warning about a failing store per this interval.
@@ -51,11 +51,13 @@ impl SharedLimit {
     /// Takes `count` of `key`'s next tokens in the background, unless tokens are held or
     /// being taken for it.
     fn take_ahead(self: &Arc<Self>, key: String, count: u32) {
-        if count == 0 || !self.ahead.begin(&key, Instant::now()) {
+        if count == 0 || !self.ahead.begin(&key, count, Instant::now()) {
             return;
         }
         let this = Arc::clone(self);
         tokio::spawn(async move {
+            // Reports even if the take never finishes (a store that panics).
+            let taking = Taking::new(&this.ahead, key.clone());
             let taken = match this
                 .shared
                 .store()
@@ -66,7 +68,7 @@ impl SharedLimit {
                 // Refused or failed: the next request takes its own and hears why.
                 Ok(Err(_)) | Err(_) => None,
             };
-            this.ahead.end(&key, taken, Instant::now());
+            taking.end(taken);
         });
     }
 }
@@ -219,10 +221,12 @@ mod tests {
     /// What the tests wait at most for something that happens at once.
     const BOUND: Duration = Duration::from_secs(10);
 
-    /// Tells `room` after every take and counts them; once `stalled`, a take never ends.
+    /// Tells `room` after every take and counts them (`asked`: every take asked for, `takes`:
+    /// those answered); once `stalled`, a take never ends.
     #[derive(Default)]
     struct Roomy {
         room: u32,
+        asked: std::sync::atomic::AtomicUsize,
         takes: std::sync::atomic::AtomicUsize,
         stalled: std::sync::atomic::AtomicBool,
     }
@@ -244,6 +248,7 @@ mod tests {
             count: u32,
         ) -> Result<Result<Taken, Duration>, StoreError> {
             use std::sync::atomic::Ordering;
+            self.asked.fetch_add(1, Ordering::SeqCst);
             if self.stalled.load(Ordering::SeqCst) {
                 std::future::pending::<()>().await;
             }
@@ -343,7 +348,8 @@ mod tests {
             waiting.iter().all(|w| !w.is_finished()),
             "they wait for the take ahead"
         );
-        assert_eq!(store.takes.load(Ordering::SeqCst), 1, "none of their own");
+        // The first request's take and the take ahead: none of their own.
+        assert_eq!(store.asked.load(Ordering::SeqCst), 2);
         // The take ends with 8 tokens: all three pass on them.
         gate.ahead.end(
             "addr:10.0.0.1",
@@ -357,7 +363,11 @@ mod tests {
             let passed = tokio::time::timeout(BOUND, w).await.expect("through");
             assert!(passed.unwrap().is_ok());
         }
-        assert_eq!(store.takes.load(Ordering::SeqCst), 1, "still none of their own");
+        assert_eq!(
+            store.asked.load(Ordering::SeqCst),
+            2,
+            "still none of their own"
+        );
     }
 
     #[tokio::test]
