@@ -322,7 +322,10 @@ mod tests {
             !ahead.begin("one-more", 4, t0 + HOLD / 2),
             "full of fresh tokens"
         );
-        assert!(ahead.begin("one-more", 4, t0 + HOLD), "the stale ones dropped");
+        assert!(
+            ahead.begin("one-more", 4, t0 + HOLD),
+            "the stale ones dropped"
+        );
         assert_eq!(ahead.len(), 1);
     }
 }

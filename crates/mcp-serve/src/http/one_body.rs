@@ -16,7 +16,9 @@
 //!
 //! The hold is short so that a long call still gets its stream, primed, early: a client or a
 //! proxy that waits for a first byte sees one within [`STREAM_AFTER`], and a client whose
-//! connection drops after that can resume from the priming event's id.
+//! connection drops after that can resume from the priming event's id. The price: a client
+//! whose connection drops during the hold has no event id to resume from, so the answer of a
+//! call cut then is lost to it (it was still run), as for a sessionless request.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -91,7 +93,7 @@ async fn settle(answer: Answer, within: Duration) -> Answer {
         return answer;
     }
     let (mut parts, mut body) = answer.into_parts();
-    let mut held = VecDeque::new();
+    let mut held: VecDeque<Frame<Bytes>> = VecDeque::new();
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
@@ -99,9 +101,13 @@ async fn settle(answer: Answer, within: Duration) -> Answer {
         };
         // The end of the stream (rmcp's bodies never fail).
         let Some(Ok(frame)) = frame else { break };
-        let Ok(data) = frame.into_data() else { break };
-        match first_message(&data) {
-            Head::Priming => held.push_back(data),
+        let Some(data) = frame.data_ref() else {
+            // Not data (trailers): sent as it came.
+            held.push_back(frame);
+            break;
+        };
+        match first_message(data) {
+            Head::Priming => held.push_back(frame),
             Head::Answer(message) => {
                 parts.headers.insert(
                     header::CONTENT_TYPE,
@@ -110,7 +116,7 @@ async fn settle(answer: Answer, within: Duration) -> Answer {
                 return Answer::from_parts(parts, Full::new(Bytes::from(message)).boxed());
             }
             Head::Other => {
-                held.push_back(data);
+                held.push_back(frame);
                 break;
             }
         }
@@ -171,7 +177,7 @@ fn first_message(frame: &Bytes) -> Head {
 
 /// A body that sends the frames already read, then the rest.
 struct Replay {
-    held: VecDeque<Bytes>,
+    held: VecDeque<Frame<Bytes>>,
     rest: BoxBody<Bytes, Infallible>,
 }
 
@@ -183,8 +189,8 @@ impl Body for Replay {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(data) = self.held.pop_front() {
-            return Poll::Ready(Some(Ok(Frame::data(data))));
+        if let Some(frame) = self.held.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
         }
         Pin::new(&mut self.rest).poll_frame(cx)
     }
@@ -194,7 +200,10 @@ impl Body for Replay {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let held: u64 = self.held.iter().map(|b| b.len() as u64).sum();
+        let held: u64 = (self.held.iter())
+            .filter_map(Frame::data_ref)
+            .map(|b| b.len() as u64)
+            .sum();
         let rest = self.rest.size_hint();
         let mut hint = SizeHint::new();
         hint.set_lower(rest.lower() + held);
@@ -247,7 +256,10 @@ mod tests {
         let answer = settle(stream(vec![PRIMING, ANSWER], true), STREAM_AFTER).await;
         assert_eq!(answer.headers()[header::CONTENT_TYPE], "application/json");
         assert_eq!(answer.headers()["mcp-session-id"], "abc");
-        assert_eq!(text(answer).await, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert_eq!(
+            text(answer).await,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        );
     }
 
     #[tokio::test]
@@ -273,7 +285,43 @@ mod tests {
         let mut body = answer.into_body();
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(first, PRIMING);
-        assert!(body.frame().now_or_never().is_none(), "the rest is still to come");
+        assert!(
+            body.frame().now_or_never().is_none(),
+            "the rest is still to come"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_is_no_event_stream_or_no_success_passes_as_it_is() {
+        let mut refused = stream(vec![ANSWER], false);
+        *refused.status_mut() = StatusCode::NOT_FOUND;
+        let answer = settle(refused, STREAM_AFTER).await;
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(text(answer).await, ANSWER);
+        let mut json = stream(vec![r#"{"jsonrpc":"2.0","id":1,"result":{}}"#], false);
+        json.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let answer = settle(json, STREAM_AFTER).await;
+        assert_eq!(
+            text(answer).await,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn only_a_post_is_held() {
+        let inner = tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(stream(vec![PRIMING, ANSWER], true))
+        });
+        let mut service = OneBodyLayer.layer(inner);
+        let get = Request::get("/mcp").body(()).unwrap();
+        let answer = service.call(get).await.unwrap();
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], "text/event-stream");
+        let post = Request::post("/mcp").body(()).unwrap();
+        let answer = service.call(post).await.unwrap();
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], "application/json");
     }
 
     #[test]
@@ -283,7 +331,8 @@ mod tests {
         // A frame that is no whole event is not read further: the stream goes out.
         assert_eq!(head(": keep-alive\n\n"), Head::Other);
         assert!(matches!(head(ANSWER), Head::Answer(_)));
-        let error = "data: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"error\":{\"code\":1,\"message\":\"m\"}}\n\n";
+        let error =
+            "data: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"error\":{\"code\":1,\"message\":\"m\"}}\n\n";
         assert!(matches!(head(error), Head::Answer(_)));
         assert_eq!(head(PROGRESS), Head::Other);
         let asks = "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"elicitation/create\"}\n\n";

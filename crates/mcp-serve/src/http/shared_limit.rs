@@ -339,7 +339,9 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         };
-        tokio::time::timeout(BOUND, out).await.expect("a take ahead");
+        tokio::time::timeout(BOUND, out)
+            .await
+            .expect("a take ahead");
         let waiting: Vec<_> = (0..3)
             .map(|_| tokio::spawn(gate.clone().pass(from("10.0.0.1", None))))
             .collect();

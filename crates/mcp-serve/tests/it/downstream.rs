@@ -375,7 +375,11 @@ impl Events {
     async fn next(&mut self) -> Option<Value> {
         use http_body_util::BodyExt as _;
         if std::mem::take(&mut self.json) {
-            let bytes = (&mut self.body).collect().await.expect("the JSON body").to_bytes();
+            let bytes = (&mut self.body)
+                .collect()
+                .await
+                .expect("the JSON body")
+                .to_bytes();
             return Some(serde_json::from_slice(&bytes).expect("one JSON-RPC message"));
         }
         loop {

@@ -185,6 +185,81 @@ async fn a_sessionless_call_is_one_json_body_unless_it_reports_progress() {
     bounded("shutdown", server.shutdown()).await;
 }
 
+#[tokio::test]
+async fn a_session_request_is_one_json_body_unless_it_reports_progress() {
+    use crate::support::{POST_HEADERS, initialize_body, send};
+    let server = serve_reporter().await;
+    let url = server.url().as_str();
+    let header = |answer: &crate::support::Answer, name: &str| {
+        let value = answer.headers.get(name);
+        value.and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
+    };
+
+    // The handshake's answer is one JSON body, sent with its length and the session's id.
+    let opened = send("POST", url, POST_HEADERS, initialize_body()).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    assert_eq!(header(&opened, "content-type"), "application/json");
+    assert_eq!(
+        header(&opened, "content-length"),
+        opened.body.len().to_string()
+    );
+    assert_eq!(opened.json()["id"], 1, "{}", opened.body);
+    let session = header(&opened, "mcp-session-id");
+    assert!(!session.is_empty());
+    let mut headers: Vec<(&str, &str)> = POST_HEADERS.to_vec();
+    headers.extend([
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let accepted = send("POST", url, &headers, initialized.to_string()).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+
+    // A call that reports nothing: its answer is the body.
+    let call = |id: u64, meta: serde_json::Value| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "work", "arguments": {}, "_meta": meta},
+        })
+        .to_string()
+    };
+    let answer = send("POST", url, &headers, call(2, json!({}))).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(header(&answer, "content-type"), "application/json");
+    assert_eq!(answer.json()["id"], 2, "{}", answer.body);
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "worked");
+
+    // With a progress token the reports come first: an event stream, primed for resumption,
+    // with every report and then the answer.
+    let answer = send(
+        "POST",
+        url,
+        &headers,
+        call(3, json!({"progressToken": "t"})),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(header(&answer, "content-type"), "text/event-stream");
+    let priming = answer.body.split("\n\n").next().unwrap_or_default();
+    let fields: Vec<&str> = priming
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert!(
+        fields.contains(&"id") && fields.contains(&"retry") && answer.messages().len() == 4,
+        "the priming event first: {}",
+        answer.body
+    );
+    let messages = answer.messages();
+    let reports = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .count();
+    assert_eq!(reports, 3, "{}", answer.body);
+    assert_eq!(messages.last().unwrap()["id"], 3, "{}", answer.body);
+    bounded("shutdown", server.shutdown()).await;
+}
+
 /// Records the progress notifications it is sent, as they arrive.
 struct Recorder(mpsc::UnboundedSender<ProgressNotificationParam>);
 
