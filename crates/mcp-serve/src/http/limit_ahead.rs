@@ -21,6 +21,7 @@
 //! ([`Taking`]), so no request waits on it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,10 @@ pub(crate) const LEASE: u32 = 8;
 /// The keys tokens are held or being taken for, at most.
 pub(crate) const MAX_KEYS: usize = 4096;
 
+/// How long a take ahead may take: one the store has not answered by then ends as a take that
+/// got nothing (a store without a bound of its own would otherwise keep its key's claim).
+pub(crate) const TAKE_BOUND: Duration = Duration::from_secs(10);
+
 /// How many tokens to take ahead from a bucket that had `room` left after a take: what keeps
 /// it more than half full, at most [`LEASE`]; none when the store did not tell.
 pub(crate) fn lease(room: Option<u32>, limit: RateLimit) -> u32 {
@@ -48,6 +53,8 @@ pub(crate) fn lease(room: Option<u32>, limit: RateLimit) -> u32 {
 #[derive(Debug, Default)]
 pub(crate) struct Ahead {
     slots: Mutex<HashMap<String, Slot>>,
+    /// The id of the next take claimed.
+    next: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -55,6 +62,8 @@ enum Slot {
     /// A take of `count` tokens is out for the key, `waiting` requests wait for it; it ends
     /// when `ended` is dropped (the slot replaced or removed).
     Taking {
+        /// Which claim: only its own report ends it.
+        id: u64,
         ended: watch::Sender<()>,
         count: u32,
         waiting: u32,
@@ -83,11 +92,12 @@ pub(crate) enum Held {
 pub(crate) struct Pending(watch::Receiver<()>);
 
 impl Pending {
-    /// Resolves once the take has ended (its tokens held, or none), or after [`HOLD`].
-    pub(crate) async fn ended(mut self) {
+    /// Resolves once the take has ended (its tokens held, or none), or after `within` (the
+    /// layer waits [`HOLD`]).
+    pub(crate) async fn ended(mut self, within: Duration) {
         // The take's sender never sends: `changed` returns once it is dropped.
         let ended = async { while self.0.changed().await.is_ok() {} };
-        let _ = tokio::time::timeout(HOLD, ended).await;
+        let _ = tokio::time::timeout(within, ended).await;
     }
 }
 
@@ -96,37 +106,49 @@ impl Pending {
 /// nothing, so the requests waiting for it go on.
 pub(crate) struct Taking<'a> {
     ahead: &'a Ahead,
-    key: Option<String>,
+    key: String,
+    /// The claim's id, until it reported.
+    id: Option<u64>,
 }
 
 impl<'a> Taking<'a> {
-    /// The claim on `key`'s take ahead, from [`Ahead::begin`].
-    pub(crate) fn new(ahead: &'a Ahead, key: String) -> Self {
+    /// The claim `id` on `key`'s take ahead, from [`Ahead::begin`].
+    pub(crate) fn new(ahead: &'a Ahead, key: String, id: u64) -> Self {
         Self {
             ahead,
-            key: Some(key),
+            key,
+            id: Some(id),
         }
     }
 
-    /// Reports what the take got ([`Ahead::end`]).
+    /// Reports what the take got: what was taken is held from now; `None` (refused or
+    /// failed) holds nothing. The requests waiting for it look again.
     pub(crate) fn end(mut self, taken: Option<Taken>) {
-        if let Some(key) = self.key.take() {
-            self.ahead.end(&key, taken, Instant::now());
+        if let Some(id) = self.id.take() {
+            self.ahead.end(&self.key, id, taken, Instant::now());
         }
     }
 }
 
 impl Drop for Taking<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.ahead.end(&key, None, Instant::now());
+        if let Some(id) = self.id.take() {
+            self.ahead.end(&self.key, id, None, Instant::now());
         }
     }
 }
 
 impl Ahead {
-    /// Takes a token held for `key`, if they were taken less than [`HOLD`] before `now`.
-    pub(crate) fn take_held(&self, key: &str, now: Instant, limit: RateLimit) -> Held {
+    /// Takes a token held for `key`, if they were taken less than [`HOLD`] before `now`; or,
+    /// when a take is out for it and the request `may_wait`, has it wait (unless as many wait
+    /// as the take brings tokens).
+    pub(crate) fn take_held(
+        &self,
+        key: &str,
+        now: Instant,
+        limit: RateLimit,
+        may_wait: bool,
+    ) -> Held {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let (at, tokens, room) = match slots.get_mut(key) {
             Some(Slot::Held { at, tokens, room }) => (at, tokens, room),
@@ -134,8 +156,9 @@ impl Ahead {
                 ended,
                 count,
                 waiting,
+                ..
             }) => {
-                if *waiting >= *count {
+                if !may_wait || *waiting >= *count {
                     return Held::None;
                 }
                 *waiting += 1;
@@ -156,13 +179,13 @@ impl Ahead {
         Held::Taken { next }
     }
 
-    /// Claims the take ahead of `count` tokens for `key`: false when one is out or tokens are
-    /// held already, or when [`MAX_KEYS`] keys are (after dropping the tokens held past
-    /// [`HOLD`]).
-    pub(crate) fn begin(&self, key: &str, count: u32, now: Instant) -> bool {
+    /// Claims the take ahead of `count` tokens for `key`, returning the claim's id (for
+    /// [`Taking::new`]): `None` when one is out or tokens are held already, or when
+    /// [`MAX_KEYS`] keys are (after dropping the tokens held past [`HOLD`]).
+    pub(crate) fn begin(&self, key: &str, count: u32, now: Instant) -> Option<u64> {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if slots.contains_key(key) {
-            return false;
+            return None;
         }
         if slots.len() >= MAX_KEYS {
             slots.retain(|_, slot| match slot {
@@ -170,22 +193,27 @@ impl Ahead {
                 Slot::Held { at, .. } => now.saturating_duration_since(*at) < HOLD,
             });
             if slots.len() >= MAX_KEYS {
-                return false;
+                return None;
             }
         }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let taking = Slot::Taking {
+            id,
             ended: watch::Sender::new(()),
             count,
             waiting: 0,
         };
         slots.insert(key.to_owned(), taking);
-        true
+        Some(id)
     }
 
-    /// Ends the take ahead for `key`: what was taken is held from `now`; `None` (refused or
-    /// failed) holds nothing. The requests waiting for it look again.
-    pub(crate) fn end(&self, key: &str, taken: Option<Taken>, now: Instant) {
+    /// Ends the take ahead `id` for `key` (nothing when the key's slot is not that claim):
+    /// what was taken is held from `now`; `None` (refused or failed) holds nothing.
+    fn end(&self, key: &str, id: u64, taken: Option<Taken>, now: Instant) {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if !matches!(slots.get(key), Some(Slot::Taking { id: claim, .. }) if *claim == id) {
+            return;
+        }
         match taken {
             Some(taken) if taken.tokens > 0 => {
                 let held = Slot::Held {
@@ -227,6 +255,12 @@ mod tests {
         })
     }
 
+    /// Claims `key`'s take ahead of `count` tokens and reports `taken` for it at `at`.
+    fn take(ahead: &Ahead, key: &str, count: u32, taken: Option<Taken>, at: Instant) {
+        let id = ahead.begin(key, count, at).expect("a claim");
+        ahead.end(key, id, taken, at);
+    }
+
     #[test]
     fn a_lease_keeps_the_bucket_more_than_half_full() {
         assert_eq!(lease(Some(19), LIMIT), 8, "at most LEASE");
@@ -236,46 +270,49 @@ mod tests {
         assert_eq!(lease(Some(0), RateLimit::new(1.0, 1)), 0);
     }
 
-    #[test]
-    fn held_tokens_are_taken_one_a_request_and_only_while_fresh() {
+    #[tokio::test]
+    async fn held_tokens_are_taken_one_a_request_and_only_while_fresh() {
         let ahead = Ahead::default();
         let t0 = Instant::now();
-        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::None));
-        assert!(ahead.begin("k", 4, t0));
-        assert!(!ahead.begin("k", 4, t0), "one take ahead per key");
-        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT) else {
+        assert!(matches!(ahead.take_held("k", t0, LIMIT, true), Held::None));
+        let id = ahead.begin("k", 4, t0).expect("a claim");
+        assert!(ahead.begin("k", 4, t0).is_none(), "one take ahead per key");
+        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT, true) else {
             panic!("still being taken: wait for it");
         };
-        ahead.end("k", taken(2, 15), t0);
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap()
-            .block_on(pending.ended());
-        assert!(!ahead.begin("k", 4, t0), "tokens held already");
+        assert!(
+            matches!(ahead.take_held("k", t0, LIMIT, false), Held::None),
+            "one that waited already takes its own"
+        );
+        Taking::new(&ahead, "k".to_owned(), id).end(taken(2, 15));
+        tokio::time::timeout(HOLD / 2, pending.ended(HOLD))
+            .await
+            .expect("the wait ends with the take");
+        assert!(ahead.begin("k", 4, t0).is_none(), "tokens held already");
         assert!(matches!(
-            ahead.take_held("k", t0, LIMIT),
+            ahead.take_held("k", t0, LIMIT, true),
             Held::Taken { next: 0 }
         ));
         assert!(
-            matches!(ahead.take_held("k", t0, LIMIT), Held::Taken { next: 5 }),
+            matches!(
+                ahead.take_held("k", t0, LIMIT, true),
+                Held::Taken { next: 5 }
+            ),
             "the last: take more, keeping the bucket over half full"
         );
         assert!(
-            matches!(ahead.take_held("k", t0, LIMIT), Held::None),
+            matches!(ahead.take_held("k", t0, LIMIT, true), Held::None),
             "all taken"
         );
 
-        assert!(ahead.begin("k", 4, t0));
-        ahead.end("k", taken(3, 15), t0);
+        take(&ahead, "k", 4, taken(3, 15), t0);
         assert!(
-            matches!(ahead.take_held("k", t0 + HOLD, LIMIT), Held::None),
+            matches!(ahead.take_held("k", t0 + HOLD, LIMIT, true), Held::None),
             "held too long"
         );
         assert_eq!(ahead.len(), 0, "the stale tokens are dropped");
 
-        assert!(ahead.begin("k", 4, t0));
-        ahead.end("k", None, t0);
+        take(&ahead, "k", 4, None, t0);
         assert_eq!(ahead.len(), 0, "a refused take holds nothing");
     }
 
@@ -283,11 +320,13 @@ mod tests {
     fn no_more_requests_wait_for_a_take_than_it_takes_tokens() {
         let ahead = Ahead::default();
         let t0 = Instant::now();
-        assert!(ahead.begin("k", 2, t0));
-        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::Pending(_)));
-        assert!(matches!(ahead.take_held("k", t0, LIMIT), Held::Pending(_)));
+        ahead.begin("k", 2, t0).expect("a claim");
+        for _ in 0..2 {
+            let held = ahead.take_held("k", t0, LIMIT, true);
+            assert!(matches!(held, Held::Pending(_)));
+        }
         assert!(
-            matches!(ahead.take_held("k", t0, LIMIT), Held::None),
+            matches!(ahead.take_held("k", t0, LIMIT, true), Held::None),
             "a third takes its own"
         );
     }
@@ -296,18 +335,38 @@ mod tests {
     async fn a_take_dropped_without_reporting_ends_as_one_that_got_nothing() {
         let ahead = Ahead::default();
         let t0 = Instant::now();
-        assert!(ahead.begin("k", 4, t0));
-        let taking = Taking::new(&ahead, "k".to_owned());
-        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT) else {
+        let id = ahead.begin("k", 4, t0).expect("a claim");
+        let taking = Taking::new(&ahead, "k".to_owned(), id);
+        let Held::Pending(pending) = ahead.take_held("k", t0, LIMIT, true) else {
             panic!("a take is out");
         };
         drop(taking);
-        // The waiter goes on at once, not after `HOLD`.
-        tokio::time::timeout(HOLD / 2, pending.ended())
+        // The waiter goes on at once, not after its bound.
+        tokio::time::timeout(HOLD / 2, pending.ended(HOLD))
             .await
             .expect("the wait ended with the take");
         assert_eq!(ahead.len(), 0, "the claim is gone");
-        assert!(ahead.begin("k", 4, t0), "a new take can be claimed");
+        assert!(
+            ahead.begin("k", 4, t0).is_some(),
+            "a new take can be claimed"
+        );
+    }
+
+    #[test]
+    fn a_claim_is_ended_only_by_its_own_report() {
+        let ahead = Ahead::default();
+        let t0 = Instant::now();
+        let old = ahead.begin("k", 4, t0).expect("a claim");
+        Taking::new(&ahead, "k".to_owned(), old).end(None);
+        let new = ahead.begin("k", 4, t0).expect("a new claim");
+        // The old claim's report again (a guard dropped late): the new claim stands.
+        drop(Taking::new(&ahead, "k".to_owned(), old));
+        assert!(ahead.begin("k", 4, t0).is_none(), "the new claim is out");
+        Taking::new(&ahead, "k".to_owned(), new).end(taken(2, 15));
+        assert!(matches!(
+            ahead.take_held("k", t0, LIMIT, true),
+            Held::Taken { .. }
+        ));
     }
 
     #[test]
@@ -315,15 +374,14 @@ mod tests {
         let ahead = Ahead::default();
         let t0 = Instant::now();
         for i in 0..MAX_KEYS {
-            assert!(ahead.begin(&format!("k{i}"), 4, t0));
-            ahead.end(&format!("k{i}"), taken(1, 19), t0);
+            take(&ahead, &format!("k{i}"), 4, taken(1, 19), t0);
         }
         assert!(
-            !ahead.begin("one-more", 4, t0 + HOLD / 2),
+            ahead.begin("one-more", 4, t0 + HOLD / 2).is_none(),
             "full of fresh tokens"
         );
         assert!(
-            ahead.begin("one-more", 4, t0 + HOLD),
+            ahead.begin("one-more", 4, t0 + HOLD).is_some(),
             "the stale ones dropped"
         );
         assert_eq!(ahead.len(), 1);

@@ -156,12 +156,16 @@ struct Shape {
     method: Option<IgnoredAny>,
 }
 
-/// Reads one frame, which rmcp writes as one whole event.
+/// Reads one frame, which rmcp writes as one whole event: anything else is [`Head::Other`].
 fn first_message(frame: &Bytes) -> Head {
     let mut events = SseStream::new(Full::new(frame.clone()));
     let Some(Some(Ok(event))) = events.next().now_or_never() else {
         return Head::Other;
     };
+    // One whole event and nothing after it, or the frame is not read further.
+    if !matches!(events.next().now_or_never(), Some(None)) {
+        return Head::Other;
+    }
     let data = event.data.unwrap_or_default();
     if data.is_empty() {
         return Head::Priming;
@@ -339,5 +343,7 @@ mod tests {
         assert_eq!(head(asks), Head::Other);
         assert_eq!(head("data: {\"jsonrpc\":\"2.0\",\"id\":1,"), Head::Other);
         assert_eq!(head("data: not json\n\n"), Head::Other);
+        let two = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\ndata: {}\n\n";
+        assert_eq!(head(two), Head::Other, "a frame of two events");
     }
 }

@@ -16,7 +16,7 @@ use http::{Request, StatusCode};
 use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
-use super::limit_ahead::{Ahead, Held, Taking, lease};
+use super::limit_ahead::{Ahead, HOLD, Held, TAKE_BOUND, Taking, lease};
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
 /// At most one warning about a failing store per this interval.
@@ -35,6 +35,8 @@ pub(crate) struct SharedLimit {
     limit: RateLimit,
     failures: FailureLog,
     ahead: Ahead,
+    /// How long a request waits for a take ahead out for its key ([`HOLD`]).
+    wait: Duration,
 }
 
 impl SharedLimit {
@@ -45,28 +47,28 @@ impl SharedLimit {
             limit,
             failures: FailureLog::new("shared rate limit"),
             ahead: Ahead::default(),
+            wait: HOLD,
         })
     }
 
     /// Takes `count` of `key`'s next tokens in the background, unless tokens are held or
     /// being taken for it.
     fn take_ahead(self: &Arc<Self>, key: String, count: u32) {
-        if count == 0 || !self.ahead.begin(&key, count, Instant::now()) {
+        if count == 0 {
             return;
         }
+        let Some(id) = self.ahead.begin(&key, count, Instant::now()) else {
+            return;
+        };
         let this = Arc::clone(self);
         tokio::spawn(async move {
-            // Reports even if the take never finishes (a store that panics).
-            let taking = Taking::new(&this.ahead, key.clone());
-            let taken = match this
-                .shared
-                .store()
-                .take_counted(&key, this.limit, count)
-                .await
-            {
-                Ok(Ok(taken)) => Some(taken),
-                // Refused or failed: the next request takes its own and hears why.
-                Ok(Err(_)) | Err(_) => None,
+            // Reports even if the take fails to finish (a store that panics or never answers).
+            let taking = Taking::new(&this.ahead, key.clone(), id);
+            let take = this.shared.store().take_counted(&key, this.limit, count);
+            let taken = match tokio::time::timeout(TAKE_BOUND, take).await {
+                Ok(Ok(Ok(taken))) => Some(taken),
+                // Refused, failed or unanswered: the next request takes its own and hears why.
+                Ok(Ok(Err(_)) | Err(_)) | Err(_) => None,
             };
             taking.end(taken);
         });
@@ -122,14 +124,14 @@ impl Gate for SharedLimit {
         let key = key(&request);
         let mut waited = false;
         loop {
-            match self.ahead.take_held(&key, Instant::now(), self.limit) {
+            match (self.ahead).take_held(&key, Instant::now(), self.limit, !waited) {
                 Held::Taken { next } => {
                     self.take_ahead(key, next);
                     return Ok(request);
                 }
                 // A take ahead is on its way: its tokens are likely enough for this one too.
-                Held::Pending(pending) if !waited => {
-                    pending.ended().await;
+                Held::Pending(pending) => {
+                    pending.ended(self.wait).await;
                     waited = true;
                 }
                 _ => break,
@@ -222,13 +224,14 @@ mod tests {
     const BOUND: Duration = Duration::from_secs(10);
 
     /// Tells `room` after every take and counts them (`asked`: every take asked for, `takes`:
-    /// those answered); once `stalled`, a take never ends.
+    /// those answered); once `stalled`, a take waits until `released`.
     #[derive(Default)]
     struct Roomy {
         room: u32,
         asked: std::sync::atomic::AtomicUsize,
         takes: std::sync::atomic::AtomicUsize,
         stalled: std::sync::atomic::AtomicBool,
+        released: tokio::sync::watch::Sender<bool>,
     }
 
     #[async_trait]
@@ -250,7 +253,7 @@ mod tests {
             use std::sync::atomic::Ordering;
             self.asked.fetch_add(1, Ordering::SeqCst);
             if self.stalled.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
+                let _ = self.released.subscribe().wait_for(|r| *r).await;
             }
             self.takes.fetch_add(1, Ordering::SeqCst);
             Ok(Ok(Taken {
@@ -271,6 +274,7 @@ mod tests {
             limit: RateLimit::new(1.0, 10),
             failures: FailureLog::new("shared rate limit"),
             ahead: Ahead::default(),
+            wait: HOLD,
         });
         (gate, store)
     }
@@ -304,14 +308,15 @@ mod tests {
             2,
             "no take on their path"
         );
-        // The fifth, and another address, have none held: each waits for its own take.
+        // The fifth has none held (it waits for the next take ahead, then its own), nor has
+        // another address (it waits for its own): both stalled in the store.
         for client in ["10.0.0.1", "10.0.0.2"] {
             let own = gate.clone().pass(from(client, None));
             assert!(
                 tokio::time::timeout(Duration::from_millis(50), own)
                     .await
                     .is_err(),
-                "a take of its own, stalled"
+                "a take stalled"
             );
         }
     }
@@ -329,10 +334,12 @@ mod tests {
             limit: RateLimit::new(1.0, 20),
             failures: FailureLog::new("shared rate limit"),
             ahead: Ahead::default(),
+            // However slow the machine, they wait for the take: the test releases it.
+            wait: BOUND,
         });
         store.stalled.store(false, Ordering::SeqCst);
         assert!(gate.clone().pass(from("10.0.0.1", None)).await.is_ok());
-        // The take ahead is out (its slot claimed) but stalled before the store counts it.
+        // The take ahead is out (its slot claimed), stalled in the store.
         store.stalled.store(true, Ordering::SeqCst);
         let out = async {
             while gate.ahead.len() == 0 {
@@ -352,15 +359,8 @@ mod tests {
         );
         // The first request's take and the take ahead: none of their own.
         assert_eq!(store.asked.load(Ordering::SeqCst), 2);
-        // The take ends with 8 tokens: all three pass on them.
-        gate.ahead.end(
-            "addr:10.0.0.1",
-            Some(Taken {
-                tokens: 8,
-                room: Some(11),
-            }),
-            Instant::now(),
-        );
+        // The take ends with its 8 tokens: all three pass on them.
+        store.released.send_replace(true);
         for w in waiting {
             let passed = tokio::time::timeout(BOUND, w).await.expect("through");
             assert!(passed.unwrap().is_ok());
