@@ -418,9 +418,10 @@ impl std::fmt::Debug for Opener {
 
 impl ToolServer {
     /// Serves over streamable HTTP: revision 2025-11-25 clients get sessions
-    /// (`Mcp-Session-Id`), 2026-07-28 clients are answered statelessly: in one JSON body, or in
-    /// an event stream when the server notifies or asks before it answers (a call that
-    /// reports progress to a client that asked for it). Every request passes
+    /// (`Mcp-Session-Id`), 2026-07-28 clients are answered statelessly. Either way a request
+    /// is answered in one JSON body, or in an event stream when the server notifies or asks
+    /// before it answers (a call that reports progress to a client that asked for it) or a
+    /// session's answer takes longer than a second to start. Every request passes
     /// the checks of `options` first (path, `Origin` → 403, bearer token → 401, body size →
     /// 413, one JSON-RPC message → 400 with a JSON-RPC error), so nothing refused reaches a
     /// session or the dispatcher.
