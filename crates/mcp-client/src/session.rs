@@ -172,14 +172,12 @@ impl Session {
             .with_roots(&spec.roots);
         // What the first listing is asked for under: nothing heard yet, and a new transport
         // has renewed nothing and failed nothing it went on from.
-        let first = (
-            Stamp {
-                changes: *tools_changed.borrow(),
-                renewals: 0,
-                failures: 0,
-            },
-            std::time::Instant::now(),
-        );
+        let first = Stamp {
+            changes: *tools_changed.borrow(),
+            renewals: 0,
+            failures: 0,
+        };
+        let asked = std::time::Instant::now();
         let how = StartOptions {
             limits: options.limits,
             discover: options.discover,
@@ -200,7 +198,7 @@ impl Session {
         let listener =
             listen_for_tool_changes(&peer, &handler, &tools, options.limits, list_timeout(&spec));
         let last_listing = LastListing::default();
-        last_listing.keep(&tools, first.0, first.1);
+        last_listing.keep(&tools, first, asked);
         let session = Self {
             spec,
             peer,
@@ -219,7 +217,7 @@ impl Session {
         };
         let listing = Listing {
             tools,
-            stamp: first.0,
+            stamp: first,
         };
         Ok((session, listing))
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -84,7 +84,7 @@ struct Inner {
     /// The last error handed to rmcp.
     last_failure: std::sync::Mutex<Option<std::sync::Arc<HttpError>>>,
     /// How many failures were recorded (see [`HttpClient::failures`]).
-    failures: std::sync::atomic::AtomicU64,
+    failures: AtomicU64,
     /// The `x-mcp-header` declarations of the tools listed so far.
     tool_headers: Arc<ToolHeaders>,
     /// Requests wait for the standalone GET stream after the handshake.
@@ -138,7 +138,7 @@ impl HttpClient {
                 initializations: AtomicUsize::new(0),
                 renewals: watch::Sender::new(0),
                 last_failure: std::sync::Mutex::new(None),
-                failures: std::sync::atomic::AtomicU64::new(0),
+                failures: AtomicU64::new(0),
                 tool_headers: Arc::default(),
                 event_stream: EventStreamGate::new(event_stream_wait),
             }),
@@ -185,9 +185,7 @@ impl HttpClient {
     /// Records `error` as the session's last failure (rmcp gets its own error for it).
     fn record(&self, error: HttpError) -> std::sync::Arc<HttpError> {
         let error = std::sync::Arc::new(error);
-        self.inner
-            .failures
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.failures.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut last) = self.inner.last_failure.lock() {
             *last = Some(error.clone());
         }
@@ -196,9 +194,7 @@ impl HttpClient {
 
     /// How many of this session's requests failed so far.
     pub(crate) fn failures(&self) -> u64 {
-        self.inner
-            .failures
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.failures.load(Ordering::Relaxed)
     }
 
     /// The last error of this session's requests, if any failed.

@@ -122,20 +122,17 @@ impl Gate for SharedLimit {
     ) -> Result<Request<B>, Answer> {
         let on_error = self.shared.on_error();
         let key = key(&request);
-        let mut waited = false;
-        loop {
-            match (self.ahead).take_held(&key, Instant::now(), self.limit, !waited) {
-                Held::Taken { next } => {
-                    self.take_ahead(key, next);
-                    return Ok(request);
-                }
-                // A take ahead is on its way: its tokens are likely enough for this one too.
-                Held::Pending(pending) => {
-                    pending.ended(self.wait).await;
-                    waited = true;
-                }
-                _ => break,
-            }
+        let mut held = self.ahead.take_held(&key, Instant::now(), self.limit, true);
+        if let Held::Pending(pending) = held {
+            // A take ahead is on its way: its tokens are likely enough for this one too.
+            pending.ended(self.wait).await;
+            held = self
+                .ahead
+                .take_held(&key, Instant::now(), self.limit, false);
+        }
+        if let Held::Taken { next } = held {
+            self.take_ahead(key, next);
+            return Ok(request);
         }
         match self.shared.store().take_counted(&key, self.limit, 1).await {
             Ok(Ok(taken)) => {
@@ -263,7 +260,9 @@ mod tests {
         }
     }
 
-    fn gate(room: u32) -> (Arc<SharedLimit>, Arc<Roomy>) {
+    /// A gate of `burst` tokens (one a second) over a store that tells `room` after each
+    /// take, whose requests wait `wait` at most for a take ahead.
+    fn gate(room: u32, burst: u32, wait: Duration) -> (Arc<SharedLimit>, Arc<Roomy>) {
         let store = Arc::new(Roomy {
             room,
             ..Roomy::default()
@@ -271,10 +270,10 @@ mod tests {
         let shared = SharedRateLimit::new(store.clone(), OnStoreError::Closed);
         let gate = Arc::new(SharedLimit {
             shared,
-            limit: RateLimit::new(1.0, 10),
+            limit: RateLimit::new(1.0, burst),
             failures: FailureLog::new("shared rate limit"),
             ahead: Ahead::default(),
-            wait: HOLD,
+            wait,
         });
         (gate, store)
     }
@@ -283,7 +282,7 @@ mod tests {
     async fn a_bucket_far_from_empty_lets_the_next_requests_through_without_a_take() {
         use std::sync::atomic::Ordering;
         // 9 of a burst of 10 left after the first take: 4 are taken ahead, leaving 5.
-        let (gate, store) = gate(9);
+        let (gate, store) = gate(9, 10, HOLD);
         let passed = gate.clone().pass(from("10.0.0.1", None)).await;
         assert!(passed.is_ok());
         // The take ahead runs in the background; then tokens are held for the address.
@@ -324,20 +323,9 @@ mod tests {
     #[tokio::test]
     async fn requests_that_come_while_a_take_ahead_is_out_wait_for_it() {
         use std::sync::atomic::Ordering;
-        // 19 of a burst of 20 left after the first take: 8 are taken ahead, held back.
-        let store = Arc::new(Roomy {
-            room: 19,
-            ..Roomy::default()
-        });
-        let gate = Arc::new(SharedLimit {
-            shared: SharedRateLimit::new(store.clone(), OnStoreError::Closed),
-            limit: RateLimit::new(1.0, 20),
-            failures: FailureLog::new("shared rate limit"),
-            ahead: Ahead::default(),
-            // However slow the machine, they wait for the take: the test releases it.
-            wait: BOUND,
-        });
-        store.stalled.store(false, Ordering::SeqCst);
+        // 19 of a burst of 20 left after the first take: 8 are taken ahead, held back. However
+        // slow the machine, the requests wait for that take: the test releases it.
+        let (gate, store) = gate(19, 20, BOUND);
         assert!(gate.clone().pass(from("10.0.0.1", None)).await.is_ok());
         // The take ahead is out (its slot claimed), stalled in the store.
         store.stalled.store(true, Ordering::SeqCst);
@@ -376,7 +364,7 @@ mod tests {
     async fn near_the_limit_every_request_takes_its_own_token() {
         use std::sync::atomic::Ordering;
         // Half the burst of 10 left: nothing is taken ahead.
-        let (gate, store) = gate(5);
+        let (gate, store) = gate(5, 10, HOLD);
         for _ in 0..3 {
             assert!(gate.clone().pass(from("10.0.0.1", None)).await.is_ok());
             tokio::task::yield_now().await;
