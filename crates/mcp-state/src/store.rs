@@ -17,11 +17,15 @@ const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
 
 /// [`SealedStore::restore`]: KEYS[1] the entry, KEYS[2] its mark; ARGV[1] the sealed value,
 /// ARGV[2] the time to live in milliseconds. 0 when the mark is there; else the entry is
-/// written when absent, kept for the time to live when present, and 1.
+/// written when absent, kept for at least the time to live when present (a longer one is
+/// left: `PEXPIRE … GT` is Redis 7's), and 1.
 const RESTORE: &str = r"
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local left = redis.call('PTTL', KEYS[1])
+  if left >= 0 and left < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
 end
 return 1
 ";
@@ -269,8 +273,8 @@ impl SealedStore {
     /// Writes `value` under `name` for `ttl` again, unless the mark `mark` of a
     /// [`retire`](Self::retire) is there: for a holder of the value that found it gone
     /// without its being retired (a Redis restarted empty). An entry written meanwhile by
-    /// another holder is kept as it is, for `ttl`. `false` when the mark is there (nothing is
-    /// written).
+    /// another holder is kept as it is, for at least `ttl` (one that had longer keeps it).
+    /// `false` when the mark is there (nothing is written).
     ///
     /// ```no_run
     /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {

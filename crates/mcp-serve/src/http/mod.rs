@@ -156,7 +156,9 @@ pub struct HttpOptions {
     /// A session with no request in progress (an open event stream is one) for this long is
     /// parked: closed on this replica (its handler and its tools, so an upstream's process and
     /// session end too) while its record stays in the session store
-    /// ([`shared_sessions`](Self::shared_sessions), or one in this process when none is set).
+    /// ([`shared_sessions`](Self::shared_sessions), or one in this process when none is set);
+    /// this replica keeps the record too, until it would expire, and writes it back should the
+    /// store lose it (restarted empty).
     /// Its next request restores it as a replica that does not hold it would: the handshake
     /// replayed, bound to the stored principal, its tools opened again and the promoted ones
     /// promoted again; what the closed tools held (an upstream's subscriptions, a stdio

@@ -1,8 +1,9 @@
 //! Idle sessions parked: a session with no request in progress (an open event stream is one)
 //! for [`HttpOptions::park_after`](super::HttpOptions::park_after) is closed on this replica,
-//! its record kept in the session store, so that an idle session costs its record rather than
-//! its handler, its tools and rmcp's session. Its next request restores it as a replica that
-//! does not hold a session does (the handshake replayed, bound to the stored principal).
+//! its record kept in the session store (and by the keeper, to write back should the store lose
+//! it), so that an idle session costs its record rather than its handler, its tools and rmcp's
+//! session. Its next request restores it as a replica that does not hold a session does (the
+//! handshake replayed, bound to the stored principal).
 //!
 //! Each session this replica has seen has a [`Slot`]: a lock every request of the session
 //! holds for reading until its answer is sent whole, and when it was last active. Parking

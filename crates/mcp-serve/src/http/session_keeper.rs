@@ -13,7 +13,9 @@
 //!   record's time to live extended, or found gone: ended elsewhere, or expired) and the
 //!   record last written or read, which a holder writes again when the store lost it (a
 //!   store restarted empty) rather than lose the session; a session ended is marked ended in
-//!   the store for a record's time to live, so that it is never made again.
+//!   the store for a record's time to live, so that it is never made again;
+//! - the sessions this replica parked: their records, until they would expire, written back
+//!   the same way (for the time they have left) since no request of theirs comes to check them.
 //!
 //! rmcp calls the store from the request's own task, so what the request carries (its
 //! principal; a store failure to answer for) travels in a task-local [`Exchange`], set by the
@@ -172,6 +174,19 @@ struct Held {
     /// Its record as last written or read; `None` when it has none (a store failing at its
     /// start, open, leaves it without one).
     record: Option<Arc<[u8]>>,
+    /// When its record expires unless a replica uses the session: the time to live this
+    /// replica last gave it.
+    expires: Instant,
+}
+
+/// A session parked here ([`Keeper::park`]): all that is left of it on this replica.
+#[derive(Debug)]
+struct Parked {
+    id: String,
+    /// Its record as last written or read.
+    record: Arc<[u8]>,
+    /// When its record expires, as far as this replica knows.
+    expires: Instant,
 }
 
 /// What checking a session held against the store found.
@@ -196,6 +211,9 @@ pub(crate) struct Keeper {
     every: Duration,
     /// The sessions held, by key.
     held: Mutex<HashMap<String, Held>>,
+    /// The sessions parked here, by key, until their records would expire: written back
+    /// like those held when the store lost them.
+    parked: Mutex<HashMap<String, Parked>>,
     /// Sessions ended here (`DELETE`) while the store failed, by key, with when their end
     /// no longer matters (their records would have expired): ended there once it answers.
     unended: Mutex<HashMap<String, Instant>>,
@@ -212,6 +230,7 @@ impl Keeper {
             ttl: idle + every,
             every,
             held: Mutex::default(),
+            parked: Mutex::default(),
             unended: Mutex::default(),
             restoring,
         }
@@ -239,13 +258,21 @@ impl Keeper {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn parked(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Holds session `id` (opened or restored here), its record just kept for a time to live.
     fn hold(&self, key: String, id: &str, record: Option<Arc<[u8]>>) {
+        let now = Instant::now();
+        self.parked().remove(&key);
         self.held().insert(
             key,
             Held {
                 id: id.to_owned(),
-                checked: Instant::now(),
+                checked: now,
                 record,
+                expires: now + self.ttl,
             },
         );
     }
@@ -288,7 +315,12 @@ impl Keeper {
             touched => touched,
         };
         match found {
-            Ok(true) => Checked::Live,
+            Ok(true) => {
+                if let Some(session) = self.held().get_mut(&key) {
+                    session.expires = now + self.ttl;
+                }
+                Checked::Live
+            }
             Ok(false) => {
                 self.held().remove(&key);
                 Checked::Gone
@@ -350,9 +382,60 @@ impl Keeper {
             .collect()
     }
 
-    /// The id of the session held under `key`, no longer held.
+    /// The id of the session held or parked under `key`, no longer either (it ended).
     pub(crate) fn forget(&self, key: &str) -> Option<String> {
-        self.held().remove(key).map(|session| session.id)
+        let parked = self.parked().remove(key).map(|session| session.id);
+        self.held().remove(key).map(|session| session.id).or(parked)
+    }
+
+    /// Session `id` is parked: no longer held, its record kept here until it would expire,
+    /// to be written back if the store loses it ([`write_back_parked`](Self::write_back_parked)).
+    pub(crate) fn park(&self, id: &str) {
+        let Some(key) = key_of(id) else {
+            return;
+        };
+        let Some(held) = self.held().remove(&key) else {
+            return;
+        };
+        if let Some(record) = held.record {
+            let parked = Parked {
+                id: held.id,
+                record,
+                expires: held.expires,
+            };
+            self.parked().insert(key, parked);
+        }
+    }
+
+    /// Writes back the records of the sessions parked here that the store lost, each for the
+    /// time it has left at `now` (a record there is kept, for at least as long); forgets those
+    /// ended meanwhile and those expired. `false` when the store failed for any of them (they
+    /// are tried again next time).
+    pub(crate) async fn write_back_parked(&self, now: Instant) -> bool {
+        let due: Vec<(String, Arc<[u8]>, Duration)> = {
+            let mut parked = self.parked();
+            parked.retain(|_, session| session.expires > now);
+            parked
+                .iter()
+                .map(|(key, s)| (key.clone(), s.record.clone(), s.expires - now))
+                .collect()
+        };
+        let mut all = true;
+        for (key, record, left) in due {
+            match self.shared.store().restore(&key, &record, left).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.parked().remove(&key);
+                }
+                Err(_) => all = false,
+            }
+        }
+        all
+    }
+
+    /// Forgets the parked sessions whose records have expired by `now`.
+    pub(crate) fn forget_expired_parked(&self, now: Instant) {
+        self.parked().retain(|_, session| session.expires > now);
     }
 
     /// Every session held is checked against the store at its next request.
@@ -375,10 +458,11 @@ impl Keeper {
             .collect()
     }
 
-    /// Session `id` is no longer held (this replica ended it).
+    /// Session `id` is no longer held nor parked (this replica ended it).
     pub(crate) fn release(&self, id: &str) {
         if let Some(key) = key_of(id) {
             self.held().remove(&key);
+            self.parked().remove(&key);
         }
     }
 
@@ -482,6 +566,7 @@ impl RmcpStore for Keeper {
             return Ok(());
         };
         self.held().remove(&key);
+        self.parked().remove(&key);
         match self.shared.store().end(&key, self.ttl).await {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -671,5 +756,42 @@ mod tests {
         assert!(matches!(a.check("s-1").await, Checked::Gone));
         assert!(store.get(&key_of("s-1").unwrap()).await.unwrap().is_none());
         assert!(a.shared_ids() == ["s-2"], "{:?}", a.shared_ids());
+    }
+
+    #[tokio::test]
+    async fn a_parked_record_the_store_lost_is_written_back_until_it_expires_or_ends() {
+        let store = Arc::new(InProcessSessions::default());
+        let a = keeper(&store, Duration::from_secs(10));
+        let alice = Principal::new("alice");
+        for id in ["s-1", "s-2", "s-3"] {
+            Exchange::new(Some(alice.clone()))
+                .scope(a.store(id, &state()))
+                .await
+                .unwrap();
+            a.park(id);
+        }
+        assert!(a.shared_ids().is_empty(), "parked sessions are not held");
+        // s-2 is restored on B, s-3 ended there (A hears it); then the store restarts empty.
+        let b = keeper(&store, Duration::from_secs(10));
+        assert!(b.load("s-2").await.unwrap().is_some());
+        b.delete("s-3").await.unwrap();
+        assert_eq!(a.forget(&key_of("s-3").unwrap()).as_deref(), Some("s-3"));
+        store.clear();
+        // What the store lost comes back from A, bound to its principal.
+        assert!(a.write_back_parked(Instant::now()).await);
+        assert!(b.load("s-1").await.unwrap().is_some(), "written back");
+        assert_eq!(b.restoring.take("s-1").unwrap().principal, Some(alice));
+        assert!(
+            b.load("s-3").await.unwrap().is_none(),
+            "ended: not made again"
+        );
+        // Restored here: held again, no longer parked.
+        assert!(a.load("s-2").await.unwrap().is_some());
+        assert_eq!(a.shared_ids(), ["s-2"]);
+        // For the time it had left: once that passes, nothing more is written.
+        store.clear();
+        assert!(a.write_back_parked(Instant::now() + a.ttl()).await);
+        assert!(store.get(&key_of("s-1").unwrap()).await.unwrap().is_none());
+        assert!(a.parked.lock().unwrap().is_empty(), "expired: forgotten");
     }
 }

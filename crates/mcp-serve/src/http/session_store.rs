@@ -79,10 +79,11 @@ pub trait SessionStore: Send + Sync + 'static {
     /// ([`SessionNotice::Ended`]).
     async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError>;
 
-    /// Writes `record` under `key` for `ttl` again, for a replica that holds the session and
-    /// found its record gone although nobody ended it (a store restarted empty), unless the
-    /// session was [ended](Self::end) within its `ttl`. A record another replica wrote
-    /// meanwhile is kept, for `ttl`. `true` when the session goes on, `false` when it ended.
+    /// Writes `record` under `key` for `ttl` again, for a replica that holds (or parked) the
+    /// session and found its record gone although nobody ended it (a store restarted empty),
+    /// unless the session was [ended](Self::end) within its `ttl`. A record another replica
+    /// wrote meanwhile is kept, for at least `ttl` (a longer time it had left stays). `true`
+    /// when the session goes on, `false` when it ended.
     async fn restore(&self, key: &str, record: &[u8], ttl: Duration) -> Result<bool, StoreError>;
 
     /// The notices of sessions ended, from now on.
@@ -215,7 +216,7 @@ impl SessionStore for InProcessSessions {
             return Ok(false);
         }
         match records.live.get_mut(key) {
-            Some((_, until)) if *until > now => *until = now + ttl,
+            Some((_, until)) if *until > now => *until = (*until).max(now + ttl),
             _ => {
                 records
                     .live

@@ -13,15 +13,15 @@
 //! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
 //! empty) make it, in a task of its own, first end in the store the sessions this replica
 //! could not end there meanwhile, then check every session held against it ([`WRITE_BACKS`] at
-//! a time), once a second until every check went through, so that a record the store lost is
-//! written again and a session ended meanwhile is dropped. From the notice until [`RECOVERY`]
+//! a time) and write back those it parked, once a second until every check went through, so
+//! that a record the store lost is written again and a session ended meanwhile is dropped. From the notice until [`RECOVERY`]
 //! after that (at most [`RECOVERY_MAX`]), a session this replica does not hold and finds no
 //! record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
 //! written it again yet. A replica that only fell behind the notices checks its sessions at
 //! their next request instead.
 //! Every interval it also ends in the store what it could not end there before, forgets the
-//! sessions this replica no longer has (ended by their idle timeout), and parks the sessions
-//! idle for `park_after` ([`Parking`]).
+//! sessions this replica no longer has (ended by their idle timeout) and the parked ones whose
+//! records expired, and parks the sessions idle for `park_after` ([`Parking`]).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -111,7 +111,7 @@ impl Sessions {
             return;
         };
         for parked in parking.due(Instant::now(), self.keeper.ttl()) {
-            self.keeper.release(&parked.id);
+            self.keeper.park(&parked.id);
             self.drop_here(&parked.id).await;
             tracing::debug!(session = %parked.id, "idle session parked");
         }
@@ -178,6 +178,8 @@ impl Sessions {
                 Err(_) => done = false,
             }
         }
+        // The sessions parked here, which no request will check.
+        done &= self.keeper.write_back_parked(Instant::now()).await;
         if done && let Some((_, finished)) = self.recovery().as_mut() {
             *finished = Some(Instant::now());
         }
@@ -330,6 +332,7 @@ impl Sessions {
                     _ = sweep.tick() => {
                         // An end the store failed to take, tried again (not only after a cut).
                         self.keeper.end_unended().await;
+                        self.keeper.forget_expired_parked(Instant::now());
                         for id in self.keeper.stale() {
                             if !self.manager.has_session(&id.as_str().into()).await.unwrap_or(true) {
                                 self.keeper.release(&id);

@@ -466,6 +466,45 @@ async fn a_session_the_store_lost_is_written_back_by_its_only_holder() {
     );
 }
 
+/// A parked session keeps nothing on its replica but its record, which the store alone held:
+/// when the store loses it (restarted empty), the replica that parked the session writes it
+/// back, and the session goes on, on any replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_session_the_store_lost_is_written_back_by_the_replica_that_parked_it() {
+    let sessions = Arc::new(InProcessSessions::default());
+    let store: Arc<dyn SessionStore> = sessions.clone();
+    let idle = || HttpOptions::default().with_session_idle_timeout(Duration::from_secs(600));
+    let parking = idle().with_park_after(Duration::from_millis(300));
+    let a = Replica::start(store.clone(), OnStoreError::Closed, parking).await;
+    let b = Replica::start(store.clone(), OnStoreError::Closed, idle()).await;
+    let session = open(&a, None).await;
+    let key = key_of(&session);
+    until(
+        "A parks the session (its tools closed)",
+        Duration::from_secs(10),
+        async || a.opened.open() == 0,
+    )
+    .await;
+    sessions.clear();
+    until(
+        "A writes the parked session's record back",
+        Duration::from_secs(10),
+        async || sessions.get(&key).await.unwrap().is_some(),
+    )
+    .await;
+    let called = message(&call(&b, &session, None).await);
+    assert_eq!(
+        called["result"]["structuredContent"],
+        json!({"sum": 3.0}),
+        "{called}"
+    );
+    assert_eq!(
+        a.opened.subjects(),
+        b.opened.subjects(),
+        "the same principal"
+    );
+}
+
 /// A `DELETE` the store could not take (open: the client was answered) is ended there once
 /// it answers again, before any holder writes the session back: it stays ended everywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

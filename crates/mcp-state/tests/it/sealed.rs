@@ -274,6 +274,11 @@ async fn a_value_gone_is_restored_unless_it_was_retired() {
     );
     let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:s")).await;
     assert!((2_001..=60_000).contains(&pttl), "PTTL {pttl}");
+    // A restore for less time than is left shortens nothing.
+    let shorter = store.restore("session:s", b"v2", Duration::from_secs(5), "ended:s");
+    assert!(bounded(shorter).await.unwrap());
+    let kept: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:s")).await;
+    assert!((5_001..=pttl).contains(&kept), "PTTL {kept}, {pttl} before");
     // Retired: gone, its mark kept for the TTL, and never made again while the mark lasts.
     assert!(
         bounded(store.retire("session:s", "ended:s", ttl))
