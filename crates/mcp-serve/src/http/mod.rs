@@ -157,8 +157,8 @@ pub struct HttpOptions {
     /// parked: closed on this replica (its handler and its tools, so an upstream's process and
     /// session end too) while its record stays in the session store
     /// ([`shared_sessions`](Self::shared_sessions), or one in this process when none is set);
-    /// this replica keeps the record too, until it would expire, and writes it back should the
-    /// store lose it (restarted empty).
+    /// with a shared store, this replica keeps the record too, until it would expire, and
+    /// writes it back should the store lose it (restarted empty).
     /// Its next request restores it as a replica that does not hold it would: the handshake
     /// replayed, bound to the stored principal, its tools opened again and the promoted ones
     /// promoted again; what the closed tools held (an upstream's subscriptions, a stdio
@@ -512,12 +512,18 @@ impl ToolServer {
                 SharedSessions::new(Arc::new(InProcessSessions::default()), OnStoreError::Closed)
             })
         });
+        let in_process = options.shared_sessions.is_none();
         let kept = store.map(|store| {
-            let keeper = Arc::new(session_keeper::Keeper::new(
+            let keeper = session_keeper::Keeper::new(
                 store,
                 options.session_idle_timeout,
                 shared.restoring.clone(),
-            ));
+            );
+            let keeper = Arc::new(if in_process {
+                keeper.keeping_no_parked()
+            } else {
+                keeper
+            });
             config.session_store = Some(keeper.clone());
             let _ = shared.records.set(keeper.clone());
             let parking = options.park_after.map(park::Parking::new);

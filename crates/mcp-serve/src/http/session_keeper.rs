@@ -214,6 +214,8 @@ pub(crate) struct Keeper {
     /// The sessions parked here, by key, until their records would expire: written back
     /// like those held when the store lost them.
     parked: Mutex<HashMap<String, Parked>>,
+    /// Whether parked sessions' records are kept here: not for a store that cannot lose them.
+    keeps_parked: bool,
     /// Sessions ended here (`DELETE`) while the store failed, by key, with when their end
     /// no longer matters (their records would have expired): ended there once it answers.
     unended: Mutex<HashMap<String, Instant>>,
@@ -231,9 +233,17 @@ impl Keeper {
             every,
             held: Mutex::default(),
             parked: Mutex::default(),
+            keeps_parked: true,
             unended: Mutex::default(),
             restoring,
         }
+    }
+
+    /// The keeper of sessions in a store that cannot lose them (one in this process): no copy
+    /// of a parked session's record is kept to write back.
+    pub(crate) fn keeping_no_parked(mut self) -> Self {
+        self.keeps_parked = false;
+        self
     }
 
     /// How long a record lives after its session was last checked.
@@ -397,7 +407,7 @@ impl Keeper {
         let Some(held) = self.held().remove(&key) else {
             return;
         };
-        if let Some(record) = held.record {
+        if let Some(record) = held.record.filter(|_| self.keeps_parked) {
             let parked = Parked {
                 id: held.id,
                 record,
