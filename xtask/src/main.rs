@@ -178,8 +178,19 @@ fn test(extra: &[String]) -> Result<()> {
     leaks::check(&peers::root(), &before)?;
     eprintln!("leak check: no process started by the test suite is alive");
     eprintln!("cargo xtask test: {}", minutes(started));
+    if started.elapsed() > TEST_BUDGET {
+        // Said, not failed: a loaded machine stretches every test alike (compare the steps'
+        // times above with an earlier run's before looking for a slow test).
+        eprintln!(
+            "cargo xtask test: over its budget of {} minutes",
+            TEST_BUDGET.as_secs() / 60
+        );
+    }
     Ok(())
 }
+
+/// How long `cargo xtask test` on a bare clone should take at most, peers and build included.
+const TEST_BUDGET: std::time::Duration = std::time::Duration::from_secs(20 * 60);
 
 /// How many tests run at once: twice the cores, at most 16. About a third of a test's time is
 /// spent waiting on its peers' processes, sockets and timers (on 2 cores the suite kept them
