@@ -24,6 +24,11 @@
 //!   replica's session of the shared upstream);
 //!   failed calls and sessions the clients had to initialise again (target 0 each), and the
 //!   wall time per call against the same sessions on the single replica, in rounds as `load`.
+//! - `load.cpu_ticks` and `sessions.cpu_ticks`: where each load's CPU went, part by part (the
+//!   replicas, nginx, Redis, the upstream, this process's clients; 10 ms ticks from
+//!   `/proc/<pid>/stat`, median over the rounds) through the fleet and through the single
+//!   replica, and the median ratio of the totals: on a machine the load keeps busy, the
+//!   wall-time ratio is this one, and the parts say what it is made of.
 //! - `sequential`: rounds of 200 sequential calls by one client on each path, back to back in
 //!   rotating order: the median per call and the median of the per-round ratios (target
 //!   ≤ 1.15×: the balancer's hop and a Redis round trip per request on top of a replica). Two
@@ -45,6 +50,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::bench::{median, run_paired, runtime};
+use integration_tests::fleet::cpu::Ticks;
 use integration_tests::fleet::{
     Client, Fleet, FleetOptions, Load, LoadReport, Protocol, Replica, check_rate_limit,
     gateway_config,
@@ -134,21 +140,48 @@ async fn measure(sizes: &Sizes) -> Value {
             .with_clients(sizes.sessions, sizes.calls_per_session)
             .with_in_flight(sizes.in_flight)
     };
+    // The processes whose CPU each path's load spends (the upstream and this process, the
+    // clients', are on both).
+    let upstream = fleet.upstream.as_ref().map_or(0, |u| u.pid());
+    let mut fleet_parts: Vec<(&str, u32)> = fleet
+        .replicas
+        .iter()
+        .map(|r| ("replicas", r.pid()))
+        .collect();
+    fleet_parts.extend([("balancer", fleet.lb.pid()), ("redis", fleet.redis.pid())]);
+    let shared_parts = [("upstream", upstream), ("clients", std::process::id())];
+    fleet_parts.extend(shared_parts);
+    let single_parts = [("replica", single.pid()), shared_parts[0], shared_parts[1]];
+    let spending = async |parts: &[(&str, u32)], url: &str, protocol: Protocol| {
+        let before = Ticks::of(parts);
+        let report = load(url, protocol).run().await;
+        (report, Ticks::of(parts).since(&before))
+    };
     let mut loads = Vec::new();
     for protocol in [Protocol::Stateless, Protocol::Session] {
         let mut rounds = Vec::new();
+        let mut ticks = Vec::new();
         for round in 0..sizes.load_rounds {
             // Each round runs both, the one that went first last time going second.
             let (through_fleet, through_single) = if round % 2 == 0 {
-                let through_fleet = load(&fleet.url(), protocol).run().await;
-                (through_fleet, load(&single.url(), protocol).run().await)
+                let through_fleet = spending(&fleet_parts, &fleet.url(), protocol).await;
+                (
+                    through_fleet,
+                    spending(&single_parts, &single.url(), protocol).await,
+                )
             } else {
-                let through_single = load(&single.url(), protocol).run().await;
-                (load(&fleet.url(), protocol).run().await, through_single)
+                let through_single = spending(&single_parts, &single.url(), protocol).await;
+                (
+                    spending(&fleet_parts, &fleet.url(), protocol).await,
+                    through_single,
+                )
             };
-            rounds.push((through_fleet, through_single));
+            rounds.push((through_fleet.0, through_single.0));
+            ticks.push((through_fleet.1, through_single.1));
         }
-        loads.push(load_figures(sizes, &rounds));
+        let mut figures = load_figures(sizes, &rounds);
+        figures["cpu_ticks"] = cpu_figures(&ticks);
+        loads.push(figures);
     }
     let sessions_figures = loads.pop().unwrap_or_default();
     let load_figures = loads.pop().unwrap_or_default();
@@ -220,6 +253,38 @@ fn load_figures(sizes: &Sizes, rounds: &[(LoadReport, LoadReport)]) -> Value {
         "single_us_per_call": round(median(rounds.iter().map(|(_, s)| per_call_us(s)).collect()), 1),
         "round_ratios": ratios.iter().map(|r| round(*r, 3)).collect::<Vec<_>>(),
         "ratio": round(median(ratios), 3),
+    })
+}
+
+/// Where each round's CPU went, through the fleet and through the single replica: the median
+/// ticks of each part over the rounds, and the median of the per-round ratios of the totals
+/// (the load is CPU-bound on a small machine: this ratio is what its wall-time ratio is made
+/// of, part by part).
+fn cpu_figures(rounds: &[(Ticks, Ticks)]) -> Value {
+    let medians = |side: fn(&(Ticks, Ticks)) -> &Ticks| -> Value {
+        let Some(first) = rounds.first() else {
+            return json!({});
+        };
+        let mut parts: Map<String, Value> = side(first)
+            .parts()
+            .map(|(part, _)| {
+                let ticks = rounds.iter().map(|r| side(r).get(part) as f64).collect();
+                (part.to_owned(), json!(median(ticks)))
+            })
+            .collect();
+        let totals = rounds.iter().map(|r| side(r).total() as f64).collect();
+        parts.insert("total".into(), json!(median(totals)));
+        Value::Object(parts)
+    };
+    let ratios = rounds
+        .iter()
+        .filter(|(_, single)| single.total() > 0)
+        .map(|(fleet, single)| fleet.total() as f64 / single.total() as f64)
+        .collect();
+    json!({
+        "fleet": medians(|r| &r.0),
+        "single": medians(|r| &r.1),
+        "total_ratio": round(median(ratios), 3),
     })
 }
 

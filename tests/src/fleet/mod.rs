@@ -13,6 +13,7 @@
 //!   [`Protocol::Session`] 2025-11-25 sessions) and keeps every call's outcome and times;
 //!   [`Load::run_until`] keeps going until stopped, for faults injected meanwhile.
 //! - [`check_rate_limit`] sends requests faster than a limit and counts what got through.
+//! - [`cpu::Ticks`] reads the CPU time each process of a fleet spent over a load.
 //! - For state shared beyond the rate limit ([`FleetOptions::with_seal_key`]):
 //!   [`Protocol::Session`] clients with [`LoadReport::renewals`] (a session that outlives its
 //!   replica is never initialised again) and [`LoadReport::fresh_clients`]; an upstream that
@@ -30,6 +31,7 @@
 //! # }
 //! ```
 
+pub mod cpu;
 mod load;
 mod rate;
 mod replica;

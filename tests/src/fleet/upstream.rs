@@ -83,6 +83,11 @@ impl Upstream {
         &self.url
     }
 
+    /// The server's process id (0 once it has been waited for).
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
     /// Stops the server: closes its stdin and waits for it to exit (killed after 10 s).
     pub async fn stop(mut self) {
         drop(self.stdin.take());
