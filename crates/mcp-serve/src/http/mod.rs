@@ -43,6 +43,7 @@ mod one_body;
 mod origin;
 mod params;
 mod park;
+mod parked_records;
 mod route;
 mod session_keeper;
 mod session_store;
@@ -157,8 +158,9 @@ pub struct HttpOptions {
     /// parked: closed on this replica (its handler and its tools, so an upstream's process and
     /// session end too) while its record stays in the session store
     /// ([`shared_sessions`](Self::shared_sessions), or one in this process when none is set);
-    /// with a shared store, this replica keeps the record too, until it would expire, and
-    /// writes it back should the store lose it (restarted empty).
+    /// with a shared store, this replica keeps the record too (at most 64 MiB of parked
+    /// records), until it would expire, and writes it back should the store lose it
+    /// (restarted empty).
     /// Its next request restores it as a replica that does not hold it would: the handshake
     /// replayed, bound to the stored principal, its tools opened again and the promoted ones
     /// promoted again; what the closed tools held (an upstream's subscriptions, a stdio

@@ -37,6 +37,7 @@ use rmcp::transport::streamable_http_server::session::{
 use serde::{Deserialize, Serialize};
 
 use super::limit_store::{OnStoreError, StoreError};
+use super::parked_records::{Due, ParkedRecords};
 use super::session_store::SharedSessions;
 use crate::restore::{Records, Restored, Restoring, digest};
 
@@ -179,16 +180,6 @@ struct Held {
     expires: Instant,
 }
 
-/// A session parked here ([`Keeper::park`]): all that is left of it on this replica.
-#[derive(Debug)]
-struct Parked {
-    id: String,
-    /// Its record as last written or read.
-    record: Arc<[u8]>,
-    /// When its record expires, as far as this replica knows.
-    expires: Instant,
-}
-
 /// What checking a session held against the store found.
 #[derive(Debug)]
 pub(crate) enum Checked {
@@ -211,9 +202,9 @@ pub(crate) struct Keeper {
     every: Duration,
     /// The sessions held, by key.
     held: Mutex<HashMap<String, Held>>,
-    /// The sessions parked here, by key, until their records would expire: written back
-    /// like those held when the store lost them.
-    parked: Mutex<HashMap<String, Parked>>,
+    /// The records of the sessions parked here, until they would expire: written back like
+    /// those held when the store lost them.
+    parked: Mutex<ParkedRecords>,
     /// Whether parked sessions' records are kept here: not for a store that cannot lose them.
     keeps_parked: bool,
     /// Sessions ended here (`DELETE`) while the store failed, by key, with when their end
@@ -268,7 +259,7 @@ impl Keeper {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn parked(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
+    fn parked(&self) -> MutexGuard<'_, ParkedRecords> {
         self.parked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -333,6 +324,8 @@ impl Keeper {
             }
             Ok(false) => {
                 self.held().remove(&key);
+                // Parked meanwhile: its copy is not written back either.
+                self.parked().remove(&key);
                 Checked::Gone
             }
             Err(error) => {
@@ -394,7 +387,7 @@ impl Keeper {
 
     /// The id of the session held or parked under `key`, no longer either (it ended).
     pub(crate) fn forget(&self, key: &str) -> Option<String> {
-        let parked = self.parked().remove(key).map(|session| session.id);
+        let parked = self.parked().remove(key);
         self.held().remove(key).map(|session| session.id).or(parked)
     }
 
@@ -408,44 +401,47 @@ impl Keeper {
             return;
         };
         if let Some(record) = held.record.filter(|_| self.keeps_parked) {
-            let parked = Parked {
-                id: held.id,
-                record,
-                expires: held.expires,
-            };
-            self.parked().insert(key, parked);
+            self.parked().insert(key, held.id, record, held.expires);
         }
     }
 
-    /// Writes back the records of the sessions parked here that the store lost, each for the
-    /// time it has left at `now` (a record there is kept, for at least as long); forgets those
-    /// ended meanwhile and those expired. `false` when the store failed for any of them (they
-    /// are tried again next time).
-    pub(crate) async fn write_back_parked(&self, now: Instant) -> bool {
-        let due: Vec<(String, Arc<[u8]>, Duration)> = {
-            let mut parked = self.parked();
-            parked.retain(|_, session| session.expires > now);
-            parked
-                .iter()
-                .map(|(key, s)| (key.clone(), s.record.clone(), s.expires - now))
-                .collect()
-        };
-        let mut all = true;
-        for (key, record, left) in due {
-            match self.shared.store().restore(&key, &record, left).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.parked().remove(&key);
-                }
-                Err(_) => all = false,
-            }
+    /// The records of the sessions parked here, with the time each has left at `now`, for
+    /// [`write_back_parked`](Self::write_back_parked); those expired are forgotten.
+    pub(crate) fn parked_due(&self, now: Instant) -> Vec<Due> {
+        self.parked().due(now)
+    }
+
+    /// Writes back the `record` of the session parked here under `key` if the store lost it,
+    /// for the time `left` it has (a record there is kept, for at least as long); forgets it
+    /// when the session was ended meanwhile.
+    pub(crate) async fn write_back_parked(
+        &self,
+        key: &str,
+        record: &[u8],
+        left: Duration,
+    ) -> Result<(), StoreError> {
+        if !self.shared.store().restore(key, record, left).await? {
+            self.parked().remove(key);
         }
-        all
+        Ok(())
     }
 
     /// Forgets the parked sessions whose records have expired by `now`.
     pub(crate) fn forget_expired_parked(&self, now: Instant) {
-        self.parked().retain(|_, session| session.expires > now);
+        self.parked().forget_expired(now);
+    }
+
+    /// The record of the session parked here under `key`, which the store lost, written back
+    /// first: `None` when it was not parked here, has expired, or was ended.
+    async fn restore_parked(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some((record, left)) = self.parked().get(key, Instant::now()) else {
+            return Ok(None);
+        };
+        if !self.shared.store().restore(key, &record, left).await? {
+            self.parked().remove(key);
+            return Ok(None);
+        }
+        Ok(Some(record.to_vec()))
     }
 
     /// Every session held is checked against the store at its next request.
@@ -507,10 +503,14 @@ impl RmcpStore for Keeper {
         };
         let bytes = match self.shared.store().get(&key).await {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                Exchange::note_missing();
-                return Ok(None);
-            }
+            Ok(None) => match self.restore_parked(&key).await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => {
+                    Exchange::note_missing();
+                    return Ok(None);
+                }
+                Err(error) => return self.failed(error).map_or(Ok(None), Err),
+            },
             Err(error) => return self.failed(error).map_or(Ok(None), Err),
         };
         let record = match serde_json::from_slice::<Record>(&bytes) {
@@ -768,12 +768,68 @@ mod tests {
         assert!(a.shared_ids() == ["s-2"], "{:?}", a.shared_ids());
     }
 
+    /// A store that tells the times to live it was asked to restore records for.
+    struct Restores {
+        inner: Arc<InProcessSessions>,
+        ttls: Mutex<Vec<(String, Duration)>>,
+    }
+
+    #[async_trait]
+    impl SessionStore for Restores {
+        async fn put(&self, key: &str, record: &[u8], ttl: Duration) -> Result<(), StoreError> {
+            self.inner.put(key, record, ttl).await
+        }
+        async fn replace(
+            &self,
+            key: &str,
+            record: &[u8],
+            ttl: Duration,
+        ) -> Result<bool, StoreError> {
+            self.inner.replace(key, record, ttl).await
+        }
+        async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.get(key).await
+        }
+        async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+            self.inner.touch(key, ttl).await
+        }
+        async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
+            self.inner.end(key, ttl).await
+        }
+        async fn restore(
+            &self,
+            key: &str,
+            record: &[u8],
+            ttl: Duration,
+        ) -> Result<bool, StoreError> {
+            self.ttls.lock().unwrap().push((key.to_owned(), ttl));
+            self.inner.restore(key, record, ttl).await
+        }
+        fn notices(
+            &self,
+        ) -> tokio::sync::broadcast::Receiver<super::super::session_store::SessionNotice> {
+            self.inner.notices()
+        }
+    }
+
+    /// Writes back every record `keeper` parked, as at `now`.
+    async fn write_back_all(keeper: &Keeper, now: Instant) {
+        for (key, record, left) in keeper.parked_due(now) {
+            keeper.write_back_parked(&key, &record, left).await.unwrap();
+        }
+    }
+
     #[tokio::test]
-    async fn a_parked_record_the_store_lost_is_written_back_until_it_expires_or_ends() {
+    async fn a_parked_record_is_written_back_for_the_time_it_has_left_unless_ended() {
         let store = Arc::new(InProcessSessions::default());
-        let a = keeper(&store, Duration::from_secs(10));
+        let restores = Arc::new(Restores {
+            inner: store.clone(),
+            ttls: Mutex::default(),
+        });
+        let shared = SharedSessions::new(restores.clone(), OnStoreError::Closed);
+        let a = Keeper::new(shared, Duration::from_secs(10), Arc::default());
         let alice = Principal::new("alice");
-        for id in ["s-1", "s-2", "s-3"] {
+        for id in ["s-1", "s-2", "s-3", "s-4"] {
             Exchange::new(Some(alice.clone()))
                 .scope(a.store(id, &state()))
                 .await
@@ -781,27 +837,49 @@ mod tests {
             a.park(id);
         }
         assert!(a.shared_ids().is_empty(), "parked sessions are not held");
-        // s-2 is restored on B, s-3 ended there (A hears it); then the store restarts empty.
+        // On B: s-2 restored, s-3 ended (A hears it), s-4 ended (A does not).
         let b = keeper(&store, Duration::from_secs(10));
         assert!(b.load("s-2").await.unwrap().is_some());
         b.delete("s-3").await.unwrap();
         assert_eq!(a.forget(&key_of("s-3").unwrap()).as_deref(), Some("s-3"));
+        b.delete("s-4").await.unwrap();
+        write_back_all(&a, Instant::now()).await;
+        assert_eq!(a.parked().len(), 2, "s-4's end stands: its copy is dropped");
+        assert!(b.load("s-4").await.unwrap().is_none(), "not made again");
+
+        // The store restarts empty: A writes s-1 back, bound to its principal, for the time
+        // it has left (here as if 4 s later).
         store.clear();
-        // What the store lost comes back from A, bound to its principal.
-        assert!(a.write_back_parked(Instant::now()).await);
+        restores.ttls.lock().unwrap().clear();
+        write_back_all(&a, Instant::now() + Duration::from_secs(4)).await;
+        let s1 = key_of("s-1").unwrap();
+        let ttls = restores.ttls.lock().unwrap().clone();
+        let (_, left) = ttls.iter().find(|(key, _)| *key == s1).unwrap();
+        assert!(*left <= a.ttl() - Duration::from_secs(4), "{left:?}");
         assert!(b.load("s-1").await.unwrap().is_some(), "written back");
         assert_eq!(b.restoring.take("s-1").unwrap().principal, Some(alice));
-        assert!(
-            b.load("s-3").await.unwrap().is_none(),
-            "ended: not made again"
-        );
-        // Restored here: held again, no longer parked.
-        assert!(a.load("s-2").await.unwrap().is_some());
-        assert_eq!(a.shared_ids(), ["s-2"]);
-        // For the time it had left: once that passes, nothing more is written.
+
+        // Lost again, and asked for here before any write-back: served from the copy, which
+        // is written back first; the session is held here again, no longer parked.
         store.clear();
-        assert!(a.write_back_parked(Instant::now() + a.ttl()).await);
-        assert!(store.get(&key_of("s-1").unwrap()).await.unwrap().is_none());
-        assert!(a.parked.lock().unwrap().is_empty(), "expired: forgotten");
+        assert!(a.load("s-1").await.unwrap().is_some());
+        assert!(store.get(&s1).await.unwrap().is_some());
+        assert_eq!(a.shared_ids(), ["s-1"]);
+        assert_eq!(a.parked().len(), 1);
+
+        // Past the time it had left, nothing more is written, and the copy is forgotten.
+        store.clear();
+        write_back_all(&a, Instant::now() + a.ttl()).await;
+        assert!(store.get(&key_of("s-2").unwrap()).await.unwrap().is_none());
+        assert_eq!(a.parked().len(), 0);
+
+        // A store that cannot lose records (this process's own): no copy kept.
+        let c = keeper(&store, Duration::from_secs(10)).keeping_no_parked();
+        Exchange::new(None)
+            .scope(c.store("s-5", &state()))
+            .await
+            .unwrap();
+        c.park("s-5");
+        assert_eq!(c.parked().len(), 0);
     }
 }

@@ -313,4 +313,21 @@ mod tests {
         assert!(store.touch("b", Duration::from_secs(60)).await.unwrap());
         assert_eq!(store.get("b").await.unwrap().as_deref(), Some(&b"2"[..]));
     }
+
+    #[tokio::test]
+    async fn a_restore_for_less_time_than_a_record_has_left_shortens_nothing() {
+        let store = InProcessSessions::default();
+        store.put("a", b"1", Duration::from_secs(60)).await.unwrap();
+        assert!(
+            store
+                .restore("a", b"2", Duration::from_millis(1))
+                .await
+                .unwrap()
+        );
+        let shorter = Instant::now() + Duration::from_millis(1);
+        while Instant::now() <= shorter {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.get("a").await.unwrap().as_deref(), Some(&b"1"[..]));
+    }
 }

@@ -11,14 +11,14 @@
 //!
 //! The listener drops a session held here as soon as another replica announces its end
 //! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
-//! empty) make it, in a task of its own, first end in the store the sessions this replica
-//! could not end there meanwhile, then check every session held against it ([`WRITE_BACKS`] at
-//! a time) and write back those it parked, once a second until every check went through, so
-//! that a record the store lost is written again and a session ended meanwhile is dropped. From the notice until [`RECOVERY`]
-//! after that (at most [`RECOVERY_MAX`]), a session this replica does not hold and finds no
-//! record of is answered `503` (`Retry-After: 1`) rather than `404`: its holder may not have
-//! written it again yet. A replica that only fell behind the notices checks its sessions at
-//! their next request instead.
+//! empty), or notices this listener fell behind (the one saying so may be among them), make
+//! it, in a task of its own, first end in the store the sessions this replica could not end
+//! there meanwhile, then check every session held against it and write back the records of
+//! those it parked ([`WRITE_BACKS`] at a time), once a second until all of it went through, so
+//! that a record the store lost is written again and a session ended meanwhile is dropped.
+//! From the notice until [`RECOVERY`] after that (at most [`RECOVERY_MAX`]), a session this
+//! replica does not hold and finds no record of is answered `503` (`Retry-After: 1`) rather
+//! than `404`: its holder may not have written it again yet.
 //! Every interval it also ends in the store what it could not end there before, forgets the
 //! sessions this replica no longer has (ended by their idle timeout) and the parked ones whose
 //! records expired, and parks the sessions idle for `park_after` ([`Parking`]).
@@ -178,8 +178,37 @@ impl Sessions {
                 Err(_) => done = false,
             }
         }
-        // The sessions parked here, which no request will check.
-        done &= self.keeper.write_back_parked(Instant::now()).await;
+        // The sessions parked here, which no request will check; after a failure, the rest
+        // wait for the next time rather than each wait for the store.
+        let mut parked = self.keeper.parked_due(Instant::now()).into_iter();
+        let mut writes = tokio::task::JoinSet::new();
+        let mut failed = false;
+        loop {
+            while !failed
+                && writes.len() < WRITE_BACKS
+                && let Some((key, record, left)) = parked.next()
+            {
+                let sessions = self.clone();
+                writes.spawn(async move {
+                    sessions.keeper.write_back_parked(&key, &record, left).await
+                });
+            }
+            let Some(written) = writes.join_next().await else {
+                break;
+            };
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    if !failed {
+                        self.failures
+                            .note(&error, self.keeper.on_error(), Instant::now());
+                    }
+                    failed = true;
+                }
+                Err(_) => failed = true,
+            }
+        }
+        done &= !failed;
         if done && let Some((_, finished)) = self.recovery().as_mut() {
             *finished = Some(Instant::now());
         }
@@ -306,7 +335,9 @@ impl Sessions {
                                 self.drop_here(&id).await;
                             }
                         }
-                        Ok(SessionNotice::Missed) => {
+                        // Fallen behind the notices, this one among those lost may have said
+                        // the store lost its records: the same as hearing it.
+                        Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_)) => {
                             self.keeper.recheck_all();
                             self.begin_recovery();
                             missed_meanwhile |= writing.0.is_some();
@@ -315,7 +346,6 @@ impl Sessions {
                                 retry.reset_immediately();
                             }
                         }
-                        Err(RecvError::Lagged(_)) => self.keeper.recheck_all(),
                         // The store hears nothing more: each session is still checked once
                         // per interval.
                         Err(RecvError::Closed) => hearing = false,
