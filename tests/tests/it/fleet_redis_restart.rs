@@ -1,11 +1,15 @@
 //! The fleet's Redis killed and started again (empty) while clients call through the
 //! balancer: no call hangs; under `on_error = "closed"` calls are refused while it is down
 //! and answered again within 5 s of its return; under `"open"` none fails at all. 2025-11-25
-//! sessions shared through it go on: the replicas holding them write their records again.
+//! sessions shared through it go on: the replicas holding them write their records again, and
+//! the replica that parked one writes its record back too.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use integration_tests::fleet::{Fleet, FleetOptions, Load, LoadReport, Outcome, Protocol};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// How long after Redis is back every call must be answered again.
 const RESUME: Duration = Duration::from_secs(5);
@@ -194,4 +198,108 @@ async fn sessions_go_on_when_redis_restarts_empty() {
     let report = &restart.report;
     assert_eq!(report.renewals, 0, "{}", report.sample_failures());
     assert_eq!(report.fresh_clients, 0, "{}", report.sample_failures());
+}
+
+/// One POST of `body` to `/mcp` at `addr` in `session` (if any), the connection closed after:
+/// its status, its `Mcp-Session-Id` and its body.
+async fn post(
+    addr: SocketAddr,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(session) = session {
+        head.push_str(&format!(
+            "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+        ));
+    }
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .expect("connect to the balancer");
+        let request = format!("{head}\r\n{body}");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut answer = Vec::new();
+        stream
+            .read_to_end(&mut answer)
+            .await
+            .expect("read the answer");
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    let answer = tokio::time::timeout(CALL_BOUND, exchange)
+        .await
+        .expect("an answer within the bound");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let session = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    (status, session, body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_session_goes_on_when_redis_restarts_empty() {
+    // One replica, which parks the session: after the restart nobody holds it, and only the
+    // replica's copy of its record can bring it back.
+    let Some(mut fleet) = Fleet::start(
+        FleetOptions::default()
+            .with_replicas(1)
+            .with_seal_key(SEAL)
+            .with_serve("park_idle_sessions_seconds = 0.3")
+            .with_env("RUST_LOG", "mcp_serve=debug"),
+    )
+    .await
+    else {
+        return;
+    };
+    let addr = fleet.lb.addr();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},
+        "clientInfo":{"name":"parked","version":"1"}}}"#;
+    let (status, session, body) = post(addr, None, initialize).await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (status, _, body) = post(addr, Some(&session), initialized).await;
+    assert_eq!(status, 202, "{body}");
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call",
+        "params":{"name":"kit__echo","arguments":{"n":1}}}"#;
+    let (status, _, body) = post(addr, Some(&session), call).await;
+    assert_eq!(status, 200, "{body}");
+    let parked = Instant::now();
+    while !fleet.replicas[0].stderr().contains("idle session parked") {
+        assert!(
+            parked.elapsed() < Duration::from_secs(20),
+            "the session was not parked: {}",
+            fleet.replicas[0].stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fleet.redis.restart().await;
+    // Answered `503` while the replica writes back, never `404`.
+    let back = Instant::now();
+    let mut statuses = Vec::new();
+    loop {
+        let (status, _, body) = post(addr, Some(&session), call).await;
+        statuses.push(status);
+        if status == 200 {
+            assert!(body.contains(r#""n":1"#), "{body}");
+            break;
+        }
+        assert!(
+            status == 503 && back.elapsed() < RESUME,
+            "{statuses:?}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
