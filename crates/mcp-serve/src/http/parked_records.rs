@@ -1,9 +1,10 @@
 //! The records of the sessions this replica parked, kept until they would expire so that the
 //! replica can write them back when the shared store loses them (a Redis restarted empty): a
-//! parked session has no request in progress to check it, and no other replica holds it.
+//! parked session has no request in progress to check it, and may have no other holder.
 //!
-//! Bounded by bytes: past [`MAX_PARKED_BYTES`], the records that expire soonest are let go
-//! first (their sessions then live in the store alone, as they did before parking kept them).
+//! Bounded by the records' bytes (the keys, ids and map add about a fifth): past
+//! [`MAX_PARKED_BYTES`], the records that expire soonest are let go first (their sessions then
+//! live in the store alone, as they did before parking kept them).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,23 +53,34 @@ impl ParkedRecords {
         }
     }
 
-    /// Keeps the `record` of session `id` under `key` until `expires`, letting go of the
-    /// records that expire soonest when they would not fit (this one too, when it expires
-    /// sooner than them all).
+    /// Keeps the `record` of session `id` under `key` until `expires`. When it does not fit,
+    /// the records that expire sooner than it are let go, soonest first, as far as that makes
+    /// room; when even all of them would not, nothing is let go and this one is not kept.
     pub(crate) fn insert(&mut self, key: String, id: String, record: Arc<[u8]>, expires: Instant) {
         self.remove(&key);
-        while self.bytes + record.len() > self.max_bytes {
-            let soonest = self
+        let over = (self.bytes + record.len()).saturating_sub(self.max_bytes);
+        if over > 0 {
+            let mut sooner: Vec<(Instant, &String, usize)> = self
                 .by_key
                 .iter()
-                .min_by_key(|(_, parked)| parked.expires)
                 .filter(|(_, parked)| parked.expires < expires)
-                .map(|(key, _)| key.clone());
-            match soonest {
-                Some(soonest) => {
-                    self.remove(&soonest);
+                .map(|(key, parked)| (parked.expires, key, parked.record.len()))
+                .collect();
+            sooner.sort_unstable_by_key(|(at, _, _)| *at);
+            let mut freed = 0;
+            let mut going = Vec::new();
+            for (_, key, len) in sooner {
+                if freed >= over {
+                    break;
                 }
-                None => return,
+                freed += len;
+                going.push(key.clone());
+            }
+            if freed < over {
+                return;
+            }
+            for key in going {
+                self.remove(&key);
             }
         }
         self.bytes += record.len();
@@ -190,6 +202,11 @@ mod tests {
         // One that expires sooner than every record kept is not kept in their place.
         parked.insert("sooner".into(), "s-4".into(), record(40), at(2));
         assert!(parked.get("sooner", now).is_none());
+        assert_eq!((parked.len(), parked.bytes()), (2, 80));
+        // Nor one that letting go of all the sooner ones would not make room for: none goes.
+        parked.insert("big".into(), "s-5".into(), record(70), at(7));
+        assert!(parked.get("big", now).is_none());
+        assert!(parked.get("mid", now).is_some(), "not let go for nothing");
         assert_eq!((parked.len(), parked.bytes()), (2, 80));
         // Parked again under the same key: replaced, not counted twice.
         parked.insert("mid".into(), "s-3".into(), record(50), at(6));

@@ -391,8 +391,9 @@ impl Keeper {
         self.held().remove(key).map(|session| session.id).or(parked)
     }
 
-    /// Session `id` is parked: no longer held, its record kept here until it would expire,
-    /// to be written back if the store loses it ([`write_back_parked`](Self::write_back_parked)).
+    /// Session `id` is parked: no longer held, its record kept here until it would expire (or
+    /// the bound of [`ParkedRecords`] lets it go), to be written back if the store loses it
+    /// ([`write_back_parked`](Self::write_back_parked)).
     pub(crate) fn park(&self, id: &str) {
         let Some(key) = key_of(id) else {
             return;
@@ -432,16 +433,20 @@ impl Keeper {
     }
 
     /// The record of the session parked here under `key`, which the store lost, written back
-    /// first: `None` when it was not parked here, has expired, or was ended.
+    /// first (or the one another replica wrote meanwhile): `None` when it was not parked here,
+    /// has expired, or was ended.
     async fn restore_parked(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Some((record, left)) = self.parked().get(key, Instant::now()) else {
             return Ok(None);
         };
-        if !self.shared.store().restore(key, &record, left).await? {
+        let store = self.shared.store();
+        if !store.restore(key, &record, left).await? {
             self.parked().remove(key);
             return Ok(None);
         }
-        Ok(Some(record.to_vec()))
+        Ok(Some(
+            store.get(key).await?.unwrap_or_else(|| record.to_vec()),
+        ))
     }
 
     /// Every session held is checked against the store at its next request.
@@ -829,7 +834,7 @@ mod tests {
         let shared = SharedSessions::new(restores.clone(), OnStoreError::Closed);
         let a = Keeper::new(shared, Duration::from_secs(10), Arc::default());
         let alice = Principal::new("alice");
-        for id in ["s-1", "s-2", "s-3", "s-4"] {
+        for id in ["s-1", "s-2", "s-3", "s-4", "s-6"] {
             Exchange::new(Some(alice.clone()))
                 .scope(a.store(id, &state()))
                 .await
@@ -844,7 +849,7 @@ mod tests {
         assert_eq!(a.forget(&key_of("s-3").unwrap()).as_deref(), Some("s-3"));
         b.delete("s-4").await.unwrap();
         write_back_all(&a, Instant::now()).await;
-        assert_eq!(a.parked().len(), 2, "s-4's end stands: its copy is dropped");
+        assert_eq!(a.parked().len(), 3, "s-4's end stands: its copy is dropped");
         assert!(b.load("s-4").await.unwrap().is_none(), "not made again");
 
         // The store restarts empty: A writes s-1 back, bound to its principal, for the time
@@ -865,6 +870,13 @@ mod tests {
         assert!(a.load("s-1").await.unwrap().is_some());
         assert!(store.get(&s1).await.unwrap().is_some());
         assert_eq!(a.shared_ids(), ["s-1"]);
+        assert_eq!(a.parked().len(), 2);
+
+        // Ended on B meanwhile (A does not hear), then asked for here: not made again from
+        // the copy, which is dropped.
+        b.delete("s-6").await.unwrap();
+        assert!(a.load("s-6").await.unwrap().is_none());
+        assert!(store.get(&key_of("s-6").unwrap()).await.unwrap().is_none());
         assert_eq!(a.parked().len(), 1);
 
         // Past the time it had left, nothing more is written, and the copy is forgotten.

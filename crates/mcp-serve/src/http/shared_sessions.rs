@@ -11,8 +11,8 @@
 //!
 //! The listener drops a session held here as soon as another replica announces its end
 //! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
-//! empty), or notices this listener fell behind (the one saying so may be among them), make
-//! it, in a task of its own, first end in the store the sessions this replica could not end
+//! empty), or notices this listener fell behind (the one saying so may be among them; then
+//! without the `503` below), make it, in a task of its own, first end in the store the sessions this replica could not end
 //! there meanwhile, then check every session held against it and write back the records of
 //! those it parked ([`WRITE_BACKS`] at a time), once a second until all of it went through, so
 //! that a record the store lost is written again and a session ended meanwhile is dropped.
@@ -70,7 +70,8 @@ const RECOVERY: Duration = Duration::from_secs(5);
 /// the checks take.
 const RECOVERY_MAX: Duration = Duration::from_secs(30);
 
-/// How many sessions held are checked against the store at once after notices were missed.
+/// How many sessions held are checked against the store at once after notices were missed (and
+/// how many parked sessions' records are written back at once).
 const WRITE_BACKS: usize = 16;
 
 /// The answer for a session without a record while the replicas write theirs again.
@@ -145,8 +146,8 @@ impl Sessions {
     }
 
     /// Ends in the store the sessions this replica could not end there, then checks every
-    /// session held against it (see the module): `false` when any of it failed, to be tried
-    /// again.
+    /// session held against it and writes back the records of those parked here (see the
+    /// module): `false` when any of it failed, to be tried again.
     async fn write_back(self: Arc<Self>) -> bool {
         let mut done = self.keeper.end_unended().await;
         self.keeper.recheck_all();
@@ -335,11 +336,15 @@ impl Sessions {
                                 self.drop_here(&id).await;
                             }
                         }
-                        // Fallen behind the notices, this one among those lost may have said
-                        // the store lost its records: the same as hearing it.
-                        Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_)) => {
+                        // Fallen behind the notices, one among those lost may have said the
+                        // store lost its records: the records are checked and written back as
+                        // after hearing it, without answering `503` meanwhile (a lag is most
+                        // often only many sessions ending at once).
+                        notice @ (Ok(SessionNotice::Missed) | Err(RecvError::Lagged(_))) => {
                             self.keeper.recheck_all();
-                            self.begin_recovery();
+                            if matches!(notice, Ok(SessionNotice::Missed)) {
+                                self.begin_recovery();
+                            }
                             missed_meanwhile |= writing.0.is_some();
                             if !due {
                                 due = true;
