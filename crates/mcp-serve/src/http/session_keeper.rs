@@ -773,10 +773,23 @@ mod tests {
         assert!(a.shared_ids() == ["s-2"], "{:?}", a.shared_ids());
     }
 
-    /// A store that tells the times to live it was asked to restore records for.
+    /// A store that tells the times to live it was asked to restore records for, and whose
+    /// `touch`, when gated, says it started and waits to be let go.
     struct Restores {
         inner: Arc<InProcessSessions>,
         ttls: Mutex<Vec<(String, Duration)>>,
+        gate: Option<(tokio::sync::Notify, tokio::sync::Notify)>,
+    }
+
+    impl Restores {
+        fn over(inner: &Arc<InProcessSessions>, gated: bool) -> Arc<Self> {
+            let gate = gated.then(|| (tokio::sync::Notify::new(), tokio::sync::Notify::new()));
+            Arc::new(Self {
+                inner: inner.clone(),
+                ttls: Mutex::default(),
+                gate,
+            })
+        }
     }
 
     #[async_trait]
@@ -796,6 +809,10 @@ mod tests {
             self.inner.get(key).await
         }
         async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+            if let Some((started, go)) = &self.gate {
+                started.notify_one();
+                go.notified().await;
+            }
             self.inner.touch(key, ttl).await
         }
         async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
@@ -827,10 +844,7 @@ mod tests {
     #[tokio::test]
     async fn a_parked_record_is_written_back_for_the_time_it_has_left_unless_ended() {
         let store = Arc::new(InProcessSessions::default());
-        let restores = Arc::new(Restores {
-            inner: store.clone(),
-            ttls: Mutex::default(),
-        });
+        let restores = Restores::over(&store, false);
         let shared = SharedSessions::new(restores.clone(), OnStoreError::Closed);
         let a = Keeper::new(shared, Duration::from_secs(10), Arc::default());
         let alice = Principal::new("alice");
@@ -893,5 +907,34 @@ mod tests {
             .unwrap();
         c.park("s-5");
         assert_eq!(c.parked().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_session_parked_while_its_check_finds_it_ended_keeps_no_copy() {
+        let store = Arc::new(InProcessSessions::default());
+        let gated = Restores::over(&store, true);
+        let shared = SharedSessions::new(gated.clone(), OnStoreError::Closed);
+        let a = Arc::new(Keeper::new(shared, Duration::from_secs(10), Arc::default()));
+        Exchange::new(None)
+            .scope(a.store("s-1", &state()))
+            .await
+            .unwrap();
+        a.recheck_all();
+        let (started, go) = gated.gate.as_ref().unwrap();
+        let checking = tokio::spawn({
+            let a = a.clone();
+            async move { a.check("s-1").await }
+        });
+        // While the check waits on the store: parked here, and ended on another replica.
+        started.notified().await;
+        a.park("s-1");
+        assert_eq!(a.parked().len(), 1);
+        keeper(&store, Duration::from_secs(10))
+            .delete("s-1")
+            .await
+            .unwrap();
+        go.notify_one();
+        assert!(matches!(checking.await.unwrap(), Checked::Gone));
+        assert_eq!(a.parked().len(), 0, "no copy of an ended session is kept");
     }
 }
