@@ -414,17 +414,18 @@ impl Keeper {
 
     /// Writes back the `record` of the session parked here under `key` if the store lost it,
     /// for the time `left` it has (a record there is kept, for at least as long); forgets it
-    /// when the session was ended meanwhile.
+    /// when the session was ended meanwhile. `true` when the session goes on.
     pub(crate) async fn write_back_parked(
         &self,
         key: &str,
         record: &[u8],
         left: Duration,
-    ) -> Result<(), StoreError> {
-        if !self.shared.store().restore(key, record, left).await? {
+    ) -> Result<bool, StoreError> {
+        let goes_on = self.shared.store().restore(key, record, left).await?;
+        if !goes_on {
             self.parked().remove(key);
         }
-        Ok(())
+        Ok(goes_on)
     }
 
     /// Forgets the parked sessions whose records have expired by `now`.
@@ -439,14 +440,11 @@ impl Keeper {
         let Some((record, left)) = self.parked().get(key, Instant::now()) else {
             return Ok(None);
         };
-        let store = self.shared.store();
-        if !store.restore(key, &record, left).await? {
-            self.parked().remove(key);
+        if !self.write_back_parked(key, &record, left).await? {
             return Ok(None);
         }
-        Ok(Some(
-            store.get(key).await?.unwrap_or_else(|| record.to_vec()),
-        ))
+        let written = self.shared.store().get(key).await?;
+        Ok(Some(written.unwrap_or_else(|| record.to_vec())))
     }
 
     /// Every session held is checked against the store at its next request.
@@ -837,7 +835,7 @@ mod tests {
     /// Writes back every record `keeper` parked, as at `now`.
     async fn write_back_all(keeper: &Keeper, now: Instant) {
         for (key, record, left) in keeper.parked_due(now) {
-            keeper.write_back_parked(&key, &record, left).await.unwrap();
+            let _ = keeper.write_back_parked(&key, &record, left).await.unwrap();
         }
     }
 

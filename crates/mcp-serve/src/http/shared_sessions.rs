@@ -12,10 +12,11 @@
 //! The listener drops a session held here as soon as another replica announces its end
 //! ([`SessionNotice`]). Notices missed (the store's connection was cut: it may have restarted
 //! empty), or notices this listener fell behind (the one saying so may be among them; then
-//! without the `503` below), make it, in a task of its own, first end in the store the sessions this replica could not end
-//! there meanwhile, then check every session held against it and write back the records of
-//! those it parked ([`WRITE_BACKS`] at a time), once a second until all of it went through, so
-//! that a record the store lost is written again and a session ended meanwhile is dropped.
+//! without the `503` below), make it, in a task of its own, first end in the store the
+//! sessions this replica could not end there meanwhile, then check every session held against
+//! it and write back the records of those it parked ([`WRITE_BACKS`] at a time), once a second
+//! until all of it went through, so that a record the store lost is written again and a
+//! session ended meanwhile is dropped.
 //! From the notice until [`RECOVERY`] after that (at most [`RECOVERY_MAX`]), a session this
 //! replica does not hold and finds no record of is answered `503` (`Retry-After: 1`) rather
 //! than `404`: its holder may not have written it again yet.
@@ -41,6 +42,7 @@ use tower_service::Service;
 use super::answer::{Answer, Answering, holding, plain, take};
 use super::limit_store::OnStoreError;
 use super::park::Parking;
+use super::parked_records::Due;
 use super::session_keeper::{Checked, Exchange, Keeper};
 use super::session_store::SessionNotice;
 use super::shared_limit::FailureLog;
@@ -151,65 +153,48 @@ impl Sessions {
     async fn write_back(self: Arc<Self>) -> bool {
         let mut done = self.keeper.end_unended().await;
         self.keeper.recheck_all();
-        let mut ids = self.keeper.shared_ids().into_iter();
-        let mut checks = tokio::task::JoinSet::new();
-        loop {
-            while checks.len() < WRITE_BACKS
-                && let Some(id) = ids.next()
-            {
-                let sessions = self.clone();
-                checks.spawn(async move { (sessions.keeper.check(&id).await, id) });
-            }
-            let Some(checked) = checks.join_next().await else {
-                break;
-            };
-            match checked {
-                Ok((Checked::Live, _)) => {}
-                Ok((Checked::Gone, id)) => {
-                    if let Some(parking) = &self.parking {
+        let check = |id: String| {
+            let sessions = self.clone();
+            async move {
+                let checked = sessions.keeper.check(&id).await;
+                if matches!(checked, Checked::Gone) {
+                    if let Some(parking) = &sessions.parking {
                         parking.forget(&id);
                     }
-                    self.drop_here(&id).await;
+                    sessions.drop_here(&id).await;
                 }
-                Ok((Checked::Failed(error), _)) => {
+                checked
+            }
+        };
+        in_batches(self.keeper.shared_ids(), check, |checked| {
+            match checked {
+                Some(Checked::Live | Checked::Gone) => {}
+                Some(Checked::Failed(error)) => {
                     self.failures
                         .note(&error, self.keeper.on_error(), Instant::now());
                     done = false;
                 }
-                Err(_) => done = false,
+                None => done = false,
             }
-        }
+            true
+        })
+        .await;
         // The sessions parked here, which no request will check; after a failure, the rest
         // wait for the next time rather than each wait for the store.
-        let mut parked = self.keeper.parked_due(Instant::now()).into_iter();
-        let mut writes = tokio::task::JoinSet::new();
-        let mut failed = false;
-        loop {
-            while !failed
-                && writes.len() < WRITE_BACKS
-                && let Some((key, record, left)) = parked.next()
-            {
-                let sessions = self.clone();
-                writes.spawn(async move {
-                    sessions.keeper.write_back_parked(&key, &record, left).await
-                });
+        let write = |(key, record, left): Due| {
+            let sessions = self.clone();
+            async move { sessions.keeper.write_back_parked(&key, &record, left).await }
+        };
+        in_batches(self.keeper.parked_due(Instant::now()), write, |written| {
+            if let Some(Err(error)) = &written {
+                self.failures
+                    .note(error, self.keeper.on_error(), Instant::now());
             }
-            let Some(written) = writes.join_next().await else {
-                break;
-            };
-            match written {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    if !failed {
-                        self.failures
-                            .note(&error, self.keeper.on_error(), Instant::now());
-                    }
-                    failed = true;
-                }
-                Err(_) => failed = true,
-            }
-        }
-        done &= !failed;
+            let ok = matches!(written, Some(Ok(_)));
+            done &= ok;
+            ok
+        })
+        .await;
         if done && let Some((_, finished)) = self.recovery().as_mut() {
             *finished = Some(Instant::now());
         }
@@ -388,6 +373,35 @@ impl Drop for WriteBack {
         if let Some(writing) = &self.0 {
             writing.abort();
         }
+    }
+}
+
+/// Runs `task` on each of `items`, [`WRITE_BACKS`] at a time, and hands each outcome to `seen`
+/// (`None`: the task panicked); once `seen` returns `false`, no more start (those under way
+/// end and are seen).
+async fn in_batches<I, T, Fut>(
+    items: I,
+    task: impl Fn(I::Item) -> Fut,
+    mut seen: impl FnMut(Option<T>) -> bool,
+) where
+    I: IntoIterator,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut items = items.into_iter();
+    let mut running = tokio::task::JoinSet::new();
+    let mut going = true;
+    loop {
+        while going
+            && running.len() < WRITE_BACKS
+            && let Some(item) = items.next()
+        {
+            running.spawn(task(item));
+        }
+        let Some(outcome) = running.join_next().await else {
+            break;
+        };
+        going &= seen(outcome.ok());
     }
 }
 
