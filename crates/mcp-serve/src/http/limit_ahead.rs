@@ -7,9 +7,12 @@
 //!   after the last take, and never so many that it would keep less ([`lease`]): near the
 //!   limit every request waits for its own take, and tokens held here never make another
 //!   replica refuse a request the bucket had room for;
-//! - at most [`LEASE`] tokens per key, held at most [`HOLD`], then dropped (the bucket refills
-//!   them in its time): a held token is a token the store counted, let through at most `HOLD`
-//!   late;
+//! - at most [`MAX_LEASE`] tokens per key, held at most [`HOLD`], then dropped (the bucket
+//!   refills them in its time): a held token is a token the store counted, let through at most
+//!   `HOLD` late. A client's first take ahead asks for [`FIRST_LEASE`]; each next one for twice
+//!   what the last brought when those lasted less than a quarter of `HOLD`, half when they
+//!   lasted more than half of it ([`renewal`]), so a busy client costs a round trip per many
+//!   requests and a slow one lets few tokens go stale;
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
 //!
 //! A request that finds a take ahead out for its key waits for that take rather than sending
@@ -33,8 +36,11 @@ use super::limit_store::Taken;
 /// How long tokens taken ahead are kept for their client.
 pub(crate) const HOLD: Duration = Duration::from_secs(1);
 
+/// The tokens a key's first take ahead asks for.
+pub(crate) const FIRST_LEASE: u32 = 8;
+
 /// The most tokens taken ahead at once for a key.
-pub(crate) const LEASE: u32 = 8;
+pub(crate) const MAX_LEASE: u32 = 64;
 
 /// The keys tokens are held or being taken for, at most.
 pub(crate) const MAX_KEYS: usize = 4096;
@@ -43,10 +49,24 @@ pub(crate) const MAX_KEYS: usize = 4096;
 /// got nothing (a store without a bound of its own would otherwise keep its key's claim).
 pub(crate) const TAKE_BOUND: Duration = Duration::from_secs(10);
 
-/// How many tokens to take ahead from a bucket that had `room` left after a take: what keeps
-/// it more than half full, at most [`LEASE`]; none when the store did not tell.
-pub(crate) fn lease(room: Option<u32>, limit: RateLimit) -> u32 {
-    room.map_or(0, |room| room.saturating_sub(limit.burst / 2).min(LEASE))
+/// How many tokens to take ahead from a bucket that had `room` left after a take: `wanted`, at
+/// most what keeps it more than half full; none when the store did not tell.
+pub(crate) fn lease(room: Option<u32>, limit: RateLimit, wanted: u32) -> u32 {
+    room.map_or(0, |room| room.saturating_sub(limit.burst / 2).min(wanted))
+}
+
+/// The tokens the next take ahead asks for, after one that brought `leased` tokens which were
+/// all let through within `lasted`: twice as many when they lasted less than a quarter of
+/// [`HOLD`], half when more than half of it, between 1 and [`MAX_LEASE`].
+pub(crate) fn renewal(leased: u32, lasted: Duration) -> u32 {
+    let wanted = if lasted < HOLD / 4 {
+        leased.saturating_mul(2)
+    } else if lasted > HOLD / 2 {
+        leased / 2
+    } else {
+        leased
+    };
+    wanted.clamp(1, MAX_LEASE)
 }
 
 /// The tokens held, per key.
@@ -68,10 +88,11 @@ enum Slot {
         count: u32,
         waiting: u32,
     },
-    /// `tokens` taken at `at`; the bucket's room right after.
+    /// `tokens` left of the `leased` taken at `at`; the bucket's room right after.
     Held {
         at: Instant,
         tokens: u32,
+        leased: u32,
         room: Option<u32>,
     },
 }
@@ -150,8 +171,13 @@ impl Ahead {
         may_wait: bool,
     ) -> Held {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let (at, tokens, room) = match slots.get_mut(key) {
-            Some(Slot::Held { at, tokens, room }) => (at, tokens, room),
+        let (at, tokens, leased, room) = match slots.get_mut(key) {
+            Some(Slot::Held {
+                at,
+                tokens,
+                leased,
+                room,
+            }) => (at, tokens, leased, room),
             Some(Slot::Taking {
                 ended,
                 count,
@@ -174,7 +200,11 @@ impl Ahead {
         if *tokens > 0 {
             return Held::Taken { next: 0 };
         }
-        let next = lease(*room, limit);
+        let next = lease(
+            *room,
+            limit,
+            renewal(*leased, now.saturating_duration_since(*at)),
+        );
         slots.remove(key);
         Held::Taken { next }
     }
@@ -219,6 +249,7 @@ impl Ahead {
                 let held = Slot::Held {
                     at: now,
                     tokens: taken.tokens,
+                    leased: taken.tokens,
                     room: taken.room,
                 };
                 slots.insert(key.to_owned(), held);
@@ -263,11 +294,28 @@ mod tests {
 
     #[test]
     fn a_lease_keeps_the_bucket_more_than_half_full() {
-        assert_eq!(lease(Some(19), LIMIT), 8, "at most LEASE");
-        assert_eq!(lease(Some(13), LIMIT), 3, "down to half the burst");
-        assert_eq!(lease(Some(10), LIMIT), 0);
-        assert_eq!(lease(None, LIMIT), 0, "a store that cannot tell");
-        assert_eq!(lease(Some(0), RateLimit::new(1.0, 1)), 0);
+        assert_eq!(lease(Some(19), LIMIT, 8), 8, "what was wanted");
+        assert_eq!(lease(Some(13), LIMIT, 8), 3, "down to half the burst");
+        assert_eq!(lease(Some(10), LIMIT, 8), 0);
+        assert_eq!(lease(None, LIMIT, 8), 0, "a store that cannot tell");
+        assert_eq!(lease(Some(0), RateLimit::new(1.0, 1), 8), 0);
+    }
+
+    #[test]
+    fn a_lease_used_up_quickly_is_renewed_larger_and_one_used_slowly_smaller() {
+        assert_eq!(renewal(8, Duration::ZERO), 16);
+        assert_eq!(renewal(8, HOLD / 5), 16);
+        assert_eq!(renewal(48, HOLD / 10), MAX_LEASE, "at most MAX_LEASE");
+        assert_eq!(
+            renewal(8, HOLD / 3),
+            8,
+            "between a quarter and half of HOLD"
+        );
+        assert_eq!(renewal(8, HOLD * 3 / 4), 4);
+        assert_eq!(renewal(1, HOLD * 3 / 4), 1, "never below one");
+        // From the first lease, a busy client reaches the most in three renewals.
+        let grown = (0..3).fold(FIRST_LEASE, |leased, _| renewal(leased, Duration::ZERO));
+        assert_eq!(grown, MAX_LEASE);
     }
 
     #[tokio::test]
@@ -296,9 +344,9 @@ mod tests {
         assert!(
             matches!(
                 ahead.take_held("k", t0, LIMIT, true),
-                Held::Taken { next: 5 }
+                Held::Taken { next: 4 }
             ),
-            "the last: take more, keeping the bucket over half full"
+            "the last, at once: take twice as many (the bucket stays over half full)"
         );
         assert!(
             matches!(ahead.take_held("k", t0, LIMIT, true), Held::None),
@@ -314,6 +362,38 @@ mod tests {
 
         take(&ahead, "k", 4, None, t0);
         assert_eq!(ahead.len(), 0, "a refused take holds nothing");
+    }
+
+    #[test]
+    fn the_next_take_ahead_follows_how_fast_the_last_one_was_used() {
+        let ahead = Ahead::default();
+        let roomy = RateLimit::new(1.0, 200);
+        let t0 = Instant::now();
+        let last_of = |tokens: u32, at: Instant| {
+            take(&ahead, "k", tokens, taken(tokens, 190), t0);
+            for _ in 1..tokens {
+                ahead.take_held("k", t0, roomy, true);
+            }
+            match ahead.take_held("k", at, roomy, true) {
+                Held::Taken { next } => next,
+                other => panic!("a held token, not {other:?}"),
+            }
+        };
+        assert_eq!(last_of(8, t0 + HOLD / 10), 16, "used up quickly");
+        assert_eq!(last_of(8, t0 + HOLD / 3), 8);
+        assert_eq!(last_of(8, t0 + HOLD * 3 / 4), 4, "used up slowly");
+        assert_eq!(last_of(64, t0), MAX_LEASE);
+        take(&ahead, "k", 8, taken(8, 14), t0);
+        for _ in 1..8 {
+            ahead.take_held("k", t0, LIMIT, true);
+        }
+        assert!(
+            matches!(
+                ahead.take_held("k", t0, LIMIT, true),
+                Held::Taken { next: 4 }
+            ),
+            "no more than keeps the bucket over half full"
+        );
     }
 
     #[test]

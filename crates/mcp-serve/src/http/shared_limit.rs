@@ -16,7 +16,7 @@ use http::{Request, StatusCode};
 use super::answer::{Answer, ClientAddr, plain, too_many};
 use super::check::{Gate, GateLayer};
 use super::limit::RateLimit;
-use super::limit_ahead::{Ahead, HOLD, Held, TAKE_BOUND, Taking, lease};
+use super::limit_ahead::{Ahead, FIRST_LEASE, HOLD, Held, TAKE_BOUND, Taking, lease};
 use super::limit_store::{OnStoreError, SharedRateLimit, StoreError};
 
 /// At most one warning about a failing store per this interval.
@@ -136,7 +136,7 @@ impl Gate for SharedLimit {
         }
         match self.shared.store().take_counted(&key, self.limit, 1).await {
             Ok(Ok(taken)) => {
-                self.take_ahead(key, lease(taken.room, self.limit));
+                self.take_ahead(key, lease(taken.room, self.limit, FIRST_LEASE));
                 Ok(request)
             }
             Ok(Err(wait)) => Err(too_many(wait, "Too Many Requests")),
