@@ -99,6 +99,13 @@ impl SessionStore for RedisSessions {
             .map_err(|e| self.failed(&e))
     }
 
+    async fn get_touched(&self, key: &str, ttl: Duration) -> Result<Option<Vec<u8>>, StoreError> {
+        self.records
+            .get_touched(&record(key), ttl)
+            .await
+            .map_err(|e| self.failed(&e))
+    }
+
     async fn end(&self, key: &str, ttl: Duration) -> Result<(), StoreError> {
         self.records
             .retire(&record(key), &ended(key), ttl)

@@ -148,6 +148,39 @@ impl SealedStore {
         Ok(self.open(&key, &sealed))
     }
 
+    /// The value under `name`, kept for `ttl` from now, in one command (`GETEX … PX`, Redis
+    /// 6.2); `None` like [`get`](Self::get). The entry's time is set even when it does not
+    /// open, as [`touch`](Self::touch) would.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
+    /// use std::time::Duration;
+    ///
+    /// if let Some(value) = store.get_touched("session:42", Duration::from_secs(600)).await? {
+    ///     println!("{} bytes, kept for another 10 minutes", value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn get_touched(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<Vec<u8>>, StateError> {
+        let millis = ttl_millis(ttl)?;
+        let key = self.state.key(name);
+        let mut cmd = redis::cmd("GETEX");
+        cmd.arg(&key).arg("PX").arg(millis);
+        let Some(sealed) = self
+            .state
+            .query::<Option<Vec<u8>>>("get and touch", &cmd)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(self.open(&key, &sealed))
+    }
+
     /// The value under `name` and how long Redis keeps it still (`None` for an entry without
     /// expiry), read together in one transaction; `None` like [`get`](Self::get). The time left
     /// is measured by the Redis server's clock alone, so replicas whose clocks disagree agree on

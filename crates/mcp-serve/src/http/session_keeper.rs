@@ -443,7 +443,7 @@ impl Keeper {
         if !self.write_back_parked(key, &record, left).await? {
             return Ok(None);
         }
-        let written = self.shared.store().get(key).await?;
+        let written = self.shared.store().get_touched(key, self.ttl).await?;
         Ok(Some(written.unwrap_or_else(|| record.to_vec())))
     }
 
@@ -504,7 +504,8 @@ impl RmcpStore for Keeper {
         let Some(key) = key_of(session_id) else {
             return Ok(None);
         };
-        let bytes = match self.shared.store().get(&key).await {
+        // Restoring is using: the record is kept for another time to live as it is read.
+        let bytes = match self.shared.store().get_touched(&key, self.ttl).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => match self.restore_parked(&key).await {
                 Ok(Some(bytes)) => bytes,
@@ -523,9 +524,6 @@ impl RmcpStore for Keeper {
                 return Ok(None);
             }
         };
-        // Restoring is using: the record is kept for another time to live (a failure here is
-        // met again at the session's next check).
-        let _ = self.shared.store().touch(&key, self.ttl).await;
         let mut promoted = record.promoted;
         promoted.truncate(MAX_PROMOTED);
         self.restoring.put(

@@ -74,6 +74,17 @@ pub trait SessionStore: Send + Sync + 'static {
     /// expired).
     async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError>;
 
+    /// The record under `key` like [`get`](Self::get), kept for `ttl` from now like
+    /// [`touch`](Self::touch): what a replica reads when it restores a session. The default
+    /// does one after the other; a store that can do both in one round trip should.
+    async fn get_touched(&self, key: &str, ttl: Duration) -> Result<Option<Vec<u8>>, StoreError> {
+        let record = self.get(key).await?;
+        if record.is_some() {
+            self.touch(key, ttl).await?;
+        }
+        Ok(record)
+    }
+
     /// Removes the record under `key`, remembers for `ttl` that the session ended (so that
     /// [`restore`](Self::restore) does not make it again), and tells every replica
     /// ([`SessionNotice::Ended`]).

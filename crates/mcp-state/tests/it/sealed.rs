@@ -222,6 +222,47 @@ async fn touching_extends_an_entry_and_finds_a_missing_one() {
 }
 
 #[tokio::test]
+async fn reading_and_touching_at_once_extends_the_entry_it_reads() {
+    let Some(mut f) = fixture().await else { return };
+    let store = f.state.sealed_store(SealKey::generate());
+    bounded(store.put("session:g", b"v", Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(store.get_touched("session:g", Duration::from_secs(600)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"v"[..])
+    );
+    let pttl: i64 = f.raw(redis::cmd("PTTL").arg("mcp-agent:session:g")).await;
+    assert!((5_001..=600_000).contains(&pttl), "PTTL {pttl}");
+    let other = f.state.sealed_store(SealKey::generate());
+    assert_eq!(
+        bounded(other.get_touched("session:g", Duration::from_secs(600)))
+            .await
+            .unwrap(),
+        None,
+        "sealed with another key"
+    );
+    assert_eq!(other.rejected(), 1);
+    assert_eq!(
+        bounded(store.get_touched("session:none", Duration::from_secs(600)))
+            .await
+            .unwrap(),
+        None
+    );
+    let exists: i64 = f
+        .raw(redis::cmd("EXISTS").arg("mcp-agent:session:none"))
+        .await;
+    assert_eq!(exists, 0, "reading makes nothing");
+    assert!(matches!(
+        bounded(store.get_touched("session:g", Duration::ZERO)).await,
+        Err(mcp_state::StateError::BadTtl { .. })
+    ));
+}
+
+#[tokio::test]
 async fn replacing_keeps_what_is_there_and_makes_nothing_new() {
     let Some(mut f) = fixture().await else { return };
     let store = f.state.sealed_store(SealKey::generate());
