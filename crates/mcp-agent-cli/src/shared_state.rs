@@ -153,6 +153,24 @@ impl RateLimitStore for RedisLimits {
                 room: Some(room),
             }))
     }
+
+    async fn take_sparing(
+        &self,
+        key: &str,
+        limit: RateLimit,
+        count: u32,
+        keep: u32,
+    ) -> Result<Option<Taken>, StoreError> {
+        Ok(self
+            .limiter
+            .take_sparing(key, count, keep, limit.per_second, limit.burst)
+            .await
+            .map_err(|e| redis_failed(&self.redis, &e))?
+            .map(|(tokens, room)| Taken {
+                tokens,
+                room: Some(room),
+            }))
+    }
 }
 
 #[cfg(test)]

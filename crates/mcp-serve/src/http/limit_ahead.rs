@@ -4,15 +4,19 @@
 //!
 //! Bounds, so the fleet-wide limit stays what it says:
 //! - tokens are taken ahead only when the store said the bucket kept more than half its burst
-//!   after the last take, and never so many that it would keep less ([`lease`]): near the
-//!   limit every request waits for its own take, and tokens held here never make another
-//!   replica refuse a request the bucket had room for;
+//!   after the last take ([`lease`]), and the store itself takes only as many as leave it half
+//!   its burst ([`RateLimitStore::take_sparing`](super::limit_store::RateLimitStore::take_sparing)),
+//!   however many replicas take ahead at once: near the limit every request waits for its own
+//!   take, and tokens held here never make another replica refuse a request the bucket had
+//!   room for;
 //! - at most [`MAX_LEASE`] tokens per key, held at most [`HOLD`], then dropped (the bucket
 //!   refills them in its time): a held token is a token the store counted, let through at most
-//!   `HOLD` late. A client's first take ahead asks for [`FIRST_LEASE`]; each next one for twice
-//!   what the last brought when those lasted less than a quarter of `HOLD`, half when they
-//!   lasted more than half of it ([`renewal`]), so a busy client costs a round trip per many
-//!   requests and a slow one lets few tokens go stale;
+//!   `HOLD` late. A client's first take ahead asks for [`FIRST_LEASE`]; each next one, asked
+//!   when the last token of the one before is let through, for twice what that one brought
+//!   when they lasted less than a quarter of `HOLD`, half when they lasted more than half of
+//!   it ([`renewal`]), so a busy client costs a round trip per many requests. Tokens not let
+//!   through within `HOLD` are dropped and the client's next take starts at `FIRST_LEASE`
+//!   again: at most `MAX_LEASE` go stale when a busy client stops;
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
 //!
 //! A request that finds a take ahead out for its key waits for that take rather than sending
@@ -50,7 +54,7 @@ pub(crate) const MAX_KEYS: usize = 4096;
 pub(crate) const TAKE_BOUND: Duration = Duration::from_secs(10);
 
 /// How many tokens to take ahead from a bucket that had `room` left after a take: `wanted`, at
-/// most what keeps it more than half full; none when the store did not tell.
+/// most what leaves it half its burst (rounded down); none when the store did not tell.
 pub(crate) fn lease(room: Option<u32>, limit: RateLimit, wanted: u32) -> u32 {
     room.map_or(0, |room| room.saturating_sub(limit.burst / 2).min(wanted))
 }
@@ -346,7 +350,7 @@ mod tests {
                 ahead.take_held("k", t0, LIMIT, true),
                 Held::Taken { next: 4 }
             ),
-            "the last, at once: take twice as many (the bucket stays over half full)"
+            "the last, at once: take twice as many (the bucket keeps half its burst)"
         );
         assert!(
             matches!(ahead.take_held("k", t0, LIMIT, true), Held::None),
@@ -392,7 +396,7 @@ mod tests {
                 ahead.take_held("k", t0, LIMIT, true),
                 Held::Taken { next: 4 }
             ),
-            "no more than keeps the bucket over half full"
+            "no more than leaves the bucket half its burst"
         );
     }
 

@@ -35,9 +35,9 @@ pub trait RateLimitStore: Send + Sync + 'static {
 
     /// [`take`](Self::take) of up to `count` tokens at once, all or none, telling what it
     /// took and, when the store can tell, how many tokens the bucket held right after. A
-    /// replica takes tokens ahead, off the request path, only while that room is more than
-    /// half the burst; the default takes one token and tells no room, so every request waits
-    /// for its own take.
+    /// replica takes tokens ahead ([`take_sparing`](Self::take_sparing)), off the request
+    /// path, only while that room is more than half the burst; the default takes one token
+    /// and tells no room, so every request waits for its own take.
     async fn take_counted(
         &self,
         key: &str,
@@ -48,6 +48,21 @@ pub trait RateLimitStore: Send + Sync + 'static {
             tokens: 1,
             room: None,
         }))
+    }
+
+    /// Takes up to `count` tokens of `key`'s bucket ahead of the requests that will use them,
+    /// only as many as leave `keep` in it: `Ok(Some(taken))`, at least one token, or
+    /// `Ok(None)` when the bucket holds no more than `keep`. However many replicas take ahead
+    /// at once, none takes the bucket below `keep`. The default takes none; a store that tells
+    /// its room from [`take_counted`](Self::take_counted) implements this too.
+    async fn take_sparing(
+        &self,
+        _key: &str,
+        _limit: RateLimit,
+        _count: u32,
+        _keep: u32,
+    ) -> Result<Option<Taken>, StoreError> {
+        Ok(None)
     }
 }
 

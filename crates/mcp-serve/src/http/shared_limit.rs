@@ -64,11 +64,15 @@ impl SharedLimit {
         tokio::spawn(async move {
             // Reports even if the take fails to finish (a store that panics or never answers).
             let taking = Taking::new(&this.ahead, key.clone(), id);
-            let take = this.shared.store().take_counted(&key, this.limit, count);
+            let keep = this.limit.burst / 2;
+            let take = this
+                .shared
+                .store()
+                .take_sparing(&key, this.limit, count, keep);
             let taken = match tokio::time::timeout(TAKE_BOUND, take).await {
-                Ok(Ok(Ok(taken))) => Some(taken),
-                // Refused, failed or unanswered: the next request takes its own and hears why.
-                Ok(Ok(Err(_)) | Err(_)) | Err(_) => None,
+                Ok(Ok(taken)) => taken,
+                // Failed or unanswered: the next request takes its own and hears why.
+                Ok(Err(_)) | Err(_) => None,
             };
             taking.end(taken);
         });
@@ -229,6 +233,8 @@ mod tests {
         takes: std::sync::atomic::AtomicUsize,
         stalled: std::sync::atomic::AtomicBool,
         released: tokio::sync::watch::Sender<bool>,
+        /// What the last take ahead asked to leave in the bucket.
+        kept: std::sync::atomic::AtomicU32,
     }
 
     #[async_trait]
@@ -257,6 +263,22 @@ mod tests {
                 tokens: count,
                 room: Some(self.room),
             }))
+        }
+
+        async fn take_sparing(
+            &self,
+            key: &str,
+            limit: RateLimit,
+            count: u32,
+            keep: u32,
+        ) -> Result<Option<Taken>, StoreError> {
+            // The room it tells stays: whatever is asked beyond `keep` can be spared.
+            self.kept.store(keep, std::sync::atomic::Ordering::SeqCst);
+            let spare = self.room.saturating_sub(keep);
+            if spare == 0 {
+                return Ok(None);
+            }
+            Ok(self.take_counted(key, limit, count.min(spare)).await?.ok())
         }
     }
 
@@ -294,6 +316,11 @@ mod tests {
         tokio::time::timeout(BOUND, held)
             .await
             .expect("tokens held");
+        assert_eq!(
+            store.kept.load(Ordering::SeqCst),
+            5,
+            "the store is told to leave half the burst, whatever the replicas hold"
+        );
         // The store stops answering: the 4 held tokens still let 4 requests through.
         store.stalled.store(true, Ordering::SeqCst);
         for _ in 0..4 {

@@ -93,6 +93,29 @@ async fn a_counted_take_tells_the_room_left_in_the_bucket() {
 }
 
 #[tokio::test]
+async fn a_take_ahead_never_takes_the_bucket_below_what_it_keeps() {
+    let Some(fx) = fixture().await else {
+        return;
+    };
+    let limiter = fx.state.rate_limiter();
+    // A slow refill (one token in 1,000 s), a bucket of 20 of which 10 are kept.
+    let sparing = |count| limiter.take_sparing("sub:ahead", count, 10, 0.001, 20);
+    assert_eq!(bounded(sparing(8)).await, Ok(Some((8, 12))));
+    assert_eq!(
+        bounded(sparing(8)).await,
+        Ok(Some((2, 10))),
+        "only what leaves 10"
+    );
+    assert_eq!(bounded(sparing(1)).await, Ok(None), "nothing to spare");
+    // A request's own take still goes below what takes ahead keep.
+    assert_eq!(
+        bounded(limiter.take_counted("sub:ahead", 1, 0.001, 20)).await,
+        Ok(Ok(9))
+    );
+    assert_eq!(bounded(sparing(1)).await, Ok(None));
+}
+
+#[tokio::test]
 async fn a_stopped_server_is_a_command_error() {
     let Some(fx) = fixture().await else {
         return;
