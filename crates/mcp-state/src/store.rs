@@ -148,9 +148,9 @@ impl SealedStore {
         Ok(self.open(&key, &sealed))
     }
 
-    /// The value under `name`, kept for `ttl` from now, in one command (`GETEX … PX`, Redis
-    /// 6.2); `None` like [`get`](Self::get). The entry's time is set even when it does not
-    /// open, as [`touch`](Self::touch) would.
+    /// The value under `name`, kept for `ttl` from now, in one transaction (`GET` and
+    /// `PEXPIRE`: one round trip); `None` like [`get`](Self::get). The entry's time is set even
+    /// when it does not open, as [`touch`](Self::touch) would.
     ///
     /// ```no_run
     /// # async fn demo(store: mcp_state::SealedStore) -> Result<(), mcp_state::StateError> {
@@ -169,13 +169,11 @@ impl SealedStore {
     ) -> Result<Option<Vec<u8>>, StateError> {
         let millis = ttl_millis(ttl)?;
         let key = self.state.key(name);
-        let mut cmd = redis::cmd("GETEX");
-        cmd.arg(&key).arg("PX").arg(millis);
-        let Some(sealed) = self
-            .state
-            .query::<Option<Vec<u8>>>("get and touch", &cmd)
-            .await?
-        else {
+        let mut pipe = redis::pipe();
+        pipe.atomic().get(&key).cmd("PEXPIRE").arg(&key).arg(millis);
+        let (sealed, _): (Option<Vec<u8>>, u64) =
+            self.state.query_pipe("get and touch", &pipe).await?;
+        let Some(sealed) = sealed else {
             return Ok(None);
         };
         Ok(self.open(&key, &sealed))

@@ -75,12 +75,15 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn touch(&self, key: &str, ttl: Duration) -> Result<bool, StoreError>;
 
     /// The record under `key` like [`get`](Self::get), kept for `ttl` from now like
-    /// [`touch`](Self::touch): what a replica reads when it restores a session. The default
-    /// does one after the other; a store that can do both in one round trip should.
+    /// [`touch`](Self::touch): what a replica reads when it restores a session. A store may
+    /// keep a record it reads as absent (one that does not open) for `ttl` too. The default
+    /// does one after the other, and a touch that fails still returns the record read (the
+    /// session's next check touches it again); a store that can do both in one round trip
+    /// should.
     async fn get_touched(&self, key: &str, ttl: Duration) -> Result<Option<Vec<u8>>, StoreError> {
         let record = self.get(key).await?;
         if record.is_some() {
-            self.touch(key, ttl).await?;
+            let _ = self.touch(key, ttl).await;
         }
         Ok(record)
     }
