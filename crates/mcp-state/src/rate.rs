@@ -131,8 +131,8 @@ impl RateLimiter {
     }
 
     /// Takes up to `count` tokens of `key`'s bucket at once (at least 1), only as many as leave
-    /// `keep` in it (at least 1): `Some((taken, room))` with `taken` at least 1 and the room
-    /// left right after, `None` when the bucket holds no more than `keep`. For tokens taken
+    /// `keep` in it (a `keep` of 0 counts as 1): `Some((taken, room))` with `taken` at least 1
+    /// and the room left right after, `None` when the bucket holds no more than `keep`. For tokens taken
     /// ahead of the requests that will use them: however many replicas take ahead at once,
     /// none takes the bucket below `keep`.
     ///

@@ -7,8 +7,9 @@
 //!   after the last take ([`lease`]), and the store itself takes only as many as leave it half
 //!   its burst ([`RateLimitStore::take_sparing`](super::limit_store::RateLimitStore::take_sparing)),
 //!   however many replicas take ahead at once: near the limit every request waits for its own
-//!   take, and tokens held here never make another replica refuse a request the bucket had
-//!   room for;
+//!   take, and tokens held here, used or not, leave the bucket at least half its burst for the
+//!   client's requests on other replicas (those not used count against it for at most
+//!   [`HOLD`]);
 //! - at most [`MAX_LEASE`] tokens per key, held at most [`HOLD`], then dropped (the bucket
 //!   refills them in its time): a held token is a token the store counted, let through at most
 //!   `HOLD` late. A client's first take ahead asks for [`FIRST_LEASE`]; each next one, asked
@@ -16,7 +17,7 @@
 //!   when they lasted less than a quarter of `HOLD`, half when they lasted more than half of
 //!   it ([`renewal`]), so a busy client costs a round trip per many requests. Tokens not let
 //!   through within `HOLD` are dropped and the client's next take starts at `FIRST_LEASE`
-//!   again: at most `MAX_LEASE` go stale when a busy client stops;
+//!   again: at most `MAX_LEASE` a replica go stale when a busy client stops;
 //! - at most [`MAX_KEYS`] keys: a client beyond them waits for its own take.
 //!
 //! A request that finds a take ahead out for its key waits for that take rather than sending
