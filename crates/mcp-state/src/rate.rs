@@ -42,6 +42,11 @@ if room < 0 then room = 0 end
 return {1, 0, room, count}
 ";
 
+/// A count of tokens the script returned, as a `u32` (0 when negative, saturated when larger).
+fn tokens(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
 /// Token buckets under `<prefix>rl:<key>`, taken from atomically on the server.
 ///
 /// ```no_run
@@ -124,7 +129,7 @@ impl RateLimiter {
     ) -> Result<Result<u32, Duration>, StateError> {
         let (taken, wait_ms, room, _) = self.invoke(key, count, 0, per_second, burst).await?;
         Ok(if taken == 1 {
-            Ok(u32::try_from(room.max(0)).unwrap_or(u32::MAX))
+            Ok(tokens(room))
         } else {
             Err(Duration::from_millis(wait_ms.max(1).unsigned_abs()))
         })
@@ -132,9 +137,9 @@ impl RateLimiter {
 
     /// Takes up to `count` tokens of `key`'s bucket at once (at least 1), only as many as leave
     /// `keep` in it (a `keep` of 0 counts as 1): `Some((taken, room))` with `taken` at least 1
-    /// and the room left right after, `None` when the bucket holds no more than `keep`. For tokens taken
-    /// ahead of the requests that will use them: however many replicas take ahead at once,
-    /// none takes the bucket below `keep`.
+    /// and the room left right after, `None` when the bucket holds no more than `keep`. For
+    /// tokens taken ahead of the requests that will use them: however many replicas take ahead
+    /// at once, none takes the bucket below `keep`.
     ///
     /// ```no_run
     /// # async fn demo(limiter: mcp_state::RateLimiter) -> Result<(), mcp_state::StateError> {
@@ -156,8 +161,7 @@ impl RateLimiter {
         let (taken, _, room, count) = self
             .invoke(key, count, keep.max(1), per_second, burst)
             .await?;
-        let number = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-        Ok((taken == 1 && count >= 1).then(|| (number(count), number(room))))
+        Ok((taken == 1).then(|| (tokens(count), tokens(room))))
     }
 
     /// The script on `key`'s bucket: `(taken, wait_ms, room, count taken)`.
