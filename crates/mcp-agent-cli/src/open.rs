@@ -84,10 +84,18 @@ pub(crate) fn json_error(
     let _ = super::term::out_json_line(secrets, &object);
 }
 
+/// Worker threads of a command's runtime: a command runs one agent or one call at a time.
+const COMMAND_WORKERS: usize = 2;
+
 /// A runtime for one command.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    runtime_with(COMMAND_WORKERS)
+}
+
+/// A runtime of `workers` worker threads (at least one).
+pub(crate) fn runtime_with(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers.max(1))
         .enable_all()
         .build()
         .expect("a tokio runtime")

@@ -28,7 +28,7 @@ use mcp_serve::{
 use super::exit::Exit;
 use super::gateways::{Built, Gateways};
 use super::logging::LogSecrets;
-use super::open::{fail, load_all, runtime};
+use super::open::{fail, load_all, runtime_with};
 use super::reload::{Fixed, Reload, Sources};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
@@ -149,7 +149,12 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         file: file.map(std::path::Path::to_path_buf),
         logs: logs.clone(),
     };
-    runtime().block_on(serve(secrets, config, gateway, mode, auth, sources))
+    // A gateway serves many clients at once: as many workers as it may use CPUs, unless
+    // `[serve] worker_threads` says otherwise (replicas sharing a machine share its CPUs).
+    let workers = gateway.serve.worker_threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    runtime_with(workers).block_on(serve(secrets, config, gateway, mode, auth, sources))
 }
 
 /// What `[serve]` and the flags say, together.
@@ -340,6 +345,8 @@ async fn serve(
                 }
             };
             ready(monitor.as_ref(), http.state(), fleet.as_deref());
+            let workers = tokio::runtime::Handle::current().metrics().num_workers();
+            say(format_args!("worker threads: {workers}"));
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
             reloads.stop();

@@ -27,6 +27,7 @@
 //! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
 //! | `history` | directory recording each session's run (one subdirectory each; a pooled run's holds every request it served) | none |
 //! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |
+//! | `worker_threads` | threads that serve requests (1 to 1,024; with replicas sharing one machine, about its CPUs divided among them) | the CPUs the process may use |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
 
@@ -70,6 +71,7 @@ const SERVE_FIELDS: &[&str] = &[
     "state",
     "metrics",
     "run_pool",
+    "worker_threads",
 ];
 
 /// The keys of `run_pool`.
@@ -80,6 +82,9 @@ const RATE_FIELDS: &[&str] = &["per_second", "burst"];
 
 /// The smallest request body bound (a JSON-RPC `initialize` must fit).
 const MIN_BODY_BYTES: u64 = 1024;
+
+/// The most threads `worker_threads` may ask for.
+const MAX_WORKER_THREADS: u64 = 1024;
 
 /// Downstream sessions open at once when `[serve] max_sessions` says nothing.
 const DEFAULT_MAX_SESSIONS: usize = 64;
@@ -156,6 +161,8 @@ pub(crate) struct ServeSettings {
     pub(crate) metrics: Option<SocketAddr>,
     /// The runs kept for stateless requests.
     pub(crate) run_pool: PoolOptions,
+    /// The runtime's worker threads (the CPUs the process may use when unset).
+    pub(crate) worker_threads: Option<usize>,
 }
 
 impl Default for ServeSettings {
@@ -173,6 +180,7 @@ impl Default for ServeSettings {
             state: None,
             metrics: None,
             run_pool: PoolOptions::default(),
+            worker_threads: None,
         }
     }
 }
@@ -259,7 +267,22 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     if let Some(pool) = table.read("run_pool", p, run_pool) {
         s.run_pool = pool;
     }
+    s.worker_threads = table.read("worker_threads", p, worker_threads);
     s
+}
+
+/// `worker_threads`: a whole number from 1 to [`MAX_WORKER_THREADS`].
+fn worker_threads(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<usize> {
+    let threads = whole_number(value, at, 1, p)?;
+    if threads > MAX_WORKER_THREADS {
+        p.push(
+            at,
+            ProblemKind::InvalidValue,
+            format!("{threads} worker threads: must be at most {MAX_WORKER_THREADS}"),
+        );
+        return None;
+    }
+    Some(saturate(threads))
 }
 
 /// An `IP:PORT` address.
@@ -483,6 +506,7 @@ approve = "allow"
 history = "/tmp/h"
 metrics = "127.0.0.1:9464"
 run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
+worker_threads = 3
 "#,
         )
         .unwrap();
@@ -514,6 +538,7 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
         assert_eq!(s.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(s.run_pool.max_runs, 3);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_millis(500));
+        assert_eq!(s.worker_threads, Some(3));
         let env = crate::settings::tests::env(&[("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)])
             .unwrap();
         assert_eq!(env.serve.approve, Approval::Allow);
@@ -533,6 +558,7 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
         );
         assert_eq!(s.run_pool.max_runs, 16);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_secs(60));
+        assert_eq!(s.worker_threads, None, "as many as the process has CPUs");
         let off = toml("[serve]\nrun_pool = { max_runs = 0 }\n")
             .unwrap()
             .serve;
@@ -572,6 +598,19 @@ run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
     }
 
     #[test]
+    fn worker_threads_out_of_bounds_name_the_bound() {
+        for (threads, bound) in [("0", "at least 1"), ("1025", "at most 1024")] {
+            let err = toml(&format!("[serve]\nworker_threads = {threads}\n")).unwrap_err();
+            let problems = err.problems();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].path, "serve.worker_threads");
+            assert!(problems[0].message.contains(bound), "{problems:?}");
+        }
+        let s = toml("[serve]\nworker_threads = 1024\n").unwrap().serve;
+        assert_eq!(s.worker_threads, Some(1024));
+    }
+
+    #[test]
     fn every_bad_key_is_named() {
         let err = toml(
             r#"
@@ -596,6 +635,7 @@ idle_timeout_seconds = -3
 approve = "ask"
 metrics = "9464"
 run_pool = { max_runs = -1, idle_timeout_seconds = 0, size = 2 }
+worker_threads = 0
 colour = 1
 "#,
         )
@@ -633,6 +673,7 @@ colour = 1
                 "serve.run_pool.idle_timeout_seconds",
             ),
             (ProblemKind::UnknownField, "serve.run_pool.size"),
+            (ProblemKind::InvalidValue, "serve.worker_threads"),
             (ProblemKind::UnknownField, "serve.colour"),
         ] {
             assert!(

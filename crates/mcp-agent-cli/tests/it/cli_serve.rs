@@ -587,6 +587,56 @@ fn sessions_opened_and_ended_leave_no_upstream_process() {
 }
 
 #[test]
+fn worker_threads_size_the_gateways_runtime_and_one_serves_calls_side_by_side() {
+    // Unset: as many workers as the process may use CPUs.
+    let (_dir, file, _record) = kit_config("");
+    let gateway = Gateway::start(&file, &[]);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert!(
+        gateway.head.contains(&format!("worker threads: {cpus}")),
+        "{:?}",
+        gateway.head
+    );
+    drop(gateway);
+
+    let (_dir, file, record) = kit_config("worker_threads = 1");
+    let gateway = Gateway::start(&file, &[]);
+    assert!(
+        gateway.head.contains(&"worker threads: 1".to_owned()),
+        "{:?}",
+        gateway.head
+    );
+    // A call that sleeps upstream holds no worker: another session's call is answered while
+    // it is in flight.
+    let (in_flight, _) = slow_call_in_flight(&gateway, &record, 4_000);
+    let addr = gateway.addr();
+    let (status, head, body) = http(&addr, &[], initialize(1).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let headers = [
+        ("Mcp-Session-Id", session_id(&head)),
+        ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+    ];
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let add = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {
+            "name": "mcp_call_tool",
+            "arguments": {"tool_name": "kit__add", "arguments": {"a": 2, "b": 3}},
+        },
+    });
+    let (status, _, body) = http(&addr, &refs, add.to_string().as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"isError\":false") && body.contains('5'),
+        "{body}"
+    );
+    assert!(!in_flight.is_finished(), "the slow call was answered first");
+    let (status, _, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("slept_ms"), "{body}");
+}
+
+#[test]
 fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
     let (_dir, file, record) = kit_config(
         "expose = \"eager\"\nmax_body_bytes = 2048\nmax_calls_per_session = 1\n\
