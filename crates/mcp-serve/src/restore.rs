@@ -6,7 +6,6 @@
 //! writes the session's promoted tools back through [`Records`] when they change.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Mutex, PoisonError};
 
 use agent_core::Principal;
@@ -69,11 +68,7 @@ pub(crate) trait Records: Send + Sync + std::fmt::Debug + 'static {
 /// SHA-256 of `id`, in hex.
 pub(crate) fn digest(id: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest.as_ref() {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    data_encoding::HEXLOWER.encode(digest.as_ref())
 }
 
 /// The label of session `id`: the first digits of its digest, the same on every replica,

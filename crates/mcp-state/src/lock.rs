@@ -72,7 +72,7 @@ impl Locks {
         SystemRandom::new()
             .fill(&mut bytes)
             .expect("the system's random source");
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+        data_encoding::HEXLOWER.encode(&bytes)
     }
 
     /// Takes the lease `name` for `owner` for `ttl` (rounded up to whole milliseconds):

@@ -177,10 +177,7 @@ impl SealKey {
     /// ```
     pub fn blind(&self, name: &str) -> String {
         let tag = hmac::sign(&self.blinding, name.as_bytes());
-        tag.as_ref()[..BLIND_BYTES]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        data_encoding::HEXLOWER.encode(&tag.as_ref()[..BLIND_BYTES])
     }
 
     /// `value` sealed for the Redis key `bound_to`.

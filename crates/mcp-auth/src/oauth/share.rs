@@ -143,7 +143,7 @@ pub(super) fn entry_name(kind: &str, parts: &[&[u8]]) -> String {
 
 /// `bytes` as lower-case hex.
 pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(bytes)
 }
 
 /// A store in use by a registry: the store, and whether it is failing now (so that an outage

@@ -277,10 +277,7 @@ fn corrupt(path: &Path, message: &str) -> StoreError {
 /// The first 16 bytes of the SHA-256 of `parts` (joined by a newline), in hex.
 fn hex_digest(parts: &[&str]) -> String {
     let hash = digest(&SHA256, parts.join("\n").as_bytes());
-    hash.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    data_encoding::HEXLOWER.encode(&hash.as_ref()[..16])
 }
 
 /// What kind of JSON problem, in words (no excerpt of the file: it holds tokens).
