@@ -85,7 +85,7 @@ pub(crate) fn json_error(
 }
 
 /// Worker threads of a command's runtime: a command runs one agent or one call at a time.
-const COMMAND_WORKERS: usize = 2;
+pub(crate) const COMMAND_WORKERS: usize = 2;
 
 /// A runtime for one command.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {

@@ -28,7 +28,7 @@ use mcp_serve::{
 use super::exit::Exit;
 use super::gateways::{Built, Gateways};
 use super::logging::LogSecrets;
-use super::open::{fail, load_all, runtime_with};
+use super::open::{COMMAND_WORKERS, fail, load_all, runtime_with};
 use super::reload::{Fixed, Reload, Sources};
 use super::settings::ServeSettings;
 use super::settings::serve::{Approval, ServeAuth, ToolNames, exposure};
@@ -149,10 +149,14 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
         file: file.map(std::path::Path::to_path_buf),
         logs: logs.clone(),
     };
-    // A gateway serves many clients at once: as many workers as it may use CPUs, unless
-    // `[serve] worker_threads` says otherwise (replicas sharing a machine share its CPUs).
-    let workers = gateway.serve.worker_threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    // Over HTTP a gateway serves many clients at once: as many workers as it may use CPUs,
+    // unless `[serve] worker_threads` says otherwise (replicas sharing a machine share its
+    // CPUs). Over stdio it serves one client, as a command does.
+    let workers = gateway.serve.worker_threads.unwrap_or_else(|| match mode {
+        Mode::Http(_) => {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }
+        Mode::Stdio => COMMAND_WORKERS,
     });
     runtime_with(workers).block_on(serve(secrets, config, gateway, mode, auth, sources))
 }

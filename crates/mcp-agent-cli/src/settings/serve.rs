@@ -27,7 +27,7 @@
 //! | `run_pool` | `{ max_runs = 16, idle_timeout_seconds = 60 }`: runs kept for stateless (2026-07-28) requests, one per principal, closed when idle; `max_runs = 0` opens one per request | as shown |
 //! | `history` | directory recording each session's run (one subdirectory each; a pooled run's holds every request it served) | none |
 //! | `metrics` | address of the operators' listener: Prometheus text at `/metrics`, `/healthz`, `/readyz` (no auth: keep it on loopback or a private network) | none |
-//! | `worker_threads` | threads that serve requests (1 to 1,024; with replicas sharing one machine, about its CPUs divided among them) | the CPUs the process may use |
+//! | `worker_threads` | threads that serve requests (1 to 1,024; with replicas sharing one machine, about its CPUs divided among them) | over HTTP the CPUs the process may use; over stdio 2 |
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
 
@@ -161,7 +161,8 @@ pub(crate) struct ServeSettings {
     pub(crate) metrics: Option<SocketAddr>,
     /// The runs kept for stateless requests.
     pub(crate) run_pool: PoolOptions,
-    /// The runtime's worker threads (the CPUs the process may use when unset).
+    /// The runtime's worker threads (when unset: over HTTP the CPUs the process may use, over
+    /// stdio two).
     pub(crate) worker_threads: Option<usize>,
 }
 
