@@ -107,7 +107,16 @@ pub(super) fn read(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<S
         }
         return jwt(v, &path.key("jwt"), p).map(|jwt| ServeAuth::Jwt(Box::new(jwt)));
     }
-    let v = field(obj, "bearer_token_env")?;
+    let Some(v) = field(obj, "bearer_token_env") else {
+        // An `auth` that names no way to authenticate must not serve everyone.
+        p.push(
+            path,
+            ProblemKind::MissingField,
+            "`auth` needs `bearer_token_env` (the variable holding the token) or `jwt`; \
+             without either, remove `auth` to serve without authentication",
+        );
+        return None;
+    };
     let name = super::serve_state::env_var(v, &path.key("bearer_token_env"), p)?;
     Some(ServeAuth::BearerTokenEnv(name))
 }
@@ -357,6 +366,27 @@ auth = { jwt = { issuer = "https://i.example", audience = "https://gw.example/mc
             (jwt.audience.as_deref(), jwt.leeway),
             (None, Duration::from_secs(30))
         );
+    }
+
+    #[test]
+    fn an_auth_table_naming_no_way_to_authenticate_is_refused_not_served_open() {
+        for text in [
+            "[serve]\nauth = {}\n",
+            "[serve.auth]\n",
+            "[serve]\nauth = { bearer_token = \"never-echoed-token\" }\n",
+        ] {
+            let err = toml(text).unwrap_err();
+            let problem = err
+                .problems()
+                .iter()
+                .find(|p| p.path == "serve.auth")
+                .unwrap_or_else(|| panic!("{text}: {err}"));
+            assert!(
+                problem.message.contains("`bearer_token_env`") && problem.message.contains("`jwt`"),
+                "{problem}"
+            );
+            assert!(!err.to_string().contains("never-echoed-token"), "{err}");
+        }
     }
 
     #[test]
