@@ -223,6 +223,13 @@ fn target(url: &str) -> Result<(String, Option<String>, bool), StateError> {
             parsed.scheme()
         )));
     }
+    if parsed.fragment().is_some() {
+        // The client reads `#insecure` as "check no certificate": never taken.
+        return Err(bad(
+            "a fragment (`#…`) is not taken: certificates are always checked \
+             (trust a private CA with `ca_file`)",
+        ));
+    }
     let host = parsed
         .host_str()
         .filter(|h| !h.is_empty())
@@ -263,7 +270,12 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused_without_being_repeated() {
-        for url in ["http://:secret@h:1", "redis://:secret@", "::secret::"] {
+        for url in [
+            "http://:secret@h:1",
+            "redis://:secret@",
+            "::secret::",
+            "rediss://:secret@cache.local:6380/#insecure",
+        ] {
             let e = target(url).unwrap_err();
             assert!(matches!(e, StateError::BadUrl { .. }), "{url}: {e:?}");
             assert!(!e.to_string().contains("secret"), "{e}");

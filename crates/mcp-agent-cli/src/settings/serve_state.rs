@@ -110,8 +110,17 @@ fn redis_table(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<State
 /// A `redis://` or `rediss://` URL with a host; the problem never repeats it.
 fn redis_url(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<String> {
     let text = as_str(value, at, p)?.trim();
-    let ok = url::Url::parse(text)
-        .is_ok_and(|u| matches!(u.scheme(), "redis" | "rediss") && u.host().is_some());
+    let parsed = url::Url::parse(text).ok();
+    if parsed.as_ref().is_some_and(|u| u.fragment().is_some()) {
+        p.push(
+            at,
+            ProblemKind::InvalidValue,
+            "has a fragment (`#…`), which is not taken: certificates are always checked \
+             (trust a private CA with `ca_file`; the value is not shown: it may hold a password)",
+        );
+        return None;
+    }
+    let ok = parsed.is_some_and(|u| matches!(u.scheme(), "redis" | "rediss") && u.host().is_some());
     if !ok {
         p.push(
             at,
@@ -209,6 +218,19 @@ state = { redis = { url = "http://:hunter2@cache:6379", url_env = "A=B", key_pre
                 "{kind:?} {path} not in {problems:?}"
             );
         }
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+
+        // `#insecure` would ask the client to check no certificate.
+        let err = toml(
+            "[serve]\nstate = { redis = { url = \"rediss://:hunter2@cache:6380/#insecure\" } }\n",
+        )
+        .unwrap_err();
+        let problem = err
+            .problems()
+            .iter()
+            .find(|p| p.path == "serve.state.redis.url")
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(problem.message.contains("fragment"), "{problem}");
         assert!(!err.to_string().contains("hunter2"), "{err}");
 
         for (text, path) in [
