@@ -446,7 +446,16 @@ fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLi
         return None;
     };
     let per_second = match v.as_f64() {
-        Some(n) if n.is_finite() && n > 0.0 => n,
+        Some(n) if n.is_finite() && n >= RateLimit::MIN_PER_SECOND => n,
+        Some(n) if n.is_finite() && n > 0.0 => {
+            let min = RateLimit::MIN_PER_SECOND;
+            p.push(
+                &at,
+                ProblemKind::InvalidValue,
+                format!("{n} is under the slowest rate taken, {min} (one request in 1000 s)"),
+            );
+            return None;
+        }
         Some(_) => {
             p.push(&at, ProblemKind::InvalidValue, "must be positive");
             return None;
@@ -461,13 +470,23 @@ fn rate_limit(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<RateLi
         }
     };
     let burst = match field(obj, "burst") {
-        Some(v) => whole_number(v, &path.key("burst"), 1, p)?,
-        None => per_second.ceil() as u64,
+        Some(v) => {
+            let at = path.key("burst");
+            let burst = whole_number(v, &at, 1, p)?;
+            let Ok(burst) = u32::try_from(burst) else {
+                let max = u32::MAX;
+                p.push(
+                    &at,
+                    ProblemKind::InvalidValue,
+                    format!("must be at most {max}"),
+                );
+                return None;
+            };
+            burst
+        }
+        None => u32::try_from(per_second.ceil() as u64).unwrap_or(u32::MAX),
     };
-    Some(RateLimit::new(
-        per_second,
-        u32::try_from(burst).unwrap_or(u32::MAX),
-    ))
+    Some(RateLimit::new(per_second, burst))
 }
 
 #[cfg(test)]
@@ -596,6 +615,32 @@ worker_threads = 3
             "{found:?}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rate_below_the_slowest_or_a_burst_over_the_largest_names_the_bound() {
+        for (line, path, bound) in [
+            (
+                "rate_limit = { per_second = 0.0005 }",
+                "serve.rate_limit.per_second",
+                "0.001",
+            ),
+            (
+                "auth_failure_rate_limit = { per_second = 1, burst = 4294967296 }",
+                "serve.auth_failure_rate_limit.burst",
+                "at most 4294967295",
+            ),
+        ] {
+            let err = toml(&format!("[serve]\n{line}\n")).unwrap_err();
+            let problems = err.problems();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].path, path);
+            assert!(problems[0].message.contains(bound), "{problems:?}");
+        }
+        let s = toml("[serve]\nrate_limit = { per_second = 0.001 }\n")
+            .unwrap()
+            .serve;
+        assert_eq!(s.options.rate_limit.unwrap().burst, 1);
     }
 
     #[test]

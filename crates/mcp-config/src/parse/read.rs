@@ -143,7 +143,10 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// A positive, finite number of seconds.
+/// The longest timeout [`parse_timeout`] takes: 365 days.
+pub const MAX_TIMEOUT_SECS: f64 = 31_536_000.0;
+
+/// A positive, finite number of seconds, at most [`MAX_TIMEOUT_SECS`].
 pub fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Duration> {
     let Some(secs) = value.as_f64() else {
         p.push(
@@ -161,21 +164,21 @@ pub fn parse_timeout(value: &Value, path: &JsonPath, p: &mut Problems) -> Option
         );
         return None;
     }
-    match Duration::try_from_secs_f64(secs) {
-        Ok(d) if !d.is_zero() => Some(d),
-        Ok(_) => {
-            p.push(path, InvalidTimeout, "a timeout must be at least 1 ns");
-            None
-        }
-        Err(_) => {
-            p.push(
-                path,
-                InvalidTimeout,
-                format!("timeout {secs} s is too large"),
-            );
-            None
-        }
+    if secs > MAX_TIMEOUT_SECS {
+        // Far beyond any wait, and a deadline past what a clock can add.
+        p.push(
+            path,
+            InvalidTimeout,
+            format!("timeout {secs} s is over the longest taken, {MAX_TIMEOUT_SECS} s (a year)"),
+        );
+        return None;
     }
+    let timeout = Duration::from_secs_f64(secs);
+    if timeout.is_zero() {
+        p.push(path, InvalidTimeout, "a timeout must be at least 1 ns");
+        return None;
+    }
+    Some(timeout)
 }
 
 /// An `http` or `https` URL with a host and no credentials.

@@ -283,6 +283,24 @@ fn negative_timeout() {
 }
 
 #[test]
+fn a_timeout_over_a_year_is_refused_naming_the_bound() {
+    check(
+        env_servers(r#"[{"name": "git", "command": "x", "call_timeout_seconds": 1e19}]"#),
+        &[(InvalidTimeout, "MCP_AGENT__SERVERS[0].call_timeout_seconds")],
+    );
+    let year = |secs: &str| {
+        let vars = [
+            ("MCP_AGENT__SERVERS", r#"[{"name": "git", "command": "x"}]"#),
+            ("MCP_AGENT__CONNECT_TIMEOUT_SECONDS", secs),
+        ];
+        Config::from_env_vars(vars).map(drop)
+    };
+    let err = year("31536001").unwrap_err();
+    assert!(err.to_string().contains("31536000 s (a year)"), "{err}");
+    year("31536000").unwrap();
+}
+
+#[test]
 fn zero_timeout() {
     check(
         env_servers(r#"[{"name": "git", "command": "x", "connect_timeout_seconds": 0}]"#),

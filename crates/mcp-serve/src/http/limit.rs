@@ -43,20 +43,25 @@ use super::check::Check;
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct RateLimit {
-    /// Tokens refilled per second (sustained requests per second). At least 0.001.
+    /// Tokens refilled per second (sustained requests per second). At least
+    /// [`Self::MIN_PER_SECOND`].
     pub per_second: f64,
     /// The bucket's size: requests at once after an idle spell. At least 1.
     pub burst: u32,
 }
 
 impl RateLimit {
-    /// `per_second` requests a second per client, in bursts of up to `burst`.
+    /// The slowest refill taken: one request in a thousand seconds.
+    pub const MIN_PER_SECOND: f64 = 0.001;
+
+    /// `per_second` requests a second per client (at least [`Self::MIN_PER_SECOND`]), in
+    /// bursts of up to `burst` (at least 1).
     pub fn new(per_second: f64, burst: u32) -> Self {
         Self {
             per_second: if per_second.is_finite() {
-                per_second.max(0.001)
+                per_second.max(Self::MIN_PER_SECOND)
             } else {
-                0.001
+                Self::MIN_PER_SECOND
             },
             burst: burst.max(1),
         }
