@@ -34,8 +34,8 @@
 //! ```
 
 pub use crate::parse::read::{
-    as_bool, as_str, did_you_mean, expect_object, field, non_blank, parse_base_url, parse_http_url,
-    parse_timeout, reject_unknown, shown, type_name, whole_number,
+    MAX_TIMEOUT_SECS, as_bool, as_str, did_you_mean, expect_object, field, non_blank,
+    parse_base_url, parse_http_url, parse_timeout, reject_unknown, shown, type_name, whole_number,
 };
 pub use crate::path::{JsonPath, Problems};
 pub use crate::table::Table;
