@@ -97,6 +97,8 @@ pub use http::{
     RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit, SharedSessions,
     StoreError, Taken,
 };
+/// The type of [`HttpOptions::trusted_proxies`]' networks (`"10.0.0.0/8".parse()`).
+pub use ipnet::IpNet;
 pub use list_changes::ToolListChanges;
 pub use per_session::{OpenError, OpenTools, SessionTools};
 pub use pool::{PoolOptions, PooledTools};

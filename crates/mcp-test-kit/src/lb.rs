@@ -4,8 +4,8 @@
 //! on drop.
 //!
 //! What it is set up to do, as a fleet's balancer would: round robin over the backends,
-//! HTTP/1.1 with kept-alive connections to them, no buffering either way (event streams pass
-//! as they come), a read timeout long enough for any event stream, a failed backend skipped
+//! HTTP/1.1 with kept-alive connections to them, the client's address appended to
+//! `X-Forwarded-For`, no buffering either way (event streams pass as they come), a read timeout long enough for any event stream, a failed backend skipped
 //! for 10 s after one connection failure. A request that was sent to a backend is never sent
 //! to another (nginx does not retry a non-idempotent request such as a `POST`), so a backend
 //! dying mid-request fails exactly the requests it held, answered `502`. Its access log
@@ -225,6 +225,7 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_buffering off;
             proxy_request_buffering off;
             proxy_connect_timeout 5s;
@@ -321,6 +322,7 @@ mod tests {
             "proxy_http_version 1.1;",
             "master_process off;",
             "access_log /tmp/x/access.log fleet;",
+            "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
         ] {
             assert!(text.contains(needed), "{needed} not in\n{text}");
         }

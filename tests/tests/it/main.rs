@@ -18,6 +18,7 @@ mod fleet_replica_kill;
 mod fleet_replica_term;
 mod fleet_round_robin;
 mod fleet_sessions_survive;
+mod fleet_trusted_proxies;
 mod governed_approval;
 mod governed_events;
 mod governed_history;

@@ -18,6 +18,7 @@
 //! | `auth_failure_rate_limit` | requests failing authentication, per client address; beyond, 429 before any check | `{ per_second = 1, burst = 10 }` |
 //! | `max_connections` | HTTP connections open at once; one more is answered 503 and closed | 512 |
 //! | `max_connections_per_address` | HTTP connections open at once from one client address | none |
+//! | `trusted_proxies` | addresses or networks (`"10.0.0.0/8"`) of the load balancers in front: a request they relay counts as the client's their `X-Forwarded-For` names, for the per-address limits (at most 256) | `[]` |
 //! | `header_read_timeout_seconds` | a request head (and a kept-alive HTTP/1 connection's idle wait) | 30 |
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
@@ -31,7 +32,7 @@
 //!
 //! Every key is optional; `mcp-agent serve`'s flags win over it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use mcp_agent::Exposure;
@@ -40,7 +41,7 @@ use mcp_agent::config::read::{
     JsonPath, Problems, Table, as_str, expect_object, field, parse_timeout, reject_unknown, shown,
     type_name, whole_number,
 };
-use mcp_serve::{HttpOptions, PoolOptions, RateLimit};
+use mcp_serve::{HttpOptions, IpNet, PoolOptions, RateLimit};
 use mcp_state::StateConfig;
 use serde_json::Value;
 
@@ -62,6 +63,7 @@ const SERVE_FIELDS: &[&str] = &[
     "auth_failure_rate_limit",
     "max_connections",
     "max_connections_per_address",
+    "trusted_proxies",
     "header_read_timeout_seconds",
     "body_read_timeout_seconds",
     "idle_timeout_seconds",
@@ -82,6 +84,9 @@ const RATE_FIELDS: &[&str] = &["per_second", "burst"];
 
 /// The smallest request body bound (a JSON-RPC `initialize` must fit).
 const MIN_BODY_BYTES: u64 = 1024;
+
+/// The most networks `trusted_proxies` may list.
+const MAX_TRUSTED_PROXIES: usize = 256;
 
 /// The most threads `worker_threads` may ask for.
 const MAX_WORKER_THREADS: u64 = 1024;
@@ -229,6 +234,9 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
     }
     if let Some(max) = table.read("max_connections_per_address", p, count) {
         s.options = s.options.with_max_connections_per_address(max);
+    }
+    if let Some(networks) = table.read("trusted_proxies", p, trusted_proxies) {
+        s.options = s.options.with_trusted_proxies(networks);
     }
     if let Some(timeout) = table.read("header_read_timeout_seconds", p, parse_timeout) {
         s.options = s.options.with_header_read_timeout(timeout);
@@ -385,6 +393,29 @@ fn hosts(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>
     })
 }
 
+/// Addresses (`10.0.0.5`, `::1`) and networks (`10.0.0.0/8`), at most [`MAX_TRUSTED_PROXIES`].
+fn trusted_proxies(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<IpNet>> {
+    let networks = words(value, path, p, "addresses or networks", |s| {
+        let network = s
+            .parse::<IpNet>()
+            .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+            .map_err(|_| "is no address or network: write `10.0.0.5` or `10.0.0.0/8`")?;
+        Ok(network.trunc().to_string())
+    })?;
+    if networks.len() > MAX_TRUSTED_PROXIES {
+        p.push(
+            path,
+            ProblemKind::InvalidValue,
+            format!(
+                "lists {} networks, more than the {MAX_TRUSTED_PROXIES} taken",
+                networks.len()
+            ),
+        );
+        return None;
+    }
+    Some(networks.iter().filter_map(|n| n.parse().ok()).collect())
+}
+
 /// Browser origins (`scheme://host[:port]`, or `null`).
 fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<String>> {
     words(value, path, p, "origins", |s| {
@@ -518,6 +549,7 @@ rate_limit = { per_second = 0.5, burst = 4 }
 auth_failure_rate_limit = { per_second = 2 }
 max_connections = 100
 max_connections_per_address = 8
+trusted_proxies = ["127.0.0.1", "10.1.0.0/16", "fd00::/8", "10.2.3.4/8"]
 header_read_timeout_seconds = 5
 body_read_timeout_seconds = 7.5
 idle_timeout_seconds = 20
@@ -544,6 +576,11 @@ worker_threads = 3
         assert_eq!(o.auth_failure_limit.unwrap().burst, 2);
         assert_eq!(o.max_connections, 100);
         assert_eq!(o.max_connections_per_address, Some(8));
+        let proxies: Vec<String> = o.trusted_proxies.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            proxies,
+            ["127.0.0.1/32", "10.1.0.0/16", "fd00::/8", "10.0.0.0/8"]
+        );
         assert_eq!(o.header_read_timeout, Duration::from_secs(5));
         assert_eq!(o.body_read_timeout, Duration::from_millis(7500));
         assert_eq!(o.idle_timeout, Duration::from_secs(20));
@@ -675,6 +712,7 @@ rate_limit = { burst = 2 }
 auth_failure_rate_limit = 5
 max_connections = 0
 max_connections_per_address = -1
+trusted_proxies = ["10.0.0.0/33"]
 header_read_timeout_seconds = 0
 body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
@@ -705,6 +743,7 @@ colour = 1
             (ProblemKind::WrongType, "serve.auth_failure_rate_limit"),
             (ProblemKind::InvalidValue, "serve.max_connections"),
             (ProblemKind::WrongType, "serve.max_connections_per_address"),
+            (ProblemKind::InvalidValue, "serve.trusted_proxies[0]"),
             (
                 ProblemKind::InvalidTimeout,
                 "serve.header_read_timeout_seconds",

@@ -3,6 +3,8 @@
 //! by [`CheckLayer`]), under [`MeteredLayer`], which counts every answer by method and status
 //! ([`NameMethod`], below the body's reading, names a message's JSON-RPC method for it):
 //!
+//! 0. not a check: a request relayed by a trusted proxy is counted as its client's, named by
+//!    `X-Forwarded-For` (`forwarded.rs`; with trusted proxies);
 //! 1. [`Limiter`]: the client's request budget → `429` (with a rate limit set);
 //! 2. [`Routes`]: the endpoint's path passes, the protected-resource metadata is answered, any
 //!    other path is `404`;
@@ -39,7 +41,7 @@ use hyper::body::Incoming;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tower::ServiceBuilder;
-use tower::util::BoxCloneSyncService;
+use tower::util::{BoxCloneSyncService, MapRequestLayer};
 use url::Url;
 
 use super::answer::Answer;
@@ -48,6 +50,7 @@ use super::authenticate::Authentication;
 use super::body::{BodyLayer, Whole};
 use super::check::CheckLayer;
 use super::ended::SessionEnd;
+use super::forwarded::TrustedProxies;
 use super::ids::Ids;
 use super::limit::{Limiter, RateLimit};
 use super::limit_store::SharedRateLimit;
@@ -85,6 +88,8 @@ pub(crate) struct Checks {
     pub(crate) shared_rate_limit: Option<SharedRateLimit>,
     /// Requests failing authentication, per client address (only with auth).
     pub(crate) auth_failure_limit: Option<RateLimit>,
+    /// The proxies whose `X-Forwarded-For` names the client.
+    pub(crate) trusted_proxies: TrustedProxies,
     pub(crate) max_body: usize,
     /// How long a request's body may take to arrive, whole.
     pub(crate) body_timeout: Duration,
@@ -129,6 +134,10 @@ impl Checks {
         let rate_limit = self
             .rate_limit
             .map(|limit| CheckLayer::new(Limiter::new(limit)));
+        let forwarded = (!self.trusted_proxies.is_empty()).then(|| {
+            let proxies = Arc::new(self.trusted_proxies);
+            MapRequestLayer::new(move |request| proxies.rewrite(request))
+        });
         let message: Message = BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .layer(CheckLayer::new(NameMethod))
@@ -145,6 +154,7 @@ impl Checks {
         BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .layer(MeteredLayer)
+                .option_layer(forwarded)
                 .option_layer(rate_limit)
                 .layer(CheckLayer::new(self.routes))
                 .layer(CheckLayer::new(Origins(self.allowed_origins)))

@@ -4,6 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -29,6 +30,7 @@ mod check;
 mod conn;
 mod dpop;
 mod ended;
+mod forwarded;
 mod front;
 mod ids;
 mod in_flight;
@@ -124,6 +126,15 @@ pub struct HttpOptions {
     /// [`max_connections`](Self::max_connections). Default none: behind a proxy every client
     /// has the proxy's address.
     pub max_connections_per_address: Option<usize>,
+    /// The networks of the proxies (load balancers) in front of this endpoint: a request on a
+    /// connection from one of them comes from the last address its `X-Forwarded-For` names
+    /// that is not one of theirs, for the per-address limits
+    /// ([`rate_limit`](Self::rate_limit), [`auth_failure_limit`](Self::auth_failure_limit),
+    /// [`shared_rate_limit`](Self::shared_rate_limit) without a subject). A connection from
+    /// anywhere else is its own client whatever it sends; the bound on connections per
+    /// address stays per connecting address. Default none: behind a proxy every client
+    /// counts as the proxy.
+    pub trusted_proxies: Vec<IpNet>,
     /// How long a client may take to send a request's head (line and headers), counted from
     /// when the connection waits for it: on a kept-alive HTTP/1 connection that is its idle
     /// time too. Beyond, the connection is closed. Default 30 s.
@@ -187,6 +198,7 @@ impl Default for HttpOptions {
             auth_failure_limit: Some(RateLimit::new(1.0, 10)),
             max_connections: 512,
             max_connections_per_address: None,
+            trusted_proxies: Vec::new(),
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
@@ -300,6 +312,21 @@ impl HttpOptions {
     #[must_use]
     pub fn with_max_connections_per_address(mut self, max: usize) -> Self {
         self.max_connections_per_address = Some(max.max(1));
+        self
+    }
+
+    /// Sets [`trusted_proxies`](Self::trusted_proxies).
+    ///
+    /// ```
+    /// use mcp_serve::HttpOptions;
+    ///
+    /// let options = HttpOptions::default()
+    ///     .with_trusted_proxies(["10.0.0.0/8".parse().unwrap(), "127.0.0.1/32".parse().unwrap()]);
+    /// assert_eq!(options.trusted_proxies.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn with_trusted_proxies(mut self, networks: impl IntoIterator<Item = IpNet>) -> Self {
+        self.trusted_proxies = networks.into_iter().collect();
         self
     }
 
@@ -550,6 +577,7 @@ impl ToolServer {
             rate_limit: options.rate_limit,
             shared_rate_limit: options.shared_rate_limit.clone(),
             auth_failure_limit: options.auth_failure_limit,
+            trusted_proxies: forwarded::TrustedProxies::new(options.trusted_proxies.clone()),
             max_body: self.max_request_bytes_value(),
             body_timeout: options.body_read_timeout,
             live,
