@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -27,12 +27,18 @@ pub(crate) type Answering = Pin<Box<dyn Future<Output = Result<Answer, Infallibl
 pub(crate) struct ClientAddr(pub(crate) IpAddr);
 
 impl ClientAddr {
-    /// The address `request` came from (unspecified when no connection named one).
+    /// The address the per-address limits count `request` under (unspecified when no
+    /// connection named one): an IPv4 client's own, an IPv6 client's /64 (what one host is
+    /// usually given, so that it cannot take a fresh budget from each of its addresses).
     pub(crate) fn of<B>(request: &http::Request<B>) -> IpAddr {
-        request
-            .extensions()
-            .get::<Self>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0)
+        match request.extensions().get::<Self>().map(|c| c.0) {
+            Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !u128::from(u64::MAX))),
+            },
+            Some(v4) => v4,
+            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
     }
 }
 
@@ -204,5 +210,40 @@ pub(crate) mod testing {
         pub(crate) fn json(&self) -> serde_json::Value {
             serde_json::from_str(&self.body).expect("a JSON body")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted_as(addr: Option<&str>) -> IpAddr {
+        let mut request = http::Request::new(());
+        if let Some(addr) = addr {
+            request
+                .extensions_mut()
+                .insert(ClientAddr(addr.parse().unwrap()));
+        }
+        ClientAddr::of(&request)
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_64_and_a_mapped_one_as_ipv4() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert_eq!(counted_as(Some("203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(
+            counted_as(Some("2001:db8:1:2:aaaa::1")),
+            counted_as(Some("2001:db8:1:2:ffff::9"))
+        );
+        assert_eq!(
+            counted_as(Some("2001:db8:1:2:aaaa::1")),
+            ip("2001:db8:1:2::")
+        );
+        assert_ne!(
+            counted_as(Some("2001:db8:1:2::1")),
+            counted_as(Some("2001:db8:1:3::1"))
+        );
+        assert_eq!(counted_as(Some("::ffff:10.0.0.1")), ip("10.0.0.1"));
+        assert_eq!(counted_as(None), ip("0.0.0.0"));
     }
 }

@@ -126,8 +126,10 @@ impl Limiter {
 }
 
 /// Takes a token from `key`'s bucket among `buckets` under `limit` at `now`: `Ok` when it had
-/// one, else how long until it has. Beyond [`MAX_CLIENTS`] buckets, full ones are forgotten.
-pub(crate) fn take_from<K: Hash + Eq>(
+/// one, else how long until it has. Beyond [`MAX_CLIENTS`] buckets, full ones are forgotten;
+/// when none is full, the fullest one is: a flood of new keys never wipes out the buckets of
+/// the clients that spent theirs.
+pub(crate) fn take_from<K: Hash + Eq + Clone>(
     buckets: &mut HashMap<K, Bucket>,
     key: K,
     limit: RateLimit,
@@ -135,10 +137,17 @@ pub(crate) fn take_from<K: Hash + Eq>(
 ) -> Result<(), Duration> {
     let burst = f64::from(limit.burst);
     let rate = limit.per_second;
+    let refilled = |b: &Bucket| b.tokens + now.duration_since(b.at).as_secs_f64() * rate;
     if buckets.len() >= MAX_CLIENTS && !buckets.contains_key(&key) {
-        buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
+        buckets.retain(|_, b| refilled(b) < burst);
         if buckets.len() >= MAX_CLIENTS {
-            buckets.clear();
+            let fullest = buckets
+                .iter()
+                .max_by(|a, b| refilled(a.1).total_cmp(&refilled(b.1)))
+                .map(|(k, _)| k.clone());
+            if let Some(fullest) = fullest {
+                buckets.remove(&fullest);
+            }
         }
     }
     let bucket = buckets.entry(key).or_insert(Bucket {
@@ -203,6 +212,26 @@ mod tests {
             (200, 1),
             "another client"
         );
+    }
+
+    #[test]
+    fn a_flood_of_new_clients_never_refills_one_that_spent_its_budget() {
+        // Failed logins: a burst of 10, one a second.
+        let limiter = Limiter::new(RateLimit::new(1.0, 10));
+        let t0 = Instant::now();
+        let guesser: IpAddr = "192.0.2.1".parse().unwrap();
+        while limiter.take_at(guesser, t0).is_ok() {}
+        // More new addresses than the table holds, each spending a token at once.
+        for i in 0..(MAX_CLIENTS + 64) {
+            let other = IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+            let _ = limiter.take_at(other, t0);
+        }
+        assert!(
+            limiter.take_at(guesser, t0).is_err(),
+            "the spent bucket was forgotten"
+        );
+        let kept = limiter.buckets.lock().unwrap().len();
+        assert!(kept <= MAX_CLIENTS, "{kept}");
     }
 
     #[test]
