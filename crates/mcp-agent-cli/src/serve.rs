@@ -153,9 +153,8 @@ pub(crate) fn run(args: ServeArgs, file: Option<&std::path::Path>, logs: &LogSec
     // unless `[serve] worker_threads` says otherwise (replicas sharing a machine share its
     // CPUs). Over stdio it serves one client, as a command does.
     let workers = gateway.serve.worker_threads.unwrap_or_else(|| match mode {
-        Mode::Http(_) => {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        }
+        Mode::Http(_) => std::thread::available_parallelism()
+            .map_or(COMMAND_WORKERS, std::num::NonZeroUsize::get),
         Mode::Stdio => COMMAND_WORKERS,
     });
     runtime_with(workers).block_on(serve(secrets, config, gateway, mode, auth, sources))
@@ -312,6 +311,12 @@ async fn serve(
                 options = options.with_auth(auth);
             }
             if let Some(fleet) = &fleet {
+                if options.trusted_proxies.is_empty() {
+                    say(
+                        "note: [serve] state is set without trusted_proxies: behind a balancer \
+                         every client counts as the balancer's address in the per-address limits",
+                    );
+                }
                 if options.rate_limit.is_none() {
                     say(if sharing_tokens {
                         "note: [serve] state is set without rate_limit: sessions and upstream \

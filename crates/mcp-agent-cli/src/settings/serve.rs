@@ -400,7 +400,19 @@ fn trusted_proxies(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<V
             .parse::<IpNet>()
             .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
             .map_err(|_| "is no address or network: write `10.0.0.5` or `10.0.0.0/8`")?;
-        Ok(network.trunc().to_string())
+        if network.prefix_len() == 0 {
+            return Err(
+                "trusts every address, so any client could name itself: list the \
+                        balancers' addresses only",
+            );
+        }
+        if network != network.trunc() {
+            return Err(
+                "has bits set past its prefix: write the network (`10.0.0.0/8`) or \
+                        the address alone",
+            );
+        }
+        Ok(network.to_string())
     })?;
     if networks.len() > MAX_TRUSTED_PROXIES {
         p.push(
@@ -549,7 +561,7 @@ rate_limit = { per_second = 0.5, burst = 4 }
 auth_failure_rate_limit = { per_second = 2 }
 max_connections = 100
 max_connections_per_address = 8
-trusted_proxies = ["127.0.0.1", "10.1.0.0/16", "fd00::/8", "10.2.3.4/8"]
+trusted_proxies = ["127.0.0.1", "10.1.0.0/16", "fd00::/8", "10.0.0.0/8"]
 header_read_timeout_seconds = 5
 body_read_timeout_seconds = 7.5
 idle_timeout_seconds = 20
@@ -712,7 +724,7 @@ rate_limit = { burst = 2 }
 auth_failure_rate_limit = 5
 max_connections = 0
 max_connections_per_address = -1
-trusted_proxies = ["10.0.0.0/33"]
+trusted_proxies = ["10.0.0.0/33", "0.0.0.0/0", "10.2.3.4/8"]
 header_read_timeout_seconds = 0
 body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
@@ -744,6 +756,8 @@ colour = 1
             (ProblemKind::InvalidValue, "serve.max_connections"),
             (ProblemKind::WrongType, "serve.max_connections_per_address"),
             (ProblemKind::InvalidValue, "serve.trusted_proxies[0]"),
+            (ProblemKind::InvalidValue, "serve.trusted_proxies[1]"),
+            (ProblemKind::InvalidValue, "serve.trusted_proxies[2]"),
             (
                 ProblemKind::InvalidTimeout,
                 "serve.header_read_timeout_seconds",

@@ -112,6 +112,14 @@ fn gateway_replicas_with_a_seal_key_share_upstream_tokens() {
         "{:?}",
         alone.head
     );
+    assert!(
+        alone
+            .head
+            .iter()
+            .any(|l| l.contains("without trusted_proxies")),
+        "a fleet's replica behind a balancer would count every client as it: {:?}",
+        alone.head
+    );
     open_upstream(&alone);
     assert_eq!(auth.token_requests(), 2, "its own token");
 }

@@ -29,9 +29,10 @@ const MAX_HOPS: usize = 16;
 pub(crate) struct TrustedProxies(Vec<IpNet>);
 
 impl TrustedProxies {
-    /// Trusts `networks` (none: every connection is its own client).
+    /// Trusts `networks` (none: every connection is its own client); an IPv4 network written
+    /// mapped into IPv6 (`::ffff:10.0.0.0/104`) is the IPv4 one, as peers are compared.
     pub(crate) fn new(networks: Vec<IpNet>) -> Self {
-        Self(networks)
+        Self(networks.into_iter().map(canonical_net).collect())
     }
 
     /// Whether none is trusted.
@@ -86,12 +87,27 @@ impl TrustedProxies {
 /// either is allowed, as some proxies write one).
 fn hop_addr(hop: &[u8]) -> Option<IpAddr> {
     let text = std::str::from_utf8(hop).ok()?.trim();
-    if let Ok(addr) = text.parse::<IpAddr>() {
+    let bare = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    if let Ok(addr) = bare.parse::<IpAddr>() {
         return Some(canonical(addr));
     }
     text.parse::<std::net::SocketAddr>()
         .ok()
         .map(|socket| canonical(socket.ip()))
+}
+
+/// [`canonical`] for a network: an IPv4 network mapped into IPv6 as that IPv4 network.
+fn canonical_net(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, IpNet::V4),
+            None => net,
+        },
+        _ => net,
+    }
 }
 
 /// An IPv4 address mapped into IPv6 (`::ffff:10.0.0.1`, as a dual-stack listener reports one)
@@ -146,10 +162,25 @@ mod tests {
             ),
             ip("203.0.113.7")
         );
-        // IPv6, bracketed with a port, and an IPv4 peer seen through a dual-stack socket.
+        // IPv6, bracketed with a port or without, and an IPv4 peer seen through a dual-stack
+        // socket.
         assert_eq!(
             trusted.client(ip("::ffff:127.0.0.1"), &headers(&["[2001:db8::5]:4711"])),
             ip("2001:db8::5")
+        );
+        assert_eq!(
+            trusted.client(balancer, &headers(&["[2001:db8::6]"])),
+            ip("2001:db8::6")
+        );
+        assert_eq!(
+            trusted.client(balancer, &headers(&["::ffff:203.0.113.8"])),
+            ip("203.0.113.8")
+        );
+        // A trusted network written mapped into IPv6 is the IPv4 network.
+        let mapped = proxies(&["::ffff:10.0.0.0/104"]);
+        assert_eq!(
+            mapped.client(ip("10.9.8.7"), &headers(&["203.0.113.9"])),
+            ip("203.0.113.9")
         );
     }
 
