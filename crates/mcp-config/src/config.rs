@@ -69,7 +69,8 @@ pub const DEFAULT_TOOL_SERVER_NAME: &str = "mcp-agent";
 /// `idp_token_url`, `subject_token_env` or `subject_token_file`, `client_id`,
 /// `client_secret_env`, `idp_client_id`, `idp_client_secret_env`, `audience`, `resource`,
 /// `scope`, `allowed_issuers`), `workload_identity` ([`WorkloadIdentity`](crate::WorkloadIdentity):
-/// `token_file` or `token_env`, `client_id`, `audience`, `scope`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60) and `tools`
+/// `token_file` or `token_env`, `client_id`, `audience`, `scope`, `allowed_issuers`)} (HTTP), `connect_timeout_seconds`, `call_timeout_seconds` (default 60; every timeout
+/// is a positive number of seconds, at most a year: [`MAX_TIMEOUT_SECS`](crate::read::MAX_TIMEOUT_SECS)) and `tools`
 /// {`allow`, `deny`, `pinned`}, and `shared` (default `false`: the runs of one client reuse one
 /// pooled session of the server; caller-supplied servers never do, see [`ServerSpec::shared`]),
 /// `roots`, and `instructions` (default `true`: the server's instructions go into a run's system

@@ -93,9 +93,9 @@ pub use features::{
 };
 pub use http::{
     BearerAuth, DpopPolicy, HttpOptions, HttpServer, InProcessReplay, InProcessSessions,
-    InProcessStore, JwksError, JwtAlgorithm, JwtAuth, OnStoreError, PROOF_WINDOW, ProofReplay,
-    RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit, SharedSessions,
-    StoreError, Taken,
+    InProcessStore, JwksError, JwtAlgorithm, JwtAuth, MAX_HTTP_TIMEOUT, OnStoreError, PROOF_WINDOW,
+    ProofReplay, RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit,
+    SharedSessions, StoreError, Taken,
 };
 /// The type of [`HttpOptions::trusted_proxies`]' networks (`"10.0.0.0/8".parse()`).
 pub use ipnet::IpNet;

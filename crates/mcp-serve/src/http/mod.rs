@@ -21,6 +21,10 @@ use crate::param_headers::ParamHeaderCheck;
 use crate::per_session::OpenTools;
 use crate::server::{Source, ToolServer};
 
+/// The longest of the endpoint's timeouts a setter takes (a year): a connection's deadline is
+/// its start plus a timeout, which a clock cannot hold for any duration.
+pub const MAX_HTTP_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 mod accept;
 mod answer;
 mod auth;
@@ -330,31 +334,32 @@ impl HttpOptions {
         self
     }
 
-    /// Sets [`header_read_timeout`](Self::header_read_timeout) (at least 1 ms).
+    /// Sets [`header_read_timeout`](Self::header_read_timeout) (at least 1 ms, at most [`MAX_HTTP_TIMEOUT`]).
     #[must_use]
     pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
-        self.header_read_timeout = timeout.max(Duration::from_millis(1));
+        self.header_read_timeout = timeout.clamp(Duration::from_millis(1), MAX_HTTP_TIMEOUT);
         self
     }
 
-    /// Sets [`body_read_timeout`](Self::body_read_timeout) (at least 1 ms).
+    /// Sets [`body_read_timeout`](Self::body_read_timeout) (at least 1 ms, at most [`MAX_HTTP_TIMEOUT`]).
     #[must_use]
     pub fn with_body_read_timeout(mut self, timeout: Duration) -> Self {
-        self.body_read_timeout = timeout.max(Duration::from_millis(1));
+        self.body_read_timeout = timeout.clamp(Duration::from_millis(1), MAX_HTTP_TIMEOUT);
         self
     }
 
-    /// Sets [`idle_timeout`](Self::idle_timeout) (at least 1 ms).
+    /// Sets [`idle_timeout`](Self::idle_timeout) (at least 1 ms, at most [`MAX_HTTP_TIMEOUT`]).
     #[must_use]
     pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_timeout = timeout.max(Duration::from_millis(1));
+        self.idle_timeout = timeout.clamp(Duration::from_millis(1), MAX_HTTP_TIMEOUT);
         self
     }
 
-    /// Sets [`session_idle_timeout`](Self::session_idle_timeout) (at least 1 s).
+    /// Sets [`session_idle_timeout`](Self::session_idle_timeout) (at least 1 s, at most
+    /// [`MAX_HTTP_TIMEOUT`]).
     #[must_use]
     pub fn with_session_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.session_idle_timeout = timeout.max(Duration::from_secs(1));
+        self.session_idle_timeout = timeout.clamp(Duration::from_secs(1), MAX_HTTP_TIMEOUT);
         self
     }
 
