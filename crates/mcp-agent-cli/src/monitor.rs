@@ -9,6 +9,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -57,9 +58,10 @@ pub(crate) enum MonitorError {
     Recorder(String),
 }
 
-/// What `/readyz` asks: set once the gateway serves (before, it is starting).
+/// What `/readyz` asks: set once the gateway serves (before, it is starting), and whether it
+/// is leaving (told to stop, still serving through `[serve] drain_delay_seconds`).
 #[derive(Clone, Default)]
-struct Readiness(Arc<OnceLock<Serving>>);
+struct Readiness(Arc<OnceLock<Serving>>, Arc<AtomicBool>);
 
 struct Serving {
     state: watch::Receiver<ServeState>,
@@ -78,6 +80,9 @@ impl Readiness {
         let Some(serving) = self.0.get() else {
             return Err("starting".into());
         };
+        if self.1.load(Ordering::Relaxed) {
+            return Err("draining".into());
+        }
         match *serving.state.borrow() {
             ServeState::Serving => {}
             ServeState::Draining => return Err("draining".into()),
@@ -181,6 +186,12 @@ impl Monitor {
     /// The address it listens on.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The gateway was told to stop: from now on `/readyz` says it is draining, though it still
+    /// serves until its drain begins.
+    pub(crate) fn leaving(&self) {
+        self.readiness.1.store(true, Ordering::Relaxed);
     }
 
     /// The gateway serves, in `state`: `/readyz` says so while it does, and while `redis`

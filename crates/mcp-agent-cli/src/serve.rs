@@ -358,6 +358,20 @@ async fn serve(
             say(format_args!("worker threads: {workers}"));
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
+            if let Some(delay) = settings.drain_delay {
+                // Out of the balancers' rotation first (`/readyz`), still serving meanwhile.
+                if let Some(monitor) = &monitor {
+                    monitor.leaving();
+                }
+                say(format_args!(
+                    "stopping: /readyz says draining; serving {delay:?} more before draining \
+                     (another signal drains at once)"
+                ));
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    _ = signals.recv() => {}
+                }
+            }
             reloads.stop();
             say("stopping: draining calls in flight");
             let report = tokio::select! {

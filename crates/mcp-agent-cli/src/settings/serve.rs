@@ -22,6 +22,7 @@
 //! | `header_read_timeout_seconds` | a request head (and a kept-alive HTTP/1 connection's idle wait) | 30 |
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
+//! | `drain_delay_seconds` | after SIGTERM/SIGINT, `/readyz` says draining and the gateway serves this long more before it drains, so that balancers probing it take it out first (another signal drains at once) | none |
 //! | `park_idle_sessions_seconds` | a session with no request in progress for this long is parked: closed here (its upstream sessions too), its record kept (in Redis with `state`, else in this process), and restored at its next request | none |
 //! | `approve` | `deny` or `allow`: calls `[policy]` says need approval | `deny` |
 //! | `state` | `{ redis = { url_env = "VAR", key_prefix = "mcp-agent:", seal_key_env = "VAR", ca_file = "ca.pem" }, on_error = "closed" }` (or `"open"`): the fleet's shared state (`ca_file`: the CAs trusted for `rediss://` instead of the web roots); `rate_limit` is then counted fleet-wide too, and with `seal_key_env` (32 bytes, base64) sessions (any replica serves them) and upstream OAuth tokens are shared, sealed | none |
@@ -34,6 +35,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use mcp_agent::Exposure;
 use mcp_agent::config::ProblemKind;
@@ -68,6 +70,7 @@ const SERVE_FIELDS: &[&str] = &[
     "body_read_timeout_seconds",
     "idle_timeout_seconds",
     "park_idle_sessions_seconds",
+    "drain_delay_seconds",
     "approve",
     "history",
     "state",
@@ -166,6 +169,9 @@ pub(crate) struct ServeSettings {
     pub(crate) metrics: Option<SocketAddr>,
     /// The runs kept for stateless requests.
     pub(crate) run_pool: PoolOptions,
+    /// After a stop signal, how long the gateway goes on serving (`/readyz` saying draining)
+    /// before it drains.
+    pub(crate) drain_delay: Option<Duration>,
     /// The runtime's worker threads (when unset: over HTTP the CPUs the process may use, over
     /// stdio two).
     pub(crate) worker_threads: Option<usize>,
@@ -187,6 +193,7 @@ impl Default for ServeSettings {
             metrics: None,
             run_pool: PoolOptions::default(),
             worker_threads: None,
+            drain_delay: None,
         }
     }
 }
@@ -277,6 +284,7 @@ pub(crate) fn read(table: &Table, p: &mut Problems) -> ServeSettings {
         s.run_pool = pool;
     }
     s.worker_threads = table.read("worker_threads", p, worker_threads);
+    s.drain_delay = table.read("drain_delay_seconds", p, parse_timeout);
     s
 }
 
@@ -571,6 +579,7 @@ history = "/tmp/h"
 metrics = "127.0.0.1:9464"
 run_pool = { max_runs = 3, idle_timeout_seconds = 0.5 }
 worker_threads = 3
+drain_delay_seconds = 15
 "#,
         )
         .unwrap();
@@ -608,6 +617,7 @@ worker_threads = 3
         assert_eq!(s.run_pool.max_runs, 3);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_millis(500));
         assert_eq!(s.worker_threads, Some(3));
+        assert_eq!(s.drain_delay, Some(Duration::from_secs(15)));
         let env = crate::settings::tests::env(&[("MCP_AGENT__SERVE", r#"{"approve": "allow"}"#)])
             .unwrap();
         assert_eq!(env.serve.approve, Approval::Allow);
@@ -628,6 +638,7 @@ worker_threads = 3
         assert_eq!(s.run_pool.max_runs, 16);
         assert_eq!(s.run_pool.idle_timeout, Duration::from_secs(60));
         assert_eq!(s.worker_threads, None, "as many as the process has CPUs");
+        assert_eq!(s.drain_delay, None, "a stop drains at once");
         let off = toml("[serve]\nrun_pool = { max_runs = 0 }\n")
             .unwrap()
             .serve;
@@ -732,6 +743,7 @@ approve = "ask"
 metrics = "9464"
 run_pool = { max_runs = -1, idle_timeout_seconds = 0, size = 2 }
 worker_threads = 0
+drain_delay_seconds = -1
 colour = 1
 "#,
         )
@@ -773,6 +785,7 @@ colour = 1
             ),
             (ProblemKind::UnknownField, "serve.run_pool.size"),
             (ProblemKind::InvalidValue, "serve.worker_threads"),
+            (ProblemKind::InvalidTimeout, "serve.drain_delay_seconds"),
             (ProblemKind::UnknownField, "serve.colour"),
         ] {
             assert!(

@@ -331,6 +331,33 @@ fn readiness_fails_while_draining_and_health_holds() {
 }
 
 #[test]
+fn with_a_drain_delay_readiness_fails_first_while_new_sessions_are_still_served() {
+    // Longer than the test: a second signal ends the wait.
+    let (_dir, file, _record) = config("", &[], "drain_delay_seconds = 600", "");
+    let mut gateway = Gateway::start(&file, &[]);
+    let metrics = metrics_addr(&gateway);
+    assert_eq!(get(&metrics, "/readyz").0, 200);
+    let addr = gateway.addr();
+    let pid = Pid::from_raw(gateway.pid() as i32);
+    kill(pid, Signal::SIGTERM).unwrap();
+    wait_until("/readyz to say draining", || {
+        get(&metrics, "/readyz") == (503, "not ready: draining\n".into())
+    });
+    // Out of the rotation, yet serving: a new session opens and its call runs.
+    let session = open_session(&addr);
+    let answer = call(&addr, &session, 1, "kit__add", json!({"a": 2, "b": 3}));
+    assert!(!is_error(&answer), "{answer}");
+    kill(pid, Signal::SIGTERM).unwrap();
+    assert_eq!(gateway.exit_code(), Some(0));
+    let said = gateway.lines_until("draining calls in flight");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("serving 600s more before draining")),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn rate_refusals_are_counted_before_any_body_is_read() {
     let (_dir, file, _record) = config(
         "",
