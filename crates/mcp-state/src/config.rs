@@ -88,6 +88,21 @@ impl StateConfig {
         }
     }
 
+    /// Whether `url` is one a connection takes: `redis://` or `rediss://` with a host and no
+    /// fragment (`#insecure` would ask the client to check no certificate). The error never
+    /// repeats the URL: it may hold a password.
+    ///
+    /// ```
+    /// use mcp_state::StateConfig;
+    ///
+    /// assert!(StateConfig::check_url("rediss://:pw@cache.local:6380/0").is_ok());
+    /// let refused = StateConfig::check_url("rediss://:pw@cache.local:6380/#insecure").unwrap_err();
+    /// assert!(!refused.to_string().contains("pw"));
+    /// ```
+    pub fn check_url(url: &str) -> Result<(), crate::StateError> {
+        target(url).map(drop)
+    }
+
     /// Settings that read the URL from the environment variable `var` when connecting.
     ///
     /// ```
@@ -154,6 +169,47 @@ impl fmt::Debug for StateConfig {
     }
 }
 
+/// `host:port` of `url`, its password, and whether it is `rediss://` (TLS), checking the
+/// scheme and host first so that a bad URL is reported without being repeated.
+pub(crate) fn target(url: &str) -> Result<(String, Option<String>, bool), StateError> {
+    let bad = |reason: &str| StateError::BadUrl {
+        reason: reason.to_owned(),
+    };
+    let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(parsed.scheme(), "redis" | "rediss") {
+        return Err(bad(&format!(
+            "scheme `{}` is not `redis` or `rediss`",
+            parsed.scheme()
+        )));
+    }
+    if parsed.fragment().is_some() {
+        // The client reads `#insecure` as "check no certificate": never taken.
+        return Err(bad(
+            "a fragment (`#…`) is not taken: certificates are always checked \
+             (trust a private CA with `ca_file`)",
+        ));
+    }
+    let host = parsed
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("no host"))?;
+    let port = parsed.port().unwrap_or(6379);
+    let password = parsed.password().map(percent_decode);
+    Ok((
+        format!("{host}:{port}"),
+        password,
+        parsed.scheme() == "rediss",
+    ))
+}
+
+/// The password as the client sends it (the URL carries it percent-encoded).
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("p={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +222,32 @@ mod tests {
         );
         assert_eq!(redact_url("redis://h:1"), "redis://h:1");
         assert_eq!(redact_url("not a url :pw@"), "<unparsable URL, hidden>");
+    }
+
+    #[test]
+    fn targets_name_host_and_port_and_keep_the_password_apart() {
+        assert_eq!(
+            target("redis://:p%40ss@cache.local/0").unwrap(),
+            ("cache.local:6379".into(), Some("p@ss".into()), false)
+        );
+        assert_eq!(
+            target("rediss://u:a+b@10.1.2.3:7000").unwrap(),
+            ("10.1.2.3:7000".into(), Some("a+b".into()), true)
+        );
+        assert_eq!(target("redis://127.0.0.1:1").unwrap().1, None);
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_being_repeated() {
+        for url in [
+            "http://:secret@h:1",
+            "redis://:secret@",
+            "::secret::",
+            "rediss://:secret@cache.local:6380/#insecure",
+        ] {
+            let e = target(url).unwrap_err();
+            assert!(matches!(e, StateError::BadUrl { .. }), "{url}: {e:?}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
     }
 }

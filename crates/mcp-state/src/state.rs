@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::AsyncConnectionConfig;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::config::{OnError, StateConfig};
+use crate::config::{OnError, StateConfig, target};
 use crate::error::StateError;
 
 /// How long one connection attempt may take.
@@ -207,78 +207,5 @@ impl std::fmt::Debug for RedisState {
             .field("prefix", &self.prefix)
             .field("on_error", &self.on_error)
             .finish_non_exhaustive()
-    }
-}
-
-/// `host:port` of `url`, its password, and whether it is `rediss://` (TLS), checking the
-/// scheme and host first so that a bad URL is reported without being repeated.
-fn target(url: &str) -> Result<(String, Option<String>, bool), StateError> {
-    let bad = |reason: &str| StateError::BadUrl {
-        reason: reason.to_owned(),
-    };
-    let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-    if !matches!(parsed.scheme(), "redis" | "rediss") {
-        return Err(bad(&format!(
-            "scheme `{}` is not `redis` or `rediss`",
-            parsed.scheme()
-        )));
-    }
-    if parsed.fragment().is_some() {
-        // The client reads `#insecure` as "check no certificate": never taken.
-        return Err(bad(
-            "a fragment (`#…`) is not taken: certificates are always checked \
-             (trust a private CA with `ca_file`)",
-        ));
-    }
-    let host = parsed
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad("no host"))?;
-    let port = parsed.port().unwrap_or(6379);
-    let password = parsed.password().map(percent_decode);
-    Ok((
-        format!("{host}:{port}"),
-        password,
-        parsed.scheme() == "rediss",
-    ))
-}
-
-/// The password as the client sends it (the URL carries it percent-encoded).
-fn percent_decode(s: &str) -> String {
-    url::form_urlencoded::parse(format!("p={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| s.to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_name_host_and_port_and_keep_the_password_apart() {
-        assert_eq!(
-            target("redis://:p%40ss@cache.local/0").unwrap(),
-            ("cache.local:6379".into(), Some("p@ss".into()), false)
-        );
-        assert_eq!(
-            target("rediss://u:a+b@10.1.2.3:7000").unwrap(),
-            ("10.1.2.3:7000".into(), Some("a+b".into()), true)
-        );
-        assert_eq!(target("redis://127.0.0.1:1").unwrap().1, None);
-    }
-
-    #[test]
-    fn bad_urls_are_refused_without_being_repeated() {
-        for url in [
-            "http://:secret@h:1",
-            "redis://:secret@",
-            "::secret::",
-            "rediss://:secret@cache.local:6380/#insecure",
-        ] {
-            let e = target(url).unwrap_err();
-            assert!(matches!(e, StateError::BadUrl { .. }), "{url}: {e:?}");
-            assert!(!e.to_string().contains("secret"), "{e}");
-        }
     }
 }

@@ -420,7 +420,7 @@ fn trusted_proxies(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<V
                         the address alone",
             );
         }
-        Ok(network.to_string())
+        Ok(network)
     })?;
     if networks.len() > MAX_TRUSTED_PROXIES {
         p.push(
@@ -433,7 +433,7 @@ fn trusted_proxies(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<V
         );
         return None;
     }
-    Some(networks.iter().filter_map(|n| n.parse().ok()).collect())
+    Some(networks)
 }
 
 /// Browser origins (`scheme://host[:port]`, or `null`).
@@ -450,13 +450,13 @@ fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<Strin
 
 /// An array of strings, each kept as `check` gives it or a problem saying why not; `what` the
 /// array holds, for the message when it is no array.
-fn words(
+fn words<T>(
     value: &Value,
     path: &JsonPath,
     p: &mut Problems,
     what: &str,
-    check: impl Fn(&str) -> Result<String, &'static str>,
-) -> Option<Vec<String>> {
+    check: impl Fn(&str) -> Result<T, &'static str>,
+) -> Option<Vec<T>> {
     let Some(items) = value.as_array() else {
         p.push(
             path,

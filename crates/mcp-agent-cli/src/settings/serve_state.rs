@@ -107,26 +107,17 @@ fn redis_table(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<State
     Some(config)
 }
 
-/// A `redis://` or `rediss://` URL with a host; the problem never repeats it.
+/// A URL a connection takes ([`StateConfig::check_url`]); the problem never repeats it.
 fn redis_url(value: &Value, at: &JsonPath, p: &mut Problems) -> Option<String> {
     let text = as_str(value, at, p)?.trim();
-    let parsed = url::Url::parse(text).ok();
-    if parsed.as_ref().is_some_and(|u| u.fragment().is_some()) {
+    if let Err(e) = StateConfig::check_url(text) {
         p.push(
             at,
             ProblemKind::InvalidValue,
-            "has a fragment (`#…`), which is not taken: certificates are always checked \
-             (trust a private CA with `ca_file`; the value is not shown: it may hold a password)",
-        );
-        return None;
-    }
-    let ok = parsed.is_some_and(|u| matches!(u.scheme(), "redis" | "rediss") && u.host().is_some());
-    if !ok {
-        p.push(
-            at,
-            ProblemKind::InvalidValue,
-            "is no Redis URL: write `redis://[:password@]host[:port][/db]` or `rediss://…` \
-             (the value is not shown: it may hold a password; prefer `url_env`)",
+            format!(
+                "{e}: write `redis://[:password@]host[:port][/db]` or `rediss://…` (the value \
+                 is not shown: it may hold a password; prefer `url_env`)"
+            ),
         );
         return None;
     }

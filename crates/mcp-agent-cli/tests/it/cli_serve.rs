@@ -37,6 +37,17 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the upstream recording in `record` got a call.
+fn until_the_upstream_is_called(record: &mcp_test_kit::RecordFile) {
+    wait_until("a call to reach the upstream", || {
+        record
+            .snapshot()
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Call { .. }))
+    });
+}
+
 /// The venv's python, or `None` (with a note) when peers are not required.
 pub(crate) fn python() -> Option<String> {
     let required = ["CI", "MCP_AGENT_REQUIRE_PEERS"].iter().any(|var| {
@@ -138,13 +149,7 @@ fn slow_call_in_flight(
         let refs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         http(&addr, &refs, call.to_string().as_bytes())
     });
-    wait_until("the call to reach the upstream", || {
-        record
-            .snapshot()
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Call { .. }))
-    });
+    until_the_upstream_is_called(record);
     let upstream = children(gateway.pid());
     assert!(!upstream.is_empty());
     (in_flight, upstream)
@@ -627,13 +632,7 @@ fn worker_threads_size_the_gateways_runtime_and_one_serves_calls_side_by_side() 
         slow.len()
     )
     .unwrap();
-    wait_until("the slow call to reach the upstream", || {
-        record
-            .snapshot()
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Call { .. }))
-    });
+    until_the_upstream_is_called(&record);
     let caller = open_session(&addr);
     let headers = [
         ("Mcp-Session-Id", caller.as_str()),
@@ -695,13 +694,7 @@ fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
             http(&addr, &refs, slow.to_string().as_bytes())
         })
     };
-    wait_until("the slow call to reach the upstream", || {
-        record
-            .snapshot()
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Call { .. }))
-    });
+    until_the_upstream_is_called(&record);
     let add = json!({
         "jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "kit__add", "arguments": {"a": 1, "b": 1}},

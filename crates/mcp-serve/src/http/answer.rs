@@ -31,11 +31,14 @@ impl ClientAddr {
     /// connection named one): an IPv4 client's own, an IPv6 client's /64 (what one host is
     /// usually given, so that it cannot take a fresh budget from each of its addresses).
     pub(crate) fn of<B>(request: &http::Request<B>) -> IpAddr {
-        match request.extensions().get::<Self>().map(|c| c.0) {
-            Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !u128::from(u64::MAX))),
-            },
+        match request
+            .extensions()
+            .get::<Self>()
+            .map(|c| c.0.to_canonical())
+        {
+            Some(IpAddr::V6(v6)) => {
+                IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !u128::from(u64::MAX)))
+            }
             Some(v4) => v4,
             None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         }

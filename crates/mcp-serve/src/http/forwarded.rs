@@ -41,7 +41,7 @@ impl TrustedProxies {
     }
 
     fn trusts(&self, addr: IpAddr) -> bool {
-        let addr = canonical(addr);
+        let addr = addr.to_canonical();
         self.0.iter().any(|net| net.contains(&addr))
     }
 
@@ -92,14 +92,15 @@ fn hop_addr(hop: &[u8]) -> Option<IpAddr> {
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(text);
     if let Ok(addr) = bare.parse::<IpAddr>() {
-        return Some(canonical(addr));
+        return Some(addr.to_canonical());
     }
     text.parse::<std::net::SocketAddr>()
         .ok()
-        .map(|socket| canonical(socket.ip()))
+        .map(|socket| socket.ip().to_canonical())
 }
 
-/// [`canonical`] for a network: an IPv4 network mapped into IPv6 as that IPv4 network.
+/// [`IpAddr::to_canonical`] for a network: an IPv4 network mapped into IPv6 as that IPv4
+/// network.
 fn canonical_net(net: IpNet) -> IpNet {
     match net {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.network().to_ipv4_mapped() {
@@ -107,15 +108,6 @@ fn canonical_net(net: IpNet) -> IpNet {
             None => net,
         },
         _ => net,
-    }
-}
-
-/// An IPv4 address mapped into IPv6 (`::ffff:10.0.0.1`, as a dual-stack listener reports one)
-/// as the IPv4 address it is.
-fn canonical(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        IpAddr::V4(_) => addr,
     }
 }
 

@@ -154,7 +154,7 @@ pub(crate) fn take_from<K: Hash + Eq + Clone>(
         tokens: burst,
         at: now,
     });
-    let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
+    let refilled = refilled(bucket).min(burst);
     bucket.at = now;
     if refilled >= 1.0 {
         bucket.tokens = refilled - 1.0;
