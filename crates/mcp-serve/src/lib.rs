@@ -95,7 +95,7 @@ pub use http::{
     BearerAuth, DpopPolicy, HttpOptions, HttpServer, InProcessReplay, InProcessSessions,
     InProcessStore, JwksError, JwtAlgorithm, JwtAuth, MAX_HTTP_TIMEOUT, OnStoreError, PROOF_WINDOW,
     ProofReplay, RateLimit, RateLimitStore, SessionNotice, SessionStore, SharedRateLimit,
-    SharedSessions, StoreError, Taken,
+    SharedSessions, StoreError, Taken, UntrustableNetwork, trusted_proxy,
 };
 /// The type of [`HttpOptions::trusted_proxies`]' networks (`"10.0.0.0/8".parse()`).
 pub use ipnet::IpNet;

@@ -2,10 +2,11 @@
 //! authentications (and its rate) by the address nginx appends to `X-Forwarded-For`, so one
 //! client spending its budget does not refuse another; without it, every client behind the
 //! balancer is the balancer's address and shares one budget. A client that reaches the replica
-//! directly is counted by its own address whatever `X-Forwarded-For` it forges.
+//! directly, or through the balancer with a header of its own, is counted by its own address
+//! whatever `X-Forwarded-For` it forges.
 //!
 //! The clients are told apart by their source address on the loopback network (127.0.0.2,
-//! 127.0.0.3: Linux routes all of 127/8 to the loopback interface).
+//! 127.0.0.3, …: Linux routes all of 127/8 to the loopback interface).
 
 use std::net::SocketAddr;
 
@@ -82,6 +83,18 @@ async fn behind_a_trusted_balancer_each_client_spends_its_own_failure_budget() {
         forged.push(status_from("127.0.0.4", replica, "wrong-token", &claim).await);
     }
     assert_eq!(forged, [401, 401, 429], "a forged header is not believed");
+    // Through the balancer with a forged header: nginx appends the address it was reached
+    // from, and that address, the last one outside the trusted networks, is the one counted.
+    let mut through = Vec::new();
+    for i in 0..3 {
+        let claim = format!("X-Forwarded-For: 198.51.100.{i}\r\n");
+        through.push(status_from("127.0.0.5", balancer, "wrong-token", &claim).await);
+    }
+    assert_eq!(
+        through,
+        [401, 401, 429],
+        "a header forged before the balancer's does not give a fresh budget"
+    );
     drop(trusting);
 
     // Without trusted proxies every client behind the balancer is the balancer.

@@ -18,7 +18,7 @@
 //! | `auth_failure_rate_limit` | requests failing authentication, per client address; beyond, 429 before any check | `{ per_second = 1, burst = 10 }` |
 //! | `max_connections` | HTTP connections open at once; one more is answered 503 and closed | 512 |
 //! | `max_connections_per_address` | HTTP connections open at once from one client address | none |
-//! | `trusted_proxies` | addresses or networks (`"10.0.0.0/8"`) of the load balancers in front: a request they relay counts as the client's their `X-Forwarded-For` names, for the per-address limits (at most 256) | `[]` |
+//! | `trusted_proxies` | addresses or networks (`"10.0.0.5"`, `"10.0.4.0/24"`) of the load balancers in front, and nothing else (any host in them can name any client, a victim's address too): a request they relay counts as the client's their `X-Forwarded-For` names, for the per-address limits (at most 256) | `[]` |
 //! | `header_read_timeout_seconds` | a request head (and a kept-alive HTTP/1 connection's idle wait) | 30 |
 //! | `body_read_timeout_seconds` | a request body, whole (beyond: 408) | 30 |
 //! | `idle_timeout_seconds` | a connection with no request in progress is closed | 60 |
@@ -407,20 +407,8 @@ fn trusted_proxies(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<V
         let network = s
             .parse::<IpNet>()
             .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-            .map_err(|_| "is no address or network: write `10.0.0.5` or `10.0.0.0/8`")?;
-        if network.prefix_len() == 0 {
-            return Err(
-                "trusts every address, so any client could name itself: list the \
-                        balancers' addresses only",
-            );
-        }
-        if network != network.trunc() {
-            return Err(
-                "has bits set past its prefix: write the network (`10.0.0.0/8`) or \
-                        the address alone",
-            );
-        }
-        Ok(network)
+            .map_err(|_| "is no address or network: write `10.0.0.5` or `10.0.0.0/8`".to_owned())?;
+        mcp_serve::trusted_proxy(network).map_err(|why| why.to_string())
     })?;
     if networks.len() > MAX_TRUSTED_PROXIES {
         p.push(
@@ -450,12 +438,12 @@ fn origins(value: &Value, path: &JsonPath, p: &mut Problems) -> Option<Vec<Strin
 
 /// An array of strings, each kept as `check` gives it or a problem saying why not; `what` the
 /// array holds, for the message when it is no array.
-fn words<T>(
+fn words<T, E: std::fmt::Display>(
     value: &Value,
     path: &JsonPath,
     p: &mut Problems,
     what: &str,
-    check: impl Fn(&str) -> Result<T, &'static str>,
+    check: impl Fn(&str) -> Result<T, E>,
 ) -> Option<Vec<T>> {
     let Some(items) = value.as_array() else {
         p.push(
@@ -735,7 +723,7 @@ rate_limit = { burst = 2 }
 auth_failure_rate_limit = 5
 max_connections = 0
 max_connections_per_address = -1
-trusted_proxies = ["10.0.0.0/33", "0.0.0.0/0", "10.2.3.4/8"]
+trusted_proxies = ["10.0.0.0/33", "0.0.0.0/0", "10.2.3.4/8", "::ffff:0:0/96"]
 header_read_timeout_seconds = 0
 body_read_timeout_seconds = "long"
 idle_timeout_seconds = -3
@@ -770,6 +758,7 @@ colour = 1
             (ProblemKind::InvalidValue, "serve.trusted_proxies[0]"),
             (ProblemKind::InvalidValue, "serve.trusted_proxies[1]"),
             (ProblemKind::InvalidValue, "serve.trusted_proxies[2]"),
+            (ProblemKind::InvalidValue, "serve.trusted_proxies[3]"),
             (
                 ProblemKind::InvalidTimeout,
                 "serve.header_read_timeout_seconds",
@@ -796,5 +785,9 @@ colour = 1
         let text = err.to_string();
         assert!(!text.contains("tok-never-echoed"), "{text}");
         assert!(text.contains("never accepted"), "{text}");
+        assert!(
+            text.contains("`::ffff:0:0/96` trusts every address"),
+            "every IPv4 address mapped into IPv6 is everyone: {text}"
+        );
     }
 }

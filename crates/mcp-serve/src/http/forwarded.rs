@@ -24,15 +24,57 @@ const X_FORWARDED_FOR: &str = "x-forwarded-for";
 /// trusted proxies is the header of a client, and its first address is taken.
 const MAX_HOPS: usize = 16;
 
+/// Why a network cannot be one of [`HttpOptions::trusted_proxies`](super::HttpOptions::trusted_proxies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UntrustableNetwork {
+    /// It holds every address of its family (`0.0.0.0/0`, `::/0`, or `::ffff:0:0/96`, which is
+    /// every IPv4 address mapped into IPv6): any client could name itself.
+    #[error(
+        "trusts every address, so any client could name itself: list the balancers' addresses only"
+    )]
+    Everyone,
+    /// Bits are set past its prefix (`10.0.0.1/8`): a typo for an address or a network.
+    #[error("has bits set past its prefix: write the network (`10.0.0.0/8`) or the address alone")]
+    HostBits,
+}
+
+/// `network` as the gateway compares it with a peer (an IPv4 network mapped into IPv6,
+/// `::ffff:10.0.0.0/104`, is the IPv4 network `10.0.0.0/8`), or why it cannot be trusted.
+/// [`ToolServer::serve_http`](crate::ToolServer::serve_http) refuses what this refuses.
+///
+/// ```
+/// use mcp_serve::{UntrustableNetwork, trusted_proxy};
+///
+/// assert_eq!(trusted_proxy("10.0.0.0/8".parse().unwrap()), Ok("10.0.0.0/8".parse().unwrap()));
+/// assert_eq!(trusted_proxy("::ffff:10.0.0.0/104".parse().unwrap()), Ok("10.0.0.0/8".parse().unwrap()));
+/// assert_eq!(trusted_proxy("::ffff:0:0/96".parse().unwrap()), Err(UntrustableNetwork::Everyone));
+/// assert_eq!(trusted_proxy("10.0.0.1/8".parse().unwrap()), Err(UntrustableNetwork::HostBits));
+/// ```
+pub fn trusted_proxy(network: IpNet) -> Result<IpNet, UntrustableNetwork> {
+    if network != network.trunc() {
+        return Err(UntrustableNetwork::HostBits);
+    }
+    let network = canonical_net(network);
+    if network.prefix_len() == 0 {
+        return Err(UntrustableNetwork::Everyone);
+    }
+    Ok(network)
+}
+
 /// The networks whose connections say who their client is.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TrustedProxies(Vec<IpNet>);
 
 impl TrustedProxies {
-    /// Trusts `networks` (none: every connection is its own client); an IPv4 network written
-    /// mapped into IPv6 (`::ffff:10.0.0.0/104`) is the IPv4 one, as peers are compared.
-    pub(crate) fn new(networks: Vec<IpNet>) -> Self {
-        Self(networks.into_iter().map(canonical_net).collect())
+    /// Trusts `networks` (none: every connection is its own client), each as
+    /// [`trusted_proxy`] makes it, or fails with the first it refuses.
+    pub(crate) fn new(networks: &[IpNet]) -> Result<Self, (IpNet, UntrustableNetwork)> {
+        networks
+            .iter()
+            .map(|&net| trusted_proxy(net).map_err(|why| (net, why)))
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 
     /// Whether none is trusted.
@@ -118,7 +160,8 @@ mod tests {
     use super::*;
 
     fn proxies(networks: &[&str]) -> TrustedProxies {
-        TrustedProxies::new(networks.iter().map(|n| n.parse().unwrap()).collect())
+        let networks: Vec<IpNet> = networks.iter().map(|n| n.parse().unwrap()).collect();
+        TrustedProxies::new(&networks).unwrap()
     }
 
     fn ip(text: &str) -> IpAddr {
@@ -174,6 +217,25 @@ mod tests {
             mapped.client(ip("10.9.8.7"), &headers(&["203.0.113.9"])),
             ip("203.0.113.9")
         );
+    }
+
+    #[test]
+    fn a_network_holding_every_address_is_refused_however_it_is_written() {
+        for everyone in ["0.0.0.0/0", "::/0", "::ffff:0:0/96"] {
+            let net: IpNet = everyone.parse().unwrap();
+            assert_eq!(
+                TrustedProxies::new(&[net]).unwrap_err(),
+                (net, UntrustableNetwork::Everyone),
+                "{everyone}"
+            );
+        }
+        let typo: IpNet = "::ffff:10.0.0.1/104".parse().unwrap();
+        assert_eq!(
+            TrustedProxies::new(&["127.0.0.1/32".parse().unwrap(), typo]).unwrap_err(),
+            (typo, UntrustableNetwork::HostBits)
+        );
+        // Half of IPv4 is a (strange) network, not everyone.
+        assert!(trusted_proxy("::ffff:0:0/97".parse().unwrap()).is_ok());
     }
 
     #[test]

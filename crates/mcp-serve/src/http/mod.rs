@@ -59,6 +59,7 @@ mod shared_sessions;
 
 pub use auth::BearerAuth;
 pub use dpop::{DpopPolicy, InProcessReplay, PROOF_WINDOW, ProofReplay};
+pub use forwarded::{UntrustableNetwork, trusted_proxy};
 pub use jwks::JwksError;
 pub use jwt::{JwtAlgorithm, JwtAuth};
 pub use limit::RateLimit;
@@ -137,7 +138,8 @@ pub struct HttpOptions {
     /// [`shared_rate_limit`](Self::shared_rate_limit) without a subject). A connection from
     /// anywhere else is its own client whatever it sends; the bound on connections per
     /// address stays per connecting address. Default none: behind a proxy every client
-    /// counts as the proxy.
+    /// counts as the proxy. A network holding every address, or with bits past its prefix,
+    /// is refused when the endpoint starts ([`trusted_proxy`]).
     pub trusted_proxies: Vec<IpNet>,
     /// How long a client may take to send a request's head (line and headers), counted from
     /// when the connection waits for it: on a kept-alive HTTP/1 connection that is its idle
@@ -319,7 +321,7 @@ impl HttpOptions {
         self
     }
 
-    /// Sets [`trusted_proxies`](Self::trusted_proxies).
+    /// Sets [`trusted_proxies`](Self::trusted_proxies) (checked when the endpoint starts).
     ///
     /// ```
     /// use mcp_serve::HttpOptions;
@@ -477,7 +479,8 @@ impl ToolServer {
     ///
     /// # Errors
     ///
-    /// [`ServeError::InvalidOption`] for an unusable path, public URL or host list,
+    /// [`ServeError::InvalidOption`] for an unusable path, public URL, host list or trusted
+    /// proxy network ([`trusted_proxy`]),
     /// [`ServeError::Bind`] when the address cannot be bound.
     pub async fn serve_http(self, options: HttpOptions) -> Result<HttpServer, ServeError> {
         if !options.path.starts_with('/') || options.path.contains(['?', '#']) {
@@ -496,6 +499,12 @@ impl ToolServer {
                 ),
             });
         }
+        let trusted_proxies = forwarded::TrustedProxies::new(&options.trusted_proxies).map_err(
+            |(network, why)| ServeError::InvalidOption {
+                option: "trusted_proxies",
+                reason: format!("{network} {why}"),
+            },
+        )?;
         let listener =
             TcpListener::bind(options.bind)
                 .await
@@ -582,7 +591,7 @@ impl ToolServer {
             rate_limit: options.rate_limit,
             shared_rate_limit: options.shared_rate_limit.clone(),
             auth_failure_limit: options.auth_failure_limit,
-            trusted_proxies: forwarded::TrustedProxies::new(options.trusted_proxies.clone()),
+            trusted_proxies,
             max_body: self.max_request_bytes_value(),
             body_timeout: options.body_read_timeout,
             live,
