@@ -71,25 +71,120 @@ impl RateLimit {
 /// How many client buckets are kept; beyond, full (idle) buckets are forgotten first.
 const MAX_CLIENTS: usize = 4096;
 
+/// How often a full table is swept of its full buckets, at most: a sweep reads every bucket
+/// under the lock every request takes.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many buckets a new key looks at to choose the one it replaces when the table is full
+/// and the last sweep freed no room: the cost of a new key stays bounded.
+const EVICTION_SAMPLE: usize = 16;
+
 /// One key's tokens, as of `at`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bucket {
+struct Bucket {
     tokens: f64,
     at: Instant,
 }
 
-/// The buckets of one endpoint.
+/// The token buckets of one limit, by key, at most [`MAX_CLIENTS`] of them.
+///
+/// A new key past that bound makes room: full buckets (idle clients, whose next request
+/// would find a full bucket anyway) are forgotten, at most once per [`SWEEP_INTERVAL`]; when
+/// that leaves no room, the fullest of [`EVICTION_SAMPLE`] buckets is. A flood of new keys
+/// never wipes out the bucket of a client that spent its budget (it is never the fullest of
+/// buckets that hold anything), and each new key costs at most a sample's look, not a read of
+/// the whole table.
+#[derive(Debug)]
+pub(crate) struct Buckets<K> {
+    map: HashMap<K, Bucket>,
+    swept: Option<Instant>,
+}
+
+impl<K> Default for Buckets<K> {
+    fn default() -> Self {
+        Self {
+            map: HashMap::new(),
+            swept: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> Buckets<K> {
+    /// Takes a token from `key`'s bucket under `limit` at `now`: `Ok` when it had one, else
+    /// how long until it has.
+    pub(crate) fn take(&mut self, key: K, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        let burst = f64::from(limit.burst);
+        let rate = limit.per_second;
+        let refilled = |b: &Bucket| b.tokens + now.duration_since(b.at).as_secs_f64() * rate;
+        if self.map.len() >= MAX_CLIENTS && !self.map.contains_key(&key) {
+            let due = self
+                .swept
+                .is_none_or(|at| now.saturating_duration_since(at) >= SWEEP_INTERVAL);
+            if due {
+                self.swept = Some(now);
+                self.map.retain(|_, b| refilled(b) < burst);
+            }
+            if self.map.len() >= MAX_CLIENTS {
+                let fullest = self
+                    .map
+                    .iter()
+                    .take(EVICTION_SAMPLE)
+                    .max_by(|a, b| refilled(a.1).total_cmp(&refilled(b.1)))
+                    .map(|(k, _)| k.clone());
+                if let Some(fullest) = fullest {
+                    self.map.remove(&fullest);
+                }
+            }
+        }
+        let bucket = self.map.entry(key).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        let refilled = refilled(bucket).min(burst);
+        bucket.at = now;
+        if refilled >= 1.0 {
+            bucket.tokens = refilled - 1.0;
+            Ok(())
+        } else {
+            bucket.tokens = refilled;
+            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
+        }
+    }
+
+    /// Whether `key` has a token under `limit` at `now`, without taking it: `Ok` when it has,
+    /// else how long until it has.
+    fn available(&self, key: &K, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        let Some(bucket) = self.map.get(key) else {
+            return Ok(());
+        };
+        let rate = limit.per_second;
+        let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate)
+            .min(f64::from(limit.burst));
+        if refilled >= 1.0 {
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// The buckets of one endpoint, by client address.
 #[derive(Debug)]
 pub(crate) struct Limiter {
     limit: RateLimit,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<Buckets<IpAddr>>,
 }
 
 impl Limiter {
     pub(crate) fn new(limit: RateLimit) -> Self {
         Self {
             limit,
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(Buckets::default()),
         }
     }
 
@@ -106,62 +201,12 @@ impl Limiter {
 
     fn available_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(bucket) = buckets.get(&client) else {
-            return Ok(());
-        };
-        let rate = self.limit.per_second;
-        let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate)
-            .min(f64::from(self.limit.burst));
-        if refilled >= 1.0 {
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
-        }
+        buckets.available(&client, self.limit, now)
     }
 
     fn take_at(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        take_from(&mut buckets, client, self.limit, now)
-    }
-}
-
-/// Takes a token from `key`'s bucket among `buckets` under `limit` at `now`: `Ok` when it had
-/// one, else how long until it has. Beyond [`MAX_CLIENTS`] buckets, full ones are forgotten;
-/// when none is full, the fullest one is: a flood of new keys never wipes out the buckets of
-/// the clients that spent theirs.
-pub(crate) fn take_from<K: Hash + Eq + Clone>(
-    buckets: &mut HashMap<K, Bucket>,
-    key: K,
-    limit: RateLimit,
-    now: Instant,
-) -> Result<(), Duration> {
-    let burst = f64::from(limit.burst);
-    let rate = limit.per_second;
-    let refilled = |b: &Bucket| b.tokens + now.duration_since(b.at).as_secs_f64() * rate;
-    if buckets.len() >= MAX_CLIENTS && !buckets.contains_key(&key) {
-        buckets.retain(|_, b| refilled(b) < burst);
-        if buckets.len() >= MAX_CLIENTS {
-            let fullest = buckets
-                .iter()
-                .max_by(|a, b| refilled(a.1).total_cmp(&refilled(b.1)))
-                .map(|(k, _)| k.clone());
-            if let Some(fullest) = fullest {
-                buckets.remove(&fullest);
-            }
-        }
-    }
-    let bucket = buckets.entry(key).or_insert(Bucket {
-        tokens: burst,
-        at: now,
-    });
-    let refilled = refilled(bucket).min(burst);
-    bucket.at = now;
-    if refilled >= 1.0 {
-        bucket.tokens = refilled - 1.0;
-        Ok(())
-    } else {
-        bucket.tokens = refilled;
-        Err(Duration::from_secs_f64((1.0 - refilled) / rate))
+        buckets.take(client, self.limit, now)
     }
 }
 
@@ -232,6 +277,42 @@ mod tests {
         );
         let kept = limiter.buckets.lock().unwrap().len();
         assert!(kept <= MAX_CLIENTS, "{kept}");
+    }
+
+    #[test]
+    fn a_full_table_is_swept_of_idle_buckets_at_most_once_a_second() {
+        // A token a millisecond: a bucket that spent one is full again 1 ms later.
+        let limit = RateLimit::new(1000.0, 10);
+        let mut buckets = Buckets::default();
+        let address = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+        let t0 = Instant::now();
+        for i in 0..MAX_CLIENTS {
+            buckets.take(address(i), limit, t0).unwrap();
+        }
+        // Every bucket is full again: the first new key sweeps them all away.
+        let t1 = t0 + Duration::from_millis(10);
+        buckets.take(address(MAX_CLIENTS), limit, t1).unwrap();
+        assert_eq!(buckets.len(), 1, "the idle buckets were forgotten");
+        for i in 0..MAX_CLIENTS - 1 {
+            buckets
+                .take(address(MAX_CLIENTS + 1 + i), limit, t1)
+                .unwrap();
+        }
+        assert_eq!(buckets.len(), MAX_CLIENTS);
+        // Full again, but within a second of the sweep: a new key replaces one bucket only.
+        let t2 = t1 + Duration::from_millis(500);
+        buckets.take(address(3 * MAX_CLIENTS), limit, t2).unwrap();
+        assert_eq!(
+            buckets.len(),
+            MAX_CLIENTS,
+            "no second sweep within the interval"
+        );
+        // A second after the sweep, the next new key sweeps again.
+        let t3 = t1 + SWEEP_INTERVAL;
+        buckets
+            .take(address(3 * MAX_CLIENTS + 1), limit, t3)
+            .unwrap();
+        assert_eq!(buckets.len(), 1);
     }
 
     #[test]

@@ -3,14 +3,13 @@
 //! (Redis, in `mcp-state`) are wired by the gateway. [`SharedRateLimit`] is a store with what
 //! to do when it fails.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::limit::{Bucket, RateLimit, take_from};
+use super::limit::{Buckets, RateLimit};
 
 /// A store of rate-limit buckets, shared by the replicas of a gateway: [`take`](Self::take)
 /// takes one token of `key`'s bucket atomically, whichever replica asks.
@@ -119,19 +118,14 @@ impl StoreError {
 /// ```
 #[derive(Debug, Default)]
 pub struct InProcessStore {
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<Buckets<String>>,
 }
 
 #[async_trait]
 impl RateLimitStore for InProcessStore {
     async fn take(&self, key: &str, limit: RateLimit) -> Result<Result<(), Duration>, StoreError> {
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(take_from(
-            &mut buckets,
-            key.to_owned(),
-            limit,
-            Instant::now(),
-        ))
+        Ok(buckets.take(key.to_owned(), limit, Instant::now()))
     }
 }
 
