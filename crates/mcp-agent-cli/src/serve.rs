@@ -278,6 +278,12 @@ async fn serve(
     }
     match mode {
         Mode::Stdio => {
+            if settings.drain_delay.is_some() {
+                say(
+                    "note: [serve] drain_delay_seconds applies over HTTP only: over stdio a stop \
+                     drains at once",
+                );
+            }
             let session = tokio::select! {
                 served = server.serve_stdio() => match served {
                     Ok(session) => session,
@@ -354,18 +360,28 @@ async fn serve(
                 }
             };
             ready(monitor.as_ref(), http.state(), fleet.as_deref());
+            if settings.drain_delay.is_some() && monitor.is_none() {
+                say(
+                    "note: [serve] drain_delay_seconds is set without metrics: no /readyz tells \
+                     the balancers of a stop; the gateway still serves that long before it drains",
+                );
+            }
             let workers = tokio::runtime::Handle::current().metrics().num_workers();
             say(format_args!("worker threads: {workers}"));
             say(format_args!("listening on {}", http.url()));
             let _ = signals.recv().await;
             if let Some(delay) = settings.drain_delay {
                 // Out of the balancers' rotation first (`/readyz`), still serving meanwhile.
-                if let Some(monitor) = &monitor {
-                    monitor.leaving();
-                }
+                let told = match &monitor {
+                    Some(monitor) => {
+                        monitor.leaving();
+                        "/readyz says draining; "
+                    }
+                    None => "",
+                };
                 say(format_args!(
-                    "stopping: /readyz says draining; serving {delay:?} more before draining \
-                     (another signal drains at once)"
+                    "stopping: {told}serving {delay:?} more before draining (another signal \
+                     drains at once)"
                 ));
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}

@@ -358,6 +358,29 @@ fn with_a_drain_delay_readiness_fails_first_while_new_sessions_are_still_served(
 }
 
 #[test]
+fn a_drain_delay_runs_out_by_itself_and_the_gateway_drains() {
+    let (_dir, file, _record) = config("", &[], "drain_delay_seconds = 1", "");
+    let mut gateway = Gateway::start(&file, &[]);
+    let metrics = metrics_addr(&gateway);
+    assert_eq!(get(&metrics, "/readyz").0, 200);
+    let signalled = std::time::Instant::now();
+    kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
+    let said = gateway.lines_until("draining calls in flight");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("/readyz says draining; serving 1s more before draining")),
+        "{said:?}"
+    );
+    assert_eq!(gateway.exit_code(), Some(0), "one signal is enough");
+    // A lower bound only: however loaded the machine, the wait is never shorter.
+    assert!(
+        signalled.elapsed() >= std::time::Duration::from_secs(1),
+        "the gateway waited out its delay: {:?}",
+        signalled.elapsed()
+    );
+}
+
+#[test]
 fn rate_refusals_are_counted_before_any_body_is_read() {
     let (_dir, file, _record) = config(
         "",
