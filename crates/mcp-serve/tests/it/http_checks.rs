@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use mcp_serve::{BearerAuth, HttpOptions};
+use mcp_serve::{BearerAuth, HttpOptions, ServeError, ToolServer};
 use serde_json::json;
 
 use crate::support::{
@@ -31,6 +31,36 @@ async fn binds_loopback_by_default() {
     assert!(server.local_addr().ip().is_loopback());
     assert_eq!(server.url().path(), "/mcp");
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_network_holding_every_address_is_refused_before_binding() {
+    let tools = Arc::new(Tools::default());
+    for everyone in ["0.0.0.0/0", "::ffff:0:0/96"] {
+        let everyone: mcp_serve::IpNet = everyone.parse().unwrap();
+        let options = HttpOptions::default().with_trusted_proxies([everyone]);
+        let refused = ToolServer::new(tools.clone(), all_but_hidden())
+            .serve_http(options)
+            .await
+            .map(|server| server.url().clone())
+            .unwrap_err();
+        assert!(
+            matches!(
+                &refused,
+                ServeError::InvalidOption {
+                    option: "trusted_proxies",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains(&format!("{everyone} trusts every address")),
+            "{refused}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
