@@ -89,16 +89,10 @@ impl Readiness {
             _ => return Err("stopped".into()),
         }
         if let Some(redis) = &serving.redis {
-            match tokio::time::timeout(PING_TIMEOUT, redis.ping()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e.to_string()),
-                Err(_) => {
-                    return Err(format!(
-                        "Redis at {} did not answer PING within {PING_TIMEOUT:?}",
-                        redis.addr()
-                    ));
-                }
-            }
+            redis
+                .ping_within(PING_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }

@@ -136,6 +136,30 @@ impl RedisState {
             .map(drop)
     }
 
+    /// [`ping`](Self::ping), given at most `within`: a server that does not answer by then is
+    /// a failed exchange too ([`StateError::Command`], counted in
+    /// [`STATE_ERRORS`](crate::STATE_ERRORS) like every other).
+    ///
+    /// ```no_run
+    /// # async fn demo(state: mcp_state::RedisState) {
+    /// use std::time::Duration;
+    /// let ready = state.ping_within(Duration::from_secs(1)).await.is_ok();
+    /// # }
+    /// ```
+    pub async fn ping_within(&self, within: Duration) -> Result<(), StateError> {
+        match tokio::time::timeout(within, self.ping()).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                metrics::counter!(crate::STATE_ERRORS).increment(1);
+                Err(StateError::Command {
+                    addr: self.addr().to_owned(),
+                    op: "ping",
+                    reason: format!("no answer within {within:?}"),
+                })
+            }
+        }
+    }
+
     /// The full Redis key of `name`: the configured prefix, then `name`.
     ///
     /// ```no_run

@@ -141,3 +141,43 @@ async fn ping_answers_while_the_server_does_and_each_failure_is_counted() {
     );
     assert_eq!(errors(), 1, "{}", handle.render());
 }
+
+#[tokio::test]
+async fn a_server_that_stops_answering_fails_a_bounded_ping_and_it_is_counted() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let Some(fixture) = crate::support::fixture().await else {
+        return;
+    };
+    let errors = || {
+        handle
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{} ", mcp_state::STATE_ERRORS)))
+            .map_or(0, |v| v.parse::<u64>().unwrap())
+    };
+    let within = std::time::Duration::from_millis(200);
+    bounded(fixture.state.ping_within(within)).await.unwrap();
+    // Stopped, not gone: the connection stays open and nothing answers.
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &fixture.server.pid().to_string()])
+            .status()
+            .expect("kill(1)");
+        assert!(status.success(), "kill {name}");
+    };
+    signal("-STOP");
+    let e = bounded(fixture.state.ping_within(within))
+        .await
+        .unwrap_err();
+    signal("-CONT");
+    assert!(
+        matches!(&e, StateError::Command { op: "ping", reason, .. } if reason.contains("no answer within 200ms")),
+        "{e:?}"
+    );
+    assert_eq!(errors(), 1, "{}", handle.render());
+    bounded(fixture.state.ping_within(std::time::Duration::from_secs(5)))
+        .await
+        .unwrap();
+}
