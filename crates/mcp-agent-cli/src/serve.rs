@@ -323,13 +323,22 @@ async fn serve(
                          every client counts as the balancer's address in the per-address limits",
                     );
                 }
+                let dpop =
+                    matches!(&settings.auth, Some(ServeAuth::Jwt(jwt)) if jwt.dpop.is_some());
                 if options.rate_limit.is_none() {
-                    say(if sharing_tokens {
-                        "note: [serve] state is set without rate_limit: sessions and upstream \
-                         tokens are shared, no limit"
-                    } else {
-                        "note: [serve] state is set without rate_limit or seal_key_env: nothing \
-                         to share"
+                    say(match (sharing_tokens, dpop) {
+                        (true, _) => {
+                            "note: [serve] state is set without rate_limit: sessions and upstream \
+                             tokens are shared, no limit"
+                        }
+                        (false, true) => {
+                            "note: [serve] state is set without rate_limit or seal_key_env: only \
+                             used DPoP proofs are shared"
+                        }
+                        (false, false) => {
+                            "note: [serve] state is set without rate_limit or seal_key_env: nothing \
+                             to share"
+                        }
                     });
                 }
                 options = options.with_shared_rate_limit(fleet.rate_limit());

@@ -10,7 +10,7 @@
 //! | `allowed_origins` | browser origins allowed besides the endpoint's own | `[]` |
 //! | `public_url` | the URL clients reach the endpoint by (behind a proxy, or on `0.0.0.0`) | none |
 //! | `allowed_hosts` | `Host` values accepted besides the bound address and the public URL's | `[]` |
-//! | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s, claims } }` (`claims`: names kept for `[policy]` rules) | none |
+//! | `auth` | `{ bearer_token_env = "VAR" }` or `{ jwt = { issuer, jwks_url, audience, algorithms, leeway_s, claims, dpop } }` (`claims`: names kept for `[policy]` rules; `dpop`: sender-constrained tokens) | none |
 //! | `max_body_bytes` | largest request body (at least 1024) | 4 MiB |
 //! | `max_sessions` | downstream sessions open at once | 64 |
 //! | `max_calls_per_session` | calls in flight per downstream session | 16 |
