@@ -1,6 +1,8 @@
 //! The front's bearer authentication: a request without valid credentials is answered `401`
 //! with the challenge naming the protected-resource metadata; an address whose requests failed
-//! it too often is answered `429` instead, before its credentials are checked.
+//! it too often is answered `429` instead, before its credentials are checked. A request refused
+//! only because its token cannot be verified now (the keys or the fleet's store unreachable)
+//! does not count as a failure.
 
 use std::sync::Arc;
 
@@ -68,7 +70,11 @@ impl Authentication {
             Verdict::Allowed(principal) => return Ok(principal),
             refused => refused,
         };
-        if let Some(failures) = &self.failures {
+        // A token the gateway cannot check now (its keys or the fleet's store unreachable) is
+        // not the client's failure: counting it would lock out every client of an outage.
+        if let Some(failures) = &self.failures
+            && !matches!(verdict, Verdict::Unavailable)
+        {
             let _ = failures.take(client);
         }
         let mut response = plain(StatusCode::UNAUTHORIZED, "Unauthorized");

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use mcp_serve::{BearerAuth, HttpOptions, HttpServer, JwtAuth};
+use mcp_serve::{BearerAuth, HttpOptions, HttpServer, JwtAuth, RateLimit};
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use serde_json::{Value, json};
@@ -447,6 +447,39 @@ async fn a_jwks_that_cannot_be_fetched_refuses_tokens_and_the_gateway_stays_up()
         200
     );
     assert_eq!(tools.calls(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_that_cannot_be_verified_now_do_not_spend_the_address_s_failure_budget() {
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let url: url::Url = format!("http://{closed}/jwks").parse().unwrap();
+    let tools = Arc::new(Tools::default());
+    let jwt = JwtAuth::new(ISSUER, url).with_fetch_timeout(Duration::from_secs(5));
+    // Two failures, then `429` for the budget's (practically) whole refill.
+    let options = HttpOptions::default()
+        .with_auth(BearerAuth::jwt(jwt).expect("JWT settings"))
+        .with_auth_failure_limit(Some(RateLimit::new(0.001, 2)));
+    let server = serve_http(&tools, all_but_hidden(), options).await;
+    let aud = server.url().to_string();
+    let signer = Signer::ec();
+    for attempt_no in 0..4 {
+        let answer = attempt(&server, Some(&signer.token("k1", &claims(&aud)))).await;
+        assert_eq!(
+            answer.0, 401,
+            "attempt {attempt_no}: the keys' outage is not the client's"
+        );
+        assert!(answer.1.contains("cannot be verified now"), "{}", answer.1);
+    }
+    // A bad token is still the client's failure, counted as before.
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(attempt(&server, Some("not-a-jwt")).await.0);
+    }
+    assert_eq!(statuses, [401, 401, 429]);
     server.shutdown().await;
 }
 
