@@ -75,10 +75,6 @@ const MAX_CLIENTS: usize = 4096;
 /// under the lock every request takes.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How many buckets a new key looks at to choose the one it replaces when the table is full
-/// and the last sweep freed no room: the cost of a new key stays bounded.
-const EVICTION_SAMPLE: usize = 16;
-
 /// One key's tokens, as of `at`.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -86,18 +82,55 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    fn full(limit: RateLimit, now: Instant) -> Self {
+        Self {
+            tokens: f64::from(limit.burst),
+            at: now,
+        }
+    }
+
+    /// Its tokens at `now`, refilled under `limit` (not capped).
+    fn refilled(&self, limit: RateLimit, now: Instant) -> f64 {
+        self.tokens + now.saturating_duration_since(self.at).as_secs_f64() * limit.per_second
+    }
+
+    /// Whether it has a token at `now`: `Ok` when it has, else how long until it has.
+    fn available(&self, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        let tokens = self.refilled(limit, now).min(f64::from(limit.burst));
+        if tokens >= 1.0 {
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - tokens) / limit.per_second))
+        }
+    }
+
+    /// Takes a token at `now`: `Ok` when it had one, else how long until it has.
+    fn take(&mut self, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        let answer = self.available(limit, now);
+        self.tokens = self.refilled(limit, now).min(f64::from(limit.burst));
+        self.at = now;
+        if answer.is_ok() {
+            self.tokens -= 1.0;
+        }
+        answer
+    }
+}
+
 /// The token buckets of one limit, by key, at most [`MAX_CLIENTS`] of them.
 ///
-/// A new key past that bound makes room: full buckets (idle clients, whose next request
-/// would find a full bucket anyway) are forgotten, at most once per [`SWEEP_INTERVAL`]; when
-/// that leaves no room, the fullest of [`EVICTION_SAMPLE`] buckets is. A flood of new keys
-/// never wipes out the bucket of a client that spent its budget (it is never the fullest of
-/// buckets that hold anything), and each new key costs at most a sample's look, not a read of
-/// the whole table.
+/// A new key past that bound makes room by forgetting full buckets (idle clients, whose next
+/// request would find a full bucket anyway), at most once per [`SWEEP_INTERVAL`]. When that
+/// leaves no room, the new key shares one overflow bucket with every other key that found no
+/// room, until a sweep makes some: a flood of new keys never makes the table forget a client
+/// that spent its budget (it comes back with its bucket as it left it), it spends one budget
+/// however many keys it uses, and each new key costs a look-up, not a read of the whole table.
 #[derive(Debug)]
 pub(crate) struct Buckets<K> {
     map: HashMap<K, Bucket>,
     swept: Option<Instant>,
+    /// The budget of the keys that found no room.
+    overflow: Option<Bucket>,
 }
 
 impl<K> Default for Buckets<K> {
@@ -105,66 +138,50 @@ impl<K> Default for Buckets<K> {
         Self {
             map: HashMap::new(),
             swept: None,
+            overflow: None,
         }
     }
 }
 
-impl<K: Hash + Eq + Clone> Buckets<K> {
+impl<K: Hash + Eq> Buckets<K> {
     /// Takes a token from `key`'s bucket under `limit` at `now`: `Ok` when it had one, else
     /// how long until it has.
     pub(crate) fn take(&mut self, key: K, limit: RateLimit, now: Instant) -> Result<(), Duration> {
-        let burst = f64::from(limit.burst);
-        let rate = limit.per_second;
-        let refilled = |b: &Bucket| b.tokens + now.duration_since(b.at).as_secs_f64() * rate;
         if self.map.len() >= MAX_CLIENTS && !self.map.contains_key(&key) {
             let due = self
                 .swept
                 .is_none_or(|at| now.saturating_duration_since(at) >= SWEEP_INTERVAL);
             if due {
                 self.swept = Some(now);
-                self.map.retain(|_, b| refilled(b) < burst);
+                let burst = f64::from(limit.burst);
+                self.map.retain(|_, b| b.refilled(limit, now) < burst);
             }
             if self.map.len() >= MAX_CLIENTS {
-                let fullest = self
-                    .map
-                    .iter()
-                    .take(EVICTION_SAMPLE)
-                    .max_by(|a, b| refilled(a.1).total_cmp(&refilled(b.1)))
-                    .map(|(k, _)| k.clone());
-                if let Some(fullest) = fullest {
-                    self.map.remove(&fullest);
-                }
+                return self
+                    .overflow
+                    .get_or_insert_with(|| Bucket::full(limit, now))
+                    .take(limit, now);
             }
         }
-        let bucket = self.map.entry(key).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        let refilled = refilled(bucket).min(burst);
-        bucket.at = now;
-        if refilled >= 1.0 {
-            bucket.tokens = refilled - 1.0;
-            Ok(())
-        } else {
-            bucket.tokens = refilled;
-            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
-        }
+        self.map
+            .entry(key)
+            .or_insert_with(|| Bucket::full(limit, now))
+            .take(limit, now)
     }
 
     /// Whether `key` has a token under `limit` at `now`, without taking it: `Ok` when it has,
     /// else how long until it has.
     fn available(&self, key: &K, limit: RateLimit, now: Instant) -> Result<(), Duration> {
-        let Some(bucket) = self.map.get(key) else {
-            return Ok(());
+        let bucket = match self.map.get(key) {
+            Some(bucket) => bucket,
+            // Its next take goes to the overflow bucket, unless a sweep makes room first.
+            None if self.map.len() >= MAX_CLIENTS => match &self.overflow {
+                Some(overflow) => overflow,
+                None => return Ok(()),
+            },
+            None => return Ok(()),
         };
-        let rate = limit.per_second;
-        let refilled = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate)
-            .min(f64::from(limit.burst));
-        if refilled >= 1.0 {
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - refilled) / rate))
-        }
+        bucket.available(limit, now)
     }
 
     #[cfg(test)]
@@ -299,7 +316,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(buckets.len(), MAX_CLIENTS);
-        // Full again, but within a second of the sweep: a new key replaces one bucket only.
+        // Full again, but within a second of the sweep: a new key finds no room.
         let t2 = t1 + Duration::from_millis(500);
         buckets.take(address(3 * MAX_CLIENTS), limit, t2).unwrap();
         assert_eq!(
@@ -313,6 +330,37 @@ mod tests {
             .take(address(3 * MAX_CLIENTS + 1), limit, t3)
             .unwrap();
         assert_eq!(buckets.len(), 1);
+    }
+
+    #[test]
+    fn keys_finding_no_room_share_one_budget_and_no_spent_bucket_is_forgotten() {
+        let limit = RateLimit::new(1.0, 10);
+        let mut buckets = Buckets::default();
+        let address = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+        let t0 = Instant::now();
+        // A table of clients that spent their whole budget.
+        for i in 0..MAX_CLIENTS {
+            while buckets.take(address(i), limit, t0).is_ok() {}
+        }
+        // Half a second on (nothing refilled to full), a flood of new addresses: they share
+        // one budget of a burst.
+        let t1 = t0 + Duration::from_millis(500);
+        let let_through = (0..1000)
+            .filter(|i| buckets.take(address(MAX_CLIENTS + i), limit, t1).is_ok())
+            .count();
+        assert_eq!(let_through, 10, "one burst for all the keys without room");
+        assert!(
+            buckets
+                .available(&address(MAX_CLIENTS + 5000), limit, t1)
+                .is_err(),
+            "a look sees the shared budget too"
+        );
+        // Not one client that spent its budget came back with a fresh one.
+        let refreshed = (0..MAX_CLIENTS)
+            .filter(|i| buckets.take(address(*i), limit, t1).is_ok())
+            .count();
+        assert_eq!(refreshed, 0);
+        assert_eq!(buckets.len(), MAX_CLIENTS);
     }
 
     #[test]
