@@ -327,9 +327,13 @@ async fn serve(
                     matches!(&settings.auth, Some(ServeAuth::Jwt(jwt)) if jwt.dpop.is_some());
                 if options.rate_limit.is_none() {
                     say(match (sharing_tokens, dpop) {
-                        (true, _) => {
+                        (true, false) => {
                             "note: [serve] state is set without rate_limit: sessions and upstream \
                              tokens are shared, no limit"
+                        }
+                        (true, true) => {
+                            "note: [serve] state is set without rate_limit: sessions, upstream \
+                             tokens and used DPoP proofs are shared, no limit"
                         }
                         (false, true) => {
                             "note: [serve] state is set without rate_limit or seal_key_env: only \

@@ -43,6 +43,10 @@ pub enum UntrustableNetwork {
 /// `::ffff:10.0.0.0/104`, is the IPv4 network `10.0.0.0/8`), or why it cannot be trusted.
 /// [`ToolServer::serve_http`](crate::ToolServer::serve_http) refuses what this refuses.
 ///
+/// Only a network of every address (of its family) is refused: a wide one (`::/1`,
+/// `0.0.0.0/1` beside `128.0.0.0/1`) passes, and trusts every host in it as much. List the
+/// balancers themselves.
+///
 /// ```
 /// use mcp_serve::{UntrustableNetwork, trusted_proxy};
 ///
