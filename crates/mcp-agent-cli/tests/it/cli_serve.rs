@@ -656,6 +656,32 @@ fn worker_threads_size_the_gateways_runtime_and_one_serves_calls_side_by_side() 
 }
 
 #[test]
+fn a_drain_delay_without_metrics_is_noted_at_start_and_still_waited_out() {
+    let (_dir, file, _record) = kit_config("drain_delay_seconds = 1");
+    let mut gateway = Gateway::start(&file, &[]);
+    assert!(
+        gateway
+            .head
+            .iter()
+            .any(|l| l.contains("drain_delay_seconds is set without metrics")),
+        "{:?}",
+        gateway.head
+    );
+    kill(Pid::from_raw(gateway.pid() as i32), Signal::SIGTERM).unwrap();
+    let said = gateway.lines_until("draining calls in flight");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("stopping: serving 1s more before draining")),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|l| l.contains("/readyz")),
+        "no /readyz to speak of: {said:?}"
+    );
+    assert_eq!(gateway.exit_code(), Some(0), "one signal is enough");
+}
+
+#[test]
 fn serve_settings_bound_bodies_concurrent_calls_and_request_rates() {
     let (_dir, file, record) = kit_config(
         "expose = \"eager\"\nmax_body_bytes = 2048\nmax_calls_per_session = 1\n\
