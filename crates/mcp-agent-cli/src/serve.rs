@@ -323,27 +323,25 @@ async fn serve(
                          every client counts as the balancer's address in the per-address limits",
                     );
                 }
-                let dpop =
-                    matches!(&settings.auth, Some(ServeAuth::Jwt(jwt)) if jwt.dpop.is_some());
                 if options.rate_limit.is_none() {
-                    say(match (sharing_tokens, dpop) {
-                        (true, false) => {
-                            "note: [serve] state is set without rate_limit: sessions and upstream \
-                             tokens are shared, no limit"
-                        }
+                    let dpop =
+                        matches!(&settings.auth, Some(ServeAuth::Jwt(jwt)) if jwt.dpop.is_some());
+                    let unset = if sharing_tokens {
+                        "rate_limit"
+                    } else {
+                        "rate_limit or seal_key_env"
+                    };
+                    let shared = match (sharing_tokens, dpop) {
+                        (true, false) => "sessions and upstream tokens are shared, no limit",
                         (true, true) => {
-                            "note: [serve] state is set without rate_limit: sessions, upstream \
-                             tokens and used DPoP proofs are shared, no limit"
+                            "sessions, upstream tokens and used DPoP proofs are shared, no limit"
                         }
-                        (false, true) => {
-                            "note: [serve] state is set without rate_limit or seal_key_env: only \
-                             used DPoP proofs are shared"
-                        }
-                        (false, false) => {
-                            "note: [serve] state is set without rate_limit or seal_key_env: nothing \
-                             to share"
-                        }
-                    });
+                        (false, true) => "only used DPoP proofs are shared",
+                        (false, false) => "nothing to share",
+                    };
+                    say(format_args!(
+                        "note: [serve] state is set without {unset}: {shared}"
+                    ));
                 }
                 options = options.with_shared_rate_limit(fleet.rate_limit());
                 // Sessions are stored sealed only: without the key (noted at the connection)

@@ -95,9 +95,13 @@ impl Bucket {
         self.tokens + now.saturating_duration_since(self.at).as_secs_f64() * limit.per_second
     }
 
-    /// Whether it has a token at `now`: `Ok` when it has, else how long until it has.
-    fn available(&self, limit: RateLimit, now: Instant) -> Result<(), Duration> {
-        let tokens = self.refilled(limit, now).min(f64::from(limit.burst));
+    /// Its tokens at `now`, at most the burst.
+    fn tokens(&self, limit: RateLimit, now: Instant) -> f64 {
+        self.refilled(limit, now).min(f64::from(limit.burst))
+    }
+
+    /// Whether `tokens` hold one: `Ok` when they do, else how long until they do.
+    fn one_of(tokens: f64, limit: RateLimit) -> Result<(), Duration> {
         if tokens >= 1.0 {
             Ok(())
         } else {
@@ -105,14 +109,17 @@ impl Bucket {
         }
     }
 
+    /// Whether it has a token at `now`: `Ok` when it has, else how long until it has.
+    fn available(&self, limit: RateLimit, now: Instant) -> Result<(), Duration> {
+        Self::one_of(self.tokens(limit, now), limit)
+    }
+
     /// Takes a token at `now`: `Ok` when it had one, else how long until it has.
     fn take(&mut self, limit: RateLimit, now: Instant) -> Result<(), Duration> {
-        let answer = self.available(limit, now);
-        self.tokens = self.refilled(limit, now).min(f64::from(limit.burst));
+        let tokens = self.tokens(limit, now);
+        let answer = Self::one_of(tokens, limit);
+        self.tokens = if answer.is_ok() { tokens - 1.0 } else { tokens };
         self.at = now;
-        if answer.is_ok() {
-            self.tokens -= 1.0;
-        }
         answer
     }
 }
@@ -244,6 +251,11 @@ mod tests {
     use crate::http::answer::testing::through;
     use crate::http::check::CheckLayer;
 
+    /// The `i`-th of many distinct client addresses.
+    fn address(i: usize) -> IpAddr {
+        IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8])
+    }
+
     fn from(client: &str) -> Request<()> {
         let mut request = Request::new(());
         request
@@ -285,8 +297,7 @@ mod tests {
         while limiter.take_at(guesser, t0).is_ok() {}
         // More new addresses than the table holds, each spending a token at once.
         for i in 0..(MAX_CLIENTS + 64) {
-            let other = IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
-            let _ = limiter.take_at(other, t0);
+            let _ = limiter.take_at(address(i), t0);
         }
         assert!(
             limiter.take_at(guesser, t0).is_err(),
@@ -301,7 +312,6 @@ mod tests {
         // A token a millisecond: a bucket that spent one is full again 1 ms later.
         let limit = RateLimit::new(1000.0, 10);
         let mut buckets = Buckets::default();
-        let address = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
         let t0 = Instant::now();
         for i in 0..MAX_CLIENTS {
             buckets.take(address(i), limit, t0).unwrap();
@@ -336,7 +346,6 @@ mod tests {
     fn keys_finding_no_room_share_one_budget_and_no_spent_bucket_is_forgotten() {
         let limit = RateLimit::new(1.0, 10);
         let mut buckets = Buckets::default();
-        let address = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
         let t0 = Instant::now();
         // A table of clients that spent their whole budget.
         for i in 0..MAX_CLIENTS {

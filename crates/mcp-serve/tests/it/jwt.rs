@@ -227,6 +227,16 @@ async fn gateway(tools: &Arc<Tools>, jwt: JwtAuth) -> HttpServer {
     serve_http(tools, all_but_hidden(), options).await
 }
 
+/// JWT settings whose JWKS is on a port nothing listens on any more.
+async fn unreachable_jwks() -> JwtAuth {
+    let closed = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    };
+    let url: url::Url = format!("http://{closed}/jwks").parse().unwrap();
+    JwtAuth::new(ISSUER, url).with_fetch_timeout(Duration::from_secs(5))
+}
+
 /// POSTs `initialize` with `token` (none: no `Authorization`) and returns status and challenge.
 async fn attempt(server: &HttpServer, token: Option<&str>) -> (u16, String) {
     let bearer = token.map(|t| format!("Bearer {t}"));
@@ -422,14 +432,8 @@ async fn a_rotated_key_is_fetched_once_and_unknown_kids_do_not_refetch_within_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jwks_that_cannot_be_fetched_refuses_tokens_and_the_gateway_stays_up() {
-    // A port nothing listens on any more.
-    let closed = {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listener.local_addr().unwrap()
-    };
-    let url: url::Url = format!("http://{closed}/jwks").parse().unwrap();
     let tools = Arc::new(Tools::default());
-    let jwt = JwtAuth::new(ISSUER, url).with_fetch_timeout(Duration::from_secs(5));
+    let jwt = unreachable_jwks().await;
     let server = gateway(&tools, jwt).await;
     let aud = server.url().to_string();
     let signer = Signer::ec();
@@ -452,13 +456,8 @@ async fn a_jwks_that_cannot_be_fetched_refuses_tokens_and_the_gateway_stays_up()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_that_cannot_be_verified_now_do_not_spend_the_address_s_failure_budget() {
-    let closed = {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        listener.local_addr().unwrap()
-    };
-    let url: url::Url = format!("http://{closed}/jwks").parse().unwrap();
     let tools = Arc::new(Tools::default());
-    let jwt = JwtAuth::new(ISSUER, url).with_fetch_timeout(Duration::from_secs(5));
+    let jwt = unreachable_jwks().await;
     // Two failures, then `429` for the budget's (practically) whole refill.
     let options = HttpOptions::default()
         .with_auth(BearerAuth::jwt(jwt).expect("JWT settings"))

@@ -123,13 +123,7 @@ async fn ping_answers_while_the_server_does_and_each_failure_is_counted() {
     let Some(fixture) = crate::support::fixture().await else {
         return;
     };
-    let errors = || {
-        handle
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{} ", mcp_state::STATE_ERRORS)))
-            .map_or(0, |v| v.parse::<u64>().unwrap())
-    };
+    let errors = || state_errors(&handle);
     bounded(fixture.state.ping()).await.unwrap();
     assert_eq!(errors(), 0);
     let state = fixture.state.clone();
@@ -150,13 +144,7 @@ async fn a_server_that_stops_answering_fails_a_bounded_ping_and_it_is_counted() 
     let Some(fixture) = crate::support::fixture().await else {
         return;
     };
-    let errors = || {
-        handle
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{} ", mcp_state::STATE_ERRORS)))
-            .map_or(0, |v| v.parse::<u64>().unwrap())
-    };
+    let errors = || state_errors(&handle);
     let within = std::time::Duration::from_millis(200);
     bounded(fixture.state.ping_within(std::time::Duration::from_secs(5)))
         .await
@@ -182,4 +170,13 @@ async fn a_server_that_stops_answering_fails_a_bounded_ping_and_it_is_counted() 
     bounded(fixture.state.ping_within(std::time::Duration::from_secs(5)))
         .await
         .unwrap();
+}
+
+/// What [`mcp_state::STATE_ERRORS`] counts in `handle`'s recorder (0 before anything is).
+fn state_errors(handle: &metrics_exporter_prometheus::PrometheusHandle) -> u64 {
+    handle
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{} ", mcp_state::STATE_ERRORS)))
+        .map_or(0, |v| v.parse::<u64>().unwrap())
 }
