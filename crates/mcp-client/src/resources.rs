@@ -63,19 +63,40 @@ pub(crate) fn is_clean_uri(uri: &str) -> bool {
             std::borrow::Cow::Borrowed(_)
         )
         && !has_dot_segment(uri)
+        && !encodes_unreserved(uri)
 }
 
-/// True when `uri`'s path holds a `.` or `..` segment, also percent-encoded (`%2e`) or after a
-/// backslash: a server that resolves it could serve what lies outside the prefix a `[policy]`
-/// resource rule allows (`file:///public/../etc/passwd` matches `file:///public/*`), so such a
-/// URI is never sent, listed or allowed.
+/// True when `uri`'s path holds a `.` or `..` segment once its percent-escapes are decoded
+/// (`%2e%2e`, `..%2f..%2fetc`), also after a backslash: a server that resolves it could serve
+/// what lies outside the prefix a `[policy]` resource rule allows (`file:///public/../etc/passwd`
+/// matches `file:///public/*`), so such a URI is never sent, listed or allowed.
 pub(crate) fn has_dot_segment(uri: &str) -> bool {
     let rest = uri.split_once("://").map_or(uri, |(_, rest)| rest);
     let path = rest.split(['?', '#']).next().unwrap_or_default();
-    path.split(['/', '\\']).any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
+    decoded
+        .split(|&b| b == b'/' || b == b'\\')
+        .any(|segment| segment == b"." || segment == b"..")
+}
+
+/// True when `uri` percent-encodes a character RFC 3986 calls unreserved (a letter, a digit,
+/// `-`, `.`, `_`, `~`). Such a URI is the same resource as the one with it decoded (§6.2.2.2),
+/// so it would name a resource while slipping past a `[policy]` rule written for its plain
+/// form (`file:///%73ecret/key` for `file:///secret/*`, `skill://deploy%2Dprod/SKILL.md` for
+/// the skill `deploy-prod`); no server needs to send one.
+pub(crate) fn encodes_unreserved(uri: &str) -> bool {
+    uri.as_bytes().windows(3).any(|w| {
+        let (Some(high), Some(low)) = (hex(w[1]), hex(w[2])) else {
+            return false;
+        };
+        let c = high << 4 | low;
+        w[0] == b'%' && (c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~'))
     })
+}
+
+/// The value of an ASCII hex digit.
+fn hex(digit: u8) -> Option<u8> {
+    (digit as char).to_digit(16).map(|d| d as u8)
 }
 
 impl Session {
@@ -474,7 +495,7 @@ mod tests {
 
 #[cfg(test)]
 mod dot_segments {
-    use super::{has_dot_segment, is_clean_uri};
+    use super::{encodes_unreserved, has_dot_segment, is_clean_uri};
 
     #[test]
     fn dot_segments_are_refused_raw_encoded_and_after_backslashes() {
@@ -488,6 +509,9 @@ mod dot_segments {
             "file:///public\\..\\etc",
             "skill://pdf/../deploy/SKILL.md",
             "../x",
+            "file:///public/..%2f..%2fetc%2fpasswd",
+            "file:///public/..%5c..%5cetc",
+            "file:///public/%2e%2e%2fetc",
         ] {
             assert!(has_dot_segment(escaping), "{escaping}");
             assert!(!is_clean_uri(escaping), "{escaping}");
@@ -500,8 +524,36 @@ mod dot_segments {
             "file:///public/x?q=..",
             "file:///public/x#..",
             "skill://pdf-processing/references/FORMS.md",
+            "repo://owner%2Fname/README.md",
         ] {
             assert!(!has_dot_segment(fine), "{fine}");
+        }
+    }
+
+    #[test]
+    fn unreserved_characters_percent_encoded_are_refused() {
+        for disguised in [
+            "file:///%73ecret/key",
+            "skill://deploy%2Dprod/SKILL.md",
+            "skill://deploy%2dprod/SKILL.md",
+            "file:///public/%7Euser",
+            "file:///public/a%5Fb",
+            "file:///public/%41",
+        ] {
+            assert!(encodes_unreserved(disguised), "{disguised}");
+            assert!(!is_clean_uri(disguised), "{disguised}");
+        }
+        for fine in [
+            "repo://owner%2Fname/README.md",
+            "file:///public/a%20b.md",
+            "file:///public/100%25",
+            "file:///public/%",
+            "file:///public/%zz",
+            "file:///public/%4",
+            "test://static-text",
+        ] {
+            assert!(!encodes_unreserved(fine), "{fine}");
+            assert!(is_clean_uri(fine), "{fine}");
         }
     }
 }
