@@ -67,7 +67,16 @@ async fn offered(session: &Session) -> ServerFeatures {
         (listed, templates, prompt_list, skill_list)
     };
     match tokio::time::timeout(LISTING_WAIT, listing).await {
-        Ok((listed, templates, prompt_list, skill_list)) => {
+        Ok((mut listed, templates, prompt_list, skill_list)) => {
+            // A skill's files are read as the skill's (`skill`, `file`), under its rules and
+            // manifest: none is offered as a plain resource. Without the skills' listing, no
+            // `skill://` resource is.
+            if let Some(listed) = &mut listed {
+                listed.retain(|r| match &skill_list {
+                    Some(skill_list) => !skill_list.iter().any(|s| s.owns(&r.uri)),
+                    None => !skills || !r.uri.starts_with("skill://"),
+                });
+            }
             if let Some(skill_list) = skill_list {
                 // A refused entry (over a bound, breaking the extension's rules) is not offered.
                 let usable = skill_list

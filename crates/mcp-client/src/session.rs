@@ -693,9 +693,18 @@ impl ToolSession for Session {
     /// or prompt and the limit it broke.
     async fn read(&self, request: &ReadRequest) -> Result<ReadResult, CallError> {
         let outcome = match request {
-            ReadRequest::Resource { uri } => {
-                self.read_resource(uri).await.map(ReadResult::Contents)
-            }
+            ReadRequest::Resource { uri } => match self.skill_owning(uri).await {
+                Ok(None) => self.read_resource(uri).await.map(ReadResult::Contents),
+                Ok(Some(skill)) => {
+                    return Err(CallError::Refused {
+                        message: format!(
+                            "`{uri}` is a file of the skill `{skill}`: read it with `skill` and \
+                             `file`, which the skill rules and its manifest govern"
+                        ),
+                    });
+                }
+                Err(e) => Err(e),
+            },
             ReadRequest::Prompt { name, arguments } => self
                 .get_prompt(name, arguments.clone())
                 .await

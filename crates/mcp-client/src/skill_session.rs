@@ -15,7 +15,7 @@ use crate::resources::{MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MA
 use crate::skills::{
     LoadedSkill, MAX_FRONTMATTER_BYTES, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_NAME_BYTES,
     SkillData, SkillEntry, SkillFile, SkillFileContents, SkillFiles, SkillProblem, base64_len,
-    compare_frontmatter, parse_frontmatter, without_escapes,
+    compare_frontmatter, parse_frontmatter, shown_without_escapes, without_escapes,
 };
 use crate::{FeatureError, Session};
 
@@ -42,6 +42,22 @@ impl Session {
         self.peer()
             .peer_info()
             .is_some_and(|info| info.capabilities.supports_skills())
+    }
+
+    /// The name of the listed skill `uri` is a file of ([`SkillEntry::owns`]), if any: such a
+    /// file is read as the skill's, not as a plain resource. Nothing is asked of a server
+    /// without the skills extension; one whose listing fails fails this too (its files cannot
+    /// be told from other resources).
+    pub(crate) async fn skill_owning(&self, uri: &str) -> Result<Option<String>, FeatureError> {
+        if !self.offers_skills() {
+            return Ok(None);
+        }
+        Ok(self
+            .list_skills()
+            .await?
+            .into_iter()
+            .find(|skill| skill.owns(uri))
+            .map(|skill| skill.name))
     }
 
     pub(crate) fn skill_error(
@@ -132,8 +148,9 @@ impl Session {
             return None;
         }
         let name = without_escapes(&skill.frontmatter.name, MAX_SKILL_NAME_BYTES, Lines::Single);
-        let description = without_escapes(
-            &self.redactor().scrub(&skill.frontmatter.description),
+        let description = shown_without_escapes(
+            self.redactor(),
+            &skill.frontmatter.description,
             MAX_FEATURE_DESCRIPTION_BYTES,
             Lines::Multi,
         );
@@ -152,8 +169,9 @@ impl Session {
         if refused.is_none()
             && let Err(e) = skill.validate()
         {
-            refused = Some(SkillProblem::Invalid(without_escapes(
-                &self.redactor().scrub(&e.to_string()),
+            refused = Some(SkillProblem::Invalid(shown_without_escapes(
+                self.redactor(),
+                &e.to_string(),
                 MAX_FEATURE_DESCRIPTION_BYTES,
                 Lines::Single,
             )));
@@ -301,7 +319,7 @@ impl Session {
         Ok(LoadedSkill {
             server: self.name().to_owned(),
             entry: entry.clone(),
-            instructions: without_escapes(&self.redactor().scrub(&text), usize::MAX, Lines::Multi),
+            instructions: shown_without_escapes(self.redactor(), &text, usize::MAX, Lines::Multi),
             bytes: text.len(),
             files: Mutex::new(HashMap::new()),
         })

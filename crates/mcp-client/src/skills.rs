@@ -291,6 +291,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A server's `text` as a skill shows it: its escape sequences and controls removed first ([`without_escapes`]) —
+/// so none can split a secret the redactor would otherwise find —, then every known secret
+/// replaced, then cut to `max` bytes.
+pub(crate) fn shown_without_escapes(
+    redactor: &agent_core::Redactor,
+    text: &str,
+    max: usize,
+    lines: Lines,
+) -> String {
+    let safe = without_escapes(text, usize::MAX, lines);
+    without_escapes(&redactor.scrub(&safe), max, lines)
+}
+
 /// `text` without ANSI escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL|ESC \`, and
 /// two-character `ESC x`), then without any other control character ([`clean`]), cut to
 /// `max` bytes.
@@ -430,6 +443,28 @@ pub(crate) fn base64_len(bytes: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_split_by_an_escape_sequence_or_a_control_is_still_found() {
+        let secret = "sk-live-0123456789abcdef";
+        let redactor = agent_core::Redactor::new().with_secrets([secret]);
+        let (head, tail) = secret.split_at(8);
+        for split in [
+            format!("key {head}\u{1b}[0m{tail} here"),
+            format!("key {head}\u{7}{tail} here"),
+            format!("key {head}\u{1b}]0;title\u{7}{tail} here"),
+        ] {
+            for lines in [Lines::Single, Lines::Multi] {
+                let shown = shown_without_escapes(&redactor, &split, usize::MAX, lines);
+                assert!(!shown.contains(secret), "{split:?} showed {shown:?}");
+                assert!(shown.contains("[REDACTED]"), "{split:?} showed {shown:?}");
+            }
+        }
+        // Cut after scrubbing, on a character boundary.
+        let shown =
+            shown_without_escapes(&redactor, &format!("{secret} and more"), 12, Lines::Single);
+        assert!(shown.len() <= 12 && !shown.contains(secret), "{shown:?}");
+    }
 
     #[test]
     fn escape_sequences_and_controls_are_removed_whole() {

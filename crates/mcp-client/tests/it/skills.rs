@@ -394,6 +394,61 @@ async fn a_skill_rule_refuses_mcp_read_of_its_files() {
 }
 
 #[tokio::test]
+async fn a_skills_file_is_neither_offered_nor_read_as_a_plain_resource() {
+    use agent_core::ToolDispatcher as _;
+    // A deny rule for the skill, none for resources: a file of the skill named by its URI is
+    // still the skill's, so the skill's rule (not the resources') decides it.
+    let rules = IdentityRules::default().deny(Rule::skill("acme/*", "pdf-*"));
+    let (runner, observations, _dir) =
+        run(PolicyConfig::default().with_identity(rules), None).await;
+    for uri in [SKILL_MD, FORMS] {
+        let refused = runner
+            .dispatch(model_call(
+                "1",
+                "mcp_read",
+                serde_json::json!({"server": "docs", "uri": uri}),
+            ))
+            .await
+            .unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("a file of the skill `pdf-processing`"),
+            "{uri}: {refused}"
+        );
+    }
+    assert!(
+        reads(&observations).is_empty(),
+        "{:?}",
+        reads(&observations)
+    );
+    // Nor does search offer them as resources to read by URI.
+    let found = runner
+        .dispatch(model_call(
+            "2",
+            "mcp_search_tools",
+            serde_json::json!({"query": "forms fill every field sign pdf", "limit": 50}),
+        ))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    let offered: Vec<&serde_json::Value> = found["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "resource")
+        .filter(|r| {
+            r["read_with"]["uri"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("skill://"))
+        })
+        .collect();
+    assert!(offered.is_empty(), "{offered:?}");
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn skills_are_served_on_as_listed_and_their_files_only_once_checked() {
     let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
     let mut events = runner.governed().subscribe();
