@@ -200,8 +200,9 @@ impl BearerAuth {
             }
         };
         match (bound, dpop, &verified.jkt) {
-            // RFC 9449 §7.2: a bound token is never taken as a bearer token.
-            (false, Some(_), Some(_)) => Verdict::Invalid,
+            // RFC 9449 §7.2: a bound token is never taken as a bearer token, whether or not
+            // this gateway takes DPoP (without it, such a token cannot be presented at all).
+            (false, _, Some(_)) => Verdict::Invalid,
             (false, Some(DpopPolicy::Required), None) => Verdict::Invalid,
             (false, _, _) => Verdict::Allowed(verified.principal),
             (true, _, None) => Verdict::Invalid,

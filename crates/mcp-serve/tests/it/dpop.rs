@@ -216,4 +216,15 @@ async fn allowed_dpop_takes_both_and_without_it_only_bearer_tokens_pass() {
     let (status, www) = post(&bearer_only, &format!("DPoP {bound}"), Some(&proof)).await;
     assert_eq!(status, 401);
     assert!(www.starts_with("Bearer "), "{www}");
+    // Nor does a bound token pass as a bearer token there: whoever stole it holds no key.
+    let (status, www) = post(&bearer_only, &format!("Bearer {bound}"), None).await;
+    assert_eq!(status, 401);
+    assert!(www.contains("invalid_token"), "{www}");
+    let unbound = token(&issuer, &url, None);
+    assert_eq!(
+        post(&bearer_only, &format!("Bearer {unbound}"), None)
+            .await
+            .0,
+        200
+    );
 }
