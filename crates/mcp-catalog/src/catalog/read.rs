@@ -307,6 +307,21 @@ fn prompt_arguments(
     object
         .iter()
         .map(|(name, value)| {
+            if name.is_empty()
+                || !matches!(
+                    clean(name, MAX_PROMPT_ARGUMENT_BYTES, Lines::Single),
+                    std::borrow::Cow::Borrowed(_)
+                )
+            {
+                let name = clean(name, 64, Lines::Single);
+                return Err(invalid(
+                    server,
+                    format!(
+                        "`/arguments`: the name `{name}` is empty, longer than \
+                         {MAX_PROMPT_ARGUMENT_BYTES} bytes (the limit) or holds control characters"
+                    ),
+                ));
+            }
             let text = match value {
                 Value::String(s) => s.clone(),
                 Value::Number(n) => n.to_string(),

@@ -180,6 +180,18 @@ async fn bad_reads_are_refused_naming_the_server_and_the_limit() {
             "`/arguments/a`: not a string",
         ),
         (
+            json!({"server": "docs", "prompt": "review", "arguments": {"": "x"}}),
+            "the name `` is empty",
+        ),
+        (
+            json!({"server": "docs", "prompt": "review", "arguments": {"a\u{1b}[2Jb": "x"}}),
+            "holds control characters",
+        ),
+        (
+            json!({"server": "docs", "prompt": "review", "arguments": {"n".repeat(70_000): "x"}}),
+            "longer than 65536 bytes (the limit)",
+        ),
+        (
             json!({"server": "docs", "uri": "file:///a", "extra": 1}),
             "unknown argument `extra`",
         ),
