@@ -327,8 +327,10 @@ impl Session {
 
     /// A file of a loaded skill, read on its first use (`resources/read`) and checked against
     /// its manifest entry (size, then digest); later uses return what was read. A file the
-    /// manifest does not list (for a dynamic skill: outside its directory) is refused without
-    /// a request. Asking for the `SKILL.md` returns its instructions as read at load.
+    /// manifest does not list (for a dynamic skill: outside its directory, or with a query or
+    /// fragment) is refused without a request. Asking for the `SKILL.md` returns its
+    /// instructions as read at load. The files kept stay within a skill's bounds (see
+    /// [`MAX_SKILL_FILES`](crate::MAX_SKILL_FILES), [`MAX_SKILL_BYTES`](crate::MAX_SKILL_BYTES)).
     ///
     /// ```no_run
     /// # async fn show(session: &mcp_client::Session, skill: &mcp_client::LoadedSkill)
@@ -358,7 +360,12 @@ impl Session {
         let manifest = entry.file(uri).cloned();
         let inside = match &entry.files {
             SkillFiles::Listed(_) => manifest.is_some(),
-            _ => uri.starts_with(entry.directory()) && crate::resources::is_clean_uri(uri),
+            // No query or fragment: each would make another URI of the same file.
+            _ => {
+                uri.starts_with(entry.directory())
+                    && crate::resources::is_clean_uri(uri)
+                    && !uri.contains(['?', '#'])
+            }
         };
         if !inside {
             return Err(self.skill_error(&entry.name, Some(uri), SkillProblem::NotListed));

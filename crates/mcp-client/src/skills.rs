@@ -256,9 +256,20 @@ impl LoadedSkill {
         lock(&self.files).get(uri).cloned()
     }
 
+    /// Keeps `contents` for the next use while the files kept stay within a skill's bounds
+    /// ([`MAX_SKILL_FILES`], [`MAX_SKILL_BYTES`]); past them (a dynamic skill has no manifest
+    /// to bound it), a file is returned and read again on its next use.
     pub(crate) fn keep(&self, contents: SkillFileContents) -> Arc<SkillFileContents> {
         let contents = Arc::new(contents);
-        lock(&self.files).insert(contents.uri.clone(), contents.clone());
+        let mut files = lock(&self.files);
+        let kept = files
+            .values()
+            .fold(0u64, |n, f| n.saturating_add(f.bytes as u64));
+        if files.len() < MAX_SKILL_FILES
+            && kept.saturating_add(contents.bytes as u64) <= MAX_SKILL_BYTES
+        {
+            files.insert(contents.uri.clone(), contents.clone());
+        }
         contents
     }
 }
@@ -443,6 +454,43 @@ pub(crate) fn base64_len(bytes: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_files_kept_of_a_skill_stay_within_its_bounds() {
+        let entry = SkillEntry {
+            uri: "skill://big/SKILL.md".into(),
+            name: "big".into(),
+            description: String::new(),
+            files: SkillFiles::Dynamic,
+            refused: None,
+            frontmatter: JsonObject::new(),
+        };
+        let skill = LoadedSkill {
+            server: "docs".into(),
+            entry,
+            instructions: String::new(),
+            bytes: 0,
+            files: Mutex::new(HashMap::new()),
+        };
+        let file = |i: usize, bytes: usize| SkillFileContents {
+            uri: format!("skill://big/f{i}"),
+            mime_type: None,
+            data: SkillData::Binary(Vec::new()),
+            bytes,
+        };
+        // Bytes: 15 MiB kept, then a 2 MiB file is returned but not kept; a small one is.
+        skill.keep(file(0, 15 * 1024 * 1024));
+        let returned = skill.keep(file(1, 2 * 1024 * 1024));
+        assert_eq!(returned.uri, "skill://big/f1");
+        assert!(skill.cached("skill://big/f1").is_none());
+        skill.keep(file(2, 1024));
+        assert_eq!(skill.files_read(), ["skill://big/f0", "skill://big/f2"]);
+        // Count: no more than a manifest may list.
+        for i in 3..MAX_SKILL_FILES + 10 {
+            skill.keep(file(i, 1));
+        }
+        assert_eq!(skill.files_read().len(), MAX_SKILL_FILES);
+    }
 
     #[test]
     fn a_secret_split_by_an_escape_sequence_or_a_control_is_still_found() {
