@@ -216,7 +216,10 @@ impl Shared {
             .clone()
             .or_else(|| endpoint.issuer.clone())
             .unwrap_or_else(|| endpoint.token_url.origin().ascii_serialization());
-        let resource = resource.map_or_else(|| self.config.mcp_url.to_string(), str::to_owned);
+        let resource = resource.map_or_else(
+            || super::canonical_resource(&self.config.mcp_url),
+            str::to_owned,
+        );
         let fail = |message: String| Failure::Exchange {
             provider: shown(idp_token_url),
             grant: TOKEN_EXCHANGE,

@@ -271,7 +271,14 @@ impl Shared {
             Some(method) => method,
             None => choose_auth(endpoint.methods.as_deref()).map_err(Failure::Discovery)?,
         };
-        let resource = config.resource.as_deref().or(endpoint.resource.as_deref());
+        // RFC 8707: every token is asked for one resource, the server's own URL unless the
+        // configuration or the server's metadata names another.
+        let resource = config
+            .resource
+            .clone()
+            .or_else(|| endpoint.resource.clone())
+            .unwrap_or_else(|| super::canonical_resource(&config.mcp_url));
+        let resource = Some(resource.as_str());
         let scope = config.scope.as_deref().or(challenge.scope.as_deref());
         let what = format!("token request to {}", endpoint.token_url);
         let assertion = match (auth, &config.key) {

@@ -51,6 +51,14 @@ pub use self::federated::MAX_TOKEN_FILE_BYTES;
 pub use self::provider::ClientCredentials;
 pub use self::share::{SharedEntry, SharedTokens};
 
+/// The canonical URI of an MCP server, the RFC 8707 `resource` of its token requests when
+/// neither the configuration nor the server's metadata names one: its URL without fragment.
+pub(crate) fn canonical_resource(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url.to_string()
+}
+
 /// Text a server chose, bounded for an error message.
 pub(crate) fn shown_text(text: impl std::fmt::Display) -> String {
     failure::shown(text)

@@ -406,7 +406,15 @@ impl AuthRegistry {
             client_id: oauth.client_id.clone(),
             secret: secret.clone(),
             scope: oauth.scope.clone(),
-            resource: oauth.resource.clone(),
+            // Without one configured, each server's tokens are asked for its own URL (or what
+            // its metadata names): never one server's token for another's, even when they
+            // share a token endpoint and a client.
+            resource: Some(
+                oauth
+                    .resource
+                    .clone()
+                    .unwrap_or_else(|| super::canonical_resource(&mcp_spec.url)),
+            ),
             method: method.map(ClientAuth::name),
             allowed_issuers: oauth.allowed_issuers.iter().map(Url::to_string).collect(),
             guarded: spec.ssrf_guarded(),

@@ -229,6 +229,45 @@ async fn tokens_are_cached_until_expiry_minus_skew() {
     assert_eq!(fake.token_requests(), 4);
 }
 
+#[tokio::test]
+async fn a_token_is_asked_for_the_server_itself_and_never_shared_with_another_server() {
+    let fake = Arc::new(Fake::default());
+    fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t1", 3600));
+    let registry = registry(&fake);
+    let extra = || json!({"allowed_issuers": ["https://as.example"]});
+    let a = provider(
+        &registry,
+        &spec_at("https://a.example/mcp#x", Some(TOKEN_URL), SECRET, extra()),
+    );
+    assert_eq!(bearer(&a.credentials().await.unwrap()), "Bearer t1");
+    let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
+        .into_owned()
+        .collect();
+    // RFC 8707: the server's URL (without fragment) when nothing names another resource.
+    assert_eq!(body["resource"], "https://a.example/mcp");
+
+    // Another server on the same token endpoint with the same client: a token of its own,
+    // asked for its own URL, not the first server's.
+    fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t2", 3600));
+    let b = provider(
+        &registry,
+        &spec_at("https://b.example/mcp", Some(TOKEN_URL), SECRET, extra()),
+    );
+    assert_eq!(bearer(&b.credentials().await.unwrap()), "Bearer t2");
+    assert_eq!(fake.token_requests(), 2);
+    let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
+        .into_owned()
+        .collect();
+    assert_eq!(body["resource"], "https://b.example/mcp");
+    // Nor does the second server's challenge change the first one's token.
+    fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t3", 3600));
+    let t2 = b.credentials().await.unwrap();
+    b.on_unauthorized(&t2, Some(r#"Bearer scope="billing:admin""#))
+        .await
+        .unwrap();
+    assert_eq!(bearer(&a.credentials().await.unwrap()), "Bearer t1");
+}
+
 /// `credentials()` of every one of `callers` at once, the token endpoint held (the fake's gate)
 /// until all of them are waiting.
 async fn all_waiting<'a>(

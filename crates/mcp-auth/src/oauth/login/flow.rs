@@ -218,7 +218,7 @@ impl Login {
             .resource
             .clone()
             .or_else(|| found.resource.clone())
-            .unwrap_or_else(|| canonical(&self.mcp_url));
+            .unwrap_or_else(|| crate::oauth::canonical_resource(&self.mcp_url));
         let pkce = Pkce::generate().map_err(|m| self.refuse(m))?;
         let state = Secret::new(random_token().map_err(|m| self.refuse(m))?);
         let mut url = authorization_endpoint;
@@ -256,14 +256,6 @@ impl Login {
             authorization_url: url,
         })
     }
-}
-
-/// The canonical URI of an MCP server (the RFC 8707 resource when its metadata names
-/// none): its URL without fragment.
-fn canonical(url: &Url) -> String {
-    let mut url = url.clone();
-    url.set_fragment(None);
-    url.to_string()
 }
 
 /// A started login: the authorization URL to show, and what checks the redirect. Holds the
