@@ -205,7 +205,7 @@ async fn login(
         }
     };
     let callback = tokio::select! {
-        got = listener.wait() => got.map_err(|e| {
+        got = listener.wait_for(&pending) => got.map_err(|e| {
             say(format_args!(
                 "error: the browser's redirect could not be read: {}",
                 inline(secrets, &e.to_string(), MAX_LINE)

@@ -325,6 +325,12 @@ impl PendingLogin {
             == Some(true)
     }
 
+    /// True when `callback` carries the `state` this login sent (compared in constant time):
+    /// a redirect of this login, not one forged or of another.
+    pub(crate) fn is_for(&self, callback: &Callback) -> bool {
+        callback.carries_state(&self.state)
+    }
+
     /// Checks the redirect and exchanges its code for tokens, which are stored and returned.
     ///
     /// Refused before anything is sent ([`AuthError::Login`]): an `error` in the redirect
@@ -333,18 +339,12 @@ impl PendingLogin {
     /// ([`Callback::pasted_code`]) has no `state` or `iss` to check.
     pub async fn finish(self, callback: Callback) -> Result<StoredLogin, AuthError> {
         let login = &self.login;
-        if !callback.pasted {
-            let state_ok = callback
-                .state
-                .as_ref()
-                .is_some_and(|s| constant_time_eq(s.expose(), self.state.expose()));
-            if !state_ok {
-                return Err(login.refuse(if callback.state.is_none() {
-                    "the redirect carries no `state`; refused (it may be forged or from another login)"
-                } else {
-                    "the redirect's `state` is not the one sent; refused (it may be forged or from another login)"
-                }));
-            }
+        if !callback.pasted && !self.is_for(&callback) {
+            return Err(login.refuse(if callback.state.is_none() {
+                "the redirect carries no `state`; refused (it may be forged or from another login)"
+            } else {
+                "the redirect's `state` is not the one sent; refused (it may be forged or from another login)"
+            }));
         }
         if let Some(error) = &callback.error {
             let description = callback
@@ -545,6 +545,13 @@ impl fmt::Debug for Callback {
 }
 
 impl Callback {
+    /// True when the redirect's `state` is `expected` (compared in constant time).
+    pub(crate) fn carries_state(&self, expected: &Secret) -> bool {
+        self.state
+            .as_ref()
+            .is_some_and(|s| constant_time_eq(s.expose(), expected.expose()))
+    }
+
     /// The redirect's query string (`code=…&state=…`, with or without `?`) or the whole
     /// redirect URL.
     pub fn from_redirect(text: &str) -> Self {

@@ -1,7 +1,9 @@
 //! [`CallbackListener`]: the loopback end of a login's redirect (RFC 8252 §7.3). A few lines
 //! of HTTP/1.1 on a TCP socket bound to 127.0.0.1: it reads one request line, answers with a
 //! short page, and hands the query over as a [`Callback`]. Not an HTTP client, and not a
-//! general server: anything but `GET <redirect path>?…` is answered 404 and ignored.
+//! general server: anything but `GET <redirect path>?…` is answered 404 and ignored, and
+//! [`CallbackListener::wait_for`] waits past a redirect of another login (any local process
+//! can reach the port) with `400`.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -11,7 +13,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use url::Url;
 
-use super::flow::{Callback, loopback_redirect_uri};
+use super::flow::{Callback, PendingLogin, loopback_redirect_uri};
 
 /// The longest request head read from the browser.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -23,6 +25,8 @@ const DONE_PAGE: &str = "<!doctype html><meta charset=utf-8><title>mcp-agent</ti
 <p>Login received. You can close this window and return to the terminal.</p>";
 const FAILED_PAGE: &str = "<!doctype html><meta charset=utf-8><title>mcp-agent</title>\
 <p>The authorization server did not grant access. Details are in the terminal.</p>";
+const OTHER_PAGE: &str = "<!doctype html><meta charset=utf-8><title>mcp-agent</title>\
+<p>This is not the redirect of the login in progress.</p>";
 
 /// Listens on `127.0.0.1:<port>` for the browser's redirect after a login.
 ///
@@ -33,7 +37,7 @@ const FAILED_PAGE: &str = "<!doctype html><meta charset=utf-8><title>mcp-agent</
 /// let listener = CallbackListener::bind(0).await?; // any free port
 /// let pending = login.with_redirect_uri(listener.redirect_uri().clone()).start().await?;
 /// println!("{}", pending.authorization_url());
-/// let callback = listener.wait().await?;
+/// let callback = listener.wait_for(&pending).await?;
 /// let stored = pending.finish(callback).await?;
 /// # drop(stored); Ok(()) }
 /// ```
@@ -62,20 +66,37 @@ impl CallbackListener {
 
     /// Waits for the redirect (bound it with a timeout of your own: a user may never log
     /// in): the first `GET` of the redirect path with a query. Other requests (a favicon, a
-    /// probe) are answered 404 and waited past.
+    /// probe) are answered 404 and waited past. Prefer [`wait_for`](Self::wait_for), which
+    /// also waits past a redirect that is not the login's.
     pub async fn wait(self) -> io::Result<Callback> {
+        self.wait_until(|_| true).await
+    }
+
+    /// Waits for the redirect of `login`, as [`wait`](Self::wait) does, but a redirect whose
+    /// `state` is not the one `login` sent is answered `400` and waited past: any process on
+    /// this machine can reach the port, and one that sent a redirect first would otherwise end
+    /// the wait with a callback [`PendingLogin::finish`] refuses.
+    pub async fn wait_for(self, login: &PendingLogin) -> io::Result<Callback> {
+        self.wait_until(|callback| login.is_for(callback)).await
+    }
+
+    async fn wait_until(self, expected: impl Fn(&Callback) -> bool) -> io::Result<Callback> {
         loop {
             let (stream, _) = self.listener.accept().await?;
             if let Ok(Ok(Some(callback))) =
-                tokio::time::timeout(REQUEST_TIMEOUT, self.serve(stream)).await
+                tokio::time::timeout(REQUEST_TIMEOUT, self.serve(stream, &expected)).await
             {
                 return Ok(callback);
             }
         }
     }
 
-    /// Reads one request; the callback when it is the redirect.
-    async fn serve(&self, mut stream: TcpStream) -> io::Result<Option<Callback>> {
+    /// Reads one request; the callback when it is the redirect `expected` takes.
+    async fn serve(
+        &self,
+        mut stream: TcpStream,
+        expected: &impl Fn(&Callback) -> bool,
+    ) -> io::Result<Option<Callback>> {
         let mut head = Vec::new();
         let mut buf = [0u8; 2048];
         while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -101,6 +122,10 @@ impl CallbackListener {
             return Ok(None);
         }
         let callback = Callback::from_redirect(query);
+        if !expected(&callback) {
+            respond(&mut stream, "400 Bad Request", OTHER_PAGE).await?;
+            return Ok(None);
+        }
         let page = if callback.error().is_some() {
             FAILED_PAGE
         } else {
@@ -154,5 +179,26 @@ mod tests {
         assert!(callback.has_code());
         let shown = format!("{callback:?}");
         assert!(!shown.contains("c1") && !shown.contains("s1"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_of_another_login_is_waited_past() {
+        let listener = CallbackListener::bind(0).await.unwrap();
+        let port = listener.redirect_uri().port().unwrap();
+        let sent = mcp_config::Secret::new("s-sent".to_owned());
+        let waiting =
+            tokio::spawn(async move { listener.wait_until(|c| c.carries_state(&sent)).await });
+        for forged in [
+            "/callback?x=1",
+            "/callback?code=c0&state=s-other",
+            "/callback?error=access_denied&state=s-other",
+        ] {
+            let answer = get(port, forged).await;
+            assert!(answer.starts_with("HTTP/1.1 400"), "{forged}: {answer}");
+        }
+        let answer = get(port, "/callback?code=c1&state=s-sent").await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        let callback = waiting.await.unwrap().unwrap();
+        assert!(callback.has_code());
     }
 }

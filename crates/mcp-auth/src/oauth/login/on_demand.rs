@@ -38,7 +38,7 @@ use crate::{AuthError, AuthProvider, Challenge, Credentials, OnUnauthorized};
 ///         let listener = CallbackListener::bind(0).await.map_err(io)?;
 ///         let pending = login.with_redirect_uri(listener.redirect_uri().clone()).start().await?;
 ///         println!("{}", pending.authorization_url());
-///         let callback = listener.wait().await.map_err(io)?;
+///         let callback = listener.wait_for(&pending).await.map_err(io)?;
 ///         pending.finish(callback).await
 ///     }
 /// }
