@@ -29,8 +29,9 @@ fn is_clean_name(name: &str) -> bool {
 impl Session {
     /// Lists the server's prompts (`prompts/list`, every page) within the session's
     /// [`ListLimits`](crate::ListLimits). A prompt whose name (or one of whose argument names)
-    /// is empty, longer than [`MAX_FEATURE_NAME_BYTES`] or holds control characters is left
-    /// out, as is one with more than [`MAX_PROMPT_ARGUMENTS`] arguments; titles and
+    /// is empty, longer than [`MAX_FEATURE_NAME_BYTES`], holds control characters or one of
+    /// the run's secrets is left out, as is one with more than [`MAX_PROMPT_ARGUMENTS`]
+    /// arguments; titles and
     /// descriptions are cleaned, cut and scrubbed; icons and `_meta` dropped.
     ///
     /// ```no_run
@@ -62,6 +63,8 @@ impl Session {
                 is_clean_name(&p.name)
                     && arguments.len() <= MAX_PROMPT_ARGUMENTS
                     && arguments.iter().all(|a| is_clean_name(&a.name))
+                    && !self.holds_secret(&p.name)
+                    && !arguments.iter().any(|a| self.holds_secret(&a.name))
             })
             .map(|mut p| {
                 p.title = p.title.as_deref().map(title);

@@ -195,7 +195,8 @@ impl Session {
     /// [`ListLimits`] and the call timeout. Each resource is cleaned: names, titles, MIME types
     /// and descriptions without control characters, cut to [`MAX_FEATURE_NAME_BYTES`] and
     /// [`MAX_FEATURE_DESCRIPTION_BYTES`], the run's secrets replaced, icons and `_meta`
-    /// dropped; one whose URI is not clean ([`MAX_URI_BYTES`]) is left out.
+    /// dropped; one whose URI is not clean ([`MAX_URI_BYTES`]) or holds one of the run's
+    /// secrets is left out.
     ///
     /// ```no_run
     /// # async fn show(session: &mcp_client::Session) -> Result<(), mcp_client::FeatureError> {
@@ -221,10 +222,28 @@ impl Session {
             .collect())
     }
 
+    /// True when `identifier` (a URI or a name the server chose, which must be sent back as
+    /// it is, so cannot be scrubbed) holds one of the run's known secrets: what it names is
+    /// left out, as a tool of such a name is, so the secret reaches no search, prompt,
+    /// history or listing served on.
+    pub(crate) fn holds_secret(&self, identifier: &str) -> bool {
+        let holds = matches!(
+            self.redactor().scrub(identifier),
+            std::borrow::Cow::Owned(_)
+        );
+        if holds {
+            tracing::warn!(
+                server = %self.name(),
+                "left out a resource, prompt or skill whose URI or name holds a secret"
+            );
+        }
+        holds
+    }
+
     /// A listed resource as it is kept (see [`list_resources`](Self::list_resources)); `None`
-    /// when its URI is not clean.
+    /// when its URI is not clean or holds a known secret.
     pub(crate) fn cleaned_resource(&self, mut r: Resource) -> Option<Resource> {
-        if !is_clean_uri(&r.uri) {
+        if !is_clean_uri(&r.uri) || self.holds_secret(&r.uri) {
             return None;
         }
         r.name = self.short(&r.name);
@@ -262,7 +281,7 @@ impl Session {
             .await?;
         Ok(listed
             .into_iter()
-            .filter(|t| is_clean_uri(&t.uri_template))
+            .filter(|t| is_clean_uri(&t.uri_template) && !self.holds_secret(&t.uri_template))
             .map(|mut t| {
                 t.name = self.short(&t.name);
                 t.title = t.title.as_deref().map(|s| self.short(s));

@@ -142,9 +142,18 @@ impl Session {
         })
     }
 
-    /// The entry a listed skill becomes; `None` for one whose URI is not clean.
+    /// The entry a listed skill becomes; `None` for one whose URI is not clean, or whose URI,
+    /// name or file URIs hold one of the run's secrets.
     fn entry_of(&self, skill: Skill) -> Option<SkillEntry> {
-        if !crate::resources::is_clean_uri(&skill.uri) {
+        if !crate::resources::is_clean_uri(&skill.uri)
+            || self.holds_secret(&skill.uri)
+            || self.holds_secret(&skill.frontmatter.name)
+        {
+            return None;
+        }
+        if let SkillResources::Files(files) = &skill.resources
+            && files.iter().any(|f| self.holds_secret(&f.uri))
+        {
             return None;
         }
         let name = without_escapes(&skill.frontmatter.name, MAX_SKILL_NAME_BYTES, Lines::Single);

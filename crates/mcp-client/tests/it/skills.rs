@@ -449,6 +449,63 @@ async fn a_skills_file_is_neither_offered_nor_read_as_a_plain_resource() {
 }
 
 #[tokio::test]
+async fn a_skill_named_after_a_secret_of_the_run_is_left_out_with_its_files() {
+    use agent_core::ToolDispatcher as _;
+    const SECRET: &str = "k3y-0f-th3-run-8f2a61c9";
+    let dir = tempfile::tempdir().unwrap();
+    write_example_skills(dir.path()).unwrap();
+    let leaky = dir.path().join(SECRET);
+    std::fs::create_dir_all(&leaky).unwrap();
+    std::fs::write(
+        leaky.join("SKILL.md"),
+        format!("---\nname: {SECRET}\ndescription: Deploys with the key\n---\n\n# Deploy\n"),
+    )
+    .unwrap();
+    let skills = Skills::from_dir(dir.path()).unwrap();
+    let memory = InMemoryConnector::new().server("docs", move || {
+        let options = TestServerOptions::default()
+            .with_name("acme/docs")
+            .with_skills(skills.clone());
+        serve_in_memory(TestServer::new(options))
+    });
+    // A secret parameter of the server's spec: a secret of the run.
+    let mut docs = spec("docs");
+    if let mcp_config::TransportSpec::Custom(custom) = &mut docs.transport {
+        custom.params.insert("api_key".into(), SECRET.into());
+    }
+    let config = Config::new(vec![docs]).expect("a valid spec");
+    let runner = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let names: Vec<String> = runner
+        .list_skills("docs")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["pdf-processing"]);
+    let found = runner
+        .dispatch(model_call(
+            "1",
+            "mcp_search_tools",
+            serde_json::json!({"query": "deploys with the key skill", "limit": 50}),
+        ))
+        .await
+        .unwrap();
+    let shown = format!("{:?}", found.structured);
+    assert!(!shown.contains(SECRET), "{shown}");
+    // Nor are its files offered as resources: what the catalog holds of the server.
+    let offered = format!("{:?}", runner.catalog().features("docs"));
+    assert!(!offered.contains(SECRET), "{offered}");
+    assert!(offered.contains("pdf-processing"), "{offered}");
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn skills_are_served_on_as_listed_and_their_files_only_once_checked() {
     let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
     let mut events = runner.governed().subscribe();
