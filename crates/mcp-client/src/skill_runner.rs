@@ -10,7 +10,9 @@ use agent_core::EventKind;
 use mcp_catalog::sanitize::Lines;
 
 use crate::skills::without_escapes;
-use crate::{FeatureError, LoadedSkill, McpRunner, Session, SkillEntry, SkillFileContents};
+use crate::{
+    FeatureError, LoadedSkill, McpRunner, Session, SkillEntry, SkillFileContents, SkillProblem,
+};
 
 impl McpRunner {
     pub(crate) fn skill_allowed(&self, session: &Session, name: &str) -> Result<(), FeatureError> {
@@ -85,9 +87,19 @@ impl McpRunner {
     pub async fn skill(&self, server: &str, skill: &str) -> Result<SkillEntry, FeatureError> {
         let session = self.session_of(server)?;
         let entry = if skill.contains("://") {
-            if let Some(name) = rmcp::model::skill_name_from_uri(skill) {
-                self.skill_allowed(session, name)?;
-            }
+            // Checked before anything is sent: a URI that names no skill is no skill's.
+            let Some(name) = rmcp::model::skill_name_from_uri(skill) else {
+                return Err(session.skill_error(
+                    skill,
+                    None,
+                    SkillProblem::Invalid(
+                        "not the URI of a skill's `SKILL.md` (`…/<name>/SKILL.md`, without a \
+                         query or fragment)"
+                            .into(),
+                    ),
+                ));
+            };
+            self.skill_allowed(session, name)?;
             session.get_skill(skill).await?
         } else {
             self.skill_allowed(session, skill)?;

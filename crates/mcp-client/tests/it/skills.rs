@@ -303,6 +303,22 @@ async fn policy_rules_hide_and_refuse_skills_before_anything_is_sent() {
     assert!(reads(&observations).is_empty());
     let by_uri = runner.load_skill("docs", SKILL_MD).await.unwrap_err();
     assert!(matches!(by_uri, FeatureError::Denied { .. }), "{by_uri}");
+    // A URI that names no skill (a query, or no `SKILL.md`) is refused before it is asked
+    // for, rather than asked for and refused by the name that comes back.
+    for nameless in [
+        "skill://pdf-processing/SKILL.md?v=1",
+        "skill://pdf-processing/",
+    ] {
+        let refused = runner.load_skill("docs", nameless).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("not the URI of a skill's `SKILL.md`"),
+            "{nameless}: {refused}"
+        );
+    }
+    let asked = observations.snapshot().targets_of("skills/get");
+    assert!(asked.is_empty(), "{asked:?}");
     assert!(reads(&observations).is_empty(), "nothing read when refused");
     runner.shutdown().await.unwrap();
 }
