@@ -173,7 +173,8 @@ impl McpRunner {
     }
 
     /// Subscribes the run to changes of the resource at `uri` of `server`, if the run's
-    /// `[policy]` allows reading it: the server's `notifications/resources/updated` for it
+    /// `[policy]` allows reading it (by the skill rules for a file of a listed skill): the
+    /// server's `notifications/resources/updated` for it
     /// become `resource_updated` events of the run — at most one per URI each
     /// [`UPDATE_EVENT_INTERVAL`](crate::UPDATE_EVENT_INTERVAL), a flood coalesced and counted
     /// in the event's message. At most [`MAX_SUBSCRIPTIONS`] per server; notifications for
@@ -188,6 +189,10 @@ impl McpRunner {
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<(), FeatureError> {
         let session = self.session_of(server)?;
         self.allowed(session, Target::Resource(uri))?;
+        // A skill's file is the skill's: its rules decide (as for a read).
+        if let Some(skill) = session.skill_owning(uri).await? {
+            self.skill_allowed(session, &skill)?;
+        }
         if !is_clean_uri(uri) {
             return Err(FeatureError::InvalidUri {
                 server: session.name().to_owned(),

@@ -317,6 +317,12 @@ async fn policy_rules_hide_and_refuse_skills_before_anything_is_sent() {
             "{nameless}: {refused}"
         );
     }
+    // Nor may the run subscribe to a file of the refused skill.
+    let subscribed = runner.subscribe_resource("docs", FORMS).await.unwrap_err();
+    assert!(
+        matches!(&subscribed, FeatureError::Denied { what: "skill", .. }),
+        "{subscribed}"
+    );
     let asked = observations.snapshot().targets_of("skills/get");
     assert!(asked.is_empty(), "{asked:?}");
     assert!(reads(&observations).is_empty(), "nothing read when refused");
