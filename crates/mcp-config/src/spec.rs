@@ -627,8 +627,10 @@ pub struct OAuthClientCredentials {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// RFC 8707 resource indicator (audience) of every token request. `None`: the protected
-    /// resource's identifier from its metadata, else the server's URL (without fragment); a
-    /// server's token is then never another server's, even on one token endpoint and client.
+    /// resource's identifier from its metadata, else, with the token endpoint discovered, the
+    /// server's URL (without fragment); with `token_url` set and no metadata, none is sent (some
+    /// authorization servers refuse the parameter). Either way a server's token is never
+    /// another server's, even on one token endpoint and client.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
     /// How the client authenticates at the token endpoint. `None`: what the metadata supports.

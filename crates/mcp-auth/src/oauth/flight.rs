@@ -271,14 +271,21 @@ impl Shared {
             Some(method) => method,
             None => choose_auth(endpoint.methods.as_deref()).map_err(Failure::Discovery)?,
         };
-        // RFC 8707: every token is asked for one resource, the server's own URL unless the
-        // configuration or the server's metadata names another.
+        // RFC 8707: the resource the configuration or the server's metadata names, else, with
+        // an endpoint discovered from the server, the server's own URL (what the MCP
+        // authorization spec asks for). A configured `token_url` without either sends none:
+        // some authorization servers refuse the parameter (Entra ID's v2.0 endpoint).
         let resource = config
             .resource
             .clone()
             .or_else(|| endpoint.resource.clone())
-            .unwrap_or_else(|| super::canonical_resource(&config.mcp_url));
-        let resource = Some(resource.as_str());
+            .or_else(|| {
+                config
+                    .token_url
+                    .is_none()
+                    .then(|| super::canonical_resource(&config.mcp_url))
+            });
+        let resource = resource.as_deref();
         let scope = config.scope.as_deref().or(challenge.scope.as_deref());
         let what = format!("token request to {}", endpoint.token_url);
         let assertion = match (auth, &config.key) {

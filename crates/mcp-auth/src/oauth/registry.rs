@@ -406,9 +406,8 @@ impl AuthRegistry {
             client_id: oauth.client_id.clone(),
             secret: secret.clone(),
             scope: oauth.scope.clone(),
-            // Without one configured, each server's tokens are asked for its own URL (or what
-            // its metadata names): never one server's token for another's, even when they
-            // share a token endpoint and a client.
+            // Without one configured, the entry is the server's own: never one server's token
+            // for another's, even when they share a token endpoint and a client.
             resource: Some(
                 oauth
                     .resource

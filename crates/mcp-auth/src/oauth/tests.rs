@@ -230,7 +230,7 @@ async fn tokens_are_cached_until_expiry_minus_skew() {
 }
 
 #[tokio::test]
-async fn a_token_is_asked_for_the_server_itself_and_never_shared_with_another_server() {
+async fn a_servers_token_is_never_shared_with_another_server_on_the_same_endpoint() {
     let fake = Arc::new(Fake::default());
     fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t1", 3600));
     let registry = registry(&fake);
@@ -243,8 +243,9 @@ async fn a_token_is_asked_for_the_server_itself_and_never_shared_with_another_se
     let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
         .into_owned()
         .collect();
-    // RFC 8707: the server's URL (without fragment) when nothing names another resource.
-    assert_eq!(body["resource"], "https://a.example/mcp");
+    // A configured token endpoint with no resource configured: none sent (some authorization
+    // servers refuse the parameter).
+    assert!(!body.contains_key("resource"), "{body:?}");
 
     // Another server on the same token endpoint with the same client: a token of its own,
     // asked for its own URL, not the first server's.
@@ -255,10 +256,6 @@ async fn a_token_is_asked_for_the_server_itself_and_never_shared_with_another_se
     );
     assert_eq!(bearer(&b.credentials().await.unwrap()), "Bearer t2");
     assert_eq!(fake.token_requests(), 2);
-    let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
-        .into_owned()
-        .collect();
-    assert_eq!(body["resource"], "https://b.example/mcp");
     // Nor does the second server's challenge change the first one's token.
     fake.route(&format!("POST {TOKEN_URL}"), 200, token_answer("t3", 3600));
     let t2 = b.credentials().await.unwrap();
@@ -465,6 +462,36 @@ async fn discovery_without_a_hint_uses_well_known_urls_and_basic_auth() {
             .starts_with("Basic ")
     );
     assert!(!body.contains(SECRET));
+}
+
+#[tokio::test]
+async fn without_resource_metadata_a_discovered_endpoint_is_asked_for_the_servers_url() {
+    let fake = Arc::new(Fake::default());
+    // No protected resource metadata: the authorization server's, at the server's origin.
+    fake.route(
+        "GET https://mcp.example/.well-known/oauth-authorization-server",
+        200,
+        json!({
+            "issuer": "https://mcp.example",
+            "token_endpoint": "https://mcp.example/oauth/token",
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_post"],
+        }),
+    );
+    fake.route(
+        "POST https://mcp.example/oauth/token",
+        200,
+        token_answer("t-origin", 3600),
+    );
+    let registry = registry(&fake);
+    let auth = provider(&registry, &spec(None, SECRET));
+    auth.on_unauthorized(&Credentials::none(), Some("Bearer"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:?}", fake.requests()));
+    let body: HashMap<String, String> = form_urlencoded::parse(fake.last_token_body().as_bytes())
+        .into_owned()
+        .collect();
+    assert_eq!(body["resource"], MCP_URL);
 }
 
 async fn discovery_error(as_issuer: &str, resource: &str) -> AuthError {
