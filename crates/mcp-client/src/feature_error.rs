@@ -103,10 +103,11 @@ pub enum FeatureError {
         /// The URI of the content whose blob is invalid.
         uri: String,
     },
-    /// A URI given to the client is empty, too long, holds control characters or a `.`/`..`
-    /// path segment: not sent.
+    /// A URI given to the client is empty, too long, holds control characters, whitespace, an
+    /// uppercase scheme, a `.`/`..` path segment or a percent-encoded letter, digit, `-`, `.`
+    /// or `_`: not sent.
     #[error(
-        "server `{server}`: the URI is empty, longer than {limit} bytes, holds control characters or a `.`/`..` path segment"
+        "server `{server}`: the URI is empty, longer than {limit} bytes, or not in its one plain spelling (control characters, whitespace, an uppercase scheme, a `.`/`..` path segment, or a percent-encoded letter, digit, `-`, `.` or `_`)"
     )]
     InvalidUri {
         /// The server.

@@ -143,7 +143,10 @@ impl McpRunner {
 
     /// Reads the resource at `uri` of `server`, if the run's `[policy]` allows it (else
     /// [`FeatureError::Denied`], nothing sent), within [`MAX_RESOURCE_BYTES`](crate::MAX_RESOURCE_BYTES)
-    /// (see [`Session::read_resource_within`]). Emits a `resource_read` event either way.
+    /// (see [`Session::read_resource_within`]). Emits a `resource_read` event either way. A
+    /// file of a listed skill is read as the skill's
+    /// ([`read_skill_resource`](Self::read_skill_resource): the skill rules, its manifest, a
+    /// `skill_read` event).
     ///
     /// ```no_run
     /// # async fn show(runner: &mcp_client::McpRunner) -> Result<(), mcp_client::FeatureError> {
@@ -155,6 +158,9 @@ impl McpRunner {
         server: &str,
         uri: &str,
     ) -> Result<Vec<ResourceContents>, FeatureError> {
+        if let Some(contents) = self.read_skill_resource(server, uri).await? {
+            return Ok(contents);
+        }
         let session = self.session_of(server)?;
         let started = Instant::now();
         let outcome = match self.allowed(session, Target::Resource(uri)) {

@@ -55,15 +55,31 @@ pub(crate) fn is_base64(text: &str) -> bool {
         .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
 }
 
-/// True when `uri` can be sent or kept as it is.
+/// True when `uri` can be sent or kept as it is: not empty, within [`MAX_URI_BYTES`], without
+/// control characters or whitespace, its scheme lowercase, no `.`/`..` path segment
+/// ([`has_dot_segment`]) and no letter, digit, `-`, `.` or `_` percent-encoded
+/// ([`encodes_unreserved`]). Each of these would let one resource go by another spelling
+/// (`FILE:///secret/key`, ` file:///secret/key`, `file:///%73ecret/key`) that a server reads as
+/// the same while a `[policy]` rule or a skill's directory does not match it.
 pub(crate) fn is_clean_uri(uri: &str) -> bool {
     !uri.is_empty()
         && matches!(
             clean(uri, MAX_URI_BYTES, Lines::Single),
             std::borrow::Cow::Borrowed(_)
         )
+        && !uri.contains(char::is_whitespace)
+        && !uri
+            .split_once(':')
+            .is_some_and(|(scheme, _)| scheme.bytes().any(|b| b.is_ascii_uppercase()))
         && !has_dot_segment(uri)
         && !encodes_unreserved(uri)
+}
+
+/// `uri` as two spellings of one resource compare: percent-escapes decoded (`%2F` too), so
+/// `skill://pdf%2Freferences` lies within `skill://pdf/`. For telling whose a URI is, never
+/// for sending.
+pub(crate) fn comparable_uri(uri: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::percent_decode_str(uri).decode_utf8_lossy()
 }
 
 /// True when `uri`'s path holds a `.` or `..` segment once its percent-escapes are decoded
@@ -79,18 +95,20 @@ pub(crate) fn has_dot_segment(uri: &str) -> bool {
         .any(|segment| segment == b"." || segment == b"..")
 }
 
-/// True when `uri` percent-encodes a character RFC 3986 calls unreserved (a letter, a digit,
-/// `-`, `.`, `_`, `~`). Such a URI is the same resource as the one with it decoded (§6.2.2.2),
-/// so it would name a resource while slipping past a `[policy]` rule written for its plain
-/// form (`file:///%73ecret/key` for `file:///secret/*`, `skill://deploy%2Dprod/SKILL.md` for
-/// the skill `deploy-prod`); no server needs to send one.
+/// True when `uri` percent-encodes a character RFC 3986 calls unreserved: a letter, a digit,
+/// `-`, `.` or `_`. Such a URI is the same resource as the one with it decoded (§6.2.2.2), so
+/// it would name a resource while slipping past a `[policy]` rule written for its plain form
+/// (`file:///%73ecret/key` for `file:///secret/*`, `skill://deploy%2Dprod/SKILL.md` for the
+/// skill `deploy-prod`); no encoder writes these. `~` is the exception: Java's and .NET's
+/// encoders write it as `%7E`, so such a URI stays readable (a rule naming `~` does not
+/// match its encoded form).
 pub(crate) fn encodes_unreserved(uri: &str) -> bool {
     uri.as_bytes().windows(3).any(|w| {
         let (Some(high), Some(low)) = (hex(w[1]), hex(w[2])) else {
             return false;
         };
         let c = high << 4 | low;
-        w[0] == b'%' && (c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~'))
+        w[0] == b'%' && (c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'))
     })
 }
 
@@ -223,14 +241,15 @@ impl Session {
     }
 
     /// True when `identifier` (a URI or a name the server chose, which must be sent back as
-    /// it is, so cannot be scrubbed) holds one of the run's known secrets: what it names is
-    /// left out, as a tool of such a name is, so the secret reaches no search, prompt,
-    /// history or listing served on.
+    /// it is, so cannot be scrubbed) holds one of the run's known secrets, as it is or
+    /// percent-decoded: what it names is left out, as a tool of such a name is, so the secret
+    /// reaches no search, prompt, history or listing served on.
     pub(crate) fn holds_secret(&self, identifier: &str) -> bool {
-        let holds = matches!(
-            self.redactor().scrub(identifier),
-            std::borrow::Cow::Owned(_)
-        );
+        let redactor = self.redactor();
+        // Also percent-decoded: a base64 secret's `/`, `+`, `=` may come encoded in a URI.
+        let holds = [identifier, &comparable_uri(identifier)]
+            .iter()
+            .any(|text| matches!(redactor.scrub(text), std::borrow::Cow::Owned(_)));
         if holds {
             tracing::warn!(
                 server = %self.name(),
@@ -550,12 +569,32 @@ mod dot_segments {
     }
 
     #[test]
+    fn other_spellings_of_a_uri_are_refused() {
+        for other in [
+            "FILE:///secret/key",
+            "Skill://pdf-processing/SKILL.md",
+            " file:///secret/key",
+            "file:///secret/key ",
+            "file:///secret/a b",
+            "file:///secret/a\u{a0}b",
+        ] {
+            assert!(!is_clean_uri(other), "{other:?}");
+        }
+        for fine in [
+            "file:///public/README.md",
+            "urn:ISBN:0451450523",
+            "test://static-text",
+        ] {
+            assert!(is_clean_uri(fine), "{fine}");
+        }
+    }
+
+    #[test]
     fn unreserved_characters_percent_encoded_are_refused() {
         for disguised in [
             "file:///%73ecret/key",
             "skill://deploy%2Dprod/SKILL.md",
             "skill://deploy%2dprod/SKILL.md",
-            "file:///public/%7Euser",
             "file:///public/a%5Fb",
             "file:///public/%41",
         ] {
@@ -564,6 +603,7 @@ mod dot_segments {
         }
         for fine in [
             "repo://owner%2Fname/README.md",
+            "file:///home/%7Ealice/notes.md",
             "file:///public/a%20b.md",
             "file:///public/100%25",
             "file:///public/%",

@@ -10,13 +10,14 @@ use agent_core::EventKind;
 use mcp_catalog::sanitize::Lines;
 use rmcp::model::{ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources};
 
-use crate::resources::{MAX_FEATURE_NAME_BYTES, content_len, is_clean_uri};
+use crate::resources::{MAX_FEATURE_NAME_BYTES, comparable_uri, content_len, is_clean_uri};
 use crate::skills::{compare_frontmatter, parse_frontmatter, without_escapes};
 use crate::{FeatureError, McpRunner, Session, SessionView, SkillEntry, SkillFiles, SkillProblem};
 
 impl SkillEntry {
     /// True when `uri` lies within this skill: its `SKILL.md`, a file of its manifest, or (a
-    /// file the manifest does not list, or a dynamic skill's) a clean URI below its directory.
+    /// file the manifest does not list, or a dynamic skill's) a clean URI below its directory,
+    /// its percent-escapes decoded (`skill://pdf%2Freferences/x` is within `skill://pdf/`).
     ///
     /// ```no_run
     /// # fn show(entry: &mcp_client::SkillEntry) {
@@ -26,7 +27,8 @@ impl SkillEntry {
     pub fn owns(&self, uri: &str) -> bool {
         uri == self.uri
             || self.file(uri).is_some()
-            || (uri.starts_with(self.directory()) && is_clean_uri(uri))
+            || (comparable_uri(uri).starts_with(&*comparable_uri(self.directory()))
+                && is_clean_uri(uri))
     }
 
     /// The entry in the extension's wire form, to serve it on: its URI, its frontmatter as the
@@ -127,10 +129,9 @@ impl McpRunner {
     /// ```no_run
     /// # async fn show(runner: &mcp_client::McpRunner) -> Result<(), mcp_client::FeatureError> {
     /// let uri = "skill://pdf-processing/references/FORMS.md";
-    /// let contents = match runner.read_skill_resource("docs", uri).await? {
-    ///     Some(contents) => contents,
-    ///     None => runner.read_resource("docs", uri).await?,
-    /// };
+    /// if let Some(contents) = runner.read_skill_resource("docs", uri).await? {
+    ///     println!("{} parts", contents.len());
+    /// }
     /// # Ok(()) }
     /// ```
     pub async fn read_skill_resource(

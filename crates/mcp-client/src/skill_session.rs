@@ -44,19 +44,23 @@ impl Session {
             .is_some_and(|info| info.capabilities.supports_skills())
     }
 
-    /// The name of the listed skill `uri` is a file of ([`SkillEntry::owns`]), if any: such a
-    /// file is read as the skill's, not as a plain resource. Nothing is asked of a server
-    /// without the skills extension; one whose listing fails fails this too (its files cannot
-    /// be told from other resources).
+    /// The name of the innermost listed skill `uri` is a file of ([`SkillEntry::owns`]), if
+    /// any: such a file is read as the skill's, not as a plain resource. Nothing is asked of a
+    /// server without the skills extension. When its listing fails, a `skill://` URI fails
+    /// too (whose it is cannot be told); any other is taken as a plain resource.
     pub(crate) async fn skill_owning(&self, uri: &str) -> Result<Option<String>, FeatureError> {
         if !self.offers_skills() {
             return Ok(None);
         }
-        Ok(self
-            .list_skills()
-            .await?
+        let listed = match self.list_skills().await {
+            Ok(listed) => listed,
+            Err(e) if uri.starts_with("skill://") => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        Ok(listed
             .into_iter()
-            .find(|skill| skill.owns(uri))
+            .filter(|skill| skill.owns(uri))
+            .max_by_key(|skill| skill.directory().len())
             .map(|skill| skill.name))
     }
 
@@ -157,6 +161,10 @@ impl Session {
             return None;
         }
         let name = without_escapes(&skill.frontmatter.name, MAX_SKILL_NAME_BYTES, Lines::Single);
+        // Also as shown: removing an escape sequence may join a secret it split.
+        if self.holds_secret(&name) {
+            return None;
+        }
         let description = shown_without_escapes(
             self.redactor(),
             &skill.frontmatter.description,

@@ -173,10 +173,8 @@ impl SessionFeatures for RunTools {
 
     async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
         let (server, own) = self.upstream.route_uri(uri)?;
-        // A skill's file: decided by its skill's rules, checked against its manifest.
-        if let Some(contents) = self.read_skill_file(server, &own, uri).await? {
-            return Ok(contents);
-        }
+        // A skill's file is read as the skill's (`McpRunner::read_resource`): decided by its
+        // skill's rules, checked against its manifest.
         let contents = self
             .runner
             .read_resource(server, &own)

@@ -76,17 +76,14 @@ impl RunTools {
             .map_err(|e| self.relay_answer(&e, None))
     }
 
-    /// One round of a read of `uri` (as the client named it). A skill's file is read as
-    /// without a relay: it never asks for input.
+    /// One round of a read of `uri` (as the client named it). A skill's file is read as the
+    /// skill's (`McpRunner::read_resource`), which never asks for input.
     pub(super) async fn relay_read(
         &self,
         uri: &str,
         round: InputRound,
     ) -> Result<Round<Vec<ResourceContents>>, ErrorData> {
         let (server, own) = self.upstream.route_uri(uri)?;
-        if let Some(contents) = self.read_skill_file(server, &own, uri).await? {
-            return Ok(Round::Complete(contents));
-        }
         let relayed = self
             .runner
             .relay_read_resource(server, &own, upstream(round))

@@ -6,7 +6,7 @@
 use mcp_client::SkillEntry;
 use mcp_serve::no_skill;
 use rmcp::ErrorData;
-use rmcp::model::{ResourceContents, Skill, SkillResources};
+use rmcp::model::{Skill, SkillResources};
 
 use super::RunTools;
 
@@ -65,26 +65,5 @@ impl RunTools {
     /// refuses, among `refused` (the server's, listed once per listing).
     pub(super) fn hidden(refused: &[SkillEntry], uri: &str) -> bool {
         refused.iter().any(|skill| skill.owns(uri))
-    }
-
-    /// A read of `own` of `server` as a skill file, if it is one: its contents with their URIs
-    /// as the client knows them.
-    pub(super) async fn read_skill_file(
-        &self,
-        server: &str,
-        own: &str,
-        shown_uri: &str,
-    ) -> Result<Option<Vec<ResourceContents>>, ErrorData> {
-        let read = self
-            .runner
-            .read_skill_resource(server, own)
-            .await
-            .map_err(|e| self.answer(&e, Some(shown_uri)))?;
-        Ok(read.map(|contents| {
-            contents
-                .into_iter()
-                .map(|content| super::features::shown_content(&self.upstream, server, content))
-                .collect()
-        }))
     }
 }

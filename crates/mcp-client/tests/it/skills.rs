@@ -317,6 +317,28 @@ async fn policy_rules_hide_and_refuse_skills_before_anything_is_sent() {
             "{nameless}: {refused}"
         );
     }
+    // Nor read one through the library's plain read, nor under another spelling.
+    let read = runner.read_resource("docs", FORMS).await.unwrap_err();
+    assert!(
+        matches!(&read, FeatureError::Denied { what: "skill", .. }),
+        "{read}"
+    );
+    let spelled = "skill://pdf-processing%2Freferences%2FFORMS.md";
+    let read = runner.read_resource("docs", spelled).await.unwrap_err();
+    assert!(
+        matches!(&read, FeatureError::Denied { what: "skill", .. }),
+        "{read}"
+    );
+    for other in [
+        "SKILL://pdf-processing/references/FORMS.md",
+        " skill://pdf-processing/SKILL.md",
+    ] {
+        let read = runner.read_resource("docs", other).await.unwrap_err();
+        assert!(
+            matches!(&read, FeatureError::InvalidUri { .. }),
+            "{other:?}: {read}"
+        );
+    }
     // Nor may the run subscribe to a file of the refused skill.
     let subscribed = runner.subscribe_resource("docs", FORMS).await.unwrap_err();
     assert!(
