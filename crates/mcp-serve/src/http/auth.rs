@@ -245,7 +245,7 @@ impl BearerAuth {
         };
         match self
             .replay
-            .first_use(&proof.replay_key(), PROOF_WINDOW * 2)
+            .first_use_by(&proof.jkt, &proof.replay_key(), PROOF_WINDOW * 2)
             .await
         {
             Ok(true) => Verdict::Allowed(verified.principal),

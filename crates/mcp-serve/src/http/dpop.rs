@@ -77,43 +77,133 @@ const MAX_JTI_BYTES: usize = 256;
 pub trait ProofReplay: Send + Sync + 'static {
     /// Records `key` for `ttl`: true when it was not recorded yet (the proof's first use).
     async fn first_use(&self, key: &str, ttl: Duration) -> Result<bool, StoreError>;
+
+    /// [`first_use`](Self::first_use) of a proof made with the key whose thumbprint is `jkt`,
+    /// which a store may use to bound what one key holds ([`InProcessReplay`] does). By
+    /// default, `first_use`.
+    async fn first_use_by(&self, jkt: &str, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let _ = jkt;
+        self.first_use(key, ttl).await
+    }
 }
 
 /// The proofs used, in this process's memory: a gateway running alone. Holds at most
-/// [`InProcessReplay::MAX_ENTRIES`]; when full of live entries, proofs are refused until some
-/// expire (a fleet's Redis has no such bound).
+/// [`InProcessReplay::MAX_ENTRIES`], and at most [`InProcessReplay::MAX_PER_KEY`] of one key's
+/// ([`first_use_by`](ProofReplay::first_use_by)), so that one client cannot fill it for every
+/// other; past either, proofs are refused until some expire (expired ones are swept at most
+/// once a second). A fleet's Redis has no such bound.
 #[derive(Debug, Default)]
 pub struct InProcessReplay {
-    seen: Mutex<HashMap<String, Instant>>,
+    seen: Mutex<Seen>,
+}
+
+/// What [`InProcessReplay`] holds.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Each proof's name, until when it is kept, and its key's thumbprint (when given).
+    until: HashMap<String, (Instant, Option<String>)>,
+    /// How many live entries each key has.
+    per_key: HashMap<String, usize>,
+    /// When the expired entries were last swept.
+    swept: Option<Instant>,
+}
+
+impl Seen {
+    /// Drops the expired entries, at most once a second.
+    fn sweep(&mut self, now: Instant) {
+        if self
+            .swept
+            .is_some_and(|at| now.duration_since(at) < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.swept = Some(now);
+        let per_key = &mut self.per_key;
+        self.until.retain(|_, (until, jkt)| {
+            let live = *until > now;
+            if !live && let Some(jkt) = jkt {
+                Self::forget(per_key, jkt);
+            }
+            live
+        });
+    }
+
+    fn forget(per_key: &mut HashMap<String, usize>, jkt: &str) {
+        if let Some(count) = per_key.get_mut(jkt) {
+            *count -= 1;
+            if *count == 0 {
+                per_key.remove(jkt);
+            }
+        }
+    }
+
+    fn record(&mut self, jkt: Option<&str>, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        if let Some((until, _)) = self.until.get(key)
+            && *until > now
+        {
+            return Ok(false);
+        }
+        let key_full = |seen: &Self| {
+            jkt.is_some_and(|jkt| {
+                seen.per_key.get(jkt).copied().unwrap_or(0) >= InProcessReplay::MAX_PER_KEY
+            })
+        };
+        if self.until.len() >= InProcessReplay::MAX_ENTRIES || key_full(self) {
+            self.sweep(now);
+        }
+        if self.until.len() >= InProcessReplay::MAX_ENTRIES {
+            return Err(StoreError::new(
+                "in-process",
+                format!(
+                    "{} DPoP proofs remembered, the most it holds",
+                    InProcessReplay::MAX_ENTRIES
+                ),
+            ));
+        }
+        if key_full(self) {
+            return Err(StoreError::new(
+                "in-process",
+                format!(
+                    "{} DPoP proofs of one key remembered, the most one key may have",
+                    InProcessReplay::MAX_PER_KEY
+                ),
+            ));
+        }
+        let old = self
+            .until
+            .insert(key.to_owned(), (now + ttl, jkt.map(str::to_owned)));
+        // An expired entry of the same name, replaced: its key no longer counts it.
+        if let Some((_, Some(old_jkt))) = old {
+            Self::forget(&mut self.per_key, &old_jkt);
+        }
+        if let Some(jkt) = jkt {
+            *self.per_key.entry(jkt.to_owned()).or_default() += 1;
+        }
+        Ok(true)
+    }
 }
 
 impl InProcessReplay {
     /// The most proofs remembered at once.
     pub const MAX_ENTRIES: usize = 100_000;
+    /// The most proofs of one key remembered at once: 10,000 in the 120 s a proof is kept,
+    /// about 83 requests a second.
+    pub const MAX_PER_KEY: usize = 10_000;
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 #[async_trait]
 impl ProofReplay for InProcessReplay {
     async fn first_use(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let now = Instant::now();
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.get(key).is_some_and(|until| *until > now) {
-            return Ok(false);
-        }
-        if seen.len() >= Self::MAX_ENTRIES {
-            seen.retain(|_, until| *until > now);
-            if seen.len() >= Self::MAX_ENTRIES {
-                return Err(StoreError::new(
-                    "in-process",
-                    format!(
-                        "{} DPoP proofs remembered, the most it holds",
-                        Self::MAX_ENTRIES
-                    ),
-                ));
-            }
-        }
-        seen.insert(key.to_owned(), now + ttl);
-        Ok(true)
+        self.seen().record(None, key, ttl)
+    }
+
+    async fn first_use_by(&self, jkt: &str, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        self.seen().record(Some(jkt), key, ttl)
     }
 }
 
@@ -343,5 +433,35 @@ mod tests {
             seen.first_use("b", Duration::from_secs(60)).await.unwrap(),
             "an expired entry is gone"
         );
+    }
+
+    #[tokio::test]
+    async fn one_key_cannot_fill_the_store_for_every_other() {
+        let seen = InProcessReplay::default();
+        let ttl = Duration::from_secs(120);
+        for i in 0..InProcessReplay::MAX_PER_KEY {
+            assert!(
+                seen.first_use_by("key-a", &format!("a{i}"), ttl)
+                    .await
+                    .unwrap()
+            );
+        }
+        let refused = seen.first_use_by("key-a", "a-more", ttl).await.unwrap_err();
+        assert!(refused.to_string().contains("of one key"), "{refused}");
+        // Another key is taken, and a replay of key a's is still told apart.
+        assert!(seen.first_use_by("key-b", "b0", ttl).await.unwrap());
+        assert!(!seen.first_use_by("key-a", "a0", ttl).await.unwrap());
+        // Once key a's proofs expire, it may prove again.
+        let short = InProcessReplay::default();
+        for i in 0..InProcessReplay::MAX_PER_KEY {
+            assert!(
+                short
+                    .first_use_by("key-a", &format!("a{i}"), Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert!(short.first_use_by("key-a", "a-more", ttl).await.unwrap());
+        assert_eq!(short.seen().per_key["key-a"], 1);
     }
 }
