@@ -11,7 +11,9 @@ use rmcp::model::{
     SkillResource, SkillResources,
 };
 
-use crate::resources::{MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_URI_BYTES};
+use crate::resources::{
+    MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_URI_BYTES, comparable_uri,
+};
 use crate::skills::{
     LoadedSkill, MAX_FRONTMATTER_BYTES, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_NAME_BYTES,
     SkillData, SkillEntry, SkillFile, SkillFileContents, SkillFiles, SkillProblem, base64_len,
@@ -302,8 +304,9 @@ impl Session {
     }
 
     /// Loads a skill: reads its `SKILL.md` (`resources/read`), checks its size and digest
-    /// against the manifest and its frontmatter against the entry, field by field. Its other
-    /// files are not read. A refused entry, a mismatch or an unreadable frontmatter is a
+    /// against the manifest and its frontmatter against the entry, field by field, and notes
+    /// the other listed skills within its directory (`skills/list`), whose files are theirs
+    /// ([`read_skill_file`](Self::read_skill_file) refuses them). Its other files are not read. A refused entry, a mismatch or an unreadable frontmatter is a
     /// [`FeatureError::Skill`] naming the server, the skill and the file; nothing read of it is
     /// returned.
     ///
@@ -333,13 +336,32 @@ impl Session {
         })?;
         let frontmatter = parse_frontmatter(&text).map_err(problem)?;
         compare_frontmatter(&frontmatter, &entry.frontmatter).map_err(problem)?;
+        let nested = self.nested_in(entry).await?;
         Ok(LoadedSkill {
             server: self.name().to_owned(),
             entry: entry.clone(),
             instructions: shown_without_escapes(self.redactor(), &text, usize::MAX, Lines::Multi),
             bytes: text.len(),
             files: Mutex::new(HashMap::new()),
+            nested,
         })
+    }
+
+    /// The directories of the other listed skills within `entry`'s: a file there is the inner
+    /// skill's, so reading it as `entry`'s would skip the inner skill's rules.
+    async fn nested_in(&self, entry: &SkillEntry) -> Result<Vec<String>, FeatureError> {
+        let outer = comparable_uri(entry.directory()).into_owned();
+        Ok(self
+            .list_skills()
+            .await?
+            .into_iter()
+            .filter(|s| s.uri != entry.uri)
+            .map(|s| s.directory().to_owned())
+            .filter(|dir| {
+                let dir = comparable_uri(dir);
+                dir.len() > outer.len() && dir.starts_with(&outer)
+            })
+            .collect())
     }
 
     /// A file of a loaded skill, read on its first use (`resources/read`) and checked against
@@ -373,6 +395,20 @@ impl Session {
         }
         if let Some(kept) = skill.cached(uri) {
             return Ok(kept);
+        }
+        if let Some(dir) = skill
+            .nested
+            .iter()
+            .find(|dir| comparable_uri(uri).starts_with(&*comparable_uri(dir)))
+        {
+            let dir = without_escapes(dir, MAX_URI_BYTES, Lines::Single);
+            return Err(self.skill_error(
+                &entry.name,
+                Some(uri),
+                SkillProblem::Invalid(format!(
+                    "it lies within another skill (`{dir}`): read it as that skill's"
+                )),
+            ));
         }
         let manifest = entry.file(uri).cloned();
         let inside = match &entry.files {

@@ -242,6 +242,9 @@ pub struct LoadedSkill {
     /// The bytes of the `SKILL.md` read.
     pub bytes: usize,
     pub(crate) files: Mutex<HashMap<String, Arc<SkillFileContents>>>,
+    /// The directories of the other listed skills within this one's, when it was loaded:
+    /// their files are theirs, read under their own rules.
+    pub(crate) nested: Vec<String>,
 }
 
 impl LoadedSkill {
@@ -471,6 +474,7 @@ mod tests {
             instructions: String::new(),
             bytes: 0,
             files: Mutex::new(HashMap::new()),
+            nested: Vec::new(),
         };
         let file = |i: usize, bytes: usize| SkillFileContents {
             uri: format!("skill://big/f{i}"),

@@ -550,6 +550,73 @@ async fn a_skill_named_after_a_secret_of_the_run_is_left_out_with_its_files() {
 }
 
 #[tokio::test]
+async fn a_nested_skills_files_are_not_read_as_the_outer_skills() {
+    use agent_core::ToolDispatcher as _;
+    // `pdf-processing/deploy-prod` is a skill of its own inside `pdf-processing`, whose
+    // manifest lists the inner skill's files too; the rules refuse only the inner one.
+    let dir = tempfile::tempdir().unwrap();
+    write_example_skills(dir.path()).unwrap();
+    let inner = dir.path().join("pdf-processing/deploy-prod");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(
+        inner.join("SKILL.md"),
+        "---\nname: deploy-prod\ndescription: Deploys to production\n---\n\n# Deploy\n",
+    )
+    .unwrap();
+    let skills = Skills::from_dir(dir.path()).unwrap();
+    let observations = Observations::new();
+    let seen = observations.clone();
+    let memory = InMemoryConnector::new().server("docs", move || {
+        let options = TestServerOptions::default()
+            .with_name("acme/docs")
+            .with_skills(skills.clone())
+            .with_observations(seen.clone());
+        serve_in_memory(TestServer::new(options))
+    });
+    let rules = IdentityRules::default().deny(Rule::skill("acme/*", "deploy-*"));
+    let config = Config::new(vec![spec("docs")])
+        .expect("a valid spec")
+        .with_policy(PolicyConfig::default().with_identity(rules));
+    let runner = McpClient::builder(config)
+        .connectors(Connectors::new().with(memory))
+        .build()
+        .open_runner(&RunInput::new("s", "i"))
+        .await
+        .expect("the run opens");
+    let read = |file: &str| {
+        model_call(
+            "1",
+            "mcp_read",
+            serde_json::json!({"server": "docs", "skill": "pdf-processing", "file": file}),
+        )
+    };
+    let refused = runner
+        .dispatch(read("deploy-prod/SKILL.md"))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("lies within another skill"),
+        "{refused}"
+    );
+    let inner_md = "skill://pdf-processing/deploy-prod/SKILL.md".to_owned();
+    assert!(
+        !reads(&observations).contains(&inner_md),
+        "{:?}",
+        reads(&observations)
+    );
+    // The outer skill's own files are read as before.
+    runner.dispatch(read("references/FORMS.md")).await.unwrap();
+    // Through the library too: a loaded outer skill does not read the inner one's file.
+    let outer = runner.load_skill("docs", "pdf-processing").await.unwrap();
+    let refused = runner.read_skill_file(&outer, &inner_md).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("lies within another skill"),
+        "{refused}"
+    );
+    runner.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn skills_are_served_on_as_listed_and_their_files_only_once_checked() {
     let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
     let mut events = runner.governed().subscribe();
