@@ -31,6 +31,16 @@ impl SkillEntry {
                 && is_clean_uri(uri))
     }
 
+    /// The innermost of `listed` that `uri` lies within ([`owns`](Self::owns)): a file of a
+    /// skill nested in another (which the outer one's manifest may list too) is the inner
+    /// skill's, read under its rules.
+    pub(crate) fn owner<'a>(listed: &'a [SkillEntry], uri: &str) -> Option<&'a SkillEntry> {
+        listed
+            .iter()
+            .filter(|skill| skill.owns(uri))
+            .max_by_key(|skill| skill.directory().len())
+    }
+
     /// The entry in the extension's wire form, to serve it on: its URI, its frontmatter as the
     /// server sent it (so it stays identical to its `SKILL.md`'s), its manifest (or
     /// `"dynamic"`); `None` for a refused entry ([`refused`](Self::refused)).
@@ -144,17 +154,7 @@ impl McpRunner {
             return Ok(None);
         }
         let listed = session.list_skills().await?;
-        // The skill whose manifest lists it, else the innermost one whose directory holds it.
-        let owner = listed
-            .iter()
-            .find(|e| e.uri == uri || e.file(uri).is_some())
-            .or_else(|| {
-                listed
-                    .iter()
-                    .filter(|e| e.owns(uri))
-                    .max_by_key(|e| e.directory().len())
-            });
-        let Some(entry) = owner else {
+        let Some(entry) = SkillEntry::owner(&listed, uri) else {
             return Ok(None);
         };
         let started = Instant::now();

@@ -59,11 +59,7 @@ impl Session {
             Err(e) if uri.starts_with("skill://") => return Err(e),
             Err(_) => return Ok(None),
         };
-        Ok(listed
-            .into_iter()
-            .filter(|skill| skill.owns(uri))
-            .max_by_key(|skill| skill.directory().len())
-            .map(|skill| skill.name))
+        Ok(SkillEntry::owner(&listed, uri).map(|skill| skill.name.clone()))
     }
 
     pub(crate) fn skill_error(

@@ -606,6 +606,12 @@ async fn a_nested_skills_files_are_not_read_as_the_outer_skills() {
     );
     // The outer skill's own files are read as before.
     runner.dispatch(read("references/FORMS.md")).await.unwrap();
+    // Nor by its URI, which is the inner skill's (the innermost), not the outer one's.
+    let read = runner.read_resource("docs", &inner_md).await.unwrap_err();
+    assert!(
+        matches!(&read, FeatureError::Denied { what: "skill", .. }),
+        "{read}"
+    );
     // Through the library too: a loaded outer skill does not read the inner one's file.
     let outer = runner.load_skill("docs", "pdf-processing").await.unwrap();
     let refused = runner.read_skill_file(&outer, &inner_md).await.unwrap_err();
