@@ -243,16 +243,22 @@ impl Session {
     /// The one listed skill named `name` (`skills/list`); none or several is a
     /// [`FeatureError::Skill`] naming the server and the skill.
     pub(crate) async fn find_skill(&self, name: &str) -> Result<SkillEntry, FeatureError> {
-        let mut found: Vec<SkillEntry> = self
-            .list_skills()
-            .await?
-            .into_iter()
-            .filter(|e| e.name == name)
-            .collect();
-        match found.len() {
-            1 => Ok(found.remove(0)),
-            0 => Err(self.skill_error(name, None, SkillProblem::Unknown)),
-            count => Err(self.skill_error(name, None, SkillProblem::Ambiguous { count })),
+        self.one_named(&self.list_skills().await?, name).cloned()
+    }
+
+    /// The one of `listed` named `name`, as [`find_skill`](Self::find_skill) says.
+    fn one_named<'a>(
+        &self,
+        listed: &'a [SkillEntry],
+        name: &str,
+    ) -> Result<&'a SkillEntry, FeatureError> {
+        let mut found = listed.iter().filter(|e| e.name == name);
+        match (found.next(), found.count()) {
+            (Some(entry), 0) => Ok(entry),
+            (None, _) => Err(self.skill_error(name, None, SkillProblem::Unknown)),
+            (Some(_), more) => {
+                Err(self.skill_error(name, None, SkillProblem::Ambiguous { count: more + 1 }))
+            }
         }
     }
 
@@ -268,8 +274,9 @@ impl Session {
         let loaded = match self.kept_skills().get(skill) {
             Some(loaded) => loaded,
             None => {
-                let entry = self.find_skill(skill).await?;
-                let loaded = self.load_skill(&entry).await?;
+                let listed = self.list_skills().await?;
+                let entry = self.one_named(&listed, skill)?;
+                let loaded = self.load_listed(entry, &listed).await?;
                 self.kept_skills().keep(skill, loaded)
             }
         };
@@ -302,7 +309,8 @@ impl Session {
     /// Loads a skill: reads its `SKILL.md` (`resources/read`), checks its size and digest
     /// against the manifest and its frontmatter against the entry, field by field, and notes
     /// the other listed skills within its directory (`skills/list`), whose files are theirs
-    /// ([`read_skill_file`](Self::read_skill_file) refuses them). Its other files are not read. A refused entry, a mismatch or an unreadable frontmatter is a
+    /// ([`read_skill_file`](Self::read_skill_file) refuses them). Its other files are not
+    /// read. A refused entry, a mismatch or an unreadable frontmatter is a
     /// [`FeatureError::Skill`] naming the server, the skill and the file; nothing read of it is
     /// returned.
     ///
@@ -314,6 +322,15 @@ impl Session {
     /// # Ok(()) }
     /// ```
     pub async fn load_skill(&self, entry: &SkillEntry) -> Result<LoadedSkill, FeatureError> {
+        self.load_listed(entry, &self.list_skills().await?).await
+    }
+
+    /// [`load_skill`](Self::load_skill), the server's skills already `listed`.
+    async fn load_listed(
+        &self,
+        entry: &SkillEntry,
+        listed: &[SkillEntry],
+    ) -> Result<LoadedSkill, FeatureError> {
         if let Some(problem) = &entry.refused {
             return Err(self.skill_error(&entry.name, None, problem.clone()));
         }
@@ -332,7 +349,7 @@ impl Session {
         })?;
         let frontmatter = parse_frontmatter(&text).map_err(problem)?;
         compare_frontmatter(&frontmatter, &entry.frontmatter).map_err(problem)?;
-        let nested = self.nested_in(entry).await?;
+        let nested = nested_in(entry, listed);
         Ok(LoadedSkill {
             server: self.name().to_owned(),
             entry: entry.clone(),
@@ -341,23 +358,6 @@ impl Session {
             files: Mutex::new(HashMap::new()),
             nested,
         })
-    }
-
-    /// The directories of the other listed skills within `entry`'s: a file there is the inner
-    /// skill's, so reading it as `entry`'s would skip the inner skill's rules.
-    async fn nested_in(&self, entry: &SkillEntry) -> Result<Vec<String>, FeatureError> {
-        let outer = comparable_uri(entry.directory()).into_owned();
-        Ok(self
-            .list_skills()
-            .await?
-            .into_iter()
-            .filter(|s| s.uri != entry.uri)
-            .map(|s| s.directory().to_owned())
-            .filter(|dir| {
-                let dir = comparable_uri(dir);
-                dir.len() > outer.len() && dir.starts_with(&outer)
-            })
-            .collect())
     }
 
     /// A file of a loaded skill, read on its first use (`resources/read`) and checked against
@@ -539,6 +539,21 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&bytes[1..chunk.len()]);
     }
     Some(out)
+}
+
+/// The directories of the skills of `listed` within `entry`'s: a file there is the inner
+/// skill's, so reading it as `entry`'s would skip the inner skill's rules.
+fn nested_in(entry: &SkillEntry, listed: &[SkillEntry]) -> Vec<String> {
+    let outer = comparable_uri(entry.directory());
+    listed
+        .iter()
+        .filter(|s| s.uri != entry.uri)
+        .map(|s| s.directory().to_owned())
+        .filter(|dir| {
+            let dir = comparable_uri(dir);
+            dir.len() > outer.len() && dir.starts_with(&*outer)
+        })
+        .collect()
 }
 
 #[cfg(test)]

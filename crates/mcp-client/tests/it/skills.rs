@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agent_core::{CallOutcome, Event, EventKind, IdentityRules, Rule, RunInput};
 use mcp_client::{FeatureError, MAX_SKILL_FILES, McpClient, McpRunner, SkillData, SkillProblem};
-use mcp_config::{Config, PolicyConfig};
+use mcp_config::{Config, PolicyConfig, ServerSpec};
 use mcp_connector::Connectors;
 use mcp_connector::testing::{InMemoryConnector, spec};
 use mcp_test_kit::{
@@ -44,6 +44,18 @@ pub(crate) async fn run_with(
     if let Some(hostility) = hostility {
         skills = skills.with_hostility(hostility);
     }
+    let (runner, observations) = run_on(spec("docs"), skills, policy, plain).await;
+    (runner, observations, dir)
+}
+
+/// A run of server `docs` (spec `docs`, identity `acme/docs`) serving `skills`, under
+/// `policy`; with `plain` a second server, `plain`, serving no skills.
+async fn run_on(
+    docs: ServerSpec,
+    skills: Skills,
+    policy: PolicyConfig,
+    plain: bool,
+) -> (McpRunner, Observations) {
     let observations = Observations::new();
     let seen = observations.clone();
     let mut memory = InMemoryConnector::new().server("docs", move || {
@@ -53,7 +65,7 @@ pub(crate) async fn run_with(
             .with_observations(seen.clone());
         serve_in_memory(TestServer::new(options))
     });
-    let mut specs = vec![spec("docs")];
+    let mut specs = vec![docs];
     if plain {
         memory = memory.server("plain", || {
             serve_in_memory(TestServer::new(TestServerOptions::default()))
@@ -67,7 +79,22 @@ pub(crate) async fn run_with(
         .open_runner(&RunInput::new("s", "i"))
         .await
         .expect("the run opens");
-    (runner, observations, dir)
+    (runner, observations)
+}
+
+/// What `mcp_search_tools` finds for `query` (50 at most).
+async fn search(runner: &McpRunner, query: &str) -> serde_json::Value {
+    use agent_core::ToolDispatcher as _;
+    runner
+        .dispatch(model_call(
+            "search",
+            "mcp_search_tools",
+            serde_json::json!({"query": query, "limit": 50}),
+        ))
+        .await
+        .unwrap()
+        .structured
+        .unwrap()
 }
 
 /// The URIs the server was asked to read, in order.
@@ -362,16 +389,7 @@ async fn the_model_finds_skills_in_search_and_reads_their_files_with_mcp_read_la
     let (runner, observations, _dir) = run(PolicyConfig::default(), None).await;
     // Listed at open, nothing read.
     assert_eq!(reads(&observations), Vec::<String>::new());
-    let found = runner
-        .dispatch(model_call(
-            "1",
-            "mcp_search_tools",
-            serde_json::json!({"query": "extract text from pdf files", "limit": 50}),
-        ))
-        .await
-        .unwrap()
-        .structured
-        .unwrap();
+    let found = search(&runner, "extract text from pdf files").await;
     let skill = found["tools"]
         .as_array()
         .unwrap()
@@ -467,16 +485,7 @@ async fn a_skills_file_is_neither_offered_nor_read_as_a_plain_resource() {
         reads(&observations)
     );
     // Nor does search offer them as resources to read by URI.
-    let found = runner
-        .dispatch(model_call(
-            "2",
-            "mcp_search_tools",
-            serde_json::json!({"query": "forms fill every field sign pdf", "limit": 50}),
-        ))
-        .await
-        .unwrap()
-        .structured
-        .unwrap();
+    let found = search(&runner, "forms fill every field sign pdf").await;
     let offered: Vec<&serde_json::Value> = found["tools"]
         .as_array()
         .unwrap()
@@ -494,7 +503,6 @@ async fn a_skills_file_is_neither_offered_nor_read_as_a_plain_resource() {
 
 #[tokio::test]
 async fn a_skill_named_after_a_secret_of_the_run_is_left_out_with_its_files() {
-    use agent_core::ToolDispatcher as _;
     const SECRET: &str = "k3y-0f-th3-run-8f2a61c9";
     let dir = tempfile::tempdir().unwrap();
     write_example_skills(dir.path()).unwrap();
@@ -505,25 +513,13 @@ async fn a_skill_named_after_a_secret_of_the_run_is_left_out_with_its_files() {
         format!("---\nname: {SECRET}\ndescription: Deploys with the key\n---\n\n# Deploy\n"),
     )
     .unwrap();
-    let skills = Skills::from_dir(dir.path()).unwrap();
-    let memory = InMemoryConnector::new().server("docs", move || {
-        let options = TestServerOptions::default()
-            .with_name("acme/docs")
-            .with_skills(skills.clone());
-        serve_in_memory(TestServer::new(options))
-    });
     // A secret parameter of the server's spec: a secret of the run.
     let mut docs = spec("docs");
     if let mcp_config::TransportSpec::Custom(custom) = &mut docs.transport {
         custom.params.insert("api_key".into(), SECRET.into());
     }
-    let config = Config::new(vec![docs]).expect("a valid spec");
-    let runner = McpClient::builder(config)
-        .connectors(Connectors::new().with(memory))
-        .build()
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .expect("the run opens");
+    let skills = Skills::from_dir(dir.path()).unwrap();
+    let (runner, _observations) = run_on(docs, skills, PolicyConfig::default(), false).await;
     let names: Vec<String> = runner
         .list_skills("docs")
         .await
@@ -532,15 +528,9 @@ async fn a_skill_named_after_a_secret_of_the_run_is_left_out_with_its_files() {
         .map(|s| s.name)
         .collect();
     assert_eq!(names, ["pdf-processing"]);
-    let found = runner
-        .dispatch(model_call(
-            "1",
-            "mcp_search_tools",
-            serde_json::json!({"query": "deploys with the key skill", "limit": 50}),
-        ))
+    let shown = search(&runner, "deploys with the key skill")
         .await
-        .unwrap();
-    let shown = format!("{:?}", found.structured);
+        .to_string();
     assert!(!shown.contains(SECRET), "{shown}");
     // Nor are its files offered as resources: what the catalog holds of the server.
     let offered = format!("{:?}", runner.catalog().features("docs"));
@@ -564,25 +554,9 @@ async fn a_nested_skills_files_are_not_read_as_the_outer_skills() {
     )
     .unwrap();
     let skills = Skills::from_dir(dir.path()).unwrap();
-    let observations = Observations::new();
-    let seen = observations.clone();
-    let memory = InMemoryConnector::new().server("docs", move || {
-        let options = TestServerOptions::default()
-            .with_name("acme/docs")
-            .with_skills(skills.clone())
-            .with_observations(seen.clone());
-        serve_in_memory(TestServer::new(options))
-    });
     let rules = IdentityRules::default().deny(Rule::skill("acme/*", "deploy-*"));
-    let config = Config::new(vec![spec("docs")])
-        .expect("a valid spec")
-        .with_policy(PolicyConfig::default().with_identity(rules));
-    let runner = McpClient::builder(config)
-        .connectors(Connectors::new().with(memory))
-        .build()
-        .open_runner(&RunInput::new("s", "i"))
-        .await
-        .expect("the run opens");
+    let policy = PolicyConfig::default().with_identity(rules);
+    let (runner, observations) = run_on(spec("docs"), skills, policy, false).await;
     let read = |file: &str| {
         model_call(
             "1",
