@@ -205,8 +205,7 @@ async fn open(harness: &Harness, specs: Vec<ServerSpec>) -> McpRunner {
 }
 
 fn call_tool() -> ToolCall {
-    let args = json!({"tool_name": "kit__echo", "arguments": echo_args()});
-    ToolCall::new("c", mcp_catalog::CALL_TOOL, object(args))
+    ToolCall::new("c", mcp_catalog::CALL_TOOL, bench::call_tool_input())
 }
 
 fn direct() -> ToolCall {

@@ -367,7 +367,7 @@ impl ToolOutput {
     /// ```
     pub fn model_text_len(&self) -> usize {
         if let Some(value) = &self.structured {
-            return json_len(value).unwrap_or_default();
+            return value_json_len(value);
         }
         self.content.iter().fold(0, |length, part| {
             // A newline goes before a part only once there is text before it.
@@ -429,6 +429,63 @@ pub fn json_len<T: Serialize + ?Sized>(value: &T) -> Option<usize> {
         .map(|()| count.0)
 }
 
+/// The length of `value` as compact JSON (what `serde_json::to_string` writes), counted by
+/// walking the value: no serializer runs, since a size check on every call's output must cost
+/// little (`json_len` gives the same figure for any serializable type).
+fn value_json_len(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(number) => number_json_len(number),
+        Value::String(text) => string_json_len(text),
+        Value::Array(items) => {
+            2 + items.len().saturating_sub(1) + items.iter().map(value_json_len).sum::<usize>()
+        }
+        Value::Object(map) => {
+            2 + map.len().saturating_sub(1)
+                + map
+                    .iter()
+                    .map(|(key, value)| string_json_len(key) + 1 + value_json_len(value))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// A number's length as serde_json prints it: integers in decimal, floats as its `Display`
+/// (the same shortest form its serializer writes).
+fn number_json_len(number: &serde_json::Number) -> usize {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    if let Some(n) = number.as_u64() {
+        return digits(n);
+    }
+    if let Some(n) = number.as_i64() {
+        return 1 + digits(n.unsigned_abs());
+    }
+    struct Count(usize);
+    impl std::fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = std::fmt::Write::write_fmt(&mut count, format_args!("{number}"));
+    count.0
+}
+
+/// A string's length as a JSON string: quoted, with `"`, `\\` and control characters escaped
+/// the way serde_json escapes them (`\n`-style where JSON has a short escape, else `\u00XX`).
+fn string_json_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\x08' | b'\x0c' | b'\n' | b'\r' | b'\t' => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
 /// The tools a model is shown for one run.
 ///
 /// ```
@@ -486,6 +543,37 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_values_length_is_what_serde_json_writes() {
+        let mut strings: Vec<String> = (0u8..0x80).map(|b| format!("a{}z", b as char)).collect();
+        strings.extend(["".into(), "é€😀".into(), "\\\"quoted\\\"".into()]);
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(9),
+            json!(10),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(-1),
+            json!(0.5),
+            json!(-1.5e300),
+            json!(1e-7),
+            json!(123456789.125),
+            json!([]),
+            json!({}),
+            json!([1, [2, [3, {}]], {"k": [null]}]),
+            json!({"text": "hello, server", "n": 42, "flags": [true, false], "": {"\n": "\u{7f}"}}),
+            json!(strings),
+        ];
+        for value in values {
+            let written = serde_json::to_string(&value).unwrap();
+            assert_eq!(value_json_len(&value), written.len(), "{written}");
+            assert_eq!(json_len(&value), Some(written.len()));
+        }
+    }
 
     #[test]
     fn the_counted_length_is_the_rendered_texts() {

@@ -14,6 +14,7 @@
 use std::sync::Mutex;
 
 use agent_core::{ToolCall, ToolDispatcher as _, ToolError, ToolOutput};
+use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientCapabilities, ClientRequest, ContentBlock, GetPromptRequest, GetPromptRequestParams,
@@ -323,24 +324,27 @@ impl Session {
     }
 
     /// With a relaying caller, one round of `tools/call` (an input-required result kept for
-    /// the caller, the layer told so in a text); else `None`.
-    pub(crate) async fn call_tool_relayed(
-        &self,
+    /// the caller, the layer told so in a text); else `None`, decided before any future is
+    /// made (a call that relays nothing carries no room for a round).
+    pub(crate) fn call_tool_relayed<'a>(
+        &'a self,
         params: &CallToolRequestParams,
-    ) -> Option<Result<CallToolResult, ServiceError>> {
+    ) -> Option<BoxFuture<'a, Result<CallToolResult, ServiceError>>> {
         let round = round()?;
         let mut params = params.clone();
         params.input_responses.clone_from(&round.input_responses);
         params.request_state.clone_from(&round.request_state);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        Some(match self.send_round(request, &round).await {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
-            Ok(ServerResult::InputRequiredResult(asked)) => self
-                .keep_asked(asked)
-                .map(|()| CallToolResult::success(vec![ContentBlock::text(ASKED)])),
-            Ok(_) => Err(ServiceError::UnexpectedResponse),
-            Err(e) => Err(e),
-        })
+        Some(Box::pin(async move {
+            match self.send_round(request, &round).await {
+                Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                Ok(ServerResult::InputRequiredResult(asked)) => self
+                    .keep_asked(asked)
+                    .map(|()| CallToolResult::success(vec![ContentBlock::text(ASKED)])),
+                Ok(_) => Err(ServiceError::UnexpectedResponse),
+                Err(e) => Err(e),
+            }
+        }))
     }
 
     /// With a relaying caller, one round of `prompts/get`; else the server's answer with

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use mcp_catalog::sanitize::Lines;
 use mcp_catalog::{ReadRequest, ReadResult, SessionError as CallError, ToolSession};
 use mcp_config::{Redactor, ServerSpec};
@@ -468,6 +469,26 @@ impl Session {
         outcome
     }
 
+    /// `tools/call`: relayed, in one round on an older revision, or in rounds
+    /// ([`call_tool_input_rounds`](Self::call_tool_input_rounds)). The future returned is rmcp's
+    /// request boxed once, so what wraps it (timeout, span, the catalog's own box) moves a
+    /// pointer, not the request's kilobytes of state.
+    fn call_tool_rounds(
+        &self,
+        params: CallToolRequestParams,
+    ) -> BoxFuture<'_, Result<CallToolResult, ServiceError>> {
+        // A relaying caller (a gateway) answers the rounds itself (`relay.rs`).
+        if let Some(relayed) = self.call_tool_relayed(&params) {
+            return relayed;
+        }
+        // An older revision has no input-required results: one round, its parameters sent
+        // as they are rather than copied for a round that cannot come.
+        if !self.input_required {
+            return Box::pin(self.peer.call_tool(params));
+        }
+        Box::pin(self.call_tool_input_rounds(params))
+    }
+
     /// `tools/call`, answering input-required results (SEP-2322) until the server completes
     /// the call: each round's elicitations go to the session's handler, and the retry carries
     /// the answers and the server's `requestState` exactly as sent, under a new request id.
@@ -475,19 +496,10 @@ impl Session {
     /// (sampling, roots) fails the call; so does an input-required result over a revision
     /// that has none. rmcp drives the rounds only on the running service, not on the peer
     /// this session calls through (docs/upstream.md#rmcp-mrtr-peer).
-    async fn call_tool_rounds(
+    async fn call_tool_input_rounds(
         &self,
         mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
-        // A relaying caller (a gateway) answers the rounds itself (`relay.rs`).
-        if let Some(outcome) = self.call_tool_relayed(&params).await {
-            return outcome;
-        }
-        // An older revision has no input-required results: one round, its parameters sent
-        // as they are rather than copied for a round that cannot come.
-        if !self.input_required {
-            return self.peer.call_tool(params).await;
-        }
         for _ in 0..DEFAULT_MRTR_MAX_ROUNDS {
             let round = match self.peer.call_tool_once(params.clone()).await? {
                 CallToolResponse::Complete(result) => return Ok(result),
@@ -728,5 +740,26 @@ impl ToolSession for Session {
                 message: other.to_string(),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod future_sizes {
+    use super::*;
+
+    /// The size of the future `call` returns, without calling it.
+    fn size_of_future<'a, A, Fut, F: Fn(&'a Session, A) -> Fut>(_: F) -> usize {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// A call's future stays within the allocator's small sizes (glibc's per-thread cache
+    /// serves up to 1,032 bytes), so the box a caller puts it in is cheap: rmcp's request state
+    /// (over 4 KiB) is boxed once, inside, rather than carried by every future around it.
+    #[test]
+    fn a_calls_future_is_small_around_rmcps_request() {
+        let rmcp = size_of_future(|s: &Session, p: CallToolRequestParams| s.peer.call_tool(p));
+        let call = size_of_future(|s: &Session, a: JsonObject| s.call_tool("tool", a));
+        assert!(rmcp > 1024, "rmcp's own request future: {rmcp} bytes");
+        assert!(call <= 1024, "Session::call_tool's future: {call} bytes");
     }
 }

@@ -1,13 +1,14 @@
 //! The output-limit layer: what a call returns, a result or an error's text, is cut to the
 //! run's output limit; the whole is kept in the run's [`OutputStore`](crate::OutputStore) under a handle.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tower_layer::Layer;
 
-use super::{CallRequest, CallService, Shown};
-use crate::{RunContext, ToolError, ToolOutput};
+use super::{CallRequest, CallService, CallTrace, Shown};
+use crate::{OutputStore, RunContext, ToolError, ToolOutput};
 
 /// Cuts every result and error to the limits of the run's [`OutputStore`](crate::OutputStore)
 /// and tells the [`CallTrace`](super::CallTrace) what it kept.
@@ -68,30 +69,53 @@ pub struct OutputLimit<S> {
     inner: S,
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for OutputLimit<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+    /// The future returned holds only the inner one, the store and the trace, not the request.
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let trace = request.trace.clone();
-        let outputs = self.context.outputs();
-        match self.inner.call(request).await {
-            Ok(output) => {
-                let limited = outputs.limit(output);
-                trace.set_shown(Shown {
-                    shown_bytes: limited.shown_bytes,
-                    full_bytes: limited.full_bytes,
-                    handle: limited.handle,
-                });
-                Ok(limited.output)
-            }
-            Err(error) => {
-                let limited = outputs.limit_error(error);
-                trace.set_shown(Shown {
-                    shown_bytes: limited.shown_bytes,
-                    full_bytes: limited.full_bytes,
-                    handle: limited.handle,
-                });
-                Err(limited.error)
-            }
+        Box::pin(limited(
+            self.inner.call(request),
+            self.context.outputs(),
+            trace,
+        ))
+    }
+}
+
+/// Awaits `call`, then applies the output limit of `outputs` to what it returns, telling
+/// `trace` what was kept.
+async fn limited<F>(
+    call: F,
+    outputs: &OutputStore,
+    trace: CallTrace,
+) -> Result<ToolOutput, ToolError>
+where
+    F: Future<Output = Result<ToolOutput, ToolError>>,
+{
+    match call.await {
+        Ok(output) => {
+            let limited = outputs.limit(output);
+            trace.set_shown(Shown {
+                shown_bytes: limited.shown_bytes,
+                full_bytes: limited.full_bytes,
+                handle: limited.handle,
+            });
+            Ok(limited.output)
+        }
+        Err(error) => {
+            let limited = outputs.limit_error(error);
+            trace.set_shown(Shown {
+                shown_bytes: limited.shown_bytes,
+                full_bytes: limited.full_bytes,
+                handle: limited.handle,
+            });
+            Err(limited.error)
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The metrics layer: every call counted once by its server, tool and outcome, and the calls
 //! that ran timed, through the `metrics` facade (see [`crate::telemetry`]).
 
-use async_trait::async_trait;
+use std::future::Future;
+use std::pin::Pin;
+
 use metrics::{Level, Metadata};
 use tower_layer::Layer;
 
@@ -56,9 +58,17 @@ pub struct Metrics<S> {
     inner: S,
 }
 
-#[async_trait]
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
-    async fn call(&self, request: CallRequest<T>) -> Result<ToolOutput, ToolError> {
+    /// Labels the call and hands it on; the future returned holds only the inner one and the
+    /// count, not the request (which the inner layers already took).
+    fn call<'life0, 'async_trait>(
+        &'life0 self,
+        request: CallRequest<T>,
+    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let resolved = &request.resolved;
         let labels = match &resolved.labels {
             Some(labels) => labels.clone(),
@@ -70,18 +80,27 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
                     .unwrap_or(&resolved.action_ref),
             ),
         };
-        let mut count = Count {
+        let count = Count {
             labels,
             trace: request.trace.clone(),
             outcome: None,
         };
-        let outcome = self.inner.call(request).await;
-        count.outcome = Some(match &outcome {
-            Ok(_) => CallOutcomeLabel::Ok,
-            Err(error) => CallOutcomeLabel::of(CallOutcome::of_error(error)),
-        });
-        outcome
+        Box::pin(counted(self.inner.call(request), count))
     }
+}
+
+/// Awaits `call`, then notes its outcome in `count` (counted when `count` drops, also when the
+/// caller stops waiting).
+async fn counted<F>(call: F, mut count: Count) -> Result<ToolOutput, ToolError>
+where
+    F: Future<Output = Result<ToolOutput, ToolError>>,
+{
+    let outcome = call.await;
+    count.outcome = Some(match &outcome {
+        Ok(_) => CallOutcomeLabel::Ok,
+        Err(error) => CallOutcomeLabel::of(CallOutcome::of_error(error)),
+    });
+    outcome
 }
 
 /// The metrics' own target and level, as the `metrics` macros would give them here.

@@ -156,12 +156,14 @@ impl Catalog {
                 });
             }
         };
-        let session = {
+        // One look at the state: the session, and whether its resource links get hints.
+        let (session, hints) = {
             let state = self.read();
             match state.servers.get(&tool.server) {
-                Some(server) if state.tools.contains(tool.id.as_str()) => {
-                    Arc::clone(&server.session)
-                }
+                Some(server) if state.tools.contains(tool.id.as_str()) => (
+                    Arc::clone(&server.session),
+                    state.offered.reads(&tool.server).resources,
+                ),
                 _ => {
                     return Err(ToolError::unknown_tool(tool.id.clone(), Vec::new()));
                 }
@@ -172,7 +174,11 @@ impl Catalog {
             .await
             .map_err(|e| session_error(&tool.server, &tool.id, e))?;
         let output = normalize_result(&tool.server, &tool.id, result)?;
-        Ok(Self::with_link_hints(&self.read(), &tool.server, output))
+        Ok(if hints {
+            Self::with_link_hints(&tool.server, output)
+        } else {
+            output
+        })
     }
 
     /// True when some server of the catalog offers something to read (`mcp_read` is shown).

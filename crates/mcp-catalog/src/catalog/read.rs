@@ -17,7 +17,7 @@ use crate::normalize::part;
 use crate::sanitize::{Lines, clean};
 use crate::{FeatureKind, ReadRequest, ReadResult, SessionError};
 
-use super::{Catalog, READ_OUTPUT_TOOL, READ_TOOL, State};
+use super::{Catalog, READ_OUTPUT_TOOL, READ_TOOL};
 
 /// A `mcp_read` call resolved to the server and what it reads.
 #[derive(Debug, Clone)]
@@ -248,16 +248,9 @@ impl Catalog {
             .with_annotations(ToolAnnotations::read_only())
     }
 
-    /// The tool result of `server` with a line after it naming how to follow each of its
-    /// resource links with `mcp_read`, when the server offers resources.
-    pub(super) fn with_link_hints(
-        state: &State,
-        server: &str,
-        mut output: ToolOutput,
-    ) -> ToolOutput {
-        if !state.offered.reads(server).resources {
-            return output;
-        }
+    /// The tool result of `server`, a server that offers resources, with a line after it naming
+    /// how to follow each of its resource links with `mcp_read`.
+    pub(super) fn with_link_hints(server: &str, mut output: ToolOutput) -> ToolOutput {
         let links: Vec<Value> = output
             .content
             .iter()
