@@ -23,7 +23,9 @@
 //! - `paired` (not criterion): on a shared machine, benchmarks measured one after the other see
 //!   different loads, which blurs a ratio of a few percent. So the overhead is also measured
 //!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
-//!   of the per-round ratios. Over stdio the rounds also time a standalone session of the
+//!   of the per-round ratios. Each round is preceded by a few untimed calls on its path, so no
+//!   path is timed on the caches the path before it left (the runner's two paths share code:
+//!   without them, the one that follows the other measured 3–4% faster over stdio). Over stdio the rounds also time a standalone session of the
 //!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
 //!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Each
 //!   path's context switches a call in this process (`context_switches_per_call`: voluntary,
@@ -478,6 +480,8 @@ fn paired_open(rounds: usize) -> Value {
 
 /// Calls per path in one round of the paired measurement.
 const ROUND: usize = 100;
+/// Untimed calls on a path right before each of its timed rounds.
+const ROUND_WARM_UP: usize = 5;
 /// Rounds of the paired measurement.
 const ROUNDS: usize = 30;
 
@@ -538,7 +542,7 @@ impl Fixture {
 
 /// The paired overhead measurement (see the crate docs), per transport: median per-call times
 /// and the median of the per-round ratios.
-fn paired(rounds: usize, round: usize) -> Value {
+fn paired(rounds: usize, round: usize, warm_up: usize) -> Value {
     let rt = runtime();
     let mut out = serde_json::Map::new();
     for transport in ["stdio", "http"] {
@@ -565,6 +569,7 @@ fn paired(rounds: usize, round: usize) -> Value {
                 // Rotate the order so no path always runs first (or last) in a round.
                 for i in 0..paths.len() {
                     let path = paths[(i + r) % paths.len()];
+                    fixture.time(path, warm_up).await;
                     let before = bench::context_switches();
                     let took = fixture.time(path, round).await.as_secs_f64();
                     let after = bench::context_switches();
@@ -652,14 +657,14 @@ fn main() {
     bench::run_paired(|full| {
         let (mut figures, in_process, governed, open) = if full {
             (
-                paired(ROUNDS, ROUND),
+                paired(ROUNDS, ROUND, ROUND_WARM_UP),
                 in_process::measure(IN_PROCESS_ROUNDS, IN_PROCESS_CALLS),
                 in_process::governed_alone(100_000),
                 paired_open(OPEN_ROUNDS),
             )
         } else {
             (
-                paired(1, 5),
+                paired(1, 5, 1),
                 in_process::measure(1, 5),
                 in_process::governed_alone(10),
                 paired_open(1),
