@@ -25,12 +25,12 @@
 //!   paired: rounds of 100 calls on each path, back to back in rotating order, and the median
 //!   of the per-round ratios. Each round is preceded by a few untimed calls on its path, so no
 //!   path is timed on the caches the path before it left (the runner's two paths share code:
-//!   without them, the one that follows the other measured 3–4% faster over stdio). Over stdio the rounds also time a standalone session of the
-//!   product (`Session::open_standalone`: no governed layer, no catalog), which tells the
-//!   run's share from the session's (`session_vs_bare`, `runner_direct_vs_session`). Each
-//!   path's context switches a call in this process (`context_switches_per_call`: voluntary,
-//!   a thread that slept until woken; involuntary, one preempted) tell extra hand-offs
-//!   between threads from extra work.
+//!   without them, the one that follows the other measured 3–4% faster over stdio). Over stdio
+//!   the rounds also time a standalone session of the product (`Session::open_standalone`: no
+//!   governed layer, no catalog), which tells the run's share from the session's
+//!   (`session_vs_bare`, `runner_direct_vs_session`). Each path's context switches a call in
+//!   this process (`context_switches_per_call`: voluntary, a thread that slept until woken;
+//!   involuntary, one preempted) tell extra hand-offs between threads from extra work.
 //! - `open` (beside `paired`): `open_runner` and bare rmcp's concurrent open of 1 and 8 stdio
 //!   servers, paired the same way: one open of each per round, alternating which goes first.
 //! - `in_process` (beside `paired`): the CPU per call of bare rmcp, a standalone session and

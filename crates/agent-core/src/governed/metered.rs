@@ -59,8 +59,9 @@ pub struct Metrics<S> {
 }
 
 impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
-    /// Labels the call and hands it on; the future returned holds only the inner one and the
-    /// count, not the request (which the inner layers already took).
+    /// Nothing below this layer runs before the call's future is first polled: a future dropped
+    /// unpolled runs no policy and is counted nowhere. Until then the future holds the request;
+    /// after, the inner future and the count.
     fn call<'life0, 'async_trait>(
         &'life0 self,
         request: CallRequest<T>,
@@ -80,12 +81,14 @@ impl<T: Send + 'static, S: CallService<T>> CallService<T> for Metrics<S> {
                     .unwrap_or(&resolved.action_ref),
             ),
         };
-        let count = Count {
-            labels,
-            trace: request.trace.clone(),
-            outcome: None,
-        };
-        Box::pin(counted(self.inner.call(request), count))
+        Box::pin(async move {
+            let count = Count {
+                labels,
+                trace: request.trace.clone(),
+                outcome: None,
+            };
+            counted(self.inner.call(request), count).await
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! read back from its text rendering.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
@@ -166,4 +167,41 @@ async fn fifty_thousand_hostile_tool_names_make_a_bounded_number_of_series() {
         ),
         "cleaned and cut"
     );
+}
+
+#[tokio::test]
+async fn a_call_dropped_before_it_is_polled_runs_no_policy_and_is_counted_nowhere() {
+    struct Counting(AtomicUsize);
+    impl ToolPolicy for Counting {
+        fn before_call(&self, _: &CallInfo<'_>) -> PolicyDecision {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            PolicyDecision::Allow
+        }
+    }
+    let recorder = recorder();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let policy = Arc::new(Counting(AtomicUsize::new(0)));
+    let governed = GovernedLayer::new()
+        .policy(policy.clone())
+        .layer(Fake::new());
+
+    drop(governed.dispatch(call("files__read", json!({}))));
+    assert_eq!(
+        policy.0.load(Ordering::SeqCst),
+        0,
+        "no policy before the first poll"
+    );
+    assert!(
+        samples(&recorder.handle().render(), telemetry::TOOL_CALLS).is_empty(),
+        "nothing counted"
+    );
+
+    governed
+        .dispatch(call("files__read", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(policy.0.load(Ordering::SeqCst), 1);
+    let text = recorder.handle().render();
+    let ok = [("server", "files"), ("tool", "read"), ("outcome", "ok")];
+    assert_eq!(value(&text, telemetry::TOOL_CALLS, &ok), 1.0, "{text}");
 }
