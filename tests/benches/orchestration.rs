@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use agent_core::{Runner, ToolCall, ToolDispatcher};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use integration_tests::bench::{self, echo_args, median, runtime, timed};
-use integration_tests::harness::{Harness, object, stdio_server};
+use integration_tests::harness::{self, Harness, object, stdio_server};
 use mcp_client::{McpRunner, Session};
 use mcp_config::{HttpSpec, ServerSpec, TransportSpec};
 use mcp_connector::{ConnectionHandle, Connector as _};
@@ -207,7 +207,8 @@ async fn open(harness: &Harness, specs: Vec<ServerSpec>) -> McpRunner {
 }
 
 fn call_tool() -> ToolCall {
-    ToolCall::new("c", mcp_catalog::CALL_TOOL, bench::call_tool_input())
+    let input = harness::call_tool_input("kit__echo", echo_args());
+    ToolCall::new("c", mcp_catalog::CALL_TOOL, input)
 }
 
 fn direct() -> ToolCall {

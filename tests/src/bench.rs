@@ -22,16 +22,6 @@ pub fn echo_args() -> Value {
     json!({"text": "hello, server", "n": 42, "flags": [true, false]})
 }
 
-/// `mcp_call_tool`'s input for `echo` on server `kit`, holding [`echo_args`] as they are
-/// built: `json!` with an expression inside would serialize them again (a deep copy that a
-/// model's call, parsed once, never pays, and that a bare call's arguments do not pay either).
-pub fn call_tool_input() -> serde_json::Map<String, Value> {
-    let mut input = serde_json::Map::new();
-    input.insert("tool_name".into(), Value::from("kit__echo"));
-    input.insert("arguments".into(), echo_args());
-    input
-}
-
 /// The wall time of `iters` sequential iterations of `body` on `rt` (criterion's
 /// `iter_custom`).
 pub fn timed<F: Future<Output = ()>>(

@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_core::{
-    Event, EventKind, EventSink, RunInput, ToolCall, ToolDispatcher, ToolError, ToolOutput,
+    Event, EventKind, EventSink, JsonObject, RunInput, ToolCall, ToolDispatcher, ToolError,
+    ToolOutput,
 };
 use async_trait::async_trait;
 use mcp_client::{Connectors, McpClient, McpClientBuilder};
@@ -288,9 +289,22 @@ pub async fn call_tool(
     tool: &str,
     arguments: Value,
 ) -> Result<ToolOutput, ToolError> {
-    let args = json!({"tool_name": tool, "arguments": arguments});
-    let call = ToolCall::new("call-1", mcp_catalog::CALL_TOOL, object(args));
+    let call = ToolCall::new(
+        "call-1",
+        mcp_catalog::CALL_TOOL,
+        call_tool_input(tool, arguments),
+    );
     bounded(runner.dispatch(call)).await
+}
+
+/// `mcp_call_tool`'s input for `tool` with `arguments`, which it holds as they are (`json!`
+/// with an expression inside would serialize them again: a deep copy that a model's call,
+/// parsed once, never pays).
+pub fn call_tool_input(tool: &str, arguments: Value) -> JsonObject {
+    let mut input = JsonObject::new();
+    input.insert("tool_name".into(), Value::from(tool));
+    input.insert("arguments".into(), arguments);
+    input
 }
 
 /// `mcp_search_tools` for `query` (optionally on one server, with a limit): the model-facing

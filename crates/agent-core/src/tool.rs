@@ -451,8 +451,8 @@ fn value_json_len(value: &Value) -> usize {
     }
 }
 
-/// A number's length as serde_json prints it: integers in decimal, floats as its `Display`
-/// (the same shortest form its serializer writes).
+/// A number's length as serde_json prints it: integers counted in decimal, floats (rarer)
+/// through [`json_len`].
 fn number_json_len(number: &serde_json::Number) -> usize {
     let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
     if let Some(n) = number.as_u64() {
@@ -461,16 +461,7 @@ fn number_json_len(number: &serde_json::Number) -> usize {
     if let Some(n) = number.as_i64() {
         return 1 + digits(n.unsigned_abs());
     }
-    struct Count(usize);
-    impl std::fmt::Write for Count {
-        fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            self.0 += s.len();
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = std::fmt::Write::write_fmt(&mut count, format_args!("{number}"));
-    count.0
+    json_len(number).unwrap_or_default()
 }
 
 /// A string's length as a JSON string: quoted, with `"`, `\\` and control characters escaped

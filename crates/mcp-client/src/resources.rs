@@ -82,6 +82,11 @@ pub(crate) fn comparable_uri(uri: &str) -> std::borrow::Cow<'_, str> {
     percent_encoding::percent_decode_str(uri).decode_utf8_lossy()
 }
 
+/// True when `uri` lies within `directory`, both compared as [`comparable_uri`]s.
+pub(crate) fn lies_within(uri: &str, directory: &str) -> bool {
+    comparable_uri(uri).starts_with(&*comparable_uri(directory))
+}
+
 /// True when `uri`'s path holds a `.` or `..` segment once its percent-escapes are decoded
 /// (`%2e%2e`, `..%2f..%2fetc`), also after a backslash: a server that resolves it could serve
 /// what lies outside the prefix a `[policy]` resource rule allows (`file:///public/../etc/passwd`
@@ -245,11 +250,13 @@ impl Session {
     /// percent-decoded: what it names is left out, as a tool of such a name is, so the secret
     /// reaches no search, prompt, history or listing served on.
     pub(crate) fn holds_secret(&self, identifier: &str) -> bool {
-        let redactor = self.redactor();
-        // Also percent-decoded: a base64 secret's `/`, `+`, `=` may come encoded in a URI.
-        let holds = [identifier, &comparable_uri(identifier)]
-            .iter()
-            .any(|text| matches!(redactor.scrub(text), std::borrow::Cow::Owned(_)));
+        let scrubbed =
+            |text: &str| matches!(self.redactor().scrub(text), std::borrow::Cow::Owned(_));
+        // Also percent-decoded (when it holds escapes): a base64 secret's `/`, `+`, `=` may come
+        // encoded in a URI.
+        let decoded = comparable_uri(identifier);
+        let holds = scrubbed(identifier)
+            || (matches!(decoded, std::borrow::Cow::Owned(_)) && scrubbed(&decoded));
         if holds {
             tracing::warn!(
                 server = %self.name(),

@@ -10,7 +10,7 @@ use agent_core::EventKind;
 use mcp_catalog::sanitize::Lines;
 use rmcp::model::{ResourceContents, Skill, SkillFrontmatter, SkillResource, SkillResources};
 
-use crate::resources::{MAX_FEATURE_NAME_BYTES, comparable_uri, content_len, is_clean_uri};
+use crate::resources::{MAX_FEATURE_NAME_BYTES, content_len, is_clean_uri, lies_within};
 use crate::skills::{compare_frontmatter, parse_frontmatter, without_escapes};
 use crate::{FeatureError, McpRunner, Session, SessionView, SkillEntry, SkillFiles, SkillProblem};
 
@@ -27,8 +27,7 @@ impl SkillEntry {
     pub fn owns(&self, uri: &str) -> bool {
         uri == self.uri
             || self.file(uri).is_some()
-            || (comparable_uri(uri).starts_with(&*comparable_uri(self.directory()))
-                && is_clean_uri(uri))
+            || (lies_within(uri, self.directory()) && is_clean_uri(uri))
     }
 
     /// The innermost of `listed` that `uri` lies within ([`owns`](Self::owns)): a file of a

@@ -13,6 +13,7 @@ use rmcp::model::{
 
 use crate::resources::{
     MAX_FEATURE_DESCRIPTION_BYTES, MAX_FEATURE_NAME_BYTES, MAX_URI_BYTES, comparable_uri,
+    lies_within,
 };
 use crate::skills::{
     LoadedSkill, MAX_FRONTMATTER_BYTES, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_NAME_BYTES,
@@ -392,11 +393,7 @@ impl Session {
         if let Some(kept) = skill.cached(uri) {
             return Ok(kept);
         }
-        if let Some(dir) = skill
-            .nested
-            .iter()
-            .find(|dir| comparable_uri(uri).starts_with(&*comparable_uri(dir)))
-        {
+        if let Some(dir) = skill.nested.iter().find(|dir| lies_within(uri, dir)) {
             let dir = without_escapes(dir, MAX_URI_BYTES, Lines::Single);
             return Err(self.skill_error(
                 &entry.name,
