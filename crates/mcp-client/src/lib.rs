@@ -91,6 +91,7 @@ mod skill_serve;
 mod skill_session;
 mod skills;
 mod standalone;
+mod timer_anchor;
 mod trace_context;
 mod updates;
 

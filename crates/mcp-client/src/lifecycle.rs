@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::future::Either;
 use mcp_connector::BoxTransport;
 use rmcp::model::{
     ClientRequest, ErrorCode, ErrorData, JsonRpcMessage, ProtocolVersion, RequestId,
@@ -264,7 +265,24 @@ impl Transport<RoleClient> for DiscoverProbe {
         self.inner.send(item)
     }
 
-    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        // Past the lifecycle's start (no probe awaited, no late answer to drop), what arrives
+        // goes to rmcp as it came, through no future of the probe's.
+        if self.pending.is_none() && self.abandoned.is_empty() {
+            Either::Left(self.inner.receive())
+        } else {
+            Either::Right(self.screened())
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+impl DiscoverProbe {
+    /// The next message the client sees while a probe is awaited or was abandoned.
+    async fn screened(&mut self) -> Option<ServerJsonRpcMessage> {
         loop {
             let message = match &mut self.pending {
                 None => self.inner.receive().await?,
@@ -284,9 +302,5 @@ impl Transport<RoleClient> for DiscoverProbe {
                 return Some(message);
             }
         }
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
     }
 }

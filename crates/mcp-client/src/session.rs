@@ -26,6 +26,7 @@ use crate::lifecycle::known::KnownLifecycles;
 use crate::lifecycle::start::{StartOptions, Started, start_session};
 use crate::list::list_all_tools;
 use crate::scrub::{scrub_error, scrub_result, scrub_session_error, scrub_text, shown_text};
+use crate::timer_anchor::TimerAnchor;
 use crate::{ListLimits, SessionError};
 
 /// The longest `serverInfo.name` kept, in bytes.
@@ -124,6 +125,8 @@ pub struct Session {
     last_listing: LastListing,
     /// Calls that failed in the transport or timed out (a server gone or hung, say).
     failed_calls: AtomicU64,
+    /// Keeps the calls' timeouts from waking the runtime's timer driver.
+    anchor: TimerAnchor,
 }
 
 impl Session {
@@ -201,6 +204,7 @@ impl Session {
         let last_listing = LastListing::default();
         last_listing.keep(&tools, first, asked);
         let session = Self {
+            anchor: TimerAnchor::new(spec.call_timeout),
             spec,
             peer,
             handler,
@@ -422,6 +426,7 @@ impl Session {
         crate::trace_context::inject(&mut params);
         let timeout = self.spec.call_timeout;
         let redactor = &self.options.redactor;
+        self.anchor.hold();
         let outcome = match tokio::time::timeout(timeout, self.call_tool_rounds(params)).await {
             Ok(Ok(result)) => {
                 scrub_result(redactor, result).map_err(|e| CallError::Transport(Box::new(e)))

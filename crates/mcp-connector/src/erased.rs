@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -118,14 +118,16 @@ impl Transport<RoleClient> for BoxTransport {
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
         let received = self.inner.receive();
-        let tap = self.tap.as_ref();
-        async move {
+        let Some(tap) = self.tap.as_ref() else {
+            return Either::Left(received);
+        };
+        Either::Right(async move {
             let message = received.await;
-            if let (Some(tap), Some(message)) = (tap, &message) {
+            if let Some(message) = &message {
                 tap.received(message);
             }
             message
-        }
+        })
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
