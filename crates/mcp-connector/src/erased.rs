@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use futures::TryFutureExt as _;
 use futures::future::{BoxFuture, Either};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -32,11 +33,11 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> BoxFuture<'static, Result<(), TransportError>> {
-        let fut = Transport::send(self, item);
-        Box::pin(async move {
-            fut.await
-                .map_err(|e| TransportError::new(T::name(), Box::new(e)))
-        })
+        // A combinator, not an `async` block: a block awaiting a future it captured holds it
+        // twice over (as captured and as awaited), doubling the box rmcp's send task points to.
+        Box::pin(
+            Transport::send(self, item).map_err(|e| TransportError::new(T::name(), Box::new(e))),
+        )
     }
 
     fn receive(&mut self) -> BoxFuture<'_, Option<RxJsonRpcMessage<RoleClient>>> {
@@ -132,5 +133,63 @@ impl Transport<RoleClient> for BoxTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use rmcp::model::{ClientJsonRpcMessage, ClientNotification, InitializedNotification};
+
+    use super::*;
+
+    /// A send future of a known size (the bytes stand for the state it would hold).
+    struct Sending(#[expect(dead_code, reason = "only its size matters")] [u8; 1000]);
+
+    impl Future for Sending {
+        type Output = Result<(), std::io::Error>;
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    struct Sink;
+
+    impl Transport<RoleClient> for Sink {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            Sending([0; 1000])
+        }
+
+        fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> {
+            std::future::pending()
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    /// The boxed send holds the transport's send future once: rmcp spawns it as a task of its
+    /// own for every message sent.
+    #[test]
+    fn a_boxed_send_holds_the_transports_future_once() {
+        let message = ClientJsonRpcMessage::notification(
+            ClientNotification::InitializedNotification(InitializedNotification::default()),
+        );
+        let sending = ErasedTransport::send(&mut Sink, message);
+        let size = std::mem::size_of_val(&*sending);
+        assert!(
+            size < 2 * std::mem::size_of::<Sending>(),
+            "the boxed send future takes {size} bytes around a send future of {}",
+            std::mem::size_of::<Sending>()
+        );
     }
 }

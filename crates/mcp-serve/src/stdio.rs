@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ErrorCode, ErrorData, JsonRpcMessage, RequestId,
@@ -285,15 +286,15 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Tracked<T> {
             JsonRpcMessage::Error(error) => error.id.clone(),
             _ => None,
         };
-        let sent = self.inner.send(item);
         let pending = self.pending.clone();
-        async move {
-            let outcome = sent.await;
+        // A combinator, not an `async` block, which would hold the inner send future twice
+        // over (as captured and as awaited).
+        self.inner.send(item).map(move |outcome| {
             if let Some(id) = answered {
                 lock(&pending).remove(&id);
             }
             outcome
-        }
+        })
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use futures::TryFutureExt as _;
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -81,9 +82,12 @@ impl Transport<RoleClient> for StdioTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let sent = self.inner.send(item);
         let shared = self.shared.clone();
-        async move { sent.await.map_err(|source| shared.write_error(source)) }
+        // A combinator, not an `async` block, which would hold rmcp's send future twice over
+        // (as captured and as awaited).
+        self.inner
+            .send(item)
+            .map_err(move |source| shared.write_error(source))
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
