@@ -41,14 +41,12 @@ impl TimerAnchor {
     pub(crate) fn hold(&self) {
         let now = Instant::now();
         let mut sleep = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
-        let sleep = match &mut *sleep {
-            Some(sleep) if sleep.deadline() > now => return,
-            Some(sleep) => {
-                sleep.as_mut().reset(now + self.period);
-                sleep
-            }
-            empty => empty.insert(Box::pin(tokio::time::sleep_until(now + self.period))),
-        };
+        if sleep.as_ref().is_some_and(|sleep| sleep.deadline() > now) {
+            return;
+        }
+        // A new sleep, not the old one reset: the old one belongs to the runtime it was made in,
+        // which may have shut down since (a sleep polled after that panics).
+        let sleep = sleep.insert(Box::pin(tokio::time::sleep_until(now + self.period)));
         // A sleep enters the wheel when first polled; nothing waits for it to end.
         let _ = sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()));
     }
@@ -57,6 +55,30 @@ impl TimerAnchor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session may outlive the runtime its anchor was first held in: once that runtime shut
+    /// down, the next call in another runtime goes on, no panic.
+    #[test]
+    fn an_anchor_outlives_the_runtime_it_was_held_in() {
+        let anchor = TimerAnchor::new(Duration::from_millis(1));
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let first = runtime();
+        first.block_on(async { anchor.hold() });
+        drop(first);
+        let held_until = anchor.sleep.lock().unwrap().as_ref().unwrap().deadline();
+        while Instant::now() <= held_until {
+            std::thread::yield_now();
+        }
+        runtime().block_on(async {
+            anchor.hold();
+            assert!(anchor.sleep.lock().unwrap().as_ref().unwrap().deadline() > held_until);
+        });
+    }
 
     #[tokio::test(start_paused = true)]
     async fn the_anchor_moves_on_only_once_its_deadline_passed() {
