@@ -7,13 +7,12 @@
 //! timeout wakes it for nothing, a context switch on every call (measured in
 //! `docs/benchmarks.md`). A [`TimerAnchor`] keeps one deadline of its own in the wheel, no
 //! later than any call timeout it precedes, so registering that timeout never wakes the driver.
-//! When the anchor's own deadline has passed, the next call moves it on (one wake-up per period
-//! at most).
+//! When the anchor's own deadline has passed, the next call registers a new one (a wake-up or two
+//! once a period, instead of one a call). Under a paused test clock the anchor is one more
+//! deadline the clock may advance to while the runtime idles.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -40,21 +39,37 @@ impl TimerAnchor {
     /// (with its time driver) the timeout is registered with.
     pub(crate) fn hold(&self) {
         let now = Instant::now();
+        // A timeout that far ahead is no deadline to Tokio either: nothing to anchor.
+        let Some(deadline) = now.checked_add(self.period) else {
+            return;
+        };
         let mut sleep = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
         if sleep.as_ref().is_some_and(|sleep| sleep.deadline() > now) {
             return;
         }
         // A new sleep, not the old one reset: the old one belongs to the runtime it was made in,
-        // which may have shut down since (a sleep polled after that panics).
-        let sleep = sleep.insert(Box::pin(tokio::time::sleep_until(now + self.period)));
-        // A sleep enters the wheel when first polled; nothing waits for it to end.
-        let _ = sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        // which may have shut down since. Resetting a new sleep enters it in the wheel at once
+        // (polling it would not while the task's budget is spent, and would panic in a runtime
+        // shutting down); nothing waits for it to end.
+        sleep
+            .insert(Box::pin(tokio::time::sleep_until(deadline)))
+            .as_mut()
+            .reset(deadline);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A timeout too far ahead to be a deadline (`Duration::MAX`: calls never time out) gets no
+    /// anchor, and no panic.
+    #[tokio::test]
+    async fn a_timeout_too_far_ahead_is_not_anchored() {
+        let anchor = TimerAnchor::new(Duration::MAX);
+        anchor.hold();
+        assert!(anchor.sleep.lock().unwrap().is_none());
+    }
 
     /// A session may outlive the runtime its anchor was first held in: once that runtime shut
     /// down, the next call in another runtime goes on, no panic.
